@@ -1,0 +1,44 @@
+#pragma once
+// The step record of the rank contract: one JSON object per rank per step,
+// newline-delimited, written to TRELLIS_STEP_SOCKET. Torch-free, absl-free.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace trellis {
+
+inline constexpr int kStepRecordVersion = 1;
+// A line longer than this is refused without parsing it (bounded decoder).
+inline constexpr size_t kMaxStepRecordBytes = 4096;
+
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0;
+  int64_t tokens = 0;
+  double step_seconds = 0;
+  // Optional fields: present only where the producer knows them.
+  std::optional<double> grad_norm;
+  std::optional<double> fwd_seconds;
+  std::optional<double> bwd_seconds;
+  std::optional<double> optim_seconds;
+  std::optional<double> comm_seconds;
+  std::optional<double> exposed_comm_seconds;
+  std::optional<int64_t> alloc_retries;
+  std::optional<int64_t> mem_allocated_peak_bytes;
+  std::optional<int64_t> mem_reserved_peak_bytes;
+  std::optional<int64_t> host_arena_bytes;
+  std::optional<int64_t> nccl_max_ctas;
+  std::optional<int64_t> checkpoint_step;
+};
+
+// One line, no trailing newline.
+std::string EncodeStepRecord(const StepRecord& record);
+
+// Strict: the line must be one JSON object with "v": 1, the four required
+// fields, known optional fields of the right type and range, nothing else.
+// On failure returns nullopt and sets *error to a message naming the field.
+std::optional<StepRecord> DecodeStepRecord(std::string_view line, std::string* error);
+
+}  // namespace trellis
