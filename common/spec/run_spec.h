@@ -1,0 +1,76 @@
+#pragma once
+// The run spec (TOML): what a user submits. Parsed and validated in one place,
+// used by the controller (SubmitRun), the worker and the CLI's --dry-run.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/spec/field_errors.h"
+#include "common/spec/trainer_spec.h"
+
+namespace trellis::spec {
+
+inline constexpr size_t kMaxSpecBytes = 1 << 20;
+inline constexpr int kMaxNodes = 16384;
+
+struct JobSection {
+  std::string name;                  // [a-z0-9-], at most 63
+  std::vector<std::string> command;  // argv; a TOML string becomes {"/bin/sh", "-c", s}
+  std::string output_dir;            // relative to the controller's output root; "" = run id
+};
+
+struct SlurmSection {
+  std::string partition;
+  std::string account;
+  int nodes = 1;
+  int ranks_per_node = 1;
+  int gpus_per_node = 0;
+  int spare_nodes = 0;
+  int64_t time_limit_minutes = 0;  // 0: the partition's default
+  std::string nodelist;            // optional pin (Slurm hostlist)
+  std::vector<std::string> extra_args;
+  int signal_grace_s = 120;        // --signal=B:USR1@<grace>
+};
+
+struct GateSection {
+  double min_free_gib_per_socket = 100.0;
+  double max_unattributed_gib_per_socket = 24.0;
+  int timeout_s = 120;
+  bool touch_probe = false;
+};
+
+struct RestartSection {
+  int max_restarts = 0;
+  int backoff_s = 30;
+  int hang_timeout_s = 600;
+};
+
+struct RunSpec {
+  JobSection job;
+  SlurmSection slurm;
+  GateSection gate;
+  RestartSection restart;
+  std::map<std::string, std::string> env;
+  bool has_model = false;  // [model] mode instead of [job].command
+  TrainerSpec trainer;     // [model], [parallel], [training], [checkpoint]
+
+  int total_nodes() const { return slurm.nodes + slurm.spare_nodes; }
+  int world_size() const { return slurm.nodes * slurm.ranks_per_node; }
+};
+
+// Parses and validates a whole spec. On any error returns nullopt and fills
+// `errors` with one entry per bad field (never stops at the first).
+std::optional<RunSpec> ParseRunSpec(std::string_view toml_text, FieldErrors* errors);
+
+// Names and paths shared by other validators.
+bool IsValidRunName(std::string_view name);
+// A relative path with no "..", no empty or "." components, [A-Za-z0-9._-/].
+bool IsSafeRelativePath(std::string_view path);
+// The sbatch options a spec may pass through [slurm].extra_args.
+const std::vector<std::string>& AllowedSbatchOptions();
+
+}  // namespace trellis::spec

@@ -1,0 +1,39 @@
+#include "common/sqlite.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace trellis::sqlite {
+namespace {
+
+TEST(SqliteTest, RealFileTransactionsCommitAndRollBack) {
+  auto dir = std::filesystem::temp_directory_path() / ("sqlite_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  auto db = Db::Open((dir / "t.db").string());
+  ASSERT_TRUE(db.ok()) << db.status();
+  ASSERT_TRUE((*db)->Exec("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)").ok());
+  {
+    Transaction tx(db->get());
+    auto ins = (*db)->Prepare("INSERT INTO t VALUES (?, ?)");
+    ASSERT_TRUE(ins.ok());
+    ASSERT_TRUE(ins->Bind(1, "a").Bind(2, 1).Run().ok());
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+  {
+    Transaction tx(db->get());
+    auto ins = (*db)->Prepare("INSERT INTO t VALUES (?, ?)");
+    ASSERT_TRUE(ins->Bind(1, "b").Bind(2, 2).Run().ok());
+    // no commit: rolled back
+  }
+  auto q = (*db)->Prepare("SELECT k, v FROM t ORDER BY k");
+  std::vector<std::string> keys;
+  while (*q->Step()) keys.push_back(q->ColumnText(0));
+  EXPECT_EQ(keys, std::vector<std::string>{"a"});
+  auto dup = (*db)->Prepare("INSERT INTO t VALUES ('a', 3)");
+  EXPECT_FALSE(dup->Run().ok());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace trellis::sqlite
