@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# End-to-end test of deploy/slurm/local-cluster: a real 4-node Slurm cluster
+# on this machine. Needs root, slurm-wlm and munge (deploy/setup.sh).
+# Exits non-zero on the first failed check.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)"
+LC="$ROOT/deploy/slurm/local-cluster"
+T0=$SECONDS
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: the local cluster needs root"
+  exit 77
+fi
+
+D=$(mktemp -d "${TMPDIR:-/tmp}/lc-test.XXXXXX")
+D2=$(mktemp -d "${TMPDIR:-/tmp}/lc-test2.XXXXXX")
+# A non-default port base, spread by pid so that parallel runs rarely meet.
+PB=$((18000 + ($$ % 90) * 10))
+PB2=$((PB + 1000))
+
+cleanup() {
+  local rc=$?
+  "$LC" down "$D2" >/dev/null 2>&1 || true
+  "$LC" down "$D" >/dev/null 2>&1 || true
+  rm -rf "$D" "$D2"
+  if [ $rc -ne 0 ]; then echo "FAILED (rc=$rc) after $((SECONDS - T0)) s"; fi
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  if [ -d "$D/log" ]; then
+    for f in "$D"/log/*.log; do echo "--- $f" >&2; tail -n 10 "$f" >&2; done
+  fi
+  exit 1
+}
+check() { echo "check: $*"; }
+ok() { echo "  ok${1:+: $1}"; }
+
+# Slurm client against the test cluster (the test's own environment is left
+# untouched so that the process scans below cannot see it).
+sl() { (. "$D/env" && "$@"); }
+
+# Pids (other than ours) whose command line names DIR, or whose environment
+# points SLURM_CONF at it.
+procs_of() {
+  local dir=$1 f p out=()
+  local -A mine=()
+  p=$BASHPID
+  while [ -n "$p" ] && [ "$p" != 0 ]; do
+    mine[$p]=1
+    p=$(awk '{ sub(/.*\) /, ""); print $2 }' "/proc/$p/stat" 2>/dev/null) || break
+  done
+  local hits
+  hits=$( { grep -lzF -- "$dir" /proc/[0-9]*/cmdline 2>/dev/null || true
+            grep -lzxF -- "SLURM_CONF=$dir/etc/slurm.conf" /proc/[0-9]*/environ 2>/dev/null || true; } )
+  for f in $hits; do
+    p=${f#/proc/}; p=${p%%/*}
+    [ -n "${mine[$p]:-}" ] && continue
+    [ -r "/proc/$p/stat" ] || continue
+    # Zombies are gone already.
+    [ "$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$p/stat" 2>/dev/null)" = Z ] && continue
+    out+=("$p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-120)")
+  done
+  [ ${#out[@]} -eq 0 ] || printf '%s\n' "${out[@]}" | sort -u
+}
+
+wait_job() {
+  # wait_job ID SECONDS: until the job leaves PENDING/RUNNING/COMPLETING.
+  local id=$1 s=$2 st deadline=$((SECONDS + $2))
+  while :; do
+    st=$(sl scontrol show job "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2 || true)
+    case "$st" in
+      PENDING|RUNNING|COMPLETING|CONFIGURING|"") ;;
+      *) echo "$st"; return 0;;
+    esac
+    [ $SECONDS -ge $deadline ] && { echo "TIMEOUT($st)"; return 1; }
+    sleep 0.3
+  done
+}
+
+echo "local cluster test: DIR=$D port base $PB"
+
+check "--help prints usage"
+"$LC" --help | grep -q 'local-cluster COMMAND DIR' || fail "--help"
+ok
+
+check "up with 4 nodes on port base $PB"
+t=$SECONDS
+"$LC" up "$D" --nodes 4 --port-base "$PB" || fail "up failed"
+ok "up took $((SECONDS - t)) s"
+
+check "sinfo shows 4 idle nodes"
+idle=$(sl sinfo -h -N -o '%N %T' | awk '$2 == "idle"' | wc -l)
+[ "$idle" -eq 4 ] || fail "expected 4 idle nodes, got $idle: $(sl sinfo -N)"
+ok
+
+check "status exits 0 and lists every daemon"
+st=$("$LC" status "$D") || fail "status exit code $? while up"
+for n in munged slurmctld 'slurmd node1' 'slurmd node4'; do
+  grep -q "^$n *running" <<<"$st" || fail "status does not show '$n' running: $st"
+done
+ok
+
+check "env file exports SLURM_CONF, TRELLIS_SYSFS_ROOT, TRELLIS_LOCAL_CLUSTER"
+(
+  set -u
+  . "$D/env"
+  [ "$SLURM_CONF" = "$D/etc/slurm.conf" ] && [ -f "$SLURM_CONF" ] || exit 1
+  [ "$TRELLIS_LOCAL_CLUSTER" = "$D" ] || exit 1
+  [ "$TRELLIS_SYSFS_ROOT" = "$D/nodes/%n/sysfs" ] || exit 1
+) || fail "env file: $(cat "$D/env")"
+ok
+
+check "each node has a sysfs fixture in the Linux per-node meminfo format"
+for k in 1 2 3 4; do
+  base="$D/nodes/node$k/sysfs/devices/system/node"
+  [ "$(cat "$base/online")" = 0 ] || fail "node$k online"
+  [ "$(cat "$base/possible")" = 0 ] || fail "node$k possible"
+  [ "$(cat "$base/node0/cpulist")" = 0-1 ] || fail "node$k cpulist"
+  m="$base/node0/meminfo"
+  [ "$(wc -l <"$m")" -eq 36 ] || fail "node$k meminfo has $(wc -l <"$m") lines"
+  bad=$(grep -vE '^Node 0 [A-Za-z_()]+: +[0-9]+( kB)?$' "$m" || true)
+  [ -z "$bad" ] || fail "node$k meminfo has malformed lines: $bad"
+  grep -qx 'Node 0 MemTotal:       125514547 kB' "$m" || fail "node$k MemTotal: $(grep MemTotal "$m")"
+  grep -qx 'Node 0 MemFree:        113246208 kB' "$m" || fail "node$k MemFree: $(grep MemFree: "$m")"
+  grep -qx 'Node 0 HugePages_Total:     0' "$m" || fail "node$k HugePages_Total format"
+done
+ok "119.7 GiB total, 108.0 GiB free on every node"
+
+check "a 2-node batch job runs one srun task per node, each sees its own fixture"
+out="$D/job-%j.out"
+jid=$(sl sbatch --parsable -N 2 -o "$out" --wrap \
+  'srun --ntasks-per-node=1 bash -c "r=\${TRELLIS_SYSFS_ROOT//%n/\$SLURMD_NODENAME}; echo \$SLURMD_NODENAME \$(grep -c MemFree \$r/devices/system/node/node0/meminfo)"') \
+  || fail "sbatch"
+state=$(wait_job "$jid" 30) || fail "job $jid did not finish: $state"
+[ "$state" = COMPLETED ] || fail "job $jid ended $state: $(cat "$D/job-$jid.out" 2>/dev/null)"
+job_out=$(cat "$D/job-$jid.out")
+names=$(awk '$2 == 1 { print $1 }' <<<"$job_out" | sort -u)
+[ "$(wc -l <<<"$names")" -eq 2 ] || fail "expected 2 distinct nodes reading their fixture, got: $job_out"
+grep -qvx 'node[1-4]' <<<"$names" && fail "unexpected node names: $names"
+sl scontrol show job "$jid" | grep -q 'ExitCode=0:0' || fail "job exit code"
+ok "job $jid on $(echo $names)"
+
+check "up again is a no-op"
+pid_before=$(cat "$D/run/slurmctld.pid")
+again=$("$LC" up "$D" --port-base "$PB") || fail "second up failed"
+grep -q 'already up' <<<"$again" || fail "second up did not report 'already up': $again"
+[ "$(cat "$D/run/slurmctld.pid")" = "$pid_before" ] || fail "slurmctld was restarted"
+ok
+
+check "up with a different shape on a running cluster is refused"
+if "$LC" up "$D" --nodes 3 >/dev/null 2>&1; then fail "up --nodes 3 on a 4-node cluster succeeded"; fi
+ok
+
+check "a second cluster with another port base runs beside the first"
+"$LC" up "$D2" --nodes 1 --port-base "$PB2" >/dev/null || fail "second cluster up"
+n2=$( (. "$D2/env" && sinfo -h -N -o '%N %T') )
+[ "$n2" = "node1 idle" ] || fail "second cluster sinfo: $n2"
+idle=$(sl sinfo -h -N -o '%N %T' | awk '$2 == "idle"' | wc -l)
+[ "$idle" -eq 4 ] || fail "first cluster lost nodes while the second ran"
+"$LC" down "$D2" >/dev/null || fail "second cluster down"
+ok
+
+check "swap node3's fixture for the short one, then reset it"
+m3="$D/nodes/node3/sysfs/devices/system/node/node0/meminfo"
+before=$(cat "$m3")
+"$LC" fixture "$D" node3 "$ROOT/deploy/slurm/fixtures/gh200-short" >/dev/null || fail "fixture swap"
+after=$(cat "$m3")
+[ "$before" != "$after" ] || fail "node3 meminfo did not change"
+grep -qx 'Node 0 MemFree:        76231475 kB' "$m3" || fail "node3 MemFree after swap: $(grep MemFree: "$m3")"
+cmp -s "$m3" "$D/nodes/node2/sysfs/devices/system/node/node0/meminfo" && fail "node2 changed too"
+"$LC" fixture "$D" node3 --free-gib 90.5 >/dev/null || fail "synthesized fixture"
+grep -qx 'Node 0 MemFree:        94896128 kB' "$m3" || fail "node3 MemFree after --free-gib 90.5: $(grep MemFree: "$m3")"
+"$LC" fixture "$D" node3 --reset >/dev/null || fail "fixture --reset"
+[ "$(cat "$m3")" = "$before" ] || fail "node3 meminfo not back to default after --reset"
+if "$LC" fixture "$D" node9 --reset >/dev/null 2>&1; then fail "fixture on a missing node succeeded"; fi
+ok
+
+check "up after a crash (daemons killed, stale pid files) starts cleanly"
+sl sbatch --parsable -N 1 --wrap 'sleep 300' >/dev/null || fail "sbatch before crash"
+sleep 1
+for f in "$D"/run/*.pid; do kill -9 "$(cat "$f")" 2>/dev/null || true; done
+sleep 0.5
+"$LC" status "$D" >/dev/null && fail "status exit 0 after the crash"
+t=$SECONDS
+"$LC" up "$D" --port-base "$PB" >/dev/null || fail "up after crash"
+idle=$(sl sinfo -h -N -o '%N %T' | awk '$2 == "idle"' | wc -l)
+[ "$idle" -eq 4 ] || fail "after crash: $idle idle nodes"
+left=$(procs_of "$D" | grep -E 'sleep 300' || true)
+[ -z "$left" ] || fail "job of the crashed cluster still runs: $left"
+ok "restarted in $((SECONDS - t)) s"
+
+check "down cancels running jobs and leaves no process behind"
+jid=$(sl sbatch --parsable -N 2 --wrap 'srun --ntasks-per-node=1 sleep 300') || fail "sbatch"
+for _ in $(seq 50); do
+  [ "$(procs_of "$D" | grep -c 'sleep 300' || true)" -ge 2 ] && break
+  sleep 0.2
+done
+[ "$(procs_of "$D" | grep -c 'sleep 300' || true)" -ge 2 ] || fail "job $jid did not start its tasks"
+t=$SECONDS
+"$LC" down "$D" || fail "down failed"
+ok "down took $((SECONDS - t)) s"
+left=$(procs_of "$D")
+[ -z "$left" ] || fail "processes left after down:
+$left"
+for f in "$D"/run/*.pid; do
+  [ -e "$f" ] || continue
+  p=$(cat "$f")
+  [ -d "/proc/$p" ] && grep -q . "/proc/$p/cmdline" && fail "pid file $f: $p still alive"
+done
+ok "no process references $D"
+
+check "status after down exits 1"
+"$LC" status "$D" >/dev/null && fail "status exit 0 after down"
+ok
+
+check "down again succeeds; down on a never-started directory succeeds"
+"$LC" down "$D" >/dev/null || fail "second down"
+"$LC" down "$D/never-started" >/dev/null || fail "down of an unknown DIR"
+ok
+
+echo "PASS: local cluster test in $((SECONDS - T0)) s"
