@@ -45,7 +45,7 @@ sl() { (. "$D/env" && "$@"); }
 # Pids (other than ours) whose command line names DIR, or whose environment
 # points SLURM_CONF at it.
 procs_of() {
-  local dir=$1 f p out=()
+  local dir=$1 f p found=()
   local -A mine=()
   p=$BASHPID
   while [ -n "$p" ] && [ "$p" != 0 ]; do
@@ -61,14 +61,14 @@ procs_of() {
     [ -r "/proc/$p/stat" ] || continue
     # Zombies are gone already.
     [ "$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$p/stat" 2>/dev/null)" = Z ] && continue
-    out+=("$p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-120)")
+    found+=("$p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-120)")
   done
-  [ ${#out[@]} -eq 0 ] || printf '%s\n' "${out[@]}" | sort -u
+  [ ${#found[@]} -eq 0 ] || printf '%s\n' "${found[@]}" | sort -u
 }
 
 wait_job() {
   # wait_job ID SECONDS: until the job leaves PENDING/RUNNING/COMPLETING.
-  local id=$1 s=$2 st deadline=$((SECONDS + $2))
+  local id=$1 st deadline=$((SECONDS + $2))
   while :; do
     st=$(sl scontrol show job "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2 || true)
     case "$st" in
@@ -91,7 +91,7 @@ t=$SECONDS
 for try in 1 2 3; do
   if up_out=$("$LC" up "$D" --nodes 4 --port-base "$PB" 2>&1); then break; fi
   # Another run may hold these ports: move on (nothing was started).
-  grep -q 'is in use' <<<"$up_out" && [ $try -lt 3 ] || fail "up failed: $up_out"
+  if ! grep -q 'is in use' <<<"$up_out" || [ $try -eq 3 ]; then fail "up failed: $up_out"; fi
   PB=$((PB + 7)); PB2=$((PB + 1000))
 done
 echo "$up_out"
@@ -151,7 +151,7 @@ sl scontrol show job "$jid" | grep -q 'ExitCode=0:0' || fail "job exit code"
 while read -r n _ r; do
   [ "$r" = "$D/nodes/$n/sysfs" ] || fail "task on $n got sysfs root '$r'"
 done <<<"$job_out"
-ok "job $jid on $(echo $names)"
+ok "job $jid on $(tr '\n' ' ' <<<"$names")"
 
 check "tasks get their node's sysfs root even when the submitter exports nothing"
 jid=$(sl sbatch --parsable -N 2 --export=NONE -o "$D/job-%j.out" --wrap \
