@@ -1,0 +1,181 @@
+#include "controller/app/controller.h"
+
+#include "common/log.h"
+#include "common/status.h"
+#include "controller/core/batch_script.h"
+
+namespace trellis::controller {
+
+namespace asio = boost::asio;
+
+Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
+                       std::shared_ptr<SlurmClient> slurm, const Clock* clock)
+    : config_(std::move(config)),
+      store_(std::move(store)),
+      slurm_(std::move(slurm)),
+      clock_(clock),
+      work_(asio::make_work_guard(io_)),
+      schedule_timer_(io_),
+      reconcile_timer_(io_) {}
+
+Controller::~Controller() { Stop(); }
+
+void Controller::Start() {
+  loop_thread_ = std::thread([this] { io_.run(); });
+  asio::post(io_, [this] {
+    // Settle what finished or vanished while the controller was down before
+    // accepting new work for those runs.
+    ReconcileTick(/*startup=*/true);
+    ArmTimer(schedule_timer_, config_.schedule_interval, &Controller::ScheduleTick);
+    ArmTimer(reconcile_timer_, config_.reconcile_interval, &Controller::ReconcileTimerTick);
+  });
+}
+
+void Controller::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  asio::post(io_, [this] {
+    schedule_timer_.cancel();
+    reconcile_timer_.cancel();
+    for (auto& [key, launch] : launches_)
+      if (launch.gate_timer) launch.gate_timer->cancel();
+    watchers_.EndAll();
+    work_.reset();
+  });
+  slurm_pool_.join();
+  if (loop_thread_.joinable()) loop_thread_.join();
+  io_.stop();
+}
+
+void Controller::ArmTimer(asio::steady_timer& timer, std::chrono::milliseconds every,
+                          void (Controller::*tick)()) {
+  timer.expires_after(every);
+  timer.async_wait([this, &timer, every, tick](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    (this->*tick)();
+    ArmTimer(timer, every, tick);
+  });
+}
+
+void Controller::SubmitRun(std::string spec_toml, bool dry_run, std::string user,
+                           Reply<SubmitResult> reply) {
+  asio::post(io_, [this, spec_toml = std::move(spec_toml), dry_run, user = std::move(user),
+                   reply = std::move(reply)]() mutable {
+    spec::FieldErrors errors;
+    auto spec = spec::ParseRunSpec(spec_toml, &errors);
+    if (!spec) return reply(absl::InvalidArgumentError(spec::JoinErrors(errors)));
+    if (spec->has_model && !config_.model_runs_supported) {
+      return reply(absl::FailedPreconditionError(
+          "model: [model] runs need workers that host trainer_core, which this deployment "
+          "does not have yet; use [job].command"));
+    }
+    if (spec->slurm.partition.empty()) spec->slurm.partition = config_.default_partition;
+    if (dry_run) {
+      // Show exactly what would be submitted for the run's first attempt.
+      auto runs = store_->ListRuns(1, false);
+      int64_t next = runs.ok() && !runs->empty() ? runs->front().seq + 1 : 1;
+      std::string run_id = spec->job.name + "-" + std::to_string(next);
+      std::string run_dir = RunDirFor(*spec, run_id);
+      AttemptPaths paths{run_id, 1, run_dir, config_.worker_bin, config_.advertise_addr,
+                         run_dir + "/attempt-1/secret"};
+      auto script = RenderBatchScript(config_.sbatch_template, paths);
+      if (!script.ok()) return reply(script.status());
+      return reply(SubmitResult{"", *script, SbatchArgs(*spec, paths, {})});
+    }
+    auto run = store_->CreateRun(spec->job.name, user, spec_toml, spec->slurm.nodes,
+                                 spec->slurm.ranks_per_node,
+                                 [&](const std::string& id) { return RunDirFor(*spec, id); },
+                                 clock_->Now());
+    if (!run.ok()) return reply(run.status());
+    spdlog::info("run {} queued by {}: {} node(s) x {} rank(s)", run->run_id, user,
+                 spec->slurm.nodes, spec->slurm.ranks_per_node);
+    reply(SubmitResult{run->run_id, "", {}});
+    ScheduleTick();
+  });
+}
+
+void Controller::GetRun(std::string run_id, Reply<RunView> reply) {
+  asio::post(io_, [this, run_id = std::move(run_id), reply = std::move(reply)] {
+    auto run = store_->GetRun(run_id);
+    if (!run.ok()) return reply(run.status());
+    reply(BuildView(*run, 20));
+  });
+}
+
+void Controller::ListRuns(int limit, bool active_only, Reply<std::vector<RunView>> reply) {
+  asio::post(io_, [this, limit, active_only, reply = std::move(reply)] {
+    auto runs = store_->ListRuns(limit, active_only);
+    if (!runs.ok()) return reply(runs.status());
+    std::vector<RunView> views;
+    for (const auto& r : *runs) {
+      auto v = BuildView(r, 1);
+      if (!v.ok()) return reply(v.status());
+      views.push_back(std::move(*v));
+    }
+    reply(std::move(views));
+  });
+}
+
+void Controller::CancelRun(std::string run_id, std::string reason, Reply<RunState> reply) {
+  asio::post(io_, [this, run_id = std::move(run_id), reason = std::move(reason),
+                   reply = std::move(reply)]() mutable {
+    auto run = store_->GetRun(run_id);
+    if (!run.ok()) return reply(run.status());
+    if (IsTerminal(run->state)) return reply(run->state);  // idempotent
+    std::string why = reason.empty() ? "cancelled by " + run->user : reason;
+    auto attempt = store_->LatestAttempt(run_id);
+    if (!attempt.ok()) return reply(attempt.status());
+    if (!attempt->has_value() || !(*attempt)->live() || (*attempt)->slurm_job_id.empty())
+      return FinishCancel(run_id, why, std::move(reply));
+    std::string job = (*attempt)->slurm_job_id;
+    asio::post(slurm_pool_, [this, run_id, why, job, reply = std::move(reply)]() mutable {
+      absl::Status st = slurm_->Cancel(job);
+      asio::post(io_, [this, st, run_id, why, reply = std::move(reply)]() mutable {
+        if (!st.ok()) return reply(absl::UnavailableError("scancel failed: " +
+                                                          std::string(st.message())));
+        FinishCancel(run_id, why, std::move(reply));
+      });
+    });
+  });
+}
+
+void Controller::FinishCancel(const std::string& run_id, const std::string& reason,
+                              Reply<RunState> reply) {
+  auto run = store_->GetRun(run_id);
+  if (!run.ok()) return reply(run.status());
+  if (IsTerminal(run->state)) return reply(run->state);
+  auto attempt = store_->LatestAttempt(run_id);
+  absl::Status st = Transition(run_id, RunState::kCancelled, reason, "{}", [&](Store& s) {
+    if (attempt.ok() && attempt->has_value() && (*attempt)->live())
+      return s.EndAttempt(run_id, (*attempt)->attempt, 130, reason, clock_->Now());
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return reply(st);
+  AbortLaunches(run_id, reason);
+  reply(RunState::kCancelled);
+}
+
+void Controller::Watch(std::string run_id, WatchSink* sink, Reply<RunView> reply) {
+  asio::post(io_, [this, run_id = std::move(run_id), sink, reply = std::move(reply)] {
+    auto run = store_->GetRun(run_id);
+    if (!run.ok()) return reply(run.status());
+    auto view = BuildView(*run, 20);
+    if (!view.ok()) return reply(view.status());
+    bool terminal = IsTerminal(run->state);
+    reply(std::move(*view));
+    if (terminal)
+      sink->OnEnd();
+    else
+      watchers_.Add(run_id, sink);
+  });
+}
+
+void Controller::Unwatch(std::string run_id, WatchSink* sink, std::function<void()> done) {
+  // On the loop, so it is ordered after any notification already queued.
+  asio::post(io_, [this, run_id = std::move(run_id), sink, done = std::move(done)] {
+    watchers_.Remove(run_id, sink);
+    done();
+  });
+}
+
+}  // namespace trellis::controller

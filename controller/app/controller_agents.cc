@@ -1,0 +1,255 @@
+// Workers: registration and the launch gate, step records, exits, relaunch.
+#include "common/log.h"
+#include "common/status.h"
+#include "common/version.h"
+#include "controller/app/controller.h"
+
+namespace trellis::controller {
+
+namespace asio = boost::asio;
+
+absl::StatusOr<AttemptRecord> Controller::CheckWorker(const WorkerId& id) {
+  auto attempt = store_->Attempts(id.run_id);
+  if (!attempt.ok()) return attempt.status();
+  for (const auto& a : *attempt) {
+    if (a.attempt != id.attempt) continue;
+    // Constant-time compare: the secret is the worker's only credential.
+    bool same = a.secret.size() == id.secret.size();
+    unsigned char diff = 0;
+    for (size_t i = 0; same && i < a.secret.size(); ++i) diff |= a.secret[i] ^ id.secret[i];
+    if (!same || diff != 0)
+      return absl::PermissionDeniedError("wrong secret for run " + id.run_id + " attempt " +
+                                         std::to_string(id.attempt));
+    return a;
+  }
+  return absl::NotFoundError("run " + id.run_id + " has no attempt " + std::to_string(id.attempt));
+}
+
+void Controller::AuthenticateWorker(WorkerId id, Reply<bool> reply) {
+  asio::post(io_, [this, id = std::move(id), reply = std::move(reply)] {
+    auto a = CheckWorker(id);
+    if (!a.ok()) return reply(a.status());
+    reply(true);
+  });
+}
+
+Controller::LaunchState* Controller::FindOrCreateLaunch(const WorkerId& id, const RunRecord& run,
+                                                        const spec::RunSpec& spec) {
+  LaunchKey key{id.run_id, id.attempt, id.launch};
+  auto it = launches_.find(key);
+  if (it != launches_.end()) return &it->second;
+  LaunchState& l = launches_[key];
+  l.run_id = id.run_id;
+  l.attempt = id.attempt;
+  l.launch = id.launch;
+  l.expected_nodes = spec.total_nodes();
+  l.needed_nodes = spec.slurm.nodes;
+  l.ranks_per_node = spec.slurm.ranks_per_node;
+  // The gate waits at most timeout_s after the first node of the launch registers.
+  l.gate_timer = std::make_unique<asio::steady_timer>(io_);
+  l.gate_timer->expires_after(std::chrono::seconds(spec.gate.timeout_s));
+  l.gate_timer->async_wait([this, key](const boost::system::error_code& ec) {
+    if (ec) return;
+    auto found = launches_.find(key);
+    if (found != launches_.end() && !found->second.outcome) EvaluateGate(&found->second, true);
+  });
+  (void)run;
+  return &l;
+}
+
+void Controller::Register(WorkerId id, std::string version, Reply<GateAnswer> reply) {
+  asio::post(io_, [this, id = std::move(id), version = std::move(version),
+                   reply = std::move(reply)]() mutable {
+    if (version != kVersion) {
+      return reply(absl::FailedPreconditionError(
+          "worker version " + version + " does not match controller version " +
+          std::string(kVersion) + "; deploy the controller's trellis-worker on the nodes"));
+    }
+    auto attempt = CheckWorker(id);
+    if (!attempt.ok()) return reply(attempt.status());
+    auto run = store_->GetRun(id.run_id);
+    if (!run.ok()) return reply(run.status());
+    if (IsTerminal(run->state) || !attempt->live()) {
+      return reply(GateAnswer::Abort("run is " + std::string(StateName(run->state)) + ", attempt ended"));
+    }
+    auto spec = ParseStoredSpec(*run);
+    if (!spec.ok()) return reply(spec.status());
+    LaunchState* l = FindOrCreateLaunch(id, *run, *spec);
+    if (l->outcome) {
+      // A late or repeated registration after the decision.
+      return reply(GateAnswer::Abort("the gate of this launch already decided"));
+    }
+    if (std::find(l->registered.begin(), l->registered.end(), id.node) == l->registered.end())
+      l->registered.push_back(id.node);
+    // A worker that retries (e.g. after a controller restart) replaces its old call.
+    for (auto& w : l->waiting)
+      if (w.node == id.node) w.reply(absl::AbortedError("superseded by a newer registration"));
+    l->waiting.erase(std::remove_if(l->waiting.begin(), l->waiting.end(),
+                                    [&](const PendingRegistration& w) { return w.node == id.node; }),
+                     l->waiting.end());
+    l->waiting.push_back({id.node, std::move(reply)});
+    std::string progress = "node " + id.node + " registered (" +
+                           std::to_string(l->registered.size()) + " of " +
+                           std::to_string(l->expected_nodes) + ")";
+    if (run->state == RunState::kSubmitted) {
+      (void)Transition(id.run_id, RunState::kGating, progress);
+    } else {
+      (void)store_->SetStateReason(id.run_id, progress);
+    }
+    EvaluateGate(l, false);
+  });
+}
+
+void Controller::EvaluateGate(LaunchState* l, bool timed_out) {
+  auto run = store_->GetRun(l->run_id);
+  if (!run.ok()) return;
+  GateOutcome out = DecideGate(l->registered, l->expected_nodes, l->needed_nodes,
+                               l->ranks_per_node, timed_out,
+                               std::chrono::seconds(ParseStoredSpec(*run)->gate.timeout_s));
+  if (out.kind == GateOutcome::kWaiting) return;
+  l->outcome = out;
+  l->gate_timer->cancel();
+  if (out.kind == GateOutcome::kGo) {
+    std::string nodes;
+    for (const auto& a : out.assignments) nodes += (nodes.empty() ? "" : ",") + a.node;
+    (void)Transition(l->run_id, RunState::kRunning, out.reason, "{}", [&](Store& s) {
+      RETURN_IF_ERROR(s.SetAttemptNodes(l->run_id, l->attempt, nodes));
+      return s.SetAttemptLaunches(l->run_id, l->attempt, l->launch);
+    });
+    AnswerWaiting(l);
+    return;
+  }
+  AnswerWaiting(l);
+  // Abort: end this Slurm job; the restart policy decides about a new attempt.
+  auto attempt = store_->LatestAttempt(l->run_id);
+  if (attempt.ok() && attempt->has_value() && !(*attempt)->slurm_job_id.empty()) {
+    asio::post(slurm_pool_, [this, job = (*attempt)->slurm_job_id] { (void)slurm_->Cancel(job); });
+  }
+  FailAttempt(l->run_id, l->attempt, 75, "gate aborted: " + out.reason, "{}");
+}
+
+void Controller::AnswerWaiting(LaunchState* l) {
+  const GateOutcome& out = *l->outcome;
+  std::string master_host;
+  for (const auto& a : out.assignments)
+    if (a.go && a.node_index == 0) master_host = a.node;
+  auto run = store_->GetRun(l->run_id);
+  for (auto& w : l->waiting) {
+    GateAnswer ans;
+    ans.reason = out.reason;
+    if (out.kind == GateOutcome::kAbort) {
+      ans.kind = GateAnswer::kAbort;
+    } else {
+      for (const auto& a : out.assignments) {
+        if (a.node != w.node) continue;
+        ans.kind = a.go ? GateAnswer::kGo : GateAnswer::kStandby;
+        ans.node_index = a.node_index;
+        ans.rank_offset = a.rank_offset;
+      }
+      ans.ranks_per_node = l->ranks_per_node;
+      ans.world_size = l->needed_nodes * l->ranks_per_node;
+      ans.master_addr = master_host;
+      // Distinct per launch, so runs sharing a host do not collide.
+      ans.master_port = config_.master_port +
+                        static_cast<int>(std::hash<std::string>{}(
+                                             l->run_id + "/" + std::to_string(l->attempt) + "/" +
+                                             std::to_string(l->launch)) % 2000);
+      ans.checkpoint_dir = run.ok() ? run->run_dir + "/checkpoints" : "";
+    }
+    w.reply(ans);
+  }
+  l->waiting.clear();
+}
+
+void Controller::AbortLaunches(const std::string& run_id, const std::string& reason) {
+  for (auto& [key, l] : launches_) {
+    if (l.run_id != run_id) continue;
+    if (l.gate_timer) l.gate_timer->cancel();
+    for (auto& w : l.waiting) w.reply(GateAnswer::Abort(reason));
+    l.waiting.clear();
+    if (!l.outcome) l.outcome = GateOutcome{GateOutcome::kAbort, {}, reason};
+  }
+}
+
+void Controller::RecordStep(WorkerId id, int rank, StepRecord record) {
+  (void)rank;  // steps are summarized over ranks; per-rank figures go to metrics
+  asio::post(io_, [this, id = std::move(id), record] {
+    auto row = store_->RecordStep(id.run_id, id.attempt, id.launch, record.step, record.loss,
+                                  record.tokens, record.step_seconds, EncodeStepRecord(record),
+                                  clock_->Now());
+    if (!row.ok()) return spdlog::warn("run {}: step not stored: {}", id.run_id, std::string(row.status().message()));
+    watchers_.Step(id.run_id, *row);
+  });
+}
+
+void Controller::RecordRankExit(WorkerId id, int rank, int exit_code) {
+  asio::post(io_, [this, id = std::move(id), rank, exit_code] {
+    auto it = launches_.find({id.run_id, id.attempt, id.launch});
+    if (it == launches_.end()) return;
+    for (const auto& e : it->second.rank_exits)
+      if (e.rank == rank) return;
+    it->second.rank_exits.push_back({id.node, rank, exit_code});
+  });
+}
+
+void Controller::ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int exit_code,
+                            std::string reason, Reply<bool> reply) {
+  asio::post(io_, [this, id = std::move(id), exits = std::move(exits), exit_code,
+                   reason = std::move(reason), reply = std::move(reply)] {
+    auto a = CheckWorker(id);
+    if (!a.ok()) return reply(a.status());
+    spdlog::info("run {} attempt {} launch {}: worker on {} exited {}: {}", id.run_id, id.attempt,
+                 id.launch, id.node, exit_code, reason);
+    auto it = launches_.find({id.run_id, id.attempt, id.launch});
+    if (it != launches_.end()) {
+      it->second.reported[id.node] = true;
+      for (const auto& e : exits) {
+        auto& known = it->second.rank_exits;
+        known.erase(std::remove_if(known.begin(), known.end(),
+                                   [&](const RankExitInfo& k) { return k.rank == e.rank; }),
+                    known.end());
+        known.push_back({id.node, e.rank, e.exit_code});
+      }
+    }
+    reply(true);
+  });
+}
+
+void Controller::NextLaunch(WorkerId id, int step_exit_code, Reply<NextLaunchAnswer> reply) {
+  asio::post(io_, [this, id = std::move(id), step_exit_code, reply = std::move(reply)] {
+    auto a = CheckWorker(id);
+    if (!a.ok()) return reply(a.status());
+    auto run = store_->GetRun(id.run_id);
+    if (!run.ok()) return reply(run.status());
+    NextLaunchAnswer ans;
+    ans.exit_code = step_exit_code;
+    auto it = launches_.find({id.run_id, id.attempt, id.launch});
+    if (run->state == RunState::kRunning && a->live()) {
+      // After a controller restart the launch's reports are gone: srun's status decides.
+      bool known = it != launches_.end() && it->second.outcome &&
+                   it->second.outcome->kind == GateOutcome::kGo;
+      int go_nodes = known ? it->second.needed_nodes : 0;
+      LaunchOutcome o = SettleLaunch(step_exit_code, known ? it->second.rank_exits
+                                                           : std::vector<RankExitInfo>{},
+                                     known ? static_cast<int>(it->second.reported.size()) : 0,
+                                     go_nodes);
+      if (!known && step_exit_code == 0) o = {true, 0, "srun step exited 0"};
+      ans.exit_code = o.exit_code;
+      ans.reason = o.reason;
+      if (o.succeeded) {
+        (void)Transition(id.run_id, RunState::kSucceeded, o.reason, "{}", [&](Store& s) {
+          return s.EndAttempt(id.run_id, id.attempt, 0, o.reason, clock_->Now());
+        });
+      } else {
+        FailAttempt(id.run_id, id.attempt, o.exit_code, o.reason,
+                    "{\"step_exit_code\":" + std::to_string(step_exit_code) + "}");
+      }
+    } else {
+      ans.reason = "run is " + std::string(StateName(run->state));
+    }
+    if (it != launches_.end()) launches_.erase(it);
+    reply(ans);
+  });
+}
+
+}  // namespace trellis::controller

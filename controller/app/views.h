@@ -1,0 +1,79 @@
+#pragma once
+// What the controller hands to its API layer (converted to proto in rpc/).
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/step_record.h"
+#include "controller/store/records.h"
+
+namespace trellis::controller {
+
+struct RunView {
+  RunRecord run;
+  std::vector<AttemptRecord> attempts;
+  std::vector<EventRecord> events;
+  std::vector<StepRow> recent_steps;
+  int64_t last_step = -1;
+  double last_loss = 0;
+};
+
+struct SubmitResult {
+  std::string run_id;                    // empty on dry run
+  std::string batch_script;              // dry run only
+  std::vector<std::string> sbatch_args;  // dry run only
+};
+
+// Who is calling, from the worker's side of the API.
+struct WorkerId {
+  std::string run_id;
+  int attempt = 0;
+  int launch = 0;
+  std::string node;
+  std::string secret;
+};
+
+struct GateAnswer {
+  enum Kind { kGo, kAbort, kStandby } kind = kAbort;
+  std::string reason;
+  int node_index = -1;
+  int rank_offset = -1;
+  int ranks_per_node = 0;
+  int world_size = 0;
+  std::string master_addr;
+  int master_port = 0;
+  int64_t resume_step = -1;
+  std::string checkpoint_dir;
+
+  static GateAnswer Abort(std::string why) {
+    GateAnswer a;
+    a.reason = std::move(why);
+    return a;
+  }
+};
+
+struct NextLaunchAnswer {
+  bool relaunch = false;
+  int next_launch = 0;
+  std::vector<std::string> exclude_nodes;
+  int exit_code = 0;
+  std::string reason;
+};
+
+// A WatchRun subscriber. Called on the controller's loop thread; must not block.
+class WatchSink {
+ public:
+  virtual ~WatchSink() = default;
+  virtual void OnTransition(const EventRecord& event) = 0;
+  virtual void OnStep(const StepRow& step) = 0;
+  // The run reached a terminal state (or the controller is stopping).
+  virtual void OnEnd() = 0;
+};
+
+template <typename T>
+using Reply = std::function<void(absl::StatusOr<T>)>;
+
+}  // namespace trellis::controller

@@ -1,0 +1,98 @@
+#include "controller/core/batch_script.h"
+
+#include <algorithm>
+
+namespace trellis::controller {
+namespace {
+
+bool IsSafeAbsolutePath(const std::string& p) {
+  if (p.empty() || p[0] != '/' || p.size() > 4096) return false;
+  return std::none_of(p.begin(), p.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+}
+
+bool IsSafeAddress(const std::string& a) {
+  return !a.empty() && a.size() <= 255 && std::all_of(a.begin(), a.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == ':' || c == '-' ||
+           c == '[' || c == ']' || c == '_';
+  });
+}
+
+void ReplaceAll(std::string* s, const std::string& from, const std::string& to) {
+  for (size_t pos = s->find(from); pos != std::string::npos; pos = s->find(from, pos + to.size()))
+    s->replace(pos, from.size(), to);
+}
+
+}  // namespace
+
+std::string ShellQuote(const std::string& value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'')
+      out += "'\"'\"'";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
+                                              const AttemptPaths& p) {
+  if (!spec::IsValidRunName(p.run_id))
+    return absl::InvalidArgumentError("run id '" + p.run_id + "' is not [a-z0-9-]");
+  if (p.attempt < 1) return absl::InvalidArgumentError("attempt must be >= 1");
+  for (const auto* path : {&p.run_dir, &p.worker_bin, &p.secret_file})
+    if (!IsSafeAbsolutePath(*path))
+      return absl::InvalidArgumentError("path '" + *path +
+                                        "' must be absolute, without control characters");
+  if (!IsSafeAddress(p.controller_addr))
+    return absl::InvalidArgumentError("controller address '" + p.controller_addr +
+                                      "' must be host:port");
+  std::string out = template_text;
+  ReplaceAll(&out, "@RUN_ID@", ShellQuote(p.run_id));
+  ReplaceAll(&out, "@ATTEMPT@", std::to_string(p.attempt));
+  ReplaceAll(&out, "@WORKER@", ShellQuote(p.worker_bin));
+  ReplaceAll(&out, "@CONTROLLER@", ShellQuote(p.controller_addr));
+  ReplaceAll(&out, "@RUN_DIR@", ShellQuote(p.run_dir));
+  ReplaceAll(&out, "@SECRET_FILE@", ShellQuote(p.secret_file));
+  if (out.find('@') != std::string::npos) {
+    size_t at = out.find('@');
+    size_t end = out.find('@', at + 1);
+    std::string key = out.substr(at, end == std::string::npos ? 20 : end - at + 1);
+    if (key.size() > 2 && std::all_of(key.begin() + 1, key.end() - 1, [](char c) {
+          return std::isupper(static_cast<unsigned char>(c)) || c == '_';
+        }))
+      return absl::InvalidArgumentError("batch script template has an unknown placeholder " + key);
+  }
+  return out;
+}
+
+std::vector<std::string> SbatchArgs(const spec::RunSpec& spec, const AttemptPaths& p,
+                                    const std::vector<std::string>& exclude_nodes) {
+  const auto& sl = spec.slurm;
+  std::string attempt_dir = p.run_dir + "/attempt-" + std::to_string(p.attempt);
+  std::vector<std::string> args = {
+      "--job-name=trellis-" + p.run_id,
+      "--nodes=" + std::to_string(spec.total_nodes()),
+      "--ntasks-per-node=1",
+      "--output=" + attempt_dir + "/slurm-%j.out",
+      "--open-mode=append",
+      "--chdir=" + p.run_dir,
+      "--signal=B:USR1@" + std::to_string(sl.signal_grace_s),
+  };
+  if (sl.time_limit_minutes > 0) args.push_back("--time=" + std::to_string(sl.time_limit_minutes));
+  if (!sl.partition.empty()) args.push_back("--partition=" + sl.partition);
+  if (!sl.account.empty()) args.push_back("--account=" + sl.account);
+  if (!sl.nodelist.empty()) args.push_back("--nodelist=" + sl.nodelist);
+  if (sl.gpus_per_node > 0) args.push_back("--gpus-per-node=" + std::to_string(sl.gpus_per_node));
+  if (!exclude_nodes.empty()) {
+    std::string joined;
+    for (const auto& n : exclude_nodes) joined += (joined.empty() ? "" : ",") + n;
+    args.push_back("--exclude=" + joined);
+  }
+  args.insert(args.end(), sl.extra_args.begin(), sl.extra_args.end());
+  return args;
+}
+
+}  // namespace trellis::controller

@@ -1,0 +1,34 @@
+#pragma once
+// Renders the batch script and the sbatch argument vector for one attempt.
+// Pure: inputs are validated here, outputs are strings.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/spec/run_spec.h"
+
+namespace trellis::controller {
+
+struct AttemptPaths {
+  std::string run_id;
+  int attempt = 1;
+  std::string run_dir;      // absolute
+  std::string worker_bin;   // absolute path of trellis-worker on the compute nodes
+  std::string controller_addr;  // host:port the workers dial
+  std::string secret_file;  // absolute
+};
+
+// Single-quotes a value for bash ('it'"'"'s').
+std::string ShellQuote(const std::string& value);
+
+// Fills the template's @KEY@ placeholders; refuses values that could not be
+// passed safely (relative or control-character paths, bad ids or addresses).
+absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
+                                              const AttemptPaths& paths);
+
+// The sbatch arguments (without "sbatch --parsable" and the script path).
+std::vector<std::string> SbatchArgs(const spec::RunSpec& spec, const AttemptPaths& paths,
+                                    const std::vector<std::string>& exclude_nodes);
+
+}  // namespace trellis::controller

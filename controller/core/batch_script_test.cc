@@ -1,0 +1,98 @@
+#include "controller/core/batch_script.h"
+
+#include <gtest/gtest.h>
+
+#include "common/subprocess.h"
+
+namespace trellis::controller {
+namespace {
+
+AttemptPaths Paths() {
+  return {"hello-1", 2, "/srv/trellis/out/hello-1", "/opt/trellis/bin/trellis-worker",
+          "login1:50151", "/srv/trellis/out/hello-1/attempt-2/secret"};
+}
+
+TEST(BatchScriptTest, FillsEveryPlaceholderQuoted) {
+  auto s = RenderBatchScript("R=@RUN_ID@ A=@ATTEMPT@ W=@WORKER@ C=@CONTROLLER@ D=@RUN_DIR@ "
+                             "S=@SECRET_FILE@",
+                             Paths());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*s,
+            "R='hello-1' A=2 W='/opt/trellis/bin/trellis-worker' C='login1:50151' "
+            "D='/srv/trellis/out/hello-1' S='/srv/trellis/out/hello-1/attempt-2/secret'");
+}
+
+TEST(BatchScriptTest, QuotingSurvivesAHostileButValidPath) {
+  AttemptPaths p = Paths();
+  p.run_dir = "/data/it's $(rm -rf) `x` \"q\"";
+  auto s = RenderBatchScript("printf '%s' @RUN_DIR@", p);
+  ASSERT_TRUE(s.ok());
+  auto r = RunCommand({"bash", "-c", *s});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->out, p.run_dir);
+}
+
+TEST(BatchScriptTest, RefusesUnsafeInputs) {
+  AttemptPaths p = Paths();
+  p.run_dir = "relative/dir";
+  EXPECT_FALSE(RenderBatchScript("@RUN_DIR@", p).ok());
+  p = Paths();
+  p.worker_bin = "/bin/x\nrm -rf /";
+  EXPECT_FALSE(RenderBatchScript("@WORKER@", p).ok());
+  p = Paths();
+  p.controller_addr = "host;reboot";
+  EXPECT_FALSE(RenderBatchScript("@CONTROLLER@", p).ok());
+  p = Paths();
+  p.run_id = "../x";
+  EXPECT_FALSE(RenderBatchScript("@RUN_ID@", p).ok());
+  EXPECT_FALSE(RenderBatchScript("@NOT_A_KEY@", Paths()).ok());
+}
+
+TEST(BatchScriptTest, TheShippedTemplateRendersAndParses) {
+  std::string tmpl;
+  {
+    auto r = RunCommand({"cat", std::string(TRELLIS_SOURCE_DIR) + "/deploy/slurm/trellis.sbatch.in"});
+    ASSERT_TRUE(r.ok());
+    tmpl = r->out;
+  }
+  auto s = RenderBatchScript(tmpl, Paths());
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto syntax = RunCommand({"bash", "-n", "-c", *s});
+  ASSERT_TRUE(syntax.ok());
+  EXPECT_EQ(syntax->exit_code, 0) << syntax->err;
+}
+
+TEST(SbatchArgsTest, DerivedFromTheSpec) {
+  spec::FieldErrors errors;
+  auto spec = spec::ParseRunSpec(R"(
+[job]
+name = "hello"
+command = "true"
+[slurm]
+partition = "debug"
+nodes = 2
+spare_nodes = 1
+nodelist = "node[1-3]"
+time_limit = 30
+extra_args = ["--qos=high"]
+)", &errors);
+  ASSERT_TRUE(spec) << spec::JoinErrors(errors);
+  auto args = SbatchArgs(*spec, Paths(), {"node4", "node5"});
+  std::vector<std::string> want = {
+      "--job-name=trellis-hello-1",
+      "--nodes=3",
+      "--ntasks-per-node=1",
+      "--output=/srv/trellis/out/hello-1/attempt-2/slurm-%j.out",
+      "--open-mode=append",
+      "--chdir=/srv/trellis/out/hello-1",
+      "--signal=B:USR1@120",
+      "--time=30",
+      "--partition=debug",
+      "--nodelist=node[1-3]",
+      "--exclude=node4,node5",
+      "--qos=high"};
+  EXPECT_EQ(args, want);
+}
+
+}  // namespace
+}  // namespace trellis::controller

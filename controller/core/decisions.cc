@@ -1,0 +1,124 @@
+#include "controller/core/decisions.h"
+
+#include <ctime>
+
+namespace trellis::controller {
+
+ScheduleDecision DecideSchedule(int nodes_needed, int nodes_eligible, WallTime not_before,
+                                WallTime now) {
+  if (nodes_eligible < nodes_needed) {
+    return {false, "needs " + std::to_string(nodes_needed) + " nodes, " +
+                       std::to_string(nodes_eligible) + " eligible"};
+  }
+  if (now < not_before) {
+    auto left = std::chrono::duration_cast<std::chrono::seconds>(not_before - now).count();
+    return {false, "restart backoff, " + std::to_string(left) + " s left"};
+  }
+  return {true, ""};
+}
+
+GateOutcome DecideGate(const std::vector<std::string>& registered, int expected_nodes,
+                       int nodes_needed, int ranks_per_node, bool timed_out,
+                       std::chrono::seconds timeout) {
+  GateOutcome out;
+  if (static_cast<int>(registered.size()) < expected_nodes && !timed_out) return out;
+  if (static_cast<int>(registered.size()) < nodes_needed) {
+    out.kind = GateOutcome::kAbort;
+    out.reason = std::to_string(registered.size()) + " of " + std::to_string(expected_nodes) +
+                 " nodes registered within " + std::to_string(timeout.count()) + " s; " +
+                 std::to_string(nodes_needed) + " needed";
+    return out;
+  }
+  out.kind = GateOutcome::kGo;
+  for (size_t i = 0; i < registered.size(); ++i) {
+    NodeAssignment a{registered[i], false, -1, -1};
+    if (static_cast<int>(i) < nodes_needed) {
+      a.go = true;
+      a.node_index = static_cast<int>(i);
+      a.rank_offset = static_cast<int>(i) * ranks_per_node;
+    }
+    out.assignments.push_back(a);
+  }
+  out.reason = std::to_string(nodes_needed) + " nodes go, " +
+               std::to_string(registered.size() - nodes_needed) + " standing by";
+  return out;
+}
+
+LaunchOutcome SettleLaunch(int step_exit_code, const std::vector<RankExitInfo>& rank_exits,
+                           int workers_reported, int workers_expected) {
+  // Ranks killed by SIGTERM/SIGKILL are usually the cleanup after another
+  // rank's failure: name the lowest rank that failed on its own, if any.
+  auto is_cleanup = [](int code) { return code == 128 + 15 || code == 128 + 9; };
+  const RankExitInfo* first_bad = nullptr;
+  for (const auto& r : rank_exits) {
+    if (r.exit_code == 0) continue;
+    if (first_bad == nullptr) {
+      first_bad = &r;
+      continue;
+    }
+    bool better = is_cleanup(first_bad->exit_code) != is_cleanup(r.exit_code)
+                      ? !is_cleanup(r.exit_code)
+                      : r.rank < first_bad->rank;
+    if (better) first_bad = &r;
+  }
+  if (first_bad != nullptr) {
+    std::string how = first_bad->exit_code > 128
+                          ? "was killed by signal " + std::to_string(first_bad->exit_code - 128)
+                          : "exited with " + std::to_string(first_bad->exit_code);
+    return {false, first_bad->exit_code,
+            "rank " + std::to_string(first_bad->rank) + " on " + first_bad->node + " " + how};
+  }
+  if (step_exit_code != 0)
+    return {false, step_exit_code, "srun step ended with " + std::to_string(step_exit_code)};
+  if (workers_reported < workers_expected)
+    return {false, 1, "only " + std::to_string(workers_reported) + " of " +
+                          std::to_string(workers_expected) + " workers reported their exit"};
+  return {true, 0, "all " + std::to_string(rank_exits.size()) + " ranks exited 0"};
+}
+
+RestartDecision DecideRestart(int restarts_so_far, const spec::RestartSection& policy,
+                              const std::string& failure, WallTime now) {
+  if (restarts_so_far >= policy.max_restarts) {
+    return {false, now,
+            failure + " (" + std::to_string(restarts_so_far) + " of " +
+                std::to_string(policy.max_restarts) + " restarts used)"};
+  }
+  // Exponential backoff: backoff_s, 2x, 4x, ... capped at one hour.
+  int64_t delay = static_cast<int64_t>(policy.backoff_s) << std::min(restarts_so_far, 6);
+  delay = std::min<int64_t>(delay, 3600);
+  return {true, now + std::chrono::seconds(delay),
+          failure + "; restart " + std::to_string(restarts_so_far + 1) + " of " +
+              std::to_string(policy.max_restarts) + " in " + std::to_string(delay) + " s"};
+}
+
+Reconciliation Reconcile(const std::optional<SlurmJob>& job,
+                         const std::optional<ExitFile>& exit_file) {
+  Reconciliation r;
+  if (job && !IsTerminalJobState(job->state)) {
+    r.nodelist = job->nodelist;
+    return r;  // alive as far as Slurm knows
+  }
+  r.kind = Reconciliation::kEnded;
+  if (job) r.nodelist = job->nodelist;
+  if (exit_file) {
+    // The batch script's own record is the most precise one.
+    r.exit_code = exit_file->exit_code;
+    r.succeeded = exit_file->exit_code == 0 && (!job || job->state == "COMPLETED");
+    r.reason = exit_file->reason.empty() ? "batch script exited " + std::to_string(r.exit_code)
+                                         : exit_file->reason;
+    if (job && job->state != "COMPLETED") r.reason += " (Slurm: " + job->state + ")";
+    return r;
+  }
+  if (job) {
+    r.exit_code = job->exit_code.value_or(1);
+    r.succeeded = job->state == "COMPLETED" && r.exit_code == 0;
+    r.reason = "Slurm job " + job->id + " ended " + job->state + " with exit code " +
+               std::to_string(r.exit_code) + " and left no exit.json";
+    return r;
+  }
+  r.exit_code = 1;
+  r.reason = "Slurm job vanished and left no exit.json";
+  return r;
+}
+
+}  // namespace trellis::controller

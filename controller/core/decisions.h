@@ -1,0 +1,84 @@
+#pragma once
+// Pure decisions of the controller: functions of a snapshot and `now`,
+// returning values. The shell (controller/app) gathers and applies.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/spec/run_spec.h"
+#include "controller/slurm/slurm_types.h"
+
+namespace trellis::controller {
+
+// --- Scheduling a QUEUED run ---
+struct ScheduleDecision {
+  bool submit = false;
+  std::string wait_reason;  // when !submit: "needs 4 nodes, 3 eligible", "backoff until ..."
+};
+ScheduleDecision DecideSchedule(int nodes_needed, int nodes_eligible, WallTime not_before,
+                                WallTime now);
+
+// --- The launch gate (registration only; the memory gate extends it) ---
+struct NodeAssignment {
+  std::string node;
+  bool go = false;  // false: standby spare
+  int node_index = -1;
+  int rank_offset = -1;
+};
+struct GateOutcome {
+  enum Kind { kWaiting, kGo, kAbort } kind = kWaiting;
+  std::vector<NodeAssignment> assignments;  // on kGo: every registered node
+  std::string reason;
+};
+// `registered` in registration order. Decides once every expected node has
+// registered, or at the timeout with what has registered.
+GateOutcome DecideGate(const std::vector<std::string>& registered, int expected_nodes,
+                       int nodes_needed, int ranks_per_node, bool timed_out,
+                       std::chrono::seconds timeout);
+
+// --- How a launch ended ---
+struct RankExitInfo {
+  std::string node;
+  int rank = 0;
+  int exit_code = 0;
+};
+struct LaunchOutcome {
+  bool succeeded = false;
+  int exit_code = 0;
+  std::string reason;
+};
+// From srun's status and the workers' reports (the first failing rank names the cause).
+LaunchOutcome SettleLaunch(int step_exit_code, const std::vector<RankExitInfo>& rank_exits,
+                           int workers_reported, int workers_expected);
+
+// --- After a failure ---
+struct RestartDecision {
+  bool requeue = false;
+  WallTime not_before;
+  std::string reason;
+};
+RestartDecision DecideRestart(int restarts_so_far, const spec::RestartSection& policy,
+                              const std::string& failure, WallTime now);
+
+// --- Reconciling an attempt with Slurm ---
+struct ExitFile {  // <attempt dir>/exit.json, written last by the batch script
+  int exit_code = 0;
+  int last_launch = 0;
+  std::string reason;
+};
+struct Reconciliation {
+  enum Kind { kAlive, kEnded } kind = kAlive;
+  bool succeeded = false;
+  int exit_code = 0;
+  std::string reason;
+  std::string nodelist;  // when Slurm says where it ran
+};
+// `job` is what Slurm knows (nullopt: forgotten or never seen), `exit_file`
+// what the batch script left.
+Reconciliation Reconcile(const std::optional<SlurmJob>& job,
+                         const std::optional<ExitFile>& exit_file);
+
+}  // namespace trellis::controller

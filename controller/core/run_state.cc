@@ -1,0 +1,42 @@
+#include "controller/core/run_state.h"
+
+#include <algorithm>
+#include <string>
+
+namespace trellis::controller {
+
+const std::vector<RunStateInfo>& AllRunStates() {
+  using S = RunState;
+  // ARCHITECTURE.md, "States and transitions": anything not listed is refused.
+  static const std::vector<RunStateInfo> kTable = {
+      {S::kQueued, "QUEUED", false, {S::kSubmitted, S::kCancelled, S::kFailed}},
+      {S::kSubmitted, "SUBMITTED", false, {S::kGating, S::kRestarting, S::kCancelled}},
+      {S::kGating, "GATING", false, {S::kRunning, S::kQueued, S::kRestarting, S::kCancelled}},
+      {S::kRunning, "RUNNING", false, {S::kSucceeded, S::kRestarting, S::kCancelled}},
+      {S::kRestarting, "RESTARTING", false,
+       {S::kGating, S::kQueued, S::kFailed, S::kCancelled}},
+      {S::kSucceeded, "SUCCEEDED", true, {}},
+      {S::kFailed, "FAILED", true, {}},
+      {S::kCancelled, "CANCELLED", true, {}},
+  };
+  return kTable;
+}
+
+const RunStateInfo& Info(RunState state) {
+  return AllRunStates()[static_cast<size_t>(state)];
+}
+
+std::optional<RunState> ParseRunState(std::string_view name) {
+  for (const auto& info : AllRunStates())
+    if (info.name == name) return info.state;
+  return std::nullopt;
+}
+
+absl::Status CheckTransition(RunState from, RunState to) {
+  const auto& next = Info(from).next;
+  if (std::find(next.begin(), next.end(), to) != next.end()) return absl::OkStatus();
+  return absl::FailedPreconditionError("illegal run transition " + std::string(StateName(from)) +
+                                       " -> " + std::string(StateName(to)));
+}
+
+}  // namespace trellis::controller

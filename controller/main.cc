@@ -1,0 +1,156 @@
+// trellis-controller: wiring only. See controller/app for the behaviour.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/log.h"
+#include "common/version.h"
+#include "controller/app/controller.h"
+#include "controller/app/sbatch_template.h"
+#include "controller/rpc/agent_service.h"
+#include "controller/rpc/controller_service.h"
+#include "controller/slurm/slurm_cli_client.h"
+
+namespace fs = std::filesystem;
+using namespace trellis;
+using namespace trellis::controller;
+
+namespace {
+
+std::string SelfDir() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : self.parent_path().string();
+}
+
+std::string HostName() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trellis-controller: schedules, gates and watches Trellis runs on Slurm"};
+  ControllerConfig config;
+  std::string listen = "127.0.0.1:50151", advertise, db_path, port_file, template_file;
+  std::string log_level = "info", slurm_bin_dir;
+  int schedule_ms = 1000, reconcile_ms = 5000, slurm_timeout_s = 30;
+  app.add_option("--listen", listen, "host:port to serve gRPC on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--advertise", advertise,
+                 "host:port workers on compute nodes dial (default: this host and the bound port)");
+  app.add_option("--db", db_path, "SQLite database file, on local disk (not NFS/Lustre)")
+      ->required();
+  app.add_option("--output-root", config.output_root,
+                 "directory (shared with the compute nodes) that holds every run directory")
+      ->required();
+  app.add_option("--worker-bin", config.worker_bin,
+                 "absolute path of trellis-worker as seen from the compute nodes "
+                 "(default: next to this binary)");
+  app.add_option("--partition", config.default_partition,
+                 "partition for runs whose spec names none (default: Slurm's default)");
+  app.add_option("--schedule-interval-ms", schedule_ms, "scheduler period")->capture_default_str();
+  app.add_option("--reconcile-interval-ms", reconcile_ms, "Slurm reconciliation period")
+      ->capture_default_str();
+  app.add_option("--slurm-bin-dir", slurm_bin_dir, "directory of sbatch/squeue/... (default: PATH)");
+  app.add_option("--slurm-timeout-s", slurm_timeout_s, "timeout of one Slurm command")
+      ->capture_default_str();
+  app.add_option("--sbatch-template", template_file,
+                 "batch-script template replacing the built-in deploy/slurm/trellis.sbatch.in");
+  app.add_option("--master-port-base", config.master_port,
+                 "first rendezvous port handed to rank 0 (a per-launch offset below 2000 is added)")
+      ->capture_default_str();
+  app.add_option("--port-file", port_file, "write the bound port to this file once serving");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  app.set_version_flag("--version", std::string(kVersion));
+  CLI11_PARSE(app, argc, argv);
+
+  InitLogging("controller", log_level);
+  std::error_code ec;
+  config.output_root = fs::absolute(config.output_root, ec).lexically_normal().string();
+  fs::create_directories(config.output_root, ec);
+  if (ec || access(config.output_root.c_str(), W_OK) != 0) {
+    spdlog::error("--output-root {}: not a writable directory", config.output_root);
+    return 2;
+  }
+  if (config.worker_bin.empty()) config.worker_bin = SelfDir() + "/trellis-worker";
+  if (config.worker_bin[0] != '/') {
+    spdlog::error("--worker-bin {}: must be an absolute path", config.worker_bin);
+    return 2;
+  }
+  config.sbatch_template = kSbatchTemplate;
+  if (!template_file.empty()) {
+    std::ifstream in(template_file);
+    if (!in) {
+      spdlog::error("--sbatch-template {}: cannot read it", template_file);
+      return 2;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    config.sbatch_template = ss.str();
+  }
+  config.schedule_interval = std::chrono::milliseconds(schedule_ms);
+  config.reconcile_interval = std::chrono::milliseconds(reconcile_ms);
+
+  auto store = Store::Open(db_path);
+  if (!store.ok()) {
+    spdlog::error("{}", std::string(store.status().message()));
+    return 2;
+  }
+  SlurmCliOptions slurm_options{slurm_bin_dir, std::chrono::seconds(slurm_timeout_s), false};
+  slurm_options.accounting = SlurmCliClient::DetectAccounting(slurm_options);
+  spdlog::info("Slurm accounting {}", slurm_options.accounting ? "available: using sacct"
+                                                               : "not configured: squeue/scontrol");
+
+  // Signals are taken by a dedicated wait below, never by other threads.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  SystemClock clock;
+  Controller controller(config, std::move(*store),
+                        std::make_shared<SlurmCliClient>(slurm_options), &clock);
+  ControllerServiceImpl user_api(&controller);
+  AgentServiceImpl agent_api(&controller);
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&user_api);
+  builder.RegisterService(&agent_api);
+  builder.SetMaxReceiveMessageSize(4 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    spdlog::error("--listen {}: cannot bind", listen);
+    return 2;
+  }
+  if (advertise.empty()) {
+    std::string host = listen.substr(0, listen.rfind(':'));
+    if (host == "0.0.0.0" || host == "[::]" || host.empty()) host = HostName();
+    advertise = host + ":" + std::to_string(port);
+  }
+  // The workers' address must be known before any attempt is rendered.
+  controller.SetAdvertiseAddress(advertise);
+  controller.Start();
+  spdlog::info("trellis-controller {} serving on port {} (workers dial {}), db {}, output root {}",
+               kVersion, port, advertise, db_path, config.output_root);
+  if (!port_file.empty()) {
+    std::ofstream(port_file + ".tmp") << port << "\n";
+    fs::rename(port_file + ".tmp", port_file, ec);
+  }
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  controller.Stop();
+  return 0;
+}

@@ -1,0 +1,29 @@
+#pragma once
+// AgentService (workers) on the gRPC callback API.
+
+#include "controller/app/controller.h"
+#include "trellis/v1/agent.grpc.pb.h"
+
+namespace trellis::controller {
+
+class AgentServiceImpl final : public v1::AgentService::CallbackService {
+ public:
+  explicit AgentServiceImpl(Controller* controller) : controller_(controller) {}
+
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
+                                     const v1::RegisterRequest* req,
+                                     v1::GateDecision* resp) override;
+  grpc::ServerReadReactor<v1::AgentReport>* StreamSteps(grpc::CallbackServerContext* ctx,
+                                                        v1::StreamStepsResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportExit(grpc::CallbackServerContext* ctx,
+                                       const v1::ReportExitRequest* req,
+                                       v1::ReportExitResponse* resp) override;
+  grpc::ServerUnaryReactor* NextLaunch(grpc::CallbackServerContext* ctx,
+                                       const v1::NextLaunchRequest* req,
+                                       v1::NextLaunchResponse* resp) override;
+
+ private:
+  Controller* controller_;
+};
+
+}  // namespace trellis::controller

@@ -1,0 +1,96 @@
+#include "controller/rpc/controller_service.h"
+
+#include "common/spec/run_spec.h"
+#include "controller/rpc/convert.h"
+#include "controller/rpc/log_reactor.h"
+#include "controller/rpc/watch_reactor.h"
+
+namespace trellis::controller {
+
+std::string CallerOf(const grpc::CallbackServerContext* ctx) {
+  auto it = ctx->client_metadata().find("trellis-user");
+  if (it == ctx->client_metadata().end()) return "anonymous";
+  std::string user(it->second.data(), it->second.size());
+  bool ok = !user.empty() && user.size() <= 64;
+  for (char c : user) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                                  c == '-' || c == '.');
+  return ok ? user : "anonymous";
+}
+
+grpc::ServerUnaryReactor* ControllerServiceImpl::SubmitRun(grpc::CallbackServerContext* ctx,
+                                                           const v1::SubmitRunRequest* req,
+                                                           v1::SubmitRunResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (req->spec_toml().size() > spec::kMaxSpecBytes) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "spec: is " + std::to_string(req->spec_toml().size()) +
+                                     " bytes; the limit is " +
+                                     std::to_string(spec::kMaxSpecBytes)));
+    return reactor;
+  }
+  controller_->SubmitRun(req->spec_toml(), req->dry_run(), CallerOf(ctx),
+                         [reactor, resp](absl::StatusOr<SubmitResult> r) {
+                           if (!r.ok()) return reactor->Finish(ToGrpc(r.status()));
+                           resp->set_run_id(r->run_id);
+                           resp->set_batch_script(r->batch_script);
+                           for (const auto& a : r->sbatch_args) resp->add_sbatch_args(a);
+                           reactor->Finish(grpc::Status::OK);
+                         });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControllerServiceImpl::GetRun(grpc::CallbackServerContext* ctx,
+                                                        const v1::GetRunRequest* req,
+                                                        v1::Run* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  controller_->GetRun(req->run_id(), [reactor, resp](absl::StatusOr<RunView> v) {
+    if (!v.ok()) return reactor->Finish(ToGrpc(v.status()));
+    ToProto(*v, resp);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControllerServiceImpl::ListRuns(grpc::CallbackServerContext* ctx,
+                                                          const v1::ListRunsRequest* req,
+                                                          v1::ListRunsResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  int limit = req->limit() <= 0 ? 100 : std::min(req->limit(), 10000);
+  controller_->ListRuns(limit, req->active_only(),
+                        [reactor, resp](absl::StatusOr<std::vector<RunView>> views) {
+                          if (!views.ok()) return reactor->Finish(ToGrpc(views.status()));
+                          for (const auto& v : *views) ToProto(v, resp->add_runs());
+                          reactor->Finish(grpc::Status::OK);
+                        });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControllerServiceImpl::CancelRun(grpc::CallbackServerContext* ctx,
+                                                           const v1::CancelRunRequest* req,
+                                                           v1::CancelRunResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (req->reason().size() > 1024) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "reason: must be at most 1024 characters"));
+    return reactor;
+  }
+  controller_->CancelRun(req->run_id(), req->reason(),
+                         [reactor, resp](absl::StatusOr<RunState> s) {
+                           if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
+                           resp->set_state(ToProto(*s));
+                           reactor->Finish(grpc::Status::OK);
+                         });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::WatchRunEvent>* ControllerServiceImpl::WatchRun(
+    grpc::CallbackServerContext* ctx, const v1::WatchRunRequest* req) {
+  return new WatchReactor(controller_, req->run_id());
+}
+
+grpc::ServerWriteReactor<v1::LogChunk>* ControllerServiceImpl::ReadLogs(
+    grpc::CallbackServerContext* ctx, const v1::ReadLogsRequest* req) {
+  return new LogReactor(controller_, *req);
+}
+
+}  // namespace trellis::controller

@@ -1,0 +1,38 @@
+#pragma once
+// ControllerService (users) on the gRPC callback API. Reactors never block:
+// they hand the request to the Controller's loop and finish from its reply.
+
+#include "controller/app/controller.h"
+#include "trellis/v1/controller.grpc.pb.h"
+
+namespace trellis::controller {
+
+class ControllerServiceImpl final : public v1::ControllerService::CallbackService {
+ public:
+  explicit ControllerServiceImpl(Controller* controller) : controller_(controller) {}
+
+  grpc::ServerUnaryReactor* SubmitRun(grpc::CallbackServerContext* ctx,
+                                      const v1::SubmitRunRequest* req,
+                                      v1::SubmitRunResponse* resp) override;
+  grpc::ServerUnaryReactor* GetRun(grpc::CallbackServerContext* ctx, const v1::GetRunRequest* req,
+                                   v1::Run* resp) override;
+  grpc::ServerUnaryReactor* ListRuns(grpc::CallbackServerContext* ctx,
+                                     const v1::ListRunsRequest* req,
+                                     v1::ListRunsResponse* resp) override;
+  grpc::ServerUnaryReactor* CancelRun(grpc::CallbackServerContext* ctx,
+                                      const v1::CancelRunRequest* req,
+                                      v1::CancelRunResponse* resp) override;
+  grpc::ServerWriteReactor<v1::WatchRunEvent>* WatchRun(grpc::CallbackServerContext* ctx,
+                                                        const v1::WatchRunRequest* req) override;
+  grpc::ServerWriteReactor<v1::LogChunk>* ReadLogs(grpc::CallbackServerContext* ctx,
+                                                   const v1::ReadLogsRequest* req) override;
+
+ private:
+  Controller* controller_;
+};
+
+// Runs are owned by users; until token authentication lands the caller names
+// itself in the "trellis-user" metadata (the CLI sends $USER).
+std::string CallerOf(const grpc::CallbackServerContext* ctx);
+
+}  // namespace trellis::controller

@@ -1,0 +1,149 @@
+#include "controller/rpc/convert.h"
+
+namespace trellis::controller {
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbers.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+v1::RunState ToProto(RunState s) {
+  return static_cast<v1::RunState>(static_cast<int>(s) + 1);  // after RUN_STATE_UNSPECIFIED
+}
+
+void ToProto(const RunView& v, v1::RunSummary* out) {
+  const RunRecord& r = v.run;
+  out->set_run_id(r.run_id);
+  out->set_name(r.name);
+  out->set_user(r.user);
+  out->set_state(ToProto(r.state));
+  out->set_state_reason(r.state_reason);
+  out->set_nodes(r.nodes);
+  out->set_ranks_per_node(r.ranks_per_node);
+  out->set_attempts(static_cast<int32_t>(v.attempts.size()));
+  out->set_created_unix_ms(ToUnixMillis(r.created));
+  out->set_updated_unix_ms(ToUnixMillis(r.updated));
+  out->set_last_step(v.last_step);
+  out->set_last_loss(v.last_loss);
+}
+
+void ToProto(const EventRecord& e, v1::RunEvent* out) {
+  out->set_unix_ms(ToUnixMillis(e.time));
+  out->set_from(ToProto(e.from));
+  out->set_to(ToProto(e.to));
+  out->set_reason(e.reason);
+  out->set_evidence_json(e.evidence_json);
+}
+
+void ToProto(const StepRecord& r, v1::StepRecord* out) {
+  out->set_step(r.step);
+  out->set_loss(r.loss);
+  out->set_tokens(r.tokens);
+  out->set_step_seconds(r.step_seconds);
+  if (r.grad_norm) out->set_grad_norm(*r.grad_norm);
+  if (r.fwd_seconds) out->set_fwd_seconds(*r.fwd_seconds);
+  if (r.bwd_seconds) out->set_bwd_seconds(*r.bwd_seconds);
+  if (r.optim_seconds) out->set_optim_seconds(*r.optim_seconds);
+  if (r.comm_seconds) out->set_comm_seconds(*r.comm_seconds);
+  if (r.exposed_comm_seconds) out->set_exposed_comm_seconds(*r.exposed_comm_seconds);
+  if (r.alloc_retries) out->set_alloc_retries(*r.alloc_retries);
+  if (r.mem_allocated_peak_bytes) out->set_mem_allocated_peak_bytes(*r.mem_allocated_peak_bytes);
+  if (r.mem_reserved_peak_bytes) out->set_mem_reserved_peak_bytes(*r.mem_reserved_peak_bytes);
+  if (r.host_arena_bytes) out->set_host_arena_bytes(*r.host_arena_bytes);
+  if (r.nccl_max_ctas) out->set_nccl_max_ctas(*r.nccl_max_ctas);
+  if (r.checkpoint_step) out->set_checkpoint_step(*r.checkpoint_step);
+}
+
+StepRecord FromProto(const v1::StepRecord& p) {
+  StepRecord r;
+  r.step = p.step();
+  r.loss = p.loss();
+  r.tokens = p.tokens();
+  r.step_seconds = p.step_seconds();
+  if (p.has_grad_norm()) r.grad_norm = p.grad_norm();
+  if (p.has_fwd_seconds()) r.fwd_seconds = p.fwd_seconds();
+  if (p.has_bwd_seconds()) r.bwd_seconds = p.bwd_seconds();
+  if (p.has_optim_seconds()) r.optim_seconds = p.optim_seconds();
+  if (p.has_comm_seconds()) r.comm_seconds = p.comm_seconds();
+  if (p.has_exposed_comm_seconds()) r.exposed_comm_seconds = p.exposed_comm_seconds();
+  if (p.has_alloc_retries()) r.alloc_retries = p.alloc_retries();
+  if (p.has_mem_allocated_peak_bytes()) r.mem_allocated_peak_bytes = p.mem_allocated_peak_bytes();
+  if (p.has_mem_reserved_peak_bytes()) r.mem_reserved_peak_bytes = p.mem_reserved_peak_bytes();
+  if (p.has_host_arena_bytes()) r.host_arena_bytes = p.host_arena_bytes();
+  if (p.has_nccl_max_ctas()) r.nccl_max_ctas = p.nccl_max_ctas();
+  if (p.has_checkpoint_step()) r.checkpoint_step = p.checkpoint_step();
+  return r;
+}
+
+void ToProto(const StepRow& s, v1::StepSummary* out) {
+  out->set_attempt(s.attempt);
+  out->set_launch(s.launch);
+  out->set_step(s.step);
+  out->set_ranks(s.ranks);
+  out->set_loss(s.ranks > 0 ? s.loss_sum / s.ranks : 0);
+  out->set_tokens(s.tokens);
+  out->set_step_seconds(s.step_seconds_max);
+  std::string error;
+  if (auto rec = DecodeStepRecord(s.last_json, &error)) ToProto(*rec, out->mutable_last());
+}
+
+void ToProto(const RunView& v, v1::Run* out) {
+  ToProto(v, out->mutable_summary());
+  out->set_spec_toml(v.run.spec_toml);
+  out->set_run_dir(v.run.run_dir);
+  for (const auto& a : v.attempts) {
+    auto* pa = out->add_attempts();
+    pa->set_attempt(a.attempt);
+    pa->set_slurm_job_id(a.slurm_job_id);
+    pa->set_launches(a.launches);
+    for (const auto& arg : a.sbatch_args) pa->add_sbatch_args(arg);
+    if (!a.nodelist.empty()) {
+      size_t start = 0;
+      while (start <= a.nodelist.size()) {
+        size_t end = a.nodelist.find(',', start);
+        if (end == std::string::npos) end = a.nodelist.size();
+        pa->add_nodes(a.nodelist.substr(start, end - start));
+        start = end + 1;
+      }
+    }
+    pa->set_exit_code(a.exit_code.value_or(0));
+    pa->set_end_reason(a.end_reason);
+    pa->set_submitted_unix_ms(ToUnixMillis(a.submitted));
+    pa->set_ended_unix_ms(a.ended ? ToUnixMillis(*a.ended) : 0);
+  }
+  for (const auto& e : v.events) ToProto(e, out->add_events());
+  for (const auto& s : v.recent_steps) ToProto(s, out->add_recent_steps());
+}
+
+void ToProto(const GateAnswer& a, v1::GateDecision* out) {
+  switch (a.kind) {
+    case GateAnswer::kGo: out->set_decision(v1::GateDecision::DECISION_GO); break;
+    case GateAnswer::kAbort: out->set_decision(v1::GateDecision::DECISION_ABORT); break;
+    case GateAnswer::kStandby: out->set_decision(v1::GateDecision::DECISION_STANDBY); break;
+  }
+  out->set_reason(a.reason);
+  out->set_node_index(a.node_index);
+  out->set_rank_offset(a.rank_offset);
+  out->set_ranks_per_node(a.ranks_per_node);
+  out->set_world_size(a.world_size);
+  out->set_master_addr(a.master_addr);
+  out->set_master_port(a.master_port);
+  out->set_resume_step(a.resume_step);
+  out->set_checkpoint_dir(a.checkpoint_dir);
+}
+
+void ToProto(const NextLaunchAnswer& a, v1::NextLaunchResponse* out) {
+  out->set_action(a.relaunch ? v1::NextLaunchResponse::ACTION_RELAUNCH
+                             : v1::NextLaunchResponse::ACTION_EXIT);
+  out->set_next_launch(a.next_launch);
+  for (const auto& n : a.exclude_nodes) out->add_exclude_nodes(n);
+  out->set_exit_code(a.exit_code);
+  out->set_reason(a.reason);
+}
+
+WorkerId FromProto(const v1::WorkerIdentity& id) {
+  return {id.run_id(), id.attempt(), id.launch(), id.node(), id.secret()};
+}
+
+}  // namespace trellis::controller

@@ -1,0 +1,25 @@
+#pragma once
+// The only place that converts between proto messages and controller types.
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "controller/app/views.h"
+#include "trellis/v1/agent.pb.h"
+#include "trellis/v1/controller.pb.h"
+
+namespace trellis::controller {
+
+grpc::Status ToGrpc(const absl::Status& status);
+v1::RunState ToProto(RunState state);
+void ToProto(const RunView& view, v1::RunSummary* out);
+void ToProto(const RunView& view, v1::Run* out);
+void ToProto(const EventRecord& event, v1::RunEvent* out);
+void ToProto(const StepRow& step, v1::StepSummary* out);
+void ToProto(const StepRecord& record, v1::StepRecord* out);
+void ToProto(const GateAnswer& answer, v1::GateDecision* out);
+void ToProto(const NextLaunchAnswer& answer, v1::NextLaunchResponse* out);
+StepRecord FromProto(const v1::StepRecord& record);
+WorkerId FromProto(const v1::WorkerIdentity& id);
+
+}  // namespace trellis::controller

@@ -1,0 +1,200 @@
+#include "controller/slurm/parsers.h"
+
+#include <cctype>
+
+#include <charconv>
+
+namespace trellis::controller {
+namespace {
+
+// Small local helpers: the system absl has its own string_view type, so its
+// string utilities do not take std::string_view.
+std::vector<std::string_view> Split(std::string_view s, char sep, bool skip_empty = false,
+                                    size_t max_parts = SIZE_MAX) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t end = parts.size() + 1 >= max_parts ? std::string_view::npos : s.find(sep, start);
+    std::string_view part = s.substr(start, end == std::string_view::npos ? end : end - start);
+    if (!skip_empty || !part.empty()) parts.push_back(part);
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return parts;
+}
+
+std::string_view Strip(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+template <typename T>
+bool ParseNumber(std::string_view s, T* out) {
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && ptr == s.data() + s.size() && !s.empty();
+}
+
+std::vector<std::string_view> Lines(std::string_view out) {
+  std::vector<std::string_view> lines;
+  for (std::string_view l : Split(out, '\n')) {
+    l = Strip(l);
+    if (!l.empty()) lines.push_back(l);
+  }
+  return lines;
+}
+
+// "CANCELLED by 0" -> "CANCELLED"; "CANCELLED+" -> "CANCELLED".
+std::string BaseState(std::string_view s) {
+  size_t end = s.find_first_of(" +");
+  return std::string(s.substr(0, end));
+}
+
+}  // namespace
+
+bool IsTerminalJobState(std::string_view s) {
+  for (std::string_view t : {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL",
+                             "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
+                             "SPECIAL_EXIT", "REVOKED"})
+    if (s == t) return true;
+  return false;
+}
+
+bool IsUsableNodeState(std::string_view s) {
+  if (!s.empty() && (s.back() == '*' || s.back() == '~' || s.back() == '#')) return false;
+  for (std::string_view bad : {"down", "drain", "drained", "draining", "fail", "failing",
+                               "unknown", "not_responding", "future", "maint", "reboot"})
+    if (s.substr(0, bad.size()) == bad) return false;
+  return true;
+}
+
+absl::StatusOr<std::string> ParseSbatchParsable(std::string_view out) {
+  std::string_view line = Strip(out);
+  std::string_view id = line.substr(0, line.find(';'));
+  uint64_t n;
+  if (id.empty() || !ParseNumber(id, &n))
+    return absl::InternalError("sbatch --parsable printed '" + std::string(line) +
+                               "', expected a job id");
+  return std::string(id);
+}
+
+std::optional<int> ParseExitCode(std::string_view field) {
+  std::vector<std::string_view> parts = Split(field, ':');
+  int code, sig;
+  if (parts.size() != 2 || !ParseNumber(parts[0], &code) || !ParseNumber(parts[1], &sig))
+    return std::nullopt;
+  return sig != 0 ? 128 + sig : code;
+}
+
+absl::StatusOr<std::vector<SlurmJob>> ParseSqueue(std::string_view out) {
+  std::vector<SlurmJob> jobs;
+  for (std::string_view line : Lines(out)) {
+    auto f = Split(line, '|', false, 4);
+    if (f.size() != 4)
+      return absl::InternalError("squeue line '" + std::string(line) +
+                                 "': expected 4 '|'-separated fields");
+    jobs.push_back({std::string(f[0]), BaseState(f[1]), std::string(f[3]), std::string(f[2]),
+                    std::nullopt});
+  }
+  return jobs;
+}
+
+std::map<std::string, std::string> ParseScontrolPairs(std::string_view line) {
+  std::map<std::string, std::string> pairs;
+  std::string* last = nullptr;
+  for (std::string_view tok : Split(line, ' ', true)) {
+    size_t eq = tok.find('=');
+    bool is_key = eq != std::string_view::npos && eq > 0;
+    for (size_t i = 0; is_key && i < eq; ++i)
+      is_key = std::isalnum(static_cast<unsigned char>(tok[i])) || tok[i] == '_' ||
+               tok[i] == ':' || tok[i] == '/';
+    if (is_key) {
+      last = &pairs[std::string(tok.substr(0, eq))];
+      *last = std::string(tok.substr(eq + 1));
+    } else if (last != nullptr) {
+      *last += " " + std::string(tok);  // a value with spaces (e.g. a path)
+    }
+  }
+  return pairs;
+}
+
+absl::StatusOr<SlurmJob> ParseScontrolJob(std::string_view out) {
+  std::vector<std::string_view> lines = Lines(out);
+  if (lines.empty()) return absl::InternalError("scontrol show job printed nothing");
+  auto pairs = ParseScontrolPairs(lines[0]);
+  if (!pairs.count("JobId") || !pairs.count("JobState"))
+    return absl::InternalError("scontrol show job: no JobId/JobState in '" +
+                               std::string(lines[0].substr(0, 120)) + "'");
+  SlurmJob job{pairs["JobId"], BaseState(pairs["JobState"]), pairs["Reason"], pairs["NodeList"],
+               std::nullopt};
+  if (job.nodelist == "(null)") job.nodelist.clear();
+  if (pairs.count("ExitCode")) job.exit_code = ParseExitCode(pairs["ExitCode"]);
+  return job;
+}
+
+absl::StatusOr<std::vector<SlurmJob>> ParseSacct(std::string_view out) {
+  std::vector<SlurmJob> jobs;
+  for (std::string_view line : Lines(out)) {
+    auto f = Split(line, '|');
+    if (f.size() < 3)
+      return absl::InternalError("sacct line '" + std::string(line) + "': expected >= 3 fields");
+    jobs.push_back({std::string(f[0]), BaseState(f[1]), "",
+                    f.size() > 3 ? std::string(f[3]) : "", ParseExitCode(f[2])});
+  }
+  return jobs;
+}
+
+absl::StatusOr<std::vector<SlurmNode>> ParseSinfoNodes(std::string_view out) {
+  std::vector<SlurmNode> nodes;
+  for (std::string_view line : Lines(out)) {
+    auto f = Split(line, '|');
+    if (f.size() != 2)
+      return absl::InternalError("sinfo line '" + std::string(line) + "': expected NODE|STATE");
+    bool seen = false;
+    for (const auto& n : nodes) seen = seen || n.name == f[0];
+    if (!seen) nodes.push_back({std::string(f[0]), std::string(f[1])});
+  }
+  return nodes;
+}
+
+absl::StatusOr<std::vector<std::string>> ExpandHostlist(std::string_view hostlist) {
+  std::vector<std::string> names;
+  size_t i = 0;
+  while (i < hostlist.size()) {
+    size_t open = hostlist.find_first_of("[,", i);
+    if (open == std::string_view::npos || hostlist[open] == ',') {
+      size_t end = open == std::string_view::npos ? hostlist.size() : open;
+      if (end > i) names.emplace_back(hostlist.substr(i, end - i));
+      i = end + 1;
+      continue;
+    }
+    std::string prefix(hostlist.substr(i, open - i));
+    size_t close = hostlist.find(']', open);
+    if (close == std::string_view::npos)
+      return absl::InvalidArgumentError("hostlist '" + std::string(hostlist) + "': unclosed '['");
+    std::string suffix;
+    size_t after = close + 1;
+    while (after < hostlist.size() && hostlist[after] != ',') suffix += hostlist[after++];
+    for (std::string_view range :
+         Split(hostlist.substr(open + 1, close - open - 1), ',')) {
+      std::vector<std::string_view> ends = Split(range, '-');
+      uint64_t lo, hi;
+      if (ends.empty() || ends.size() > 2 || !ParseNumber(ends[0], &lo) ||
+          !ParseNumber(ends.back(), &hi) || hi < lo)
+        return absl::InvalidArgumentError("hostlist '" + std::string(hostlist) +
+                                          "': bad range '" + std::string(range) + "'");
+      if (names.size() + (hi - lo) > 100000)
+        return absl::InvalidArgumentError("hostlist expands to more than 100000 names");
+      size_t width = ends[0].size();
+      for (uint64_t n = lo; n <= hi; ++n) {
+        std::string num = std::to_string(n);
+        if (num.size() < width) num = std::string(width - num.size(), '0') + num;
+        names.push_back(prefix + num + suffix);
+      }
+    }
+    i = after + 1;
+  }
+  return names;
+}
+
+}  // namespace trellis::controller

@@ -1,0 +1,38 @@
+#pragma once
+// Pure parsers of Slurm's command output, tested on golden outputs captured
+// from a real Slurm 22.05 cluster (tests/fixtures/slurm/).
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/slurm/slurm_types.h"
+
+namespace trellis::controller {
+
+// `sbatch --parsable`: "1234" or "1234;cluster".
+absl::StatusOr<std::string> ParseSbatchParsable(std::string_view out);
+
+// `squeue -h -o '%i|%T|%N|%r'`: one job per line.
+absl::StatusOr<std::vector<SlurmJob>> ParseSqueue(std::string_view out);
+
+// `scontrol show job -o ID`: one line of Key=Value pairs.
+absl::StatusOr<SlurmJob> ParseScontrolJob(std::string_view out);
+// The Key=Value pairs of one scontrol line (values may contain spaces).
+std::map<std::string, std::string> ParseScontrolPairs(std::string_view line);
+
+// `sacct -n -P -X -o JobID,State,ExitCode,NodeList -j ID`.
+absl::StatusOr<std::vector<SlurmJob>> ParseSacct(std::string_view out);
+
+// `sinfo -h -N -o '%N|%T'` (a node may appear once per partition: deduplicated).
+absl::StatusOr<std::vector<SlurmNode>> ParseSinfoNodes(std::string_view out);
+
+// "0:0" -> 0, "3:0" -> 3, "0:9" -> 137.
+std::optional<int> ParseExitCode(std::string_view field);
+
+// "node[1-3,5],gpu7" -> {node1, node2, node3, node5, gpu7}. Bounded at 100,000 names.
+absl::StatusOr<std::vector<std::string>> ExpandHostlist(std::string_view hostlist);
+
+}  // namespace trellis::controller

@@ -1,0 +1,88 @@
+#include "controller/slurm/parsers.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace trellis::controller {
+namespace {
+
+std::string Fixture(const std::string& name) {
+  std::ifstream in(std::string(TRELLIS_FIXTURES) + "/slurm/" + name);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_FALSE(ss.str().empty()) << name;
+  return ss.str();
+}
+
+TEST(ParsersTest, SbatchParsable) {
+  EXPECT_EQ(*ParseSbatchParsable("1234\n"), "1234");
+  EXPECT_EQ(*ParseSbatchParsable("77;cluster2\n"), "77");
+  EXPECT_FALSE(ParseSbatchParsable("sbatch: error: Batch job submission failed").ok());
+  EXPECT_FALSE(ParseSbatchParsable("").ok());
+}
+
+TEST(ParsersTest, ScontrolCompletedJobWithSpacesInPaths) {
+  auto job = ParseScontrolJob(Fixture("scontrol_show_job_completed.txt"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->id, "2");
+  EXPECT_EQ(job->state, "COMPLETED");
+  EXPECT_EQ(job->nodelist, "node[1-2]");
+  EXPECT_EQ(job->exit_code, 0);
+  auto pairs = ParseScontrolPairs(Fixture("scontrol_show_job_completed.txt"));
+  EXPECT_EQ(pairs["WorkDir"], "/srv/out/my runs/hello-1");
+  EXPECT_EQ(pairs["AllocNode:Sid"], "localhost:1234");
+}
+
+TEST(ParsersTest, ScontrolFailedJob) {
+  auto job = ParseScontrolJob(Fixture("scontrol_show_job_failed.txt"));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, "FAILED");
+  EXPECT_EQ(job->reason, "NonZeroExitCode");
+  EXPECT_EQ(job->exit_code, 3);
+  EXPECT_FALSE(ParseScontrolJob("garbage").ok());
+}
+
+TEST(ParsersTest, Squeue) {
+  auto jobs = ParseSqueue(Fixture("squeue.txt"));
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[0].id, "12");
+  EXPECT_EQ((*jobs)[0].nodelist, "node[1-2]");
+  EXPECT_EQ((*jobs)[1].state, "PENDING");
+  EXPECT_EQ((*jobs)[1].reason, "Resources");
+  EXPECT_FALSE(ParseSqueue("12 RUNNING").ok());
+}
+
+TEST(ParsersTest, SacctAndExitCodes) {
+  auto jobs = ParseSacct(Fixture("sacct.txt"));
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ((*jobs)[1].state, "CANCELLED");
+  EXPECT_EQ((*jobs)[1].exit_code, 128 + 15);
+  EXPECT_EQ(ParseExitCode("3:0"), 3);
+  EXPECT_FALSE(ParseExitCode("x").has_value());
+}
+
+TEST(ParsersTest, SinfoNodesDeduplicatedAndUsability) {
+  auto nodes = ParseSinfoNodes(Fixture("sinfo_nodes.txt"));
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 4u);
+  std::vector<bool> usable;
+  for (const auto& n : *nodes) usable.push_back(IsUsableNodeState(n.state));
+  EXPECT_EQ(usable, (std::vector<bool>{true, true, false, false}));
+}
+
+TEST(ParsersTest, Hostlists) {
+  EXPECT_EQ(*ExpandHostlist("node[1-3,5],gpu7"),
+            (std::vector<std::string>{"node1", "node2", "node3", "node5", "gpu7"}));
+  EXPECT_EQ(*ExpandHostlist("n[08-10]"), (std::vector<std::string>{"n08", "n09", "n10"}));
+  EXPECT_EQ(*ExpandHostlist("single"), std::vector<std::string>{"single"});
+  EXPECT_TRUE(ExpandHostlist("")->empty());
+  EXPECT_FALSE(ExpandHostlist("n[1-").ok());
+  EXPECT_FALSE(ExpandHostlist("n[5-2]").ok());
+  EXPECT_FALSE(ExpandHostlist("n[1-999999]").ok());
+}
+
+}  // namespace
+}  // namespace trellis::controller

@@ -1,0 +1,113 @@
+#include "controller/slurm/slurm_cli_client.h"
+
+#include <unistd.h>
+
+#include "common/subprocess.h"
+#include "controller/slurm/parsers.h"
+
+namespace trellis::controller {
+namespace {
+
+absl::StatusOr<CommandResult> Run(const std::vector<std::string>& argv,
+                                  std::chrono::milliseconds timeout) {
+  CommandOptions o;
+  o.timeout = timeout;
+  auto r = RunCommand(argv, o);
+  if (!r.ok()) return r.status();
+  if (r->timed_out)
+    return absl::DeadlineExceededError(argv[0] + " did not answer within " +
+                                       std::to_string(timeout.count()) + " ms");
+  return r;
+}
+
+absl::Status Failed(const std::vector<std::string>& argv, const CommandResult& r) {
+  std::string err = r.err.empty() ? r.out : r.err;
+  while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
+  return absl::UnavailableError(argv[0] + " exited with " + std::to_string(r.exit_code) + ": " +
+                                err);
+}
+
+}  // namespace
+
+std::string SlurmCliClient::Bin(const std::string& name) const {
+  return options_.bin_dir.empty() ? name : options_.bin_dir + "/" + name;
+}
+
+bool SlurmCliClient::DetectAccounting(const SlurmCliOptions& options) {
+  SlurmCliClient c(options);
+  auto r = Run({c.Bin("scontrol"), "show", "config"}, options.timeout);
+  if (!r.ok() || r->exit_code != 0) return false;
+  size_t pos = r->out.find("AccountingStorageType");
+  if (pos == std::string::npos) return false;
+  size_t eol = r->out.find('\n', pos);
+  std::string line = r->out.substr(pos, eol - pos);
+  return line.find("accounting_storage/none") == std::string::npos;
+}
+
+absl::StatusOr<std::string> SlurmCliClient::Submit(const std::vector<std::string>& args,
+                                                   const std::string& script_path) {
+  std::vector<std::string> argv = {Bin("sbatch"), "--parsable"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back(script_path);
+  auto r = Run(argv, options_.timeout);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return Failed(argv, *r);
+  return ParseSbatchParsable(r->out);
+}
+
+absl::StatusOr<std::vector<SlurmJob>> SlurmCliClient::ListJobs() {
+  std::vector<std::string> argv = {Bin("squeue"), "-h", "-u", std::to_string(getuid()),
+                                   "-o", "%i|%T|%N|%r"};
+  auto r = Run(argv, options_.timeout);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return Failed(argv, *r);
+  return ParseSqueue(r->out);
+}
+
+absl::StatusOr<std::optional<SlurmJob>> SlurmCliClient::ShowJob(const std::string& id) {
+  std::vector<std::string> argv = {Bin("scontrol"), "show", "job", "-o", id};
+  auto r = Run(argv, options_.timeout);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) {
+    // Slurm forgets finished jobs after MinJobAge.
+    if (r->err.find("Invalid job id") != std::string::npos) return std::nullopt;
+    return Failed(argv, *r);
+  }
+  auto job = ParseScontrolJob(r->out);
+  if (!job.ok()) return job.status();
+  return std::optional<SlurmJob>(*job);
+}
+
+absl::StatusOr<std::optional<SlurmJob>> SlurmCliClient::AccountingJob(const std::string& id) {
+  if (!options_.accounting) return absl::UnimplementedError("no Slurm accounting storage");
+  std::vector<std::string> argv = {Bin("sacct"), "-n", "-P", "-X", "-o",
+                                   "JobID,State,ExitCode,NodeList", "-j", id};
+  auto r = Run(argv, options_.timeout);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return Failed(argv, *r);
+  auto jobs = ParseSacct(r->out);
+  if (!jobs.ok()) return jobs.status();
+  for (auto& j : *jobs)
+    if (j.id == id) return std::optional<SlurmJob>(j);
+  return std::nullopt;
+}
+
+absl::Status SlurmCliClient::Cancel(const std::string& id) {
+  std::vector<std::string> argv = {Bin("scancel"), id};
+  auto r = Run(argv, options_.timeout);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0 && r->err.find("Invalid job id") == std::string::npos)
+    return Failed(argv, *r);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SlurmNode>> SlurmCliClient::ListNodes(const std::string& partition) {
+  std::vector<std::string> argv = {Bin("sinfo"), "-h", "-N", "-o", "%N|%T"};
+  if (!partition.empty()) argv.insert(argv.end(), {"-p", partition});
+  auto r = Run(argv, options_.timeout);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return Failed(argv, *r);
+  return ParseSinfoNodes(r->out);
+}
+
+}  // namespace trellis::controller

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <chrono>
+
+#include "controller/slurm/slurm_client.h"
+
+namespace trellis::controller {
+
+struct SlurmCliOptions {
+  std::string bin_dir;  // "" = find the commands on PATH
+  std::chrono::milliseconds timeout{30000};
+  bool accounting = false;  // sacct usable (AccountingStorageType is not none)
+};
+
+class SlurmCliClient : public SlurmClient {
+ public:
+  explicit SlurmCliClient(SlurmCliOptions options) : options_(std::move(options)) {}
+
+  // Asks `scontrol show config` whether accounting storage is configured.
+  static bool DetectAccounting(const SlurmCliOptions& options);
+
+  absl::StatusOr<std::string> Submit(const std::vector<std::string>& args,
+                                     const std::string& script_path) override;
+  absl::StatusOr<std::vector<SlurmJob>> ListJobs() override;
+  absl::StatusOr<std::optional<SlurmJob>> ShowJob(const std::string& id) override;
+  absl::StatusOr<std::optional<SlurmJob>> AccountingJob(const std::string& id) override;
+  absl::Status Cancel(const std::string& id) override;
+  absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string& partition) override;
+
+ private:
+  std::string Bin(const std::string& name) const;
+  SlurmCliOptions options_;
+};
+
+}  // namespace trellis::controller

@@ -1,0 +1,31 @@
+#pragma once
+// How the controller talks to Slurm. The CLI implementation runs the Slurm
+// commands with argument vectors; FakeSlurmClient is for scheduler tests.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/slurm/slurm_types.h"
+
+namespace trellis::controller {
+
+class SlurmClient {
+ public:
+  virtual ~SlurmClient() = default;
+  // sbatch --parsable ARGS... SCRIPT; returns the job id.
+  virtual absl::StatusOr<std::string> Submit(const std::vector<std::string>& args,
+                                             const std::string& script_path) = 0;
+  // The jobs of this account that Slurm still lists.
+  virtual absl::StatusOr<std::vector<SlurmJob>> ListJobs() = 0;
+  // One job's details; nullopt when Slurm no longer knows it.
+  virtual absl::StatusOr<std::optional<SlurmJob>> ShowJob(const std::string& id) = 0;
+  // From accounting; Unimplemented where the site has none.
+  virtual absl::StatusOr<std::optional<SlurmJob>> AccountingJob(const std::string& id) = 0;
+  virtual absl::Status Cancel(const std::string& id) = 0;
+  // Nodes of a partition ("" = the default partition).
+  virtual absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string& partition) = 0;
+};
+
+}  // namespace trellis::controller

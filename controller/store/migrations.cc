@@ -1,0 +1,77 @@
+#include "controller/store/store.h"
+
+namespace trellis::controller {
+
+// Append only: each entry moves the schema from user_version i to i + 1.
+const std::vector<const char*>& Migrations() {
+  static const std::vector<const char*> kMigrations = {
+      R"sql(
+CREATE TABLE runs (
+  seq INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  user TEXT NOT NULL,
+  spec_toml TEXT NOT NULL,
+  run_dir TEXT NOT NULL,
+  state TEXT NOT NULL,
+  state_reason TEXT NOT NULL DEFAULT '',
+  nodes INTEGER NOT NULL,
+  ranks_per_node INTEGER NOT NULL,
+  restarts INTEGER NOT NULL DEFAULT 0,
+  not_before_ms INTEGER NOT NULL DEFAULT 0,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL
+);
+CREATE INDEX runs_state ON runs(state);
+CREATE TABLE attempts (
+  run_id TEXT NOT NULL REFERENCES runs(run_id),
+  attempt INTEGER NOT NULL,
+  slurm_job_id TEXT NOT NULL DEFAULT '',
+  launches INTEGER NOT NULL DEFAULT 0,
+  sbatch_args TEXT NOT NULL,
+  nodelist TEXT NOT NULL DEFAULT '',
+  secret TEXT NOT NULL,
+  exit_code INTEGER,
+  end_reason TEXT NOT NULL DEFAULT '',
+  submitted_ms INTEGER NOT NULL,
+  ended_ms INTEGER,
+  PRIMARY KEY (run_id, attempt)
+);
+CREATE TABLE run_events (
+  id INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL REFERENCES runs(run_id),
+  unix_ms INTEGER NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  evidence_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX run_events_run ON run_events(run_id, id);
+CREATE TABLE steps (
+  run_id TEXT NOT NULL REFERENCES runs(run_id),
+  attempt INTEGER NOT NULL,
+  launch INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  ranks INTEGER NOT NULL,
+  loss_sum REAL NOT NULL,
+  tokens INTEGER NOT NULL,
+  step_seconds_max REAL NOT NULL,
+  last_json TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  PRIMARY KEY (run_id, attempt, launch, step)
+);
+CREATE TABLE nodes (
+  name TEXT PRIMARY KEY,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL DEFAULT '',
+  evidence_json TEXT NOT NULL DEFAULT '{}',
+  since_ms INTEGER NOT NULL,
+  expiry_ms INTEGER,
+  strikes INTEGER NOT NULL DEFAULT 0
+);
+)sql",
+  };
+  return kMigrations;
+}
+
+}  // namespace trellis::controller

@@ -1,0 +1,64 @@
+#pragma once
+// Rows of the controller's SQLite store, as plain values.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "controller/core/run_state.h"
+
+namespace trellis::controller {
+
+struct RunRecord {
+  int64_t seq = 0;
+  std::string run_id;  // "<name>-<seq>"
+  std::string name;
+  std::string user;
+  std::string spec_toml;
+  std::string run_dir;
+  RunState state = RunState::kQueued;
+  std::string state_reason;
+  int nodes = 0;
+  int ranks_per_node = 0;
+  int restarts = 0;
+  WallTime not_before;  // restart backoff
+  WallTime created;
+  WallTime updated;
+};
+
+struct AttemptRecord {
+  std::string run_id;
+  int attempt = 0;
+  std::string slurm_job_id;
+  int launches = 0;
+  std::vector<std::string> sbatch_args;
+  std::string nodelist;
+  std::string secret;
+  std::optional<int> exit_code;
+  std::string end_reason;
+  WallTime submitted;
+  std::optional<WallTime> ended;
+  bool live() const { return !ended.has_value(); }
+};
+
+struct EventRecord {
+  WallTime time;
+  RunState from;
+  RunState to;
+  std::string reason;
+  std::string evidence_json;
+};
+
+struct StepRow {
+  int attempt = 0;
+  int launch = 0;
+  int64_t step = 0;
+  int ranks = 0;
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  double step_seconds_max = 0;
+  std::string last_json;  // the latest rank record of this step
+};
+
+}  // namespace trellis::controller

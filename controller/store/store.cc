@@ -1,0 +1,287 @@
+#include "controller/store/store.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace trellis::controller {
+namespace {
+
+constexpr const char* kRunColumns =
+    "seq, run_id, name, user, spec_toml, run_dir, state, state_reason, nodes, ranks_per_node, "
+    "restarts, not_before_ms, created_ms, updated_ms";
+constexpr const char* kAttemptColumns =
+    "run_id, attempt, slurm_job_id, launches, sbatch_args, nodelist, secret, exit_code, "
+    "end_reason, submitted_ms, ended_ms";
+
+absl::Status Migrate(sqlite::Db& db) {
+  ASSIGN_OR_RETURN(auto version_stmt, db.Prepare("PRAGMA user_version"));
+  ASSIGN_OR_RETURN(bool row, version_stmt.Step());
+  int64_t version = row ? version_stmt.ColumnInt(0) : 0;
+  const auto& migrations = Migrations();
+  if (version > static_cast<int64_t>(migrations.size())) {
+    return absl::FailedPreconditionError(
+        "database " + db.path() + " has schema version " + std::to_string(version) +
+        ", newer than this controller's " + std::to_string(migrations.size()) +
+        "; run a newer trellis-controller");
+  }
+  for (size_t v = static_cast<size_t>(version); v < migrations.size(); ++v) {
+    sqlite::Transaction tx(&db);
+    RETURN_IF_ERROR(tx.status());
+    RETURN_IF_ERROR(db.Exec(migrations[v]));
+    RETURN_IF_ERROR(db.Exec("PRAGMA user_version = " + std::to_string(v + 1)));
+    RETURN_IF_ERROR(tx.Commit());
+  }
+  return absl::OkStatus();
+}
+
+AttemptRecord ReadAttempt(sqlite::Statement& st) {
+  AttemptRecord a;
+  a.run_id = st.ColumnText(0);
+  a.attempt = static_cast<int>(st.ColumnInt(1));
+  a.slurm_job_id = st.ColumnText(2);
+  a.launches = static_cast<int>(st.ColumnInt(3));
+  auto args = nlohmann::json::parse(st.ColumnText(4), nullptr, false);
+  if (args.is_array())
+    for (const auto& x : args) a.sbatch_args.push_back(x.get<std::string>());
+  a.nodelist = st.ColumnText(5);
+  a.secret = st.ColumnText(6);
+  if (!st.ColumnIsNull(7)) a.exit_code = static_cast<int>(st.ColumnInt(7));
+  a.end_reason = st.ColumnText(8);
+  a.submitted = FromUnixMillis(st.ColumnInt(9));
+  if (!st.ColumnIsNull(10)) a.ended = FromUnixMillis(st.ColumnInt(10));
+  return a;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  ASSIGN_OR_RETURN(auto db, sqlite::Db::Open(path));
+  RETURN_IF_ERROR(Migrate(*db));
+  return std::unique_ptr<Store>(new Store(std::move(db)));
+}
+
+absl::StatusOr<RunRecord> Store::ReadRun(sqlite::Statement& st) {
+  RunRecord r;
+  r.seq = st.ColumnInt(0);
+  r.run_id = st.ColumnText(1);
+  r.name = st.ColumnText(2);
+  r.user = st.ColumnText(3);
+  r.spec_toml = st.ColumnText(4);
+  r.run_dir = st.ColumnText(5);
+  auto state = ParseRunState(st.ColumnText(6));
+  if (!state) return absl::DataLossError("run " + r.run_id + ": unknown state " + st.ColumnText(6));
+  r.state = *state;
+  r.state_reason = st.ColumnText(7);
+  r.nodes = static_cast<int>(st.ColumnInt(8));
+  r.ranks_per_node = static_cast<int>(st.ColumnInt(9));
+  r.restarts = static_cast<int>(st.ColumnInt(10));
+  r.not_before = FromUnixMillis(st.ColumnInt(11));
+  r.created = FromUnixMillis(st.ColumnInt(12));
+  r.updated = FromUnixMillis(st.ColumnInt(13));
+  return r;
+}
+
+absl::StatusOr<RunRecord> Store::CreateRun(
+    const std::string& name, const std::string& user, const std::string& spec_toml, int nodes,
+    int ranks_per_node, const std::function<std::string(const std::string&)>& run_dir_for,
+    WallTime now) {
+  sqlite::Transaction tx(db_.get());
+  RETURN_IF_ERROR(tx.status());
+  ASSIGN_OR_RETURN(auto next, db_->Prepare("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs"));
+  ASSIGN_OR_RETURN(bool row, next.Step());
+  int64_t seq = row ? next.ColumnInt(0) : 1;
+  std::string run_id = name + "-" + std::to_string(seq);
+  int64_t ms = ToUnixMillis(now);
+  ASSIGN_OR_RETURN(auto ins, db_->Prepare(
+      "INSERT INTO runs (seq, run_id, name, user, spec_toml, run_dir, state, state_reason, nodes, "
+      "ranks_per_node, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, 'QUEUED', 'submitted', "
+      "?, ?, ?, ?)"));
+  RETURN_IF_ERROR(ins.Bind(1, seq).Bind(2, run_id).Bind(3, name).Bind(4, user).Bind(5, spec_toml)
+                      .Bind(6, run_dir_for(run_id)).Bind(7, nodes).Bind(8, ranks_per_node)
+                      .Bind(9, ms).Bind(10, ms).Run());
+  ASSIGN_OR_RETURN(auto ev, db_->Prepare(
+      "INSERT INTO run_events (run_id, unix_ms, from_state, to_state, reason) "
+      "VALUES (?, ?, '', 'QUEUED', ?)"));
+  RETURN_IF_ERROR(ev.Bind(1, run_id).Bind(2, ms).Bind(3, "submitted by " + user).Run());
+  RETURN_IF_ERROR(tx.Commit());
+  return GetRun(run_id);
+}
+
+absl::StatusOr<RunRecord> Store::GetRun(const std::string& run_id) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(std::string("SELECT ") + kRunColumns +
+                                         " FROM runs WHERE run_id = ?"));
+  st.Bind(1, run_id);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError("no run '" + run_id + "'");
+  return ReadRun(st);
+}
+
+absl::StatusOr<std::vector<RunRecord>> Store::ListRuns(int limit, bool active_only) {
+  std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs";
+  if (active_only) sql += " WHERE state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')";
+  sql += " ORDER BY seq DESC LIMIT ?";
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
+  st.Bind(1, limit);
+  std::vector<RunRecord> runs;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(RunRecord r, ReadRun(st));
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+absl::Status Store::Transition(const std::string& run_id, RunState to, const std::string& reason,
+                               const std::string& evidence_json, WallTime now,
+                               const std::function<absl::Status(Store&)>& also) {
+  sqlite::Transaction tx(db_.get());
+  RETURN_IF_ERROR(tx.status());
+  ASSIGN_OR_RETURN(RunRecord run, GetRun(run_id));
+  RETURN_IF_ERROR(CheckTransition(run.state, to));
+  int64_t ms = ToUnixMillis(now);
+  ASSIGN_OR_RETURN(auto up, db_->Prepare(
+      "UPDATE runs SET state = ?, state_reason = ?, updated_ms = ? WHERE run_id = ?"));
+  RETURN_IF_ERROR(up.Bind(1, StateName(to)).Bind(2, reason).Bind(3, ms).Bind(4, run_id).Run());
+  ASSIGN_OR_RETURN(auto ev, db_->Prepare(
+      "INSERT INTO run_events (run_id, unix_ms, from_state, to_state, reason, evidence_json) "
+      "VALUES (?, ?, ?, ?, ?, ?)"));
+  RETURN_IF_ERROR(ev.Bind(1, run_id).Bind(2, ms).Bind(3, StateName(run.state))
+                      .Bind(4, StateName(to)).Bind(5, reason)
+                      .Bind(6, evidence_json.empty() ? "{}" : evidence_json).Run());
+  if (also) RETURN_IF_ERROR(also(*this));
+  return tx.Commit();
+}
+
+absl::Status Store::SetStateReason(const std::string& run_id, const std::string& reason) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare("UPDATE runs SET state_reason = ? WHERE run_id = ?"));
+  return st.Bind(1, reason).Bind(2, run_id).Run();
+}
+
+absl::Status Store::SetRestartBackoff(const std::string& run_id, int restarts,
+                                      WallTime not_before) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "UPDATE runs SET restarts = ?, not_before_ms = ? WHERE run_id = ?"));
+  return st.Bind(1, restarts).Bind(2, ToUnixMillis(not_before)).Bind(3, run_id).Run();
+}
+
+absl::Status Store::CreateAttempt(const AttemptRecord& a) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "INSERT INTO attempts (run_id, attempt, slurm_job_id, launches, sbatch_args, secret, "
+      "submitted_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+  return st.Bind(1, a.run_id).Bind(2, a.attempt).Bind(3, a.slurm_job_id).Bind(4, a.launches)
+      .Bind(5, nlohmann::json(a.sbatch_args).dump()).Bind(6, a.secret)
+      .Bind(7, ToUnixMillis(a.submitted)).Run();
+}
+
+absl::Status Store::SetAttemptJob(const std::string& run_id, int attempt,
+                                  const std::string& job_id) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "UPDATE attempts SET slurm_job_id = ? WHERE run_id = ? AND attempt = ?"));
+  return st.Bind(1, job_id).Bind(2, run_id).Bind(3, attempt).Run();
+}
+
+absl::Status Store::SetAttemptNodes(const std::string& run_id, int attempt,
+                                    const std::string& nodes) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "UPDATE attempts SET nodelist = ? WHERE run_id = ? AND attempt = ?"));
+  return st.Bind(1, nodes).Bind(2, run_id).Bind(3, attempt).Run();
+}
+
+absl::Status Store::SetAttemptLaunches(const std::string& run_id, int attempt, int launches) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "UPDATE attempts SET launches = ? WHERE run_id = ? AND attempt = ?"));
+  return st.Bind(1, launches).Bind(2, run_id).Bind(3, attempt).Run();
+}
+
+absl::Status Store::EndAttempt(const std::string& run_id, int attempt, int exit_code,
+                               const std::string& reason, WallTime now) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "UPDATE attempts SET exit_code = ?, end_reason = ?, ended_ms = ? "
+      "WHERE run_id = ? AND attempt = ? AND ended_ms IS NULL"));
+  return st.Bind(1, exit_code).Bind(2, reason).Bind(3, ToUnixMillis(now)).Bind(4, run_id)
+      .Bind(5, attempt).Run();
+}
+
+absl::StatusOr<std::vector<AttemptRecord>> Store::Attempts(const std::string& run_id) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(std::string("SELECT ") + kAttemptColumns +
+                                         " FROM attempts WHERE run_id = ? ORDER BY attempt"));
+  st.Bind(1, run_id);
+  std::vector<AttemptRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadAttempt(st));
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<AttemptRecord>> Store::LatestAttempt(const std::string& run_id) {
+  ASSIGN_OR_RETURN(auto all, Attempts(run_id));
+  if (all.empty()) return std::optional<AttemptRecord>();
+  return std::optional<AttemptRecord>(all.back());
+}
+
+absl::StatusOr<std::vector<EventRecord>> Store::Events(const std::string& run_id) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "SELECT unix_ms, from_state, to_state, reason, evidence_json FROM run_events "
+      "WHERE run_id = ? ORDER BY id"));
+  st.Bind(1, run_id);
+  std::vector<EventRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    EventRecord e;
+    e.time = FromUnixMillis(st.ColumnInt(0));
+    // The creation event has no "from": shown as QUEUED -> QUEUED.
+    e.from = ParseRunState(st.ColumnText(1)).value_or(RunState::kQueued);
+    e.to = ParseRunState(st.ColumnText(2)).value_or(RunState::kQueued);
+    e.reason = st.ColumnText(3);
+    e.evidence_json = st.ColumnText(4);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+absl::StatusOr<StepRow> Store::RecordStep(const std::string& run_id, int attempt, int launch,
+                                          int64_t step, double loss, int64_t tokens,
+                                          double step_seconds, const std::string& record_json,
+                                          WallTime now) {
+  ASSIGN_OR_RETURN(auto up, db_->Prepare(
+      "INSERT INTO steps (run_id, attempt, launch, step, ranks, loss_sum, tokens, "
+      "step_seconds_max, last_json, updated_ms) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?) "
+      "ON CONFLICT (run_id, attempt, launch, step) DO UPDATE SET ranks = ranks + 1, "
+      "loss_sum = loss_sum + excluded.loss_sum, tokens = tokens + excluded.tokens, "
+      "step_seconds_max = MAX(step_seconds_max, excluded.step_seconds_max), "
+      "last_json = excluded.last_json, updated_ms = excluded.updated_ms "
+      "RETURNING attempt, launch, step, ranks, loss_sum, tokens, step_seconds_max, last_json"));
+  up.Bind(1, run_id).Bind(2, attempt).Bind(3, launch).Bind(4, step).Bind(5, loss)
+      .Bind(6, tokens).Bind(7, step_seconds).Bind(8, record_json).Bind(9, ToUnixMillis(now));
+  ASSIGN_OR_RETURN(bool row, up.Step());
+  if (!row) return absl::InternalError("step upsert returned no row");
+  StepRow s{static_cast<int>(up.ColumnInt(0)), static_cast<int>(up.ColumnInt(1)), up.ColumnInt(2),
+            static_cast<int>(up.ColumnInt(3)), up.ColumnDouble(4), up.ColumnInt(5),
+            up.ColumnDouble(6), up.ColumnText(7)};
+  up.Reset();
+  return s;
+}
+
+absl::StatusOr<std::vector<StepRow>> Store::RecentSteps(const std::string& run_id, int limit) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "SELECT attempt, launch, step, ranks, loss_sum, tokens, step_seconds_max, last_json "
+      "FROM steps WHERE run_id = ? ORDER BY attempt DESC, launch DESC, step DESC LIMIT ?"));
+  st.Bind(1, run_id).Bind(2, limit);
+  std::vector<StepRow> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back({static_cast<int>(st.ColumnInt(0)), static_cast<int>(st.ColumnInt(1)),
+                   st.ColumnInt(2), static_cast<int>(st.ColumnInt(3)), st.ColumnDouble(4),
+                   st.ColumnInt(5), st.ColumnDouble(6), st.ColumnText(7)});
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace trellis::controller

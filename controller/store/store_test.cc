@@ -1,0 +1,115 @@
+#include "controller/store/store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace trellis::controller {
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("store_test_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "trellis.db").string();
+    auto s = Store::Open(path_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  RunRecord NewRun(const std::string& name) {
+    auto r = store_->CreateRun(name, "alice", "[job]\nname='x'\n", 2, 1,
+                               [](const std::string& id) { return "/out/" + id; }, clock_.Now());
+    EXPECT_TRUE(r.ok()) << r.status();
+    return *r;
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+  FakeClock clock_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(StoreTest, RunIdsAreNamePlusSequence) {
+  EXPECT_EQ(NewRun("hello").run_id, "hello-1");
+  RunRecord r = NewRun("other");
+  EXPECT_EQ(r.run_id, "other-2");
+  EXPECT_EQ(r.run_dir, "/out/other-2");
+  EXPECT_EQ(r.state, RunState::kQueued);
+  EXPECT_EQ(store_->GetRun("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, TransitionWritesStateAndEventTogether) {
+  RunRecord r = NewRun("hello");
+  ASSERT_TRUE(store_->Transition(r.run_id, RunState::kSubmitted, "sbatch 12", "{\"job\":\"12\"}",
+                                 clock_.Now()).ok());
+  auto illegal = store_->Transition(r.run_id, RunState::kSucceeded, "x", "", clock_.Now());
+  EXPECT_EQ(illegal.code(), absl::StatusCode::kFailedPrecondition);
+  auto events = store_->Events(r.run_id);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[1].to, RunState::kSubmitted);
+  EXPECT_EQ((*events)[1].evidence_json, "{\"job\":\"12\"}");
+  EXPECT_EQ(store_->GetRun(r.run_id)->state, RunState::kSubmitted);
+}
+
+TEST_F(StoreTest, FailedSideEffectRollsTheTransitionBack) {
+  RunRecord r = NewRun("hello");
+  auto st = store_->Transition(r.run_id, RunState::kSubmitted, "x", "", clock_.Now(),
+                               [](Store&) { return absl::InternalError("sbatch bookkeeping"); });
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(store_->GetRun(r.run_id)->state, RunState::kQueued);
+  EXPECT_EQ(store_->Events(r.run_id)->size(), 1u);
+}
+
+TEST_F(StoreTest, AttemptsAndStepSummaries) {
+  RunRecord r = NewRun("hello");
+  AttemptRecord a;
+  a.run_id = r.run_id;
+  a.attempt = 1;
+  a.sbatch_args = {"--nodes=2", "--exclude=node3"};
+  a.secret = "s3cret";
+  a.submitted = clock_.Now();
+  ASSERT_TRUE(store_->CreateAttempt(a).ok());
+  ASSERT_TRUE(store_->SetAttemptJob(r.run_id, 1, "42").ok());
+  ASSERT_TRUE(store_->EndAttempt(r.run_id, 1, 3, "rank 1 exited with 3", clock_.Now()).ok());
+  auto latest = store_->LatestAttempt(r.run_id);
+  ASSERT_TRUE(latest.ok() && latest->has_value());
+  EXPECT_EQ((*latest)->slurm_job_id, "42");
+  EXPECT_EQ((*latest)->sbatch_args, a.sbatch_args);
+  EXPECT_EQ((*latest)->exit_code, 3);
+  EXPECT_FALSE((*latest)->live());
+
+  ASSERT_TRUE(store_->RecordStep(r.run_id, 1, 1, 5, 2.0, 100, 0.5, "{}", clock_.Now()).ok());
+  auto row = store_->RecordStep(r.run_id, 1, 1, 5, 4.0, 100, 0.7, "{\"r\":1}", clock_.Now());
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ(row->ranks, 2);
+  EXPECT_DOUBLE_EQ(row->loss_sum, 6.0);
+  EXPECT_EQ(row->tokens, 200);
+  EXPECT_DOUBLE_EQ(row->step_seconds_max, 0.7);
+  EXPECT_EQ(store_->RecentSteps(r.run_id, 10)->size(), 1u);
+}
+
+TEST_F(StoreTest, SurvivesReopenAndRefusesNewerSchema) {
+  RunRecord r = NewRun("hello");
+  store_.reset();
+  auto again = Store::Open(path_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->GetRun(r.run_id)->run_id, "hello-1");
+  ASSERT_TRUE((*again)->db().Exec("PRAGMA user_version = 999").ok());
+  again->reset();
+  auto newer = Store::Open(path_);
+  ASSERT_FALSE(newer.ok());
+  EXPECT_NE(newer.status().message().find("newer than this controller"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trellis::controller
