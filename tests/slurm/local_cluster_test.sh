@@ -209,6 +209,19 @@ grep -qx 'Node 0 MemFree:        94896128 kB' "$m3" || fail "node3 MemFree after
 if "$LC" fixture "$D" node9 --reset >/dev/null 2>&1; then fail "fixture on a missing node succeeded"; fi
 ok
 
+check "reset cancels jobs, resumes a drained node and restores every fixture"
+sl scontrol update nodename=node3 state=drain reason=test || fail "drain node3"
+sl sbatch --parsable --hold --wrap true >/dev/null || fail "sbatch --hold"
+sl sbatch --parsable -N 1 --wrap 'sleep 300' >/dev/null || fail "sbatch sleep"
+"$LC" fixture "$D" all gh200-short >/dev/null || fail "fixture all"
+grep -q 'MemFree:        76231475 kB' "$D/nodes/node1/sysfs/devices/system/node/node0/meminfo" || fail "fixture all: node1"
+"$LC" reset "$D" || fail "reset"
+[ -z "$(sl squeue -h)" ] || fail "jobs left after reset: $(sl squeue)"
+idle=$(sl sinfo -h -N -o '%N %T' | awk '$2 == "idle"' | wc -l)
+[ "$idle" -eq 4 ] || fail "after reset: $(sl sinfo -N)"
+[ "$(cat "$m3")" = "$before" ] || fail "node3 fixture not back to default after reset"
+ok
+
 check "up after a crash (daemons killed, stale pid files) starts cleanly"
 sl sbatch --parsable -N 1 --wrap 'sleep 300' >/dev/null || fail "sbatch before crash"
 sleep 1
