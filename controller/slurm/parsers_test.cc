@@ -86,3 +86,26 @@ TEST(ParsersTest, Hostlists) {
 
 }  // namespace
 }  // namespace trellis::controller
+
+namespace trellis::controller {
+namespace {
+
+// Outputs captured from the local Slurm 22.05 cluster (deploy/slurm/local-cluster).
+TEST(ParsersTest, RealSlurm2205Outputs) {
+  auto job = ParseScontrolJob(Fixture("scontrol_show_job_failed_2205.txt"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state, "FAILED");
+  EXPECT_EQ(job->exit_code, 3);
+  EXPECT_EQ(job->nodelist, "node[1-2]");
+  auto jobs = ParseSqueue(Fixture("squeue_2205.txt"));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].state, "RUNNING");
+  EXPECT_EQ((*jobs)[1].nodelist, "node[1-4]");
+  auto nodes = ParseSinfoNodes(Fixture("sinfo_nodes_2205.txt"));
+  ASSERT_TRUE(nodes.ok());
+  EXPECT_EQ(nodes->size(), 4u);
+}
+
+}  // namespace
+}  // namespace trellis::controller
