@@ -1,0 +1,291 @@
+// The controller's shell over its real gRPC API, a real SQLite file and a
+// FakeSlurmClient (Slurm itself is exercised by the tests under tests/e2e).
+#include "controller/app/controller.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "common/version.h"
+#include "controller/app/sbatch_template.h"
+#include "controller/rpc/agent_service.h"
+#include "controller/rpc/controller_service.h"
+#include "controller/slurm/fake_slurm_client.h"
+
+namespace trellis::controller {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("controller_test_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    slurm_ = std::make_shared<FakeSlurmClient>();
+    for (int i = 1; i <= 3; ++i) slurm_->nodes.push_back({"node" + std::to_string(i), "idle"});
+    ControllerConfig config;
+    config.output_root = (dir_ / "out").string();
+    config.worker_bin = "/opt/trellis/bin/trellis-worker";
+    config.sbatch_template = kSbatchTemplate;
+    config.schedule_interval = std::chrono::milliseconds(20);
+    config.reconcile_interval = std::chrono::milliseconds(50);
+    auto store = Store::Open((dir_ / "t.db").string());
+    ASSERT_TRUE(store.ok());
+    controller_ = std::make_unique<Controller>(config, std::move(*store), slurm_, &clock_);
+    users_ = std::make_unique<ControllerServiceImpl>(controller_.get());
+    agents_ = std::make_unique<AgentServiceImpl>(controller_.get());
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(users_.get());
+    b.RegisterService(agents_.get());
+    server_ = b.BuildAndStart();
+    controller_->SetAdvertiseAddress("127.0.0.1:" + std::to_string(port));
+    controller_->Start();
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                       grpc::InsecureChannelCredentials());
+    user_stub_ = v1::ControllerService::NewStub(channel);
+    agent_stub_ = v1::AgentService::NewStub(channel);
+  }
+  void TearDown() override {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    controller_->Stop();
+    fs::remove_all(dir_);
+  }
+
+  grpc::Status Submit(const std::string& spec, v1::SubmitRunResponse* resp, bool dry = false) {
+    grpc::ClientContext ctx;
+    v1::SubmitRunRequest req;
+    req.set_spec_toml(spec);
+    req.set_dry_run(dry);
+    return user_stub_->SubmitRun(&ctx, req, resp);
+  }
+  v1::Run Get(const std::string& id) {
+    grpc::ClientContext ctx;
+    v1::GetRunRequest req;
+    req.set_run_id(id);
+    v1::Run run;
+    EXPECT_TRUE(user_stub_->GetRun(&ctx, req, &run).ok());
+    return run;
+  }
+  // Waits (bounded) until the run reaches `state`.
+  v1::Run WaitFor(const std::string& id, v1::RunState state) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    v1::Run run;
+    while (std::chrono::steady_clock::now() < deadline) {
+      run = Get(id);
+      if (run.summary().state() == state) return run;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "run " << id << " never reached " << v1::RunState_Name(state) << "; it is "
+                  << v1::RunState_Name(run.summary().state()) << ": "
+                  << run.summary().state_reason();
+    return run;
+  }
+  v1::WorkerIdentity Identity(const std::string& run_id, const std::string& node) {
+    v1::WorkerIdentity id;
+    id.set_run_id(run_id);
+    id.set_attempt(1);
+    id.set_launch(1);
+    id.set_node(node);
+    std::ifstream in(Get(run_id).run_dir() + "/attempt-1/secret");
+    std::string secret;
+    in >> secret;
+    id.set_secret(secret);
+    return id;
+  }
+
+  fs::path dir_;
+  FakeClock clock_;
+  std::shared_ptr<FakeSlurmClient> slurm_;
+  std::unique_ptr<Controller> controller_;
+  std::unique_ptr<ControllerServiceImpl> users_;
+  std::unique_ptr<AgentServiceImpl> agents_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::ControllerService::Stub> user_stub_;
+  std::unique_ptr<v1::AgentService::Stub> agent_stub_;
+};
+
+const char* kSpec = R"(
+[job]
+name = "hello"
+command = "echo hi"
+[slurm]
+nodes = 2
+ranks_per_node = 2
+)";
+
+TEST_F(ControllerTest, ARunGoesFromSubmitToSucceeded) {
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit(kSpec, &resp).ok());
+  EXPECT_EQ(resp.run_id(), "hello-1");
+  v1::Run run = WaitFor("hello-1", v1::RUN_STATE_SUBMITTED);
+  ASSERT_EQ(slurm_->submissions.size(), 1u);
+  EXPECT_EQ(slurm_->submissions[0].args[1], "--nodes=2");
+  EXPECT_EQ(run.attempts(0).slurm_job_id(), "100");
+
+  // Both workers register; each gets GO with its own contiguous rank range.
+  std::vector<v1::GateDecision> decisions(2);
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.emplace_back([&, i] {
+      grpc::ClientContext ctx;
+      v1::RegisterRequest req;
+      *req.mutable_id() = Identity("hello-1", "node" + std::to_string(i + 1));
+      req.set_version(kVersion);
+      EXPECT_TRUE(agent_stub_->Register(&ctx, req, &decisions[i]).ok());
+    });
+  }
+  for (auto& t : workers) t.join();
+  std::set<int> offsets;
+  for (const auto& d : decisions) {
+    EXPECT_EQ(d.decision(), v1::GateDecision::DECISION_GO) << d.reason();
+    EXPECT_EQ(d.world_size(), 4);
+    offsets.insert(d.rank_offset());
+  }
+  EXPECT_EQ(offsets, (std::set<int>{0, 2}));
+  WaitFor("hello-1", v1::RUN_STATE_RUNNING);
+
+  // A step record from each rank of node1, then the exits and the batch script's question.
+  {
+    grpc::ClientContext ctx;
+    v1::StreamStepsResponse r;
+    auto stream = agent_stub_->StreamSteps(&ctx, &r);
+    for (int rank : {0, 1}) {
+      v1::AgentReport rep;
+      *rep.mutable_id() = Identity("hello-1", "node1");
+      rep.mutable_step()->set_rank(rank);
+      rep.mutable_step()->mutable_record()->set_step(1);
+      rep.mutable_step()->mutable_record()->set_loss(2.0 + rank);
+      rep.mutable_step()->mutable_record()->set_tokens(100);
+      rep.mutable_step()->mutable_record()->set_step_seconds(0.5);
+      ASSERT_TRUE(stream->Write(rep));
+    }
+    stream->WritesDone();
+    EXPECT_TRUE(stream->Finish().ok());
+  }
+  for (const char* node : {"node1", "node2"}) {
+    grpc::ClientContext ctx;
+    v1::ReportExitRequest req;
+    *req.mutable_id() = Identity("hello-1", node);
+    int base = std::string(node) == "node1" ? 0 : 2;
+    for (int r = base; r < base + 2; ++r) req.add_ranks()->set_rank(r);
+    v1::ReportExitResponse resp2;
+    EXPECT_TRUE(agent_stub_->ReportExit(&ctx, req, &resp2).ok());
+  }
+  grpc::ClientContext ctx;
+  v1::NextLaunchRequest nl;
+  *nl.mutable_id() = Identity("hello-1", "node1");
+  v1::NextLaunchResponse answer;
+  ASSERT_TRUE(agent_stub_->NextLaunch(&ctx, nl, &answer).ok());
+  EXPECT_EQ(answer.action(), v1::NextLaunchResponse::ACTION_EXIT);
+  EXPECT_EQ(answer.exit_code(), 0);
+  run = WaitFor("hello-1", v1::RUN_STATE_SUCCEEDED);
+  ASSERT_EQ(run.recent_steps_size(), 1);
+  EXPECT_EQ(run.recent_steps(0).ranks(), 2);
+  EXPECT_DOUBLE_EQ(run.recent_steps(0).loss(), 2.5);
+  std::vector<std::string> path;
+  for (const auto& e : run.events()) path.push_back(v1::RunState_Name(e.to()));
+  EXPECT_EQ(path, (std::vector<std::string>{"RUN_STATE_QUEUED", "RUN_STATE_SUBMITTED",
+                                            "RUN_STATE_GATING", "RUN_STATE_RUNNING",
+                                            "RUN_STATE_SUCCEEDED"}));
+}
+
+TEST_F(ControllerTest, BadSpecIsRefusedAndNothingIsStored) {
+  v1::SubmitRunResponse resp;
+  grpc::Status st = Submit("[job]\nname='Bad/Name'\ncommand=''\n[slurm]\nnodes=0\n", &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("job.name: must match"), std::string::npos);
+  EXPECT_NE(st.error_message().find("slurm.nodes: must be an integer in [1, 16384], got 0"),
+            std::string::npos);
+  grpc::ClientContext ctx;
+  v1::ListRunsResponse list;
+  ASSERT_TRUE(user_stub_->ListRuns(&ctx, v1::ListRunsRequest(), &list).ok());
+  EXPECT_EQ(list.runs_size(), 0);
+  EXPECT_TRUE(slurm_->submissions.empty());
+}
+
+TEST_F(ControllerTest, DryRunShowsTheScriptAndStoresNothing) {
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit(kSpec, &resp, /*dry=*/true).ok());
+  EXPECT_TRUE(resp.run_id().empty());
+  EXPECT_NE(resp.batch_script().find("RUN_ID='hello-1'"), std::string::npos);
+  EXPECT_EQ(resp.sbatch_args(1), "--nodes=2");
+  grpc::ClientContext ctx;
+  v1::ListRunsResponse list;
+  ASSERT_TRUE(user_stub_->ListRuns(&ctx, v1::ListRunsRequest(), &list).ok());
+  EXPECT_EQ(list.runs_size(), 0);
+}
+
+TEST_F(ControllerTest, WorkerOfAnotherVersionIsRefusedNamingBoth) {
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit(kSpec, &resp).ok());
+  WaitFor("hello-1", v1::RUN_STATE_SUBMITTED);
+  grpc::ClientContext ctx;
+  v1::RegisterRequest req;
+  *req.mutable_id() = Identity("hello-1", "node1");
+  req.set_version("0.0.1-old");
+  v1::GateDecision d;
+  grpc::Status st = agent_stub_->Register(&ctx, req, &d);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("worker version 0.0.1-old"), std::string::npos);
+  EXPECT_NE(st.error_message().find(std::string("controller version ") + kVersion),
+            std::string::npos);
+}
+
+TEST_F(ControllerTest, WrongSecretIsRefused) {
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit(kSpec, &resp).ok());
+  WaitFor("hello-1", v1::RUN_STATE_SUBMITTED);
+  grpc::ClientContext ctx;
+  v1::RegisterRequest req;
+  *req.mutable_id() = Identity("hello-1", "node1");
+  req.mutable_id()->set_secret("guess");
+  req.set_version(kVersion);
+  v1::GateDecision d;
+  EXPECT_EQ(agent_stub_->Register(&ctx, req, &d).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(ControllerTest, WaitsQueuedWhenTooFewNodesAreEligible) {
+  slurm_->nodes[2].state = "drained";
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit("[job]\nname='big'\ncommand='true'\n[slurm]\nnodes=3\n", &resp).ok());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Get(resp.run_id()).summary().state_reason() != "needs 3 nodes, 2 eligible" &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  v1::Run run = Get(resp.run_id());
+  EXPECT_EQ(run.summary().state(), v1::RUN_STATE_QUEUED);
+  EXPECT_EQ(run.summary().state_reason(), "needs 3 nodes, 2 eligible");
+  EXPECT_TRUE(slurm_->submissions.empty());
+}
+
+TEST_F(ControllerTest, CancelWhileSubmittedCancelsTheSlurmJob) {
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit(kSpec, &resp).ok());
+  WaitFor("hello-1", v1::RUN_STATE_SUBMITTED);
+  grpc::ClientContext ctx;
+  v1::CancelRunRequest req;
+  req.set_run_id("hello-1");
+  v1::CancelRunResponse cresp;
+  ASSERT_TRUE(user_stub_->CancelRun(&ctx, req, &cresp).ok());
+  EXPECT_EQ(cresp.state(), v1::RUN_STATE_CANCELLED);
+  EXPECT_EQ(slurm_->cancelled, std::vector<std::string>{"100"});
+  grpc::ClientContext ctx2;
+  v1::GetRunRequest g;
+  g.set_run_id("nope-9");
+  v1::Run r;
+  EXPECT_EQ(user_stub_->GetRun(&ctx2, g, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace trellis::controller
