@@ -12,7 +12,7 @@ PACKAGES=(
   prometheus
   libnuma-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libbenchmark-dev
-  procps psmisc
+  procps psmisc sqlite3 rsync
 )
 
 missing=()

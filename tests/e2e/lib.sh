@@ -1,0 +1,93 @@
+# Helpers for the end-to-end tests: a real controller (own database and
+# output root) against the shared local Slurm cluster, driven through the CLI.
+set -euo pipefail
+
+: "${TRELLIS_BIN:?set TRELLIS_BIN to the build's bin directory}"
+: "${TRELLIS_TEST_CLUSTER:?set TRELLIS_TEST_CLUSTER to a running local cluster directory}"
+# shellcheck disable=SC1091
+. "$TRELLIS_TEST_CLUSTER/env"
+
+E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/trellis-e2e.XXXXXX")
+CONTROLLER_PID=""
+CONTROLLER_PORT=""
+
+log() { echo "[$(date +%H:%M:%S)] $*"; }
+fail() {
+  echo "FAIL: $*" >&2
+  if [ -f "$E2E_DIR/controller.log" ]; then
+    echo "--- controller log (tail) ---" >&2
+    tail -n 40 "$E2E_DIR/controller.log" >&2
+  fi
+  exit 1
+}
+
+start_controller() {
+  rm -f "$E2E_DIR/port"
+  "$TRELLIS_BIN/trellis-controller" --listen 127.0.0.1:0 --port-file "$E2E_DIR/port" \
+    --db "$E2E_DIR/controller.db" --output-root "$E2E_DIR/runs" \
+    --schedule-interval-ms 200 --reconcile-interval-ms 1000 \
+    >>"$E2E_DIR/controller.log" 2>&1 &
+  CONTROLLER_PID=$!
+  local deadline=$((SECONDS + 20))
+  while [ ! -s "$E2E_DIR/port" ]; do
+    kill -0 "$CONTROLLER_PID" 2>/dev/null || fail "controller exited at start"
+    [ $SECONDS -lt $deadline ] || fail "controller did not start within 20 s"
+    sleep 0.1
+  done
+  CONTROLLER_PORT=$(cat "$E2E_DIR/port")
+  export TRELLIS_ADDR="127.0.0.1:$CONTROLLER_PORT"
+  log "controller pid $CONTROLLER_PID on $TRELLIS_ADDR"
+}
+
+stop_controller() {  # [signal]
+  [ -n "$CONTROLLER_PID" ] || return 0
+  kill "-${1:-TERM}" "$CONTROLLER_PID" 2>/dev/null || true
+  wait "$CONTROLLER_PID" 2>/dev/null || true
+  CONTROLLER_PID=""
+}
+
+cleanup() {
+  stop_controller KILL
+  # Leave no job of this test behind on the shared cluster.
+  if [ -f "$E2E_DIR/controller.db" ]; then
+    for job in $(sqlite3 "$E2E_DIR/controller.db" "SELECT slurm_job_id FROM attempts" 2>/dev/null); do
+      scancel "$job" 2>/dev/null || true
+    done
+  fi
+  if [ "${KEEP_E2E_DIR:-0}" = 1 ]; then echo "kept $E2E_DIR"; else rm -rf "$E2E_DIR"; fi
+}
+trap cleanup EXIT
+
+trellis() { "$TRELLIS_BIN/trellis" "$@"; }
+
+# json_get FILE PYTHON_EXPR: evaluates EXPR with `d` bound to the JSON document.
+json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+run_json() {  # ID -> path of a fresh `trellis show --json` dump
+  trellis show "$1" --json >"$E2E_DIR/show.json" || fail "trellis show $1 failed"
+  echo "$E2E_DIR/show.json"
+}
+
+run_state() { json_get "$(run_json "$1")" "d['state']"; }
+
+wait_state() {  # ID STATE TIMEOUT_S
+  local deadline=$((SECONDS + $3)) state=""
+  while [ $SECONDS -lt $deadline ]; do
+    state=$(run_state "$1")
+    [ "$state" = "$2" ] && { log "run $1 is $2"; return 0; }
+    case "$state" in SUCCEEDED|FAILED|CANCELLED) break ;; esac
+    sleep 0.3
+  done
+  trellis show "$1" >&2 || true
+  fail "run $1 is $state, expected $2 within $3 s"
+}
+
+write_spec() {  # NAME COMMAND [extra toml...] -> path
+  local path="$E2E_DIR/$1.toml"
+  {
+    printf '[job]\nname = "%s"\ncommand = """%s"""\n[slurm]\nnodes = 2\nranks_per_node = 2\n' "$1" "$2"
+    shift 2
+    for line in "$@"; do printf '%s\n' "$line"; done
+  } >"$path"
+  echo "$path"
+}

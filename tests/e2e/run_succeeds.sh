@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# examples/hello.toml on 2 nodes x 2 ranks: SUCCEEDED, ranks on two distinct
+# nodes, every rank's output kept, step records stored by the controller.
+. "$(dirname "$0")/lib.sh"
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+
+start_controller
+id=$(trellis submit "$REPO/examples/hello.toml") || fail "submit failed"
+log "submitted $id"
+wait_state "$id" SUCCEEDED 120
+
+show=$(run_json "$id")
+nodes=$(json_get "$show" "','.join(sorted(set(d['attempts'][0]['nodes'])))")
+[ "$(echo "$nodes" | tr ',' '\n' | wc -l)" = 2 ] || fail "expected 2 distinct nodes, got '$nodes'"
+[ "$(json_get "$show" "d['attempts'][0]['exit_code']")" = 0 ] || fail "attempt exit code not 0"
+last_step=$(json_get "$show" "d['last_step']")
+[ "$last_step" = 10 ] || fail "controller saw last step $last_step, expected 10"
+ranks=$(json_get "$show" "d['recent_steps'][-1]['ranks']")
+[ "$ranks" = 4 ] || fail "step 10 reported by $ranks ranks, expected 4"
+
+logs=$(trellis logs "$id")
+for r in 0 1 2 3; do
+  echo "$logs" | grep -q "\[rank $r\] hello from rank $r of 4 on node" || fail "no hello from rank $r"
+done
+[ "$(trellis logs "$id" --rank 2 | grep -c 'rank 2 done')" = 1 ] || fail "rank 2's log incomplete"
+# The batch script recorded the outcome where it survives Slurm forgetting the job.
+grep -q '"exit_code": 0' "$(json_get "$show" "d['run_dir']")/attempt-1/exit.json" ||
+  fail "exit.json missing or not 0"
+log "PASS: $id on $nodes"
