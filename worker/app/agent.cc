@@ -1,0 +1,208 @@
+// `trellis-worker agent`: register, wait for the gate, run and supervise the
+// node's ranks, stream their steps, report the exit.
+#include "worker/app/agent.h"
+
+#include <signal.h>
+
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "common/log.h"
+#include "common/spec/run_spec.h"
+#include "common/version.h"
+#include "worker/app/identity.h"
+#include "worker/core/rank_layout.h"
+#include "worker/io/node_info.h"
+#include "worker/io/rank_channel.h"
+#include "worker/io/socket_dir.h"
+#include "worker/io/supervisor.h"
+#include "worker/rpc/agent_client.h"
+#include "worker/rpc/step_stream.h"
+
+namespace trellis::worker {
+namespace {
+
+namespace asio = boost::asio;
+
+// After the last rank exits, how long to wait for its step socket to be read
+// to the end (a child of the rank may still hold it open).
+constexpr std::chrono::seconds kDrainBound{2};
+constexpr Seconds kReportExitTimeout{15};
+
+template <typename D>
+std::chrono::steady_clock::duration Steady(D d) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(d);
+}
+
+absl::StatusOr<spec::RunSpec> LoadSpec(const std::string& run_dir) {
+  const std::string path = run_dir + "/spec.toml";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::FailedPreconditionError("cannot read the run spec " + path);
+  std::string text(spec::kMaxSpecBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > spec::kMaxSpecBytes)
+    return absl::FailedPreconditionError(path + " is larger than " +
+                                         std::to_string(spec::kMaxSpecBytes) + " bytes");
+  spec::FieldErrors errors;
+  auto parsed = spec::ParseRunSpec(text, &errors);
+  if (!parsed) return absl::FailedPreconditionError(path + ": " + spec::JoinErrors(errors));
+  return *parsed;
+}
+
+bool IsRefusal(absl::StatusCode code) {
+  return code == absl::StatusCode::kFailedPrecondition ||
+         code == absl::StatusCode::kPermissionDenied ||
+         code == absl::StatusCode::kUnauthenticated || code == absl::StatusCode::kNotFound;
+}
+
+// Ends a launch that got GO but could not start its ranks: the controller
+// still learns why.
+int FailLaunch(AgentClient& client, const std::string& why) {
+  spdlog::error("{}", why);
+  WorkerOutcome outcome{kExitError, why};
+  if (absl::Status st = client.ReportExit({}, outcome, kReportExitTimeout); !st.ok())
+    spdlog::warn("ReportExit failed: {}", std::string(st.message()));
+  return kExitError;
+}
+
+int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision& go,
+              AgentClient& client) {
+  auto socket_dir = SocketDir::Create();
+  if (!socket_dir.ok()) return FailLaunch(client, std::string(socket_dir.status().message()));
+
+  RankLayoutInput layout;
+  layout.launch = {args.id.run_id, args.id.attempt, args.id.launch};
+  layout.go = go;
+  layout.spec_ranks_per_node = spec.slurm.ranks_per_node;
+  layout.gpus_per_node = spec.slurm.gpus_per_node;
+  layout.spec_env = spec.env;
+  layout.worker_env = CurrentEnvironment();
+  layout.run_dir = args.run_dir;
+  layout.socket_dir = (*socket_dir)->path();
+  auto plans = PlanRanks(layout);
+  if (!plans.ok()) return FailLaunch(client, std::string(plans.status().message()));
+
+  asio::io_context io;
+  StepStream stream(client.stub(), client.id(), static_cast<size_t>(args.max_queued_reports));
+  stream.Start();
+  RankChannel channel(io, [&](int rank, const StepRecord& r) { stream.SendStep(rank, r); });
+  for (const RankPlan& p : *plans) {
+    if (absl::Status st = channel.Listen(p.global_rank, p.step_socket); !st.ok()) {
+      stream.Close(Steady(args.stream_flush));
+      return FailLaunch(client, std::string(st.message()));
+    }
+  }
+
+  asio::steady_timer heartbeat(io);
+  asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR1);
+  Supervisor supervisor(
+      io, Steady(args.kill_grace), [&](const RankExit& e) { stream.SendRankExit(e); },
+      [&] {
+        heartbeat.cancel();
+        boost::system::error_code ignored;
+        signals.cancel(ignored);
+        channel.Drain(kDrainBound, [&] { io.stop(); });
+      });
+
+  std::function<void()> wait_signal = [&] {
+    signals.async_wait([&](boost::system::error_code ec, int sig) {
+      if (ec) return;
+      if (sig == SIGUSR1) {
+        // Slurm's wall-time warning: the ranks checkpoint and end on their own.
+        spdlog::info("SIGUSR1 (wall-time warning): forwarding to the ranks");
+        supervisor.Forward(SIGUSR1);
+      } else {
+        supervisor.Stop(std::string("worker received SIG") + sigabbrev_np(sig));
+      }
+      wait_signal();
+    });
+  };
+  std::function<void()> beat = [&] {
+    stream.SendHeartbeat(supervisor.alive());
+    heartbeat.expires_after(Steady(args.heartbeat_interval));
+    heartbeat.async_wait([&](boost::system::error_code ec) {
+      if (!ec) beat();
+    });
+  };
+
+  spdlog::info("GO: ranks {}..{} of {}, master {}:{}, resume step {}", go.rank_offset,
+               go.rank_offset + go.ranks_per_node - 1, go.world_size, go.master_addr,
+               go.master_port, go.resume_step);
+  wait_signal();
+  supervisor.Start(*plans, spec.job.command, args.run_dir);
+  beat();
+  io.run();
+
+  WorkerOutcome outcome =
+      DecideOutcome(supervisor.exits(), supervisor.expected(), supervisor.stop_cause());
+  RankChannel::Stats cs = channel.stats();
+  spdlog::info("{}; {} step record(s), {} bad line(s) from the ranks", outcome.reason,
+               cs.records, cs.bad_lines);
+  stream.Close(Steady(args.stream_flush));
+  StepStream::Stats ss = stream.stats();
+  if (ss.dropped > 0 || ss.reconnects > 0)
+    spdlog::warn("step stream: {} record(s) dropped (queue full), {} reconnect(s)", ss.dropped,
+                 ss.reconnects);
+  if (absl::Status st = client.ReportExit(supervisor.exits(), outcome, kReportExitTimeout);
+      !st.ok())
+    spdlog::warn("ReportExit failed: {}", std::string(st.message()));
+  return outcome.exit_code;
+}
+
+}  // namespace
+
+int RunAgent(const AgentArgs& args) {
+  // Until the event loop takes them over: a wall-time warning during the gate
+  // wait must not kill the worker, and sockets must not raise SIGPIPE.
+  ::signal(SIGUSR1, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  auto spec = LoadSpec(args.run_dir);
+  if (!spec.ok()) {
+    spdlog::error("{}", std::string(spec.status().message()));
+    return kExitUsage;
+  }
+  if (spec->has_model) {
+    spdlog::error("[model] runs are hosted once trainer_core is linked into the worker");
+    return kExitUsage;
+  }
+  auto id = LoadIdentity(args.id);
+  if (!id.ok()) {
+    spdlog::error("{}", std::string(id.status().message()));
+    return kExitUsage;
+  }
+  AgentClient client(ControllerChannel(args.id.controller), *id);
+  NodeFacts facts{kVersion, Hostname(), CountGpus(), CountCpus()};
+  Seconds gate_wait = args.gate_wait.value_or(Seconds(spec->gate.timeout_s) + kGateWaitMargin);
+  spdlog::info("registering node {} with {} (run {}, attempt {}, launch {}; {} GPU(s), {} CPU(s))",
+               args.id.node, args.id.controller, args.id.run_id, args.id.attempt, args.id.launch,
+               facts.gpus, facts.cpus);
+  auto gate = client.Register(facts, args.register_retry, gate_wait);
+  if (!gate.ok()) {
+    if (IsRefusal(gate.status().code())) {
+      spdlog::error("the controller refused this worker: {}", std::string(gate.status().message()));
+      return kExitRefused;
+    }
+    spdlog::error("registration failed: {}", std::string(gate.status().message()));
+    return kExitError;
+  }
+  switch (gate->kind) {
+    case GateResult::kAbort:
+      spdlog::error("gate: ABORT: {}", gate->reason);
+      return kExitAbort;
+    case GateResult::kStandby:
+      spdlog::info("gate: STANDBY (this node is a spare): {}", gate->reason);
+      return 0;
+    case GateResult::kGo:
+      break;
+  }
+  return Supervise(args, *spec, gate->go, client);
+}
+
+}  // namespace trellis::worker

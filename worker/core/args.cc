@@ -1,0 +1,95 @@
+#include "worker/core/args.h"
+
+#include <charconv>
+#include <cctype>
+
+#include "absl/strings/str_cat.h"
+
+namespace trellis::worker {
+namespace {
+
+absl::Status Positive(const char* flag, Seconds value) {
+  if (!(value.count() > 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " must be a positive number of seconds, got ", value.count()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool IsValidControllerAddress(std::string_view address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return false;
+  std::string_view host = address.substr(0, colon);
+  std::string_view port_text = address.substr(colon + 1);
+  int port = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 ||
+      port > 65535)
+    return false;
+  if (host.front() == '[') return host.size() > 2 && host.back() == ']';
+  for (char c : host)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_'))
+      return false;
+  return true;
+}
+
+bool IsSafeName(std::string_view name) {
+  if (name.empty() || name.size() > 128 || name[0] == '-' || name[0] == '.') return false;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_'))
+      return false;
+  return true;
+}
+
+absl::Status ValidateIdentityArgs(const IdentityArgs& a) {
+  if (!IsValidControllerAddress(a.controller))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--controller must be HOST:PORT with a port in [1, 65535], got '",
+                     a.controller, "'"));
+  if (!IsSafeName(a.run_id))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--run must be 1-128 characters of [A-Za-z0-9._-], got '", a.run_id, "'"));
+  if (a.attempt < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--attempt must be >= 1, got ", a.attempt));
+  if (a.launch < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--launch must be >= 1, got ", a.launch));
+  if (!IsSafeName(a.node))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--node must be 1-128 characters of [A-Za-z0-9._-], got '", a.node, "'"));
+  if (a.secret_file.empty()) return absl::InvalidArgumentError("--secret-file is required");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateAgentArgs(const AgentArgs& a) {
+  if (absl::Status st = ValidateIdentityArgs(a.id); !st.ok()) return st;
+  if (a.run_dir.empty()) return absl::InvalidArgumentError("--run-dir is required");
+  if (absl::Status st = Positive("--heartbeat-interval", a.heartbeat_interval); !st.ok()) return st;
+  if (absl::Status st = Positive("--kill-grace", a.kill_grace); !st.ok()) return st;
+  if (absl::Status st = Positive("--register-retry", a.register_retry); !st.ok()) return st;
+  if (absl::Status st = Positive("--stream-flush", a.stream_flush); !st.ok()) return st;
+  if (a.gate_wait) {
+    if (absl::Status st = Positive("--gate-wait", *a.gate_wait); !st.ok()) return st;
+  }
+  if (a.max_queued_reports < 16)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-queued-reports must be >= 16, got ", a.max_queued_reports));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNextLaunchArgs(const NextLaunchArgs& a) {
+  if (absl::Status st = ValidateIdentityArgs(a.id); !st.ok()) return st;
+  if (a.step_exit_code < 0 || a.step_exit_code > 255)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--step-exit-code must be in [0, 255], got ", a.step_exit_code));
+  return Positive("--timeout", a.timeout);
+}
+
+std::string TrimSecret(std::string_view content) {
+  auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  while (!content.empty() && space(content.front())) content.remove_prefix(1);
+  while (!content.empty() && space(content.back())) content.remove_suffix(1);
+  return std::string(content);
+}
+
+}  // namespace trellis::worker

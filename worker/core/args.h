@@ -1,0 +1,58 @@
+#pragma once
+// The worker's command-line arguments as values, and their validation. Pure:
+// main.cc parses flags into these, the shells run on them.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace trellis::worker {
+
+using Seconds = std::chrono::duration<double>;
+
+// Who this worker is on every call (the secret comes from a file).
+struct IdentityArgs {
+  std::string controller;  // HOST:PORT
+  std::string run_id;
+  int attempt = 0;
+  int launch = 0;
+  std::string node;
+  std::string secret_file;
+};
+
+struct AgentArgs {
+  IdentityArgs id;
+  std::string run_dir;
+  Seconds heartbeat_interval{5};
+  Seconds kill_grace{10};
+  Seconds register_retry{120};     // total time to keep retrying an unreachable controller
+  std::optional<Seconds> gate_wait;  // default: the spec's gate.timeout_s + kGateWaitMargin
+  Seconds stream_flush{10};        // at exit: time to deliver what is still queued
+  int max_queued_reports = 10000;
+};
+
+inline constexpr Seconds kGateWaitMargin{60};
+
+struct NextLaunchArgs {
+  IdentityArgs id;
+  int step_exit_code = 0;
+  Seconds timeout{60};
+};
+
+// HOST:PORT or [IPv6]:PORT with a port in [1, 65535].
+bool IsValidControllerAddress(std::string_view address);
+// Run ids and node names travel in file names and the batch script's words:
+// [A-Za-z0-9._-], 1..128 characters, not starting with '-' or '.'.
+bool IsSafeName(std::string_view name);
+
+absl::Status ValidateIdentityArgs(const IdentityArgs& a);
+absl::Status ValidateAgentArgs(const AgentArgs& a);
+absl::Status ValidateNextLaunchArgs(const NextLaunchArgs& a);
+
+// The secret file's content without surrounding whitespace (editors add a newline).
+std::string TrimSecret(std::string_view content);
+
+}  // namespace trellis::worker

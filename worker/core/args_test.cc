@@ -1,0 +1,87 @@
+#include "worker/core/args.h"
+
+#include <gtest/gtest.h>
+
+namespace trellis::worker {
+namespace {
+
+AgentArgs Good() {
+  AgentArgs a;
+  a.id = {"ctl.example:7070", "run-1", 1, 1, "node1", "/out/secret"};
+  a.run_dir = "/out/run-1";
+  return a;
+}
+
+TEST(ArgsTest, GoodArgsPass) {
+  EXPECT_TRUE(ValidateAgentArgs(Good()).ok());
+  NextLaunchArgs n;
+  n.id = Good().id;
+  n.step_exit_code = 3;
+  EXPECT_TRUE(ValidateNextLaunchArgs(n).ok());
+}
+
+TEST(ArgsTest, ControllerAddress) {
+  EXPECT_TRUE(IsValidControllerAddress("localhost:1"));
+  EXPECT_TRUE(IsValidControllerAddress("10.0.0.1:65535"));
+  EXPECT_TRUE(IsValidControllerAddress("[::1]:7070"));
+  EXPECT_FALSE(IsValidControllerAddress("localhost"));
+  EXPECT_FALSE(IsValidControllerAddress(":7070"));
+  EXPECT_FALSE(IsValidControllerAddress("host:0"));
+  EXPECT_FALSE(IsValidControllerAddress("host:65536"));
+  EXPECT_FALSE(IsValidControllerAddress("host:x"));
+  EXPECT_FALSE(IsValidControllerAddress("ho st:80"));
+  EXPECT_FALSE(IsValidControllerAddress("[]:80"));
+}
+
+struct BadArgs {
+  const char* name;
+  void (*mutate)(AgentArgs*);
+  const char* message;
+};
+
+class AgentArgsBadTest : public ::testing::TestWithParam<BadArgs> {};
+
+TEST_P(AgentArgsBadTest, NamesTheFlag) {
+  AgentArgs a = Good();
+  GetParam().mutate(&a);
+  absl::Status st = ValidateAgentArgs(a);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(GetParam().message), std::string::npos) << st;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, AgentArgsBadTest,
+    ::testing::Values(
+        BadArgs{"Controller", [](AgentArgs* a) { a->id.controller = "nope"; }, "--controller"},
+        BadArgs{"RunEmpty", [](AgentArgs* a) { a->id.run_id = ""; }, "--run must be"},
+        BadArgs{"RunSlash", [](AgentArgs* a) { a->id.run_id = "../x"; }, "--run must be"},
+        BadArgs{"Attempt", [](AgentArgs* a) { a->id.attempt = 0; }, "--attempt must be >= 1"},
+        BadArgs{"Launch", [](AgentArgs* a) { a->id.launch = -1; }, "--launch must be >= 1"},
+        BadArgs{"Node", [](AgentArgs* a) { a->id.node = "a b"; }, "--node must be"},
+        BadArgs{"Secret", [](AgentArgs* a) { a->id.secret_file = ""; }, "--secret-file"},
+        BadArgs{"RunDir", [](AgentArgs* a) { a->run_dir = ""; }, "--run-dir"},
+        BadArgs{"Heartbeat", [](AgentArgs* a) { a->heartbeat_interval = Seconds(0); },
+                "--heartbeat-interval must be a positive"},
+        BadArgs{"Grace", [](AgentArgs* a) { a->kill_grace = Seconds(-1); }, "--kill-grace"},
+        BadArgs{"GateWait", [](AgentArgs* a) { a->gate_wait = Seconds(0); }, "--gate-wait"},
+        BadArgs{"Queue", [](AgentArgs* a) { a->max_queued_reports = 1; },
+                "--max-queued-reports"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(ArgsTest, NextLaunchStepExitCodeRange) {
+  NextLaunchArgs n;
+  n.id = Good().id;
+  n.step_exit_code = 256;
+  EXPECT_FALSE(ValidateNextLaunchArgs(n).ok());
+  n.step_exit_code = 0;
+  n.timeout = Seconds(0);
+  EXPECT_FALSE(ValidateNextLaunchArgs(n).ok());
+}
+
+TEST(ArgsTest, TrimSecret) {
+  EXPECT_EQ(TrimSecret("  s3cret\n"), "s3cret");
+  EXPECT_EQ(TrimSecret("\n\t"), "");
+}
+
+}  // namespace
+}  // namespace trellis::worker

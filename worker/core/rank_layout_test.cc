@@ -1,0 +1,147 @@
+#include "worker/core/rank_layout.h"
+
+#include <gtest/gtest.h>
+
+namespace trellis::worker {
+namespace {
+
+RankLayoutInput TwoRanksOnSecondNode() {
+  RankLayoutInput in;
+  in.launch = {"run-1", 2, 3};
+  in.go.node_index = 1;
+  in.go.rank_offset = 2;
+  in.go.ranks_per_node = 2;
+  in.go.world_size = 4;
+  in.go.master_addr = "node1";
+  in.go.master_port = 29500;
+  in.go.resume_step = 100;
+  in.go.checkpoint_dir = "/out/run-1/checkpoints";
+  in.spec_ranks_per_node = 2;
+  in.gpus_per_node = 0;
+  in.worker_env = {{"PATH", "/usr/bin"}, {"HOME", "/home/u"}};
+  in.run_dir = "/out/run-1";
+  in.socket_dir = "/tmp/trellis-abc";
+  return in;
+}
+
+TEST(RankLayoutTest, ContractForEveryRank) {
+  auto plans = PlanRanks(TwoRanksOnSecondNode());
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  ASSERT_EQ(plans->size(), 2u);
+  const RankPlan& r = (*plans)[1];
+  EXPECT_EQ(r.local_rank, 1);
+  EXPECT_EQ(r.global_rank, 3);
+  EXPECT_EQ(r.step_socket, "/tmp/trellis-abc/rank-3.sock");
+  EXPECT_EQ(r.log_path, "/out/run-1/attempt-2/launch-3/rank-3.log");
+  const EnvMap expected = {
+      {"PATH", "/usr/bin"},
+      {"HOME", "/home/u"},
+      {"RANK", "3"},
+      {"WORLD_SIZE", "4"},
+      {"LOCAL_RANK", "1"},
+      {"LOCAL_WORLD_SIZE", "2"},
+      {"MASTER_ADDR", "node1"},
+      {"MASTER_PORT", "29500"},
+      {"TRELLIS_RUN", "run-1"},
+      {"TRELLIS_ATTEMPT", "2"},
+      {"TRELLIS_LAUNCH", "3"},
+      {"TRELLIS_STEP_SOCKET", "/tmp/trellis-abc/rank-3.sock"},
+      {"TRELLIS_CHECKPOINT_DIR", "/out/run-1/checkpoints"},
+      {"TRELLIS_RESUME_STEP", "100"},
+      {"OMP_NUM_THREADS", "1"},
+  };
+  EXPECT_EQ(r.env, expected);
+  EXPECT_EQ((*plans)[0].env.at("RANK"), "2");
+  EXPECT_EQ((*plans)[0].env.at("LOCAL_RANK"), "0");
+}
+
+struct EnvCase {
+  const char* name;
+  int gpus_per_node;
+  EnvMap worker_env;
+  EnvMap spec_env;
+  int local_rank;
+  const char* var;
+  const char* expected;  // nullptr: not set
+};
+
+class RankEnvTest : public ::testing::TestWithParam<EnvCase> {};
+
+TEST_P(RankEnvTest, Value) {
+  const EnvCase& c = GetParam();
+  RankLayoutInput in = TwoRanksOnSecondNode();
+  in.gpus_per_node = c.gpus_per_node;
+  in.worker_env = c.worker_env;
+  in.spec_env = c.spec_env;
+  auto plans = PlanRanks(in);
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  const EnvMap& env = (*plans)[c.local_rank].env;
+  auto it = env.find(c.var);
+  if (c.expected == nullptr) {
+    EXPECT_EQ(it, env.end()) << c.var << "=" << it->second;
+  } else {
+    ASSERT_NE(it, env.end()) << c.var;
+    EXPECT_EQ(it->second, c.expected);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, RankEnvTest,
+    ::testing::Values(
+        EnvCase{"NoGpusNoDevices", 0, {}, {}, 1, "CUDA_VISIBLE_DEVICES", nullptr},
+        EnvCase{"NoGpusKeepsInherited", 0, {{"CUDA_VISIBLE_DEVICES", "7"}}, {}, 1,
+                "CUDA_VISIBLE_DEVICES", "7"},
+        EnvCase{"GpuIsLocalRank", 4, {}, {}, 1, "CUDA_VISIBLE_DEVICES", "1"},
+        EnvCase{"GpuFromSlurmList", 4, {{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}}, {}, 1,
+                "CUDA_VISIBLE_DEVICES", "5"},
+        EnvCase{"ShortSlurmListFallsBack", 4, {{"CUDA_VISIBLE_DEVICES", "4"}}, {}, 1,
+                "CUDA_VISIBLE_DEVICES", "1"},
+        EnvCase{"OmpDefaultsToOne", 0, {}, {}, 0, "OMP_NUM_THREADS", "1"},
+        EnvCase{"OmpInheritedIsReplaced", 0, {{"OMP_NUM_THREADS", "64"}}, {}, 0,
+                "OMP_NUM_THREADS", "1"},
+        EnvCase{"OmpFromSpec", 0, {{"OMP_NUM_THREADS", "64"}}, {{"OMP_NUM_THREADS", "8"}}, 0,
+                "OMP_NUM_THREADS", "8"},
+        EnvCase{"SpecOverridesWorker", 0, {{"NCCL_MAX_CTAS", "32"}}, {{"NCCL_MAX_CTAS", "16"}},
+                0, "NCCL_MAX_CTAS", "16"},
+        EnvCase{"ContractOverridesAll", 0, {{"RANK", "99"}}, {{"RANK", "98"}}, 0, "RANK", "2"},
+        EnvCase{"FreshStart", 0, {}, {}, 0, "TRELLIS_RESUME_STEP", "100"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+struct BadCase {
+  const char* name;
+  void (*mutate)(RankLayoutInput*);
+  const char* message;
+};
+
+class RankLayoutBadTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(RankLayoutBadTest, NamesTheProblem) {
+  RankLayoutInput in = TwoRanksOnSecondNode();
+  GetParam().mutate(&in);
+  auto plans = PlanRanks(in);
+  ASSERT_FALSE(plans.ok());
+  EXPECT_NE(plans.status().message().find(GetParam().message), std::string::npos)
+      << plans.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, RankLayoutBadTest,
+    ::testing::Values(
+        BadCase{"ZeroRanks", [](RankLayoutInput* in) { in->go.ranks_per_node = 0; },
+                "ranks_per_node must be in [1, 1024]"},
+        BadCase{"SpecDisagrees", [](RankLayoutInput* in) { in->spec_ranks_per_node = 4; },
+                "differs from the spec's slurm.ranks_per_node 4"},
+        BadCase{"NegativeOffset", [](RankLayoutInput* in) { in->go.rank_offset = -1; },
+                "rank_offset must be >= 0"},
+        BadCase{"BeyondWorld", [](RankLayoutInput* in) { in->go.world_size = 3; },
+                "ranks [2, 4) do not fit world_size 3"},
+        BadCase{"NoMaster", [](RankLayoutInput* in) { in->go.master_addr.clear(); },
+                "master_addr is empty"},
+        BadCase{"BadPort", [](RankLayoutInput* in) { in->go.master_port = 70000; },
+                "master_port must be in [1, 65535]"},
+        BadCase{"BadResume", [](RankLayoutInput* in) { in->go.resume_step = -2; },
+                "resume_step must be >= -1"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace trellis::worker

@@ -1,0 +1,36 @@
+#pragma once
+// Backoff for calls to the controller: exponential, capped, with jitter so
+// that the workers of a large allocation do not retry in lockstep. Pure: the
+// caller supplies the random draw.
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace trellis::worker {
+
+struct BackoffPolicy {
+  std::chrono::milliseconds initial{250};
+  std::chrono::milliseconds max{10000};
+  double multiplier = 2.0;
+  double jitter = 0.2;  // the delay varies by +-jitter
+};
+
+// Delay before retry number `retry` (0 for the first retry); unit_random in [0, 1).
+std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, int retry,
+                                       double unit_random);
+
+// What the batch script reads after a launch (one line, see FormatNextLaunchLine).
+struct NextLaunchChoice {
+  bool relaunch = false;
+  int next_launch = 0;
+  std::vector<std::string> exclude_nodes;
+  int exit_code = 0;
+};
+
+// "relaunch <next_launch> <node,node|->" or "exit <code>". An answer the
+// script could misread (bad launch number, odd node names, code outside
+// [0, 255]) becomes "exit <fallback_exit_code>".
+std::string FormatNextLaunchLine(const NextLaunchChoice& choice, int fallback_exit_code);
+
+}  // namespace trellis::worker

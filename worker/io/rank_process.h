@@ -1,0 +1,21 @@
+#pragma once
+// Starts one rank process: its own process group (so a signal reaches
+// everything the rank started), stdout and stderr appended to its log,
+// stdin from /dev/null, default signal dispositions and an empty mask.
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/core/rank_layout.h"
+
+namespace trellis::worker {
+
+// Creates the log's directory. Errors when the log cannot be opened or the
+// program cannot be executed.
+absl::StatusOr<pid_t> SpawnRank(const RankPlan& plan, const std::vector<std::string>& argv,
+                                const std::string& working_dir);
+
+}  // namespace trellis::worker

@@ -1,0 +1,130 @@
+#include "worker/io/supervisor.h"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <boost/asio/post.hpp>
+
+#include "common/log.h"
+#include "worker/io/rank_process.h"
+
+namespace trellis::worker {
+
+namespace asio = boost::asio;
+
+Supervisor::Supervisor(asio::io_context& io, std::chrono::steady_clock::duration kill_grace,
+                       ExitFn on_rank_exit, std::function<void()> on_all_exited)
+    : io_(io),
+      kill_grace_(kill_grace),
+      on_rank_exit_(std::move(on_rank_exit)),
+      on_all_exited_(std::move(on_all_exited)),
+      sigchld_(io, SIGCHLD),
+      kill_timer_(io) {}
+
+Supervisor::~Supervisor() {
+  boost::system::error_code ec;
+  sigchld_.cancel(ec);
+  kill_timer_.cancel();
+  // Never leave ranks behind, even when the worker unwinds on an error.
+  for (const auto& [pid, rank] : live_) {
+    ::killpg(pid, SIGKILL);
+    int status;
+    ::waitpid(pid, &status, 0);
+  }
+}
+
+void Supervisor::Start(const std::vector<RankPlan>& plans, const std::vector<std::string>& argv,
+                       const std::string& working_dir) {
+  // The SIGCHLD handler is installed (constructor) before the first fork, so
+  // no exit goes unnoticed.
+  expected_ = static_cast<int>(plans.size());
+  std::vector<RankExit> failed;
+  for (const RankPlan& plan : plans) {
+    auto pid = SpawnRank(plan, argv, working_dir);
+    if (!pid.ok()) {
+      spdlog::error("{}", std::string(pid.status().message()));
+      failed.push_back({plan.global_rank, kCannotStartExitCode, 0});
+      continue;
+    }
+    spdlog::info("rank {} started, pid {}, log {}", plan.global_rank, *pid, plan.log_path);
+    live_[*pid] = plan.global_rank;
+  }
+  WaitForChildren();
+  for (const RankExit& e : failed) Record(e);
+}
+
+void Supervisor::WaitForChildren() {
+  sigchld_.async_wait([this](boost::system::error_code ec, int) {
+    if (ec) return;
+    Reap();
+    if (!finished_) WaitForChildren();
+  });
+}
+
+void Supervisor::Reap() {
+  // Signals coalesce: one SIGCHLD may stand for several exits. Only our own
+  // children are waited for; other parts of the process may have theirs.
+  std::vector<RankExit> ended;
+  for (auto it = live_.begin(); it != live_.end();) {
+    int status = 0;
+    pid_t r = ::waitpid(it->first, &status, WNOHANG);
+    if (r == it->first && (WIFEXITED(status) || WIFSIGNALED(status))) {
+      ended.push_back(RankExitFromWaitStatus(it->second, status));
+      it = live_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const RankExit& e : ended) Record(e);
+}
+
+void Supervisor::Record(const RankExit& e) {
+  exits_.push_back(e);
+  if (e.exit_code == 0) {
+    spdlog::info("rank {} exited 0", e.rank);
+  } else {
+    spdlog::warn("rank {} {}", e.rank, DescribeRankExit(e));
+  }
+  on_rank_exit_(e);
+  if (e.exit_code != 0 && !live_.empty() && !terminating_) {
+    spdlog::warn("stopping the {} other rank(s)", live_.size());
+    Terminate();
+  }
+  if (live_.empty() && static_cast<int>(exits_.size()) >= expected_ && !finished_) {
+    finished_ = true;
+    kill_timer_.cancel();
+    boost::system::error_code ignored;
+    sigchld_.cancel(ignored);
+    asio::post(io_, [this] { on_all_exited_(); });
+  }
+}
+
+void Supervisor::Stop(const std::string& cause) {
+  if (stop_cause_.empty()) stop_cause_ = cause;
+  if (terminating_ || finished_) return;
+  spdlog::warn("{}: stopping {} rank(s)", cause, live_.size());
+  Terminate();
+}
+
+void Supervisor::Terminate() {
+  terminating_ = true;
+  Forward(SIGTERM);
+  kill_timer_.expires_after(kill_grace_);
+  kill_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    if (!live_.empty())
+      spdlog::warn("{} rank(s) still running after the grace; sending SIGKILL", live_.size());
+    Forward(SIGKILL);
+  });
+}
+
+void Supervisor::Forward(int signal) {
+  for (const auto& [pid, rank] : live_) {
+    // The pid is not reaped yet, so its group id cannot have been reused.
+    if (::killpg(pid, signal) != 0 && errno != ESRCH)
+      spdlog::warn("cannot send signal {} to rank {}: {}", signal, rank, strerror(errno));
+  }
+}
+
+}  // namespace trellis::worker

@@ -1,0 +1,107 @@
+// trellis-worker: the per-node agent. Flag parsing and wiring only.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/version.h"
+#include "worker/app/agent.h"
+#include "worker/io/node_info.h"
+
+namespace {
+
+using trellis::worker::IdentityArgs;
+using trellis::worker::Seconds;
+
+void AddIdentityFlags(CLI::App* cmd, IdentityArgs* id) {
+  cmd->add_option("--controller", id->controller, "Controller address, HOST:PORT")->required();
+  cmd->add_option("--run", id->run_id, "Run id")->required();
+  cmd->add_option("--attempt", id->attempt, "Attempt number (one Slurm job), from 1")->required();
+  cmd->add_option("--launch", id->launch, "Launch number inside the attempt, from 1")->required();
+  cmd->add_option("--secret-file", id->secret_file,
+                  "File holding the attempt's secret (surrounding whitespace is ignored)")
+      ->required();
+  cmd->add_option("--node", id->node, "This node's name (default: $SLURMD_NODENAME, else the "
+                                      "host name)");
+}
+
+void AddSeconds(CLI::App* cmd, const std::string& flag, Seconds* value, const std::string& help) {
+  cmd->add_option_function<double>(
+         flag, [value](double s) { *value = Seconds(s); }, help)
+      ->default_str(absl::StrCat(value->count()))
+      ->type_name("SECONDS");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trellis-worker: runs one node's ranks of a Trellis training run"};
+  app.set_version_flag("--version", trellis::kVersion);
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
+      ->capture_default_str();
+
+  trellis::worker::AgentArgs agent;
+  CLI::App* agent_cmd = app.add_subcommand(
+      "agent", "Register with the controller, wait for the launch gate, run and supervise this "
+               "node's ranks, stream their step records. Exit code: 0 when all ranks exited 0 or "
+               "the node is a spare, else the first failing rank's (128+signal when killed), 75 "
+               "gate ABORT, 78 refused by the controller, 2 bad arguments or spec, 1 other errors");
+  AddIdentityFlags(agent_cmd, &agent.id);
+  agent_cmd->add_option("--run-dir", agent.run_dir,
+                        "Run directory: spec.toml is read from it, rank logs go under "
+                        "attempt-A/launch-L/, ranks start in it")
+      ->required();
+  AddSeconds(agent_cmd, "--heartbeat-interval", &agent.heartbeat_interval,
+             "Seconds between heartbeats on the step stream");
+  AddSeconds(agent_cmd, "--kill-grace", &agent.kill_grace,
+             "Seconds between SIGTERM and SIGKILL when stopping ranks");
+  AddSeconds(agent_cmd, "--register-retry", &agent.register_retry,
+             "Seconds to keep retrying Register while the controller is unreachable");
+  agent_cmd->add_option_function<double>(
+      "--gate-wait", [&agent](double s) { agent.gate_wait = Seconds(s); },
+      "Seconds Register may wait for the gate's decision (default: the spec's gate.timeout_s "
+      "+ 60)")->type_name("SECONDS");
+  AddSeconds(agent_cmd, "--stream-flush", &agent.stream_flush,
+             "Seconds to deliver queued step records at exit");
+  agent_cmd->add_option("--max-queued-reports", agent.max_queued_reports,
+                        "Bound of the outgoing queue; the oldest step records are dropped "
+                        "beyond it")
+      ->capture_default_str();
+
+  trellis::worker::NextLaunchArgs next;
+  CLI::App* next_cmd = app.add_subcommand(
+      "next-launch", "After a launch ends, ask the controller what the batch script does next. "
+                     "Prints one line: 'relaunch <launch> <exclude-nodes|->' or 'exit <code>' "
+                     "(the step's own code when the controller cannot be reached)");
+  AddIdentityFlags(next_cmd, &next.id);
+  next_cmd->add_option("--step-exit-code", next.step_exit_code, "srun's exit status for the launch")
+      ->required();
+  AddSeconds(next_cmd, "--timeout", &next.timeout,
+             "Seconds to keep trying to reach the controller");
+
+  CLI11_PARSE(app, argc, argv);
+  trellis::InitLogging("trellis-worker", log_level);
+
+  if (agent_cmd->parsed()) {
+    if (agent.id.node.empty()) agent.id.node = trellis::worker::DefaultNodeName();
+    if (absl::Status st = trellis::worker::ValidateAgentArgs(agent); !st.ok()) {
+      spdlog::error("{}", std::string(st.message()));
+      return trellis::worker::kExitUsage;
+    }
+    return trellis::worker::RunAgent(agent);
+  }
+  if (next.id.node.empty()) next.id.node = trellis::worker::DefaultNodeName();
+  if (absl::Status st = trellis::worker::ValidateNextLaunchArgs(next); !st.ok()) {
+    // The batch script still needs a line it can act on.
+    spdlog::error("{}", std::string(st.message()));
+    std::cout << "exit " << (next.step_exit_code >= 0 && next.step_exit_code <= 255
+                                 ? next.step_exit_code
+                                 : 1)
+              << std::endl;
+    return trellis::worker::kExitUsage;
+  }
+  return trellis::worker::RunNextLaunch(next);
+}

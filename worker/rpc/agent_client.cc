@@ -1,0 +1,147 @@
+#include "worker/rpc/agent_client.h"
+
+#include <chrono>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include <grpcpp/create_channel.h>
+
+#include "common/log.h"
+#include "worker/rpc/convert.h"
+
+namespace trellis::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::system_clock::time_point DeadlineAfter(Seconds d) {
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(d);
+}
+
+// Runs `call(deadline)` until it returns anything but UNAVAILABLE, or until
+// `window` has passed. Each try gets min(per_call, what is left of the window)
+// unless per_call_fixed (a gate wait must not shrink with the retries).
+grpc::Status WithRetries(const char* what, const BackoffPolicy& backoff, Seconds window,
+                         Seconds per_call, bool per_call_fixed,
+                         const std::function<grpc::Status(Seconds)>& call) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(window);
+  for (int retry = 0;; ++retry) {
+    Seconds left = end - Clock::now();
+    Seconds budget = per_call_fixed ? per_call : std::min(per_call, left);
+    grpc::Status st = call(budget);
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE) return st;
+    auto delay = BackoffDelay(backoff, retry, unit(rng));
+    if (Clock::now() + delay >= end) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          std::string("controller unreachable for ") +
+                              std::to_string(static_cast<int>(window.count())) +
+                              " s: " + st.error_message());
+    }
+    spdlog::info("{}: controller unavailable ({}); retrying in {} ms", what, st.error_message(),
+                 delay.count());
+    // A plain sleep: nothing else runs on this thread before or after the loop.
+    std::this_thread::sleep_for(delay);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> ControllerChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  // Reconnect quickly once the controller is back.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+AgentClient::AgentClient(std::shared_ptr<grpc::Channel> channel, v1::WorkerIdentity id,
+                         BackoffPolicy backoff)
+    : stub_(v1::AgentService::NewStub(channel)), id_(std::move(id)), backoff_(backoff) {}
+
+absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds retry_window,
+                                                 Seconds gate_wait) {
+  v1::RegisterRequest req;
+  *req.mutable_id() = id_;
+  req.set_version(facts.version);
+  req.set_hostname(facts.hostname);
+  req.set_gpus(facts.gpus);
+  req.set_cpus(facts.cpus);
+  v1::GateDecision decision;
+  grpc::Status st = WithRetries("Register", backoff_, retry_window, gate_wait, true,
+                                [&](Seconds budget) {
+                                  grpc::ClientContext ctx;
+                                  ctx.set_deadline(DeadlineAfter(budget));
+                                  return stub_->Register(&ctx, req, &decision);
+                                });
+  if (!st.ok()) return FromGrpc(st);
+  GateResult r;
+  r.reason = decision.reason();
+  switch (decision.decision()) {
+    case v1::GateDecision::DECISION_GO:
+      r.kind = GateResult::kGo;
+      r.go = GoFromProto(decision);
+      break;
+    case v1::GateDecision::DECISION_STANDBY:
+      r.kind = GateResult::kStandby;
+      break;
+    case v1::GateDecision::DECISION_ABORT:
+      r.kind = GateResult::kAbort;
+      break;
+    default:
+      return absl::InvalidArgumentError("the controller answered Register with decision " +
+                                        std::to_string(decision.decision()));
+  }
+  return r;
+}
+
+absl::Status AgentClient::ReportExit(const std::vector<RankExit>& exits,
+                                     const WorkerOutcome& outcome, Seconds timeout) {
+  v1::ReportExitRequest req;
+  *req.mutable_id() = id_;
+  for (const RankExit& e : exits) ToProto(e, req.add_ranks());
+  req.set_exit_code(outcome.exit_code);
+  req.set_reason(outcome.reason);
+  grpc::Status st =
+      WithRetries("ReportExit", backoff_, timeout, timeout, false, [&](Seconds budget) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(DeadlineAfter(budget));
+        v1::ReportExitResponse resp;
+        return stub_->ReportExit(&ctx, req, &resp);
+      });
+  return FromGrpc(st);
+}
+
+absl::StatusOr<NextLaunchChoice> AgentClient::NextLaunch(int step_exit_code, Seconds timeout) {
+  v1::NextLaunchRequest req;
+  *req.mutable_id() = id_;
+  req.set_step_exit_code(step_exit_code);
+  v1::NextLaunchResponse resp;
+  grpc::Status st =
+      WithRetries("NextLaunch", backoff_, timeout, timeout, false, [&](Seconds budget) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(DeadlineAfter(budget));
+        return stub_->NextLaunch(&ctx, req, &resp);
+      });
+  if (!st.ok()) return FromGrpc(st);
+  NextLaunchChoice c;
+  switch (resp.action()) {
+    case v1::NextLaunchResponse::ACTION_RELAUNCH:
+      c.relaunch = true;
+      c.next_launch = resp.next_launch();
+      c.exclude_nodes.assign(resp.exclude_nodes().begin(), resp.exclude_nodes().end());
+      break;
+    case v1::NextLaunchResponse::ACTION_EXIT:
+      c.exit_code = resp.exit_code();
+      break;
+    default:
+      return absl::InvalidArgumentError("the controller answered NextLaunch with action " +
+                                        std::to_string(resp.action()));
+  }
+  if (!resp.reason().empty()) spdlog::info("controller: {}", resp.reason());
+  return c;
+}
+
+}  // namespace trellis::worker

@@ -1,0 +1,60 @@
+#pragma once
+// Unary calls of AgentService with bounded retries while the controller is
+// unreachable (it may be restarting). Blocking; used before and after the
+// worker's event loop runs.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/channel.h>
+
+#include "absl/status/statusor.h"
+#include "trellis/v1/agent.grpc.pb.h"
+#include "worker/core/args.h"
+#include "worker/core/outcome.h"
+#include "worker/core/rank_layout.h"
+#include "worker/core/retry.h"
+
+namespace trellis::worker {
+
+struct NodeFacts {
+  std::string version;
+  std::string hostname;
+  int gpus = 0;
+  int cpus = 0;
+};
+
+struct GateResult {
+  enum Kind { kGo, kAbort, kStandby } kind = kAbort;
+  std::string reason;
+  GoDecision go;  // kGo only
+};
+
+class AgentClient {
+ public:
+  AgentClient(std::shared_ptr<grpc::Channel> channel, v1::WorkerIdentity id,
+              BackoffPolicy backoff = {});
+
+  // Retries UNAVAILABLE for at most retry_window; each call may wait up to
+  // gate_wait for the gate to decide. Refusals keep the controller's code
+  // and message (FAILED_PRECONDITION on a version mismatch, ...).
+  absl::StatusOr<GateResult> Register(const NodeFacts& facts, Seconds retry_window,
+                                      Seconds gate_wait);
+  absl::Status ReportExit(const std::vector<RankExit>& exits, const WorkerOutcome& outcome,
+                          Seconds timeout);
+  absl::StatusOr<NextLaunchChoice> NextLaunch(int step_exit_code, Seconds timeout);
+
+  v1::AgentService::Stub* stub() { return stub_.get(); }
+  const v1::WorkerIdentity& id() const { return id_; }
+
+ private:
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  v1::WorkerIdentity id_;
+  BackoffPolicy backoff_;
+};
+
+// A channel to HOST:PORT (plaintext; the per-attempt secret authenticates).
+std::shared_ptr<grpc::Channel> ControllerChannel(const std::string& address);
+
+}  // namespace trellis::worker

@@ -1,0 +1,48 @@
+#include "worker/rpc/convert.h"
+
+namespace trellis::worker {
+
+void ToProto(const StepRecord& in, v1::StepRecord* out) {
+  out->set_step(in.step);
+  out->set_loss(in.loss);
+  out->set_tokens(in.tokens);
+  out->set_step_seconds(in.step_seconds);
+  if (in.grad_norm) out->set_grad_norm(*in.grad_norm);
+  if (in.fwd_seconds) out->set_fwd_seconds(*in.fwd_seconds);
+  if (in.bwd_seconds) out->set_bwd_seconds(*in.bwd_seconds);
+  if (in.optim_seconds) out->set_optim_seconds(*in.optim_seconds);
+  if (in.comm_seconds) out->set_comm_seconds(*in.comm_seconds);
+  if (in.exposed_comm_seconds) out->set_exposed_comm_seconds(*in.exposed_comm_seconds);
+  if (in.alloc_retries) out->set_alloc_retries(*in.alloc_retries);
+  if (in.mem_allocated_peak_bytes) out->set_mem_allocated_peak_bytes(*in.mem_allocated_peak_bytes);
+  if (in.mem_reserved_peak_bytes) out->set_mem_reserved_peak_bytes(*in.mem_reserved_peak_bytes);
+  if (in.host_arena_bytes) out->set_host_arena_bytes(*in.host_arena_bytes);
+  if (in.nccl_max_ctas) out->set_nccl_max_ctas(*in.nccl_max_ctas);
+  if (in.checkpoint_step) out->set_checkpoint_step(*in.checkpoint_step);
+}
+
+void ToProto(const RankExit& in, v1::RankExit* out) {
+  out->set_rank(in.rank);
+  out->set_exit_code(in.exit_code);
+  out->set_signal(in.signal);
+}
+
+GoDecision GoFromProto(const v1::GateDecision& in) {
+  GoDecision go;
+  go.node_index = in.node_index();
+  go.rank_offset = in.rank_offset();
+  go.ranks_per_node = in.ranks_per_node();
+  go.world_size = in.world_size();
+  go.master_addr = in.master_addr();
+  go.master_port = in.master_port();
+  go.resume_step = in.resume_step();
+  go.checkpoint_dir = in.checkpoint_dir();
+  return go;
+}
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+}  // namespace trellis::worker
