@@ -1,0 +1,139 @@
+#include "worker/io/supervisor.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "worker/testing/run_until.h"
+
+namespace trellis::worker {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::RunUntil;
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/trellis-supervisor-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::vector<RankPlan> Plans(int n) {
+    std::vector<RankPlan> plans;
+    for (int i = 0; i < n; ++i) {
+      RankPlan p;
+      p.local_rank = i;
+      p.global_rank = 10 + i;
+      p.log_path = dir_ + "/logs/rank-" + std::to_string(p.global_rank) + ".log";
+      p.env = {{"PATH", "/usr/bin:/bin"}, {"RANK", std::to_string(p.global_rank)}};
+      plans.push_back(p);
+    }
+    return plans;
+  }
+
+  // Runs `script` (sh) as 2 ranks (10 and 11) until all have exited.
+  void Run(const std::string& script, std::chrono::steady_clock::duration grace,
+           const std::function<void(Supervisor&)>& after_start = nullptr) {
+    Supervisor s(
+        io_, grace, [&](const RankExit& e) { streamed_.push_back(e); },
+        [&] { all_exited_ = true; });
+    s.Start(Plans(2), {"/bin/sh", "-c", script}, dir_);
+    if (after_start) after_start(s);
+    ASSERT_TRUE(RunUntil(io_, [&] { return all_exited_; }, 20s));
+    exits_ = s.exits();
+    outcome_ = DecideOutcome(s.exits(), s.expected(), s.stop_cause());
+  }
+
+  bool Exists(const std::string& name) { return std::filesystem::exists(dir_ + "/" + name); }
+  std::string Log(int rank) {
+    std::ifstream in(dir_ + "/logs/rank-" + std::to_string(rank) + ".log");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  boost::asio::io_context io_;
+  std::string dir_;
+  bool all_exited_ = false;
+  std::vector<RankExit> streamed_;
+  std::vector<RankExit> exits_;
+  WorkerOutcome outcome_;
+};
+
+TEST_F(SupervisorTest, AllExitZeroWithLogsInTheWorkingDir) {
+  Run("echo \"rank $RANK in $(pwd)\"; echo to-stderr >&2", 10s);
+  EXPECT_EQ(outcome_.exit_code, 0);
+  EXPECT_EQ(outcome_.reason, "all 2 ranks exited 0");
+  EXPECT_EQ(streamed_.size(), 2u);
+  EXPECT_NE(Log(10).find("rank 10 in " + dir_), std::string::npos) << Log(10);
+  EXPECT_NE(Log(11).find("to-stderr"), std::string::npos);
+}
+
+TEST_F(SupervisorTest, FailingRankStopsTheOtherWithSigterm) {
+  auto start = std::chrono::steady_clock::now();
+  Run("if [ \"$RANK\" = 11 ]; then exit 3; fi; exec sleep 60", 30s);
+  // Well within the grace: SIGTERM, not SIGKILL, ended the sleeper.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  EXPECT_EQ(outcome_.exit_code, 3);
+  EXPECT_EQ(outcome_.reason, "rank 11 exited with 3");
+  ASSERT_EQ(exits_.size(), 2u);
+  EXPECT_EQ(exits_[1].rank, 10);
+  EXPECT_EQ(exits_[1].signal, SIGTERM);
+  EXPECT_EQ(exits_[1].exit_code, 143);
+}
+
+TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
+  // Rank 11 fails only once rank 10 ignores SIGTERM, so the test does not
+  // depend on which shell gets scheduled first.
+  Run("if [ \"$RANK\" = 11 ]; then while [ ! -e ignoring ]; do sleep 0.01; done; exit 4; fi; "
+      "trap '' TERM; touch ignoring; exec sleep 60",
+      300ms);
+  EXPECT_EQ(outcome_.exit_code, 4);
+  ASSERT_EQ(exits_.size(), 2u);
+  EXPECT_EQ(exits_[1].rank, 10);
+  EXPECT_EQ(exits_[1].signal, SIGKILL);
+}
+
+TEST_F(SupervisorTest, StopTerminatesEveryRank) {
+  Run("touch ready-$RANK; exec sleep 60", 10s, [&](Supervisor& s) {
+    ASSERT_TRUE(RunUntil(io_, [&] { return Exists("ready-10") && Exists("ready-11"); }));
+    s.Stop("worker received SIGTERM");
+  });
+  EXPECT_EQ(outcome_.exit_code, 143);
+  EXPECT_NE(outcome_.reason.find("was killed by signal 15 (SIGTERM) (worker received SIGTERM)"),
+            std::string::npos)
+      << outcome_.reason;
+}
+
+TEST_F(SupervisorTest, ForwardReachesTheRanks) {
+  Run("trap 'echo got-usr1; exit 0' USR1; touch ready-$RANK; "
+      "while :; do sleep 0.05; done",
+      10s, [&](Supervisor& s) {
+        ASSERT_TRUE(RunUntil(io_, [&] { return Exists("ready-10") && Exists("ready-11"); }));
+        s.Forward(SIGUSR1);
+      });
+  EXPECT_EQ(outcome_.exit_code, 0);
+  EXPECT_NE(Log(10).find("got-usr1"), std::string::npos);
+  EXPECT_NE(Log(11).find("got-usr1"), std::string::npos);
+}
+
+TEST_F(SupervisorTest, ProgramThatCannotStartCountsAs127) {
+  Supervisor s(
+      io_, 1s, [&](const RankExit& e) { streamed_.push_back(e); }, [&] { all_exited_ = true; });
+  s.Start(Plans(2), {"/nonexistent/trainer"}, dir_);
+  ASSERT_TRUE(RunUntil(io_, [&] { return all_exited_; }));
+  WorkerOutcome o = DecideOutcome(s.exits(), s.expected(), s.stop_cause());
+  EXPECT_EQ(o.exit_code, 127);
+  EXPECT_EQ(streamed_.size(), 2u);
+}
+
+}  // namespace
+}  // namespace trellis::worker
