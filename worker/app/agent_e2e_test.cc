@@ -1,0 +1,330 @@
+// The trellis-worker binary against an in-test AgentService on 127.0.0.1:0.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+#include <gtest/gtest.h>
+
+#include "common/subprocess.h"
+#include "common/version.h"
+#include "trellis/v1/agent.grpc.pb.h"
+
+namespace trellis::worker {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Records what workers send; answers as configured.
+class FakeAgentService final : public v1::AgentService::Service {
+ public:
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* req,
+                        v1::GateDecision* out) override {
+    std::lock_guard<std::mutex> l(mu);
+    registers.push_back(*req);
+    if (!register_status.ok()) return register_status;
+    *out = decision;
+    return grpc::Status::OK;
+  }
+  grpc::Status StreamSteps(grpc::ServerContext*, grpc::ServerReader<v1::AgentReport>* reader,
+                           v1::StreamStepsResponse*) override {
+    v1::AgentReport r;
+    while (reader->Read(&r)) {
+      std::lock_guard<std::mutex> l(mu);
+      reports.push_back(r);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status ReportExit(grpc::ServerContext*, const v1::ReportExitRequest* req,
+                          v1::ReportExitResponse*) override {
+    std::lock_guard<std::mutex> l(mu);
+    exits.push_back(*req);
+    return grpc::Status::OK;
+  }
+  grpc::Status NextLaunch(grpc::ServerContext*, const v1::NextLaunchRequest* req,
+                          v1::NextLaunchResponse* out) override {
+    std::lock_guard<std::mutex> l(mu);
+    next_requests.push_back(*req);
+    *out = next;
+    return grpc::Status::OK;
+  }
+
+  std::mutex mu;
+  grpc::Status register_status;
+  v1::GateDecision decision;
+  v1::NextLaunchResponse next;
+  std::vector<v1::RegisterRequest> registers;
+  std::vector<v1::AgentReport> reports;
+  std::vector<v1::ReportExitRequest> exits;
+  std::vector<v1::NextLaunchRequest> next_requests;
+};
+
+// Each rank prints its environment, writes 3 step records and a bad line to
+// its socket, and exits 0; or with FAIL_CODE when it is FAIL_RANK (others then
+// sleep until stopped); or STOP_WORKER_FROM sends SIGTERM to the worker (as
+// scancel would) and every rank sleeps until stopped.
+constexpr const char* kRankScript = R"(
+import json, os, signal, socket, sys, time
+for k in sorted(os.environ):
+    print(k + "=" + os.environ[k])
+sys.stdout.flush()
+rank = int(os.environ["RANK"])
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["TRELLIS_STEP_SOCKET"])
+for i in range(3):
+    rec = {"v": 1, "step": i + 1, "loss": 2.0 - i, "tokens": 1000 + rank, "step_seconds": 0.5}
+    s.sendall((json.dumps(rec) + "\n").encode())
+s.sendall(b"garbage\n")
+s.close()
+if os.environ.get("FAIL_RANK") == str(rank):
+    sys.exit(int(os.environ["FAIL_CODE"]))
+if os.environ.get("STOP_WORKER_FROM") == str(rank):
+    os.kill(os.getppid(), signal.SIGTERM)
+if os.environ.get("FAIL_RANK") or os.environ.get("STOP_WORKER_FROM"):
+    time.sleep(120)
+)";
+
+class AgentE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/trellis-agent-e2e-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    run_dir_ = dir_ + "/runs/r1";
+    std::filesystem::create_directories(run_dir_);
+    std::ofstream(dir_ + "/secret") << "  s3cret\n";
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(&service_);
+    server_ = b.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port_, 0);
+    v1::GateDecision& d = service_.decision;
+    d.set_decision(v1::GateDecision::DECISION_GO);
+    d.set_reason("2 of 2 nodes passed");
+    d.set_node_index(1);
+    d.set_rank_offset(2);
+    d.set_ranks_per_node(2);
+    d.set_world_size(4);
+    d.set_master_addr("127.0.0.1");
+    d.set_master_port(29555);
+    d.set_resume_step(-1);
+    d.set_checkpoint_dir(run_dir_ + "/checkpoints");
+  }
+  void TearDown() override {
+    server_->Shutdown(std::chrono::system_clock::now() + 1s);
+    std::filesystem::remove_all(dir_);
+  }
+
+  void WriteSpec(const std::string& env_section, bool model = false) {
+    std::ofstream spec(run_dir_ + "/spec.toml");
+    if (model) {
+      spec << "[job]\nname = 'm'\n[model]\nlayers = 2\n[training]\nsteps = 5\n";
+      return;
+    }
+    spec << "[job]\nname = 'e2e'\ncommand = ['python3', '-c', '''" << kRankScript << "''']\n"
+         << "[slurm]\nnodes = 2\nranks_per_node = 2\n[env]\n" << env_section;
+  }
+
+  std::vector<std::string> Identity(const std::string& subcommand) {
+    return {TRELLIS_WORKER_BINARY, subcommand, "--controller",
+            "127.0.0.1:" + std::to_string(port_), "--run", "r1", "--attempt", "1", "--launch",
+            "2", "--secret-file", dir_ + "/secret", "--node", "node2"};
+  }
+
+  CommandResult RunAgent() {
+    std::vector<std::string> argv = Identity("agent");
+    for (const char* a : {"--run-dir", "", "--kill-grace", "5", "--heartbeat-interval", "0.2",
+                          "--register-retry", "5"})
+      argv.push_back(*a != '\0' ? a : run_dir_);
+    CommandOptions o;
+    o.timeout = 30s;
+    auto r = RunCommand(argv, o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->timed_out);
+    return *r;
+  }
+
+  std::string RankLog(int rank) {
+    std::ifstream in(run_dir_ + "/attempt-1/launch-2/rank-" + std::to_string(rank) + ".log");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  std::string dir_, run_dir_;
+  int port_ = 0;
+  FakeAgentService service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+TEST_F(AgentE2eTest, GoRunsTwoRanksAndStreamsTheirSteps) {
+  WriteSpec("NCCL_MAX_CTAS = '16'\n");
+  CommandResult r = RunAgent();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  std::lock_guard<std::mutex> l(service_.mu);
+  ASSERT_EQ(service_.registers.size(), 1u);
+  const v1::RegisterRequest& reg = service_.registers[0];
+  EXPECT_EQ(reg.version(), kVersion);
+  EXPECT_EQ(reg.id().secret(), "s3cret");
+  EXPECT_EQ(reg.id().node(), "node2");
+  EXPECT_EQ(reg.id().launch(), 2);
+  EXPECT_GE(reg.cpus(), 1);
+
+  std::multiset<std::pair<int, int64_t>> steps;
+  int heartbeats = 0;
+  std::set<int> exited;
+  for (const v1::AgentReport& rep : service_.reports) {
+    EXPECT_EQ(rep.id().secret(), "s3cret");
+    if (rep.has_step()) {
+      steps.insert({rep.step().rank(), rep.step().record().step()});
+      EXPECT_EQ(rep.step().record().tokens(), 1000 + rep.step().rank());
+    }
+    if (rep.has_heartbeat()) ++heartbeats;
+    if (rep.has_rank_exit()) exited.insert(rep.rank_exit().rank());
+  }
+  EXPECT_EQ(steps, (std::multiset<std::pair<int, int64_t>>{
+                       {2, 1}, {2, 2}, {2, 3}, {3, 1}, {3, 2}, {3, 3}}));
+  EXPECT_GE(heartbeats, 1);
+  EXPECT_EQ(exited, (std::set<int>{2, 3}));
+
+  ASSERT_EQ(service_.exits.size(), 1u);
+  EXPECT_EQ(service_.exits[0].exit_code(), 0);
+  EXPECT_EQ(service_.exits[0].reason(), "all 2 ranks exited 0");
+  EXPECT_EQ(service_.exits[0].ranks_size(), 2);
+
+  for (int rank : {2, 3}) {
+    std::string log = RankLog(rank);
+    for (const std::string& want :
+         {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank - 2),
+          std::string("WORLD_SIZE=4"), std::string("LOCAL_WORLD_SIZE=2"),
+          std::string("MASTER_ADDR=127.0.0.1"), std::string("MASTER_PORT=29555"),
+          std::string("TRELLIS_RUN=r1"), std::string("TRELLIS_ATTEMPT=1"),
+          std::string("TRELLIS_LAUNCH=2"), std::string("TRELLIS_RESUME_STEP=-1"),
+          "TRELLIS_CHECKPOINT_DIR=" + run_dir_ + "/checkpoints",
+          std::string("OMP_NUM_THREADS=1"), std::string("NCCL_MAX_CTAS=16")})
+      EXPECT_NE(log.find("\n" + want + "\n"), std::string::npos) << want << " in\n" << log;
+    EXPECT_EQ(log.find("CUDA_VISIBLE_DEVICES="), std::string::npos);
+    // The socket directory is gone once the worker exits.
+    size_t at = log.find("TRELLIS_STEP_SOCKET=");
+    ASSERT_NE(at, std::string::npos);
+    std::string socket = log.substr(at + 20, log.find('\n', at) - at - 20);
+    EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(socket).parent_path())) << socket;
+  }
+  EXPECT_NE(r.err.find("bad step record"), std::string::npos) << r.err;
+}
+
+TEST_F(AgentE2eTest, FailingRankStopsTheOtherAndSetsTheExitCode) {
+  WriteSpec("FAIL_RANK = '3'\nFAIL_CODE = '3'\n");
+  CommandResult r = RunAgent();
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  std::lock_guard<std::mutex> l(service_.mu);
+  ASSERT_EQ(service_.exits.size(), 1u);
+  const v1::ReportExitRequest& e = service_.exits[0];
+  EXPECT_EQ(e.exit_code(), 3);
+  EXPECT_EQ(e.reason(), "rank 3 exited with 3");
+  ASSERT_EQ(e.ranks_size(), 2);
+  EXPECT_EQ(e.ranks(0).rank(), 3);
+  EXPECT_EQ(e.ranks(1).rank(), 2);
+  EXPECT_EQ(e.ranks(1).signal(), SIGTERM);
+  EXPECT_EQ(e.ranks(1).exit_code(), 143);
+}
+
+TEST_F(AgentE2eTest, SigtermToTheWorkerStopsTheRanks) {
+  WriteSpec("STOP_WORKER_FROM = '2'\n");
+  CommandResult r = RunAgent();
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+  std::lock_guard<std::mutex> l(service_.mu);
+  ASSERT_EQ(service_.exits.size(), 1u);
+  const v1::ReportExitRequest& e = service_.exits[0];
+  EXPECT_EQ(e.exit_code(), 143);
+  EXPECT_NE(e.reason().find("(worker received SIGTERM)"), std::string::npos) << e.reason();
+  ASSERT_EQ(e.ranks_size(), 2);
+  for (const v1::RankExit& x : e.ranks()) EXPECT_EQ(x.signal(), SIGTERM);
+}
+
+TEST_F(AgentE2eTest, VersionRefusalExitsWithTheControllersMessage) {
+  WriteSpec("");
+  service_.register_status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                          "worker version 0.0.1 does not match controller 9.9");
+  CommandResult r = RunAgent();
+  EXPECT_EQ(r.exit_code, 78);
+  EXPECT_NE(r.err.find("worker version 0.0.1 does not match controller 9.9"), std::string::npos)
+      << r.err;
+  std::lock_guard<std::mutex> l(service_.mu);
+  EXPECT_TRUE(service_.exits.empty());
+}
+
+TEST_F(AgentE2eTest, AbortAndStandby) {
+  WriteSpec("");
+  service_.decision.set_decision(v1::GateDecision::DECISION_ABORT);
+  service_.decision.set_reason("socket 2: 72.7 GiB free < 100.0 GiB required");
+  CommandResult abort = RunAgent();
+  EXPECT_EQ(abort.exit_code, 75);
+  EXPECT_NE(abort.err.find("72.7 GiB free"), std::string::npos) << abort.err;
+  service_.decision.set_decision(v1::GateDecision::DECISION_STANDBY);
+  EXPECT_EQ(RunAgent().exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(run_dir_ + "/attempt-1/launch-2"));
+}
+
+TEST_F(AgentE2eTest, ModelSpecIsRefusedBeforeRegistering) {
+  WriteSpec("", /*model=*/true);
+  CommandResult r = RunAgent();
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("[model] runs are hosted once trainer_core is linked into the worker"),
+            std::string::npos)
+      << r.err;
+  std::lock_guard<std::mutex> l(service_.mu);
+  EXPECT_TRUE(service_.registers.empty());
+}
+
+CommandResult RunNext(std::vector<std::string> argv, const std::string& code,
+                      const std::string& timeout = "10") {
+  argv.insert(argv.end(), {"--step-exit-code", code, "--timeout", timeout});
+  CommandOptions o;
+  o.timeout = 30s;
+  auto r = RunCommand(argv, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
+
+TEST_F(AgentE2eTest, NextLaunchPrintsOneLine) {
+  service_.next.set_action(v1::NextLaunchResponse::ACTION_RELAUNCH);
+  service_.next.set_next_launch(3);
+  service_.next.add_exclude_nodes("node3");
+  service_.next.add_exclude_nodes("node7");
+  CommandResult r = RunNext(Identity("next-launch"), "137");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "relaunch 3 node3,node7\n");
+
+  service_.next.Clear();
+  service_.next.set_action(v1::NextLaunchResponse::ACTION_EXIT);
+  service_.next.set_exit_code(0);
+  r = RunNext(Identity("next-launch"), "0");
+  EXPECT_EQ(r.out, "exit 0\n");
+  std::lock_guard<std::mutex> l(service_.mu);
+  ASSERT_EQ(service_.next_requests.size(), 2u);
+  EXPECT_EQ(service_.next_requests[0].step_exit_code(), 137);
+  EXPECT_EQ(service_.next_requests[0].id().secret(), "s3cret");
+}
+
+TEST_F(AgentE2eTest, NextLaunchFallsBackToTheStepsStatus) {
+  std::vector<std::string> argv = Identity("next-launch");
+  server_->Shutdown(std::chrono::system_clock::now());
+  server_->Wait();
+  auto start = std::chrono::steady_clock::now();
+  CommandResult r = RunNext(argv, "7", "1");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "exit 7\n");
+  EXPECT_NE(r.err.find("answering exit 7"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace trellis::worker
