@@ -1,50 +1,92 @@
 #include "common/spec/trainer_spec.h"
 
+#include <initializer_list>
+
 #include "common/spec/table_reader.h"
 
 namespace trellis::spec {
+namespace {
+
+// A string field restricted to a few values; the error lists them.
+void Choice(TableReader* r, std::string_view key, std::string* out,
+            std::initializer_list<const char*> accepted) {
+  r->String(key, out, 64);
+  std::string list;
+  for (const char* a : accepted) {
+    if (*out == a) return;
+    list += list.empty() ? a : std::string(", ") + a;
+  }
+  r->Error(key, "must be one of " + list + ", got \"" + *out + "\"");
+}
+
+void ParseModel(const toml::table& root, ModelSpec* m, FieldErrors* errors) {
+  TableReader r(root["model"].as_table(), "model", errors);
+  r.Int("layers", &m->layers, 1, 512);
+  r.Int("hidden", &m->hidden, 8, 65536);
+  r.Int("heads", &m->heads, 1, 1024);
+  r.Int("kv_heads", &m->kv_heads, 1, 1024);
+  r.Int("experts", &m->experts, 1, 4096);
+  r.Int("experts_per_token", &m->experts_per_token, 1, 64);
+  r.Int("expert_hidden", &m->expert_hidden, 1, 65536);
+  r.Int("vocab", &m->vocab, 2, 1 << 20);
+  r.Bool("shared_expert", &m->shared_expert);
+  r.Double("rope_theta", &m->rope_theta, 1, 1e9);
+  r.Double("norm_eps", &m->norm_eps, 1e-12, 1e-1);
+  r.Double("init_std", &m->init_std, 1e-6, 1);
+  r.Finish();
+  if (!r.present()) return;
+  if (m->hidden % m->heads != 0)
+    r.Error("heads", "must divide model.hidden (" + std::to_string(m->hidden) + ")");
+  else if ((m->hidden / m->heads) % 2 != 0)
+    r.Error("heads", "must leave an even head size for RoPE (model.hidden / model.heads = " +
+                         std::to_string(m->hidden / m->heads) + ")");
+  if (m->heads % m->kv_heads != 0)
+    r.Error("kv_heads", "must divide model.heads (" + std::to_string(m->heads) + ")");
+  if (m->experts_per_token > m->experts) r.Error("experts_per_token", "must be <= model.experts");
+}
+
+void ParseTraining(const toml::table& root, TrainingSpec* t, FieldErrors* errors) {
+  TableReader r(root["training"].as_table(), "training", errors);
+  r.Int("seq_len", &t->seq_len, 2, 1 << 20);
+  r.Int("global_batch", &t->global_batch, 1, 1 << 20);
+  r.Int("steps", &t->steps, 1, int64_t{1} << 40);
+  r.Double("lr", &t->lr, 0, 10);
+  int64_t seed = static_cast<int64_t>(t->seed);
+  r.Int("seed", &seed, 0, INT64_MAX);
+  t->seed = static_cast<uint64_t>(seed);
+  r.String("data", &t->data, 4096);
+  r.Int("warmup_steps", &t->warmup_steps, 0, int64_t{1} << 40);
+  r.Double("min_lr_ratio", &t->min_lr_ratio, 0, 1);
+  r.Double("weight_decay", &t->weight_decay, 0, 10);
+  r.Double("grad_clip", &t->grad_clip, 0, 1e6);
+  r.Double("adam_beta1", &t->adam_beta1, 0, 0.9999);
+  r.Double("adam_beta2", &t->adam_beta2, 0, 0.99999);
+  r.Double("adam_eps", &t->adam_eps, 1e-30, 1);
+  r.Double("muon_lr", &t->muon_lr, 0, 10);
+  r.Double("muon_momentum", &t->muon_momentum, 0, 0.9999);
+  r.Int("muon_ns_steps", &t->muon_ns_steps, 1, 100);
+  Choice(&r, "muon_ns_dtype", &t->muon_ns_dtype, {"auto", "float32", "bfloat16"});
+  r.Double("aux_loss_coef", &t->aux_loss_coef, 0, 100);
+  r.Double("router_bias_rate", &t->router_bias_rate, 0, 1);
+  Choice(&r, "dtype", &t->dtype, {"float32", "bfloat16"});
+  Choice(&r, "device", &t->device, {"auto", "cpu", "cuda"});
+  r.Finish();
+}
+
+}  // namespace
 
 TrainerSpec ParseTrainerSections(const toml::table& root, FieldErrors* errors) {
   TrainerSpec s;
-  {
-    TableReader r(root["model"].as_table(), "model", errors);
-    r.Int("layers", &s.model.layers, 1, 512);
-    r.Int("hidden", &s.model.hidden, 8, 65536);
-    r.Int("heads", &s.model.heads, 1, 1024);
-    r.Int("kv_heads", &s.model.kv_heads, 1, 1024);
-    r.Int("experts", &s.model.experts, 1, 4096);
-    r.Int("experts_per_token", &s.model.experts_per_token, 1, 64);
-    r.Int("expert_hidden", &s.model.expert_hidden, 1, 65536);
-    r.Int("vocab", &s.model.vocab, 2, 1 << 20);
-    r.Bool("shared_expert", &s.model.shared_expert);
-    r.Finish();
-    if (r.present()) {
-      if (s.model.hidden % s.model.heads != 0)
-        r.Error("heads", "must divide model.hidden (" + std::to_string(s.model.hidden) + ")");
-      if (s.model.heads % s.model.kv_heads != 0)
-        r.Error("kv_heads", "must divide model.heads (" + std::to_string(s.model.heads) + ")");
-      if (s.model.experts_per_token > s.model.experts)
-        r.Error("experts_per_token", "must be <= model.experts");
-    }
-  }
+  ParseModel(root, &s.model, errors);
   {
     TableReader r(root["parallel"].as_table(), "parallel", errors);
     r.Int("node_size", &s.parallel.node_size, 0, 1024);
     r.Int("ep", &s.parallel.ep, 0, 1024);
     r.Finish();
+    if (s.parallel.ep > 0 && s.model.experts % s.parallel.ep != 0)
+      r.Error("ep", "must divide model.experts (" + std::to_string(s.model.experts) + ")");
   }
-  {
-    TableReader r(root["training"].as_table(), "training", errors);
-    r.Int("seq_len", &s.training.seq_len, 2, 1 << 20);
-    r.Int("global_batch", &s.training.global_batch, 1, 1 << 20);
-    r.Int("steps", &s.training.steps, 1, int64_t{1} << 40);
-    r.Double("lr", &s.training.lr, 0, 10);
-    int64_t seed = static_cast<int64_t>(s.training.seed);
-    r.Int("seed", &seed, 0, INT64_MAX);
-    s.training.seed = static_cast<uint64_t>(seed);
-    r.String("data", &s.training.data, 4096);
-    r.Finish();
-  }
+  ParseTraining(root, &s.training, errors);
   {
     TableReader r(root["checkpoint"].as_table(), "checkpoint", errors);
     r.Int("every_steps", &s.checkpoint.every_steps, 0, int64_t{1} << 40);

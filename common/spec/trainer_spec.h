@@ -22,6 +22,9 @@ struct ModelSpec {
   int expert_hidden = 128;
   int vocab = 256;
   bool shared_expert = false;
+  double rope_theta = 10000;
+  double norm_eps = 1e-5;
+  double init_std = 0.02;  // before the per-parameter depth/shape scaling
 };
 
 struct ParallelSpec {
@@ -32,10 +35,26 @@ struct ParallelSpec {
 struct TrainingSpec {
   int seq_len = 128;
   int global_batch = 8;
-  int64_t steps = 100;
-  double lr = 3e-3;
+  int64_t steps = 100;  // also the horizon of the learning-rate schedule
+  double lr = 3e-3;     // AdamW (embedding, head, router, norms)
   uint64_t seed = 1234;
   std::string data;  // corpus path (read-only input)
+
+  int64_t warmup_steps = 10;
+  double min_lr_ratio = 0.1;  // cosine decays to lr * min_lr_ratio
+  double weight_decay = 0.1;  // decoupled; matrices only
+  double grad_clip = 1.0;     // global L2 norm; 0 disables clipping
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.95;
+  double adam_eps = 1e-8;
+  double muon_lr = 0.02;
+  double muon_momentum = 0.95;  // Nesterov
+  int muon_ns_steps = 5;
+  std::string muon_ns_dtype = "auto";  // auto (bf16 on GPU or with bf16 compute), float32, bfloat16
+  double aux_loss_coef = 0.01;         // load-balancing loss weight; 0 disables
+  double router_bias_rate = 0;         // aux-loss-free balancing bias step; 0 disables
+  std::string dtype = "float32";       // compute dtype: float32 or bfloat16 (fp32 master)
+  std::string device = "auto";         // auto, cpu, cuda
 };
 
 struct CheckpointSpec {

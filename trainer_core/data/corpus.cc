@@ -1,0 +1,160 @@
+#include "trainer_core/data/corpus.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "trainer_core/error.h"
+
+namespace trellis::train {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr size_t kHeaderBytes = 40;
+
+template <typename T>
+T Load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+template <typename T>
+void Append(std::string* out, T v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+std::string ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TrainError(std::string(what) + " " + path + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+uint64_t PayloadChecksum(const Corpus& c) {
+  uint64_t h = Fnv1a(c.doc_starts.data(), c.doc_starts.size() * sizeof(uint64_t));
+  return Fnv1a(c.tokens.data(), c.tokens.size() * sizeof(uint16_t), h);
+}
+
+bool LooksLikeText(const std::string& path, const std::string& head) {
+  for (const char* ext : {".gz", ".xz", ".bz2", ".zst"})
+    if (path.size() > std::strlen(ext) &&
+        path.compare(path.size() - std::strlen(ext), std::string::npos, ext) == 0)
+      return false;
+  return head.find('\0') == std::string::npos;
+}
+
+}  // namespace
+
+uint64_t Fnv1a(const void* data, size_t n, uint64_t h) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ull;
+  return h;
+}
+
+Corpus ReadCorpus(const std::string& path) {
+  const std::string bytes = ReadFile(path, "corpus");
+  auto fail = [&](const std::string& why) { throw TrainError("corpus " + path + ": " + why); };
+  if (bytes.size() < kHeaderBytes)
+    fail("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the header");
+  if (std::memcmp(bytes.data(), kCorpusMagic, 8) != 0) fail("not a corpus file (bad magic)");
+  const char* p = bytes.data();
+  uint32_t version = Load<uint32_t>(p + 8);
+  if (version != kCorpusVersion)
+    fail("unsupported version " + std::to_string(version) + " (this build reads " +
+         std::to_string(kCorpusVersion) + ")");
+  Corpus c;
+  c.vocab = Load<uint32_t>(p + 12);
+  uint64_t n = Load<uint64_t>(p + 16), d = Load<uint64_t>(p + 24);
+  c.checksum = Load<uint64_t>(p + 32);
+  if (c.vocab < 2 || c.vocab > 65536) fail("vocab " + std::to_string(c.vocab) + " out of range");
+  if (n > (uint64_t{1} << 40) || d > n)
+    fail("header claims " + std::to_string(n) + " tokens and " + std::to_string(d) + " documents");
+  uint64_t want = kHeaderBytes + 8 * d + 2 * n;
+  if (bytes.size() != want)
+    fail((bytes.size() < want ? "truncated: " : "trailing bytes: ") + std::to_string(bytes.size()) +
+         " bytes, the header implies " + std::to_string(want));
+  c.doc_starts.resize(d);
+  c.tokens.resize(n);
+  std::memcpy(c.doc_starts.data(), p + kHeaderBytes, 8 * d);
+  std::memcpy(c.tokens.data(), p + kHeaderBytes + 8 * d, 2 * n);
+  if (PayloadChecksum(c) != c.checksum) fail("checksum mismatch: the file is corrupt");
+  if (n == 0 || d == 0) fail("empty corpus");
+  if (c.doc_starts[0] != 0) fail("the first document must start at token 0");
+  for (uint64_t i = 1; i < d; ++i)
+    if (c.doc_starts[i] <= c.doc_starts[i - 1] || c.doc_starts[i] >= n)
+      fail("document " + std::to_string(i) + " starts at " + std::to_string(c.doc_starts[i]) +
+           ": boundaries must increase and lie below " + std::to_string(n));
+  for (uint64_t i = 0; i < n; ++i)
+    if (c.tokens[i] >= c.vocab)
+      fail("token " + std::to_string(i) + " is " + std::to_string(c.tokens[i]) +
+           ", not below the vocab size " + std::to_string(c.vocab));
+  return c;
+}
+
+void WriteCorpus(const std::string& path, const Corpus& corpus) {
+  std::string out(kCorpusMagic, 8);
+  Append<uint32_t>(&out, kCorpusVersion);
+  Append<uint32_t>(&out, corpus.vocab);
+  Append<uint64_t>(&out, corpus.tokens.size());
+  Append<uint64_t>(&out, corpus.doc_starts.size());
+  Append<uint64_t>(&out, PayloadChecksum(corpus));
+  out.append(reinterpret_cast<const char*>(corpus.doc_starts.data()),
+             corpus.doc_starts.size() * sizeof(uint64_t));
+  out.append(reinterpret_cast<const char*>(corpus.tokens.data()),
+             corpus.tokens.size() * sizeof(uint16_t));
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f.write(out.data(), static_cast<std::streamsize>(out.size())) || !f.flush())
+      throw TrainError("corpus " + tmp + ": write failed");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw TrainError("corpus " + path + ": rename failed: " + ec.message());
+}
+
+std::vector<uint16_t> ByteTokenize(const std::string& text) {
+  return std::vector<uint16_t>(reinterpret_cast<const unsigned char*>(text.data()),
+                               reinterpret_cast<const unsigned char*>(text.data()) + text.size());
+}
+
+Corpus BuildByteCorpus(const std::vector<std::string>& inputs, BuildStats* stats) {
+  std::vector<std::string> files;
+  for (const auto& in : inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) {
+      std::vector<std::string> found;
+      for (const auto& e : fs::recursive_directory_iterator(
+               in, fs::directory_options::skip_permission_denied, ec))
+        if (e.is_regular_file(ec)) found.push_back(e.path().string());
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::is_regular_file(in, ec)) {
+      files.push_back(in);
+    } else {
+      throw TrainError("input " + in + ": not a file or directory");
+    }
+  }
+  Corpus c;
+  c.vocab = kByteVocab;
+  for (const auto& f : files) {
+    std::string text = ReadFile(f, "input");
+    if (text.empty() || !LooksLikeText(f, text.substr(0, 4096))) {
+      ++stats->files_skipped;
+      continue;
+    }
+    ++stats->files_used;
+    c.doc_starts.push_back(c.tokens.size());
+    auto ids = ByteTokenize(text);
+    c.tokens.insert(c.tokens.end(), ids.begin(), ids.end());
+  }
+  if (c.tokens.empty()) throw TrainError("no text found in the inputs");
+  c.checksum = PayloadChecksum(c);
+  return c;
+}
+
+}  // namespace trellis::train

@@ -1,0 +1,52 @@
+#pragma once
+// The pre-tokenized corpus: token ids plus document boundaries, one file.
+// Layout (little-endian), documented in trainer_core/README.md:
+//   0   char[8]  magic "TRLSCORP"
+//   8   u32      version (1)
+//   12  u32      vocab size (token ids are < vocab; at most 65536)
+//   16  u64      number of tokens N
+//   24  u64      number of documents D
+//   32  u64      FNV-1a 64 checksum of everything after the header
+//   40  u64[D]   first token of each document (0, strictly increasing, < N)
+//   ..  u16[N]   token ids
+// Torch-free.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trellis::train {
+
+inline constexpr char kCorpusMagic[8] = {'T', 'R', 'L', 'S', 'C', 'O', 'R', 'P'};
+inline constexpr uint32_t kCorpusVersion = 1;
+inline constexpr int kByteVocab = 256;
+
+struct Corpus {
+  uint32_t vocab = 0;
+  std::vector<uint16_t> tokens;
+  std::vector<uint64_t> doc_starts;
+  uint64_t checksum = 0;  // as stored; identifies the data in checkpoints
+};
+
+// FNV-1a 64, continued from `h` (so it can run over several buffers).
+uint64_t Fnv1a(const void* data, size_t n, uint64_t h = 0xCBF29CE484222325ull);
+
+// Throws TrainError naming the file and what is wrong (truncated, bad magic,
+// unsupported version, checksum mismatch, token out of range, bad boundaries).
+Corpus ReadCorpus(const std::string& path);
+// Writes to `path`.tmp then renames, so a reader never sees half a file.
+void WriteCorpus(const std::string& path, const Corpus& corpus);
+
+// Byte-level tokenizer: each byte is one token (vocab 256), so any text
+// round-trips and no vocabulary file is needed.
+std::vector<uint16_t> ByteTokenize(const std::string& text);
+
+struct BuildStats {
+  int64_t files_used = 0, files_skipped = 0;
+};
+// One document per text file; directories are walked recursively in sorted
+// order (the corpus is reproducible). Files that look binary (a NUL byte in
+// the first 4 KiB) or compressed (.gz, .xz, .bz2) are skipped; so are empty ones.
+Corpus BuildByteCorpus(const std::vector<std::string>& inputs, BuildStats* stats);
+
+}  // namespace trellis::train

@@ -1,0 +1,46 @@
+#pragma once
+// The model's layers as free functions of (activations, weights): the weights
+// are views that the caller builds (out of a block's flat buffer), so the same
+// code runs on a whole model or on a gathered shard.
+
+#include <torch/torch.h>
+
+namespace trellis::train {
+
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// cos/sin tables [max_len, head_dim / 2], built once and shared by all layers.
+struct RopeCache {
+  torch::Tensor cos, sin;
+};
+RopeCache BuildRope(int64_t max_len, int64_t head_dim, double theta, torch::Device device,
+                    torch::Dtype dtype);
+
+// [B, 1, T, T] boolean: position i may attend to j when j <= i and both lie in
+// the same document of the packed row.
+torch::Tensor DocumentCausalMask(const torch::Tensor& doc_ids);
+
+struct AttentionWeights {
+  torch::Tensor wq, wk, wv, wo;  // [out, in]
+  int64_t heads = 0, kv_heads = 0;
+};
+// x: [B, T, H]. Grouped-query attention with RoPE on q and k.
+torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w,
+                               const RopeCache& rope, const torch::Tensor& mask);
+
+struct MoeWeights {
+  torch::Tensor router;                   // [E, H]
+  torch::Tensor router_bias;              // [E]; steers selection only, never the gates
+  torch::Tensor w_gate, w_up, w_down;     // [E, F, H], [E, F, H], [E, H, F]
+  torch::Tensor shared_gate, shared_up, shared_down;  // undefined without a shared expert
+  int64_t top_k = 1;
+};
+struct MoeResult {
+  torch::Tensor y;       // [N, H]
+  torch::Tensor aux;     // scalar load-balancing loss, 1.0 at perfect balance
+  torch::Tensor counts;  // [E] int64: tokens routed to each expert
+};
+// x: [N, H] tokens.
+MoeResult MoeForward(const torch::Tensor& x, const MoeWeights& w);
+
+}  // namespace trellis::train

@@ -1,0 +1,127 @@
+#include "trainer_core/model/model.h"
+
+#include "trainer_core/model/init.h"
+
+namespace trellis::train {
+namespace {
+
+namespace F = torch::nn::functional;
+
+// Values of a block computed on the host from the counter-based generator,
+// then moved to the device once.
+torch::Tensor InitBlock(const BlockLayout& block, uint64_t seed, torch::Dtype dtype) {
+  auto buf = torch::empty({block.numel}, torch::TensorOptions().dtype(dtype));
+  for (const auto& p : block.params) {
+    auto slice = buf.narrow(0, p.offset, p.numel);
+    if (p.init == Init::kOnes) {
+      slice.fill_(1.0);
+      continue;
+    }
+    uint64_t param_seed = ParamSeed(seed, block.FullName(p));
+    if (dtype == torch::kDouble)
+      FillTruncatedNormal(param_seed, 0, p.numel, p.std, slice.data_ptr<double>());
+    else
+      FillTruncatedNormal(param_seed, 0, p.numel, p.std, slice.data_ptr<float>());
+  }
+  return buf;
+}
+
+// One block's weights, viewed out of its buffer in the compute dtype.
+class Weights {
+ public:
+  Weights(const Block& b, torch::Dtype dtype)
+      : layout_(b.layout), flat_(b.flat.scalar_type() == dtype ? b.flat : b.flat.to(dtype)) {}
+  torch::Tensor operator[](const std::string& name) const {
+    return ParamView(flat_, layout_->Find(name));
+  }
+  bool Has(const std::string& name) const {
+    for (const auto& p : layout_->params)
+      if (p.name == name) return true;
+    return false;
+  }
+
+ private:
+  const BlockLayout* layout_;
+  torch::Tensor flat_;
+};
+
+}  // namespace
+
+torch::Tensor ParamView(const torch::Tensor& flat, const ParamInfo& p) {
+  return flat.narrow(0, p.offset, p.numel).view(p.shape);
+}
+
+Model::Model(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed,
+             torch::Device device, torch::Dtype param_dtype)
+    : spec_(spec), device_(device), layout_(ModelLayout(spec)) {
+  for (const auto& block : layout_) {
+    auto flat = InitBlock(block, seed, param_dtype).to(device).requires_grad_(true);
+    flat.mutable_grad() = torch::zeros_like(flat);
+    blocks_.push_back({&block, flat});
+  }
+  for (int i = 0; i < spec.layers; ++i)
+    router_bias_.push_back(torch::zeros({spec.experts}, torch::TensorOptions(device)));
+  rope_ = BuildRope(max_seq_len, spec.hidden / spec.heads, spec.rope_theta, device, param_dtype);
+}
+
+int64_t Model::NumParams() const {
+  int64_t n = 0;
+  for (const auto& b : blocks_) n += b.layout->numel;
+  return n;
+}
+
+ForwardResult Model::Forward(const TokenBatch& batch, torch::Dtype compute_dtype,
+                             double aux_coef) const {
+  const int64_t b = batch.inputs.size(0), t = batch.inputs.size(1), h = spec_.hidden;
+  const double eps = spec_.norm_eps;
+  auto mask = DocumentCausalMask(batch.doc_ids);
+  auto x = F::embedding(batch.inputs, Weights(blocks_.front(), compute_dtype)["weight"]);
+
+  ForwardResult out;
+  std::vector<torch::Tensor> aux;
+  for (int i = 0; i < spec_.layers; ++i) {
+    Weights w(blocks_[i + 1], compute_dtype);
+    AttentionWeights attn{w["wq"], w["wk"], w["wv"], w["wo"], spec_.heads, spec_.kv_heads};
+    x = x + AttentionForward(RmsNorm(x, w["attn_norm"], eps), attn, rope_, mask);
+
+    MoeWeights moe;
+    moe.router = w["router"];
+    moe.router_bias = router_bias_[i];
+    moe.w_gate = w["w_gate"];
+    moe.w_up = w["w_up"];
+    moe.w_down = w["w_down"];
+    if (w.Has("shared_gate")) {
+      moe.shared_gate = w["shared_gate"];
+      moe.shared_up = w["shared_up"];
+      moe.shared_down = w["shared_down"];
+    }
+    moe.top_k = spec_.experts_per_token;
+    MoeResult r = MoeForward(RmsNorm(x, w["ffn_norm"], eps).view({b * t, h}), moe);
+    x = x + r.y.view({b, t, h});
+    aux.push_back(r.aux);
+    out.expert_counts.push_back(r.counts);
+  }
+
+  Weights fin(blocks_.back(), compute_dtype);
+  auto logits = torch::matmul(RmsNorm(x, fin["norm"], eps), fin["head"].t());
+  auto acc = compute_dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
+  out.ce = F::cross_entropy(logits.view({b * t, spec_.vocab}).to(acc), batch.targets.view(-1),
+                            F::CrossEntropyFuncOptions().ignore_index(-1));
+  out.aux = torch::stack(aux).mean();
+  out.loss = aux_coef > 0 ? out.ce + aux_coef * out.aux : out.ce;
+  return out;
+}
+
+void Model::ZeroGrad() {
+  for (auto& b : blocks_) b.flat.mutable_grad().zero_();
+}
+
+void Model::UpdateRouterBias(const std::vector<torch::Tensor>& counts, double rate) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    auto load = counts[i].to(torch::kFloat);
+    router_bias_[i] += rate * torch::sign(load.mean() - load);
+  }
+}
+
+}  // namespace trellis::train

@@ -1,0 +1,68 @@
+#pragma once
+// The decoder-only MoE transformer. Parameters live in one flat buffer per
+// block (see layout.h); Forward builds the weights as views of those buffers,
+// so gradients land contiguous per block.
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "common/spec/trainer_spec.h"
+#include "trainer_core/model/layers.h"
+#include "trainer_core/model/layout.h"
+
+namespace trellis::train {
+
+struct TokenBatch {
+  torch::Tensor inputs;   // [B, T] int64
+  torch::Tensor targets;  // [B, T] int64; -1 where there is nothing to predict
+  torch::Tensor doc_ids;  // [B, T] int64; equal within one document of a row
+};
+
+struct ForwardResult {
+  torch::Tensor loss;  // ce + aux_coef * aux: what backward runs on
+  torch::Tensor ce;    // mean cross entropy over positions with a target, nats
+  torch::Tensor aux;   // load-balancing loss averaged over layers
+  std::vector<torch::Tensor> expert_counts;  // per layer, [experts]
+};
+
+// A block's parameters: one leaf tensor that requires grad; its .grad() is
+// allocated once and zeroed in place, so views of it stay valid.
+struct Block {
+  const BlockLayout* layout;
+  torch::Tensor flat;
+};
+
+class Model {
+ public:
+  Model(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed, torch::Device device,
+        torch::Dtype param_dtype);
+
+  ForwardResult Forward(const TokenBatch& batch, torch::Dtype compute_dtype,
+                        double aux_coef) const;
+
+  std::vector<Block>& blocks() { return blocks_; }
+  const std::vector<Block>& blocks() const { return blocks_; }
+  // Per-layer expert selection bias (aux-loss-free balancing): state, not a parameter.
+  std::vector<torch::Tensor>& router_bias() { return router_bias_; }
+  const spec::ModelSpec& spec() const { return spec_; }
+  torch::Device device() const { return device_; }
+  int64_t NumParams() const;
+
+  void ZeroGrad();
+  // Raises the bias of under-loaded experts and lowers it for over-loaded ones.
+  void UpdateRouterBias(const std::vector<torch::Tensor>& counts, double rate);
+
+ private:
+  spec::ModelSpec spec_;
+  torch::Device device_;
+  std::vector<BlockLayout> layout_;
+  std::vector<Block> blocks_;
+  std::vector<torch::Tensor> router_bias_;
+  RopeCache rope_;
+};
+
+// A view of one parameter (shape as in the layout) inside a block buffer.
+torch::Tensor ParamView(const torch::Tensor& flat, const ParamInfo& p);
+
+}  // namespace trellis::train

@@ -1,0 +1,51 @@
+#pragma once
+// The trainer a host drives: build it from a spec and a step-record callback,
+// run N steps, checkpoint, resume. Torch-free header (PIMPL), so hosts
+// include it without paying LibTorch's compile time.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/spec/trainer_spec.h"
+#include "common/step_record.h"
+
+namespace trellis::train {
+
+using StepCallback = std::function<void(const StepRecord&)>;
+
+inline constexpr int64_t kStartFresh = -1;
+inline constexpr int64_t kResumeLatest = -2;  // newest complete checkpoint, or fresh if none
+
+struct TrainerOptions {
+  std::string checkpoint_dir;        // empty: never checkpoint
+  int64_t resume_step = kStartFresh; // a step number, kStartFresh or kResumeLatest
+  StepCallback on_step;              // called once per step, after the optimizer
+};
+
+// Every method throws TrainError (error.h) with a message naming the file or
+// field at fault; LibTorch's own errors are converted to it.
+class Trainer {
+ public:
+  Trainer(const spec::TrainerSpec& spec, TrainerOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  int64_t step() const;                  // steps completed
+  int64_t last_checkpoint_step() const;  // -1 when none
+  std::string Describe() const;          // one line: sizes, device, dtypes
+
+  // Trains until step() == min(last_step, training.steps). Checkpoints every
+  // checkpoint.every_steps and when it returns (if a directory is set).
+  void Run(int64_t last_step);
+  void SaveCheckpoint();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+  void Step();
+};
+
+}  // namespace trellis::train
