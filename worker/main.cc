@@ -1,6 +1,5 @@
 // trellis-worker: the per-node agent. Flag parsing and wiring only.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -22,8 +21,9 @@ void AddIdentityFlags(CLI::App* cmd, IdentityArgs* id) {
   cmd->add_option("--secret-file", id->secret_file,
                   "File holding the attempt's secret (surrounding whitespace is ignored)")
       ->required();
-  cmd->add_option("--node", id->node, "This node's name (default: $SLURMD_NODENAME, else the "
-                                      "host name)");
+  cmd->add_option("--node", id->node,
+                  "This node's name (default: $SLURMD_NODENAME, else the "
+                  "host name)");
 }
 
 void AddSeconds(CLI::App* cmd, const std::string& flag, Seconds* value, const std::string& help) {
@@ -45,14 +45,16 @@ int main(int argc, char** argv) {
 
   trellis::worker::AgentArgs agent;
   CLI::App* agent_cmd = app.add_subcommand(
-      "agent", "Register with the controller, wait for the launch gate, run and supervise this "
-               "node's ranks, stream their step records. Exit code: 0 when all ranks exited 0 or "
-               "the node is a spare, else the first failing rank's (128+signal when killed), 75 "
-               "gate ABORT, 78 refused by the controller, 2 bad arguments or spec, 1 other errors");
+      "agent",
+      "Register with the controller, wait for the launch gate, run and supervise this "
+      "node's ranks, stream their step records. Exit code: 0 when all ranks exited 0 or "
+      "the node is a spare, else the first failing rank's (128+signal when killed), 75 "
+      "gate ABORT, 78 refused by the controller, 2 bad arguments or spec, 1 other errors");
   AddIdentityFlags(agent_cmd, &agent.id);
-  agent_cmd->add_option("--run-dir", agent.run_dir,
-                        "Run directory: spec.toml is read from it, rank logs go under "
-                        "attempt-A/launch-L/, ranks start in it")
+  agent_cmd
+      ->add_option("--run-dir", agent.run_dir,
+                   "Run directory: spec.toml is read from it, rank logs go under "
+                   "attempt-A/launch-L/, ranks start in it")
       ->required();
   AddSeconds(agent_cmd, "--heartbeat-interval", &agent.heartbeat_interval,
              "Seconds between heartbeats on the step stream");
@@ -60,22 +62,26 @@ int main(int argc, char** argv) {
              "Seconds between SIGTERM and SIGKILL when stopping ranks");
   AddSeconds(agent_cmd, "--register-retry", &agent.register_retry,
              "Seconds to keep retrying Register while the controller is unreachable");
-  agent_cmd->add_option_function<double>(
-      "--gate-wait", [&agent](double s) { agent.gate_wait = Seconds(s); },
-      "Seconds Register may wait for the gate's decision (default: the spec's gate.timeout_s "
-      "+ 60)")->type_name("SECONDS");
+  agent_cmd
+      ->add_option_function<double>(
+          "--gate-wait", [&agent](double s) { agent.gate_wait = Seconds(s); },
+          "Seconds Register may wait for the gate's decision (default: the spec's gate.timeout_s "
+          "+ 60)")
+      ->type_name("SECONDS");
   AddSeconds(agent_cmd, "--stream-flush", &agent.stream_flush,
              "Seconds to deliver queued step records at exit");
-  agent_cmd->add_option("--max-queued-reports", agent.max_queued_reports,
-                        "Bound of the outgoing queue; the oldest step records are dropped "
-                        "beyond it")
+  agent_cmd
+      ->add_option("--max-queued-reports", agent.max_queued_reports,
+                   "Bound of the outgoing queue; the oldest step records are dropped "
+                   "beyond it")
       ->capture_default_str();
 
   trellis::worker::NextLaunchArgs next;
-  CLI::App* next_cmd = app.add_subcommand(
-      "next-launch", "After a launch ends, ask the controller what the batch script does next. "
-                     "Prints one line: 'relaunch <launch> <exclude-nodes|->' or 'exit <code>' "
-                     "(the step's own code when the controller cannot be reached)");
+  CLI::App* next_cmd =
+      app.add_subcommand("next-launch",
+                         "After a launch ends, ask the controller what the batch script does next. "
+                         "Prints one line: 'relaunch <launch> <exclude-nodes|->' or 'exit <code>' "
+                         "(the step's own code when the controller cannot be reached)");
   AddIdentityFlags(next_cmd, &next.id);
   next_cmd->add_option("--step-exit-code", next.step_exit_code, "srun's exit status for the launch")
       ->required();
@@ -97,9 +103,8 @@ int main(int argc, char** argv) {
   if (absl::Status st = trellis::worker::ValidateNextLaunchArgs(next); !st.ok()) {
     // The batch script still needs a line it can act on.
     spdlog::error("{}", std::string(st.message()));
-    std::cout << "exit " << (next.step_exit_code >= 0 && next.step_exit_code <= 255
-                                 ? next.step_exit_code
-                                 : 1)
+    std::cout << "exit "
+              << (next.step_exit_code >= 0 && next.step_exit_code <= 255 ? next.step_exit_code : 1)
               << std::endl;
     return trellis::worker::kExitUsage;
   }

@@ -4,13 +4,12 @@
 
 #include <signal.h>
 
-#include <fstream>
-#include <functional>
-#include <sstream>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <fstream>
+#include <functional>
+#include <sstream>
 
 #include "common/log.h"
 #include "common/spec/run_spec.h"
@@ -142,8 +141,8 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   WorkerOutcome outcome =
       DecideOutcome(supervisor.exits(), supervisor.expected(), supervisor.stop_cause());
   RankChannel::Stats cs = channel.stats();
-  spdlog::info("{}; {} step record(s), {} bad line(s) from the ranks", outcome.reason,
-               cs.records, cs.bad_lines);
+  spdlog::info("{}; {} step record(s), {} bad line(s) from the ranks", outcome.reason, cs.records,
+               cs.bad_lines);
   stream.Close(Steady(args.stream_flush));
   StepStream::Stats ss = stream.stats();
   if (ss.dropped > 0 || ss.reconnects > 0)

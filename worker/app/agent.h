@@ -7,10 +7,10 @@
 namespace trellis::worker {
 
 // Exit codes of `trellis-worker agent` besides the ranks' own.
-inline constexpr int kExitError = 1;      // controller unreachable, cannot start, ...
-inline constexpr int kExitUsage = 2;      // bad flags, unreadable spec or secret
-inline constexpr int kExitAbort = 75;     // the gate said ABORT (EX_TEMPFAIL)
-inline constexpr int kExitRefused = 78;   // the controller refused us (version, secret)
+inline constexpr int kExitError = 1;     // controller unreachable, cannot start, ...
+inline constexpr int kExitUsage = 2;     // bad flags, unreadable spec or secret
+inline constexpr int kExitAbort = 75;    // the gate said ABORT (EX_TEMPFAIL)
+inline constexpr int kExitRefused = 78;  // the controller refused us (version, secret)
 
 int RunAgent(const AgentArgs& args);
 

@@ -1,4 +1,5 @@
 // The trellis-worker binary against an in-test AgentService on 127.0.0.1:0.
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <filesystem>
@@ -7,62 +8,17 @@
 #include <set>
 #include <sstream>
 
-#include <grpcpp/server.h>
-#include <grpcpp/server_builder.h>
-#include <gtest/gtest.h>
-
 #include "common/subprocess.h"
 #include "common/version.h"
 #include "trellis/v1/agent.grpc.pb.h"
+#include "worker/testing/fake_agent_service.h"
 
 namespace trellis::worker {
 namespace {
 
+using testing::FakeAgentService;
+
 using namespace std::chrono_literals;
-
-// Records what workers send; answers as configured.
-class FakeAgentService final : public v1::AgentService::Service {
- public:
-  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* req,
-                        v1::GateDecision* out) override {
-    std::lock_guard<std::mutex> l(mu);
-    registers.push_back(*req);
-    if (!register_status.ok()) return register_status;
-    *out = decision;
-    return grpc::Status::OK;
-  }
-  grpc::Status StreamSteps(grpc::ServerContext*, grpc::ServerReader<v1::AgentReport>* reader,
-                           v1::StreamStepsResponse*) override {
-    v1::AgentReport r;
-    while (reader->Read(&r)) {
-      std::lock_guard<std::mutex> l(mu);
-      reports.push_back(r);
-    }
-    return grpc::Status::OK;
-  }
-  grpc::Status ReportExit(grpc::ServerContext*, const v1::ReportExitRequest* req,
-                          v1::ReportExitResponse*) override {
-    std::lock_guard<std::mutex> l(mu);
-    exits.push_back(*req);
-    return grpc::Status::OK;
-  }
-  grpc::Status NextLaunch(grpc::ServerContext*, const v1::NextLaunchRequest* req,
-                          v1::NextLaunchResponse* out) override {
-    std::lock_guard<std::mutex> l(mu);
-    next_requests.push_back(*req);
-    *out = next;
-    return grpc::Status::OK;
-  }
-
-  std::mutex mu;
-  grpc::Status register_status;
-  v1::GateDecision decision;
-  v1::NextLaunchResponse next;
-  std::vector<v1::RegisterRequest> registers;
-  std::vector<v1::AgentReport> reports;
-  std::vector<v1::ReportExitRequest> exits;
-  std::vector<v1::NextLaunchRequest> next_requests;
-};
 
 // Each rank prints its environment, writes 3 step records and a bad line to
 // its socket, and exits 0; or with FAIL_CODE when it is FAIL_RANK (others then
@@ -98,10 +54,7 @@ class AgentE2eTest : public ::testing::Test {
     run_dir_ = dir_ + "/runs/r1";
     std::filesystem::create_directories(run_dir_);
     std::ofstream(dir_ + "/secret") << "  s3cret\n";
-    grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    b.RegisterService(&service_);
-    server_ = b.BuildAndStart();
+    server_ = testing::Serve(&service_, &port_);
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port_, 0);
     v1::GateDecision& d = service_.decision;
@@ -128,13 +81,25 @@ class AgentE2eTest : public ::testing::Test {
       return;
     }
     spec << "[job]\nname = 'e2e'\ncommand = ['python3', '-c', '''" << kRankScript << "''']\n"
-         << "[slurm]\nnodes = 2\nranks_per_node = 2\n[env]\n" << env_section;
+         << "[slurm]\nnodes = 2\nranks_per_node = 2\n[env]\n"
+         << env_section;
   }
 
   std::vector<std::string> Identity(const std::string& subcommand) {
-    return {TRELLIS_WORKER_BINARY, subcommand, "--controller",
-            "127.0.0.1:" + std::to_string(port_), "--run", "r1", "--attempt", "1", "--launch",
-            "2", "--secret-file", dir_ + "/secret", "--node", "node2"};
+    return {TRELLIS_WORKER_BINARY,
+            subcommand,
+            "--controller",
+            "127.0.0.1:" + std::to_string(port_),
+            "--run",
+            "r1",
+            "--attempt",
+            "1",
+            "--launch",
+            "2",
+            "--secret-file",
+            dir_ + "/secret",
+            "--node",
+            "node2"};
   }
 
   CommandResult RunAgent() {
@@ -207,8 +172,8 @@ TEST_F(AgentE2eTest, GoRunsTwoRanksAndStreamsTheirSteps) {
           std::string("MASTER_ADDR=127.0.0.1"), std::string("MASTER_PORT=29555"),
           std::string("TRELLIS_RUN=r1"), std::string("TRELLIS_ATTEMPT=1"),
           std::string("TRELLIS_LAUNCH=2"), std::string("TRELLIS_RESUME_STEP=-1"),
-          "TRELLIS_CHECKPOINT_DIR=" + run_dir_ + "/checkpoints",
-          std::string("OMP_NUM_THREADS=1"), std::string("NCCL_MAX_CTAS=16")})
+          "TRELLIS_CHECKPOINT_DIR=" + run_dir_ + "/checkpoints", std::string("OMP_NUM_THREADS=1"),
+          std::string("NCCL_MAX_CTAS=16")})
       EXPECT_NE(log.find("\n" + want + "\n"), std::string::npos) << want << " in\n" << log;
     EXPECT_EQ(log.find("CUDA_VISIBLE_DEVICES="), std::string::npos);
     // The socket directory is gone once the worker exits.

@@ -20,8 +20,8 @@ int RunNextLaunch(const NextLaunchArgs& args) {
   if (!id.ok()) return fallback(std::string(id.status().message()));
   AgentClient client(ControllerChannel(args.id.controller), *id);
   auto choice = client.NextLaunch(args.step_exit_code, args.timeout);
-  if (!choice.ok()) return fallback("the controller did not answer: " +
-                                    std::string(choice.status().message()));
+  if (!choice.ok())
+    return fallback("the controller did not answer: " + std::string(choice.status().message()));
   std::string line = FormatNextLaunchLine(*choice, args.step_exit_code);
   if (line.rfind("relaunch", 0) != 0 && choice->relaunch)
     spdlog::error("next-launch: unusable relaunch answer (launch {}); answering {}",

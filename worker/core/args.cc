@@ -1,7 +1,7 @@
 #include "worker/core/args.h"
 
-#include <charconv>
 #include <cctype>
+#include <charconv>
 
 #include "absl/strings/str_cat.h"
 
@@ -24,8 +24,7 @@ bool IsValidControllerAddress(std::string_view address) {
   std::string_view port_text = address.substr(colon + 1);
   int port = 0;
   auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 ||
-      port > 65535)
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 || port > 65535)
     return false;
   if (host.front() == '[') return host.size() > 2 && host.back() == ']';
   for (char c : host)
@@ -44,19 +43,18 @@ bool IsSafeName(std::string_view name) {
 
 absl::Status ValidateIdentityArgs(const IdentityArgs& a) {
   if (!IsValidControllerAddress(a.controller))
-    return absl::InvalidArgumentError(
-        absl::StrCat("--controller must be HOST:PORT with a port in [1, 65535], got '",
-                     a.controller, "'"));
-  if (!IsSafeName(a.run_id))
     return absl::InvalidArgumentError(absl::StrCat(
-        "--run must be 1-128 characters of [A-Za-z0-9._-], got '", a.run_id, "'"));
+        "--controller must be HOST:PORT with a port in [1, 65535], got '", a.controller, "'"));
+  if (!IsSafeName(a.run_id))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--run must be 1-128 characters of [A-Za-z0-9._-], got '", a.run_id, "'"));
   if (a.attempt < 1)
     return absl::InvalidArgumentError(absl::StrCat("--attempt must be >= 1, got ", a.attempt));
   if (a.launch < 1)
     return absl::InvalidArgumentError(absl::StrCat("--launch must be >= 1, got ", a.launch));
   if (!IsSafeName(a.node))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--node must be 1-128 characters of [A-Za-z0-9._-], got '", a.node, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node must be 1-128 characters of [A-Za-z0-9._-], got '", a.node, "'"));
   if (a.secret_file.empty()) return absl::InvalidArgumentError("--secret-file is required");
   return absl::OkStatus();
 }

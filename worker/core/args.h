@@ -28,9 +28,9 @@ struct AgentArgs {
   std::string run_dir;
   Seconds heartbeat_interval{5};
   Seconds kill_grace{10};
-  Seconds register_retry{120};     // total time to keep retrying an unreachable controller
+  Seconds register_retry{120};       // total time to keep retrying an unreachable controller
   std::optional<Seconds> gate_wait;  // default: the spec's gate.timeout_s + kGateWaitMargin
-  Seconds stream_flush{10};        // at exit: time to deliver what is still queued
+  Seconds stream_flush{10};          // at exit: time to deliver what is still queued
   int max_queued_reports = 10000;
 };
 

@@ -39,6 +39,8 @@ struct BadArgs {
   const char* message;
 };
 
+void PrintTo(const BadArgs& c, std::ostream* os) { *os << c.name; }
+
 class AgentArgsBadTest : public ::testing::TestWithParam<BadArgs> {};
 
 TEST_P(AgentArgsBadTest, NamesTheFlag) {
@@ -64,8 +66,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "--heartbeat-interval must be a positive"},
         BadArgs{"Grace", [](AgentArgs* a) { a->kill_grace = Seconds(-1); }, "--kill-grace"},
         BadArgs{"GateWait", [](AgentArgs* a) { a->gate_wait = Seconds(0); }, "--gate-wait"},
-        BadArgs{"Queue", [](AgentArgs* a) { a->max_queued_reports = 1; },
-                "--max-queued-reports"}),
+        BadArgs{"Queue", [](AgentArgs* a) { a->max_queued_reports = 1; }, "--max-queued-reports"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ArgsTest, NextLaunchStepExitCodeRange) {

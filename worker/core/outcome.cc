@@ -46,12 +46,12 @@ WorkerOutcome DecideOutcome(const std::vector<RankExit>& exits, int expected_ran
     out.reason = absl::StrCat("rank ", first_failure->rank, " ", DescribeRankExit(*first_failure));
   } else if (static_cast<int>(exits.size()) < expected_ranks) {
     out.exit_code = 1;
-    out.reason = absl::StrCat("only ", exits.size(), " of ", expected_ranks,
-                              " ranks reported an exit");
+    out.reason =
+        absl::StrCat("only ", exits.size(), " of ", expected_ranks, " ranks reported an exit");
   } else {
     out.exit_code = 0;
-    out.reason = absl::StrCat("all ", exits.size(), exits.size() == 1 ? " rank" : " ranks",
-                              " exited 0");
+    out.reason =
+        absl::StrCat("all ", exits.size(), exits.size() == 1 ? " rank" : " ranks", " exited 0");
   }
   if (!stop_cause.empty()) absl::StrAppend(&out.reason, " (", stop_cause, ")");
   return out;

@@ -1,9 +1,8 @@
 #include "worker/core/outcome.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
-
-#include <gtest/gtest.h>
 
 namespace trellis::worker {
 namespace {
@@ -29,6 +28,8 @@ struct OutcomeCase {
   std::string reason;
 };
 
+void PrintTo(const OutcomeCase& c, std::ostream* os) { *os << c.name; }
+
 class OutcomeTest : public ::testing::TestWithParam<OutcomeCase> {};
 
 TEST_P(OutcomeTest, Decides) {
@@ -43,15 +44,15 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         OutcomeCase{"AllZero", {{2, 0, 0}, {3, 0, 0}}, 2, "", 0, "all 2 ranks exited 0"},
         OutcomeCase{"OneRank", {{0, 0, 0}}, 1, "", 0, "all 1 rank exited 0"},
-        OutcomeCase{"FirstFailureWins",
-                    {{3, 3, 0}, {2, 143, 15}},
-                    2,
-                    "",
-                    3,
-                    "rank 3 exited with 3"},
+        OutcomeCase{
+            "FirstFailureWins", {{3, 3, 0}, {2, 143, 15}}, 2, "", 3, "rank 3 exited with 3"},
         OutcomeCase{"ZeroThenFailure", {{2, 0, 0}, {3, 1, 0}}, 2, "", 1, "rank 3 exited with 1"},
         OutcomeCase{"Signal", {{0, 137, 9}}, 1, "", 137, "rank 0 was killed by signal 9 (SIGKILL)"},
-        OutcomeCase{"CannotStart", {{1, 127, 0}, {0, 143, 15}}, 2, "", 127,
+        OutcomeCase{"CannotStart",
+                    {{1, 127, 0}, {0, 143, 15}},
+                    2,
+                    "",
+                    127,
                     "rank 1 could not be started (127)"},
         OutcomeCase{"Stopped",
                     {{0, 143, 15}, {1, 143, 15}},

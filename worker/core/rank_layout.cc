@@ -12,16 +12,16 @@ absl::Status CheckDecision(const RankLayoutInput& in) {
     return absl::InvalidArgumentError(
         absl::StrCat("gate decision ranks_per_node must be in [1, 1024], got ", go.ranks_per_node));
   if (go.ranks_per_node != in.spec_ranks_per_node)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gate decision ranks_per_node ", go.ranks_per_node,
-        " differs from the spec's slurm.ranks_per_node ", in.spec_ranks_per_node));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gate decision ranks_per_node ", go.ranks_per_node,
+                     " differs from the spec's slurm.ranks_per_node ", in.spec_ranks_per_node));
   if (go.rank_offset < 0)
     return absl::InvalidArgumentError(
         absl::StrCat("gate decision rank_offset must be >= 0, got ", go.rank_offset));
   if (static_cast<int64_t>(go.rank_offset) + go.ranks_per_node > go.world_size)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gate decision ranks [", go.rank_offset, ", ", go.rank_offset + go.ranks_per_node,
-        ") do not fit world_size ", go.world_size));
+    return absl::InvalidArgumentError(absl::StrCat("gate decision ranks [", go.rank_offset, ", ",
+                                                   go.rank_offset + go.ranks_per_node,
+                                                   ") do not fit world_size ", go.world_size));
   if (go.master_addr.empty())
     return absl::InvalidArgumentError("gate decision master_addr is empty");
   if (go.master_port < 1 || go.master_port > 65535)

@@ -37,8 +37,8 @@ struct RankLayoutInput {
   GoDecision go;
   int spec_ranks_per_node = 0;
   int gpus_per_node = 0;
-  EnvMap spec_env;     // the spec's [env]
-  EnvMap worker_env;   // the worker's own environment
+  EnvMap spec_env;    // the spec's [env]
+  EnvMap worker_env;  // the worker's own environment
   std::string run_dir;
   std::string socket_dir;  // where the step sockets live (short, private)
 };

@@ -65,6 +65,8 @@ struct EnvCase {
   const char* expected;  // nullptr: not set
 };
 
+void PrintTo(const EnvCase& c, std::ostream* os) { *os << c.name; }
+
 class RankEnvTest : public ::testing::TestWithParam<EnvCase> {};
 
 TEST_P(RankEnvTest, Value) {
@@ -89,20 +91,50 @@ INSTANTIATE_TEST_SUITE_P(
     Table, RankEnvTest,
     ::testing::Values(
         EnvCase{"NoGpusNoDevices", 0, {}, {}, 1, "CUDA_VISIBLE_DEVICES", nullptr},
-        EnvCase{"NoGpusKeepsInherited", 0, {{"CUDA_VISIBLE_DEVICES", "7"}}, {}, 1,
-                "CUDA_VISIBLE_DEVICES", "7"},
+        EnvCase{"NoGpusKeepsInherited",
+                0,
+                {{"CUDA_VISIBLE_DEVICES", "7"}},
+                {},
+                1,
+                "CUDA_VISIBLE_DEVICES",
+                "7"},
         EnvCase{"GpuIsLocalRank", 4, {}, {}, 1, "CUDA_VISIBLE_DEVICES", "1"},
-        EnvCase{"GpuFromSlurmList", 4, {{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}}, {}, 1,
-                "CUDA_VISIBLE_DEVICES", "5"},
-        EnvCase{"ShortSlurmListFallsBack", 4, {{"CUDA_VISIBLE_DEVICES", "4"}}, {}, 1,
-                "CUDA_VISIBLE_DEVICES", "1"},
+        EnvCase{"GpuFromSlurmList",
+                4,
+                {{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}},
+                {},
+                1,
+                "CUDA_VISIBLE_DEVICES",
+                "5"},
+        EnvCase{"ShortSlurmListFallsBack",
+                4,
+                {{"CUDA_VISIBLE_DEVICES", "4"}},
+                {},
+                1,
+                "CUDA_VISIBLE_DEVICES",
+                "1"},
         EnvCase{"OmpDefaultsToOne", 0, {}, {}, 0, "OMP_NUM_THREADS", "1"},
-        EnvCase{"OmpInheritedIsReplaced", 0, {{"OMP_NUM_THREADS", "64"}}, {}, 0,
-                "OMP_NUM_THREADS", "1"},
-        EnvCase{"OmpFromSpec", 0, {{"OMP_NUM_THREADS", "64"}}, {{"OMP_NUM_THREADS", "8"}}, 0,
-                "OMP_NUM_THREADS", "8"},
-        EnvCase{"SpecOverridesWorker", 0, {{"NCCL_MAX_CTAS", "32"}}, {{"NCCL_MAX_CTAS", "16"}},
-                0, "NCCL_MAX_CTAS", "16"},
+        EnvCase{"OmpInheritedIsReplaced",
+                0,
+                {{"OMP_NUM_THREADS", "64"}},
+                {},
+                0,
+                "OMP_NUM_THREADS",
+                "1"},
+        EnvCase{"OmpFromSpec",
+                0,
+                {{"OMP_NUM_THREADS", "64"}},
+                {{"OMP_NUM_THREADS", "8"}},
+                0,
+                "OMP_NUM_THREADS",
+                "8"},
+        EnvCase{"SpecOverridesWorker",
+                0,
+                {{"NCCL_MAX_CTAS", "32"}},
+                {{"NCCL_MAX_CTAS", "16"}},
+                0,
+                "NCCL_MAX_CTAS",
+                "16"},
         EnvCase{"ContractOverridesAll", 0, {{"RANK", "99"}}, {{"RANK", "98"}}, 0, "RANK", "2"},
         EnvCase{"FreshStart", 0, {}, {}, 0, "TRELLIS_RESUME_STEP", "100"}),
     [](const auto& info) { return std::string(info.param.name); });
@@ -113,6 +145,8 @@ struct BadCase {
   const char* message;
 };
 
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
+
 class RankLayoutBadTest : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(RankLayoutBadTest, NamesTheProblem) {
@@ -120,27 +154,27 @@ TEST_P(RankLayoutBadTest, NamesTheProblem) {
   GetParam().mutate(&in);
   auto plans = PlanRanks(in);
   ASSERT_FALSE(plans.ok());
-  EXPECT_NE(plans.status().message().find(GetParam().message), std::string::npos)
-      << plans.status();
+  EXPECT_NE(plans.status().message().find(GetParam().message), std::string::npos) << plans.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Table, RankLayoutBadTest,
-    ::testing::Values(
-        BadCase{"ZeroRanks", [](RankLayoutInput* in) { in->go.ranks_per_node = 0; },
-                "ranks_per_node must be in [1, 1024]"},
-        BadCase{"SpecDisagrees", [](RankLayoutInput* in) { in->spec_ranks_per_node = 4; },
-                "differs from the spec's slurm.ranks_per_node 4"},
-        BadCase{"NegativeOffset", [](RankLayoutInput* in) { in->go.rank_offset = -1; },
-                "rank_offset must be >= 0"},
-        BadCase{"BeyondWorld", [](RankLayoutInput* in) { in->go.world_size = 3; },
-                "ranks [2, 4) do not fit world_size 3"},
-        BadCase{"NoMaster", [](RankLayoutInput* in) { in->go.master_addr.clear(); },
-                "master_addr is empty"},
-        BadCase{"BadPort", [](RankLayoutInput* in) { in->go.master_port = 70000; },
-                "master_port must be in [1, 65535]"},
-        BadCase{"BadResume", [](RankLayoutInput* in) { in->go.resume_step = -2; },
-                "resume_step must be >= -1"}),
+    ::testing::Values(BadCase{"ZeroRanks", [](RankLayoutInput* in) { in->go.ranks_per_node = 0; },
+                              "ranks_per_node must be in [1, 1024]"},
+                      BadCase{"SpecDisagrees",
+                              [](RankLayoutInput* in) { in->spec_ranks_per_node = 4; },
+                              "differs from the spec's slurm.ranks_per_node 4"},
+                      BadCase{"NegativeOffset",
+                              [](RankLayoutInput* in) { in->go.rank_offset = -1; },
+                              "rank_offset must be >= 0"},
+                      BadCase{"BeyondWorld", [](RankLayoutInput* in) { in->go.world_size = 3; },
+                              "ranks [2, 4) do not fit world_size 3"},
+                      BadCase{"NoMaster", [](RankLayoutInput* in) { in->go.master_addr.clear(); },
+                              "master_addr is empty"},
+                      BadCase{"BadPort", [](RankLayoutInput* in) { in->go.master_port = 70000; },
+                              "master_port must be in [1, 65535]"},
+                      BadCase{"BadResume", [](RankLayoutInput* in) { in->go.resume_step = -2; },
+                              "resume_step must be >= -1"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

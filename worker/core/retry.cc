@@ -9,8 +9,7 @@
 
 namespace trellis::worker {
 
-std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, int retry,
-                                       double unit_random) {
+std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, int retry, double unit_random) {
   double base = static_cast<double>(policy.initial.count()) *
                 std::pow(policy.multiplier, std::clamp(retry, 0, 62));
   base = std::min(base, static_cast<double>(policy.max.count()));
@@ -27,8 +26,7 @@ std::string FormatNextLaunchLine(const NextLaunchChoice& choice, int fallback_ex
   if (choice.next_launch < 1) return fallback;
   for (const std::string& node : choice.exclude_nodes)
     if (!IsSafeName(node)) return fallback;
-  std::string nodes =
-      choice.exclude_nodes.empty() ? "-" : absl::StrJoin(choice.exclude_nodes, ",");
+  std::string nodes = choice.exclude_nodes.empty() ? "-" : absl::StrJoin(choice.exclude_nodes, ",");
   return absl::StrCat("relaunch ", choice.next_launch, " ", nodes);
 }
 

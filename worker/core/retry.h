@@ -17,8 +17,7 @@ struct BackoffPolicy {
 };
 
 // Delay before retry number `retry` (0 for the first retry); unit_random in [0, 1).
-std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, int retry,
-                                       double unit_random);
+std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, int retry, double unit_random);
 
 // What the batch script reads after a launch (one line, see FormatNextLaunchLine).
 struct NextLaunchChoice {

@@ -29,6 +29,8 @@ struct LineCase {
   std::string line;
 };
 
+void PrintTo(const LineCase& c, std::ostream* os) { *os << c.name; }
+
 class NextLaunchLineTest : public ::testing::TestWithParam<LineCase> {};
 
 TEST_P(NextLaunchLineTest, Formats) {

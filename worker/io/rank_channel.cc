@@ -66,21 +66,21 @@ void RankChannel::Accept(int rank, Acceptor* acceptor) {
 }
 
 void RankChannel::Read(const std::shared_ptr<Connection>& c) {
-  c->socket.async_read_some(asio::buffer(c->buf), [this, c](boost::system::error_code ec,
-                                                            size_t n) {
-    if (ec == asio::error::operation_aborted) return;
-    if (n > 0) {
-      for (const LineEvent& e : c->splitter.Feed(std::string_view(c->buf.data(), n)))
-        HandleLine(c->rank, e.text, e.kind == LineEvent::kOversized);
-    }
-    if (ec) {
-      for (const LineEvent& e : c->splitter.Finish())
-        HandleLine(c->rank, e.text, e.kind == LineEvent::kOversized);
-      Closed(c);
-      return;
-    }
-    Read(c);
-  });
+  c->socket.async_read_some(
+      asio::buffer(c->buf), [this, c](boost::system::error_code ec, size_t n) {
+        if (ec == asio::error::operation_aborted) return;
+        if (n > 0) {
+          for (const LineEvent& e : c->splitter.Feed(std::string_view(c->buf.data(), n)))
+            HandleLine(c->rank, e.text, e.kind == LineEvent::kOversized);
+        }
+        if (ec) {
+          for (const LineEvent& e : c->splitter.Finish())
+            HandleLine(c->rank, e.text, e.kind == LineEvent::kOversized);
+          Closed(c);
+          return;
+        }
+        Read(c);
+      });
 }
 
 void RankChannel::HandleLine(int rank, const std::string& line, bool oversized) {

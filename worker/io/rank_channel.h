@@ -7,6 +7,9 @@
 //
 // Runs on the caller's io_context; destroy it only after that loop stopped.
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -14,10 +17,6 @@
 #include <memory>
 #include <set>
 #include <string>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "absl/status/status.h"
 #include "common/step_record.h"

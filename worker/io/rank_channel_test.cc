@@ -1,5 +1,6 @@
 #include "worker/io/rank_channel.h"
 
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -8,8 +9,6 @@
 #include <memory>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "worker/io/socket_dir.h"
 #include "worker/testing/run_until.h"
@@ -58,8 +57,9 @@ class RankChannelTest : public ::testing::Test {
     auto dir = SocketDir::Create();
     ASSERT_TRUE(dir.ok()) << dir.status();
     dir_ = std::move(*dir);
-    channel_ = std::make_unique<RankChannel>(
-        io_, [this](int rank, const StepRecord& r) { got_.push_back({rank, r.step}); });
+    channel_ = std::make_unique<RankChannel>(io_, [this](int rank, const StepRecord& r) {
+      got_.push_back({rank, r.step});
+    });
   }
   void TearDown() override {
     channel_.reset();

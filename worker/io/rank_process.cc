@@ -28,8 +28,9 @@ absl::StatusOr<pid_t> SpawnRank(const RankPlan& plan, const std::vector<std::str
   if (argv.empty()) return absl::InvalidArgumentError("empty rank command");
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(plan.log_path).parent_path(), ec);
-  if (ec) return absl::InternalError("cannot create the log directory of " + plan.log_path +
-                                     ": " + ec.message());
+  if (ec)
+    return absl::InternalError("cannot create the log directory of " + plan.log_path + ": " +
+                               ec.message());
   int log_fd = open(plan.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return ErrnoStatus("cannot open " + plan.log_path);
 

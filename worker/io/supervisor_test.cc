@@ -1,13 +1,12 @@
 #include "worker/io/supervisor.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "worker/testing/run_until.h"
 
@@ -47,7 +46,8 @@ class SupervisorTest : public ::testing::Test {
         [&] { all_exited_ = true; });
     s.Start(Plans(2), {"/bin/sh", "-c", script}, dir_);
     if (after_start) after_start(s);
-    ASSERT_TRUE(RunUntil(io_, [&] { return all_exited_; }, 20s));
+    ASSERT_TRUE(RunUntil(
+        io_, [&] { return all_exited_; }, 20s));
     exits_ = s.exits();
     outcome_ = DecideOutcome(s.exits(), s.expected(), s.stop_cause());
   }

@@ -1,11 +1,11 @@
 #include "worker/rpc/agent_client.h"
 
+#include <grpcpp/create_channel.h>
+
 #include <chrono>
 #include <functional>
 #include <random>
 #include <thread>
-
-#include <grpcpp/create_channel.h>
 
 #include "common/log.h"
 #include "worker/rpc/convert.h"
@@ -70,12 +70,12 @@ absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds
   req.set_gpus(facts.gpus);
   req.set_cpus(facts.cpus);
   v1::GateDecision decision;
-  grpc::Status st = WithRetries("Register", backoff_, retry_window, gate_wait, true,
-                                [&](Seconds budget) {
-                                  grpc::ClientContext ctx;
-                                  ctx.set_deadline(DeadlineAfter(budget));
-                                  return stub_->Register(&ctx, req, &decision);
-                                });
+  grpc::Status st =
+      WithRetries("Register", backoff_, retry_window, gate_wait, true, [&](Seconds budget) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(DeadlineAfter(budget));
+        return stub_->Register(&ctx, req, &decision);
+      });
   if (!st.ok()) return FromGrpc(st);
   GateResult r;
   r.reason = decision.reason();

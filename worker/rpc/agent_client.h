@@ -3,11 +3,11 @@
 // unreachable (it may be restarting). Blocking; used before and after the
 // worker's event loop runs.
 
+#include <grpcpp/channel.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/channel.h>
 
 #include "absl/status/statusor.h"
 #include "trellis/v1/agent.grpc.pb.h"

@@ -13,7 +13,9 @@ StepStream::StepStream(v1::AgentService::Stub* stub, v1::WorkerIdentity id, size
 
 StepStream::~StepStream() { Close(std::chrono::steady_clock::duration::zero()); }
 
-void StepStream::Start() { thread_ = std::thread([this] { Run(); }); }
+void StepStream::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void StepStream::SendStep(int rank, const StepRecord& record) {
   v1::AgentReport r;
@@ -119,8 +121,7 @@ void StepStream::Close(std::chrono::steady_clock::duration flush) {
     std::unique_lock<std::mutex> lock(mu_);
     closing_ = true;
     cv_.notify_all();
-    if (thread_.joinable() &&
-        !cv_.wait_for(lock, flush, [&] { return done_; })) {
+    if (thread_.joinable() && !cv_.wait_for(lock, flush, [&] { return done_; })) {
       abandon_ = true;
       if (ctx_ != nullptr) ctx_->TryCancel();
       cv_.notify_all();

@@ -5,6 +5,8 @@
 // reopened with capped backoff for as long as the worker runs, so a restarting
 // controller costs records, never the training.
 
+#include <grpcpp/client_context.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -12,8 +14,6 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-
-#include <grpcpp/client_context.h>
 
 #include "common/step_record.h"
 #include "trellis/v1/agent.grpc.pb.h"

@@ -1,10 +1,9 @@
 #pragma once
 // Test helper: runs an io_context until a condition holds or a deadline passes.
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <functional>
-
-#include <boost/asio/io_context.hpp>
 
 namespace trellis::worker::testing {
 
