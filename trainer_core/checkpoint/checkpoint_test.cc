@@ -1,1 +1,165 @@
-// placeholder
+#include "trainer_core/checkpoint/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "trainer_core/error.h"
+
+namespace trellis::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+spec::TrainerSpec TinySpec() {
+  spec::TrainerSpec s;
+  s.model.layers = 2;
+  s.model.hidden = 16;
+  s.model.heads = 2;
+  s.model.kv_heads = 1;
+  s.model.experts = 3;
+  s.model.expert_hidden = 8;
+  s.model.vocab = 20;
+  s.training.seq_len = 8;
+  return s;
+}
+
+// A model plus optimizer state: the same kinds of tensors a trainer saves.
+struct Fixture {
+  explicit Fixture(const spec::TrainerSpec& s)
+      : model(s.model, s.training.seq_len, 7, torch::kCPU, torch::kFloat),
+        muon(SlotsFor(model.blocks(), Optim::kMuon), {}),
+        adamw(SlotsFor(model.blocks(), Optim::kAdamW), {}) {}
+  NamedTensors State() {
+    NamedTensors out;
+    for (auto& b : model.blocks()) out.emplace_back("param." + b.layout->name, b.flat);
+    for (auto& t : muon.State()) out.push_back(t);
+    for (auto& t : adamw.State()) out.push_back(t);
+    return out;
+  }
+  Model model;
+  Muon muon;
+  AdamW adamw;
+};
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::temp_directory_path() /
+            ("trellis-ckpt-test-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Saves a randomized fixture at `step`; returns its state (cloned).
+  std::vector<torch::Tensor> SaveAt(int64_t step, int keep = 5) {
+    Fixture f(spec_);
+    std::vector<torch::Tensor> saved;
+    torch::NoGradGuard no_grad;
+    for (auto& [name, t] : f.State()) {
+      if (t.is_floating_point()) t.copy_(torch::randn_like(t));
+      else t.fill_(step);
+      saved.push_back(t.clone());
+    }
+    SaveCheckpoint(dir_, spec_, {step, step * 8, 0xABCDEFull}, f.State(), keep);
+    return saved;
+  }
+  std::string ShardPath(int64_t step) { return StepDir(dir_, step) + "/shard-00000-of-00001.bin"; }
+  std::string ManifestPath(int64_t step) { return StepDir(dir_, step) + "/manifest.json"; }
+  // Expects loading `step` to fail with a message containing all of `parts`.
+  void ExpectLoadError(int64_t step, const spec::TrainerSpec& spec,
+                       std::vector<std::string> parts) {
+    Fixture f(spec);
+    try {
+      LoadCheckpoint(dir_, step, spec, f.State());
+      ADD_FAILURE() << "loaded without error";
+    } catch (const TrainError& e) {
+      for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+                                      << "missing '" << p << "' in: " << e.what();
+    }
+  }
+
+  std::string dir_;
+  spec::TrainerSpec spec_ = TinySpec();
+};
+
+TEST_F(CheckpointTest, RoundTripsEveryTensorAndTheDataPosition) {
+  auto saved = SaveAt(3);
+  Fixture fresh(spec_);
+  CheckpointMeta meta = LoadCheckpoint(dir_, 3, spec_, fresh.State());
+  EXPECT_EQ(meta.step, 3);
+  EXPECT_EQ(meta.rows_consumed, 24);
+  EXPECT_EQ(meta.corpus_checksum, 0xABCDEFull);
+  auto state = fresh.State();
+  ASSERT_EQ(state.size(), saved.size());
+  for (size_t i = 0; i < saved.size(); ++i)
+    EXPECT_TRUE(torch::equal(state[i].second, saved[i])) << state[i].first;
+}
+
+TEST_F(CheckpointTest, AStepWithoutManifestDoesNotCount) {
+  SaveAt(3);
+  SaveAt(6);
+  fs::remove(ManifestPath(6));  // as if the process died before the rename
+  EXPECT_EQ(LatestCompleteStep(dir_), 3);
+  ExpectLoadError(6, spec_, {StepDir(dir_, 6), "no manifest.json"});
+  EXPECT_EQ(LatestCompleteStep(dir_ + "/absent"), -1);
+}
+
+TEST_F(CheckpointTest, TruncatedShardNamesTheFile) {
+  SaveAt(2);
+  fs::resize_file(ShardPath(2), fs::file_size(ShardPath(2)) - 10);
+  ExpectLoadError(2, spec_, {ShardPath(2), "truncated"});
+  fs::resize_file(ShardPath(2), 20);
+  ExpectLoadError(2, spec_, {ShardPath(2), "truncated"});
+}
+
+TEST_F(CheckpointTest, FlippedByteNamesTheFileAndTheTensor) {
+  SaveAt(2);
+  {
+    std::fstream f(ShardPath(2), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);  // inside the last tensor
+    f.put('\x7f');
+  }
+  ExpectLoadError(2, spec_, {ShardPath(2), "is corrupt", "adamw.v.final.head"});
+}
+
+TEST_F(CheckpointTest, CorruptManifestNamesTheFile) {
+  SaveAt(4);
+  std::ofstream(ManifestPath(4)) << "{\"format\": \"trellis-checkpoint\", \"vers";
+  ExpectLoadError(4, spec_, {ManifestPath(4), "not valid JSON"});
+  std::ofstream(ManifestPath(4)) << "{\"format\": \"trellis-checkpoint\", \"version\": 9}";
+  ExpectLoadError(4, spec_, {ManifestPath(4), "unsupported version 9"});
+}
+
+TEST_F(CheckpointTest, SpecMismatchNamesTheField) {
+  SaveAt(5);
+  spec::TrainerSpec other = spec_;
+  other.model.hidden = 32;
+  other.training.global_batch = 3;
+  ExpectLoadError(5, other,
+                  {ManifestPath(5), "model.hidden is 16 in the checkpoint, 32 in the spec",
+                   "training.global_batch is 8 in the checkpoint, 3 in the spec"});
+}
+
+TEST_F(CheckpointTest, ReplacedShardIsCaughtByTheManifestChecksum) {
+  SaveAt(1);
+  fs::copy_file(ShardPath(1), dir_ + "/keep.bin");
+  SaveAt(2);
+  fs::copy_file(dir_ + "/keep.bin", ShardPath(2), fs::copy_options::overwrite_existing);
+  ExpectLoadError(2, spec_, {ShardPath(2), "checksum differs from the manifest"});
+}
+
+TEST_F(CheckpointTest, KeepsOnlyTheNewest) {
+  for (int64_t step : {1, 2, 3, 4}) SaveAt(step, /*keep=*/2);
+  EXPECT_FALSE(fs::exists(StepDir(dir_, 1)));
+  EXPECT_FALSE(fs::exists(StepDir(dir_, 2)));
+  EXPECT_TRUE(fs::exists(ManifestPath(3)));
+  EXPECT_TRUE(fs::exists(ManifestPath(4)));
+}
+
+}  // namespace
+}  // namespace trellis::train
