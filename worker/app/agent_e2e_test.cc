@@ -129,7 +129,7 @@ class AgentE2eTest : public ::testing::Test {
 };
 
 TEST_F(AgentE2eTest, GoRunsTwoRanksAndStreamsTheirSteps) {
-  WriteSpec("NCCL_MAX_CTAS = '16'\n");
+  WriteSpec("NCCL_MAX_CTAS = '8'\n");
   CommandResult r = RunAgent();
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
@@ -173,7 +173,7 @@ TEST_F(AgentE2eTest, GoRunsTwoRanksAndStreamsTheirSteps) {
           std::string("TRELLIS_RUN=r1"), std::string("TRELLIS_ATTEMPT=1"),
           std::string("TRELLIS_LAUNCH=2"), std::string("TRELLIS_RESUME_STEP=-1"),
           "TRELLIS_CHECKPOINT_DIR=" + run_dir_ + "/checkpoints", std::string("OMP_NUM_THREADS=1"),
-          std::string("NCCL_MAX_CTAS=16")})
+          std::string("NCCL_MAX_CTAS=8"), std::string("MIMALLOC_ALLOW_THP=0")})
       EXPECT_NE(log.find("\n" + want + "\n"), std::string::npos) << want << " in\n" << log;
     EXPECT_EQ(log.find("CUDA_VISIBLE_DEVICES="), std::string::npos);
     // The socket directory is gone once the worker exits.

@@ -50,6 +50,19 @@ std::string DeviceFor(const EnvMap& worker_env, int local_rank) {
 
 }  // namespace
 
+const EnvMap& LaunchHygiene() {
+  static const EnvMap* kHygiene = new EnvMap{
+      // One OpenMP thread per rank: an inherited value was meant for the
+      // worker, not for each of the node's ranks.
+      {"OMP_NUM_THREADS", "1"},
+      // NCCL otherwise takes up to 88 of 132 SMs away from the expert GEMMs.
+      {"NCCL_MAX_CTAS", "16"},
+      // mimalloc on 512 MiB transparent huge pages inflates host memory.
+      {"MIMALLOC_ALLOW_THP", "0"},
+  };
+  return *kHygiene;
+}
+
 std::string StepSocketPath(const std::string& socket_dir, int global_rank) {
   return absl::StrCat(socket_dir, "/rank-", global_rank, ".sock");
 }
@@ -70,11 +83,10 @@ absl::StatusOr<std::vector<RankPlan>> PlanRanks(const RankLayoutInput& in) {
     p.global_rank = go.rank_offset + local;
     p.step_socket = StepSocketPath(in.socket_dir, p.global_rank);
     p.log_path = RankLogPath(in.run_dir, in.launch, p.global_rank);
-    // Precedence: the worker's environment < the spec's [env] < the contract.
+    // Precedence: the worker's environment < launch hygiene < the spec's
+    // [env] < the contract.
     p.env = in.worker_env;
-    // One OpenMP thread per rank unless the spec asks otherwise: an inherited
-    // value was meant for the worker, not for every rank of a full node.
-    p.env["OMP_NUM_THREADS"] = "1";
+    for (const auto& [k, v] : LaunchHygiene()) p.env[k] = v;
     for (const auto& [k, v] : in.spec_env) p.env[k] = v;
     p.env["RANK"] = std::to_string(p.global_rank);
     p.env["WORLD_SIZE"] = std::to_string(go.world_size);

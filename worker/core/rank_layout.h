@@ -56,6 +56,10 @@ std::string StepSocketPath(const std::string& socket_dir, int global_rank);
 // "<run_dir>/attempt-A/launch-L/rank-R.log".
 std::string RankLogPath(const std::string& run_dir, const LaunchId& launch, int global_rank);
 
+// Defaults every rank gets unless the spec's [env] sets them:
+// OMP_NUM_THREADS=1, NCCL_MAX_CTAS=16, MIMALLOC_ALLOW_THP=0.
+const EnvMap& LaunchHygiene();
+
 // One plan per local rank, in local-rank order. Errors name the field of the
 // decision or spec that does not fit (the controller and the spec disagree).
 absl::StatusOr<std::vector<RankPlan>> PlanRanks(const RankLayoutInput& in);

@@ -49,6 +49,8 @@ TEST(RankLayoutTest, ContractForEveryRank) {
       {"TRELLIS_CHECKPOINT_DIR", "/out/run-1/checkpoints"},
       {"TRELLIS_RESUME_STEP", "100"},
       {"OMP_NUM_THREADS", "1"},
+      {"NCCL_MAX_CTAS", "16"},
+      {"MIMALLOC_ALLOW_THP", "0"},
   };
   EXPECT_EQ(r.env, expected);
   EXPECT_EQ((*plans)[0].env.at("RANK"), "2");
@@ -128,15 +130,12 @@ INSTANTIATE_TEST_SUITE_P(
                 0,
                 "OMP_NUM_THREADS",
                 "8"},
-        EnvCase{"SpecOverridesWorker",
-                0,
-                {{"NCCL_MAX_CTAS", "32"}},
-                {{"NCCL_MAX_CTAS", "16"}},
-                0,
-                "NCCL_MAX_CTAS",
-                "16"},
+        EnvCase{"SpecOverridesWorker", 0, {{"FOO", "a"}}, {{"FOO", "b"}}, 0, "FOO", "b"},
+        EnvCase{"NcclCtasDefault", 0, {{"NCCL_MAX_CTAS", "32"}}, {}, 0, "NCCL_MAX_CTAS", "16"},
+        EnvCase{"NcclCtasFromSpec", 0, {}, {{"NCCL_MAX_CTAS", "8"}}, 0, "NCCL_MAX_CTAS", "8"},
+        EnvCase{"MimallocThpOff", 0, {}, {}, 1, "MIMALLOC_ALLOW_THP", "0"},
         EnvCase{"ContractOverridesAll", 0, {{"RANK", "99"}}, {{"RANK", "98"}}, 0, "RANK", "2"},
-        EnvCase{"FreshStart", 0, {}, {}, 0, "TRELLIS_RESUME_STEP", "100"}),
+        EnvCase{"ResumeStep", 0, {}, {}, 0, "TRELLIS_RESUME_STEP", "100"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 struct BadCase {
