@@ -44,5 +44,64 @@ colour = 3
   EXPECT_NE(all.find("model.colour: unknown key"), std::string::npos) << all;
 }
 
+TEST(TrainerSpecTest, ReadsTrainerSettings) {
+  auto root = toml::parse(R"(
+[model]
+rope_theta = 500000.0
+shared_expert = true
+[training]
+warmup_steps = 7
+muon_lr = 0.01
+muon_ns_dtype = "float32"
+aux_loss_coef = 0
+router_bias_rate = 0.001
+dtype = "bfloat16"
+device = "cpu"
+grad_clip = 0
+)");
+  FieldErrors errors;
+  TrainerSpec s = ParseTrainerSections(root, &errors);
+  EXPECT_TRUE(errors.empty()) << JoinErrors(errors);
+  EXPECT_DOUBLE_EQ(s.model.rope_theta, 500000.0);
+  EXPECT_TRUE(s.model.shared_expert);
+  EXPECT_EQ(s.training.warmup_steps, 7);
+  EXPECT_DOUBLE_EQ(s.training.muon_lr, 0.01);
+  EXPECT_EQ(s.training.muon_ns_dtype, "float32");
+  EXPECT_DOUBLE_EQ(s.training.aux_loss_coef, 0);
+  EXPECT_DOUBLE_EQ(s.training.router_bias_rate, 0.001);
+  EXPECT_EQ(s.training.dtype, "bfloat16");
+  EXPECT_EQ(s.training.device, "cpu");
+  EXPECT_DOUBLE_EQ(s.training.grad_clip, 0);
+}
+
+TEST(TrainerSpecTest, CrossFieldAndChoiceErrorsNameTheField) {
+  auto root = toml::parse(R"(
+[model]
+hidden = 40
+heads = 8
+experts = 6
+[parallel]
+ep = 4
+[training]
+dtype = "float16"
+muon_momentum = 1.5
+)");
+  FieldErrors errors;
+  ParseTrainerSections(root, &errors);
+  std::string all = JoinErrors(errors);
+  EXPECT_NE(all.find("model.heads: must leave an even head size for RoPE (model.hidden / "
+                     "model.heads = 5)"),
+            std::string::npos)
+      << all;
+  EXPECT_EQ(all.find("model.heads: must divide"), std::string::npos) << all;
+  EXPECT_NE(all.find("parallel.ep: must divide model.experts (6)"), std::string::npos) << all;
+  EXPECT_NE(all.find("training.dtype: must be one of float32, bfloat16, got \"float16\""),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("training.muon_momentum: must be a number in [0, 0.9999], got 1.5"),
+            std::string::npos)
+      << all;
+}
+
 }  // namespace
 }  // namespace trellis::spec
