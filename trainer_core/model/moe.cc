@@ -32,7 +32,8 @@ MoeResult MoeForward(const torch::Tensor& x, const MoeWeights& w) {
 
   // Group the slots by expert (stable, so the order is reproducible), run each
   // expert on its contiguous group, scatter back weighted by the gates.
-  auto order = std::get<1>(torch::sort(flat_expert, c10::optional<bool>(true), 0, false));
+  auto order =
+      std::get<1>(torch::sort(flat_expert, /*stable=*/true, /*dim=*/0, /*descending=*/false));
   auto token_of = order.div(k, "floor");
   auto xs = x.index_select(0, token_of);
   auto counts_host = counts.cpu();

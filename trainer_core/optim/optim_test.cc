@@ -32,8 +32,8 @@ std::pair<double, double> QuinticBand(double lo, int steps) {
 torch::Tensor RandomSpectrum(int64_t batch, int64_t m, int64_t n) {
   auto opts = torch::TensorOptions().dtype(torch::kDouble);
   const int64_t k = std::min(m, n);
-  auto u = std::get<0>(torch::linalg::qr(torch::randn({batch, m, k}, opts)));
-  auto v = std::get<0>(torch::linalg::qr(torch::randn({batch, n, k}, opts)));
+  auto u = std::get<0>(torch::linalg_qr(torch::randn({batch, m, k}, opts)));
+  auto v = std::get<0>(torch::linalg_qr(torch::randn({batch, n, k}, opts)));
   auto s = torch::pow(10.0, -2 * torch::rand({batch, 1, k}, opts)) * 7.5;
   return torch::matmul(u * s, v.transpose(-2, -1));
 }
@@ -42,7 +42,7 @@ torch::Tensor RandomSpectrum(int64_t batch, int64_t m, int64_t n) {
 // NS keeps the singular vectors and only reshapes the spectrum.
 // Returns the band's lower edge.
 double ExpectPolarInBand(const torch::Tensor& g, const torch::Tensor& o, double slack) {
-  auto svd = torch::linalg::svd(g, /*full_matrices=*/false, c10::nullopt);
+  auto svd = torch::linalg_svd(g, /*full_matrices=*/false);
   auto u = std::get<0>(svd), s = std::get<1>(svd), vh = std::get<2>(svd);
   auto core = torch::matmul(torch::matmul(u.transpose(-2, -1), o.to(torch::kDouble)),
                             vh.transpose(-2, -1));
