@@ -1,0 +1,60 @@
+#pragma once
+// The CLI's only gRPC edge: the channel to the controller, the context every
+// call carries, and how a failed call becomes a message and an exit code.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "trellis/v1/controller.grpc.pb.h"
+
+namespace trellis::cli {
+
+inline constexpr const char* kDefaultAddr = "127.0.0.1:50151";
+
+struct GlobalOptions {
+  std::string addr;  // empty: $TRELLIS_ADDR, else kDefaultAddr
+  double timeout_s = 30;  // deadline of each unary call
+};
+
+// The address to dial: the flag, else $TRELLIS_ADDR, else the default.
+std::string ResolveAddress(const std::string& flag, const char* env_value);
+
+class ControllerClient {
+ public:
+  explicit ControllerClient(const GlobalOptions& options);
+
+  v1::ControllerService::Stub& stub() { return *stub_; }
+  const std::string& addr() const { return addr_; }
+
+  // A context for one unary call: deadline from --timeout, plus the caller's
+  // identity. Credentials (bearer tokens) are added here when they land.
+  std::unique_ptr<grpc::ClientContext> UnaryContext() const;
+  // The same for a server stream, which has no deadline: it lasts as long as
+  // the run (watch) or the output (logs --follow).
+  std::unique_ptr<grpc::ClientContext> StreamContext() const;
+
+  // Blocks until the channel is connected or `deadline` passes (watch's
+  // reconnect).
+  bool WaitForConnected(std::chrono::system_clock::time_point deadline);
+
+  // Prints "trellis: <message>" lines to stderr for a failed call and
+  // returns the exit code of the contract.
+  int Fail(const grpc::Status& status);
+
+ private:
+  void AddMetadata(grpc::ClientContext* ctx) const;
+
+  std::string addr_;
+  std::chrono::milliseconds timeout_;
+  std::string user_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::ControllerService::Stub> stub_;
+};
+
+// Prints "trellis: <message>" to stderr.
+void PrintError(const std::string& message);
+
+}  // namespace trellis::cli

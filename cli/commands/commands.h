@@ -1,0 +1,20 @@
+#pragma once
+// The verbs of `trellis`. Each Add*Command registers one subcommand on `app`;
+// when it is the one given, its callback runs it and stores the exit code
+// (cli/exit_codes.h) in *exit_code. `global` is read when the verb runs, after
+// parsing.
+
+#include <CLI/CLI.hpp>
+
+#include "cli/client.h"
+
+namespace trellis::cli {
+
+void AddSubmitCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
+void AddListCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
+void AddShowCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
+void AddCancelCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
+void AddWatchCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
+void AddLogsCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
+
+}  // namespace trellis::cli

@@ -1,0 +1,84 @@
+// trellis ls [--active] [--limit N] [--json]
+// trellis show ID [--json]
+
+#include <iostream>
+#include <memory>
+
+#include "cli/commands/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/format.h"
+#include "cli/render.h"
+#include "common/clock.h"
+
+namespace trellis::cli {
+
+namespace {
+
+struct ListOptions {
+  bool active = false;
+  int limit = 0;
+  bool json = false;
+};
+
+struct ShowOptions {
+  std::string run_id;
+  bool json = false;
+  bool utc = false;
+};
+
+int RunList(const GlobalOptions& global, const ListOptions& opt) {
+  ControllerClient client(global);
+  v1::ListRunsRequest req;
+  req.set_limit(opt.limit);
+  req.set_active_only(opt.active);
+  v1::ListRunsResponse resp;
+  auto ctx = client.UnaryContext();
+  grpc::Status status = client.stub().ListRuns(ctx.get(), req, &resp);
+  if (!status.ok()) return client.Fail(status);
+  if (opt.json) {
+    std::cout << RunListToJson(resp).dump(2) << "\n";
+  } else {
+    std::cout << RenderRunList(resp, TextOptions{ToUnixMillis(SystemClock().Now()), false});
+  }
+  return kExitOk;
+}
+
+int RunShow(const GlobalOptions& global, const ShowOptions& opt) {
+  ControllerClient client(global);
+  v1::GetRunRequest req;
+  req.set_run_id(opt.run_id);
+  v1::Run run;
+  auto ctx = client.UnaryContext();
+  grpc::Status status = client.stub().GetRun(ctx.get(), req, &run);
+  if (!status.ok()) return client.Fail(status);
+  if (opt.json) {
+    std::cout << RunToJson(run).dump(2) << "\n";
+  } else {
+    std::cout << RenderRun(run, TextOptions{ToUnixMillis(SystemClock().Now()), opt.utc});
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddListCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) {
+  auto opt = std::make_shared<ListOptions>();
+  CLI::App* cmd = app.add_subcommand("ls", "List runs, newest first");
+  cmd->add_flag("--active", opt->active, "only runs that have not ended");
+  cmd->add_option("--limit", opt->limit, "at most N runs (default: the controller's, 100)")
+      ->check(CLI::Range(1, 10000));
+  cmd->add_flag("--json", opt->json, "print a JSON array of run summaries");
+  cmd->callback([&global, exit_code, opt] { *exit_code = RunList(global, *opt); });
+}
+
+void AddShowCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) {
+  auto opt = std::make_shared<ShowOptions>();
+  CLI::App* cmd =
+      app.add_subcommand("show", "A run's state, attempts, event history and recent steps");
+  cmd->add_option("ID", opt->run_id, "the run id")->required();
+  cmd->add_flag("--json", opt->json, "print the run as one JSON object");
+  cmd->add_flag("--utc", opt->utc, "times in UTC instead of local time");
+  cmd->callback([&global, exit_code, opt] { *exit_code = RunShow(global, *opt); });
+}
+
+}  // namespace trellis::cli

@@ -1,0 +1,109 @@
+// trellis submit FILE [--dry-run] [--json]
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "cli/commands/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/format.h"
+#include "common/spec/run_spec.h"
+
+namespace trellis::cli {
+
+namespace {
+
+struct SubmitOptions {
+  std::string file;
+  bool dry_run = false;
+  bool json = false;
+};
+
+std::string TooLarge(uint64_t size) {
+  return "spec: is " + std::to_string(size) + " bytes; the limit is " +
+         std::to_string(spec::kMaxSpecBytes);
+}
+
+// Reads the spec ("-": standard input), refusing what the controller would
+// refuse for its size without holding more than the limit in memory.
+std::optional<std::string> ReadSpec(const std::string& path, std::string* error) {
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (path != "-") {
+    file.open(path, std::ios::binary);
+    if (!file) {
+      *error = "cannot read spec file '" + path + "': " + std::strerror(errno);
+      return std::nullopt;
+    }
+    in = &file;
+  }
+  std::string text;
+  uint64_t total = 0;
+  char buf[64 * 1024];
+  while (in->read(buf, sizeof(buf)) || in->gcount() > 0) {
+    auto n = static_cast<size_t>(in->gcount());
+    total += n;
+    if (total <= spec::kMaxSpecBytes) text.append(buf, n);
+  }
+  if (in->bad()) {
+    *error = "cannot read spec file '" + path + "': " + std::strerror(errno);
+    return std::nullopt;
+  }
+  if (total > spec::kMaxSpecBytes) {
+    *error = TooLarge(total);
+    return std::nullopt;
+  }
+  return text;
+}
+
+void PrintDryRun(const v1::SubmitRunResponse& resp) {
+  std::cout << "--- batch script ---\n" << resp.batch_script();
+  if (!resp.batch_script().empty() && resp.batch_script().back() != '\n') std::cout << "\n";
+  std::cout << "--- sbatch arguments (one per line) ---\n";
+  for (const auto& arg : resp.sbatch_args()) std::cout << arg << "\n";
+}
+
+int RunSubmit(const GlobalOptions& global, const SubmitOptions& opt) {
+  std::string error;
+  std::optional<std::string> text = ReadSpec(opt.file, &error);
+  if (!text) {
+    PrintError(error);
+    return kExitUsage;
+  }
+  ControllerClient client(global);
+  v1::SubmitRunRequest req;
+  req.set_spec_toml(std::move(*text));
+  req.set_dry_run(opt.dry_run);
+  v1::SubmitRunResponse resp;
+  auto ctx = client.UnaryContext();
+  grpc::Status status = client.stub().SubmitRun(ctx.get(), req, &resp);
+  if (!status.ok()) return client.Fail(status);
+  if (opt.json) {
+    std::cout << SubmitToJson(resp, opt.dry_run).dump(2) << "\n";
+  } else if (opt.dry_run) {
+    PrintDryRun(resp);
+  } else {
+    std::cout << resp.run_id() << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddSubmitCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) {
+  auto opt = std::make_shared<SubmitOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "submit", "Validate and submit a run spec; prints the run id (alone, for scripts)");
+  cmd->add_option("FILE", opt->file, "the run spec (TOML, at most 1 MiB; '-' reads stdin)")
+      ->required();
+  cmd->add_flag("--dry-run", opt->dry_run,
+                "validate and print the batch script and sbatch arguments; store nothing");
+  cmd->add_flag("--json", opt->json, "print JSON: {\"run_id\"} or {\"batch_script\", "
+                                     "\"sbatch_args\"} with --dry-run");
+  cmd->callback([&global, exit_code, opt] { *exit_code = RunSubmit(global, *opt); });
+}
+
+}  // namespace trellis::cli

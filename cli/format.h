@@ -1,0 +1,65 @@
+#pragma once
+// Pure presentation for the CLI: state names, durations, ages, times, tables,
+// and the documented JSON mapping (cli/README.md). No I/O.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trellis/v1/controller.pb.h"
+
+namespace trellis::cli {
+
+using Json = nlohmann::ordered_json;
+
+// "RUNNING" for RUN_STATE_RUNNING; "UNSPECIFIED" for 0; "STATE_<n>" for a
+// value this binary does not know (a newer controller).
+std::string StateName(v1::RunState state);
+bool IsTerminal(v1::RunState state);
+
+// "850ms", "45s", "3m12s", "2h05m", "3d04h"; negative durations clamp to 0.
+std::string FormatDuration(std::chrono::milliseconds d);
+// Coarse age for tables: "12s", "3m", "2h", "5d"; "-" when `then_ms` is 0.
+std::string FormatAge(int64_t now_ms, int64_t then_ms);
+// "2024-05-01 12:03:04" in local time (or UTC), "-" when `unix_ms` is 0.
+std::string FormatTime(int64_t unix_ms, bool utc);
+// Cut to `width` characters, the last three replaced by "..." when cut.
+std::string Truncate(std::string_view s, size_t width);
+// "2x4": nodes x ranks per node.
+std::string FormatShape(int nodes, int ranks_per_node);
+// Four significant decimals ("2.3456"); "-" for NaN.
+std::string FormatLoss(double loss);
+// tokens / seconds, human-scaled: "950", "12.3k", "4.56M"; "-" when seconds <= 0.
+std::string FormatRate(int64_t tokens, double seconds);
+// "1.23" seconds, two decimals.
+std::string FormatSeconds(double seconds);
+
+// A text table: a header row, left-aligned columns separated by two spaces,
+// no trailing spaces.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header);
+  void AddRow(std::vector<std::string> row);
+  std::string Render() const;
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// JSON mapping. Field names are the proto's; states are StateName(); int64
+// values are JSON numbers. Documented in cli/README.md.
+Json SummaryToJson(const v1::RunSummary& s);
+Json AttemptToJson(const v1::Attempt& a);
+Json EventToJson(const v1::RunEvent& e);
+Json StepRecordToJson(const v1::StepRecord& r);
+Json StepToJson(const v1::StepSummary& s);
+Json RunToJson(const v1::Run& run);
+Json RunListToJson(const v1::ListRunsResponse& list);
+Json WatchEventToJson(const v1::WatchRunEvent& e);
+Json SubmitToJson(const v1::SubmitRunResponse& r, bool dry_run);
+
+}  // namespace trellis::cli

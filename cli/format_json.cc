@@ -1,0 +1,150 @@
+// The JSON mapping of the CLI (cli/README.md documents it). Hand-written
+// rather than protobuf's JSON printer so that states read "RUNNING", int64
+// values stay numbers, and `show` is one flat object.
+
+#include <cmath>
+
+#include "cli/format.h"
+
+namespace trellis::cli {
+
+namespace {
+
+// NaN and infinities have no JSON spelling: null.
+Json Number(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+
+Json Strings(const google::protobuf::RepeatedPtrField<std::string>& values) {
+  Json out = Json::array();
+  for (const auto& v : values) out.push_back(v);
+  return out;
+}
+
+// The controller stores evidence as JSON text: embed it as JSON. Text that
+// does not parse is kept as a string rather than lost.
+Json Evidence(const std::string& text) {
+  if (text.empty()) return nullptr;
+  Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return parsed.is_discarded() ? Json(text) : parsed;
+}
+
+}  // namespace
+
+Json SummaryToJson(const v1::RunSummary& s) {
+  return Json{{"run_id", s.run_id()},
+              {"name", s.name()},
+              {"user", s.user()},
+              {"state", StateName(s.state())},
+              {"state_reason", s.state_reason()},
+              {"nodes", s.nodes()},
+              {"ranks_per_node", s.ranks_per_node()},
+              {"attempts", s.attempts()},
+              {"created_unix_ms", s.created_unix_ms()},
+              {"updated_unix_ms", s.updated_unix_ms()},
+              {"last_step", s.last_step()},
+              {"last_loss", s.last_step() < 0 ? Json(nullptr) : Number(s.last_loss())}};
+}
+
+Json AttemptToJson(const v1::Attempt& a) {
+  return Json{{"attempt", a.attempt()},
+              {"slurm_job_id", a.slurm_job_id()},
+              {"launches", a.launches()},
+              {"sbatch_args", Strings(a.sbatch_args())},
+              {"nodes", Strings(a.nodes())},
+              {"exit_code", a.exit_code()},
+              {"end_reason", a.end_reason()},
+              {"submitted_unix_ms", a.submitted_unix_ms()},
+              {"ended_unix_ms", a.ended_unix_ms()}};
+}
+
+Json EventToJson(const v1::RunEvent& e) {
+  return Json{{"unix_ms", e.unix_ms()},
+              {"from", StateName(e.from())},
+              {"to", StateName(e.to())},
+              {"reason", e.reason()},
+              {"evidence", Evidence(e.evidence_json())}};
+}
+
+Json StepRecordToJson(const v1::StepRecord& r) {
+  Json out{{"step", r.step()},
+           {"loss", Number(r.loss())},
+           {"tokens", r.tokens()},
+           {"step_seconds", Number(r.step_seconds())}};
+  // Optional fields appear only when the rank reported them.
+  if (r.has_grad_norm()) out["grad_norm"] = Number(r.grad_norm());
+  if (r.has_fwd_seconds()) out["fwd_seconds"] = Number(r.fwd_seconds());
+  if (r.has_bwd_seconds()) out["bwd_seconds"] = Number(r.bwd_seconds());
+  if (r.has_optim_seconds()) out["optim_seconds"] = Number(r.optim_seconds());
+  if (r.has_comm_seconds()) out["comm_seconds"] = Number(r.comm_seconds());
+  if (r.has_exposed_comm_seconds()) {
+    out["exposed_comm_seconds"] = Number(r.exposed_comm_seconds());
+  }
+  if (r.has_alloc_retries()) out["alloc_retries"] = r.alloc_retries();
+  if (r.has_mem_allocated_peak_bytes()) {
+    out["mem_allocated_peak_bytes"] = r.mem_allocated_peak_bytes();
+  }
+  if (r.has_mem_reserved_peak_bytes()) out["mem_reserved_peak_bytes"] = r.mem_reserved_peak_bytes();
+  if (r.has_host_arena_bytes()) out["host_arena_bytes"] = r.host_arena_bytes();
+  if (r.has_nccl_max_ctas()) out["nccl_max_ctas"] = r.nccl_max_ctas();
+  if (r.has_checkpoint_step()) out["checkpoint_step"] = r.checkpoint_step();
+  return out;
+}
+
+Json StepToJson(const v1::StepSummary& s) {
+  double rate = s.step_seconds() > 0 ? static_cast<double>(s.tokens()) / s.step_seconds() : 0;
+  Json out{{"attempt", s.attempt()},
+           {"launch", s.launch()},
+           {"step", s.step()},
+           {"ranks", s.ranks()},
+           {"loss", Number(s.loss())},
+           {"tokens", s.tokens()},
+           {"step_seconds", Number(s.step_seconds())},
+           {"tokens_per_second", s.step_seconds() > 0 ? Number(rate) : Json(nullptr)}};
+  if (s.has_last()) out["last"] = StepRecordToJson(s.last());
+  return out;
+}
+
+Json RunToJson(const v1::Run& run) {
+  // The summary's fields at the top level; "attempts" is the list of attempts
+  // here (the summary's count is its length).
+  Json out = SummaryToJson(run.summary());
+  out.erase("attempts");
+  out["run_dir"] = run.run_dir();
+  out["spec_toml"] = run.spec_toml();
+  Json attempts = Json::array();
+  for (const auto& a : run.attempts()) attempts.push_back(AttemptToJson(a));
+  out["attempts"] = std::move(attempts);
+  Json events = Json::array();
+  for (const auto& e : run.events()) events.push_back(EventToJson(e));
+  out["events"] = std::move(events);
+  Json steps = Json::array();
+  for (const auto& s : run.recent_steps()) steps.push_back(StepToJson(s));
+  out["recent_steps"] = std::move(steps);
+  return out;
+}
+
+Json RunListToJson(const v1::ListRunsResponse& list) {
+  Json out = Json::array();
+  for (const auto& s : list.runs()) out.push_back(SummaryToJson(s));
+  return out;
+}
+
+Json WatchEventToJson(const v1::WatchRunEvent& e) {
+  switch (e.event_case()) {
+    case v1::WatchRunEvent::kSnapshot:
+      return Json{{"snapshot", RunToJson(e.snapshot())}};
+    case v1::WatchRunEvent::kTransition:
+      return Json{{"transition", EventToJson(e.transition())}};
+    case v1::WatchRunEvent::kStep:
+      return Json{{"step", StepToJson(e.step())}};
+    case v1::WatchRunEvent::EVENT_NOT_SET:
+      break;
+  }
+  return Json::object();
+}
+
+Json SubmitToJson(const v1::SubmitRunResponse& r, bool dry_run) {
+  if (!dry_run) return Json{{"run_id", r.run_id()}};
+  return Json{{"batch_script", r.batch_script()}, {"sbatch_args", Strings(r.sbatch_args())}};
+}
+
+}  // namespace trellis::cli

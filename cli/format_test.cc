@@ -1,0 +1,280 @@
+#include "cli/format.h"
+
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "cli/render.h"
+
+namespace trellis::cli {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(FormatTest, StateNames) {
+  struct Case {
+    v1::RunState state;
+    const char* name;
+  };
+  for (const Case& c : std::vector<Case>{{v1::RUN_STATE_UNSPECIFIED, "UNSPECIFIED"},
+                                         {v1::RUN_STATE_QUEUED, "QUEUED"},
+                                         {v1::RUN_STATE_RUNNING, "RUNNING"},
+                                         {v1::RUN_STATE_SUCCEEDED, "SUCCEEDED"},
+                                         {v1::RUN_STATE_CANCELLED, "CANCELLED"},
+                                         {static_cast<v1::RunState>(42), "STATE_42"}}) {
+    EXPECT_EQ(StateName(c.state), c.name) << static_cast<int>(c.state);
+  }
+  EXPECT_TRUE(IsTerminal(v1::RUN_STATE_FAILED));
+  EXPECT_FALSE(IsTerminal(v1::RUN_STATE_RESTARTING));
+}
+
+TEST(FormatTest, Durations) {
+  struct Case {
+    int64_t ms;
+    const char* text;
+  };
+  for (const Case& c : std::vector<Case>{{-5, "0ms"},
+                                         {0, "0ms"},
+                                         {850, "850ms"},
+                                         {1000, "1s"},
+                                         {45'999, "45s"},
+                                         {60'000, "1m00s"},
+                                         {192'000, "3m12s"},
+                                         {3'599'000, "59m59s"},
+                                         {3'600'000, "1h00m"},
+                                         {7'500'000, "2h05m"},
+                                         {86'400'000, "1d00h"},
+                                         {273'600'000, "3d04h"}}) {
+    EXPECT_EQ(FormatDuration(milliseconds(c.ms)), c.text) << c.ms;
+  }
+}
+
+TEST(FormatTest, Ages) {
+  const int64_t now = 1'700'000'000'000;
+  struct Case {
+    int64_t then;
+    const char* text;
+  };
+  for (const Case& c : std::vector<Case>{{0, "-"},
+                                         {now + 5000, "0s"},  // clock skew: never negative
+                                         {now - 12'000, "12s"},
+                                         {now - 3 * 60'000 - 59'000, "3m"},
+                                         {now - 2 * 3'600'000, "2h"},
+                                         {now - 5 * 86'400'000LL, "5d"}}) {
+    EXPECT_EQ(FormatAge(now, c.then), c.text) << c.then;
+  }
+}
+
+TEST(FormatTest, Times) {
+  EXPECT_EQ(FormatTime(0, true), "-");
+  EXPECT_EQ(FormatTime(1'700'000'000'123, true), "2023-11-14 22:13:20");
+}
+
+TEST(FormatTest, Truncate) {
+  struct Case {
+    std::string in;
+    size_t width;
+    std::string out;
+  };
+  for (const Case& c : std::vector<Case>{{"short", 10, "short"},
+                                         {"exactly10!", 10, "exactly10!"},
+                                         {"needs 4 nodes, 3 eligible", 10, "needs 4..."},
+                                         {"abcdef", 2, "ab"},
+                                         // Never cut inside a UTF-8 character.
+                                         {"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4,
+                                          "\xc3\xa9..."}}) {
+    EXPECT_EQ(Truncate(c.in, c.width), c.out) << c.in;
+  }
+}
+
+TEST(FormatTest, Numbers) {
+  EXPECT_EQ(FormatShape(4, 8), "4x8");
+  EXPECT_EQ(FormatLoss(2.345678), "2.3457");
+  EXPECT_EQ(FormatLoss(std::nan("")), "-");
+  EXPECT_EQ(FormatSeconds(1.234), "1.23");
+  struct Case {
+    int64_t tokens;
+    double seconds;
+    const char* text;
+  };
+  for (const Case& c : std::vector<Case>{{4096, 0, "-"},
+                                         {4096, -1, "-"},
+                                         {950, 1, "950"},
+                                         {16384, 0.8, "20.5k"},
+                                         {25'165'824, 2, "12.58M"},
+                                         {int64_t{3} << 40, 1, "3298.53G"}}) {
+    EXPECT_EQ(FormatRate(c.tokens, c.seconds), c.text) << c.tokens << "/" << c.seconds;
+  }
+}
+
+TEST(FormatTest, TableAlignsColumnsWithoutTrailingSpaces) {
+  Table t({"RUN", "STATE", "REASON"});
+  t.AddRow({"hello-1", "RUNNING", ""});
+  t.AddRow({"x", "QUEUED", "needs 4 nodes"});
+  EXPECT_EQ(t.Render(),
+            "RUN      STATE    REASON\n"
+            "hello-1  RUNNING\n"
+            "x        QUEUED   needs 4 nodes\n");
+}
+
+v1::Run SampleRun() {
+  v1::Run run;
+  auto* s = run.mutable_summary();
+  s->set_run_id("hello-1");
+  s->set_name("hello");
+  s->set_user("alice");
+  s->set_state(v1::RUN_STATE_FAILED);
+  s->set_state_reason("rank 1 on node2 exited with 3");
+  s->set_nodes(2);
+  s->set_ranks_per_node(2);
+  s->set_attempts(1);
+  s->set_created_unix_ms(1'700'000'000'000);
+  s->set_updated_unix_ms(1'700'000'060'000);
+  s->set_last_step(10);
+  s->set_last_loss(1.25);
+  run.set_run_dir("/runs/hello-1");
+  run.set_spec_toml("[job]\nname = \"hello\"\n");
+  auto* a = run.add_attempts();
+  a->set_attempt(1);
+  a->set_slurm_job_id("1234");
+  a->set_launches(1);
+  a->add_sbatch_args("--nodes=2");
+  a->add_sbatch_args("--exclude=node9");
+  a->add_nodes("node1");
+  a->add_nodes("node2");
+  a->set_exit_code(3);
+  a->set_end_reason("rank failed");
+  a->set_submitted_unix_ms(1'700'000'001'000);
+  a->set_ended_unix_ms(1'700'000'059'000);
+  auto* e = run.add_events();
+  e->set_unix_ms(1'700'000'059'000);
+  e->set_from(v1::RUN_STATE_RUNNING);
+  e->set_to(v1::RUN_STATE_FAILED);
+  e->set_reason("rank 1 on node2 exited with 3");
+  e->set_evidence_json(R"({"rank":1,"exit_code":3})");
+  auto* step = run.add_recent_steps();
+  step->set_attempt(1);
+  step->set_launch(1);
+  step->set_step(10);
+  step->set_ranks(4);
+  step->set_loss(1.25);
+  step->set_tokens(16384);
+  step->set_step_seconds(0.5);
+  step->mutable_last()->set_step(10);
+  step->mutable_last()->set_grad_norm(0.75);
+  return run;
+}
+
+TEST(FormatJsonTest, RunIsOneFlatObject) {
+  Json j = RunToJson(SampleRun());
+  EXPECT_EQ(j["run_id"], "hello-1");
+  EXPECT_EQ(j["state"], "FAILED");
+  EXPECT_EQ(j["state_reason"], "rank 1 on node2 exited with 3");
+  EXPECT_EQ(j["last_step"], 10);
+  EXPECT_EQ(j["run_dir"], "/runs/hello-1");
+  ASSERT_TRUE(j["attempts"].is_array());
+  EXPECT_EQ(j["attempts"][0]["slurm_job_id"], "1234");
+  EXPECT_EQ(j["attempts"][0]["exit_code"], 3);
+  EXPECT_EQ(j["attempts"][0]["nodes"], Json::array({"node1", "node2"}));
+  EXPECT_EQ(j["attempts"][0]["sbatch_args"][1], "--exclude=node9");
+  EXPECT_EQ(j["events"][0]["from"], "RUNNING");
+  EXPECT_EQ(j["events"][0]["evidence"]["exit_code"], 3);  // embedded, not a string
+  EXPECT_EQ(j["recent_steps"][0]["ranks"], 4);
+  EXPECT_DOUBLE_EQ(j["recent_steps"][0]["tokens_per_second"].get<double>(), 32768.0);
+  EXPECT_DOUBLE_EQ(j["recent_steps"][0]["last"]["grad_norm"].get<double>(), 0.75);
+  EXPECT_FALSE(j["recent_steps"][0]["last"].contains("fwd_seconds"));  // unset: absent
+}
+
+TEST(FormatJsonTest, EdgeValues) {
+  v1::RunSummary s;
+  s.set_last_step(-1);
+  s.set_last_loss(0);
+  EXPECT_TRUE(SummaryToJson(s)["last_loss"].is_null());  // no step yet
+  s.set_last_step(3);
+  s.set_last_loss(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_TRUE(SummaryToJson(s)["last_loss"].is_null());  // NaN has no JSON spelling
+  EXPECT_EQ(SummaryToJson(s).dump().find("NaN"), std::string::npos);
+
+  v1::RunEvent e;
+  EXPECT_TRUE(EventToJson(e)["evidence"].is_null());
+  e.set_evidence_json("not json");
+  EXPECT_EQ(EventToJson(e)["evidence"], "not json");
+
+  v1::SubmitRunResponse r;
+  r.set_run_id("hello-2");
+  EXPECT_EQ(SubmitToJson(r, false).dump(), R"({"run_id":"hello-2"})");
+  r.set_batch_script("#!/bin/bash\n");
+  r.add_sbatch_args("--parsable");
+  EXPECT_EQ(SubmitToJson(r, true).dump(),
+            R"({"batch_script":"#!/bin/bash\n","sbatch_args":["--parsable"]})");
+}
+
+TEST(FormatJsonTest, WatchEventsAreKeyedByKind) {
+  v1::WatchRunEvent e;
+  e.mutable_transition()->set_to(v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(WatchEventToJson(e)["transition"]["to"], "RUNNING");
+  e.mutable_step()->set_step(7);
+  EXPECT_EQ(WatchEventToJson(e)["step"]["step"], 7);
+  *e.mutable_snapshot() = SampleRun();
+  EXPECT_EQ(WatchEventToJson(e)["snapshot"]["run_id"], "hello-1");
+}
+
+TEST(RenderTest, RunList) {
+  v1::ListRunsResponse list;
+  *list.add_runs() = SampleRun().summary();
+  auto* q = list.add_runs();
+  q->set_run_id("big-3");
+  q->set_state(v1::RUN_STATE_QUEUED);
+  q->set_state_reason(std::string(60, 'r'));
+  q->set_nodes(96);
+  q->set_ranks_per_node(4);
+  q->set_last_step(-1);
+  q->set_created_unix_ms(1'700'000'000'000);
+  std::string text = RenderRunList(list, TextOptions{1'700'000'120'000, true});
+  EXPECT_EQ(text,
+            "RUN      STATE   NODES  ATTEMPTS  STEP  LOSS    AGE  REASON\n"
+            "hello-1  FAILED  2x2    1         10    1.2500  2m   rank 1 on node2 exited with 3\n"
+            "big-3    QUEUED  96x4   0         -     -       2m   " +
+                std::string(45, 'r') + "...\n");
+}
+
+TEST(RenderTest, ShowHasAttemptsEventsAndSteps) {
+  std::string text = RenderRun(SampleRun(), TextOptions{1'700'000'120'000, true});
+  for (const char* part :
+       {"run        hello-1 (hello)\n", "state      FAILED: rank 1 on node2 exited with 3\n",
+        "user       alice\n", "nodes      2 x 2 ranks\n", "run dir    /runs/hello-1\n",
+        "#1  slurm job 1234  launches 1  exit 3, rank failed\n", "nodes      node1,node2\n",
+        "submitted  2023-11-14 22:13:21\n", "sbatch     --nodes=2 --exclude=node9\n",
+        "2023-11-14 22:14:19  RUNNING -> FAILED  rank 1 on node2 exited with 3  "
+        "{\"rank\":1,\"exit_code\":3}\n",
+        "ATTEMPT  LAUNCH  STEP  LOSS    TOKENS/S  STEP_S  RANKS\n",
+        "1        1       10    1.2500  32.8k     0.50    4\n"}) {
+    EXPECT_NE(text.find(part), std::string::npos) << "missing: " << part << "\nin:\n" << text;
+  }
+}
+
+TEST(RenderTest, WatchRowsAndProgress) {
+  v1::StepSummary s = SampleRun().recent_steps(0);
+  EXPECT_EQ(RenderStepHeader(std::nullopt),
+            "    STEP        LOSS    TOKENS/S    STEP_S  RANKS\n");
+  EXPECT_EQ(RenderStepRow(s, std::nullopt), "      10      1.2500       32.8k      0.50      4\n");
+  EXPECT_EQ(RenderStepRow(s, 40), "      10      1.2500       32.8k      0.50      4  "
+                                  "[#####...............]  25%\n");
+  EXPECT_EQ(ProgressBar(0, 10, 4), "[....]   0%");
+  EXPECT_EQ(ProgressBar(15, 10, 4), "[####] 100%");
+  EXPECT_EQ(ProgressBar(1, 0, 4), "");
+  v1::RunEvent e = SampleRun().events(0);
+  EXPECT_EQ(RenderTransition(e, TextOptions{0, true}),
+            "22:14:19  RUNNING -> FAILED  rank 1 on node2 exited with 3\n");
+}
+
+TEST(RenderTest, TotalStepsOnlyForModelRuns) {
+  EXPECT_EQ(TotalSteps("[job]\nname = \"x\"\ncommand = \"true\"\n"), std::nullopt);
+  EXPECT_EQ(TotalSteps("not toml ["), std::nullopt);
+  EXPECT_EQ(TotalSteps("[job]\nname = \"m\"\n[model]\nlayers = 2\n[training]\nsteps = 300\n"),
+            300);
+}
+
+}  // namespace
+}  // namespace trellis::cli

@@ -1,0 +1,43 @@
+// trellis: the user CLI of Trellis. Wiring only: global flags, the verbs
+// (cli/commands/), and CLI11's parse errors mapped to the usage exit code.
+
+#include <CLI/CLI.hpp>
+
+#include "cli/client.h"
+#include "cli/commands/commands.h"
+#include "cli/exit_codes.h"
+#include "common/version.h"
+
+int main(int argc, char** argv) {
+  using namespace trellis::cli;
+  CLI::App app{"trellis: run and watch training jobs on Slurm through trellis-controller"};
+  app.name("trellis");
+  app.require_subcommand(1);
+  app.fallthrough();  // global flags may follow the verb
+  app.set_version_flag("--version", trellis::kVersion);
+
+  GlobalOptions global;
+  app.add_option("--addr", global.addr,
+                 std::string("controller address HOST:PORT (default: $TRELLIS_ADDR, else ") +
+                     kDefaultAddr + ")");
+  app.add_option("--timeout", global.timeout_s, "seconds allowed for each call (default 30)")
+      ->check(CLI::PositiveNumber);
+
+  int exit_code = kExitOk;
+  AddSubmitCommand(app, global, &exit_code);
+  AddListCommand(app, global, &exit_code);
+  AddShowCommand(app, global, &exit_code);
+  AddWatchCommand(app, global, &exit_code);
+  AddLogsCommand(app, global, &exit_code);
+  AddCancelCommand(app, global, &exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --version
+  } catch (const CLI::ParseError& e) {
+    PrintError(std::string(e.what()) + " (see 'trellis --help')");
+    return kExitUsage;
+  }
+  return exit_code;
+}

@@ -1,0 +1,163 @@
+#include "cli/render.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/format.h"
+#include "common/spec/run_spec.h"
+
+namespace trellis::cli {
+
+namespace {
+
+std::string JoinWith(const google::protobuf::RepeatedPtrField<std::string>& values,
+                 const std::string& sep) {
+  std::string out;
+  for (const auto& v : values) out += (out.empty() ? "" : sep) + v;
+  return out;
+}
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+std::string StepText(int64_t step) { return step < 0 ? "-" : std::to_string(step); }
+
+// "2024-05-01 12:03:04 (3m ago)".
+std::string TimeAndAge(int64_t unix_ms, const TextOptions& opt) {
+  if (unix_ms == 0) return "-";
+  return FormatTime(unix_ms, opt.utc) + " (" + FormatAge(opt.now_ms, unix_ms) + " ago)";
+}
+
+void RenderAttempts(const v1::Run& run, const TextOptions& opt, std::string* out) {
+  *out += "\nattempts\n";
+  if (run.attempts().empty()) *out += "  (none yet)\n";
+  for (const auto& a : run.attempts()) {
+    std::string ended = a.ended_unix_ms() == 0
+                            ? "live"
+                            : "exit " + std::to_string(a.exit_code()) + ", " + OrDash(a.end_reason());
+    *out += "  #" + std::to_string(a.attempt()) + "  slurm job " + OrDash(a.slurm_job_id()) +
+            "  launches " + std::to_string(a.launches()) + "  " + ended + "\n";
+    *out += "      nodes      " + OrDash(JoinWith(a.nodes(), ",")) + "\n";
+    *out += "      submitted  " + FormatTime(a.submitted_unix_ms(), opt.utc) + "\n";
+    *out += "      ended      " + FormatTime(a.ended_unix_ms(), opt.utc) + "\n";
+    *out += "      sbatch     " + OrDash(JoinWith(a.sbatch_args(), " ")) + "\n";
+  }
+}
+
+void RenderEvents(const v1::Run& run, const TextOptions& opt, std::string* out) {
+  *out += "\nevents\n";
+  if (run.events().empty()) {
+    *out += "  (none)\n";
+    return;
+  }
+  Table t({"TIME", "FROM -> TO", "REASON", "EVIDENCE"});
+  for (const auto& e : run.events()) {
+    t.AddRow({FormatTime(e.unix_ms(), opt.utc), StateName(e.from()) + " -> " + StateName(e.to()),
+              OrDash(e.reason()), e.evidence_json().empty() ? "-" : e.evidence_json()});
+  }
+  *out += t.Render();
+}
+
+void RenderSteps(const v1::Run& run, std::string* out) {
+  *out += "\nrecent steps\n";
+  if (run.recent_steps().empty()) {
+    *out += "  (none yet)\n";
+    return;
+  }
+  Table t({"ATTEMPT", "LAUNCH", "STEP", "LOSS", "TOKENS/S", "STEP_S", "RANKS"});
+  for (const auto& s : run.recent_steps()) {
+    t.AddRow({std::to_string(s.attempt()), std::to_string(s.launch()), std::to_string(s.step()),
+              FormatLoss(s.loss()), FormatRate(s.tokens(), s.step_seconds()),
+              FormatSeconds(s.step_seconds()), std::to_string(s.ranks())});
+  }
+  *out += t.Render();
+}
+
+}  // namespace
+
+std::string RenderRunList(const v1::ListRunsResponse& list, const TextOptions& opt) {
+  Table t({"RUN", "STATE", "NODES", "ATTEMPTS", "STEP", "LOSS", "AGE", "REASON"});
+  for (const auto& s : list.runs()) {
+    t.AddRow({s.run_id(), StateName(s.state()), FormatShape(s.nodes(), s.ranks_per_node()),
+              std::to_string(s.attempts()), StepText(s.last_step()),
+              s.last_step() < 0 ? "-" : FormatLoss(s.last_loss()),
+              FormatAge(opt.now_ms, s.created_unix_ms()), Truncate(s.state_reason(), kReasonWidth)});
+  }
+  return t.Render();
+}
+
+std::string RenderRun(const v1::Run& run, const TextOptions& opt) {
+  const v1::RunSummary& s = run.summary();
+  std::string out;
+  out += "run        " + s.run_id() + (s.name().empty() ? "" : " (" + s.name() + ")") + "\n";
+  out += "state      " + StateName(s.state()) +
+         (s.state_reason().empty() ? "" : ": " + s.state_reason()) + "\n";
+  out += "user       " + OrDash(s.user()) + "\n";
+  out += "nodes      " + std::to_string(s.nodes()) + " x " + std::to_string(s.ranks_per_node()) +
+         " ranks\n";
+  out += "run dir    " + OrDash(run.run_dir()) + "\n";
+  out += "created    " + TimeAndAge(s.created_unix_ms(), opt) + "\n";
+  out += "updated    " + TimeAndAge(s.updated_unix_ms(), opt) + "\n";
+  out += "last step  " + StepText(s.last_step()) +
+         (s.last_step() < 0 ? "" : "  loss " + FormatLoss(s.last_loss())) + "\n";
+  RenderAttempts(run, opt, &out);
+  RenderEvents(run, opt, &out);
+  RenderSteps(run, &out);
+  return out;
+}
+
+std::string RenderWatchHeader(const v1::Run& run, const TextOptions& opt) {
+  const v1::RunSummary& s = run.summary();
+  std::string out = "run " + s.run_id() + "  " + StateName(s.state());
+  if (!s.state_reason().empty()) out += " (" + s.state_reason() + ")";
+  out += "  " + std::to_string(s.nodes()) + " x " + std::to_string(s.ranks_per_node()) + " ranks";
+  out += "  attempts " + std::to_string(s.attempts());
+  out += "  created " + FormatAge(opt.now_ms, s.created_unix_ms()) + " ago\n";
+  return out;
+}
+
+std::string RenderTransition(const v1::RunEvent& event, const TextOptions& opt) {
+  std::string time = FormatTime(event.unix_ms(), opt.utc);
+  if (time.size() > 11) time = time.substr(11);  // the time of day is enough while watching
+  std::string out = time + "  " + StateName(event.from()) + " -> " + StateName(event.to());
+  if (!event.reason().empty()) out += "  " + event.reason();
+  return out + "\n";
+}
+
+std::string RenderStepHeader(std::optional<int64_t> total_steps) {
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "%8s  %10s  %10s  %8s  %5s", "STEP", "LOSS", "TOKENS/S",
+                "STEP_S", "RANKS");
+  std::string out = buf;
+  if (total_steps) out += "  PROGRESS";
+  return out + "\n";
+}
+
+std::string RenderStepRow(const v1::StepSummary& step, std::optional<int64_t> total_steps) {
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "%8lld  %10s  %10s  %8s  %5d",
+                static_cast<long long>(step.step()), FormatLoss(step.loss()).c_str(),
+                FormatRate(step.tokens(), step.step_seconds()).c_str(),
+                FormatSeconds(step.step_seconds()).c_str(), step.ranks());
+  std::string out = buf;
+  if (total_steps) out += "  " + ProgressBar(step.step(), *total_steps, 20);
+  return out + "\n";
+}
+
+std::string ProgressBar(int64_t done, int64_t total, int width) {
+  if (total <= 0 || width <= 0) return "";
+  int64_t clamped = std::clamp<int64_t>(done, 0, total);
+  int marks = static_cast<int>(clamped * width / total);
+  int percent = static_cast<int>(clamped * 100 / total);
+  char pct[8];
+  std::snprintf(pct, sizeof(pct), "%3d%%", percent);
+  return "[" + std::string(marks, '#') + std::string(width - marks, '.') + "] " + pct;
+}
+
+std::optional<int64_t> TotalSteps(const std::string& spec_toml) {
+  spec::FieldErrors errors;
+  auto parsed = spec::ParseRunSpec(spec_toml, &errors);
+  if (!parsed || !parsed->has_model) return std::nullopt;
+  return parsed->trainer.training.steps;
+}
+
+}  // namespace trellis::cli
