@@ -12,7 +12,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -20,13 +19,12 @@
 
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/data/corpus.h"
+#include "trainer_core/files.h"
 
 extern char** environ;
 
 namespace trellis::train {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct ChildResult {
   std::vector<StepRecord> records;
@@ -36,7 +34,7 @@ struct ChildResult {
 
 // Runs trellis-train with `args`, decoding its --json records as they come.
 // With kill_after_step > 0, sends SIGKILL as soon as that step's record is read.
-ChildResult RunTrain(const std::vector<std::string>& args, const fs::path& dir,
+ChildResult RunTrain(const std::vector<std::string>& args, const std::string& dir,
                      int64_t kill_after_step = -1) {
   std::vector<std::string> argv_s{TRELLIS_TRAIN_BIN};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -45,7 +43,7 @@ ChildResult RunTrain(const std::vector<std::string>& args, const fs::path& dir,
   argv.push_back(nullptr);
   int out[2];
   EXPECT_EQ(::pipe(out), 0);
-  const std::string err_path = (dir / "stderr.txt").string();
+  const std::string err_path = JoinPath(dir, "stderr.txt");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
@@ -84,27 +82,21 @@ ChildResult RunTrain(const std::vector<std::string>& args, const fs::path& dir,
 
 class TrainerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("trellis-trainer-test-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { dir_ = MakeTempDir("trellis-trainer-test"); }
+  void TearDown() override { RemoveTree(dir_); }
 
   std::string BuildCorpus(const std::vector<std::string>& inputs) {
     BuildStats stats;
-    const std::string path = (dir_ / "corpus.bin").string();
+    const std::string path = JoinPath(dir_, "corpus.bin");
     WriteCorpus(path, BuildByteCorpus(inputs, &stats));
     return path;
   }
   std::string WriteSpec(const std::string& toml) {
-    const std::string path = (dir_ / "spec.toml").string();
+    const std::string path = JoinPath(dir_, "spec.toml");
     std::ofstream(path) << toml;
     return path;
   }
-  fs::path dir_;
+  std::string dir_;
 };
 
 // A small model in fp32 whose steps take long enough (~0.1 s here) that a
@@ -121,8 +113,8 @@ std::string ResumeSpec(const std::string& data, int hidden = 64) {
 TEST_F(TrainerTest, KilledAndResumedRunMatchesAStraightRun) {
   const std::string spec =
       WriteSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"})));
-  const std::string straight_dir = (dir_ / "straight").string();
-  const std::string killed_dir = (dir_ / "killed").string();
+  const std::string straight_dir = JoinPath(dir_, "straight");
+  const std::string killed_dir = JoinPath(dir_, "killed");
 
   ChildResult straight = RunTrain({spec, "--json", "--checkpoint-dir", straight_dir}, dir_);
   ASSERT_EQ(straight.status, 0) << straight.err;
@@ -149,7 +141,7 @@ TEST_F(TrainerTest, KilledAndResumedRunMatchesAStraightRun) {
 
 TEST_F(TrainerTest, BinaryNamesTheFileAndFieldOnBadInput) {
   const std::string corpus = BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"});
-  const std::string ckpt = (dir_ / "ckpt").string();
+  const std::string ckpt = JoinPath(dir_, "ckpt");
   ChildResult ok = RunTrain({WriteSpec(ResumeSpec(corpus)), "--json", "--steps", "1",
                              "--checkpoint-dir", ckpt}, dir_);
   ASSERT_EQ(ok.status, 0) << ok.err;
@@ -200,7 +192,7 @@ spec::TrainerSpec ParseSpec(const std::string& toml) {
 // (byte-level, ~300 KB) goes from ln(256) = 5.55 nats per byte to below 2.5
 // (mean of steps 76-80) within 80 steps.
 TEST_F(TrainerTest, TinyConfigLearnsRealText) {
-  if (!fs::is_directory("/usr/share/common-licenses")) GTEST_SKIP() << "no system license texts";
+  if (!IsDirectory("/usr/share/common-licenses")) GTEST_SKIP() << "no system license texts";
   spec::TrainerSpec spec = ParseSpec(R"(
 [model]
 layers = 2

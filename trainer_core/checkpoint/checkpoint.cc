@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -11,11 +10,11 @@
 
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/error.h"
+#include "trainer_core/files.h"
 
 namespace trellis::train {
 namespace {
 
-namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 const char* kShardName = "shard-00000-of-00001.bin";
@@ -86,17 +85,23 @@ void CheckSpec(const Json& manifest, const spec::TrainerSpec& spec, const std::s
     throw TrainError("checkpoint " + path + " does not match the spec: " + mismatches);
 }
 
-void Prune(const std::string& dir, int keep) {
-  std::vector<int64_t> complete;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
+// Steps with a manifest, newest first.
+std::vector<int64_t> CompleteSteps(const std::string& dir) {
+  std::vector<int64_t> steps;
+  for (const auto& name : ListDir(dir)) {
     long step;
-    if (std::sscanf(e.path().filename().c_str(), "step-%ld", &step) == 1 &&
-        fs::exists(e.path() / "manifest.json"))
-      complete.push_back(step);
+    char tail;
+    if (std::sscanf(name.c_str(), "step-%ld%c", &step, &tail) == 1 &&
+        PathExists(JoinPath(JoinPath(dir, name), "manifest.json")))
+      steps.push_back(step);
   }
-  std::sort(complete.rbegin(), complete.rend());
-  for (size_t i = keep; i < complete.size(); ++i) fs::remove_all(StepDir(dir, complete[i]), ec);
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+void Prune(const std::string& dir, int keep) {
+  auto complete = CompleteSteps(dir);
+  for (size_t i = keep; i < complete.size(); ++i) RemoveTree(StepDir(dir, complete[i]));
 }
 
 }  // namespace
@@ -104,28 +109,19 @@ void Prune(const std::string& dir, int keep) {
 std::string StepDir(const std::string& dir, int64_t step) {
   char name[32];
   std::snprintf(name, sizeof(name), "step-%08ld", static_cast<long>(step));
-  return (fs::path(dir) / name).string();
+  return JoinPath(dir, name);
 }
 
 int64_t LatestCompleteStep(const std::string& dir) {
-  int64_t latest = -1;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    long step;
-    if (std::sscanf(e.path().filename().c_str(), "step-%ld", &step) == 1 &&
-        fs::exists(e.path() / "manifest.json"))
-      latest = std::max<int64_t>(latest, step);
-  }
-  return latest;
+  auto complete = CompleteSteps(dir);
+  return complete.empty() ? -1 : complete.front();
 }
 
 void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
                     const CheckpointMeta& meta, const NamedTensors& state, int keep) {
   const std::string step_dir = StepDir(dir, meta.step);
-  std::error_code ec;
-  fs::create_directories(step_dir, ec);
-  if (ec) throw TrainError("checkpoint " + step_dir + ": cannot create: " + ec.message());
-  fs::remove(fs::path(step_dir) / "manifest.json", ec);  // re-saving a step starts incomplete
+  MakeDirs(step_dir);
+  std::remove(JoinPath(step_dir, "manifest.json").c_str());  // re-saving a step starts incomplete
 
   ShardWriter writer;
   std::vector<torch::Tensor> host;  // keeps the bytes alive until Write
@@ -134,7 +130,7 @@ void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
     const auto& h = host.back();
     writer.Add(name, ToDType(h.scalar_type()), h.sizes().vec(), h.data_ptr(), h.nbytes());
   }
-  const std::string shard_path = (fs::path(step_dir) / kShardName).string();
+  const std::string shard_path = JoinPath(step_dir, kShardName);
   const uint64_t shard_sum = writer.Write(shard_path);
 
   Json manifest = {{"format", "trellis-checkpoint"},
@@ -142,22 +138,22 @@ void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
                    {"step", meta.step},
                    {"world_size", 1},
                    {"shards", Json::array({{{"file", kShardName},
-                                            {"bytes", fs::file_size(shard_path)},
+                                            {"bytes", FileSize(shard_path)},
                                             {"fnv1a64", shard_sum}}})},
                    {"spec", SpecIdentity(spec)},
                    {"data", {{"rows_consumed", meta.rows_consumed},
                              {"corpus_fnv1a64", meta.corpus_checksum}}},
                    // All randomness is counter-based: (seed, position) is the RNG state.
                    {"rng", {{"seed", spec.training.seed}, {"counter", meta.rows_consumed}}}};
-  WriteFileAtomically((fs::path(step_dir) / "manifest.json").string(), manifest.dump(2) + "\n");
+  WriteFileAtomically(JoinPath(step_dir, "manifest.json"), manifest.dump(2) + "\n");
   Prune(dir, keep);
 }
 
 CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::TrainerSpec& spec,
                               const NamedTensors& state) {
   const std::string step_dir = StepDir(dir, step);
-  const std::string manifest_path = (fs::path(step_dir) / "manifest.json").string();
-  if (!fs::exists(manifest_path))
+  const std::string manifest_path = JoinPath(step_dir, "manifest.json");
+  if (!PathExists(manifest_path))
     throw TrainError("checkpoint " + step_dir + ": no manifest.json (the step is incomplete)");
   const Json manifest = ReadManifest(manifest_path);
   CheckpointMeta meta;
@@ -171,7 +167,7 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
                      e.what() + ")");
   }
   const auto& shard_info = manifest.at("shards").at(0);
-  const std::string shard_path = (fs::path(step_dir) / shard_info.at("file").get<std::string>()).string();
+  const std::string shard_path = JoinPath(step_dir, shard_info.at("file").get<std::string>());
   ShardReader reader(shard_path);
   if (reader.file_checksum() != shard_info.at("fnv1a64").get<uint64_t>())
     throw TrainError("checkpoint shard " + shard_path +

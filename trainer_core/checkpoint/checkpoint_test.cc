@@ -3,15 +3,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 
 #include "trainer_core/error.h"
+#include "trainer_core/files.h"
 
 namespace trellis::train {
 namespace {
-
-namespace fs = std::filesystem;
 
 spec::TrainerSpec TinySpec() {
   spec::TrainerSpec s;
@@ -46,14 +44,15 @@ struct Fixture {
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = (fs::temp_directory_path() /
-            ("trellis-ckpt-test-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-               .string();
-    fs::remove_all(dir_);
+  void SetUp() override { dir_ = MakeTempDir("trellis-ckpt-test"); }
+  void TearDown() override { RemoveTree(dir_); }
+  static void Truncate(const std::string& path, int64_t size) {
+    ASSERT_EQ(::truncate(path.c_str(), size), 0) << path;
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  static void Copy(const std::string& from, const std::string& to) {
+    std::ifstream in(from, std::ios::binary);
+    std::ofstream(to, std::ios::binary | std::ios::trunc) << in.rdbuf();
+  }
 
   // Saves a randomized fixture at `step`; returns its state (cloned).
   std::vector<torch::Tensor> SaveAt(int64_t step, int keep = 5) {
@@ -103,7 +102,7 @@ TEST_F(CheckpointTest, RoundTripsEveryTensorAndTheDataPosition) {
 TEST_F(CheckpointTest, AStepWithoutManifestDoesNotCount) {
   SaveAt(3);
   SaveAt(6);
-  fs::remove(ManifestPath(6));  // as if the process died before the rename
+  std::remove(ManifestPath(6).c_str());  // as if the process died before the rename
   EXPECT_EQ(LatestCompleteStep(dir_), 3);
   ExpectLoadError(6, spec_, {StepDir(dir_, 6), "no manifest.json"});
   EXPECT_EQ(LatestCompleteStep(dir_ + "/absent"), -1);
@@ -111,9 +110,9 @@ TEST_F(CheckpointTest, AStepWithoutManifestDoesNotCount) {
 
 TEST_F(CheckpointTest, TruncatedShardNamesTheFile) {
   SaveAt(2);
-  fs::resize_file(ShardPath(2), fs::file_size(ShardPath(2)) - 10);
+  Truncate(ShardPath(2), FileSize(ShardPath(2)) - 10);
   ExpectLoadError(2, spec_, {ShardPath(2), "truncated"});
-  fs::resize_file(ShardPath(2), 20);
+  Truncate(ShardPath(2), 20);
   ExpectLoadError(2, spec_, {ShardPath(2), "truncated"});
 }
 
@@ -147,18 +146,18 @@ TEST_F(CheckpointTest, SpecMismatchNamesTheField) {
 
 TEST_F(CheckpointTest, ReplacedShardIsCaughtByTheManifestChecksum) {
   SaveAt(1);
-  fs::copy_file(ShardPath(1), dir_ + "/keep.bin");
+  Copy(ShardPath(1), dir_ + "/keep.bin");
   SaveAt(2);
-  fs::copy_file(dir_ + "/keep.bin", ShardPath(2), fs::copy_options::overwrite_existing);
+  Copy(dir_ + "/keep.bin", ShardPath(2));
   ExpectLoadError(2, spec_, {ShardPath(2), "checksum differs from the manifest"});
 }
 
 TEST_F(CheckpointTest, KeepsOnlyTheNewest) {
   for (int64_t step : {1, 2, 3, 4}) SaveAt(step, /*keep=*/2);
-  EXPECT_FALSE(fs::exists(StepDir(dir_, 1)));
-  EXPECT_FALSE(fs::exists(StepDir(dir_, 2)));
-  EXPECT_TRUE(fs::exists(ManifestPath(3)));
-  EXPECT_TRUE(fs::exists(ManifestPath(4)));
+  EXPECT_FALSE(PathExists(StepDir(dir_, 1)));
+  EXPECT_FALSE(PathExists(StepDir(dir_, 2)));
+  EXPECT_TRUE(PathExists(ManifestPath(3)));
+  EXPECT_TRUE(PathExists(ManifestPath(4)));
 }
 
 }  // namespace

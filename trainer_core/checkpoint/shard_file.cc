@@ -5,12 +5,12 @@
 
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "trainer_core/data/corpus.h"
 #include "trainer_core/error.h"
+#include "trainer_core/files.h"
 
 namespace trellis::train {
 namespace {
@@ -72,10 +72,8 @@ void WriteFileAtomically(const std::string& path, std::string_view text) {
             ::fsync(fileno(f)) == 0;
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) throw TrainError(tmp + ": write failed: " + std::strerror(errno));
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw TrainError(path + ": rename failed: " + ec.message());
-  SyncPath(std::filesystem::path(path).parent_path().string(), O_RDONLY | O_DIRECTORY);
+  RenamePath(tmp, path);
+  SyncPath(DirName(path), O_RDONLY | O_DIRECTORY);
 }
 
 void ShardWriter::Add(std::string name, DType dtype, std::vector<int64_t> dims, const void* data,

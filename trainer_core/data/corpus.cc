@@ -3,16 +3,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "trainer_core/error.h"
+#include "trainer_core/files.h"
 
 namespace trellis::train {
 namespace {
 
-namespace fs = std::filesystem;
 constexpr size_t kHeaderBytes = 40;
 
 template <typename T>
@@ -112,9 +111,7 @@ void WriteCorpus(const std::string& path, const Corpus& corpus) {
     if (!f.write(out.data(), static_cast<std::streamsize>(out.size())) || !f.flush())
       throw TrainError("corpus " + tmp + ": write failed");
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw TrainError("corpus " + path + ": rename failed: " + ec.message());
+  RenamePath(tmp, path);
 }
 
 std::vector<uint16_t> ByteTokenize(const std::string& text) {
@@ -125,15 +122,10 @@ std::vector<uint16_t> ByteTokenize(const std::string& text) {
 Corpus BuildByteCorpus(const std::vector<std::string>& inputs, BuildStats* stats) {
   std::vector<std::string> files;
   for (const auto& in : inputs) {
-    std::error_code ec;
-    if (fs::is_directory(in, ec)) {
-      std::vector<std::string> found;
-      for (const auto& e : fs::recursive_directory_iterator(
-               in, fs::directory_options::skip_permission_denied, ec))
-        if (e.is_regular_file(ec)) found.push_back(e.path().string());
-      std::sort(found.begin(), found.end());
+    if (IsDirectory(in)) {
+      auto found = ListFilesRecursive(in);
       files.insert(files.end(), found.begin(), found.end());
-    } else if (fs::is_regular_file(in, ec)) {
+    } else if (IsRegularFile(in)) {
       files.push_back(in);
     } else {
       throw TrainError("input " + in + ": not a file or directory");

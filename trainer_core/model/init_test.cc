@@ -59,7 +59,9 @@ TEST(InitTest, TruncatedNormalHasTheTruncatedMoments) {
 
 TEST(InitTest, QuantileInvertsTheNormalCdf) {
   std::mt19937_64 rng(FreshSeed());
-  std::uniform_real_distribution<double> u(-6, 6);
+  // Up to +4.5 only: above, p = Phi(x) rounds to within 1e-16 of 1 and that
+  // rounding alone moves the exact quantile by more than the tolerance.
+  std::uniform_real_distribution<double> u(-6, 4.5);
   for (int i = 0; i < 2000; ++i) {
     double x = u(rng);
     double p = 0.5 * std::erfc(-x / std::sqrt(2.0));

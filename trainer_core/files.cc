@@ -1,0 +1,114 @@
+#include "trainer_core/files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "trainer_core/error.h"
+
+namespace trellis::train {
+namespace {
+
+bool Stat(const std::string& path, struct stat* st) { return ::stat(path.c_str(), st) == 0; }
+
+std::string Why() { return std::strerror(errno); }
+
+}  // namespace
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::string DirName(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return Stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return Stat(path, &st) && S_ISREG(st.st_mode);
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return Stat(path, &st);
+}
+
+int64_t FileSize(const std::string& path) {
+  struct stat st;
+  return Stat(path, &st) ? static_cast<int64_t>(st.st_size) : -1;
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      names.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<std::string> ListFilesRecursive(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& name : ListDir(dir)) {
+    const std::string path = JoinPath(dir, name);
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      auto sub = ListFilesRecursive(path);
+      files.insert(files.end(), sub.begin(), sub.end());
+    } else if (S_ISREG(st.st_mode)) {
+      files.push_back(path);
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void MakeDirs(const std::string& path) {
+  if (path.empty() || IsDirectory(path)) return;
+  MakeDirs(DirName(path));
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
+    throw TrainError(path + ": cannot create directory: " + Why());
+}
+
+void RenamePath(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    throw TrainError(to + ": cannot rename " + from + " into place: " + Why());
+}
+
+void RemoveTree(const std::string& path) {
+  if (!PathExists(path)) return;
+  auto remove_one = [](const char* p, const struct stat*, int, struct FTW*) {
+    return ::remove(p);
+  };
+  if (::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    throw TrainError(path + ": cannot remove: " + Why());
+}
+
+std::string MakeTempDir(const std::string& prefix) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = JoinPath(tmp != nullptr && *tmp ? tmp : "/tmp", prefix + "-XXXXXX");
+  if (::mkdtemp(templ.data()) == nullptr)
+    throw TrainError(templ + ": cannot create temporary directory: " + Why());
+  return templ;
+}
+
+}  // namespace trellis::train
