@@ -1,32 +1,35 @@
 #!/usr/bin/env bash
-# The controller is SIGKILLed while runs are RUNNING and started again:
-#  a) run A ends while the controller is briefly down: the batch script's
-#     question waits, the restarted controller answers, A SUCCEEDS;
-#  b) run B ends while the controller stays down longer than the batch
-#     script waits: B is settled from Slurm and exit.json at start-up.
+# The controller is SIGKILLed while two runs are RUNNING and started again:
+#  a) run A ends while the controller is down (its batch script gives up
+#     asking and writes exit.json): A is settled from Slurm and exit.json at
+#     start-up;
+#  b) run B is still running when the controller is back: it is still
+#     tracked (RUNNING) and settles when its batch script asks.
 . "$(dirname "$0")/lib.sh"
 
-# The batch script asks the controller for at most this long (B's case).
+# The batch script asks the controller for at most this long (A's case).
 export TRELLIS_NEXT_LAUNCH_TIMEOUT_S=4
 start_controller
-a=$(trellis submit "$(write_spec brief 'exec sleep 5')") || fail "submit a failed"
-b=$(trellis submit "$(write_spec longer 'exec sleep 3')") || fail "submit b failed"
+a=$(trellis submit "$(write_spec brief 'exec sleep 3')") || fail "submit a failed"
+b=$(trellis submit "$(write_spec longer 'exec sleep 40')") || fail "submit b failed"
 wait_state "$a" RUNNING 90
 wait_state "$b" RUNNING 90
 stop_controller KILL
 log "controller killed"
 
-# Wait until B's job is gone from Slurm: its batch script gave up asking and
-# wrote exit.json on its own.
-job_b=$(sqlite3 "$E2E_DIR/controller.db" "SELECT slurm_job_id FROM attempts WHERE run_id='$b'")
+job_a=$(sqlite3 "$E2E_DIR/controller.db" "SELECT slurm_job_id FROM attempts WHERE run_id='$a'")
 deadline=$((SECONDS + 60))
-while squeue -h -j "$job_b" 2>/dev/null | grep -q .; do
-  [ $SECONDS -lt $deadline ] || fail "job $job_b did not end"
+while squeue -h -j "$job_a" 2>/dev/null | grep -q .; do
+  [ $SECONDS -lt $deadline ] || fail "job $job_a did not end"
   sleep 0.5
 done
+log "job $job_a of $a ended while the controller was down"
 start_controller
-wait_state "$b" SUCCEEDED 30
-wait_state "$a" SUCCEEDED 60
-grep -q "ended while the controller was down" "$E2E_DIR/controller.log" ||
-  fail "the controller did not settle $b from Slurm at start-up"
-log "PASS: $a and $b survived a controller SIGKILL"
+wait_state "$a" SUCCEEDED 30
+grep -q "run $a: job $job_a ended while the controller was down" "$E2E_DIR/controller.log" ||
+  fail "the controller did not settle $a from Slurm at start-up"
+[ "$(run_state "$b")" = RUNNING ] || fail "$b is not tracked as RUNNING after the restart"
+wait_state "$b" SUCCEEDED 90
+reason=$(json_get "$(run_json "$b")" "d['state_reason']")
+[ "$reason" = "srun step exited 0" ] || fail "$b was not settled by its batch script: '$reason'"
+log "PASS: $a settled at start-up; $b settled by its batch script ($reason)"

@@ -2,7 +2,7 @@
 # output root) against the shared local Slurm cluster, driven through the CLI.
 set -euo pipefail
 
-: "${TRELLIS_BIN:?set TRELLIS_BIN to the build's bin directory}"
+: "${TRELLIS_BIN:?set TRELLIS_BIN to the bin directory of a build}"
 : "${TRELLIS_TEST_CLUSTER:?set TRELLIS_TEST_CLUSTER to a running local cluster directory}"
 # shellcheck disable=SC1091
 . "$TRELLIS_TEST_CLUSTER/env"
@@ -21,9 +21,10 @@ fail() {
   exit 1
 }
 
-start_controller() {
+start_controller() {  # a restart keeps the port: workers and batch scripts dial it
   rm -f "$E2E_DIR/port"
-  "$TRELLIS_BIN/trellis-controller" --listen 127.0.0.1:0 --port-file "$E2E_DIR/port" \
+  "$TRELLIS_BIN/trellis-controller" --listen "127.0.0.1:${CONTROLLER_PORT:-0}" \
+    --port-file "$E2E_DIR/port" \
     --db "$E2E_DIR/controller.db" --output-root "$E2E_DIR/runs" \
     --schedule-interval-ms 200 --reconcile-interval-ms 1000 \
     >>"$E2E_DIR/controller.log" 2>&1 &
