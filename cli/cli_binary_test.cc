@@ -3,13 +3,17 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
 #include "common/subprocess.h"
 
 namespace trellis {
 namespace {
 
-CommandResult Trellis(std::vector<std::string> args,
-                      std::map<std::string, std::string> env = {}) {
+CommandResult Trellis(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
   args.insert(args.begin(), TRELLIS_CLI_PATH);
   CommandOptions options;
   options.timeout = std::chrono::seconds(30);
@@ -46,8 +50,9 @@ TEST(CliBinaryTest, AddressComesFromTheEnvironment) {
 TEST(CliBinaryTest, UnreadableSpecExits2) {
   CommandResult r = Trellis({"--addr", kNobody, "submit", "/nonexistent/run.toml"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(r.err, "trellis: cannot read spec file '/nonexistent/run.toml': "
-                   "No such file or directory\n");
+  EXPECT_EQ(r.err,
+            "trellis: cannot read spec file '/nonexistent/run.toml': "
+            "No such file or directory\n");
 }
 
 TEST(CliBinaryTest, OversizedSpecIsRefusedLocally) {
@@ -73,6 +78,12 @@ TEST(CliBinaryTest, UsageErrorsExit2) {
     EXPECT_EQ(r.exit_code, 2) << (args.empty() ? "" : args[0]) << ": " << r.err;
     EXPECT_EQ(r.err.rfind("trellis: ", 0), 0u) << r.err;
   }
+}
+
+TEST(CliBinaryTest, UnknownVerbIsNamed) {
+  CommandResult r = Trellis({"frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("trellis: unknown verb 'frobnicate'", 0), 0u) << r.err;
 }
 
 TEST(CliBinaryTest, HelpAndVersionExit0) {

@@ -2,11 +2,11 @@
 // The CLI's only gRPC edge: the channel to the controller, the context every
 // call carries, and how a failed call becomes a message and an exit code.
 
+#include <grpcpp/grpcpp.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "trellis/v1/controller.grpc.pb.h"
 
@@ -15,7 +15,7 @@ namespace trellis::cli {
 inline constexpr const char* kDefaultAddr = "127.0.0.1:50151";
 
 struct GlobalOptions {
-  std::string addr;  // empty: $TRELLIS_ADDR, else kDefaultAddr
+  std::string addr;       // empty: $TRELLIS_ADDR, else kDefaultAddr
   double timeout_s = 30;  // deadline of each unary call
 };
 

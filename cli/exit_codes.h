@@ -2,11 +2,11 @@
 // The CLI's exit-code contract (ARCHITECTURE.md, "Contracts between the parts")
 // and how a failed call is told to the user. Pure: no I/O, no channel.
 
+#include <grpcpp/support/status_code_enum.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <grpcpp/support/status_code_enum.h>
 
 #include "trellis/v1/types.pb.h"
 

@@ -1,9 +1,9 @@
 #include "cli/format.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
-
-#include <gtest/gtest.h>
 
 #include "cli/render.h"
 
@@ -77,13 +77,13 @@ TEST(FormatTest, Truncate) {
     size_t width;
     std::string out;
   };
-  for (const Case& c : std::vector<Case>{{"short", 10, "short"},
-                                         {"exactly10!", 10, "exactly10!"},
-                                         {"needs 4 nodes, 3 eligible", 10, "needs 4..."},
-                                         {"abcdef", 2, "ab"},
-                                         // Never cut inside a UTF-8 character.
-                                         {"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4,
-                                          "\xc3\xa9..."}}) {
+  for (const Case& c :
+       std::vector<Case>{{"short", 10, "short"},
+                         {"exactly10!", 10, "exactly10!"},
+                         {"needs 4 nodes, 3 eligible", 10, "needs 4..."},
+                         {"abcdef", 2, "ab"},
+                         // Never cut inside a UTF-8 character.
+                         {"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4, "\xc3\xa9..."}}) {
     EXPECT_EQ(Truncate(c.in, c.width), c.out) << c.in;
   }
 }
@@ -256,11 +256,11 @@ TEST(RenderTest, ShowHasAttemptsEventsAndSteps) {
 
 TEST(RenderTest, WatchRowsAndProgress) {
   v1::StepSummary s = SampleRun().recent_steps(0);
-  EXPECT_EQ(RenderStepHeader(std::nullopt),
-            "    STEP        LOSS    TOKENS/S    STEP_S  RANKS\n");
+  EXPECT_EQ(RenderStepHeader(std::nullopt), "    STEP        LOSS    TOKENS/S    STEP_S  RANKS\n");
   EXPECT_EQ(RenderStepRow(s, std::nullopt), "      10      1.2500       32.8k      0.50      4\n");
-  EXPECT_EQ(RenderStepRow(s, 40), "      10      1.2500       32.8k      0.50      4  "
-                                  "[#####...............]  25%\n");
+  EXPECT_EQ(RenderStepRow(s, 40),
+            "      10      1.2500       32.8k      0.50      4  "
+            "[#####...............]  25%\n");
   EXPECT_EQ(ProgressBar(0, 10, 4), "[....]   0%");
   EXPECT_EQ(ProgressBar(15, 10, 4), "[####] 100%");
   EXPECT_EQ(ProgressBar(1, 0, 4), "");
@@ -272,8 +272,7 @@ TEST(RenderTest, WatchRowsAndProgress) {
 TEST(RenderTest, TotalStepsOnlyForModelRuns) {
   EXPECT_EQ(TotalSteps("[job]\nname = \"x\"\ncommand = \"true\"\n"), std::nullopt);
   EXPECT_EQ(TotalSteps("not toml ["), std::nullopt);
-  EXPECT_EQ(TotalSteps("[job]\nname = \"m\"\n[model]\nlayers = 2\n[training]\nsteps = 300\n"),
-            300);
+  EXPECT_EQ(TotalSteps("[job]\nname = \"m\"\n[model]\nlayers = 2\n[training]\nsteps = 300\n"), 300);
 }
 
 }  // namespace

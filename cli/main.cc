@@ -36,7 +36,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version
   } catch (const CLI::ParseError& e) {
-    PrintError(std::string(e.what()) + " (see 'trellis --help')");
+    std::vector<std::string> rest = app.remaining();
+    if (app.get_subcommands().empty() && !rest.empty() && rest.front().rfind('-', 0) != 0) {
+      PrintError("unknown verb '" + rest.front() +
+                 "'; the verbs are submit, ls, show, watch, logs, cancel (see 'trellis --help')");
+    } else {
+      PrintError(std::string(e.what()) + " (see 'trellis --help')");
+    }
     return kExitUsage;
   }
   return exit_code;

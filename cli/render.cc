@@ -11,7 +11,7 @@ namespace trellis::cli {
 namespace {
 
 std::string JoinWith(const google::protobuf::RepeatedPtrField<std::string>& values,
-                 const std::string& sep) {
+                     const std::string& sep) {
   std::string out;
   for (const auto& v : values) out += (out.empty() ? "" : sep) + v;
   return out;
@@ -31,9 +31,9 @@ void RenderAttempts(const v1::Run& run, const TextOptions& opt, std::string* out
   *out += "\nattempts\n";
   if (run.attempts().empty()) *out += "  (none yet)\n";
   for (const auto& a : run.attempts()) {
-    std::string ended = a.ended_unix_ms() == 0
-                            ? "live"
-                            : "exit " + std::to_string(a.exit_code()) + ", " + OrDash(a.end_reason());
+    std::string ended = a.ended_unix_ms() == 0 ? "live"
+                                               : "exit " + std::to_string(a.exit_code()) + ", " +
+                                                     OrDash(a.end_reason());
     *out += "  #" + std::to_string(a.attempt()) + "  slurm job " + OrDash(a.slurm_job_id()) +
             "  launches " + std::to_string(a.launches()) + "  " + ended + "\n";
     *out += "      nodes      " + OrDash(JoinWith(a.nodes(), ",")) + "\n";
@@ -80,7 +80,8 @@ std::string RenderRunList(const v1::ListRunsResponse& list, const TextOptions& o
     t.AddRow({s.run_id(), StateName(s.state()), FormatShape(s.nodes(), s.ranks_per_node()),
               std::to_string(s.attempts()), StepText(s.last_step()),
               s.last_step() < 0 ? "-" : FormatLoss(s.last_loss()),
-              FormatAge(opt.now_ms, s.created_unix_ms()), Truncate(s.state_reason(), kReasonWidth)});
+              FormatAge(opt.now_ms, s.created_unix_ms()),
+              Truncate(s.state_reason(), kReasonWidth)});
   }
   return t.Render();
 }
@@ -125,8 +126,8 @@ std::string RenderTransition(const v1::RunEvent& event, const TextOptions& opt) 
 
 std::string RenderStepHeader(std::optional<int64_t> total_steps) {
   char buf[128];
-  std::snprintf(buf, sizeof(buf), "%8s  %10s  %10s  %8s  %5s", "STEP", "LOSS", "TOKENS/S",
-                "STEP_S", "RANKS");
+  std::snprintf(buf, sizeof(buf), "%8s  %10s  %10s  %8s  %5s", "STEP", "LOSS", "TOKENS/S", "STEP_S",
+                "RANKS");
   std::string out = buf;
   if (total_steps) out += "  PROGRESS";
   return out + "\n";

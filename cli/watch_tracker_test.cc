@@ -1,6 +1,7 @@
 #include "cli/watch_tracker.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 namespace trellis::cli {
@@ -61,15 +62,15 @@ TEST(WatchTrackerTest, FollowsStateAndPrintsEachStepOnce) {
   auto run_start = Transition(1000, v1::RUN_STATE_GATING, v1::RUN_STATE_RUNNING);
   std::string out = t.OnEvent(Snapshot(v1::RUN_STATE_RUNNING, {run_start}, {Step(1, 1, 2)}), 0);
   EXPECT_EQ(Count(out, "run r-1  RUNNING"), 1);
-  EXPECT_EQ(Count(out, "STEP"), 2);  // STEP and STEP_S of the header
+  EXPECT_EQ(Count(out, "STEP"), 2);               // STEP and STEP_S of the header
   EXPECT_EQ(Count(out, "GATING -> RUNNING"), 0);  // history is not replayed
   EXPECT_EQ(t.state(), v1::RUN_STATE_RUNNING);
 
   EXPECT_NE(t.OnEvent(Of(Step(1, 1, 3)), 0), "");
   EXPECT_EQ(t.OnEvent(Of(Step(1, 1, 3)), 0), "");  // duplicate
   EXPECT_EQ(t.OnEvent(Of(Step(1, 1, 1)), 0), "");  // older
-  std::string done = t.OnEvent(
-      Of(Transition(5000, v1::RUN_STATE_RUNNING, v1::RUN_STATE_SUCCEEDED)), 0);
+  std::string done =
+      t.OnEvent(Of(Transition(5000, v1::RUN_STATE_RUNNING, v1::RUN_STATE_SUCCEEDED)), 0);
   EXPECT_EQ(Count(done, "RUNNING -> SUCCEEDED  because"), 1);
   EXPECT_EQ(t.state(), v1::RUN_STATE_SUCCEEDED);
 }

@@ -33,8 +33,8 @@ int RunCancel(const GlobalOptions& global, const CancelOptions& opt) {
 
 void AddCancelCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) {
   auto opt = std::make_shared<CancelOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "cancel", "Cancel a run (its Slurm job too); prints the run's new state");
+  CLI::App* cmd =
+      app.add_subcommand("cancel", "Cancel a run (its Slurm job too); prints the run's new state");
   cmd->add_option("ID", opt->run_id, "the run id")->required();
   cmd->add_option("--reason", opt->reason, "why, kept in the run's history (at most 1024 chars)");
   cmd->callback([&global, exit_code, opt] { *exit_code = RunCancel(global, *opt); });

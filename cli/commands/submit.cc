@@ -101,8 +101,9 @@ void AddSubmitCommand(CLI::App& app, const GlobalOptions& global, int* exit_code
       ->required();
   cmd->add_flag("--dry-run", opt->dry_run,
                 "validate and print the batch script and sbatch arguments; store nothing");
-  cmd->add_flag("--json", opt->json, "print JSON: {\"run_id\"} or {\"batch_script\", "
-                                     "\"sbatch_args\"} with --dry-run");
+  cmd->add_flag("--json", opt->json,
+                "print JSON: {\"run_id\"} or {\"batch_script\", "
+                "\"sbatch_args\"} with --dry-run");
   cmd->callback([&global, exit_code, opt] { *exit_code = RunSubmit(global, *opt); });
 }
 

@@ -24,8 +24,8 @@ struct WatchOptions {
 };
 
 // One WatchRun stream, from open to its final status; prints as it reads.
-grpc::Status FollowOnce(ControllerClient& client, const std::string& run_id,
-                        WatchTracker& tracker, bool* got_events) {
+grpc::Status FollowOnce(ControllerClient& client, const std::string& run_id, WatchTracker& tracker,
+                        bool* got_events) {
   v1::WatchRunRequest req;
   req.set_run_id(run_id);
   auto ctx = client.StreamContext();
@@ -65,9 +65,9 @@ int RunWatch(const GlobalOptions& global, const WatchOptions& opt) {
       retries = 0;
       PrintError("lost the controller at " + client.addr() + " (" +
                  (status.ok() ? std::string("stream ended") : status.error_message()) +
-                 "); reconnecting for up to " + FormatDuration(std::chrono::milliseconds(
-                                                    static_cast<int64_t>(opt.reconnect_for_s *
-                                                                         1000))));
+                 "); reconnecting for up to " +
+                 FormatDuration(
+                     std::chrono::milliseconds(static_cast<int64_t>(opt.reconnect_for_s * 1000))));
     }
     auto deadline = lost_at + budget;
     std::this_thread::sleep_for(
@@ -87,10 +87,10 @@ int RunWatch(const GlobalOptions& global, const WatchOptions& opt) {
 
 void AddWatchCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) {
   auto opt = std::make_shared<WatchOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "watch",
-      "Follow a run: state changes and a live step table until it ends "
-      "(exit 0: SUCCEEDED, 1: FAILED or CANCELLED)");
+  CLI::App* cmd =
+      app.add_subcommand("watch",
+                         "Follow a run: state changes and a live step table until it ends "
+                         "(exit 0: SUCCEEDED, 1: FAILED or CANCELLED)");
   cmd->add_option("ID", opt->run_id, "the run id")->required();
   cmd->add_flag("--json", opt->json, "one JSON object per event per line");
   cmd->add_option("--reconnect-for", opt->reconnect_for_s,
