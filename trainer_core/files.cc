@@ -96,9 +96,7 @@ void RenamePath(const std::string& from, const std::string& to) {
 
 void RemoveTree(const std::string& path) {
   if (!PathExists(path)) return;
-  auto remove_one = [](const char* p, const struct stat*, int, struct FTW*) {
-    return ::remove(p);
-  };
+  auto remove_one = [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); };
   if (::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
     throw TrainError(path + ": cannot remove: " + Why());
 }

@@ -3,11 +3,10 @@
 // The trainer as a standalone binary. --steps stops early at step N; the
 // learning-rate schedule always spans training.steps, so a run stopped and
 // resumed follows the same curve as one that never stopped.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
 
 #include "common/spec/trainer_spec.h"
 #include "trainer_core/error.h"
@@ -46,9 +45,8 @@ int64_t ParseResume(const std::string& text) {
 
 void PrintHuman(const StepRecord& r) {
   std::printf("step %5ld  loss %.4f  grad_norm %.3f  %.0f tok/s  (fwd %.3fs bwd %.3fs opt %.3fs)\n",
-              static_cast<long>(r.step), r.loss, r.grad_norm.value_or(0),
-              r.tokens / r.step_seconds, r.fwd_seconds.value_or(0), r.bwd_seconds.value_or(0),
-              r.optim_seconds.value_or(0));
+              static_cast<long>(r.step), r.loss, r.grad_norm.value_or(0), r.tokens / r.step_seconds,
+              r.fwd_seconds.value_or(0), r.bwd_seconds.value_or(0), r.optim_seconds.value_or(0));
   std::fflush(stdout);
 }
 
@@ -80,8 +78,8 @@ int main(int argc, char** argv) {
       std::cout << trellis::EncodeStepRecord(r) << std::endl;  // a line per step, flushed
     };
     trellis::train::Trainer trainer(*spec, std::move(options));
-    std::cerr << "trellis-train: " << trainer.Describe() << "; starting at step "
-              << trainer.step() << "\n";
+    std::cerr << "trellis-train: " << trainer.Describe() << "; starting at step " << trainer.step()
+              << "\n";
     trainer.Run(steps >= 0 ? steps : spec->training.steps);
   } catch (const CLI::ValidationError& e) {
     std::cerr << "trellis-train: " << e.what() << "\n";

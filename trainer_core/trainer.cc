@@ -102,9 +102,9 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
 
     MuonOptions mo{t.muon_momentum, t.muon_ns_steps, torch::kFloat, t.weight_decay};
     // "auto": bf16 wherever bf16 matmuls are fast (accelerators, bf16 compute).
-    bool ns_bf16 = t.muon_ns_dtype == "bfloat16" ||
-                   (t.muon_ns_dtype == "auto" &&
-                    (s.device.is_cuda() || s.compute_dtype == torch::kBFloat16));
+    bool ns_bf16 =
+        t.muon_ns_dtype == "bfloat16" ||
+        (t.muon_ns_dtype == "auto" && (s.device.is_cuda() || s.compute_dtype == torch::kBFloat16));
     if (ns_bf16) mo.ns_dtype = torch::kBFloat16;
     s.muon = std::make_unique<Muon>(SlotsFor(s.model->blocks(), Optim::kMuon), mo);
     AdamWOptions ao{t.adam_beta1, t.adam_beta2, t.adam_eps, t.weight_decay};

@@ -19,9 +19,9 @@ inline constexpr int64_t kStartFresh = -1;
 inline constexpr int64_t kResumeLatest = -2;  // newest complete checkpoint, or fresh if none
 
 struct TrainerOptions {
-  std::string checkpoint_dir;        // empty: never checkpoint
-  int64_t resume_step = kStartFresh; // a step number, kStartFresh or kResumeLatest
-  StepCallback on_step;              // called once per step, after the optimizer
+  std::string checkpoint_dir;         // empty: never checkpoint
+  int64_t resume_step = kStartFresh;  // a step number, kStartFresh or kResumeLatest
+  StepCallback on_step;               // called once per step, after the optimizer
 };
 
 // Every method throws TrainError (error.h) with a message naming the file or

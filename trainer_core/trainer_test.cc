@@ -13,9 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/data/corpus.h"
@@ -106,7 +105,9 @@ std::string ResumeSpec(const std::string& data, int hidden = 64) {
          "\nheads = 4\nkv_heads = 2\nexperts = 4\n"
          "experts_per_token = 2\nexpert_hidden = 128\nshared_expert = true\n"
          "[training]\nseq_len = 64\nglobal_batch = 8\nsteps = 10\nwarmup_steps = 3\n"
-         "router_bias_rate = 0.001\ndata = \"" + data + "\"\n"
+         "router_bias_rate = 0.001\ndata = \"" +
+         data +
+         "\"\n"
          "[checkpoint]\nevery_steps = 5\n";
 }
 
@@ -142,16 +143,17 @@ TEST_F(TrainerTest, KilledAndResumedRunMatchesAStraightRun) {
 TEST_F(TrainerTest, BinaryNamesTheFileAndFieldOnBadInput) {
   const std::string corpus = BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"});
   const std::string ckpt = JoinPath(dir_, "ckpt");
-  ChildResult ok = RunTrain({WriteSpec(ResumeSpec(corpus)), "--json", "--steps", "1",
-                             "--checkpoint-dir", ckpt}, dir_);
+  ChildResult ok = RunTrain(
+      {WriteSpec(ResumeSpec(corpus)), "--json", "--steps", "1", "--checkpoint-dir", ckpt}, dir_);
   ASSERT_EQ(ok.status, 0) << ok.err;
 
   // A checkpoint of another shape.
-  ChildResult mismatch = RunTrain({WriteSpec(ResumeSpec(corpus, 32)), "--checkpoint-dir", ckpt,
-                                   "--resume", "latest"}, dir_);
+  ChildResult mismatch = RunTrain(
+      {WriteSpec(ResumeSpec(corpus, 32)), "--checkpoint-dir", ckpt, "--resume", "latest"}, dir_);
   EXPECT_EQ(WEXITSTATUS(mismatch.status), 1);
   EXPECT_NE(mismatch.err.find("model.hidden is 64 in the checkpoint, 32 in the spec"),
-            std::string::npos) << mismatch.err;
+            std::string::npos)
+      << mismatch.err;
   EXPECT_NE(mismatch.err.find(StepDir(ckpt, 1) + "/manifest.json"), std::string::npos);
 
   // A corrupt corpus.
@@ -250,8 +252,8 @@ seed = 20261129
   auto losses = Train(spec, 30);
   const std::string golden_path = std::string(TRELLIS_TESTDATA) + "/golden_loss.json";
   if (std::getenv("TRELLIS_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(golden_path) << nlohmann::json({{"tolerance_nats", 0.005}, {"losses", losses}})
-                                      .dump(1) << "\n";
+    std::ofstream(golden_path)
+        << nlohmann::json({{"tolerance_nats", 0.005}, {"losses", losses}}).dump(1) << "\n";
     GTEST_SKIP() << "rewrote " << golden_path;
   }
   std::ifstream in(golden_path);
@@ -260,8 +262,7 @@ seed = 20261129
   auto want = golden.at("losses").get<std::vector<double>>();
   const double tol = golden.at("tolerance_nats").get<double>();
   ASSERT_EQ(losses.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_NEAR(losses[i], want[i], tol) << "step " << i + 1;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(losses[i], want[i], tol) << "step " << i + 1;
   EXPECT_LT(want.back(), want.front() - 1.0);  // the golden itself is a learning curve
 }
 

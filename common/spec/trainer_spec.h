@@ -3,10 +3,10 @@
 // [checkpoint]. Shared by the controller (validation), the worker (`[model]`
 // mode) and trellis-train. Torch-free.
 
+#include <toml++/toml.h>
+
 #include <cstdint>
 #include <string>
-
-#include <toml++/toml.h>
 
 #include "common/spec/field_errors.h"
 

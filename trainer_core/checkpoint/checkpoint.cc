@@ -4,9 +4,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/error.h"
@@ -40,11 +39,16 @@ Json SpecIdentity(const spec::TrainerSpec& s) {
 
 DType ToDType(torch::ScalarType t) {
   switch (t) {
-    case torch::kFloat: return DType::kF32;
-    case torch::kDouble: return DType::kF64;
-    case torch::kBFloat16: return DType::kBF16;
-    case torch::kLong: return DType::kI64;
-    default: throw TrainError("checkpoint: unsupported tensor dtype");
+    case torch::kFloat:
+      return DType::kF32;
+    case torch::kDouble:
+      return DType::kF64;
+    case torch::kBFloat16:
+      return DType::kBF16;
+    case torch::kLong:
+      return DType::kI64;
+    default:
+      throw TrainError("checkpoint: unsupported tensor dtype");
   }
 }
 
@@ -133,18 +137,18 @@ void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
   const std::string shard_path = JoinPath(step_dir, kShardName);
   const uint64_t shard_sum = writer.Write(shard_path);
 
-  Json manifest = {{"format", "trellis-checkpoint"},
-                   {"version", kCheckpointVersion},
-                   {"step", meta.step},
-                   {"world_size", 1},
-                   {"shards", Json::array({{{"file", kShardName},
-                                            {"bytes", FileSize(shard_path)},
-                                            {"fnv1a64", shard_sum}}})},
-                   {"spec", SpecIdentity(spec)},
-                   {"data", {{"rows_consumed", meta.rows_consumed},
-                             {"corpus_fnv1a64", meta.corpus_checksum}}},
-                   // All randomness is counter-based: (seed, position) is the RNG state.
-                   {"rng", {{"seed", spec.training.seed}, {"counter", meta.rows_consumed}}}};
+  Json manifest = {
+      {"format", "trellis-checkpoint"},
+      {"version", kCheckpointVersion},
+      {"step", meta.step},
+      {"world_size", 1},
+      {"shards",
+       Json::array(
+           {{{"file", kShardName}, {"bytes", FileSize(shard_path)}, {"fnv1a64", shard_sum}}})},
+      {"spec", SpecIdentity(spec)},
+      {"data", {{"rows_consumed", meta.rows_consumed}, {"corpus_fnv1a64", meta.corpus_checksum}}},
+      // All randomness is counter-based: (seed, position) is the RNG state.
+      {"rng", {{"seed", spec.training.seed}, {"counter", meta.rows_consumed}}}};
   WriteFileAtomically(JoinPath(step_dir, "manifest.json"), manifest.dump(2) + "\n");
   Prune(dir, keep);
 }
@@ -176,7 +180,8 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
   torch::NoGradGuard no_grad;
   for (const auto& [name, t] : state) {
     const ShardEntry* e = reader.Find(name);
-    if (e == nullptr) throw TrainError("checkpoint shard " + shard_path + ": no tensor '" + name + "'");
+    if (e == nullptr)
+      throw TrainError("checkpoint shard " + shard_path + ": no tensor '" + name + "'");
     if (e->dtype != ToDType(t.scalar_type()) || e->dims != t.sizes().vec())
       throw TrainError("checkpoint shard " + shard_path + ": tensor '" + name + "' is " +
                        DTypeName(e->dtype) + " " + Shape(e->dims) + ", the model expects " +

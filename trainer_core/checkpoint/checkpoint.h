@@ -17,9 +17,9 @@ inline constexpr int kCheckpointVersion = 1;
 
 // What a checkpoint holds besides tensors.
 struct CheckpointMeta {
-  int64_t step = 0;             // steps completed
-  int64_t rows_consumed = 0;    // data position
-  uint64_t corpus_checksum = 0; // the corpus it was trained on
+  int64_t step = 0;              // steps completed
+  int64_t rows_consumed = 0;     // data position
+  uint64_t corpus_checksum = 0;  // the corpus it was trained on
 };
 
 std::string StepDir(const std::string& dir, int64_t step);

@@ -60,8 +60,10 @@ class CheckpointTest : public ::testing::Test {
     std::vector<torch::Tensor> saved;
     torch::NoGradGuard no_grad;
     for (auto& [name, t] : f.State()) {
-      if (t.is_floating_point()) t.copy_(torch::randn_like(t));
-      else t.fill_(step);
+      if (t.is_floating_point())
+        t.copy_(torch::randn_like(t));
+      else
+        t.fill_(step);
       saved.push_back(t.clone());
     }
     SaveCheckpoint(dir_, spec_, {step, step * 8, 0xABCDEFull}, f.State(), keep);
@@ -77,8 +79,9 @@ class CheckpointTest : public ::testing::Test {
       LoadCheckpoint(dir_, step, spec, f.State());
       ADD_FAILURE() << "loaded without error";
     } catch (const TrainError& e) {
-      for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-                                      << "missing '" << p << "' in: " << e.what();
+      for (const auto& p : parts)
+        EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+            << "missing '" << p << "' in: " << e.what();
     }
   }
 

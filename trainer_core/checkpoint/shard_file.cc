@@ -56,10 +56,14 @@ void SyncPath(const std::string& path, int flags) {
 
 const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "float32";
-    case DType::kF64: return "float64";
-    case DType::kBF16: return "bfloat16";
-    case DType::kI64: return "int64";
+    case DType::kF32:
+      return "float32";
+    case DType::kF64:
+      return "float64";
+    case DType::kBF16:
+      return "bfloat16";
+    case DType::kI64:
+      return "int64";
   }
   return "unknown";
 }

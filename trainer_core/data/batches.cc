@@ -8,17 +8,16 @@
 
 namespace trellis::train {
 
-BatchSource::BatchSource(const Corpus* corpus, int64_t seq_len, int64_t global_batch,
-                         uint64_t seed)
+BatchSource::BatchSource(const Corpus* corpus, int64_t seq_len, int64_t global_batch, uint64_t seed)
     : corpus_(corpus),
       seq_len_(seq_len),
       global_batch_(global_batch),
       num_rows_((static_cast<int64_t>(corpus->tokens.size()) - 1) / seq_len),
       seed_(ParamSeed(seed, "data.order")) {
   if (num_rows_ < 1)
-    throw TrainError("corpus has " + std::to_string(corpus->tokens.size()) +
-                     " tokens, fewer than one row of training.seq_len + 1 = " +
-                     std::to_string(seq_len + 1));
+    throw TrainError(
+        "corpus has " + std::to_string(corpus->tokens.size()) +
+        " tokens, fewer than one row of training.seq_len + 1 = " + std::to_string(seq_len + 1));
 }
 
 int64_t BatchSource::RowAt(int64_t k) {
@@ -47,7 +46,8 @@ HostBatch BatchSource::ForStep(int64_t step) {
     const auto first = static_cast<uint64_t>(RowAt(RowsBefore(step) + r) * seq_len_);
     // Document of the row's first token, then advanced as boundaries pass.
     auto doc = static_cast<int64_t>(std::upper_bound(starts.begin(), starts.end(), first) -
-                                    starts.begin()) - 1;
+                                    starts.begin()) -
+               1;
     auto doc_of = [&](uint64_t pos) {
       while (doc + 1 < static_cast<int64_t>(starts.size()) && starts[doc + 1] <= pos) ++doc;
       return doc;

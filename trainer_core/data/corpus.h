@@ -47,6 +47,8 @@ struct BuildStats {
 // One document per text file; directories are walked recursively in sorted
 // order (the corpus is reproducible). Files that look binary (a NUL byte in
 // the first 4 KiB) or compressed (.gz, .xz, .bz2) are skipped; so are empty ones.
+// Symbolic links inside directories are not followed: no loops, and a text
+// linked under two names (GPL -> GPL-3) enters the corpus once.
 Corpus BuildByteCorpus(const std::vector<std::string>& inputs, BuildStats* stats);
 
 }  // namespace trellis::train

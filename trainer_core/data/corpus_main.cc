@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
       Corpus c = BuildByteCorpus(std::vector<std::string>(argv + 3, argv + argc), &stats);
       WriteCorpus(argv[2], c);
       std::printf("%s: %zu tokens, %zu documents (%ld files used, %ld skipped as binary/empty)\n",
-                  argv[2], c.tokens.size(), c.doc_starts.size(), static_cast<long>(stats.files_used),
-                  static_cast<long>(stats.files_skipped));
+                  argv[2], c.tokens.size(), c.doc_starts.size(),
+                  static_cast<long>(stats.files_used), static_cast<long>(stats.files_skipped));
       return 0;
     }
     if (verb == "info" && argc == 3) {

@@ -29,9 +29,9 @@ torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w
                                const RopeCache& rope, const torch::Tensor& mask);
 
 struct MoeWeights {
-  torch::Tensor router;                   // [E, H]
-  torch::Tensor router_bias;              // [E]; steers selection only, never the gates
-  torch::Tensor w_gate, w_up, w_down;     // [E, F, H], [E, F, H], [E, H, F]
+  torch::Tensor router;                               // [E, H]
+  torch::Tensor router_bias;                          // [E]; steers selection only, never the gates
+  torch::Tensor w_gate, w_up, w_down;                 // [E, F, H], [E, F, H], [E, H, F]
   torch::Tensor shared_gate, shared_up, shared_down;  // undefined without a shared expert
   int64_t top_k = 1;
 };

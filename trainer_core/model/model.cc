@@ -51,8 +51,8 @@ torch::Tensor ParamView(const torch::Tensor& flat, const ParamInfo& p) {
   return flat.narrow(0, p.offset, p.numel).view(p.shape);
 }
 
-Model::Model(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed,
-             torch::Device device, torch::Dtype param_dtype)
+Model::Model(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed, torch::Device device,
+             torch::Dtype param_dtype)
     : spec_(spec), device_(device), layout_(ModelLayout(spec)) {
   for (const auto& block : layout_) {
     auto flat = InitBlock(block, seed, param_dtype).to(device).requires_grad_(true);

@@ -38,8 +38,7 @@ class Model {
   Model(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed, torch::Device device,
         torch::Dtype param_dtype);
 
-  ForwardResult Forward(const TokenBatch& batch, torch::Dtype compute_dtype,
-                        double aux_coef) const;
+  ForwardResult Forward(const TokenBatch& batch, torch::Dtype compute_dtype, double aux_coef) const;
 
   std::vector<Block>& blocks() { return blocks_; }
   const std::vector<Block>& blocks() const { return blocks_; }

@@ -66,8 +66,8 @@ TEST(ModelTest, GradientsMatchFiniteDifferencesInFp64) {
         const double down = loss_at();
         data[i] = x0;
         const double fd = (up - down) / (2 * h), g = grad[i].item<double>();
-        EXPECT_NEAR(g, fd, 1e-7 + 1e-5 * std::fabs(fd)) << block.layout->FullName(p) << "[" << i
-                                                        << "]";
+        EXPECT_NEAR(g, fd, 1e-7 + 1e-5 * std::fabs(fd))
+            << block.layout->FullName(p) << "[" << i << "]";
         ++checked;
       }
     }

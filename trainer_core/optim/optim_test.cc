@@ -44,8 +44,8 @@ torch::Tensor RandomSpectrum(int64_t batch, int64_t m, int64_t n) {
 double ExpectPolarInBand(const torch::Tensor& g, const torch::Tensor& o, double slack) {
   auto svd = torch::linalg_svd(g, /*full_matrices=*/false);
   auto u = std::get<0>(svd), s = std::get<1>(svd), vh = std::get<2>(svd);
-  auto core = torch::matmul(torch::matmul(u.transpose(-2, -1), o.to(torch::kDouble)),
-                            vh.transpose(-2, -1));
+  auto core =
+      torch::matmul(torch::matmul(u.transpose(-2, -1), o.to(torch::kDouble)), vh.transpose(-2, -1));
   auto diag = core.diagonal(0, -2, -1);
   auto off = core - torch::diag_embed(diag);
   double lo = (s.amin(-1) / s.pow(2).sum(-1).sqrt()).min().item<double>();
