@@ -7,7 +7,7 @@ namespace {
 
 using grpc::StatusCode;
 
-TEST(ExitCodesTest, EveryStatusCodeHasItsExitCode) {
+TEST(CliExitCodesTest, EveryStatusCodeHasItsExitCode) {
   struct Case {
     StatusCode code;
     bool connected;
@@ -37,13 +37,13 @@ TEST(ExitCodesTest, EveryStatusCodeHasItsExitCode) {
   }
 }
 
-TEST(ExitCodesTest, FinalStates) {
+TEST(CliExitCodesTest, FinalStates) {
   EXPECT_EQ(ExitCodeForFinalState(v1::RUN_STATE_SUCCEEDED), 0);
   EXPECT_EQ(ExitCodeForFinalState(v1::RUN_STATE_FAILED), 1);
   EXPECT_EQ(ExitCodeForFinalState(v1::RUN_STATE_CANCELLED), 1);
 }
 
-TEST(ExitCodesTest, SplitFieldErrors) {
+TEST(CliExitCodesTest, SplitFieldErrors) {
   struct Case {
     std::string message;
     std::vector<std::string> lines;
@@ -63,7 +63,7 @@ TEST(ExitCodesTest, SplitFieldErrors) {
   }
 }
 
-TEST(ExitCodesTest, DescribeError) {
+TEST(CliExitCodesTest, DescribeError) {
   auto lines = DescribeError(StatusCode::UNAVAILABLE, "failed to connect to all addresses",
                              "127.0.0.1:1", false);
   ASSERT_EQ(lines.size(), 1u);

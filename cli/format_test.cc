@@ -12,7 +12,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-TEST(FormatTest, StateNames) {
+TEST(CliFormatTest, StateNames) {
   struct Case {
     v1::RunState state;
     const char* name;
@@ -29,7 +29,7 @@ TEST(FormatTest, StateNames) {
   EXPECT_FALSE(IsTerminal(v1::RUN_STATE_RESTARTING));
 }
 
-TEST(FormatTest, Durations) {
+TEST(CliFormatTest, Durations) {
   struct Case {
     int64_t ms;
     const char* text;
@@ -50,7 +50,7 @@ TEST(FormatTest, Durations) {
   }
 }
 
-TEST(FormatTest, Ages) {
+TEST(CliFormatTest, Ages) {
   const int64_t now = 1'700'000'000'000;
   struct Case {
     int64_t then;
@@ -66,12 +66,12 @@ TEST(FormatTest, Ages) {
   }
 }
 
-TEST(FormatTest, Times) {
+TEST(CliFormatTest, Times) {
   EXPECT_EQ(FormatTime(0, true), "-");
   EXPECT_EQ(FormatTime(1'700'000'000'123, true), "2023-11-14 22:13:20");
 }
 
-TEST(FormatTest, Truncate) {
+TEST(CliFormatTest, Truncate) {
   struct Case {
     std::string in;
     size_t width;
@@ -88,7 +88,7 @@ TEST(FormatTest, Truncate) {
   }
 }
 
-TEST(FormatTest, Numbers) {
+TEST(CliFormatTest, Numbers) {
   EXPECT_EQ(FormatShape(4, 8), "4x8");
   EXPECT_EQ(FormatLoss(2.345678), "2.3457");
   EXPECT_EQ(FormatLoss(std::nan("")), "-");
@@ -108,7 +108,7 @@ TEST(FormatTest, Numbers) {
   }
 }
 
-TEST(FormatTest, TableAlignsColumnsWithoutTrailingSpaces) {
+TEST(CliFormatTest, TableAlignsColumnsWithoutTrailingSpaces) {
   Table t({"RUN", "STATE", "REASON"});
   t.AddRow({"hello-1", "RUNNING", ""});
   t.AddRow({"x", "QUEUED", "needs 4 nodes"});
@@ -166,7 +166,7 @@ v1::Run SampleRun() {
   return run;
 }
 
-TEST(FormatJsonTest, RunIsOneFlatObject) {
+TEST(CliFormatJsonTest, RunIsOneFlatObject) {
   Json j = RunToJson(SampleRun());
   EXPECT_EQ(j["run_id"], "hello-1");
   EXPECT_EQ(j["state"], "FAILED");
@@ -186,7 +186,7 @@ TEST(FormatJsonTest, RunIsOneFlatObject) {
   EXPECT_FALSE(j["recent_steps"][0]["last"].contains("fwd_seconds"));  // unset: absent
 }
 
-TEST(FormatJsonTest, EdgeValues) {
+TEST(CliFormatJsonTest, EdgeValues) {
   v1::RunSummary s;
   s.set_last_step(-1);
   s.set_last_loss(0);
@@ -210,7 +210,7 @@ TEST(FormatJsonTest, EdgeValues) {
             R"({"batch_script":"#!/bin/bash\n","sbatch_args":["--parsable"]})");
 }
 
-TEST(FormatJsonTest, WatchEventsAreKeyedByKind) {
+TEST(CliFormatJsonTest, WatchEventsAreKeyedByKind) {
   v1::WatchRunEvent e;
   e.mutable_transition()->set_to(v1::RUN_STATE_RUNNING);
   EXPECT_EQ(WatchEventToJson(e)["transition"]["to"], "RUNNING");
@@ -220,7 +220,7 @@ TEST(FormatJsonTest, WatchEventsAreKeyedByKind) {
   EXPECT_EQ(WatchEventToJson(e)["snapshot"]["run_id"], "hello-1");
 }
 
-TEST(RenderTest, RunList) {
+TEST(CliRenderTest, RunList) {
   v1::ListRunsResponse list;
   *list.add_runs() = SampleRun().summary();
   auto* q = list.add_runs();
@@ -239,7 +239,7 @@ TEST(RenderTest, RunList) {
                 std::string(45, 'r') + "...\n");
 }
 
-TEST(RenderTest, ShowHasAttemptsEventsAndSteps) {
+TEST(CliRenderTest, ShowHasAttemptsEventsAndSteps) {
   std::string text = RenderRun(SampleRun(), TextOptions{1'700'000'120'000, true});
   for (const char* part :
        {"run        hello-1 (hello)\n", "state      FAILED: rank 1 on node2 exited with 3\n",
@@ -254,7 +254,7 @@ TEST(RenderTest, ShowHasAttemptsEventsAndSteps) {
   }
 }
 
-TEST(RenderTest, WatchRowsAndProgress) {
+TEST(CliRenderTest, WatchRowsAndProgress) {
   v1::StepSummary s = SampleRun().recent_steps(0);
   EXPECT_EQ(RenderStepHeader(std::nullopt), "    STEP        LOSS    TOKENS/S    STEP_S  RANKS\n");
   EXPECT_EQ(RenderStepRow(s, std::nullopt), "      10      1.2500       32.8k      0.50      4\n");
@@ -269,7 +269,7 @@ TEST(RenderTest, WatchRowsAndProgress) {
             "22:14:19  RUNNING -> FAILED  rank 1 on node2 exited with 3\n");
 }
 
-TEST(RenderTest, TotalStepsOnlyForModelRuns) {
+TEST(CliRenderTest, TotalStepsOnlyForModelRuns) {
   EXPECT_EQ(TotalSteps("[job]\nname = \"x\"\ncommand = \"true\"\n"), std::nullopt);
   EXPECT_EQ(TotalSteps("not toml ["), std::nullopt);
   EXPECT_EQ(TotalSteps("[job]\nname = \"m\"\n[model]\nlayers = 2\n[training]\nsteps = 300\n"), 300);

@@ -57,7 +57,7 @@ int Count(const std::string& text, const std::string& what) {
   return n;
 }
 
-TEST(WatchTrackerTest, FollowsStateAndPrintsEachStepOnce) {
+TEST(CliWatchTrackerTest, FollowsStateAndPrintsEachStepOnce) {
   WatchTracker t(/*json=*/false, /*utc=*/true);
   auto run_start = Transition(1000, v1::RUN_STATE_GATING, v1::RUN_STATE_RUNNING);
   std::string out = t.OnEvent(Snapshot(v1::RUN_STATE_RUNNING, {run_start}, {Step(1, 1, 2)}), 0);
@@ -75,7 +75,7 @@ TEST(WatchTrackerTest, FollowsStateAndPrintsEachStepOnce) {
   EXPECT_EQ(t.state(), v1::RUN_STATE_SUCCEEDED);
 }
 
-TEST(WatchTrackerTest, ReconnectPrintsOnlyWhatWasMissed) {
+TEST(CliWatchTrackerTest, ReconnectPrintsOnlyWhatWasMissed) {
   WatchTracker t(false, true);
   auto t1 = Transition(1000, v1::RUN_STATE_GATING, v1::RUN_STATE_RUNNING);
   t.OnEvent(Snapshot(v1::RUN_STATE_RUNNING, {t1}, {Step(1, 1, 1)}), 0);
@@ -94,7 +94,7 @@ TEST(WatchTrackerTest, ReconnectPrintsOnlyWhatWasMissed) {
   EXPECT_EQ(t.state(), v1::RUN_STATE_RUNNING);
 }
 
-TEST(WatchTrackerTest, JsonIsOneObjectPerEvent) {
+TEST(CliWatchTrackerTest, JsonIsOneObjectPerEvent) {
   WatchTracker t(/*json=*/true);
   std::string out = t.OnEvent(Snapshot(v1::RUN_STATE_QUEUED, {}, {}), 0);
   ASSERT_EQ(Count(out, "\n"), 1);
@@ -105,7 +105,7 @@ TEST(WatchTrackerTest, JsonIsOneObjectPerEvent) {
   EXPECT_EQ(t.state(), v1::RUN_STATE_CANCELLED);
 }
 
-TEST(WatchTrackerTest, ReconnectDelayDoublesToACap) {
+TEST(CliWatchTrackerTest, ReconnectDelayDoublesToACap) {
   using std::chrono::milliseconds;
   EXPECT_EQ(ReconnectDelay(0), milliseconds(250));
   EXPECT_EQ(ReconnectDelay(1), milliseconds(500));
