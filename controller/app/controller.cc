@@ -1,5 +1,7 @@
 #include "controller/app/controller.h"
 
+#include <future>
+
 #include "common/log.h"
 #include "common/status.h"
 #include "controller/core/batch_script.h"
@@ -31,20 +33,33 @@ void Controller::Start() {
   });
 }
 
-void Controller::Stop() {
-  if (stopped_) return;
-  stopped_ = true;
-  asio::post(io_, [this] {
+void Controller::BeginShutdown() {
+  if (!loop_thread_.joinable() || shutdown_begun_.exchange(true)) return;
+  std::promise<void> done;
+  asio::post(io_, [this, &done] {
+    stopped_ = true;
     schedule_timer_.cancel();
     reconcile_timer_.cancel();
-    for (auto& [key, launch] : launches_)
+    for (auto& [key, launch] : launches_) {
       if (launch.gate_timer) launch.gate_timer->cancel();
+      for (auto& w : launch.waiting)
+        w.reply(absl::UnavailableError("the controller is shutting down; register again"));
+      launch.waiting.clear();
+    }
     watchers_.EndAll();
-    work_.reset();
+    done.set_value();
   });
+  done.get_future().wait();
+}
+
+void Controller::Stop() {
+  if (!loop_thread_.joinable()) return;  // never started, or stopped already
+  BeginShutdown();
+  asio::post(io_, [this] { work_.reset(); });
+  // Slurm commands still running post their results to the loop, which
+  // drains them before it returns.
   slurm_pool_.join();
-  if (loop_thread_.joinable()) loop_thread_.join();
-  io_.stop();
+  loop_thread_.join();
 }
 
 void Controller::ArmTimer(asio::steady_timer& timer, std::chrono::milliseconds every,

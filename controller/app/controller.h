@@ -4,6 +4,7 @@
 // post their results back. Public methods may be called from any thread
 // (gRPC reactors); replies are delivered on the loop thread.
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <map>
 #include <memory>
@@ -40,6 +41,9 @@ class Controller {
 
   // Reconciles with Slurm once, then starts the loop and its timers.
   void Start();
+  // Ends watch streams and answers waiting registrations (workers retry), so
+  // the gRPC server can shut down; the loop keeps running until Stop().
+  void BeginShutdown();
   void Stop();
   boost::asio::io_context& io() { return io_; }
   // Known only once the server is bound (port 0 in tests); call before Start().
@@ -138,7 +142,8 @@ class Controller {
   std::set<std::string> submitting_;  // runs with an sbatch in flight
   bool schedule_in_flight_ = false;
   bool reconcile_in_flight_ = false;
-  bool stopped_ = false;
+  bool stopped_ = false;  // loop thread only
+  std::atomic<bool> shutdown_begun_{false};
 };
 
 }  // namespace trellis::controller

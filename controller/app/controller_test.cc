@@ -56,6 +56,7 @@ class ControllerTest : public ::testing::Test {
     agent_stub_ = v1::AgentService::NewStub(channel);
   }
   void TearDown() override {
+    controller_->BeginShutdown();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     controller_->Stop();
     fs::remove_all(dir_);
