@@ -177,8 +177,16 @@ void Controller::RecordStep(WorkerId id, int rank, StepRecord record) {
     auto row = store_->RecordStep(id.run_id, id.attempt, id.launch, record.step, record.loss,
                                   record.tokens, record.step_seconds, EncodeStepRecord(record),
                                   clock_->Now());
-    if (!row.ok()) return spdlog::warn("run {}: step not stored: {}", id.run_id, std::string(row.status().message()));
-    watchers_.Step(id.run_id, *row);
+    if (!row.ok()) {
+      return spdlog::warn("run {}: step not stored: {}", id.run_id,
+                          std::string(row.status().message()));
+    }
+    // Watchers see a step once every rank has reported it (the summary is
+    // then complete); when the world size is unknown (after a controller
+    // restart), every update.
+    auto it = launches_.find({id.run_id, id.attempt, id.launch});
+    int world = it == launches_.end() ? 0 : it->second.needed_nodes * it->second.ranks_per_node;
+    if (world == 0 || row->ranks == world) watchers_.Step(id.run_id, *row);
   });
 }
 
