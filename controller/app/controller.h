@@ -16,6 +16,7 @@
 #include "controller/app/views.h"
 #include "controller/app/watchers.h"
 #include "controller/core/decisions.h"
+#include "controller/core/quarantine.h"
 #include "controller/slurm/slurm_client.h"
 #include "controller/store/store.h"
 
@@ -30,6 +31,8 @@ struct ControllerConfig {
   std::chrono::milliseconds schedule_interval{1000};
   std::chrono::milliseconds reconcile_interval{5000};
   int master_port = 29500;
+  QuarantineConfig quarantine;
+  bool can_drain = false;  // also `scontrol update state=drain` quarantined nodes
   bool model_runs_supported = false;
 };
 
@@ -59,8 +62,17 @@ class Controller {
   // `done` runs on the loop once the sink will never be called again.
   void Unwatch(std::string run_id, WatchSink* sink, std::function<void()> done);
 
+  // --- nodes (controller_nodes.cc) ---
+  void ListNodes(Reply<std::vector<NodeStatusView>> reply);
+  void QuarantineNode(std::string node, std::string reason, std::string actor,
+                      Reply<NodeStatusView> reply);
+  void ReleaseNode(std::string node, Reply<NodeStatusView> reply);
+  void GateReport(std::string run_id, int attempt, Reply<GateReportView> reply);
+
   // --- workers ---
-  void Register(WorkerId id, std::string version, Reply<GateAnswer> reply);
+  // `hostname` is what rank 0's node is reached by (MASTER_ADDR).
+  void Register(WorkerId id, std::string version, std::string hostname, NodeProbeFigures probe,
+                Reply<GateAnswer> reply);
   void AuthenticateWorker(WorkerId id, Reply<bool> reply);
   void RecordStep(WorkerId id, int rank, StepRecord record);
   void RecordRankExit(WorkerId id, int rank, int exit_code);
@@ -81,7 +93,10 @@ class Controller {
     int expected_nodes = 0;
     int needed_nodes = 0;
     int ranks_per_node = 0;
-    std::vector<std::string> registered;
+    GatePolicy policy;
+    std::vector<NodeVerdict> registered;  // in registration order
+    std::map<std::string, NodeProbeFigures> probes;
+    std::map<std::string, std::string> hostnames;
     std::vector<PendingRegistration> waiting;
     std::optional<GateOutcome> outcome;
     std::map<std::string, bool> reported;  // node -> ReportExit received
@@ -98,8 +113,10 @@ class Controller {
                           const std::string& evidence_json = "{}",
                           const std::function<absl::Status(Store&)>& also = nullptr);
   void ScheduleTick();
-  void OnEligibility(std::vector<RunRecord> queued, std::map<std::string, absl::StatusOr<int>> usable);
-  void SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec);
+  void OnEligibility(std::vector<RunRecord> queued,
+                     std::map<std::string, absl::StatusOr<std::vector<std::string>>> usable);
+  void SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec,
+                     const std::vector<std::string>& excluded);
   void OnSubmitted(std::string run_id, int attempt, std::vector<std::string> args,
                    std::string secret, absl::StatusOr<std::string> job_id);
   void FailAttempt(const std::string& run_id, int attempt, int exit_code, const std::string& why,
@@ -113,6 +130,13 @@ class Controller {
   void EvaluateGate(LaunchState* launch, bool timed_out);
   void AnswerWaiting(LaunchState* launch);
   void AbortLaunches(const std::string& run_id, const std::string& reason);
+  void RecordGate(LaunchState* launch, const GateOutcome& out);
+
+  // controller_nodes.cc
+  // A strike against a node: quarantined (and drained where allowed).
+  void StrikeNode(const std::string& node, const std::string& reason,
+                  const std::string& evidence_json, const std::string& actor, bool until_released);
+  std::vector<std::string> ExcludedNow();
 
   // controller_reconcile.cc
   void ReconcileTick(bool startup);

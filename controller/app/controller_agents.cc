@@ -3,6 +3,7 @@
 #include "common/status.h"
 #include "common/version.h"
 #include "controller/app/controller.h"
+#include "controller/slurm/parsers.h"
 
 namespace trellis::controller {
 
@@ -45,6 +46,8 @@ Controller::LaunchState* Controller::FindOrCreateLaunch(const WorkerId& id, cons
   l.expected_nodes = spec.total_nodes();
   l.needed_nodes = spec.slurm.nodes;
   l.ranks_per_node = spec.slurm.ranks_per_node;
+  l.policy = GatePolicy{spec.gate.min_free_gib_per_socket, spec.gate.max_unattributed_gib_per_socket,
+                        std::chrono::seconds(spec.gate.timeout_s), spec.gate.touch_probe};
   // The gate waits at most timeout_s after the first node of the launch registers.
   l.gate_timer = std::make_unique<asio::steady_timer>(io_);
   l.gate_timer->expires_after(std::chrono::seconds(spec.gate.timeout_s));
@@ -57,8 +60,10 @@ Controller::LaunchState* Controller::FindOrCreateLaunch(const WorkerId& id, cons
   return &l;
 }
 
-void Controller::Register(WorkerId id, std::string version, Reply<GateAnswer> reply) {
+void Controller::Register(WorkerId id, std::string version, std::string hostname,
+                          NodeProbeFigures probe, Reply<GateAnswer> reply) {
   asio::post(io_, [this, id = std::move(id), version = std::move(version),
+                   hostname = std::move(hostname), probe = std::move(probe),
                    reply = std::move(reply)]() mutable {
     if (version != kVersion) {
       return reply(absl::FailedPreconditionError(
@@ -79,8 +84,18 @@ void Controller::Register(WorkerId id, std::string version, Reply<GateAnswer> re
       // A late or repeated registration after the decision.
       return reply(GateAnswer::Abort("the gate of this launch already decided"));
     }
-    if (std::find(l->registered.begin(), l->registered.end(), id.node) == l->registered.end())
-      l->registered.push_back(id.node);
+    // A repeated registration (a worker retrying) replaces the node's verdict.
+    NodeVerdict verdict = JudgeNode(id.node, probe, l->policy);
+    auto same = std::find_if(l->registered.begin(), l->registered.end(),
+                             [&](const NodeVerdict& v) { return v.node == id.node; });
+    if (same == l->registered.end())
+      l->registered.push_back(verdict);
+    else
+      *same = verdict;
+    l->probes[id.node] = probe;
+    l->hostnames[id.node] = hostname.empty() ? id.node : hostname;
+    if (!verdict.passed)
+      spdlog::warn("run {}: node {} fails the gate: {}", id.run_id, id.node, verdict.reasons[0]);
     // A worker that retries (e.g. after a controller restart) replaces its old call.
     for (auto& w : l->waiting)
       if (w.node == id.node) w.reply(absl::AbortedError("superseded by a newer registration"));
@@ -101,17 +116,31 @@ void Controller::Register(WorkerId id, std::string version, Reply<GateAnswer> re
 }
 
 void Controller::EvaluateGate(LaunchState* l, bool timed_out) {
-  auto run = store_->GetRun(l->run_id);
-  if (!run.ok()) return;
-  GateOutcome out = DecideGate(l->registered, l->expected_nodes, l->needed_nodes,
-                               l->ranks_per_node, timed_out,
-                               std::chrono::seconds(ParseStoredSpec(*run)->gate.timeout_s));
+  auto attempt = store_->LatestAttempt(l->run_id);
+  std::vector<std::string> allocated;
+  if (attempt.ok() && attempt->has_value()) {
+    auto names = ExpandHostlist((*attempt)->nodelist);
+    if (names.ok()) allocated = *names;
+  }
+  GateOutcome out = DecideGate(l->registered, allocated, l->expected_nodes, l->needed_nodes,
+                               l->ranks_per_node, timed_out, l->policy.timeout);
   if (out.kind == GateOutcome::kWaiting) return;
   l->outcome = out;
   l->gate_timer->cancel();
+  RecordGate(l, out);
+  for (const auto& v : out.verdicts) {
+    if (v.passed) continue;
+    std::string reason;
+    for (const auto& r : v.reasons) reason += (reason.empty() ? "" : "; ") + r;
+    auto probe = l->probes.find(v.node);
+    StrikeNode(v.node, reason,
+               probe == l->probes.end() ? "{}" : ProbeToJson(probe->second),
+               "gate (run " + l->run_id + ")", /*until_released=*/false);
+  }
   if (out.kind == GateOutcome::kGo) {
     std::string nodes;
-    for (const auto& a : out.assignments) nodes += (nodes.empty() ? "" : ",") + a.node;
+    for (const auto& a : out.assignments)
+      if (a.go) nodes += (nodes.empty() ? "" : ",") + a.node;
     (void)Transition(l->run_id, RunState::kRunning, out.reason, "{}", [&](Store& s) {
       RETURN_IF_ERROR(s.SetAttemptNodes(l->run_id, l->attempt, nodes));
       return s.SetAttemptLaunches(l->run_id, l->attempt, l->launch);
@@ -120,19 +149,43 @@ void Controller::EvaluateGate(LaunchState* l, bool timed_out) {
     return;
   }
   AnswerWaiting(l);
-  // Abort: end this Slurm job; the restart policy decides about a new attempt.
-  auto attempt = store_->LatestAttempt(l->run_id);
+  // Abort: end this Slurm job and queue a new attempt; the failing nodes are
+  // quarantined now, so the next submission excludes them.
   if (attempt.ok() && attempt->has_value() && !(*attempt)->slurm_job_id.empty()) {
     asio::post(slurm_pool_, [this, job = (*attempt)->slurm_job_id] { (void)slurm_->Cancel(job); });
   }
-  FailAttempt(l->run_id, l->attempt, 75, "gate aborted: " + out.reason, "{}");
+  std::string why = "gate aborted attempt " + std::to_string(l->attempt) + ": " + out.reason;
+  (void)Transition(l->run_id, RunState::kQueued, why, "{}", [&](Store& s) {
+    return s.EndAttempt(l->run_id, l->attempt, 75, why, clock_->Now());
+  });
+}
+
+void Controller::RecordGate(LaunchState* l, const GateOutcome& out) {
+  std::vector<NodeGateView> nodes;
+  for (const auto& v : out.verdicts) {
+    NodeGateView n{v.node, v.passed ? "standby" : "fail", v.reasons, v.score, {}};
+    for (const auto& a : out.assignments)
+      if (a.node == v.node && a.go) n.decision = "go";
+    if (out.kind == GateOutcome::kAbort && v.passed) n.decision = "standby";
+    auto probe = l->probes.find(v.node);
+    if (probe != l->probes.end())
+      n.probe = probe->second;
+    else
+      n.decision = "missing";
+    nodes.push_back(std::move(n));
+  }
+  GateRecordRow row{l->attempt, l->launch, clock_->Now(),
+                    out.kind == GateOutcome::kGo ? "GO" : "ABORT", out.reason,
+                    PolicyToJson(l->policy), NodeGatesToJson(nodes)};
+  absl::Status st = store_->AddGateRecord(l->run_id, row);
+  if (!st.ok()) spdlog::error("run {}: gate record not stored: {}", l->run_id, std::string(st.message()));
 }
 
 void Controller::AnswerWaiting(LaunchState* l) {
   const GateOutcome& out = *l->outcome;
   std::string master_host;
   for (const auto& a : out.assignments)
-    if (a.go && a.node_index == 0) master_host = a.node;
+    if (a.go && a.node_index == 0) master_host = l->hostnames[a.node];
   auto run = store_->GetRun(l->run_id);
   for (auto& w : l->waiting) {
     GateAnswer ans;
@@ -140,12 +193,17 @@ void Controller::AnswerWaiting(LaunchState* l) {
     if (out.kind == GateOutcome::kAbort) {
       ans.kind = GateAnswer::kAbort;
     } else {
+      // Nodes that failed the gate stand by too: a non-zero worker exit
+      // would end the whole srun step (--kill-on-bad-exit).
+      ans.kind = GateAnswer::kStandby;
       for (const auto& a : out.assignments) {
         if (a.node != w.node) continue;
         ans.kind = a.go ? GateAnswer::kGo : GateAnswer::kStandby;
         ans.node_index = a.node_index;
         ans.rank_offset = a.rank_offset;
       }
+      for (const auto& v : out.verdicts)
+        if (v.node == w.node && !v.passed) ans.reason = "failed the gate: " + v.reasons[0];
       ans.ranks_per_node = l->ranks_per_node;
       ans.world_size = l->needed_nodes * l->ranks_per_node;
       ans.master_addr = master_host;
@@ -167,7 +225,12 @@ void Controller::AbortLaunches(const std::string& run_id, const std::string& rea
     if (l.gate_timer) l.gate_timer->cancel();
     for (auto& w : l.waiting) w.reply(GateAnswer::Abort(reason));
     l.waiting.clear();
-    if (!l.outcome) l.outcome = GateOutcome{GateOutcome::kAbort, {}, reason};
+    if (!l.outcome) {
+      GateOutcome aborted;
+      aborted.kind = GateOutcome::kAbort;
+      aborted.reason = reason;
+      l.outcome = aborted;
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "controller/app/controller.h"
 #include "controller/core/batch_script.h"
+#include "controller/slurm/parsers.h"
 
 namespace trellis::controller {
 
@@ -109,23 +110,26 @@ void Controller::ScheduleTick() {
   schedule_in_flight_ = true;
   // Eligibility needs sinfo: ask on the Slurm thread, decide back on the loop.
   asio::post(slurm_pool_, [this, queued = std::move(queued), partitions] {
-    std::map<std::string, absl::StatusOr<int>> usable;
+    std::map<std::string, absl::StatusOr<std::vector<std::string>>> usable;
     for (const auto& p : partitions) {
       auto nodes = slurm_->ListNodes(p);
       if (!nodes.ok()) {
         usable.emplace(p, nodes.status());
         continue;
       }
-      int n = 0;
-      for (const auto& node : *nodes) n += IsUsableNodeState(node.state);
-      usable.emplace(p, n);
+      std::vector<std::string> names;
+      for (const auto& node : *nodes)
+        if (IsUsableNodeState(node.state)) names.push_back(node.name);
+      usable.emplace(p, names);
     }
     asio::post(io_, [this, queued, usable] { OnEligibility(queued, usable); });
   });
 }
 
-void Controller::OnEligibility(std::vector<RunRecord> queued,
-                               std::map<std::string, absl::StatusOr<int>> usable) {
+void Controller::OnEligibility(
+    std::vector<RunRecord> queued,
+    std::map<std::string, absl::StatusOr<std::vector<std::string>>> usable) {
+  std::vector<std::string> excluded = ExcludedNow();
   schedule_in_flight_ = false;
   for (const auto& snapshot : queued) {
     auto run = store_->GetRun(snapshot.run_id);
@@ -138,17 +142,30 @@ void Controller::OnEligibility(std::vector<RunRecord> queued,
                                                     std::string(eligible.status().message()));
       continue;
     }
+    // Eligible: usable in the partition (and in the pinned nodelist), not quarantined.
+    std::vector<std::string> pinned;
+    if (!spec->slurm.nodelist.empty()) {
+      auto names = ExpandHostlist(spec->slurm.nodelist);
+      if (names.ok()) pinned = *names;
+    }
+    int count = 0;
+    for (const auto& n : *eligible) {
+      bool in_pin = pinned.empty() || std::find(pinned.begin(), pinned.end(), n) != pinned.end();
+      bool out = std::find(excluded.begin(), excluded.end(), n) != excluded.end();
+      count += in_pin && !out;
+    }
     ScheduleDecision d =
-        DecideSchedule(spec->total_nodes(), *eligible, run->not_before, clock_->Now());
+        DecideSchedule(spec->total_nodes(), count, run->not_before, clock_->Now());
     if (!d.submit) {
       if (d.wait_reason != run->state_reason) (void)store_->SetStateReason(run->run_id, d.wait_reason);
       continue;
     }
-    SubmitAttempt(*run, *spec);
+    SubmitAttempt(*run, *spec, excluded);
   }
 }
 
-void Controller::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec) {
+void Controller::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec,
+                               const std::vector<std::string>& excluded) {
   auto attempts = store_->Attempts(run.run_id);
   if (!attempts.ok()) return;
   int attempt = static_cast<int>(attempts->size()) + 1;
@@ -169,7 +186,7 @@ void Controller::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec) 
                                                         std::string(st.message()));
     return;
   }
-  std::vector<std::string> args = SbatchArgs(spec, paths, /*exclude_nodes=*/{});
+  std::vector<std::string> args = SbatchArgs(spec, paths, excluded);
   submitting_.insert(run.run_id);
   (void)store_->SetStateReason(run.run_id, "submitting attempt " + std::to_string(attempt));
   asio::post(slurm_pool_, [this, run_id = run.run_id, attempt, args, secret,

@@ -9,9 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "common/version.h"
+#include "controller/core/gate_policy.h"
 #include "controller/app/sbatch_template.h"
 #include "controller/rpc/agent_service.h"
 #include "controller/rpc/controller_service.h"
@@ -115,6 +118,15 @@ class ControllerTest : public ::testing::Test {
   std::unique_ptr<v1::AgentService::Stub> agent_stub_;
 };
 
+void AddSocket(v1::NodeProbe* probe, double free_gib, double unattributed_gib) {
+  auto* s = probe->add_sockets();
+  s->set_numa_node(probe->sockets_size() - 1);
+  s->set_cpulist("0-71");
+  s->set_total_bytes(static_cast<int64_t>(119.7 * kGiB));
+  s->set_free_bytes(static_cast<int64_t>(free_gib * kGiB));
+  s->set_unattributed_bytes(static_cast<int64_t>(unattributed_gib * kGiB));
+}
+
 const char* kSpec = R"(
 [job]
 name = "hello"
@@ -142,6 +154,7 @@ TEST_F(ControllerTest, ARunGoesFromSubmitToSucceeded) {
       v1::RegisterRequest req;
       *req.mutable_id() = Identity("hello-1", "node" + std::to_string(i + 1));
       req.set_version(kVersion);
+      AddSocket(req.mutable_probe(), 108.0, 8.0);
       EXPECT_TRUE(agent_stub_->Register(&ctx, req, &decisions[i]).ok());
     });
   }
@@ -286,6 +299,135 @@ TEST_F(ControllerTest, CancelWhileSubmittedCancelsTheSlurmJob) {
   g.set_run_id("nope-9");
   v1::Run r;
   EXPECT_EQ(user_stub_->GetRun(&ctx2, g, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+class GateTest : public ControllerTest {
+ protected:
+  // Registers every node of hello-1's attempt 1 at once; node3 is short.
+  std::map<std::string, v1::GateDecision> RegisterAll(const std::string& run_id,
+                                                      std::vector<std::string> nodes) {
+    std::map<std::string, v1::GateDecision> out;
+    std::mutex mu;
+    std::vector<std::thread> workers;
+    for (const auto& node : nodes) {
+      workers.emplace_back([&, node] {
+        grpc::ClientContext ctx;
+        v1::RegisterRequest req;
+        *req.mutable_id() = Identity(run_id, node);
+        req.set_version(kVersion);
+        req.set_hostname("host-" + node);
+        AddSocket(req.mutable_probe(), 108.0, 8.0);
+        AddSocket(req.mutable_probe(), node == "node3" ? 72.7 : 106.0, node == "node3" ? 39.9 : 9.0);
+        v1::GateDecision d;
+        EXPECT_TRUE(agent_stub_->Register(&ctx, req, &d).ok());
+        std::lock_guard<std::mutex> l(mu);
+        out[node] = d;
+      });
+    }
+    for (auto& t : workers) t.join();
+    return out;
+  }
+  v1::ListNodesResponse Nodes() {
+    grpc::ClientContext ctx;
+    v1::ListNodesResponse resp;
+    EXPECT_TRUE(user_stub_->ListNodes(&ctx, v1::ListNodesRequest(), &resp).ok());
+    return resp;
+  }
+};
+
+TEST_F(GateTest, AShortNodeIsReplacedByTheSpareAndQuarantined) {
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit(std::string(kSpec) + "spare_nodes = 1\n", &resp).ok());
+  WaitFor("hello-1", v1::RUN_STATE_SUBMITTED);
+  auto d = RegisterAll("hello-1", {"node1", "node2", "node3"});
+  EXPECT_EQ(d["node1"].decision(), v1::GateDecision::DECISION_GO);
+  EXPECT_EQ(d["node1"].rank_offset(), 0);
+  EXPECT_EQ(d["node2"].rank_offset(), 2);
+  EXPECT_EQ(d["node1"].master_addr(), "host-node1");
+  EXPECT_EQ(d["node3"].decision(), v1::GateDecision::DECISION_STANDBY);
+  EXPECT_EQ(d["node3"].reason(), "failed the gate: socket 1: 72.7 GiB free < 100.0 GiB required");
+  WaitFor("hello-1", v1::RUN_STATE_RUNNING);
+
+  auto nodes = Nodes();
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).name(), "node3");
+  EXPECT_EQ(nodes.nodes(0).state(), "quarantined");
+  EXPECT_EQ(nodes.nodes(0).reason(),
+            "socket 1: 72.7 GiB free < 100.0 GiB required; "
+            "socket 1: 39.9 GiB unattributed > 24.0 GiB allowed");
+  EXPECT_NE(nodes.nodes(0).evidence_json().find("free_bytes"), std::string::npos);
+
+  // The gate report has every node's figures and decision.
+  grpc::ClientContext ctx;
+  v1::GateReportRequest greq;
+  greq.set_run_id("hello-1");
+  v1::GateReportResponse report;
+  ASSERT_TRUE(user_stub_->GateReport(&ctx, greq, &report).ok());
+  ASSERT_EQ(report.gates_size(), 1);
+  EXPECT_EQ(report.gates(0).decision(), "GO");
+  ASSERT_EQ(report.gates(0).nodes_size(), 3);
+  for (const auto& n : report.gates(0).nodes()) {
+    EXPECT_EQ(n.probe().sockets_size(), 2);
+    EXPECT_EQ(n.decision(), n.node() == "node3" ? "fail" : "go");
+  }
+
+  // The next submission excludes node3.
+  ASSERT_TRUE(Submit("[job]\nname='next'\ncommand='true'\n", &resp).ok());
+  WaitFor(resp.run_id(), v1::RUN_STATE_SUBMITTED);
+  const auto& args = slurm_->submissions.back().args;
+  EXPECT_NE(std::find(args.begin(), args.end(), "--exclude=node3"), args.end());
+}
+
+TEST_F(GateTest, AbortQuarantinesWaitsForNodesAndReleaseLetsItProceed) {
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit("[job]\nname='all'\ncommand='true'\n[slurm]\nnodes=3\n", &resp).ok());
+  WaitFor("all-1", v1::RUN_STATE_SUBMITTED);
+  auto d = RegisterAll("all-1", {"node1", "node2", "node3"});
+  for (const auto& [node, decision] : d)
+    EXPECT_EQ(decision.decision(), v1::GateDecision::DECISION_ABORT) << node;
+  EXPECT_EQ(slurm_->cancelled, std::vector<std::string>{"100"});
+  // Back in the queue, waiting for a third eligible node rather than looping.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Get("all-1").summary().state_reason() != "needs 3 nodes, 2 eligible" &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  v1::Run run = Get("all-1");
+  EXPECT_EQ(run.summary().state(), v1::RUN_STATE_QUEUED);
+  EXPECT_EQ(run.summary().state_reason(), "needs 3 nodes, 2 eligible");
+  EXPECT_EQ(slurm_->submissions.size(), 1u);
+  EXPECT_EQ(run.attempts(0).exit_code(), 75);
+
+  grpc::ClientContext ctx;
+  v1::ReleaseNodeRequest rel;
+  rel.set_node("node3");
+  v1::NodeStatus status;
+  ASSERT_TRUE(user_stub_->ReleaseNode(&ctx, rel, &status).ok());
+  EXPECT_EQ(status.state(), "probation");
+  EXPECT_EQ(status.strikes(), 1);
+  run = WaitFor("all-1", v1::RUN_STATE_SUBMITTED);
+  EXPECT_EQ(run.attempts_size(), 2);
+  EXPECT_EQ(slurm_->submissions.size(), 2u);
+}
+
+TEST_F(GateTest, UsersQuarantineAndReleaseByName) {
+  grpc::ClientContext ctx;
+  v1::QuarantineNodeRequest q;
+  q.set_node("node2");
+  q.set_reason("flaky InfiniBand link");
+  v1::NodeStatus status;
+  ASSERT_TRUE(user_stub_->QuarantineNode(&ctx, q, &status).ok());
+  EXPECT_EQ(status.state(), "quarantined");
+  EXPECT_EQ(status.expiry_unix_ms(), 0);
+  EXPECT_EQ(status.actor(), "user:anonymous");
+  grpc::ClientContext bad_ctx;
+  q.set_node("node2; rm -rf /");
+  EXPECT_EQ(user_stub_->QuarantineNode(&bad_ctx, q, &status).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::ClientContext missing_ctx;
+  v1::ReleaseNodeRequest rel;
+  rel.set_node("node9");
+  EXPECT_EQ(user_stub_->ReleaseNode(&missing_ctx, rel, &status).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 }
 
 }  // namespace

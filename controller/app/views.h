@@ -8,6 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/step_record.h"
+#include "controller/app/gate_json.h"
+#include "controller/core/quarantine.h"
 #include "controller/store/records.h"
 
 namespace trellis::controller {
@@ -61,6 +63,26 @@ struct NextLaunchAnswer {
   std::vector<std::string> exclude_nodes;
   int exit_code = 0;
   std::string reason;
+};
+
+struct NodeStatusView {
+  QuarantineEntry entry;
+  NodeHealth health = NodeHealth::kOk;
+};
+
+struct GateRecordView {
+  int attempt = 0;
+  int launch = 0;
+  WallTime time;
+  std::string decision;
+  std::string reason;
+  std::string policy_json;
+  std::vector<NodeGateView> nodes;
+};
+
+struct GateReportView {
+  std::string run_id;
+  std::vector<GateRecordView> records;
 };
 
 // A WatchRun subscriber. Called on the controller's loop thread; must not block.

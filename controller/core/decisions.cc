@@ -1,5 +1,7 @@
 #include "controller/core/decisions.h"
 
+#include <algorithm>
+#include <cctype>
 #include <ctime>
 
 namespace trellis::controller {
@@ -17,30 +19,84 @@ ScheduleDecision DecideSchedule(int nodes_needed, int nodes_eligible, WallTime n
   return {true, ""};
 }
 
-GateOutcome DecideGate(const std::vector<std::string>& registered, int expected_nodes,
+bool NaturalLess(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) &&
+        std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
+      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
+      std::string na = a.substr(i, ie - i), nb = b.substr(j, je - j);
+      na.erase(0, std::min(na.find_first_not_of('0'), na.size()));
+      nb.erase(0, std::min(nb.find_first_not_of('0'), nb.size()));
+      if (na.size() != nb.size()) return na.size() < nb.size();
+      if (na != nb) return na < nb;
+      i = ie;
+      j = je;
+      continue;
+    }
+    if (a[i] != b[j]) return a[i] < b[j];
+    ++i;
+    ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
+
+GateOutcome DecideGate(const std::vector<NodeVerdict>& registered,
+                       const std::vector<std::string>& allocated, int expected_nodes,
                        int nodes_needed, int ranks_per_node, bool timed_out,
                        std::chrono::seconds timeout) {
   GateOutcome out;
   if (static_cast<int>(registered.size()) < expected_nodes && !timed_out) return out;
-  if (static_cast<int>(registered.size()) < nodes_needed) {
+  out.verdicts = registered;
+  for (const auto& name : allocated) {
+    bool seen = std::any_of(registered.begin(), registered.end(),
+                            [&](const NodeVerdict& v) { return v.node == name; });
+    if (!seen)
+      out.verdicts.push_back(
+          {name, false, {"no registration within " + std::to_string(timeout.count()) + " s"}, 0});
+  }
+  std::vector<const NodeVerdict*> passing;
+  for (const auto& v : out.verdicts) {
+    if (v.passed)
+      passing.push_back(&v);
+    else
+      out.failed_nodes.push_back(v.node);
+  }
+  // Best first: the most free memory on the worst socket; ties by name.
+  std::sort(passing.begin(), passing.end(), [](const NodeVerdict* a, const NodeVerdict* b) {
+    return a->score != b->score ? a->score > b->score : NaturalLess(a->node, b->node);
+  });
+  int missing = expected_nodes - static_cast<int>(registered.size());
+  if (static_cast<int>(passing.size()) < nodes_needed) {
     out.kind = GateOutcome::kAbort;
-    out.reason = std::to_string(registered.size()) + " of " + std::to_string(expected_nodes) +
-                 " nodes registered within " + std::to_string(timeout.count()) + " s; " +
-                 std::to_string(nodes_needed) + " needed";
+    out.reason = std::to_string(passing.size()) + " of " + std::to_string(expected_nodes) +
+                 " nodes passed, " + std::to_string(nodes_needed) + " needed";
+    if (missing > 0) out.reason += "; " + std::to_string(missing) + " never registered";
+    for (const auto& v : out.verdicts)
+      if (!v.passed && !v.reasons.empty()) out.reason += "; " + v.node + ": " + v.reasons[0];
     return out;
   }
   out.kind = GateOutcome::kGo;
-  for (size_t i = 0; i < registered.size(); ++i) {
-    NodeAssignment a{registered[i], false, -1, -1};
-    if (static_cast<int>(i) < nodes_needed) {
+  std::vector<std::string> chosen;
+  for (int i = 0; i < nodes_needed; ++i) chosen.push_back(passing[i]->node);
+  std::sort(chosen.begin(), chosen.end(), NaturalLess);
+  for (const auto& v : registered) {
+    NodeAssignment a{v.node, false, -1, -1};
+    auto it = std::find(chosen.begin(), chosen.end(), v.node);
+    if (it != chosen.end()) {
       a.go = true;
-      a.node_index = static_cast<int>(i);
-      a.rank_offset = static_cast<int>(i) * ranks_per_node;
+      a.node_index = static_cast<int>(it - chosen.begin());
+      a.rank_offset = a.node_index * ranks_per_node;
     }
     out.assignments.push_back(a);
   }
-  out.reason = std::to_string(nodes_needed) + " nodes go, " +
-               std::to_string(registered.size() - nodes_needed) + " standing by";
+  int standby = static_cast<int>(passing.size()) - nodes_needed;
+  out.reason = std::to_string(nodes_needed) + " nodes go, " + std::to_string(standby) +
+               " standing by";
+  if (!out.failed_nodes.empty())
+    out.reason += ", " + std::to_string(out.failed_nodes.size()) + " failed the gate";
   return out;
 }
 

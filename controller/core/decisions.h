@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/spec/run_spec.h"
+#include "controller/core/gate_policy.h"
 #include "controller/slurm/slurm_types.h"
 
 namespace trellis::controller {
@@ -21,23 +22,33 @@ struct ScheduleDecision {
 ScheduleDecision DecideSchedule(int nodes_needed, int nodes_eligible, WallTime not_before,
                                 WallTime now);
 
-// --- The launch gate (registration only; the memory gate extends it) ---
+// --- The launch gate ---
 struct NodeAssignment {
   std::string node;
-  bool go = false;  // false: standby spare
+  bool go = false;  // false: standby (a spare, or a node that failed the gate)
   int node_index = -1;
   int rank_offset = -1;
 };
 struct GateOutcome {
   enum Kind { kWaiting, kGo, kAbort } kind = kWaiting;
   std::vector<NodeAssignment> assignments;  // on kGo: every registered node
+  std::vector<NodeVerdict> verdicts;        // every node, missing ones included
+  std::vector<std::string> failed_nodes;    // to quarantine
   std::string reason;
 };
-// `registered` in registration order. Decides once every expected node has
-// registered, or at the timeout with what has registered.
-GateOutcome DecideGate(const std::vector<std::string>& registered, int expected_nodes,
+// `registered`: the verdicts of the nodes that registered, in registration
+// order. `allocated`: the allocation's node names where known (to name the
+// nodes that never registered). Decides once every expected node has
+// registered, or at the timeout with what has registered: the best
+// `nodes_needed` passing nodes go (ranks in node-name order), other passing
+// nodes stand by as spares; fewer than needed pass: abort.
+GateOutcome DecideGate(const std::vector<NodeVerdict>& registered,
+                       const std::vector<std::string>& allocated, int expected_nodes,
                        int nodes_needed, int ranks_per_node, bool timed_out,
                        std::chrono::seconds timeout);
+
+// node2 < node10: digit runs compare as numbers.
+bool NaturalLess(const std::string& a, const std::string& b);
 
 // --- How a launch ended ---
 struct RankExitInfo {

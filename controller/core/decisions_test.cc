@@ -18,43 +18,81 @@ TEST(DecideScheduleTest, WaitsWithTheReasonUsersSee) {
   EXPECT_TRUE(DecideSchedule(3, 3, now, now).submit);
 }
 
+NodeVerdict Pass(const std::string& node, double free_gib) {
+  return {node, true, {}, free_gib * kGiB};
+}
+NodeVerdict Fail(const std::string& node, const std::string& why) { return {node, false, {why}, 0}; }
+
 struct GateCase {
   const char* name;
-  std::vector<std::string> registered;
+  std::vector<NodeVerdict> registered;
+  std::vector<std::string> allocated;
   int expected, needed;
   bool timed_out;
   GateOutcome::Kind kind;
-  int go_nodes;
+  std::vector<std::string> go;      // nodes that go, in rank order
+  std::vector<std::string> failed;  // nodes to quarantine
   const char* reason_contains;
 };
 
 TEST(DecideGateTest, Table) {
   const GateCase cases[] = {
-      {"waits for everyone", {"n1"}, 2, 2, false, GateOutcome::kWaiting, 0, ""},
-      {"all registered", {"n2", "n1"}, 2, 2, false, GateOutcome::kGo, 2, "2 nodes go, 0 standing"},
-      {"spare stands by", {"n1", "n2", "n3"}, 3, 2, false, GateOutcome::kGo, 2, "1 standing by"},
-      {"timeout with enough", {"n1", "n2"}, 3, 2, true, GateOutcome::kGo, 2, "2 nodes go"},
-      {"timeout short", {"n1"}, 2, 2, true, GateOutcome::kAbort, 0,
-       "1 of 2 nodes registered within 120 s; 2 needed"},
-      {"nobody", {}, 2, 2, true, GateOutcome::kAbort, 0, "0 of 2"},
+      {"waits for everyone", {Pass("n1", 108)}, {}, 2, 2, false, GateOutcome::kWaiting, {}, {}, ""},
+      {"all pass", {Pass("n2", 108), Pass("n1", 108)}, {}, 2, 2, false, GateOutcome::kGo,
+       {"n1", "n2"}, {}, "2 nodes go, 0 standing by"},
+      {"best two of three by worst-socket free memory",
+       {Pass("n1", 101), Pass("n2", 108), Pass("n3", 105)}, {}, 3, 2, false, GateOutcome::kGo,
+       {"n2", "n3"}, {}, "1 standing by"},
+      {"ties broken by node name", {Pass("n10", 108), Pass("n9", 108), Pass("n2", 108)}, {}, 3, 2,
+       false, GateOutcome::kGo, {"n2", "n9"}, {}, "2 nodes go"},
+      {"a short node is replaced by the spare",
+       {Pass("node1", 108), Fail("node3", "socket 0: 72.7 GiB free < 100.0 GiB required"),
+        Pass("node2", 108)},
+       {}, 3, 2, false, GateOutcome::kGo, {"node1", "node2"}, {"node3"}, "1 failed the gate"},
+      {"short without a spare aborts",
+       {Pass("node1", 108), Fail("node3", "socket 0: 72.7 GiB free < 100.0 GiB required")}, {}, 2,
+       2, false, GateOutcome::kAbort, {}, {"node3"},
+       "1 of 2 nodes passed, 2 needed; node3: socket 0: 72.7 GiB free < 100.0 GiB required"},
+      {"timeout with enough", {Pass("n1", 108), Pass("n2", 108)}, {"n1", "n2", "n3"}, 3, 2, true,
+       GateOutcome::kGo, {"n1", "n2"}, {"n3"}, "2 nodes go"},
+      {"timeout short names the missing node", {Pass("n1", 108)}, {"n1", "n2"}, 2, 2, true,
+       GateOutcome::kAbort, {}, {"n2"}, "1 never registered; n2: no registration within 120 s"},
+      {"all fail", {Fail("n1", "probe failed: x"), Fail("n2", "probe failed: y")}, {}, 2, 1, false,
+       GateOutcome::kAbort, {}, {"n1", "n2"}, "0 of 2 nodes passed, 1 needed"},
+      {"nobody registered", {}, {}, 2, 2, true, GateOutcome::kAbort, {}, {}, "2 never registered"},
   };
   for (const auto& c : cases) {
-    auto out = DecideGate(c.registered, c.expected, c.needed, 4, c.timed_out, seconds(120));
+    auto out = DecideGate(c.registered, c.allocated, c.expected, c.needed, 4, c.timed_out,
+                          seconds(120));
     EXPECT_EQ(out.kind, c.kind) << c.name;
-    int go = 0;
-    for (const auto& a : out.assignments) go += a.go;
-    EXPECT_EQ(go, c.go_nodes) << c.name;
+    std::vector<std::pair<int, std::string>> go;
+    for (const auto& a : out.assignments)
+      if (a.go) go.push_back({a.node_index, a.node});
+    std::sort(go.begin(), go.end());
+    std::vector<std::string> go_names;
+    for (const auto& [i, n] : go) go_names.push_back(n);
+    EXPECT_EQ(go_names, c.go) << c.name;
+    EXPECT_EQ(out.failed_nodes, c.failed) << c.name;
     EXPECT_NE(out.reason.find(c.reason_contains), std::string::npos) << c.name << ": " << out.reason;
   }
 }
 
-TEST(DecideGateTest, RanksAreContiguousPerNodeInRegistrationOrder) {
-  auto out = DecideGate({"b", "a", "c"}, 3, 2, 4, false, seconds(1));
+TEST(DecideGateTest, RanksAreContiguousPerNodeInNodeNameOrder) {
+  auto out = DecideGate({Pass("b", 108), Pass("a", 108), Pass("c", 100)}, {}, 3, 2, 4, false,
+                        seconds(1));
   ASSERT_EQ(out.assignments.size(), 3u);
   EXPECT_EQ(out.assignments[0].node, "b");
-  EXPECT_EQ(out.assignments[0].rank_offset, 0);
-  EXPECT_EQ(out.assignments[1].rank_offset, 4);
+  EXPECT_EQ(out.assignments[0].rank_offset, 4);
+  EXPECT_EQ(out.assignments[1].rank_offset, 0);
   EXPECT_FALSE(out.assignments[2].go);
+}
+
+TEST(NaturalLessTest, DigitRunsCompareAsNumbers) {
+  EXPECT_TRUE(NaturalLess("node2", "node10"));
+  EXPECT_FALSE(NaturalLess("node10", "node2"));
+  EXPECT_TRUE(NaturalLess("a1b", "a1c"));
+  EXPECT_TRUE(NaturalLess("n01", "n2"));
+  EXPECT_FALSE(NaturalLess("n1", "n1"));
 }
 
 TEST(SettleLaunchTest, Table) {

@@ -89,7 +89,15 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Register(grpc::CallbackServerContext
     reactor->Finish(st);
     return reactor;
   }
-  controller_->Register(FromProto(req->id()), req->version(),
+  if (req->probe().sockets_size() > 1024 || req->probe().device_nodes_size() > 1024 ||
+      req->hostname().size() > 255) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "probe: at most 1024 sockets and device nodes; hostname: at most "
+                                 "255 characters"));
+    return reactor;
+  }
+  controller_->Register(FromProto(req->id()), req->version(), req->hostname(),
+                        FromProto(req->probe()),
                         [reactor, resp](absl::StatusOr<GateAnswer> a) {
                           if (!a.ok()) return reactor->Finish(ToGrpc(a.status()));
                           ToProto(*a, resp);

@@ -93,4 +93,53 @@ grpc::ServerWriteReactor<v1::LogChunk>* ControllerServiceImpl::ReadLogs(
   return new LogReactor(controller_, *req);
 }
 
+grpc::ServerUnaryReactor* ControllerServiceImpl::ListNodes(grpc::CallbackServerContext* ctx,
+                                                           const v1::ListNodesRequest* req,
+                                                           v1::ListNodesResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  controller_->ListNodes([reactor, resp](absl::StatusOr<std::vector<NodeStatusView>> nodes) {
+    if (!nodes.ok()) return reactor->Finish(ToGrpc(nodes.status()));
+    for (const auto& n : *nodes) ToProto(n, WallTime(), resp->add_nodes());
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControllerServiceImpl::QuarantineNode(
+    grpc::CallbackServerContext* ctx, const v1::QuarantineNodeRequest* req, v1::NodeStatus* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  controller_->QuarantineNode(req->node(), req->reason(), "user:" + CallerOf(ctx),
+                              [reactor, resp](absl::StatusOr<NodeStatusView> n) {
+                                if (!n.ok()) return reactor->Finish(ToGrpc(n.status()));
+                                ToProto(*n, WallTime(), resp);
+                                reactor->Finish(grpc::Status::OK);
+                              });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControllerServiceImpl::ReleaseNode(grpc::CallbackServerContext* ctx,
+                                                             const v1::ReleaseNodeRequest* req,
+                                                             v1::NodeStatus* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  controller_->ReleaseNode(req->node(), [reactor, resp](absl::StatusOr<NodeStatusView> n) {
+    if (!n.ok()) return reactor->Finish(ToGrpc(n.status()));
+    ToProto(*n, WallTime(), resp);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControllerServiceImpl::GateReport(grpc::CallbackServerContext* ctx,
+                                                            const v1::GateReportRequest* req,
+                                                            v1::GateReportResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  controller_->GateReport(req->run_id(), std::max(0, req->attempt()),
+                          [reactor, resp](absl::StatusOr<GateReportView> r) {
+                            if (!r.ok()) return reactor->Finish(ToGrpc(r.status()));
+                            ToProto(*r, resp);
+                            reactor->Finish(grpc::Status::OK);
+                          });
+  return reactor;
+}
+
 }  // namespace trellis::controller

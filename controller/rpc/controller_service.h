@@ -26,6 +26,18 @@ class ControllerServiceImpl final : public v1::ControllerService::CallbackServic
                                                         const v1::WatchRunRequest* req) override;
   grpc::ServerWriteReactor<v1::LogChunk>* ReadLogs(grpc::CallbackServerContext* ctx,
                                                    const v1::ReadLogsRequest* req) override;
+  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* ctx,
+                                      const v1::ListNodesRequest* req,
+                                      v1::ListNodesResponse* resp) override;
+  grpc::ServerUnaryReactor* QuarantineNode(grpc::CallbackServerContext* ctx,
+                                           const v1::QuarantineNodeRequest* req,
+                                           v1::NodeStatus* resp) override;
+  grpc::ServerUnaryReactor* ReleaseNode(grpc::CallbackServerContext* ctx,
+                                        const v1::ReleaseNodeRequest* req,
+                                        v1::NodeStatus* resp) override;
+  grpc::ServerUnaryReactor* GateReport(grpc::CallbackServerContext* ctx,
+                                       const v1::GateReportRequest* req,
+                                       v1::GateReportResponse* resp) override;
 
  private:
   Controller* controller_;

@@ -147,3 +147,91 @@ WorkerId FromProto(const v1::WorkerIdentity& id) {
 }
 
 }  // namespace trellis::controller
+
+namespace trellis::controller {
+
+NodeProbeFigures FromProto(const v1::NodeProbe& p) {
+  NodeProbeFigures out;
+  for (const auto& s : p.sockets()) {
+    SocketFigures f;
+    f.numa_node = s.numa_node();
+    f.cpulist = s.cpulist();
+    f.total_bytes = s.total_bytes();
+    f.free_bytes = s.free_bytes();
+    f.file_pages_bytes = s.file_pages_bytes();
+    f.anon_pages_bytes = s.anon_pages_bytes();
+    f.slab_bytes = s.slab_bytes();
+    f.kernel_stack_bytes = s.kernel_stack_bytes();
+    f.page_tables_bytes = s.page_tables_bytes();
+    f.shmem_bytes = s.shmem_bytes();
+    f.hugepages_bytes = s.hugepages_bytes();
+    f.unattributed_bytes = s.unattributed_bytes();
+    if (s.has_touch_obtainable_bytes()) f.touch_obtainable_bytes = s.touch_obtainable_bytes();
+    out.sockets.push_back(std::move(f));
+  }
+  for (const auto& d : p.device_nodes())
+    out.device_nodes.push_back({d.numa_node(), d.total_bytes(), d.free_bytes()});
+  out.error = p.error().substr(0, 1024);
+  return out;
+}
+
+void ToProto(const NodeProbeFigures& p, v1::NodeProbe* out) {
+  for (const auto& s : p.sockets) {
+    auto* o = out->add_sockets();
+    o->set_numa_node(s.numa_node);
+    o->set_cpulist(s.cpulist);
+    o->set_total_bytes(s.total_bytes);
+    o->set_free_bytes(s.free_bytes);
+    o->set_file_pages_bytes(s.file_pages_bytes);
+    o->set_anon_pages_bytes(s.anon_pages_bytes);
+    o->set_slab_bytes(s.slab_bytes);
+    o->set_kernel_stack_bytes(s.kernel_stack_bytes);
+    o->set_page_tables_bytes(s.page_tables_bytes);
+    o->set_shmem_bytes(s.shmem_bytes);
+    o->set_hugepages_bytes(s.hugepages_bytes);
+    o->set_unattributed_bytes(s.unattributed_bytes);
+    if (s.touch_obtainable_bytes) o->set_touch_obtainable_bytes(*s.touch_obtainable_bytes);
+  }
+  for (const auto& d : p.device_nodes) {
+    auto* o = out->add_device_nodes();
+    o->set_numa_node(d.numa_node);
+    o->set_total_bytes(d.total_bytes);
+    o->set_free_bytes(d.free_bytes);
+  }
+  out->set_error(p.error);
+}
+
+void ToProto(const NodeStatusView& n, WallTime now, v1::NodeStatus* out) {
+  (void)now;
+  out->set_name(n.entry.node);
+  out->set_state(NodeHealthName(n.health));
+  out->set_reason(n.entry.reason);
+  out->set_evidence_json(n.entry.evidence_json);
+  out->set_since_unix_ms(ToUnixMillis(n.entry.since));
+  out->set_expiry_unix_ms(n.entry.expiry ? ToUnixMillis(*n.entry.expiry) : 0);
+  out->set_strikes(n.entry.strikes);
+  out->set_actor(n.entry.actor);
+}
+
+void ToProto(const GateReportView& r, v1::GateReportResponse* out) {
+  out->set_run_id(r.run_id);
+  for (const auto& g : r.records) {
+    auto* o = out->add_gates();
+    o->set_attempt(g.attempt);
+    o->set_launch(g.launch);
+    o->set_decision(g.decision);
+    o->set_reason(g.reason);
+    o->set_unix_ms(ToUnixMillis(g.time));
+    o->set_policy_json(g.policy_json);
+    for (const auto& n : g.nodes) {
+      auto* on = o->add_nodes();
+      on->set_node(n.node);
+      on->set_decision(n.decision);
+      for (const auto& reason : n.reasons) on->add_reasons(reason);
+      on->set_score(n.score);
+      ToProto(n.probe, on->mutable_probe());
+    }
+  }
+}
+
+}  // namespace trellis::controller

@@ -21,5 +21,9 @@ void ToProto(const GateAnswer& answer, v1::GateDecision* out);
 void ToProto(const NextLaunchAnswer& answer, v1::NextLaunchResponse* out);
 StepRecord FromProto(const v1::StepRecord& record);
 WorkerId FromProto(const v1::WorkerIdentity& id);
+NodeProbeFigures FromProto(const v1::NodeProbe& probe);
+void ToProto(const NodeProbeFigures& probe, v1::NodeProbe* out);
+void ToProto(const NodeStatusView& node, WallTime now, v1::NodeStatus* out);
+void ToProto(const GateReportView& report, v1::GateReportResponse* out);
 
 }  // namespace trellis::controller

@@ -41,6 +41,10 @@ class FakeSlurmClient : public SlurmClient {
     if (jobs.count(id)) jobs[id].state = "CANCELLED";
     return absl::OkStatus();
   }
+  absl::Status Drain(const std::string& node, const std::string& reason) override {
+    drained.push_back(node + ": " + reason);
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string&) override { return nodes; }
 
   int next_id = 100;
@@ -49,6 +53,7 @@ class FakeSlurmClient : public SlurmClient {
   std::map<std::string, SlurmJob> jobs;
   std::map<std::string, bool> forgotten;  // as if past MinJobAge
   std::vector<std::string> cancelled;
+  std::vector<std::string> drained;
   std::vector<SlurmNode> nodes;
 };
 

@@ -101,6 +101,15 @@ absl::Status SlurmCliClient::Cancel(const std::string& id) {
   return absl::OkStatus();
 }
 
+absl::Status SlurmCliClient::Drain(const std::string& node, const std::string& reason) {
+  std::vector<std::string> argv = {Bin("scontrol"), "update", "nodename=" + node, "state=drain",
+                                   "reason=trellis: " + reason};
+  auto r = Run(argv, options_.timeout);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return Failed(argv, *r);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<SlurmNode>> SlurmCliClient::ListNodes(const std::string& partition) {
   std::vector<std::string> argv = {Bin("sinfo"), "-h", "-N", "-o", "%N|%T"};
   if (!partition.empty()) argv.insert(argv.end(), {"-p", partition});

@@ -24,6 +24,8 @@ class SlurmClient {
   // From accounting; Unimplemented where the site has none.
   virtual absl::StatusOr<std::optional<SlurmJob>> AccountingJob(const std::string& id) = 0;
   virtual absl::Status Cancel(const std::string& id) = 0;
+  // scontrol update state=drain (needs Slurm operator rights).
+  virtual absl::Status Drain(const std::string& node, const std::string& reason) = 0;
   // Nodes of a partition ("" = the default partition).
   virtual absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string& partition) = 0;
 };

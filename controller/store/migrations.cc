@@ -70,6 +70,23 @@ CREATE TABLE nodes (
   strikes INTEGER NOT NULL DEFAULT 0
 );
 )sql",
+      // 2: quarantine bookkeeping and the gate's records.
+      R"sql(
+ALTER TABLE nodes ADD COLUMN actor TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN released_ms INTEGER;
+CREATE TABLE gate_records (
+  id INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL REFERENCES runs(run_id),
+  attempt INTEGER NOT NULL,
+  launch INTEGER NOT NULL,
+  unix_ms INTEGER NOT NULL,
+  decision TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  policy_json TEXT NOT NULL,
+  nodes_json TEXT NOT NULL
+);
+CREATE INDEX gate_records_run ON gate_records(run_id, attempt, launch);
+)sql",
   };
   return kMigrations;
 }

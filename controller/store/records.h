@@ -50,6 +50,16 @@ struct EventRecord {
   std::string evidence_json;
 };
 
+struct GateRecordRow {
+  int attempt = 0;
+  int launch = 0;
+  WallTime time;
+  std::string decision;  // "GO" or "ABORT"
+  std::string reason;
+  std::string policy_json;
+  std::string nodes_json;  // [{node, decision, reasons, score, probe}]
+};
+
 struct StepRow {
   int attempt = 0;
   int launch = 0;

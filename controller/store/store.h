@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/sqlite.h"
+#include "controller/core/quarantine.h"
 #include "controller/store/records.h"
 
 namespace trellis::controller {
@@ -52,6 +53,14 @@ class Store {
                                      double step_seconds, const std::string& record_json,
                                      WallTime now);
   absl::StatusOr<std::vector<StepRow>> RecentSteps(const std::string& run_id, int limit);
+
+  // The quarantine list (one per controller).
+  absl::StatusOr<std::vector<QuarantineEntry>> QuarantineEntries();
+  absl::StatusOr<std::optional<QuarantineEntry>> FindQuarantine(const std::string& node);
+  absl::Status PutQuarantine(const QuarantineEntry& entry);
+
+  absl::Status AddGateRecord(const std::string& run_id, const GateRecordRow& record);
+  absl::StatusOr<std::vector<GateRecordRow>> GateRecords(const std::string& run_id, int attempt);
 
   sqlite::Db& db() { return *db_; }
 

@@ -113,3 +113,40 @@ TEST_F(StoreTest, SurvivesReopenAndRefusesNewerSchema) {
 
 }  // namespace
 }  // namespace trellis::controller
+
+namespace trellis::controller {
+namespace {
+
+TEST_F(StoreTest, QuarantineEntriesUpsertAndReadBack) {
+  QuarantineConfig config;
+  auto e = Strike(std::nullopt, "node3", "socket 0: 72.7 GiB free < 100.0 GiB required",
+                  "{\"free_bytes\":1}", "gate", false, clock_.Now(), config);
+  ASSERT_TRUE(store_->PutQuarantine(e).ok());
+  auto again = Strike(e, "node3", "second", "{}", "gate", false, clock_.Now(), config);
+  ASSERT_TRUE(store_->PutQuarantine(again).ok());
+  ASSERT_TRUE(store_->PutQuarantine(Strike(std::nullopt, "node1", "manual", "{}", "user:bob", true,
+                                           clock_.Now(), config)).ok());
+  auto all = store_->QuarantineEntries();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[1].node, "node3");
+  EXPECT_EQ((*all)[1].strikes, 2);
+  EXPECT_EQ((*all)[1].reason, "second");
+  EXPECT_EQ(*(*all)[1].expiry, *again.expiry);
+  EXPECT_FALSE((*all)[0].expiry.has_value());
+  EXPECT_EQ((*all)[0].actor, "user:bob");
+  EXPECT_FALSE(store_->FindQuarantine("node9")->has_value());
+}
+
+TEST_F(StoreTest, GateRecordsByAttempt) {
+  RunRecord r = NewRun("hello");
+  ASSERT_TRUE(store_->AddGateRecord(r.run_id, {1, 1, clock_.Now(), "ABORT", "x", "{}", "[]"}).ok());
+  ASSERT_TRUE(store_->AddGateRecord(r.run_id, {2, 1, clock_.Now(), "GO", "y", "{}", "[]"}).ok());
+  EXPECT_EQ(store_->GateRecords(r.run_id, 0)->size(), 2u);
+  auto second = store_->GateRecords(r.run_id, 2);
+  ASSERT_EQ(second->size(), 1u);
+  EXPECT_EQ((*second)[0].decision, "GO");
+}
+
+}  // namespace
+}  // namespace trellis::controller

@@ -1,0 +1,106 @@
+// Nodes: the quarantine list, its use as --exclude, and gate reports.
+#include "common/log.h"
+#include "controller/app/controller.h"
+
+namespace trellis::controller {
+
+namespace asio = boost::asio;
+
+namespace {
+bool IsValidNodeName(const std::string& n) {
+  return !n.empty() && n.size() <= 255 && std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+}
+}  // namespace
+
+std::vector<std::string> Controller::ExcludedNow() {
+  auto entries = store_->QuarantineEntries();
+  if (!entries.ok()) {
+    spdlog::error("quarantine list unreadable: {}", std::string(entries.status().message()));
+    return {};
+  }
+  return ExcludedNodes(*entries, clock_->Now(), config_.quarantine);
+}
+
+void Controller::StrikeNode(const std::string& node, const std::string& reason,
+                            const std::string& evidence_json, const std::string& actor,
+                            bool until_released) {
+  auto existing = store_->FindQuarantine(node);
+  if (!existing.ok()) return;
+  QuarantineEntry e = Strike(*existing, node, reason, evidence_json, actor, until_released,
+                             clock_->Now(), config_.quarantine);
+  absl::Status st = store_->PutQuarantine(e);
+  if (!st.ok()) return spdlog::error("quarantine of {} not stored: {}", node, std::string(st.message()));
+  spdlog::warn("node {} quarantined (strike {}{}): {}", node, e.strikes,
+               e.expiry ? "" : ", until released", reason);
+  if (config_.can_drain) {
+    asio::post(slurm_pool_, [this, node, reason] {
+      absl::Status drained = slurm_->Drain(node, reason);
+      if (!drained.ok())
+        spdlog::warn("drain of {} failed: {}", node, std::string(drained.message()));
+    });
+  }
+}
+
+void Controller::ListNodes(Reply<std::vector<NodeStatusView>> reply) {
+  asio::post(io_, [this, reply = std::move(reply)] {
+    auto entries = store_->QuarantineEntries();
+    if (!entries.ok()) return reply(entries.status());
+    std::vector<NodeStatusView> out;
+    for (auto& e : *entries) {
+      NodeHealth h = HealthAt(e, clock_->Now(), config_.quarantine);
+      out.push_back({std::move(e), h});
+    }
+    reply(std::move(out));
+  });
+}
+
+void Controller::QuarantineNode(std::string node, std::string reason, std::string actor,
+                                Reply<NodeStatusView> reply) {
+  asio::post(io_, [this, node = std::move(node), reason = std::move(reason),
+                   actor = std::move(actor), reply = std::move(reply)] {
+    if (!IsValidNodeName(node))
+      return reply(absl::InvalidArgumentError("node: must match [A-Za-z0-9._-]{1,255}"));
+    if (reason.empty() || reason.size() > 1024)
+      return reply(absl::InvalidArgumentError("reason: required, at most 1024 characters"));
+    StrikeNode(node, reason, "{}", actor, /*until_released=*/true);
+    auto e = store_->FindQuarantine(node);
+    if (!e.ok() || !e->has_value()) return reply(absl::InternalError("quarantine not stored"));
+    reply(NodeStatusView{**e, HealthAt(**e, clock_->Now(), config_.quarantine)});
+    ScheduleTick();
+  });
+}
+
+void Controller::ReleaseNode(std::string node, Reply<NodeStatusView> reply) {
+  asio::post(io_, [this, node = std::move(node), reply = std::move(reply)] {
+    auto e = store_->FindQuarantine(node);
+    if (!e.ok()) return reply(e.status());
+    if (!e->has_value()) return reply(absl::NotFoundError("node " + node + " is not quarantined"));
+    QuarantineEntry released = Release(**e, clock_->Now());
+    absl::Status st = store_->PutQuarantine(released);
+    if (!st.ok()) return reply(st);
+    spdlog::info("node {} released (on probation, {} strike(s))", node, released.strikes);
+    reply(NodeStatusView{released, HealthAt(released, clock_->Now(), config_.quarantine)});
+    ScheduleTick();  // runs waiting for nodes may fit now
+  });
+}
+
+void Controller::GateReport(std::string run_id, int attempt, Reply<GateReportView> reply) {
+  asio::post(io_, [this, run_id = std::move(run_id), attempt, reply = std::move(reply)] {
+    auto run = store_->GetRun(run_id);
+    if (!run.ok()) return reply(run.status());
+    auto rows = store_->GateRecords(run_id, attempt);
+    if (!rows.ok()) return reply(rows.status());
+    GateReportView view{run_id, {}};
+    for (const auto& r : *rows) {
+      auto nodes = NodeGatesFromJson(r.nodes_json);
+      if (!nodes.ok()) return reply(nodes.status());
+      view.records.push_back(
+          {r.attempt, r.launch, r.time, r.decision, r.reason, r.policy_json, std::move(*nodes)});
+    }
+    reply(std::move(view));
+  });
+}
+
+}  // namespace trellis::controller
