@@ -10,7 +10,7 @@ PACKAGES=(
   libtorch-dev libgloo-dev
   slurm-wlm munge
   prometheus
-  libnuma-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
+  libnuma-dev numactl libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libbenchmark-dev
   procps psmisc sqlite3 rsync
 )

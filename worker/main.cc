@@ -76,6 +76,18 @@ int main(int argc, char** argv) {
                    "beyond it")
       ->capture_default_str();
 
+  agent_cmd->add_option("--sysfs-root", agent.sysfs_root,
+                        "Directory holding devices/system/node for the memory probe (default: "
+                        "$TRELLIS_SYSFS_ROOT with %n replaced by the node name, else /sys)");
+  agent_cmd
+      ->add_option("--touch-probe-gib", agent.touch_probe_gib,
+                   "With the spec's gate.touch_probe: GiB to allocate and touch per socket, "
+                   "at most")
+      ->capture_default_str();
+  AddSeconds(agent_cmd, "--touch-probe-seconds", &agent.touch_probe_budget,
+             "With the spec's gate.touch_probe: time budget of the touch probe, all sockets "
+             "together");
+
   trellis::worker::NextLaunchArgs next;
   CLI::App* next_cmd =
       app.add_subcommand("next-launch",

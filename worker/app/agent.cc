@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -15,11 +16,13 @@
 #include "common/spec/run_spec.h"
 #include "common/version.h"
 #include "worker/app/identity.h"
+#include "worker/app/node_probe.h"
 #include "worker/core/rank_layout.h"
 #include "worker/io/node_info.h"
 #include "worker/io/rank_channel.h"
 #include "worker/io/socket_dir.h"
 #include "worker/io/supervisor.h"
+#include "worker/io/sysfs_probe.h"
 #include "worker/rpc/agent_client.h"
 #include "worker/rpc/step_stream.h"
 
@@ -70,6 +73,24 @@ int FailLaunch(AgentClient& client, const std::string& why) {
   return kExitError;
 }
 
+// Binding follows this machine's real topology, not the probe's sysfs root:
+// a test cluster's fixture names sockets the machine may not have.
+void SetNumaBinding(RankLayoutInput* layout) {
+  auto sockets = SocketNodes("/sys");
+  if (!sockets.ok()) {
+    spdlog::warn("ranks are not bound to sockets: {}", std::string(sockets.status().message()));
+    return;
+  }
+  layout->socket_nodes = *sockets;
+  if (!WantsNumaBinding(*layout)) return;
+  auto path = layout->worker_env.find("PATH");
+  layout->numactl =
+      FindExecutable("numactl", path != layout->worker_env.end() ? path->second : "");
+  if (layout->numactl.empty())
+    spdlog::warn("this node has {} sockets but numactl is not installed: ranks are not bound",
+                 sockets->size());
+}
+
 int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision& go,
               AgentClient& client) {
   auto socket_dir = SocketDir::Create();
@@ -84,6 +105,7 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   layout.worker_env = CurrentEnvironment();
   layout.run_dir = args.run_dir;
   layout.socket_dir = (*socket_dir)->path();
+  SetNumaBinding(&layout);
   auto plans = PlanRanks(layout);
   if (!plans.ok()) return FailLaunch(client, std::string(plans.status().message()));
 
@@ -133,6 +155,9 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   spdlog::info("GO: ranks {}..{} of {}, master {}:{}, resume step {}", go.rank_offset,
                go.rank_offset + go.ranks_per_node - 1, go.world_size, go.master_addr,
                go.master_port, go.resume_step);
+  for (const RankPlan& p : *plans)
+    if (p.numa_node >= 0)
+      spdlog::info("rank {}: CPUs and memory bound to socket {}", p.global_rank, p.numa_node);
   wait_signal();
   supervisor.Start(*plans, spec.job.command, args.run_dir);
   beat();
@@ -176,8 +201,12 @@ int RunAgent(const AgentArgs& args) {
     spdlog::error("{}", std::string(id.status().message()));
     return kExitUsage;
   }
+  NodeFacts facts{kVersion, Hostname(), CountGpus(), CountCpus(), {}};
+  // Before the channel exists: the touch probe forks, gRPC's threads must not yet.
+  facts.probe = ProbeMemoryForRegister(
+      ResolveSysfsRoot(args.sysfs_root, std::getenv("TRELLIS_SYSFS_ROOT"), args.id.node),
+      spec->gate.touch_probe, args);
   AgentClient client(ControllerChannel(args.id.controller), *id);
-  NodeFacts facts{kVersion, Hostname(), CountGpus(), CountCpus()};
   Seconds gate_wait = args.gate_wait.value_or(Seconds(spec->gate.timeout_s) + kGateWaitMargin);
   spdlog::info("registering node {} with {} (run {}, attempt {}, launch {}; {} GPU(s), {} CPU(s))",
                args.id.node, args.id.controller, args.id.run_id, args.id.attempt, args.id.launch,

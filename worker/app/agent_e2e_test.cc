@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -102,12 +103,15 @@ class AgentE2eTest : public ::testing::Test {
             "node2"};
   }
 
-  CommandResult RunAgent() {
+  CommandResult RunAgent(const std::vector<std::string>& extra = {},
+                         const std::map<std::string, std::string>& env = {}) {
     std::vector<std::string> argv = Identity("agent");
     for (const char* a : {"--run-dir", "", "--kill-grace", "5", "--heartbeat-interval", "0.2",
                           "--register-retry", "5"})
       argv.push_back(*a != '\0' ? a : run_dir_);
+    argv.insert(argv.end(), extra.begin(), extra.end());
     CommandOptions o;
+    o.extra_env = env;
     o.timeout = 30s;
     auto r = RunCommand(argv, o);
     EXPECT_TRUE(r.ok()) << r.status();
@@ -183,6 +187,79 @@ TEST_F(AgentE2eTest, GoRunsTwoRanksAndStreamsTheirSteps) {
     EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(socket).parent_path())) << socket;
   }
   EXPECT_NE(r.err.find("bad step record"), std::string::npos) << r.err;
+}
+
+TEST_F(AgentE2eTest, RegisterCarriesTheMemoryProbe) {
+  WriteSpec("");
+  // %n: the node name, as the local cluster's env file writes it.
+  CommandResult r = RunAgent({}, {{"TRELLIS_SYSFS_ROOT", std::string(TRELLIS_SYSFS_FIXTURES) +
+                                                             "/report-worst%n"}});
+  // node2 -> ".../report-worstnode2" does not exist; the flag wins over it below.
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunAgent({"--sysfs-root", std::string(TRELLIS_SYSFS_FIXTURES) + "/report-worst"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("socket 2 (CPUs 144-215): 119.7 GiB total, 72.7 GiB free, 39.9 GiB "
+                       "unattributed"),
+            std::string::npos)
+      << r.err;
+
+  std::lock_guard<std::mutex> l(service_.mu);
+  ASSERT_EQ(service_.registers.size(), 2u);
+  const v1::NodeProbe& failed = service_.registers[0].probe();
+  EXPECT_NE(failed.error().find("report-worstnode2/devices/system/node does not exist"),
+            std::string::npos)
+      << failed.error();
+  const v1::NodeProbe& probe = service_.registers[1].probe();
+  EXPECT_EQ(probe.error(), "");
+  EXPECT_GT(probe.probed_unix_ms(), 0);
+  ASSERT_EQ(probe.sockets_size(), 4);
+  const v1::SocketProbe& s = probe.sockets(2);
+  EXPECT_EQ(s.numa_node(), 2);
+  EXPECT_EQ(s.cpulist(), "144-215");
+  EXPECT_EQ(s.total_bytes(), int64_t{125514547} * 1024);
+  EXPECT_EQ(s.free_bytes(), int64_t{76231475} * 1024);
+  EXPECT_EQ(s.unattributed_bytes(), int64_t{41838182} * 1024);
+  EXPECT_EQ(s.file_pages_bytes() + s.anon_pages_bytes() + s.slab_bytes() +
+                s.kernel_stack_bytes() + s.page_tables_bytes() + s.hugepages_bytes() +
+                s.unattributed_bytes(),
+            s.total_bytes() - s.free_bytes());
+  EXPECT_FALSE(s.has_touch_obtainable_bytes());
+  ASSERT_EQ(probe.device_nodes_size(), 4);
+  EXPECT_EQ(probe.device_nodes(3).numa_node(), 28);
+  EXPECT_EQ(probe.device_nodes(3).total_bytes(), int64_t{100663296} * 1024);
+}
+
+TEST_F(AgentE2eTest, TouchProbeFromTheSpecReportsObtainableBytes) {
+  std::ofstream(run_dir_ + "/spec.toml")
+      << "[job]\nname = 't'\ncommand = ['true']\n[slurm]\nnodes = 2\nranks_per_node = 2\n"
+      << "[gate]\ntouch_probe = true\n";
+  if (!std::filesystem::exists("/sys/devices/system/node/node0"))
+    GTEST_SKIP() << "no NUMA nodes in /sys";
+  CommandResult r = RunAgent({"--sysfs-root", "/sys", "--touch-probe-gib", "0.0625",
+                              "--touch-probe-seconds", "10"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::lock_guard<std::mutex> l(service_.mu);
+  ASSERT_EQ(service_.registers.size(), 1u);
+  const v1::NodeProbe& probe = service_.registers[0].probe();
+  EXPECT_EQ(probe.error(), "");
+  ASSERT_GE(probe.sockets_size(), 1);
+  EXPECT_EQ(probe.sockets(0).touch_obtainable_bytes(), 64 << 20);
+  EXPECT_NE(r.err.find("touch probe obtained 0.1 of 0.1 GiB"), std::string::npos) << r.err;
+}
+
+TEST_F(AgentE2eTest, TouchProbeOnASocketThisMachineLacksFailsTheProbeNotTheWorker) {
+  std::ofstream(run_dir_ + "/spec.toml")
+      << "[job]\nname = 't'\ncommand = ['true']\n[slurm]\nnodes = 2\nranks_per_node = 2\n"
+      << "[gate]\ntouch_probe = true\n";
+  // The fixture's sockets 1-3 are not on this machine (or libnuma is unavailable).
+  CommandResult r = RunAgent({"--sysfs-root", std::string(TRELLIS_SYSFS_FIXTURES) + "/gh200-node",
+                              "--touch-probe-gib", "0.0625", "--touch-probe-seconds", "10"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::lock_guard<std::mutex> l(service_.mu);
+  ASSERT_EQ(service_.registers.size(), 1u);
+  const v1::NodeProbe& probe = service_.registers[0].probe();
+  EXPECT_NE(probe.error().find("touch probe"), std::string::npos) << probe.error();
+  EXPECT_EQ(probe.sockets_size(), 4);
 }
 
 TEST_F(AgentE2eTest, FailingRankStopsTheOtherAndSetsTheExitCode) {

@@ -66,7 +66,14 @@ INSTANTIATE_TEST_SUITE_P(
                 "--heartbeat-interval must be a positive"},
         BadArgs{"Grace", [](AgentArgs* a) { a->kill_grace = Seconds(-1); }, "--kill-grace"},
         BadArgs{"GateWait", [](AgentArgs* a) { a->gate_wait = Seconds(0); }, "--gate-wait"},
-        BadArgs{"Queue", [](AgentArgs* a) { a->max_queued_reports = 1; }, "--max-queued-reports"}),
+        BadArgs{"Queue", [](AgentArgs* a) { a->max_queued_reports = 1; }, "--max-queued-reports"},
+        BadArgs{"TouchGibZero", [](AgentArgs* a) { a->touch_probe_gib = 0; }, "--touch-probe-gib"},
+        BadArgs{"TouchGibHuge", [](AgentArgs* a) { a->touch_probe_gib = 1e6; },
+                "--touch-probe-gib must be in (0, 1024]"},
+        BadArgs{"TouchSeconds", [](AgentArgs* a) { a->touch_probe_budget = Seconds(0); },
+                "--touch-probe-seconds"},
+        BadArgs{"TouchSecondsLong", [](AgentArgs* a) { a->touch_probe_budget = Seconds(601); },
+                "--touch-probe-seconds must be in (0, 600]"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ArgsTest, NextLaunchStepExitCodeRange) {

@@ -77,6 +77,14 @@ struct NodeProbeResult {
   std::vector<DeviceMemory> device_nodes;  // ascending numa_node
 };
 
+// What the worker sends in RegisterRequest.probe. A non-empty error fails the
+// node at the gate; the figures read before it still travel (for the report).
+struct NodeProbeReport {
+  NodeProbeResult result;
+  std::string error;
+  int64_t probed_unix_ms = 0;
+};
+
 // Parses `<path>` = nodeN/meminfo. Strict: every line must read
 // "Node <node_id> <Field>: <digits>[ kB]" and end in a newline (a missing
 // final newline means a truncated read); the fields of NodeMeminfo must each

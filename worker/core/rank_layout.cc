@@ -72,6 +72,12 @@ std::string RankLogPath(const std::string& run_dir, const LaunchId& launch, int 
                       global_rank, ".log");
 }
 
+int SocketIndexForRank(int local_rank, int ranks_per_node, int sockets) {
+  return static_cast<int>(static_cast<int64_t>(local_rank) * sockets / ranks_per_node);
+}
+
+bool WantsNumaBinding(const RankLayoutInput& in) { return in.socket_nodes.size() > 1; }
+
 absl::StatusOr<std::vector<RankPlan>> PlanRanks(const RankLayoutInput& in) {
   if (absl::Status st = CheckDecision(in); !st.ok()) return st;
   const GoDecision& go = in.go;
@@ -101,6 +107,12 @@ absl::StatusOr<std::vector<RankPlan>> PlanRanks(const RankLayoutInput& in) {
     p.env["TRELLIS_CHECKPOINT_DIR"] = go.checkpoint_dir;
     p.env["TRELLIS_RESUME_STEP"] = std::to_string(go.resume_step);
     if (in.gpus_per_node > 0) p.env["CUDA_VISIBLE_DEVICES"] = DeviceFor(in.worker_env, local);
+    if (WantsNumaBinding(in) && !in.numactl.empty()) {
+      const int sockets = static_cast<int>(in.socket_nodes.size());
+      p.numa_node = in.socket_nodes[SocketIndexForRank(local, go.ranks_per_node, sockets)];
+      const std::string node = std::to_string(p.numa_node);
+      p.argv_prefix = {in.numactl, "--cpunodebind=" + node, "--membind=" + node};
+    }
     plans.push_back(std::move(p));
   }
   return plans;

@@ -41,6 +41,11 @@ struct RankLayoutInput {
   EnvMap worker_env;  // the worker's own environment
   std::string run_dir;
   std::string socket_dir;  // where the step sockets live (short, private)
+  // The node's sockets (NUMA nodes with CPUs), ascending. With more than one,
+  // each rank's CPUs and memory are bound to one of them through `numactl`
+  // (its path; empty: not installed, no binding).
+  std::vector<int> socket_nodes;
+  std::string numactl;
 };
 
 struct RankPlan {
@@ -49,6 +54,8 @@ struct RankPlan {
   std::string step_socket;
   std::string log_path;
   EnvMap env;  // the rank's complete environment
+  int numa_node = -1;                     // the socket it is bound to; -1: not bound
+  std::vector<std::string> argv_prefix;  // runs before the command (numactl ...)
 };
 
 // "<socket_dir>/rank-<global>.sock": short, so it fits a unix socket path.
@@ -59,6 +66,15 @@ std::string RankLogPath(const std::string& run_dir, const LaunchId& launch, int 
 // Defaults every rank gets unless the spec's [env] sets them:
 // OMP_NUM_THREADS=1, NCCL_MAX_CTAS=16, MIMALLOC_ALLOW_THP=0.
 const EnvMap& LaunchHygiene();
+
+// The index into the node's sockets that local rank `local_rank` of
+// `ranks_per_node` is bound to: i * sockets / ranks_per_node, so the ranks are
+// spread evenly and neighbours share a socket (4 ranks on 4 sockets: 0,1,2,3;
+// 8 ranks: 0,0,1,1,...; 2 ranks: 0,2).
+int SocketIndexForRank(int local_rank, int ranks_per_node, int sockets);
+
+// True when a node's ranks should be bound to sockets (it has more than one).
+bool WantsNumaBinding(const RankLayoutInput& in);
 
 // One plan per local rank, in local-rank order. Errors name the field of the
 // decision or spec that does not fit (the controller and the spec disagree).

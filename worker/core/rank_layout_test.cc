@@ -176,5 +176,72 @@ INSTANTIATE_TEST_SUITE_P(
                               "resume_step must be >= -1"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+struct SocketCase {
+  int ranks_per_node;
+  int sockets;
+  std::vector<int> expected;  // socket index per local rank
+};
+
+class SocketForRankTest : public ::testing::TestWithParam<SocketCase> {};
+
+TEST_P(SocketForRankTest, SpreadsEvenly) {
+  const SocketCase& c = GetParam();
+  std::vector<int> got;
+  for (int i = 0; i < c.ranks_per_node; ++i)
+    got.push_back(SocketIndexForRank(i, c.ranks_per_node, c.sockets));
+  EXPECT_EQ(got, c.expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, SocketForRankTest,
+                         ::testing::Values(SocketCase{4, 4, {0, 1, 2, 3}},
+                                           SocketCase{8, 4, {0, 0, 1, 1, 2, 2, 3, 3}},
+                                           SocketCase{2, 4, {0, 2}}, SocketCase{1, 4, {0}},
+                                           SocketCase{3, 2, {0, 0, 1}},
+                                           SocketCase{6, 4, {0, 0, 1, 2, 2, 3}},
+                                           SocketCase{4, 1, {0, 0, 0, 0}}));
+
+TEST(RankLayoutTest, BindsEachRankToItsSocketWithNumactl) {
+  RankLayoutInput in = TwoRanksOnSecondNode();
+  in.socket_nodes = {0, 1, 2, 3};
+  in.numactl = "/usr/bin/numactl";
+  auto plans = PlanRanks(in);
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  EXPECT_EQ((*plans)[0].numa_node, 0);
+  EXPECT_EQ((*plans)[0].argv_prefix,
+            (std::vector<std::string>{"/usr/bin/numactl", "--cpunodebind=0", "--membind=0"}));
+  EXPECT_EQ((*plans)[1].numa_node, 2);
+  EXPECT_EQ((*plans)[1].argv_prefix,
+            (std::vector<std::string>{"/usr/bin/numactl", "--cpunodebind=2", "--membind=2"}));
+}
+
+TEST(RankLayoutTest, UsesTheSocketsNodeIdsNotTheirIndexes) {
+  RankLayoutInput in = TwoRanksOnSecondNode();
+  in.socket_nodes = {1, 3};
+  in.numactl = "numactl";
+  auto plans = PlanRanks(in);
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  EXPECT_EQ((*plans)[0].numa_node, 1);
+  EXPECT_EQ((*plans)[1].numa_node, 3);
+}
+
+TEST(RankLayoutTest, NoBindingOnOneSocketOrWithoutNumactl) {
+  RankLayoutInput in = TwoRanksOnSecondNode();
+  in.socket_nodes = {0};
+  in.numactl = "/usr/bin/numactl";
+  EXPECT_FALSE(WantsNumaBinding(in));
+  auto plans = PlanRanks(in);
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  EXPECT_EQ((*plans)[0].numa_node, -1);
+  EXPECT_TRUE((*plans)[0].argv_prefix.empty());
+
+  in.socket_nodes = {0, 1};
+  in.numactl.clear();
+  EXPECT_TRUE(WantsNumaBinding(in));
+  plans = PlanRanks(in);
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  EXPECT_EQ((*plans)[1].numa_node, -1);
+  EXPECT_TRUE((*plans)[1].argv_prefix.empty());
+}
+
 }  // namespace
 }  // namespace trellis::worker

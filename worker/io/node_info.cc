@@ -45,6 +45,22 @@ std::string DefaultNodeName() {
   return Hostname();
 }
 
+std::string FindExecutable(const std::string& name, const std::string& path_env) {
+  size_t start = 0;
+  while (start <= path_env.size()) {
+    size_t end = path_env.find(':', start);
+    if (end == std::string::npos) end = path_env.size();
+    const std::string dir = path_env.substr(start, end - start);
+    if (!dir.empty()) {
+      const std::string candidate = dir + "/" + name;
+      if (::access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate))
+        return candidate;
+    }
+    start = end + 1;
+  }
+  return "";
+}
+
 EnvMap CurrentEnvironment() {
   EnvMap env;
   for (char** e = environ; *e != nullptr; ++e) {

@@ -14,6 +14,9 @@ int CountCpus();
 std::string Hostname();
 // The node name: SLURMD_NODENAME when Slurm set it, else the host name.
 std::string DefaultNodeName();
+// The first executable `name` in the ':'-separated directories of path_env
+// (as $PATH); empty when there is none.
+std::string FindExecutable(const std::string& name, const std::string& path_env);
 // This process's environment as a map.
 EnvMap CurrentEnvironment();
 

@@ -22,6 +22,13 @@ TEST(NodeInfoTest, CountsOnlyNumberedGpuDevices) {
   std::filesystem::remove_all(dev);
 }
 
+TEST(NodeInfoTest, FindsExecutablesOnThePath) {
+  EXPECT_EQ(FindExecutable("sh", "/nonexistent::/bin:/usr/bin"), "/bin/sh");
+  EXPECT_EQ(FindExecutable("no-such-program-here", "/bin:/usr/bin"), "");
+  EXPECT_EQ(FindExecutable("sh", ""), "");
+  EXPECT_EQ(FindExecutable("bin", "/usr"), "");  // a directory is not a program
+}
+
 TEST(NodeInfoTest, CpusAndEnvironment) {
   EXPECT_GE(CountCpus(), 1);
   EXPECT_FALSE(Hostname().empty());

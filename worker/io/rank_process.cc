@@ -54,7 +54,8 @@ absl::StatusOr<pid_t> SpawnRank(const RankPlan& plan, const std::vector<std::str
   posix_spawnattr_setflags(&attr,
                            POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
 
-  std::vector<std::string> args = argv;
+  std::vector<std::string> args = plan.argv_prefix;
+  args.insert(args.end(), argv.begin(), argv.end());
   std::vector<std::string> env;
   env.reserve(plan.env.size());
   for (const auto& [k, v] : plan.env) env.push_back(k + "=" + v);
@@ -66,7 +67,7 @@ absl::StatusOr<pid_t> SpawnRank(const RankPlan& plan, const std::vector<std::str
   close(log_fd);
   if (rc != 0)
     return absl::FailedPreconditionError("cannot start rank " + std::to_string(plan.global_rank) +
-                                         " (" + argv[0] + "): " + std::strerror(rc));
+                                         " (" + args[0] + "): " + std::strerror(rc));
   return pid;
 }
 

@@ -13,6 +13,7 @@
 
 namespace trellis::worker {
 
+// Runs plan.argv_prefix (numactl binding, when planned) followed by argv.
 // Creates the log's directory. Errors when the log cannot be opened or the
 // program cannot be executed.
 absl::StatusOr<pid_t> SpawnRank(const RankPlan& plan, const std::vector<std::string>& argv,

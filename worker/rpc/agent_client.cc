@@ -69,6 +69,7 @@ absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds
   req.set_hostname(facts.hostname);
   req.set_gpus(facts.gpus);
   req.set_cpus(facts.cpus);
+  ToProto(facts.probe, req.mutable_probe());
   v1::GateDecision decision;
   grpc::Status st =
       WithRetries("Register", backoff_, retry_window, gate_wait, true, [&](Seconds budget) {

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "trellis/v1/agent.grpc.pb.h"
 #include "worker/core/args.h"
+#include "worker/core/memory_probe.h"
 #include "worker/core/outcome.h"
 #include "worker/core/rank_layout.h"
 #include "worker/core/retry.h"
@@ -23,6 +24,7 @@ struct NodeFacts {
   std::string hostname;
   int gpus = 0;
   int cpus = 0;
+  NodeProbeReport probe;  // per-socket host memory, or the probe's error
 };
 
 struct GateResult {

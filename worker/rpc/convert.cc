@@ -27,6 +27,33 @@ void ToProto(const RankExit& in, v1::RankExit* out) {
   out->set_signal(in.signal);
 }
 
+void ToProto(const NodeProbeReport& in, v1::NodeProbe* out) {
+  for (const SocketMemory& s : in.result.sockets) {
+    v1::SocketProbe* p = out->add_sockets();
+    p->set_numa_node(s.numa_node);
+    p->set_cpulist(s.cpulist);
+    p->set_total_bytes(s.total_bytes);
+    p->set_free_bytes(s.free_bytes);
+    p->set_file_pages_bytes(s.file_pages_bytes);
+    p->set_anon_pages_bytes(s.anon_pages_bytes);
+    p->set_slab_bytes(s.slab_bytes);
+    p->set_kernel_stack_bytes(s.kernel_stack_bytes);
+    p->set_page_tables_bytes(s.page_tables_bytes);
+    p->set_shmem_bytes(s.shmem_bytes);
+    p->set_hugepages_bytes(s.hugepages_bytes);
+    p->set_unattributed_bytes(s.unattributed_bytes);
+    if (s.touch_obtainable_bytes) p->set_touch_obtainable_bytes(*s.touch_obtainable_bytes);
+  }
+  for (const DeviceMemory& d : in.result.device_nodes) {
+    v1::DeviceMemoryProbe* p = out->add_device_nodes();
+    p->set_numa_node(d.numa_node);
+    p->set_total_bytes(d.total_bytes);
+    p->set_free_bytes(d.free_bytes);
+  }
+  out->set_error(in.error);
+  out->set_probed_unix_ms(in.probed_unix_ms);
+}
+
 GoDecision GoFromProto(const v1::GateDecision& in) {
   GoDecision go;
   go.node_index = in.node_index();

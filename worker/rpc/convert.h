@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "common/step_record.h"
 #include "trellis/v1/agent.pb.h"
+#include "worker/core/memory_probe.h"
 #include "worker/core/outcome.h"
 #include "worker/core/rank_layout.h"
 
@@ -13,6 +14,7 @@ namespace trellis::worker {
 
 void ToProto(const StepRecord& in, v1::StepRecord* out);
 void ToProto(const RankExit& in, v1::RankExit* out);
+void ToProto(const NodeProbeReport& in, v1::NodeProbe* out);
 GoDecision GoFromProto(const v1::GateDecision& in);
 absl::Status FromGrpc(const grpc::Status& status);
 

@@ -1,0 +1,74 @@
+#include "worker/app/node_probe.h"
+
+#include <chrono>
+
+#include "common/log.h"
+#include "worker/io/sysfs_probe.h"
+#include "worker/io/touch_probe.h"
+
+namespace trellis::worker {
+namespace {
+
+int64_t UnixMillisNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void LogSocket(const SocketMemory& s) {
+  spdlog::info(
+      "socket {} (CPUs {}): {} GiB total, {} GiB free, {} GiB unattributed (file {}, anon {}, "
+      "slab {}, kernel stack {}, page tables {}, hugepages {}; shmem {} inside file)",
+      s.numa_node, s.cpulist, FormatGib(s.total_bytes), FormatGib(s.free_bytes),
+      FormatGib(s.unattributed_bytes), FormatGib(s.file_pages_bytes), FormatGib(s.anon_pages_bytes),
+      FormatGib(s.slab_bytes), FormatGib(s.kernel_stack_bytes), FormatGib(s.page_tables_bytes),
+      FormatGib(s.hugepages_bytes), FormatGib(s.shmem_bytes));
+}
+
+// Touches every socket in turn; the first failure ends the probe with an error.
+std::string TouchSockets(NodeProbeResult& result, const AgentArgs& args) {
+  TouchProbeLimits limits;
+  limits.max_bytes = static_cast<int64_t>(args.touch_probe_gib * (int64_t{1} << 30));
+  limits.budget = args.touch_probe_budget / static_cast<double>(result.sockets.size());
+  for (SocketMemory& s : result.sockets) {
+    auto touched = TouchProbe(s.numa_node, limits);
+    if (!touched.ok())
+      return "memory probe, socket " + std::to_string(s.numa_node) + ": " +
+             std::string(touched.status().message());
+    s.touch_obtainable_bytes = touched->obtainable_bytes;
+    spdlog::info("socket {}: touch probe obtained {} of {} GiB in {:.1f} s (stopped by {})",
+                 s.numa_node, FormatGib(touched->obtainable_bytes), FormatGib(limits.max_bytes),
+                 touched->elapsed.count(), touched->stopped_by);
+  }
+  return "";
+}
+
+}  // namespace
+
+NodeProbeReport ProbeMemoryForRegister(const std::string& sysfs_root, bool touch,
+                                       const AgentArgs& args) {
+  NodeProbeReport report;
+  report.probed_unix_ms = UnixMillisNow();
+  auto probe = ProbeNode(sysfs_root);
+  if (!probe.ok()) {
+    report.error = "memory probe: " + std::string(probe.status().message());
+    spdlog::error("{}", report.error);
+    return report;
+  }
+  report.result = std::move(*probe);
+  spdlog::info("memory probe of {}: {} socket(s), {} device memory node(s)", sysfs_root,
+               report.result.sockets.size(), report.result.device_nodes.size());
+  for (const SocketMemory& s : report.result.sockets) LogSocket(s);
+  for (const DeviceMemory& d : report.result.device_nodes)
+    spdlog::info("device memory node {}: {} GiB total, {} GiB free", d.numa_node,
+                 FormatGib(d.total_bytes), FormatGib(d.free_bytes));
+  if (touch) {
+    if (std::string error = TouchSockets(report.result, args); !error.empty()) {
+      report.error = error;
+      spdlog::error("{}", report.error);
+    }
+  }
+  return report;
+}
+
+}  // namespace trellis::worker

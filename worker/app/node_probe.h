@@ -1,0 +1,19 @@
+#pragma once
+// The memory probe as the agent runs it before Register: read the node's
+// sockets, optionally touch each one, log the figures. Never fails: a failure
+// becomes the report's error, which the controller's gate fails the node with.
+
+#include <string>
+
+#include "worker/core/args.h"
+#include "worker/core/memory_probe.h"
+
+namespace trellis::worker {
+
+// `touch`: the spec's gate.touch_probe; each socket then gets
+// args.touch_probe_gib and an equal share of args.touch_probe_budget. Runs
+// before the process starts gRPC threads (the touch probe forks).
+NodeProbeReport ProbeMemoryForRegister(const std::string& sysfs_root, bool touch,
+                                       const AgentArgs& args);
+
+}  // namespace trellis::worker
