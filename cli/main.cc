@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   AddWatchCommand(app, global, &exit_code);
   AddLogsCommand(app, global, &exit_code);
   AddCancelCommand(app, global, &exit_code);
+  AddNodeCommands(app, global, &exit_code);
 
   try {
     app.parse(argc, argv);
@@ -39,7 +40,8 @@ int main(int argc, char** argv) {
     std::vector<std::string> rest = app.remaining();
     if (app.get_subcommands().empty() && !rest.empty() && rest.front().rfind('-', 0) != 0) {
       PrintError("unknown verb '" + rest.front() +
-                 "'; the verbs are submit, ls, show, watch, logs, cancel (see 'trellis --help')");
+                 "'; the verbs are submit, ls, show, watch, logs, cancel, nodes, quarantine, release, "
+                 "gate-report (see 'trellis --help')");
     } else {
       PrintError(std::string(e.what()) + " (see 'trellis --help')");
     }

@@ -16,5 +16,7 @@ void AddShowCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
 void AddCancelCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
 void AddWatchCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
 void AddLogsCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
+// nodes, quarantine, release, gate-report
+void AddNodeCommands(CLI::App& app, const GlobalOptions& global, int* exit_code);
 
 }  // namespace trellis::cli

@@ -1,0 +1,20 @@
+#pragma once
+// Text and JSON views of the node verbs: nodes, gate-report (pure).
+
+#include <string>
+
+#include "cli/format.h"
+
+namespace trellis::cli {
+
+std::string GiB(int64_t bytes);  // "72.7 GiB"
+std::string RenderNodes(const v1::ListNodesResponse& nodes, int64_t now_ms, bool utc);
+// What a user sends to the site's admins: per node and socket figures, the
+// decision and the reasons.
+std::string RenderGateReport(const v1::GateReportResponse& report, bool utc);
+
+Json NodeStatusToJson(const v1::NodeStatus& n);
+Json NodesToJson(const v1::ListNodesResponse& nodes);
+Json GateReportToJson(const v1::GateReportResponse& report);
+
+}  // namespace trellis::cli
