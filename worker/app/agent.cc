@@ -84,8 +84,7 @@ void SetNumaBinding(RankLayoutInput* layout) {
   layout->socket_nodes = *sockets;
   if (!WantsNumaBinding(*layout)) return;
   auto path = layout->worker_env.find("PATH");
-  layout->numactl =
-      FindExecutable("numactl", path != layout->worker_env.end() ? path->second : "");
+  layout->numactl = FindExecutable("numactl", path != layout->worker_env.end() ? path->second : "");
   if (layout->numactl.empty())
     spdlog::warn("this node has {} sockets but numactl is not installed: ranks are not bound",
                  sockets->size());

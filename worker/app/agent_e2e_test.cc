@@ -192,11 +192,13 @@ TEST_F(AgentE2eTest, GoRunsTwoRanksAndStreamsTheirSteps) {
 TEST_F(AgentE2eTest, RegisterCarriesTheMemoryProbe) {
   WriteSpec("");
   // %n: the node name, as the local cluster's env file writes it.
-  CommandResult r = RunAgent({}, {{"TRELLIS_SYSFS_ROOT", std::string(TRELLIS_SYSFS_FIXTURES) +
-                                                             "/report-worst%n"}});
-  // node2 -> ".../report-worstnode2" does not exist; the flag wins over it below.
+  CommandResult r = RunAgent(
+      {}, {{"TRELLIS_SYSFS_ROOT", std::string(TRELLIS_SYSFS_FIXTURES) + "/report-worst%n"}});
+  // "%n" -> node2: ".../report-worstnode2" does not exist, so this probe fails; the next
+  // run names the tree with --sysfs-root, which wins over the environment.
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = RunAgent({"--sysfs-root", std::string(TRELLIS_SYSFS_FIXTURES) + "/report-worst"});
+  r = RunAgent({"--sysfs-root", std::string(TRELLIS_SYSFS_FIXTURES) + "/report-worst"},
+               {{"TRELLIS_SYSFS_ROOT", "/nonexistent/%n"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("socket 2 (CPUs 144-215): 119.7 GiB total, 72.7 GiB free, 39.9 GiB "
                        "unattributed"),
@@ -219,9 +221,8 @@ TEST_F(AgentE2eTest, RegisterCarriesTheMemoryProbe) {
   EXPECT_EQ(s.total_bytes(), int64_t{125514547} * 1024);
   EXPECT_EQ(s.free_bytes(), int64_t{76231475} * 1024);
   EXPECT_EQ(s.unattributed_bytes(), int64_t{41838182} * 1024);
-  EXPECT_EQ(s.file_pages_bytes() + s.anon_pages_bytes() + s.slab_bytes() +
-                s.kernel_stack_bytes() + s.page_tables_bytes() + s.hugepages_bytes() +
-                s.unattributed_bytes(),
+  EXPECT_EQ(s.file_pages_bytes() + s.anon_pages_bytes() + s.slab_bytes() + s.kernel_stack_bytes() +
+                s.page_tables_bytes() + s.hugepages_bytes() + s.unattributed_bytes(),
             s.total_bytes() - s.free_bytes());
   EXPECT_FALSE(s.has_touch_obtainable_bytes());
   ASSERT_EQ(probe.device_nodes_size(), 4);
@@ -235,8 +236,8 @@ TEST_F(AgentE2eTest, TouchProbeFromTheSpecReportsObtainableBytes) {
       << "[gate]\ntouch_probe = true\n";
   if (!std::filesystem::exists("/sys/devices/system/node/node0"))
     GTEST_SKIP() << "no NUMA nodes in /sys";
-  CommandResult r = RunAgent({"--sysfs-root", "/sys", "--touch-probe-gib", "0.0625",
-                              "--touch-probe-seconds", "10"});
+  CommandResult r = RunAgent(
+      {"--sysfs-root", "/sys", "--touch-probe-gib", "0.0625", "--touch-probe-seconds", "10"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::lock_guard<std::mutex> l(service_.mu);
   ASSERT_EQ(service_.registers.size(), 1u);

@@ -73,13 +73,12 @@ absl::Status ValidateAgentArgs(const AgentArgs& a) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-queued-reports must be >= 16, got ", a.max_queued_reports));
   if (!(a.touch_probe_gib > 0 && a.touch_probe_gib <= kMaxTouchProbeGib))
-    return absl::InvalidArgumentError(absl::StrCat("--touch-probe-gib must be in (0, ",
-                                                   kMaxTouchProbeGib, "], got ",
-                                                   a.touch_probe_gib));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--touch-probe-gib must be in (0, ", kMaxTouchProbeGib, "], got ", a.touch_probe_gib));
   if (!(a.touch_probe_budget.count() > 0 && a.touch_probe_budget <= kMaxTouchProbeBudget))
-    return absl::InvalidArgumentError(
-        absl::StrCat("--touch-probe-seconds must be in (0, ", kMaxTouchProbeBudget.count(),
-                     "], got ", a.touch_probe_budget.count()));
+    return absl::InvalidArgumentError(absl::StrCat("--touch-probe-seconds must be in (0, ",
+                                                   kMaxTouchProbeBudget.count(), "], got ",
+                                                   a.touch_probe_budget.count()));
   return absl::OkStatus();
 }
 

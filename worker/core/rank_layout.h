@@ -53,8 +53,8 @@ struct RankPlan {
   int global_rank = 0;
   std::string step_socket;
   std::string log_path;
-  EnvMap env;  // the rank's complete environment
-  int numa_node = -1;                     // the socket it is bound to; -1: not bound
+  EnvMap env;                            // the rank's complete environment
+  int numa_node = -1;                    // the socket it is bound to; -1: not bound
   std::vector<std::string> argv_prefix;  // runs before the command (numactl ...)
 };
 

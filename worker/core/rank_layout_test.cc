@@ -192,13 +192,11 @@ TEST_P(SocketForRankTest, SpreadsEvenly) {
   EXPECT_EQ(got, c.expected);
 }
 
-INSTANTIATE_TEST_SUITE_P(Table, SocketForRankTest,
-                         ::testing::Values(SocketCase{4, 4, {0, 1, 2, 3}},
-                                           SocketCase{8, 4, {0, 0, 1, 1, 2, 2, 3, 3}},
-                                           SocketCase{2, 4, {0, 2}}, SocketCase{1, 4, {0}},
-                                           SocketCase{3, 2, {0, 0, 1}},
-                                           SocketCase{6, 4, {0, 0, 1, 2, 2, 3}},
-                                           SocketCase{4, 1, {0, 0, 0, 0}}));
+INSTANTIATE_TEST_SUITE_P(
+    Table, SocketForRankTest,
+    ::testing::Values(SocketCase{4, 4, {0, 1, 2, 3}}, SocketCase{8, 4, {0, 0, 1, 1, 2, 2, 3, 3}},
+                      SocketCase{2, 4, {0, 2}}, SocketCase{1, 4, {0}}, SocketCase{3, 2, {0, 0, 1}},
+                      SocketCase{6, 4, {0, 0, 1, 2, 2, 3}}, SocketCase{4, 1, {0, 0, 0, 0}}));
 
 TEST(RankLayoutTest, BindsEachRankToItsSocketWithNumactl) {
   RankLayoutInput in = TwoRanksOnSecondNode();
