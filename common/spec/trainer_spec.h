@@ -30,6 +30,9 @@ struct ModelSpec {
 struct ParallelSpec {
   int node_size = 0;  // 0: the run's ranks_per_node
   int ep = 0;         // 0: node_size
+  // Gradients travel to their owners in this dtype and are summed in fp32;
+  // "float32" is exact up to summation order (for exactness tests).
+  std::string grad_reduce_dtype = "bfloat16";
 };
 
 struct TrainingSpec {

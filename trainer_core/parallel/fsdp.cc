@@ -1,0 +1,188 @@
+#include "trainer_core/parallel/fsdp.h"
+
+#include "trainer_core/model/init.h"
+
+namespace trellis::train {
+namespace {
+
+namespace F = torch::nn::functional;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Elements [begin, begin + count) of a block from the counter-based init:
+// the values the unsharded model has there (zeros in the padding).
+torch::Tensor InitShard(const BlockLayout &block, uint64_t seed, int64_t begin,
+                        int64_t count) {
+  auto buf = torch::zeros({count}, torch::kFloat);
+  for (const auto &p : block.params) {
+    const int64_t lo = std::max(begin, p.offset),
+                  hi = std::min(begin + count, p.offset + p.numel);
+    if (lo >= hi)
+      continue;
+    auto slice = buf.narrow(0, lo - begin, hi - lo);
+    if (p.init == Init::kOnes)
+      slice.fill_(1.0);
+    else
+      FillTruncatedNormal(ParamSeed(seed, block.FullName(p)), lo - p.offset,
+                          hi - lo, p.std, slice.data_ptr<float>());
+  }
+  return buf;
+}
+
+// A layer whose forward keeps only its input: backward gathers the layer's
+// weights again, recomputes it with autograd on, and sends the weight
+// gradient to the owners. Collective order is the same on every rank
+// (backward runs layers in reverse on the calling thread).
+class LayerFn : public torch::autograd::Function<LayerFn> {
+public:
+  static variable_list forward(AutogradContext *ctx, const torch::Tensor &x,
+                               ShardedModel *model, int64_t layer) {
+    ctx->saved_data["model"] = reinterpret_cast<int64_t>(model);
+    ctx->saved_data["layer"] = layer;
+    ctx->save_for_backward({x});
+    LayerOutput out =
+        model->RunLayer(static_cast<int>(layer), model->Gather(layer + 1), x,
+                        /*recompute=*/false);
+    return {out.x, out.aux};
+  }
+
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    auto *model =
+        reinterpret_cast<ShardedModel *>(ctx->saved_data["model"].toInt());
+    const int64_t layer = ctx->saved_data["layer"].toInt();
+    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    auto full = model->Gather(layer + 1).requires_grad_(true);
+    {
+      torch::AutoGradMode grad_on(true);
+      LayerOutput out =
+          model->RunLayer(static_cast<int>(layer), full, x, /*recompute=*/true);
+      variable_list outs{out.x}, gs{grads[0]};
+      if (grads[1].defined()) {
+        outs.push_back(out.aux);
+        gs.push_back(grads[1]);
+      }
+      torch::autograd::backward(outs, gs);
+    }
+    model->ReduceGrad(layer + 1, full.grad());
+    return {x.grad(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+} // namespace
+
+ShardedModel::ShardedModel(const spec::ModelSpec &spec, int64_t max_seq_len,
+                           uint64_t seed, Comm *comm, torch::Device device,
+                           Wire wire)
+    : spec_(spec), comm_(comm), device_(device), wire_(wire),
+      layout_(ModelLayout(spec)) {
+  const int world = comm->size(), rank = comm->rank();
+  for (const auto &block : layout_) {
+    BlockShard s;
+    s.layout = &block;
+    s.size = (block.numel + world - 1) / world;
+    s.padded = s.size * world;
+    s.begin = s.size * rank;
+    s.value = InitShard(block, seed, s.begin, s.size).to(device);
+    s.grad = torch::zeros_like(s.value);
+    shards_.push_back(std::move(s));
+  }
+  for (int i = 0; i < spec.layers; ++i)
+    router_bias_.push_back(
+        torch::zeros({spec.experts}, torch::TensorOptions(device)));
+  counts_.resize(spec.layers);
+  rope_ = BuildRope(max_seq_len, spec.hidden / spec.heads, spec.rope_theta,
+                    device, torch::kFloat);
+}
+
+int64_t ShardedModel::NumParams() const {
+  int64_t n = 0;
+  for (const auto &b : layout_)
+    n += b.numel;
+  return n;
+}
+
+void ShardedModel::ZeroGrad() {
+  for (auto &s : shards_)
+    s.grad.zero_();
+}
+
+torch::Tensor ShardedModel::Gather(size_t block) {
+  const BlockShard &s = shards_[block];
+  auto full = torch::empty({s.padded}, s.value.options());
+  comm_->AllGatherInto(s.value, full);
+  return full;
+}
+
+void ShardedModel::ReduceGrad(size_t block, const torch::Tensor &full_grad) {
+  torch::NoGradGuard no_grad;
+  shards_[block].grad.add_(
+      ReduceScatter(*comm_, full_grad.contiguous(), wire_));
+}
+
+LayerOutput ShardedModel::RunLayer(int layer, const torch::Tensor &full,
+                                   const torch::Tensor &x, bool recompute) {
+  MoeWeights reduce;
+  reduce.total_tokens = global_tokens_;
+  reduce.global_counts = [this, layer, recompute](const torch::Tensor &local) {
+    if (recompute)
+      return counts_[layer]; // routing repeats exactly; no second all-reduce
+    auto all = local.clone();
+    comm_->AllReduceSum(all);
+    counts_[layer] = all;
+    return all;
+  };
+  return LayerForward(spec_, *shards_[layer + 1].layout, full, compute_dtype_,
+                      x, rope_, mask_, router_bias_[layer], reduce);
+}
+
+ShardedForward ShardedModel::ForwardBackward(const TokenBatch &local,
+                                             int64_t global_targets,
+                                             int64_t global_tokens,
+                                             torch::Dtype compute_dtype,
+                                             double aux_coef) {
+  compute_dtype_ = compute_dtype;
+  global_tokens_ = global_tokens;
+  mask_ = DocumentCausalMask(local.doc_ids);
+  const int64_t b = local.inputs.size(0), t = local.inputs.size(1);
+
+  auto embed = Gather(0).requires_grad_(true);
+  auto x = EmbedForward(*shards_[0].layout, embed, local.inputs, compute_dtype);
+  std::vector<torch::Tensor> aux;
+  for (int i = 0; i < spec_.layers; ++i) {
+    auto out = LayerFn::apply(x, this, static_cast<int64_t>(i));
+    x = out[0];
+    aux.push_back(out[1]);
+  }
+  auto head = Gather(shards_.size() - 1).requires_grad_(true);
+  auto logits =
+      HeadForward(spec_, *shards_.back().layout, head, compute_dtype, x);
+  // This rank's share of the global mean: the ranks' losses add up to it.
+  auto ce_sum = F::cross_entropy(
+      logits.view({b * t, spec_.vocab}).to(torch::kFloat),
+      local.targets.view(-1),
+      F::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
+  auto ce = ce_sum / static_cast<double>(std::max<int64_t>(1, global_targets));
+  auto aux_mean = torch::stack(aux).mean();
+  auto loss = aux_coef > 0 ? ce + aux_coef * aux_mean : ce;
+  loss.backward();
+  ReduceGrad(shards_.size() - 1, head.grad());
+  ReduceGrad(0, embed.grad());
+
+  ShardedForward r;
+  r.ce = AllReduceScalar(*comm_, ce.item<double>());
+  r.aux = AllReduceScalar(*comm_, aux_mean.item<double>());
+  r.expert_counts = counts_;
+  mask_ = torch::Tensor();
+  return r;
+}
+
+void ShardedModel::UpdateRouterBias(const std::vector<torch::Tensor> &counts,
+                                    double rate) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    auto load = counts[i].to(torch::kFloat);
+    router_bias_[i] += rate * torch::sign(load.mean() - load);
+  }
+}
+
+} // namespace trellis::train

@@ -1,0 +1,66 @@
+#pragma once
+// Muon and AdamW on the shards of a ShardedModel. AdamW, momentum, weight
+// decay and clipping are elementwise, so each rank applies them to the
+// elements it owns. Newton-Schulz needs whole matrices: each Muon matrix
+// (a stacked [E, out, in] expert tensor counts as one) has an owner rank,
+// chosen once by greedy balancing of sizes. Every step one all-to-all brings
+// the pieces of each matrix's update to its owner, the owner orthogonalizes
+// it, and a second all-to-all returns the pieces. We chose owners over
+// "everyone gathers every matrix": per rank that moves about 2/world of the
+// Muon parameters instead of all of them, and Newton-Schulz runs once per
+// matrix instead of once per rank.
+//
+// State, as flat buffers aligned with each block's shard (so a checkpoint
+// reshards by concatenating and re-splitting): moment1 holds Muon momentum or
+// AdamW's first moment (disjoint parameters), moment2 AdamW's second moment.
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "trainer_core/optim/optim.h"
+#include "trainer_core/parallel/fsdp.h"
+
+namespace trellis::train {
+
+class ShardedOptimizer {
+public:
+  ShardedOptimizer(ShardedModel *model, MuonOptions muon, AdamWOptions adamw);
+
+  // Global L2 norm of the gradients (one scalar all-reduce); clips to
+  // max_norm when above it (0: never).
+  double ClipGradNorm(double max_norm);
+  void Step(double muon_lr, double adamw_lr);
+  // "moment1.<block>", "moment2.<block>" (this rank's shard), "adamw.step".
+  NamedTensors State();
+
+private:
+  // A parameter's elements inside this rank's shard of a block.
+  struct Piece {
+    size_t block;
+    const ParamInfo *param;
+    int64_t local; // offset in the shard
+    int64_t len;
+    int64_t in_param; // offset in the parameter
+  };
+  struct Unit { // a Muon matrix (or stack) and its owner
+    size_t block;
+    const ParamInfo *param;
+    int owner;
+  };
+  // The part of unit u that rank r owns: [offset in unit, length].
+  std::pair<int64_t, int64_t> Span(const Unit &u, int rank) const;
+  void MuonStep(double lr);
+  void AdamWStep(double lr);
+
+  ShardedModel *model_;
+  Comm *comm_;
+  MuonOptions muon_;
+  AdamWOptions adamw_;
+  std::vector<Piece> adamw_pieces_, muon_pieces_;
+  std::vector<Unit> units_;
+  std::vector<torch::Tensor> moment1_, moment2_; // per block, [shard size]
+  torch::Tensor step_;                           // int64 [1]
+};
+
+} // namespace trellis::train
