@@ -97,6 +97,7 @@ class Controller {
     std::vector<NodeVerdict> registered;  // in registration order
     std::map<std::string, NodeProbeFigures> probes;
     std::map<std::string, std::string> hostnames;
+    std::string secret;  // the attempt's, cached for the registrations after the first
     std::vector<PendingRegistration> waiting;
     std::optional<GateOutcome> outcome;
     std::map<std::string, bool> reported;  // node -> ReportExit received

@@ -1,4 +1,6 @@
 // Workers: registration and the launch gate, step records, exits, relaunch.
+#include <unordered_map>
+
 #include "common/log.h"
 #include "common/status.h"
 #include "common/version.h"
@@ -9,16 +11,22 @@ namespace trellis::controller {
 
 namespace asio = boost::asio;
 
+namespace {
+// Constant-time compare: the secret is the worker's only credential.
+bool SecretsEqual(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+}  // namespace
+
 absl::StatusOr<AttemptRecord> Controller::CheckWorker(const WorkerId& id) {
   auto attempt = store_->Attempts(id.run_id);
   if (!attempt.ok()) return attempt.status();
   for (const auto& a : *attempt) {
     if (a.attempt != id.attempt) continue;
-    // Constant-time compare: the secret is the worker's only credential.
-    bool same = a.secret.size() == id.secret.size();
-    unsigned char diff = 0;
-    for (size_t i = 0; same && i < a.secret.size(); ++i) diff |= a.secret[i] ^ id.secret[i];
-    if (!same || diff != 0)
+    if (!SecretsEqual(a.secret, id.secret))
       return absl::PermissionDeniedError("wrong secret for run " + id.run_id + " attempt " +
                                          std::to_string(id.attempt));
     return a;
@@ -70,16 +78,31 @@ void Controller::Register(WorkerId id, std::string version, std::string hostname
           "worker version " + version + " does not match controller version " +
           std::string(kVersion) + "; deploy the controller's trellis-worker on the nodes"));
     }
-    auto attempt = CheckWorker(id);
-    if (!attempt.ok()) return reply(attempt.status());
-    auto run = store_->GetRun(id.run_id);
-    if (!run.ok()) return reply(run.status());
-    if (IsTerminal(run->state) || !attempt->live()) {
-      return reply(GateAnswer::Abort("run is " + std::string(StateName(run->state)) + ", attempt ended"));
+    LaunchState* l = nullptr;
+    bool first = false;
+    auto known = launches_.find({id.run_id, id.attempt, id.launch});
+    if (known != launches_.end()) {
+      // The launch is being gated: the store was consulted for its first
+      // node; the others are checked against what it cached.
+      l = &known->second;
+      if (!SecretsEqual(l->secret, id.secret))
+        return reply(absl::PermissionDeniedError("wrong secret for run " + id.run_id +
+                                                 " attempt " + std::to_string(id.attempt)));
+    } else {
+      auto attempt = CheckWorker(id);
+      if (!attempt.ok()) return reply(attempt.status());
+      auto run = store_->GetRun(id.run_id);
+      if (!run.ok()) return reply(run.status());
+      if (IsTerminal(run->state) || !attempt->live()) {
+        return reply(GateAnswer::Abort("run is " + std::string(StateName(run->state)) +
+                                       ", attempt ended"));
+      }
+      auto spec = ParseStoredSpec(*run);
+      if (!spec.ok()) return reply(spec.status());
+      l = FindOrCreateLaunch(id, *run, *spec);
+      l->secret = attempt->secret;
+      first = run->state == RunState::kSubmitted;
     }
-    auto spec = ParseStoredSpec(*run);
-    if (!spec.ok()) return reply(spec.status());
-    LaunchState* l = FindOrCreateLaunch(id, *run, *spec);
     if (l->outcome) {
       // A late or repeated registration after the decision.
       return reply(GateAnswer::Abort("the gate of this launch already decided"));
@@ -103,12 +126,14 @@ void Controller::Register(WorkerId id, std::string version, std::string hostname
                                     [&](const PendingRegistration& w) { return w.node == id.node; }),
                      l->waiting.end());
     l->waiting.push_back({id.node, std::move(reply)});
-    std::string progress = "node " + id.node + " registered (" +
-                           std::to_string(l->registered.size()) + " of " +
+    size_t count = l->registered.size();
+    std::string progress = "node " + id.node + " registered (" + std::to_string(count) + " of " +
                            std::to_string(l->expected_nodes) + ")";
-    if (run->state == RunState::kSubmitted) {
+    if (first) {
       (void)Transition(id.run_id, RunState::kGating, progress);
-    } else {
+    } else if ((count & (count - 1)) == 0) {
+      // Progress is shown at 2, 4, 8, ... registrations: thousands of nodes
+      // must not cost thousands of synchronous writes.
       (void)store_->SetStateReason(id.run_id, progress);
     }
     EvaluateGate(l, false);
@@ -116,6 +141,7 @@ void Controller::Register(WorkerId id, std::string version, std::string hostname
 }
 
 void Controller::EvaluateGate(LaunchState* l, bool timed_out) {
+  if (static_cast<int>(l->registered.size()) < l->expected_nodes && !timed_out) return;
   auto attempt = store_->LatestAttempt(l->run_id);
   std::vector<std::string> allocated;
   if (attempt.ok() && attempt->has_value()) {
@@ -183,36 +209,41 @@ void Controller::RecordGate(LaunchState* l, const GateOutcome& out) {
 
 void Controller::AnswerWaiting(LaunchState* l) {
   const GateOutcome& out = *l->outcome;
-  std::string master_host;
-  for (const auto& a : out.assignments)
-    if (a.go && a.node_index == 0) master_host = l->hostnames[a.node];
-  auto run = store_->GetRun(l->run_id);
+  // Indexed by node: thousands of nodes wait here at once.
+  std::unordered_map<std::string, const NodeAssignment*> assignment;
+  for (const auto& a : out.assignments) assignment[a.node] = &a;
+  std::unordered_map<std::string, const NodeVerdict*> failed;
+  for (const auto& v : out.verdicts)
+    if (!v.passed) failed[v.node] = &v;
+  GateAnswer common;
+  common.reason = out.reason;
+  common.kind = out.kind == GateOutcome::kAbort ? GateAnswer::kAbort : GateAnswer::kStandby;
+  if (out.kind == GateOutcome::kGo) {
+    for (const auto& a : out.assignments)
+      if (a.go && a.node_index == 0) common.master_addr = l->hostnames[a.node];
+    common.ranks_per_node = l->ranks_per_node;
+    common.world_size = l->needed_nodes * l->ranks_per_node;
+    // Distinct per launch, so runs sharing a host do not collide.
+    common.master_port = config_.master_port +
+                         static_cast<int>(std::hash<std::string>{}(
+                                              l->run_id + "/" + std::to_string(l->attempt) + "/" +
+                                              std::to_string(l->launch)) % 2000);
+    auto run = store_->GetRun(l->run_id);
+    common.checkpoint_dir = run.ok() ? run->run_dir + "/checkpoints" : "";
+  }
   for (auto& w : l->waiting) {
-    GateAnswer ans;
-    ans.reason = out.reason;
-    if (out.kind == GateOutcome::kAbort) {
-      ans.kind = GateAnswer::kAbort;
-    } else {
+    GateAnswer ans = common;
+    if (out.kind == GateOutcome::kGo) {
       // Nodes that failed the gate stand by too: a non-zero worker exit
       // would end the whole srun step (--kill-on-bad-exit).
-      ans.kind = GateAnswer::kStandby;
-      for (const auto& a : out.assignments) {
-        if (a.node != w.node) continue;
-        ans.kind = a.go ? GateAnswer::kGo : GateAnswer::kStandby;
-        ans.node_index = a.node_index;
-        ans.rank_offset = a.rank_offset;
+      auto a = assignment.find(w.node);
+      if (a != assignment.end() && a->second->go) {
+        ans.kind = GateAnswer::kGo;
+        ans.node_index = a->second->node_index;
+        ans.rank_offset = a->second->rank_offset;
       }
-      for (const auto& v : out.verdicts)
-        if (v.node == w.node && !v.passed) ans.reason = "failed the gate: " + v.reasons[0];
-      ans.ranks_per_node = l->ranks_per_node;
-      ans.world_size = l->needed_nodes * l->ranks_per_node;
-      ans.master_addr = master_host;
-      // Distinct per launch, so runs sharing a host do not collide.
-      ans.master_port = config_.master_port +
-                        static_cast<int>(std::hash<std::string>{}(
-                                             l->run_id + "/" + std::to_string(l->attempt) + "/" +
-                                             std::to_string(l->launch)) % 2000);
-      ans.checkpoint_dir = run.ok() ? run->run_dir + "/checkpoints" : "";
+      auto f = failed.find(w.node);
+      if (f != failed.end()) ans.reason = "failed the gate: " + f->second->reasons[0];
     }
     w.reply(ans);
   }

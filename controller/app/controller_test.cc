@@ -141,8 +141,8 @@ TEST_F(ControllerTest, ARunGoesFromSubmitToSucceeded) {
   ASSERT_TRUE(Submit(kSpec, &resp).ok());
   EXPECT_EQ(resp.run_id(), "hello-1");
   v1::Run run = WaitFor("hello-1", v1::RUN_STATE_SUBMITTED);
-  ASSERT_EQ(slurm_->submissions.size(), 1u);
-  EXPECT_EQ(slurm_->submissions[0].args[1], "--nodes=2");
+  ASSERT_EQ(slurm_->Submissions().size(), 1u);
+  EXPECT_EQ(slurm_->Submissions()[0].args[1], "--nodes=2");
   EXPECT_EQ(run.attempts(0).slurm_job_id(), "100");
 
   // Both workers register; each gets GO with its own contiguous rank range.
@@ -224,7 +224,7 @@ TEST_F(ControllerTest, BadSpecIsRefusedAndNothingIsStored) {
   v1::ListRunsResponse list;
   ASSERT_TRUE(user_stub_->ListRuns(&ctx, v1::ListRunsRequest(), &list).ok());
   EXPECT_EQ(list.runs_size(), 0);
-  EXPECT_TRUE(slurm_->submissions.empty());
+  EXPECT_TRUE(slurm_->Submissions().empty());
 }
 
 TEST_F(ControllerTest, DryRunShowsTheScriptAndStoresNothing) {
@@ -280,7 +280,7 @@ TEST_F(ControllerTest, WaitsQueuedWhenTooFewNodesAreEligible) {
   v1::Run run = Get(resp.run_id());
   EXPECT_EQ(run.summary().state(), v1::RUN_STATE_QUEUED);
   EXPECT_EQ(run.summary().state_reason(), "needs 3 nodes, 2 eligible");
-  EXPECT_TRUE(slurm_->submissions.empty());
+  EXPECT_TRUE(slurm_->Submissions().empty());
 }
 
 TEST_F(ControllerTest, CancelWhileSubmittedCancelsTheSlurmJob) {
@@ -293,7 +293,7 @@ TEST_F(ControllerTest, CancelWhileSubmittedCancelsTheSlurmJob) {
   v1::CancelRunResponse cresp;
   ASSERT_TRUE(user_stub_->CancelRun(&ctx, req, &cresp).ok());
   EXPECT_EQ(cresp.state(), v1::RUN_STATE_CANCELLED);
-  EXPECT_EQ(slurm_->cancelled, std::vector<std::string>{"100"});
+  EXPECT_EQ(slurm_->Cancelled(), std::vector<std::string>{"100"});
   grpc::ClientContext ctx2;
   v1::GetRunRequest g;
   g.set_run_id("nope-9");
@@ -374,7 +374,7 @@ TEST_F(GateTest, AShortNodeIsReplacedByTheSpareAndQuarantined) {
   // The next submission excludes node3.
   ASSERT_TRUE(Submit("[job]\nname='next'\ncommand='true'\n", &resp).ok());
   WaitFor(resp.run_id(), v1::RUN_STATE_SUBMITTED);
-  const auto& args = slurm_->submissions.back().args;
+  const auto args = slurm_->Submissions().back().args;
   EXPECT_NE(std::find(args.begin(), args.end(), "--exclude=node3"), args.end());
 }
 
@@ -385,7 +385,11 @@ TEST_F(GateTest, AbortQuarantinesWaitsForNodesAndReleaseLetsItProceed) {
   auto d = RegisterAll("all-1", {"node1", "node2", "node3"});
   for (const auto& [node, decision] : d)
     EXPECT_EQ(decision.decision(), v1::GateDecision::DECISION_ABORT) << node;
-  EXPECT_EQ(slurm_->cancelled, std::vector<std::string>{"100"});
+  // The abort cancels the Slurm job (on the controller's Slurm thread).
+  auto cancel_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (slurm_->Cancelled().empty() && std::chrono::steady_clock::now() < cancel_deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(slurm_->Cancelled(), std::vector<std::string>{"100"});
   // Back in the queue, waiting for a third eligible node rather than looping.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (Get("all-1").summary().state_reason() != "needs 3 nodes, 2 eligible" &&
@@ -394,7 +398,7 @@ TEST_F(GateTest, AbortQuarantinesWaitsForNodesAndReleaseLetsItProceed) {
   v1::Run run = Get("all-1");
   EXPECT_EQ(run.summary().state(), v1::RUN_STATE_QUEUED);
   EXPECT_EQ(run.summary().state_reason(), "needs 3 nodes, 2 eligible");
-  EXPECT_EQ(slurm_->submissions.size(), 1u);
+  EXPECT_EQ(slurm_->Submissions().size(), 1u);
   EXPECT_EQ(run.attempts(0).exit_code(), 75);
 
   grpc::ClientContext ctx;
@@ -406,7 +410,7 @@ TEST_F(GateTest, AbortQuarantinesWaitsForNodesAndReleaseLetsItProceed) {
   EXPECT_EQ(status.strikes(), 1);
   run = WaitFor("all-1", v1::RUN_STATE_SUBMITTED);
   EXPECT_EQ(run.attempts_size(), 2);
-  EXPECT_EQ(slurm_->submissions.size(), 2u);
+  EXPECT_EQ(slurm_->Submissions().size(), 2u);
 }
 
 TEST_F(GateTest, UsersQuarantineAndReleaseByName) {

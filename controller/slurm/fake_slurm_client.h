@@ -1,7 +1,10 @@
 #pragma once
 // An in-memory Slurm for tests of the scheduler and reconciliation logic.
+// The controller calls it from its Slurm thread: every method locks, and
+// tests read through the locking accessors (Submissions(), Cancelled()).
 
 #include <map>
+#include <mutex>
 
 #include "controller/slurm/slurm_client.h"
 
@@ -16,6 +19,7 @@ class FakeSlurmClient : public SlurmClient {
 
   absl::StatusOr<std::string> Submit(const std::vector<std::string>& args,
                                      const std::string& script_path) override {
+    std::lock_guard<std::mutex> lock(mu);
     if (!submit_error.ok()) return submit_error;
     std::string id = std::to_string(next_id++);
     submissions.push_back({args, script_path});
@@ -23,12 +27,14 @@ class FakeSlurmClient : public SlurmClient {
     return id;
   }
   absl::StatusOr<std::vector<SlurmJob>> ListJobs() override {
+    std::lock_guard<std::mutex> lock(mu);
     std::vector<SlurmJob> out;
     for (const auto& [id, j] : jobs)
       if (!forgotten.count(id) && !IsTerminalJobState(j.state)) out.push_back(j);
     return out;
   }
   absl::StatusOr<std::optional<SlurmJob>> ShowJob(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu);
     auto it = jobs.find(id);
     if (it == jobs.end() || forgotten.count(id)) return std::nullopt;
     return std::optional<SlurmJob>(it->second);
@@ -37,15 +43,31 @@ class FakeSlurmClient : public SlurmClient {
     return absl::UnimplementedError("no accounting in the fake");
   }
   absl::Status Cancel(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu);
     cancelled.push_back(id);
     if (jobs.count(id)) jobs[id].state = "CANCELLED";
     return absl::OkStatus();
   }
   absl::Status Drain(const std::string& node, const std::string& reason) override {
+    std::lock_guard<std::mutex> lock(mu);
     drained.push_back(node + ": " + reason);
     return absl::OkStatus();
   }
-  absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string&) override { return nodes; }
+  absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string&) override {
+    std::lock_guard<std::mutex> lock(mu);
+    return nodes;
+  }
+
+  std::vector<Submission> Submissions() {
+    std::lock_guard<std::mutex> lock(mu);
+    return submissions;
+  }
+  std::vector<std::string> Cancelled() {
+    std::lock_guard<std::mutex> lock(mu);
+    return cancelled;
+  }
+
+  std::mutex mu;
 
   int next_id = 100;
   absl::Status submit_error;
