@@ -67,6 +67,18 @@ int main(int argc, char** argv) {
   app.add_option("--master-port-base", config.master_port,
                  "first rendezvous port handed to rank 0 (a per-launch offset below 2000 is added)")
       ->capture_default_str();
+  int64_t quarantine_s = 3600, quarantine_max_s = 7 * 86400, probation_s = 86400;
+  app.add_option("--quarantine-s", quarantine_s,
+                 "how long a node's first strike keeps it out; each further strike doubles it")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{365} * 86400));
+  app.add_option("--quarantine-max-s", quarantine_max_s, "the longest automatic quarantine")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{365} * 86400));
+  app.add_option("--probation-s", probation_s,
+                 "after a quarantine ends, how long a node stays on probation (a strike then "
+                 "doubles the time; after it, strikes are forgiven)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{365} * 86400));
+  app.add_flag("--slurm-can-drain", config.can_drain,
+               "also drain quarantined nodes with scontrol (needs Slurm operator rights)");
   app.add_option("--port-file", port_file, "write the bound port to this file once serving");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   app.set_version_flag("--version", std::string(kVersion));
@@ -96,6 +108,9 @@ int main(int argc, char** argv) {
     ss << in.rdbuf();
     config.sbatch_template = ss.str();
   }
+  config.quarantine.base_duration = std::chrono::seconds(quarantine_s);
+  config.quarantine.max_duration = std::chrono::seconds(quarantine_max_s);
+  config.quarantine.probation = std::chrono::seconds(probation_s);
   config.schedule_interval = std::chrono::milliseconds(schedule_ms);
   config.reconcile_interval = std::chrono::milliseconds(reconcile_ms);
 

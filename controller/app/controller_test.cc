@@ -40,6 +40,7 @@ class ControllerTest : public ::testing::Test {
     config.sbatch_template = kSbatchTemplate;
     config.schedule_interval = std::chrono::milliseconds(20);
     config.reconcile_interval = std::chrono::milliseconds(50);
+    config.can_drain = can_drain_;
     auto store = Store::Open((dir_ / "t.db").string());
     ASSERT_TRUE(store.ok());
     controller_ = std::make_unique<Controller>(config, std::move(*store), slurm_, &clock_);
@@ -107,6 +108,7 @@ class ControllerTest : public ::testing::Test {
     return id;
   }
 
+  bool can_drain_ = false;  // set by a subclass's constructor
   fs::path dir_;
   FakeClock clock_;
   std::shared_ptr<FakeSlurmClient> slurm_;
@@ -371,6 +373,8 @@ TEST_F(GateTest, AShortNodeIsReplacedByTheSpareAndQuarantined) {
     EXPECT_EQ(n.decision(), n.node() == "node3" ? "fail" : "go");
   }
 
+  EXPECT_TRUE(slurm_->Drained().empty());  // not without --slurm-can-drain
+
   // The next submission excludes node3.
   ASSERT_TRUE(Submit("[job]\nname='next'\ncommand='true'\n", &resp).ok());
   WaitFor(resp.run_id(), v1::RUN_STATE_SUBMITTED);
@@ -411,6 +415,23 @@ TEST_F(GateTest, AbortQuarantinesWaitsForNodesAndReleaseLetsItProceed) {
   run = WaitFor("all-1", v1::RUN_STATE_SUBMITTED);
   EXPECT_EQ(run.attempts_size(), 2);
   EXPECT_EQ(slurm_->Submissions().size(), 2u);
+}
+
+class DrainingGateTest : public GateTest {
+ protected:
+  DrainingGateTest() { can_drain_ = true; }
+};
+
+TEST_F(DrainingGateTest, QuarantinedNodesAreDrainedWhenAllowed) {
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit(std::string(kSpec) + "spare_nodes = 1\n", &resp).ok());
+  WaitFor("hello-1", v1::RUN_STATE_SUBMITTED);
+  RegisterAll("hello-1", {"node1", "node2", "node3"});
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (slurm_->Drained().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(slurm_->Drained().size(), 1u);
+  EXPECT_EQ(slurm_->Drained()[0].rfind("node3: socket 1: 72.7 GiB free", 0), 0u);
 }
 
 TEST_F(GateTest, UsersQuarantineAndReleaseByName) {

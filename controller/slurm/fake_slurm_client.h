@@ -62,6 +62,10 @@ class FakeSlurmClient : public SlurmClient {
     std::lock_guard<std::mutex> lock(mu);
     return submissions;
   }
+  std::vector<std::string> Drained() {
+    std::lock_guard<std::mutex> lock(mu);
+    return drained;
+  }
   std::vector<std::string> Cancelled() {
     std::lock_guard<std::mutex> lock(mu);
     return cancelled;
