@@ -30,29 +30,26 @@ inline constexpr bool kTorch2 = TORCH_VERSION_MAJOR >= 2;
 // mask [B, 1, T, T] (true = may attend). 2.x has a fused op that takes the
 // mask; 1.13 has none, so it is written out (every row keeps its diagonal,
 // so no row is fully masked).
-inline torch::Tensor Attention(const torch::Tensor &q, const torch::Tensor &k,
-                               const torch::Tensor &v,
-                               const torch::Tensor &mask) {
+inline torch::Tensor Attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& mask) {
 #if TORCH_VERSION_MAJOR >= 2
   return at::scaled_dot_product_attention(q, k, v, mask);
 #else
   double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
-  scores = scores.masked_fill(mask.logical_not(),
-                              -std::numeric_limits<double>::infinity());
+  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
   return torch::matmul(torch::softmax(scores, -1), v);
 #endif
 }
 
 // Matrix transpose of the last two dims (`mT` is 2.x only).
-inline torch::Tensor MT(const torch::Tensor &x) { return x.transpose(-2, -1); }
+inline torch::Tensor MT(const torch::Tensor& x) { return x.transpose(-2, -1); }
 
 inline bool CudaAvailable() { return torch::cuda::is_available(); }
 
 // Waits for queued device work, so step timings measure the work itself.
-inline void Synchronize(const torch::Device &device) {
-  if (device.is_cuda())
-    torch::cuda::synchronize(device.index());
+inline void Synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
 #ifdef TRELLIS_COMPAT_C10D
@@ -66,19 +63,18 @@ using Backend = c10d::ProcessGroup;
 
 // NCCL exists only where LibTorch was built with CUDA (CMake defines
 // USE_C10D_NCCL then); elsewhere asking for it is a clear error.
-inline c10::intrusive_ptr<Backend>
-MakeNcclGroup(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-              std::chrono::milliseconds timeout) {
+inline c10::intrusive_ptr<Backend> MakeNcclGroup(const c10::intrusive_ptr<c10d::Store>& store,
+                                                 int rank, int size,
+                                                 std::chrono::milliseconds timeout) {
 #ifdef USE_C10D_NCCL
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
-  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size,
-                                                     options);
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
 #else
   (void)store, (void)rank, (void)size, (void)timeout;
   throw std::runtime_error("this LibTorch has no NCCL (built without CUDA)");
 #endif
 }
-#endif // TRELLIS_COMPAT_C10D
+#endif  // TRELLIS_COMPAT_C10D
 
-} // namespace trellis::train::compat
+}  // namespace trellis::train::compat

@@ -4,8 +4,7 @@
 
 namespace trellis::train {
 
-torch::Tensor RmsNorm(const torch::Tensor &x, const torch::Tensor &weight,
-                      double eps) {
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   // Statistics in at least fp32 even when activations are bf16.
   auto acc = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   auto xf = x.to(acc);
@@ -13,27 +12,26 @@ torch::Tensor RmsNorm(const torch::Tensor &x, const torch::Tensor &weight,
   return normed.to(x.scalar_type()) * weight;
 }
 
-RopeCache BuildRope(int64_t max_len, int64_t head_dim, double theta,
-                    torch::Device device, torch::Dtype dtype) {
+RopeCache BuildRope(int64_t max_len, int64_t head_dim, double theta, torch::Device device,
+                    torch::Dtype dtype) {
   auto opts = torch::TensorOptions().dtype(torch::kDouble);
-  auto inv_freq = torch::pow(theta, -torch::arange(0, head_dim, 2, opts) /
-                                        static_cast<double>(head_dim));
+  auto inv_freq =
+      torch::pow(theta, -torch::arange(0, head_dim, 2, opts) / static_cast<double>(head_dim));
   auto angles = torch::outer(torch::arange(max_len, opts), inv_freq);
   return {angles.cos().to(device, dtype), angles.sin().to(device, dtype)};
 }
 
-torch::Tensor DocumentCausalMask(const torch::Tensor &doc_ids) {
+torch::Tensor DocumentCausalMask(const torch::Tensor& doc_ids) {
   const int64_t t = doc_ids.size(1);
   auto same_doc = doc_ids.unsqueeze(2) == doc_ids.unsqueeze(1);
-  auto causal =
-      torch::ones({t, t}, doc_ids.options().dtype(torch::kBool)).tril();
+  auto causal = torch::ones({t, t}, doc_ids.options().dtype(torch::kBool)).tril();
   return (same_doc & causal).unsqueeze(1);
 }
 
 namespace {
 
 // Rotates the two halves of each head's features by the position's angle.
-torch::Tensor ApplyRope(const torch::Tensor &x, const RopeCache &rope) {
+torch::Tensor ApplyRope(const torch::Tensor& x, const RopeCache& rope) {
   const int64_t t = x.size(2), half = x.size(3) / 2;
   auto cos = rope.cos.narrow(0, 0, t).to(x.scalar_type());
   auto sin = rope.sin.narrow(0, 0, t).to(x.scalar_type());
@@ -41,13 +39,12 @@ torch::Tensor ApplyRope(const torch::Tensor &x, const RopeCache &rope) {
   return torch::cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, -1);
 }
 
-} // namespace
+}  // namespace
 
-torch::Tensor AttentionForward(const torch::Tensor &x,
-                               const AttentionWeights &w, const RopeCache &rope,
-                               const torch::Tensor &mask) {
+torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w,
+                               const RopeCache& rope, const torch::Tensor& mask) {
   const int64_t b = x.size(0), t = x.size(1), hd = w.wq.size(0) / w.heads;
-  auto heads = [&](const torch::Tensor &wt, int64_t n) {
+  auto heads = [&](const torch::Tensor& wt, int64_t n) {
     return torch::matmul(x, wt.t()).view({b, t, n, hd}).transpose(1, 2);
   };
   auto q = ApplyRope(heads(w.wq, w.heads), rope);
@@ -58,8 +55,7 @@ torch::Tensor AttentionForward(const torch::Tensor &x,
     v = v.repeat_interleave(w.heads / w.kv_heads, 1);
   }
   auto o = compat::Attention(q, k, v, mask);
-  return torch::matmul(o.transpose(1, 2).reshape({b, t, w.heads * hd}),
-                       w.wo.t());
+  return torch::matmul(o.transpose(1, 2).reshape({b, t, w.heads * hd}), w.wo.t());
 }
 
-} // namespace trellis::train
+}  // namespace trellis::train

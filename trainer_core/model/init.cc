@@ -16,18 +16,16 @@ const double kLow = 0.5 * std::erfc(2.0 / std::sqrt(2.0));
 const double kHigh = 1.0 - kLow;
 
 template <typename T>
-void Fill(uint64_t seed, int64_t first, int64_t count, double std, T *out) {
+void Fill(uint64_t seed, int64_t first, int64_t count, double std, T* out) {
   for (int64_t i = 0; i < count; ++i)
-    out[i] = static_cast<T>(
-        TruncatedNormalAt(seed, static_cast<uint64_t>(first + i), std));
+    out[i] = static_cast<T>(TruncatedNormalAt(seed, static_cast<uint64_t>(first + i), std));
 }
 
-} // namespace
+}  // namespace
 
 uint64_t ParamSeed(uint64_t run_seed, std::string_view param_name) {
-  uint64_t h = 0xCBF29CE484222325ull; // FNV-1a
-  for (char c : param_name)
-    h = (h ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
+  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a
+  for (char c : param_name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
   return Finalize(run_seed ^ Finalize(h));
 }
 
@@ -37,8 +35,7 @@ uint64_t CounterHash(uint64_t seed, uint64_t index) {
 
 double CounterUniform(uint64_t seed, uint64_t index) {
   // 53 random bits, shifted by half a unit so neither 0 nor 1 can occur.
-  return (static_cast<double>(CounterHash(seed, index) >> 11) + 0.5) *
-         0x1.0p-53;
+  return (static_cast<double>(CounterHash(seed, index) >> 11) + 0.5) * 0x1.0p-53;
 }
 
 double TruncatedNormalAt(uint64_t seed, uint64_t index, double std) {
@@ -46,29 +43,24 @@ double TruncatedNormalAt(uint64_t seed, uint64_t index, double std) {
   return std * NormalQuantile(p);
 }
 
-void FillTruncatedNormal(uint64_t seed, int64_t first, int64_t count,
-                         double std, float *out) {
+void FillTruncatedNormal(uint64_t seed, int64_t first, int64_t count, double std, float* out) {
   Fill(seed, first, count, std, out);
 }
-void FillTruncatedNormal(uint64_t seed, int64_t first, int64_t count,
-                         double std, double *out) {
+void FillTruncatedNormal(uint64_t seed, int64_t first, int64_t count, double std, double* out) {
   Fill(seed, first, count, std, out);
 }
 
 double NormalQuantile(double p) {
   // Acklam's rational approximation (relative error 1e-9), then one Halley
   // step against erfc, which brings it to double precision.
-  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
-                             -2.759285104469687e+02, 1.383577518672690e+02,
-                             -3.066479806614716e+01, 2.506628277459239e+00};
-  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
-                             -1.556989798598866e+02, 6.680131188771972e+01,
-                             -1.328068155288572e+01};
-  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
-                             -2.400758277161838e+00, -2.549732539343734e+00,
-                             4.374664141464968e+00,  2.938163982698783e+00};
-  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
-                             2.445134137142996e+00, 3.754408661907416e+00};
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
+                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01, -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
   double x;
   if (p < 0.02425) {
     double q = std::sqrt(-2 * std::log(p));
@@ -80,12 +72,12 @@ double NormalQuantile(double p) {
         ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
   } else {
     double q = p - 0.5, r = q * q;
-    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) *
-        q / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
   }
   double e = 0.5 * std::erfc(-x / std::sqrt(2.0)) - p;
   double u = e * std::sqrt(2 * M_PI) * std::exp(x * x / 2);
   return x - u / (1 + x * u / 2);
 }
 
-} // namespace trellis::train
+}  // namespace trellis::train

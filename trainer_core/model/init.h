@@ -27,12 +27,10 @@ double CounterUniform(uint64_t seed, uint64_t index);
 double TruncatedNormalAt(uint64_t seed, uint64_t index, double std);
 
 // Fills out[0..count) with elements [first, first + count) of the stream.
-void FillTruncatedNormal(uint64_t seed, int64_t first, int64_t count,
-                         double std, float *out);
-void FillTruncatedNormal(uint64_t seed, int64_t first, int64_t count,
-                         double std, double *out);
+void FillTruncatedNormal(uint64_t seed, int64_t first, int64_t count, double std, float* out);
+void FillTruncatedNormal(uint64_t seed, int64_t first, int64_t count, double std, double* out);
 
 // The standard normal quantile function, accurate to ~1e-15 in (0, 1).
 double NormalQuantile(double p);
 
-} // namespace trellis::train
+}  // namespace trellis::train

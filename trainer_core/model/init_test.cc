@@ -51,7 +51,7 @@ TEST(InitTest, TruncatedNormalHasTheTruncatedMoments) {
   // Normal truncated to +-2 sigma: variance factor 1 - 2*2*phi(2)/(2*Phi(2)-1).
   const double phi2 = std::exp(-2.0) / std::sqrt(2 * M_PI);
   const double mass = std::erf(2 / std::sqrt(2.0));
-  const double want_std = std * std::sqrt(1 - 4 * phi2 / mass); // ~0.8796 std
+  const double want_std = std * std::sqrt(1 - 4 * phi2 / mass);  // ~0.8796 std
   const double mean = sum / n, got_std = std::sqrt(sq / n - mean * mean);
   EXPECT_NEAR(mean, 0, 5 * want_std / std::sqrt(n));
   EXPECT_NEAR(got_std / want_std, 1, 0.005);
@@ -86,22 +86,21 @@ TEST(LayoutTest, BlocksAreContiguousAndExpertsStacked) {
   EXPECT_EQ(blocks[0].name, "embed");
   EXPECT_EQ(blocks[2].name, "layers.1");
   EXPECT_EQ(blocks[4].name, "final");
-  for (const auto &b : blocks) {
+  for (const auto& b : blocks) {
     int64_t next = 0;
-    for (const auto &p : b.params) {
+    for (const auto& p : b.params) {
       EXPECT_EQ(p.offset, next) << b.FullName(p);
       next += p.numel;
     }
     EXPECT_EQ(next, b.numel);
   }
-  const auto &gate = blocks[1].Find("w_gate");
-  EXPECT_EQ(gate.shape,
-            (std::vector<int64_t>{m.experts, m.expert_hidden, m.hidden}));
+  const auto& gate = blocks[1].Find("w_gate");
+  EXPECT_EQ(gate.shape, (std::vector<int64_t>{m.experts, m.expert_hidden, m.hidden}));
   EXPECT_EQ(gate.optim, Optim::kMuon);
   EXPECT_EQ(blocks[1].Find("router").optim, Optim::kAdamW);
   EXPECT_EQ(blocks[1].Find("attn_norm").optim, Optim::kAdamW);
   EXPECT_FALSE(blocks[1].Find("attn_norm").decay);
 }
 
-} // namespace
-} // namespace trellis::train
+}  // namespace
+}  // namespace trellis::train

@@ -9,49 +9,58 @@
 
 namespace trellis::train {
 
-torch::Tensor RmsNorm(const torch::Tensor &x, const torch::Tensor &weight,
-                      double eps);
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 // cos/sin tables [max_len, head_dim / 2], built once and shared by all layers.
 struct RopeCache {
   torch::Tensor cos, sin;
 };
-RopeCache BuildRope(int64_t max_len, int64_t head_dim, double theta,
-                    torch::Device device, torch::Dtype dtype);
+RopeCache BuildRope(int64_t max_len, int64_t head_dim, double theta, torch::Device device,
+                    torch::Dtype dtype);
 
 // [B, 1, T, T] boolean: position i may attend to j when j <= i and both lie in
 // the same document of the packed row.
-torch::Tensor DocumentCausalMask(const torch::Tensor &doc_ids);
+torch::Tensor DocumentCausalMask(const torch::Tensor& doc_ids);
 
 struct AttentionWeights {
-  torch::Tensor wq, wk, wv, wo; // [out, in]
+  torch::Tensor wq, wk, wv, wo;  // [out, in]
   int64_t heads = 0, kv_heads = 0;
 };
 // x: [B, T, H]. Grouped-query attention with RoPE on q and k.
-torch::Tensor AttentionForward(const torch::Tensor &x,
-                               const AttentionWeights &w, const RopeCache &rope,
-                               const torch::Tensor &mask);
+torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w,
+                               const RopeCache& rope, const torch::Tensor& mask);
+
+// Runs routed experts on token slots grouped by expert (counts[e] rows for
+// expert e, in expert order) and returns their outputs in the same order.
+using ExpertRunner =
+    std::function<torch::Tensor(const torch::Tensor& xs, const torch::Tensor& counts)>;
+
+// The plain runner: stacked weights [E, ...], all local.
+torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& counts,
+                              const torch::Tensor& w_gate, const torch::Tensor& w_up,
+                              const torch::Tensor& w_down);
 
 struct MoeWeights {
-  torch::Tensor router;      // [E, H]
-  torch::Tensor router_bias; // [E]; steers selection only, never the gates
-  torch::Tensor w_gate, w_up, w_down; // [E, F, H], [E, F, H], [E, H, F]
-  torch::Tensor shared_gate, shared_up,
-      shared_down; // undefined without a shared expert
+  torch::Tensor router;                               // [E, H]
+  torch::Tensor router_bias;                          // [E]; steers selection only, never the gates
+  torch::Tensor w_gate, w_up, w_down;                 // [E, F, H], [E, F, H], [E, H, F]
+  torch::Tensor shared_gate, shared_up, shared_down;  // undefined without a shared expert
   int64_t top_k = 1;
   // Sharded runs: local counts -> counts over all ranks (unset: the local
   // counts), and the number of tokens over all ranks (0: this call's). The
   // balance loss is then this rank's share of the global one.
-  std::function<torch::Tensor(const torch::Tensor &)> global_counts;
+  std::function<torch::Tensor(const torch::Tensor&)> global_counts;
   int64_t total_tokens = 0;
+  // Expert parallelism: when set, runs the experts (w_gate, w_up, w_down are
+  // then unused), e.g. by sending the slots to the ranks that hold them.
+  ExpertRunner run_experts;
 };
 struct MoeResult {
-  torch::Tensor y;   // [N, H]
-  torch::Tensor aux; // scalar load-balancing loss, 1.0 at perfect balance
-  torch::Tensor
-      counts; // [E] int64: tokens routed to each expert (over all ranks)
+  torch::Tensor y;       // [N, H]
+  torch::Tensor aux;     // scalar load-balancing loss, 1.0 at perfect balance
+  torch::Tensor counts;  // [E] int64: tokens routed to each expert (over all ranks)
 };
 // x: [N, H] tokens.
-MoeResult MoeForward(const torch::Tensor &x, const MoeWeights &w);
+MoeResult MoeForward(const torch::Tensor& x, const MoeWeights& w);
 
-} // namespace trellis::train
+}  // namespace trellis::train

@@ -8,15 +8,14 @@ namespace trellis::train {
 namespace {
 
 class BlockBuilder {
-public:
+ public:
   explicit BlockBuilder(std::string name) { block_.name = std::move(name); }
 
-  void Add(std::string name, std::vector<int64_t> shape, Init init, double std,
-           Optim optim, bool decay) {
+  void Add(std::string name, std::vector<int64_t> shape, Init init, double std, Optim optim,
+           bool decay) {
     ParamInfo p{std::move(name), std::move(shape)};
     p.numel = 1;
-    for (int64_t d : p.shape)
-      p.numel *= d;
+    for (int64_t d : p.shape) p.numel *= d;
     p.offset = block_.numel;
     p.init = init;
     p.std = std;
@@ -25,8 +24,7 @@ public:
     block_.numel += p.numel;
     block_.params.push_back(std::move(p));
   }
-  void Matrix(std::string name, std::vector<int64_t> shape, double std,
-              Optim optim) {
+  void Matrix(std::string name, std::vector<int64_t> shape, double std, Optim optim) {
     Add(std::move(name), std::move(shape), Init::kNormal, std, optim, true);
   }
   void Norm(std::string name, int64_t dim) {
@@ -34,24 +32,21 @@ public:
   }
   BlockLayout Take() { return std::move(block_); }
 
-private:
+ private:
   BlockLayout block_;
 };
 
-} // namespace
+}  // namespace
 
-const ParamInfo &BlockLayout::Find(const std::string &short_name) const {
-  for (const auto &p : params)
-    if (p.name == short_name)
-      return p;
-  std::fprintf(stderr, "BlockLayout %s has no parameter %s\n", name.c_str(),
-               short_name.c_str());
+const ParamInfo& BlockLayout::Find(const std::string& short_name) const {
+  for (const auto& p : params)
+    if (p.name == short_name) return p;
+  std::fprintf(stderr, "BlockLayout %s has no parameter %s\n", name.c_str(), short_name.c_str());
   std::abort();
 }
 
-std::vector<BlockLayout> ModelLayout(const spec::ModelSpec &m) {
-  const int64_t h = m.hidden, hd = m.hidden / m.heads, e = m.experts,
-                f = m.expert_hidden;
+std::vector<BlockLayout> ModelLayout(const spec::ModelSpec& m) {
+  const int64_t h = m.hidden, hd = m.hidden / m.heads, e = m.experts, f = m.expert_hidden;
   const double std = m.init_std;
   // Residual-branch outputs are scaled down with depth (GPT-2), so the
   // residual stream's variance does not grow with the number of layers.
@@ -72,14 +67,16 @@ std::vector<BlockLayout> ModelLayout(const spec::ModelSpec &m) {
     b.Norm("ffn_norm", h);
     // The router is small and its rows compete through a softmax: AdamW.
     b.Matrix("router", {e, h}, std, Optim::kAdamW);
-    b.Matrix("w_gate", {e, f, h}, std, Optim::kMuon);
-    b.Matrix("w_up", {e, f, h}, std, Optim::kMuon);
-    b.Matrix("w_down", {e, h, f}, out_std, Optim::kMuon);
     if (m.shared_expert) {
       b.Matrix("shared_gate", {f, h}, std, Optim::kMuon);
       b.Matrix("shared_up", {f, h}, std, Optim::kMuon);
       b.Matrix("shared_down", {h, f}, out_std, Optim::kMuon);
     }
+    // Routed experts last: the block's dense part is then a prefix
+    // (DenseNumel), sharded over all ranks, and the experts the rest.
+    b.Matrix("w_gate", {e, f, h}, std, Optim::kMuon);
+    b.Matrix("w_up", {e, f, h}, std, Optim::kMuon);
+    b.Matrix("w_down", {e, h, f}, out_std, Optim::kMuon);
     blocks.push_back(b.Take());
   }
 
@@ -90,11 +87,17 @@ std::vector<BlockLayout> ModelLayout(const spec::ModelSpec &m) {
   return blocks;
 }
 
-int64_t ActiveParamsPerToken(const spec::ModelSpec &m) {
+int64_t DenseNumel(const BlockLayout& block) {
+  for (const auto& p : block.params)
+    if (p.name == "w_gate") return p.offset;
+  return block.numel;
+}
+
+int64_t ActiveParamsPerToken(const spec::ModelSpec& m) {
   const int64_t h = m.hidden, hd = m.hidden / m.heads, f = m.expert_hidden;
   int64_t attn = h * hd * (2 * m.heads + 2 * m.kv_heads);
   int64_t ffn = 3 * h * f * (m.experts_per_token + (m.shared_expert ? 1 : 0));
   return m.layers * (attn + ffn + h * m.experts) + h * m.vocab;
 }
 
-} // namespace trellis::train
+}  // namespace trellis::train

@@ -9,10 +9,9 @@ namespace F = torch::nn::functional;
 
 // Values of a block computed on the host from the counter-based generator,
 // then moved to the device once.
-torch::Tensor InitBlock(const BlockLayout &block, uint64_t seed,
-                        torch::Dtype dtype) {
+torch::Tensor InitBlock(const BlockLayout& block, uint64_t seed, torch::Dtype dtype) {
   auto buf = torch::empty({block.numel}, torch::TensorOptions().dtype(dtype));
-  for (const auto &p : block.params) {
+  for (const auto& p : block.params) {
     auto slice = buf.narrow(0, p.offset, p.numel);
     if (p.init == Init::kOnes) {
       slice.fill_(1.0);
@@ -20,134 +19,117 @@ torch::Tensor InitBlock(const BlockLayout &block, uint64_t seed,
     }
     uint64_t param_seed = ParamSeed(seed, block.FullName(p));
     if (dtype == torch::kDouble)
-      FillTruncatedNormal(param_seed, 0, p.numel, p.std,
-                          slice.data_ptr<double>());
+      FillTruncatedNormal(param_seed, 0, p.numel, p.std, slice.data_ptr<double>());
     else
-      FillTruncatedNormal(param_seed, 0, p.numel, p.std,
-                          slice.data_ptr<float>());
+      FillTruncatedNormal(param_seed, 0, p.numel, p.std, slice.data_ptr<float>());
   }
   return buf;
 }
 
 // One block's weights, viewed out of its buffer in the compute dtype.
 class Weights {
-public:
-  Weights(const BlockLayout *layout, const torch::Tensor &flat,
-          torch::Dtype dtype)
-      : layout_(layout),
-        flat_(flat.scalar_type() == dtype ? flat : flat.to(dtype)) {}
-  torch::Tensor operator[](const std::string &name) const {
+ public:
+  Weights(const BlockLayout* layout, const torch::Tensor& flat, torch::Dtype dtype)
+      : layout_(layout), flat_(flat.scalar_type() == dtype ? flat : flat.to(dtype)) {}
+  torch::Tensor operator[](const std::string& name) const {
     return ParamView(flat_, layout_->Find(name));
   }
-  bool Has(const std::string &name) const {
-    for (const auto &p : layout_->params)
-      if (p.name == name)
-        return true;
+  bool Has(const std::string& name) const {
+    for (const auto& p : layout_->params)
+      if (p.name == name) return true;
     return false;
   }
 
-private:
-  const BlockLayout *layout_;
+ private:
+  const BlockLayout* layout_;
   torch::Tensor flat_;
 };
 
-} // namespace
+}  // namespace
 
-torch::Tensor ParamView(const torch::Tensor &flat, const ParamInfo &p) {
+torch::Tensor ParamView(const torch::Tensor& flat, const ParamInfo& p) {
   return flat.narrow(0, p.offset, p.numel).view(p.shape);
 }
 
-Model::Model(const spec::ModelSpec &spec, int64_t max_seq_len, uint64_t seed,
-             torch::Device device, torch::Dtype param_dtype)
+Model::Model(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed, torch::Device device,
+             torch::Dtype param_dtype)
     : spec_(spec), device_(device), layout_(ModelLayout(spec)) {
-  for (const auto &block : layout_) {
-    auto flat =
-        InitBlock(block, seed, param_dtype).to(device).requires_grad_(true);
+  for (const auto& block : layout_) {
+    auto flat = InitBlock(block, seed, param_dtype).to(device).requires_grad_(true);
     flat.mutable_grad() = torch::zeros_like(flat);
     blocks_.push_back({&block, flat});
   }
   for (int i = 0; i < spec.layers; ++i)
-    router_bias_.push_back(
-        torch::zeros({spec.experts}, torch::TensorOptions(device)));
-  rope_ = BuildRope(max_seq_len, spec.hidden / spec.heads, spec.rope_theta,
-                    device, param_dtype);
+    router_bias_.push_back(torch::zeros({spec.experts}, torch::TensorOptions(device)));
+  rope_ = BuildRope(max_seq_len, spec.hidden / spec.heads, spec.rope_theta, device, param_dtype);
 }
 
 int64_t Model::NumParams() const {
   int64_t n = 0;
-  for (const auto &b : blocks_)
-    n += b.layout->numel;
+  for (const auto& b : blocks_) n += b.layout->numel;
   return n;
 }
 
-torch::Tensor EmbedForward(const BlockLayout &block, const torch::Tensor &flat,
-                           const torch::Tensor &inputs,
-                           torch::Dtype compute_dtype) {
+torch::Tensor EmbedForward(const BlockLayout& block, const torch::Tensor& flat,
+                           const torch::Tensor& inputs, torch::Dtype compute_dtype) {
   return F::embedding(inputs, Weights(&block, flat, compute_dtype)["weight"]);
 }
 
-LayerOutput LayerForward(const spec::ModelSpec &spec, const BlockLayout &block,
-                         const torch::Tensor &flat, torch::Dtype compute_dtype,
-                         const torch::Tensor &x, const RopeCache &rope,
-                         const torch::Tensor &mask,
-                         const torch::Tensor &router_bias,
-                         const MoeWeights &moe_reduce) {
+LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
+                         const torch::Tensor& flat, torch::Dtype compute_dtype,
+                         const torch::Tensor& x, const RopeCache& rope, const torch::Tensor& mask,
+                         const torch::Tensor& router_bias, const MoeWeights& moe_reduce) {
   const int64_t b = x.size(0), t = x.size(1), h = spec.hidden;
   const double eps = spec.norm_eps;
   Weights w(&block, flat, compute_dtype);
-  AttentionWeights attn{w["wq"], w["wk"],    w["wv"],
-                        w["wo"], spec.heads, spec.kv_heads};
-  auto y =
-      x + AttentionForward(RmsNorm(x, w["attn_norm"], eps), attn, rope, mask);
+  AttentionWeights attn{w["wq"], w["wk"], w["wv"], w["wo"], spec.heads, spec.kv_heads};
+  auto y = x + AttentionForward(RmsNorm(x, w["attn_norm"], eps), attn, rope, mask);
 
   MoeWeights moe = moe_reduce;
   moe.router = w["router"];
   moe.router_bias = router_bias;
-  moe.w_gate = w["w_gate"];
-  moe.w_up = w["w_up"];
-  moe.w_down = w["w_down"];
+  if (!moe.run_experts) {
+    moe.w_gate = w["w_gate"];
+    moe.w_up = w["w_up"];
+    moe.w_down = w["w_down"];
+  }
   if (w.Has("shared_gate")) {
     moe.shared_gate = w["shared_gate"];
     moe.shared_up = w["shared_up"];
     moe.shared_down = w["shared_down"];
   }
   moe.top_k = spec.experts_per_token;
-  MoeResult r =
-      MoeForward(RmsNorm(y, w["ffn_norm"], eps).view({b * t, h}), moe);
+  MoeResult r = MoeForward(RmsNorm(y, w["ffn_norm"], eps).view({b * t, h}), moe);
   return {y + r.y.view({b, t, h}), r.aux, r.counts};
 }
 
-torch::Tensor HeadForward(const spec::ModelSpec &spec, const BlockLayout &block,
-                          const torch::Tensor &flat, torch::Dtype compute_dtype,
-                          const torch::Tensor &x) {
+torch::Tensor HeadForward(const spec::ModelSpec& spec, const BlockLayout& block,
+                          const torch::Tensor& flat, torch::Dtype compute_dtype,
+                          const torch::Tensor& x) {
   Weights fin(&block, flat, compute_dtype);
   return torch::matmul(RmsNorm(x, fin["norm"], spec.norm_eps), fin["head"].t());
 }
 
-ForwardResult Model::Forward(const TokenBatch &batch,
-                             torch::Dtype compute_dtype,
+ForwardResult Model::Forward(const TokenBatch& batch, torch::Dtype compute_dtype,
                              double aux_coef) const {
   const int64_t b = batch.inputs.size(0), t = batch.inputs.size(1);
   auto mask = DocumentCausalMask(batch.doc_ids);
-  auto x = EmbedForward(*blocks_.front().layout, blocks_.front().flat,
-                        batch.inputs, compute_dtype);
+  auto x = EmbedForward(*blocks_.front().layout, blocks_.front().flat, batch.inputs, compute_dtype);
 
   ForwardResult out;
   std::vector<torch::Tensor> aux;
   for (int i = 0; i < spec_.layers; ++i) {
-    const Block &blk = blocks_[i + 1];
-    LayerOutput r = LayerForward(spec_, *blk.layout, blk.flat, compute_dtype, x,
-                                 rope_, mask, router_bias_[i], MoeWeights{});
+    const Block& blk = blocks_[i + 1];
+    LayerOutput r = LayerForward(spec_, *blk.layout, blk.flat, compute_dtype, x, rope_, mask,
+                                 router_bias_[i], MoeWeights{});
     x = r.x;
     aux.push_back(r.aux);
     out.expert_counts.push_back(r.counts);
   }
 
-  auto logits = HeadForward(spec_, *blocks_.back().layout, blocks_.back().flat,
-                            compute_dtype, x);
+  auto logits = HeadForward(spec_, *blocks_.back().layout, blocks_.back().flat, compute_dtype, x);
   auto acc = compute_dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
-  out.ce = F::cross_entropy(logits.view({b * t, spec_.vocab}).to(acc),
-                            batch.targets.view(-1),
+  out.ce = F::cross_entropy(logits.view({b * t, spec_.vocab}).to(acc), batch.targets.view(-1),
                             F::CrossEntropyFuncOptions().ignore_index(-1));
   out.aux = torch::stack(aux).mean();
   out.loss = aux_coef > 0 ? out.ce + aux_coef * out.aux : out.ce;
@@ -155,12 +137,10 @@ ForwardResult Model::Forward(const TokenBatch &batch,
 }
 
 void Model::ZeroGrad() {
-  for (auto &b : blocks_)
-    b.flat.mutable_grad().zero_();
+  for (auto& b : blocks_) b.flat.mutable_grad().zero_();
 }
 
-void Model::UpdateRouterBias(const std::vector<torch::Tensor> &counts,
-                             double rate) {
+void Model::UpdateRouterBias(const std::vector<torch::Tensor>& counts, double rate) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < counts.size(); ++i) {
     auto load = counts[i].to(torch::kFloat);
@@ -168,4 +148,4 @@ void Model::UpdateRouterBias(const std::vector<torch::Tensor> &counts,
   }
 }
 
-} // namespace trellis::train
+}  // namespace trellis::train

@@ -14,47 +14,46 @@
 namespace trellis::train {
 
 struct TokenBatch {
-  torch::Tensor inputs;  // [B, T] int64
-  torch::Tensor targets; // [B, T] int64; -1 where there is nothing to predict
-  torch::Tensor doc_ids; // [B, T] int64; equal within one document of a row
+  torch::Tensor inputs;   // [B, T] int64
+  torch::Tensor targets;  // [B, T] int64; -1 where there is nothing to predict
+  torch::Tensor doc_ids;  // [B, T] int64; equal within one document of a row
 };
 
 struct ForwardResult {
-  torch::Tensor loss; // ce + aux_coef * aux: what backward runs on
-  torch::Tensor ce;   // mean cross entropy over positions with a target, nats
-  torch::Tensor aux;  // load-balancing loss averaged over layers
-  std::vector<torch::Tensor> expert_counts; // per layer, [experts]
+  torch::Tensor loss;  // ce + aux_coef * aux: what backward runs on
+  torch::Tensor ce;    // mean cross entropy over positions with a target, nats
+  torch::Tensor aux;   // load-balancing loss averaged over layers
+  std::vector<torch::Tensor> expert_counts;  // per layer, [experts]
 };
 
 // A block's parameters: one leaf tensor that requires grad; its .grad() is
 // allocated once and zeroed in place, so views of it stay valid.
 struct Block {
-  const BlockLayout *layout;
+  const BlockLayout* layout;
   torch::Tensor flat;
 };
 
 class Model {
-public:
-  Model(const spec::ModelSpec &spec, int64_t max_seq_len, uint64_t seed,
-        torch::Device device, torch::Dtype param_dtype);
+ public:
+  Model(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed, torch::Device device,
+        torch::Dtype param_dtype);
 
-  ForwardResult Forward(const TokenBatch &batch, torch::Dtype compute_dtype,
-                        double aux_coef) const;
+  ForwardResult Forward(const TokenBatch& batch, torch::Dtype compute_dtype, double aux_coef) const;
 
-  std::vector<Block> &blocks() { return blocks_; }
-  const std::vector<Block> &blocks() const { return blocks_; }
+  std::vector<Block>& blocks() { return blocks_; }
+  const std::vector<Block>& blocks() const { return blocks_; }
   // Per-layer expert selection bias (aux-loss-free balancing): state, not a
   // parameter.
-  std::vector<torch::Tensor> &router_bias() { return router_bias_; }
-  const spec::ModelSpec &spec() const { return spec_; }
+  std::vector<torch::Tensor>& router_bias() { return router_bias_; }
+  const spec::ModelSpec& spec() const { return spec_; }
   torch::Device device() const { return device_; }
   int64_t NumParams() const;
 
   void ZeroGrad();
   // Raises the bias of under-loaded experts and lowers it for over-loaded ones.
-  void UpdateRouterBias(const std::vector<torch::Tensor> &counts, double rate);
+  void UpdateRouterBias(const std::vector<torch::Tensor>& counts, double rate);
 
-private:
+ private:
   spec::ModelSpec spec_;
   torch::Device device_;
   std::vector<BlockLayout> layout_;
@@ -64,30 +63,27 @@ private:
 };
 
 // A view of one parameter (shape as in the layout) inside a block buffer.
-torch::Tensor ParamView(const torch::Tensor &flat, const ParamInfo &p);
+torch::Tensor ParamView(const torch::Tensor& flat, const ParamInfo& p);
 
 // The model's pieces as functions of a block's flat buffer (any dtype: the
 // weights are converted to `compute_dtype`), shared by Model and the sharded
 // model, which gathers the buffers first.
-torch::Tensor EmbedForward(const BlockLayout &block, const torch::Tensor &flat,
-                           const torch::Tensor &inputs,
-                           torch::Dtype compute_dtype);
+torch::Tensor EmbedForward(const BlockLayout& block, const torch::Tensor& flat,
+                           const torch::Tensor& inputs, torch::Dtype compute_dtype);
 
 struct LayerOutput {
-  torch::Tensor x, aux, counts; // see MoeResult
+  torch::Tensor x, aux, counts;  // see MoeResult
 };
 // x += Attn(RMSNorm(x)); x += MoE(RMSNorm(x)). `moe_reduce` carries the
 // sharded run's count reduction and token total (MoeWeights fields).
-LayerOutput LayerForward(const spec::ModelSpec &spec, const BlockLayout &block,
-                         const torch::Tensor &flat, torch::Dtype compute_dtype,
-                         const torch::Tensor &x, const RopeCache &rope,
-                         const torch::Tensor &mask,
-                         const torch::Tensor &router_bias,
-                         const MoeWeights &moe_reduce);
+LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
+                         const torch::Tensor& flat, torch::Dtype compute_dtype,
+                         const torch::Tensor& x, const RopeCache& rope, const torch::Tensor& mask,
+                         const torch::Tensor& router_bias, const MoeWeights& moe_reduce);
 
 // Final norm and head: logits [B, T, vocab] in the compute dtype.
-torch::Tensor HeadForward(const spec::ModelSpec &spec, const BlockLayout &block,
-                          const torch::Tensor &flat, torch::Dtype compute_dtype,
-                          const torch::Tensor &x);
+torch::Tensor HeadForward(const spec::ModelSpec& spec, const BlockLayout& block,
+                          const torch::Tensor& flat, torch::Dtype compute_dtype,
+                          const torch::Tensor& x);
 
-} // namespace trellis::train
+}  // namespace trellis::train

@@ -23,7 +23,7 @@ spec::ModelSpec TinySpec() {
   m.expert_hidden = 8;
   m.vocab = 32;
   m.shared_expert = true;
-  m.init_std = 0.3; // large enough that every path carries signal in fp64
+  m.init_std = 0.3;  // large enough that every path carries signal in fp64
   return m;
 }
 
@@ -33,9 +33,8 @@ TokenBatch RandomBatch(uint64_t seed, int64_t vocab) {
   TokenBatch b;
   b.inputs = torch::randint(vocab, {2, 8}, torch::kLong);
   b.targets = torch::randint(vocab, {2, 8}, torch::kLong);
-  b.targets[0][2] = -1; // the last token of a document predicts nothing
-  b.doc_ids = torch::tensor({0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2})
-                  .view({2, 8});
+  b.targets[0][2] = -1;  // the last token of a document predicts nothing
+  b.doc_ids = torch::tensor({0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2}).view({2, 8});
   return b;
 }
 
@@ -44,22 +43,19 @@ TEST(ModelTest, GradientsMatchFiniteDifferencesInFp64) {
   SCOPED_TRACE(seed);
   Model model(TinySpec(), 8, seed, torch::kCPU, torch::kDouble);
   torch::manual_seed(seed);
-  for (auto &bias : model.router_bias())
-    bias.copy_(0.05 * torch::randn({4})); // a live path
+  for (auto& bias : model.router_bias()) bias.copy_(0.05 * torch::randn({4}));  // a live path
   TokenBatch batch = RandomBatch(seed, 32);
   const double aux_coef = 0.1;
-  auto loss_at = [&] {
-    return model.Forward(batch, torch::kDouble, aux_coef).loss.item<double>();
-  };
+  auto loss_at = [&] { return model.Forward(batch, torch::kDouble, aux_coef).loss.item<double>(); };
 
   model.ZeroGrad();
   model.Forward(batch, torch::kDouble, aux_coef).loss.backward();
   std::mt19937_64 rng(seed);
   int checked = 0;
-  for (auto &block : model.blocks()) {
+  for (auto& block : model.blocks()) {
     auto data = block.flat.detach();
     auto grad = block.flat.grad();
-    for (const auto &p : block.layout->params) {
+    for (const auto& p : block.layout->params) {
       // A few random elements of every parameter.
       for (int trial = 0; trial < 4; ++trial) {
         const int64_t i = p.offset + static_cast<int64_t>(rng() % p.numel);
@@ -88,14 +84,11 @@ TEST(ModelTest, DocumentsInOneRowDoNotSeeEachOther) {
   batch.targets.narrow(1, 0, 3).fill_(-1);
   batch.targets[1].fill_(-1);
   torch::NoGradGuard no_grad;
-  const double before =
-      model.Forward(batch, torch::kDouble, 0).ce.item<double>();
+  const double before = model.Forward(batch, torch::kDouble, 0).ce.item<double>();
   TokenBatch changed = batch;
   changed.inputs = batch.inputs.clone();
-  changed.inputs.narrow(1, 0, 3).add_(1).remainder_(
-      32); // rewrite the first document
-  EXPECT_EQ(model.Forward(changed, torch::kDouble, 0).ce.item<double>(),
-            before);
+  changed.inputs.narrow(1, 0, 3).add_(1).remainder_(32);  // rewrite the first document
+  EXPECT_EQ(model.Forward(changed, torch::kDouble, 0).ce.item<double>(), before);
   // Control: one document over the whole row, and the change is seen.
   batch.doc_ids.zero_();
   changed.doc_ids = batch.doc_ids;
@@ -109,10 +102,9 @@ TEST(ModelTest, CausalLaterTokensDoNotChangeEarlierLosses) {
   Model model(TinySpec(), 8, seed, torch::kCPU, torch::kDouble);
   TokenBatch batch = RandomBatch(seed, 32);
   batch.doc_ids.zero_();
-  batch.targets.narrow(1, 4, 4).fill_(-1); // score positions 0-3 only
+  batch.targets.narrow(1, 4, 4).fill_(-1);  // score positions 0-3 only
   torch::NoGradGuard no_grad;
-  const double before =
-      model.Forward(batch, torch::kDouble, 0).ce.item<double>();
+  const double before = model.Forward(batch, torch::kDouble, 0).ce.item<double>();
   batch.inputs.narrow(1, 4, 4).add_(3).remainder_(32);
   EXPECT_EQ(model.Forward(batch, torch::kDouble, 0).ce.item<double>(), before);
 }
@@ -121,8 +113,7 @@ TEST(ModelTest, FreshModelPredictsNearUniformAndInitIsSeeded) {
   const uint64_t seed = FreshSeed();
   spec::ModelSpec m = TinySpec();
   m.init_std = 0.02;
-  Model a(m, 8, seed, torch::kCPU, torch::kFloat),
-      b(m, 8, seed, torch::kCPU, torch::kFloat);
+  Model a(m, 8, seed, torch::kCPU, torch::kFloat), b(m, 8, seed, torch::kCPU, torch::kFloat);
   Model c(m, 8, seed + 1, torch::kCPU, torch::kFloat);
   for (size_t i = 0; i < a.blocks().size(); ++i) {
     EXPECT_TRUE(torch::equal(a.blocks()[i].flat, b.blocks()[i].flat));
@@ -132,8 +123,7 @@ TEST(ModelTest, FreshModelPredictsNearUniformAndInitIsSeeded) {
   auto out = a.Forward(RandomBatch(seed, 32), torch::kFloat, 0);
   EXPECT_NEAR(out.ce.item<double>(), std::log(32.0), 0.1);
   int64_t routed = 0;
-  for (const auto &counts : out.expert_counts)
-    routed += counts.sum().item<int64_t>();
+  for (const auto& counts : out.expert_counts) routed += counts.sum().item<int64_t>();
   EXPECT_EQ(routed, m.layers * 16 * m.experts_per_token);
 }
 
@@ -147,8 +137,8 @@ TEST(ModelTest, Bf16ComputeTracksFp32) {
   TokenBatch batch = RandomBatch(seed, 32);
   double f32 = model.Forward(batch, torch::kFloat, 0).ce.item<double>();
   double bf16 = model.Forward(batch, torch::kBFloat16, 0).ce.item<double>();
-  EXPECT_NEAR(bf16, f32, 0.02 * f32); // bf16 keeps ~3 significant digits
+  EXPECT_NEAR(bf16, f32, 0.02 * f32);  // bf16 keeps ~3 significant digits
 }
 
-} // namespace
-} // namespace trellis::train
+}  // namespace
+}  // namespace trellis::train

@@ -5,38 +5,50 @@
 namespace trellis::train {
 namespace {
 
-torch::Tensor SwiGlu(const torch::Tensor &x, const torch::Tensor &gate,
-                     const torch::Tensor &up, const torch::Tensor &down) {
+torch::Tensor SwiGlu(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& up,
+                     const torch::Tensor& down) {
   auto h = torch::silu(torch::matmul(x, gate.t())) * torch::matmul(x, up.t());
   return torch::matmul(h, down.t());
 }
 
-} // namespace
+}  // namespace
 
-MoeResult MoeForward(const torch::Tensor &x, const MoeWeights &w) {
+torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& counts,
+                              const torch::Tensor& w_gate, const torch::Tensor& w_up,
+                              const torch::Tensor& w_down) {
+  auto counts_host = counts.cpu();
+  auto c = counts_host.accessor<int64_t, 1>();
+  std::vector<torch::Tensor> outs;
+  int64_t start = 0;
+  for (int64_t i = 0; i < counts.size(0); ++i) {
+    if (c[i] == 0) continue;
+    outs.push_back(SwiGlu(xs.narrow(0, start, c[i]), w_gate[i], w_up[i], w_down[i]));
+    start += c[i];
+  }
+  if (outs.empty()) return xs.narrow(1, 0, w_down.size(1)) * 0;  // no slots: [0, H]
+  return torch::cat(outs);
+}
+
+MoeResult MoeForward(const torch::Tensor& x, const MoeWeights& w) {
   const int64_t n = x.size(0), e = w.router.size(0), k = w.top_k;
   auto acc = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
-  auto probs =
-      torch::softmax(torch::matmul(x, w.router.t()).to(acc), -1); // [N, E]
+  auto probs = torch::softmax(torch::matmul(x, w.router.t()).to(acc), -1);  // [N, E]
 
   // The bias (aux-loss-free balancing) moves tokens between experts but the
   // gates stay the router's own probabilities, renormalized over the top k.
-  auto select = w.router_bias.defined() ? probs.detach() + w.router_bias.to(acc)
-                                        : probs.detach();
-  auto chosen = std::get<1>(select.topk(k, -1)); // [N, k]
+  auto select = w.router_bias.defined() ? probs.detach() + w.router_bias.to(acc) : probs.detach();
+  auto chosen = std::get<1>(select.topk(k, -1));  // [N, k]
   auto gates = probs.gather(1, chosen);
   gates = gates / gates.sum(-1, /*keepdim=*/true);
 
-  auto flat_expert = chosen.reshape(-1); // slot j belongs to token j / k
+  auto flat_expert = chosen.reshape(-1);  // slot j belongs to token j / k
   auto counts = torch::bincount(flat_expert, /*weights=*/{}, e);
   auto all_counts = w.global_counts ? w.global_counts(counts) : counts;
-  const double total =
-      static_cast<double>(w.total_tokens > 0 ? w.total_tokens : n);
+  const double total = static_cast<double>(w.total_tokens > 0 ? w.total_tokens : n);
   // Switch-style balance: E * sum_e (fraction of slots to e) * (mean prob of
   // e), both over every rank's tokens; this rank adds its tokens'
   // probabilities.
-  auto aux =
-      e * (all_counts.to(acc) / (total * k) * (probs.sum(0) / total)).sum();
+  auto aux = e * (all_counts.to(acc) / (total * k) * (probs.sum(0) / total)).sum();
 
   // Group the slots by expert (stable, so the order is reproducible), run each
   // expert on its contiguous group, scatter back weighted by the gates.
@@ -44,24 +56,12 @@ MoeResult MoeForward(const torch::Tensor &x, const MoeWeights &w) {
                                        /*descending=*/false));
   auto token_of = order.div(k, "floor");
   auto xs = x.index_select(0, token_of);
-  auto counts_host = counts.cpu();
-  auto c = counts_host.accessor<int64_t, 1>();
-  std::vector<torch::Tensor> outs;
-  int64_t start = 0;
-  for (int64_t i = 0; i < e; ++i) {
-    if (c[i] == 0)
-      continue;
-    outs.push_back(
-        SwiGlu(xs.narrow(0, start, c[i]), w.w_gate[i], w.w_up[i], w.w_down[i]));
-    start += c[i];
-  }
-  auto slot_gates =
-      gates.reshape(-1).index_select(0, order).to(x.scalar_type()).unsqueeze(1);
-  auto y = torch::zeros_like(x).index_add(0, token_of,
-                                          torch::cat(outs) * slot_gates);
-  if (w.shared_gate.defined())
-    y = y + SwiGlu(x, w.shared_gate, w.shared_up, w.shared_down);
+  auto outs = w.run_experts ? w.run_experts(xs, counts)
+                            : RunLocalExperts(xs, counts, w.w_gate, w.w_up, w.w_down);
+  auto slot_gates = gates.reshape(-1).index_select(0, order).to(x.scalar_type()).unsqueeze(1);
+  auto y = torch::zeros_like(x).index_add(0, token_of, outs * slot_gates);
+  if (w.shared_gate.defined()) y = y + SwiGlu(x, w.shared_gate, w.shared_up, w.shared_down);
   return {y, aux, all_counts};
 }
 
-} // namespace trellis::train
+}  // namespace trellis::train

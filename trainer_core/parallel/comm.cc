@@ -1,11 +1,11 @@
 #include "trainer_core/parallel/comm.h"
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #define TRELLIS_COMPAT_C10D
 #include "trainer_core/compat.h"
@@ -24,17 +24,17 @@ std::string Seconds(std::chrono::milliseconds d) {
 
 // What goes on the wire: a flat view; bf16 as Half (same bytes; gloo rejects
 // BFloat16 and moves Half without arithmetic).
-torch::Tensor OnWire(const torch::Tensor &t) {
+torch::Tensor OnWire(const torch::Tensor& t) {
   TORCH_CHECK(t.is_contiguous(), "comm: tensors must be contiguous");
   auto flat = t.view(-1);
-  return flat.scalar_type() == torch::kBFloat16 ? flat.view(torch::kHalf)
-                                                : flat;
+  return flat.scalar_type() == torch::kBFloat16 ? flat.view(torch::kHalf) : flat;
 }
 
-template <typename W> void Wait(W &&work, const char *what) {
+template <typename W>
+void Wait(W&& work, const char* what) {
   try {
     work->wait();
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     throw TrainError(std::string("comm: ") + what +
                      " failed (a peer exited or timed out): " + e.what());
   }
@@ -42,87 +42,77 @@ template <typename W> void Wait(W &&work, const char *what) {
 
 // World 1: every collective is a copy.
 class SoloComm final : public Comm {
-public:
+ public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void AllGatherInto(const at::Tensor &shard, const at::Tensor &out) override {
+  void AllGatherInto(const at::Tensor& shard, const at::Tensor& out) override {
     out.view(-1).copy_(shard.view(-1));
   }
-  void AllToAll(const at::Tensor &send, const std::vector<int64_t> &send_counts,
-                const at::Tensor &recv,
-                const std::vector<int64_t> &recv_counts) override {
-    TORCH_CHECK(send_counts.at(0) == recv_counts.at(0),
-                "comm: all-to-all counts differ");
-    recv.view(-1)
-        .narrow(0, 0, recv_counts[0])
-        .copy_(send.view(-1).narrow(0, 0, send_counts[0]));
+  void AllToAll(const at::Tensor& send, const std::vector<int64_t>& send_counts,
+                const at::Tensor& recv, const std::vector<int64_t>& recv_counts) override {
+    TORCH_CHECK(send_counts.at(0) == recv_counts.at(0), "comm: all-to-all counts differ");
+    recv.view(-1).narrow(0, 0, recv_counts[0]).copy_(send.view(-1).narrow(0, 0, send_counts[0]));
   }
-  void AllReduceSum(const at::Tensor &) override {}
+  void AllReduceSum(const at::Tensor&) override {}
   void Barrier() override {}
-  std::unique_ptr<Comm> Subgroup(const std::string &,
-                                 const std::vector<int> &) override {
+  std::unique_ptr<Comm> Subgroup(const std::string&, const std::vector<int>&) override {
     return std::make_unique<SoloComm>();
   }
 };
 
 class C10dComm final : public Comm {
-public:
-  C10dComm(c10::intrusive_ptr<c10d::Store> store,
-           c10::intrusive_ptr<compat::Backend> group, int rank, int size,
-           CommOptions options)
-      : store_(std::move(store)), group_(std::move(group)), rank_(rank),
-        size_(size), options_(std::move(options)) {}
+ public:
+  C10dComm(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<compat::Backend> group,
+           int rank, int size, CommOptions options)
+      : store_(std::move(store)),
+        group_(std::move(group)),
+        rank_(rank),
+        size_(size),
+        options_(std::move(options)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void AllGatherInto(const at::Tensor &shard, const at::Tensor &out) override {
+  void AllGatherInto(const at::Tensor& shard, const at::Tensor& out) override {
     auto in = OnWire(shard), all = OnWire(out);
     const int64_t n = in.numel();
-    TORCH_CHECK(all.numel() == n * size_,
-                "comm: all-gather output has the wrong size");
-    if (n == 0)
-      return;
+    TORCH_CHECK(all.numel() == n * size_, "comm: all-gather output has the wrong size");
+    if (n == 0) return;
     std::vector<at::Tensor> inputs{in};
     std::vector<std::vector<at::Tensor>> outputs(1);
-    for (int r = 0; r < size_; ++r)
-      outputs[0].push_back(all.narrow(0, r * n, n));
+    for (int r = 0; r < size_; ++r) outputs[0].push_back(all.narrow(0, r * n, n));
     Wait(group_->allgather(outputs, inputs), "all-gather");
   }
 
-  void AllToAll(const at::Tensor &send, const std::vector<int64_t> &send_counts,
-                const at::Tensor &recv,
-                const std::vector<int64_t> &recv_counts) override {
+  void AllToAll(const at::Tensor& send, const std::vector<int64_t>& send_counts,
+                const at::Tensor& recv, const std::vector<int64_t>& recv_counts) override {
     TORCH_CHECK(static_cast<int>(send_counts.size()) == size_ &&
                     static_cast<int>(recv_counts.size()) == size_,
                 "comm: all-to-all needs one count per rank");
     auto s = OnWire(send), r = OnWire(recv);
     // Gloo wants real buffers even when nothing moves.
-    if (s.numel() == 0)
-      s = torch::empty({1}, s.options());
-    if (r.numel() == 0)
-      r = torch::empty({1}, r.options());
+    if (s.numel() == 0) s = torch::empty({1}, s.options());
+    if (r.numel() == 0) r = torch::empty({1}, r.options());
     std::vector<int64_t> sc = send_counts, rc = recv_counts;
     Wait(group_->alltoall_base(r, s, rc, sc), "all-to-all");
   }
 
-  void AllReduceSum(const at::Tensor &t) override {
+  void AllReduceSum(const at::Tensor& t) override {
     std::vector<at::Tensor> tensors{t};
     Wait(group_->allreduce(tensors), "all-reduce");
   }
 
   void Barrier() override { Wait(group_->barrier(), "barrier"); }
 
-  std::unique_ptr<Comm> Subgroup(const std::string &name,
-                                 const std::vector<int> &ranks) override;
+  std::unique_ptr<Comm> Subgroup(const std::string& name, const std::vector<int>& ranks) override;
 
   // The rendezvous: store, then the group. Both bounded by options.timeout.
-  static std::unique_ptr<Comm> Connect(const CommOptions &o);
+  static std::unique_ptr<Comm> Connect(const CommOptions& o);
 
-private:
-  static c10::intrusive_ptr<compat::Backend>
-  MakeGroup(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-            const CommOptions &o, const std::string &what);
+ private:
+  static c10::intrusive_ptr<compat::Backend> MakeGroup(const c10::intrusive_ptr<c10d::Store>& store,
+                                                       int rank, int size, const CommOptions& o,
+                                                       const std::string& what);
 
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<compat::Backend> group_;
@@ -130,42 +120,35 @@ private:
   CommOptions options_;
 };
 
-std::string Where(const CommOptions &o) {
+std::string Where(const CommOptions& o) {
   return o.master_addr + ":" + std::to_string(o.master_port);
 }
 
-c10::intrusive_ptr<compat::Backend>
-C10dComm::MakeGroup(const c10::intrusive_ptr<c10d::Store> &store, int rank,
-                    int size, const CommOptions &o, const std::string &what) {
+c10::intrusive_ptr<compat::Backend> C10dComm::MakeGroup(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const CommOptions& o,
+    const std::string& what) {
   const auto start = Clock::now();
   try {
-    if (o.cuda)
-      return compat::MakeNcclGroup(store, rank, size, o.timeout);
+    if (o.cuda) return compat::MakeNcclGroup(store, rank, size, o.timeout);
     auto options = c10d::ProcessGroupGloo::Options::create(o.timeout);
-    if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"))
-      options->devices.push_back(
-          c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
     else if (o.master_addr == "127.0.0.1" || o.master_addr == "localhost")
-      options->devices.push_back(
-          c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
     else
       options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     options->threads = 1;
-    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size,
-                                                       options);
-  } catch (const std::exception &e) {
-    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-        Clock::now() - start);
-    throw TrainError("comm: rank " + std::to_string(o.rank) + ": " + what +
-                     " of " + std::to_string(size) +
-                     " ranks through the store at " + Where(o) +
-                     " did not complete (" + Seconds(took) + ", timeout " +
-                     Seconds(o.timeout) +
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+  } catch (const std::exception& e) {
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    throw TrainError("comm: rank " + std::to_string(o.rank) + ": " + what + " of " +
+                     std::to_string(size) + " ranks through the store at " + Where(o) +
+                     " did not complete (" + Seconds(took) + ", timeout " + Seconds(o.timeout) +
                      "; a rank is missing or unreachable): " + e.what());
   }
 }
 
-std::unique_ptr<Comm> C10dComm::Connect(const CommOptions &o) {
+std::unique_ptr<Comm> C10dComm::Connect(const CommOptions& o) {
   if (o.master_port <= 0 || o.master_port > 65535)
     throw TrainError("comm: MASTER_PORT " + std::to_string(o.master_port) +
                      " is not a port (1..65535)");
@@ -173,67 +156,55 @@ std::unique_ptr<Comm> C10dComm::Connect(const CommOptions &o) {
   so.port = static_cast<uint16_t>(o.master_port);
   so.isServer = o.rank == 0;
   so.numWorkers = o.world;
-  so.waitWorkers =
-      false; // peers are awaited by the group rendezvous, under the same bound
+  so.waitWorkers = false;  // peers are awaited by the group rendezvous, under the same bound
   so.timeout = o.timeout;
   c10::intrusive_ptr<c10d::Store> store;
   const auto start = Clock::now();
   try {
     store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
-  } catch (const std::exception &e) {
-    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-        Clock::now() - start);
+  } catch (const std::exception& e) {
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
     throw TrainError("comm: rank " + std::to_string(o.rank) + " cannot " +
-                     (o.rank == 0 ? "serve" : "reach") +
-                     " the rendezvous store at " + Where(o) +
-                     " (MASTER_ADDR:MASTER_PORT) within " + Seconds(took) +
-                     " (timeout " + Seconds(o.timeout) + "): " + e.what());
+                     (o.rank == 0 ? "serve" : "reach") + " the rendezvous store at " + Where(o) +
+                     " (MASTER_ADDR:MASTER_PORT) within " + Seconds(took) + " (timeout " +
+                     Seconds(o.timeout) + "): " + e.what());
   }
   auto group = MakeGroup(store, o.rank, o.world, o, "rendezvous");
   return std::make_unique<C10dComm>(store, group, o.rank, o.world, o);
 }
 
-std::unique_ptr<Comm> C10dComm::Subgroup(const std::string &name,
-                                         const std::vector<int> &ranks) {
+std::unique_ptr<Comm> C10dComm::Subgroup(const std::string& name, const std::vector<int>& ranks) {
   int index = -1;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i > 0 && ranks[i] <= ranks[i - 1])
-      throw TrainError("comm: subgroup ranks not ascending");
-    if (ranks[i] == rank_)
-      index = static_cast<int>(i);
+    if (i > 0 && ranks[i] <= ranks[i - 1]) throw TrainError("comm: subgroup ranks not ascending");
+    if (ranks[i] == rank_) index = static_cast<int>(i);
   }
-  if (index < 0)
-    throw TrainError("comm: subgroup " + name + " does not include this rank");
-  if (ranks.size() == 1)
-    return std::make_unique<SoloComm>();
+  if (index < 0) throw TrainError("comm: subgroup " + name + " does not include this rank");
+  if (ranks.size() == 1) return std::make_unique<SoloComm>();
   auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
   auto group = MakeGroup(store, index, static_cast<int>(ranks.size()), options_,
                          "rendezvous of subgroup " + name);
-  return std::make_unique<C10dComm>(store, group, index,
-                                    static_cast<int>(ranks.size()), options_);
+  return std::make_unique<C10dComm>(store, group, index, static_cast<int>(ranks.size()), options_);
 }
 
-int EnvInt(const char *name, int fallback, int lo, int hi) {
-  const char *v = std::getenv(name);
-  if (v == nullptr || *v == '\0')
-    return fallback;
-  char *end = nullptr;
+int EnvInt(const char* name, int fallback, int lo, int hi) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
   long x = std::strtol(v, &end, 10);
   if (*end != '\0' || x < lo || x > hi)
-    throw TrainError(std::string("environment: ") + name + "=\"" + v +
-                     "\" is not an integer in [" + std::to_string(lo) + ", " +
-                     std::to_string(hi) + "]");
+    throw TrainError(std::string("environment: ") + name + "=\"" + v + "\" is not an integer in [" +
+                     std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return static_cast<int>(x);
 }
 
-} // namespace
+}  // namespace
 
-std::unique_ptr<Comm> ConnectComm(const CommOptions &options) {
+std::unique_ptr<Comm> ConnectComm(const CommOptions& options) {
   if (options.world < 1 || options.rank < 0 || options.rank >= options.world)
-    throw TrainError("comm: rank " + std::to_string(options.rank) +
-                     " is outside world size " + std::to_string(options.world));
-  if (options.world == 1)
-    return std::make_unique<SoloComm>();
+    throw TrainError("comm: rank " + std::to_string(options.rank) + " is outside world size " +
+                     std::to_string(options.world));
+  if (options.world == 1) return std::make_unique<SoloComm>();
   return C10dComm::Connect(options);
 }
 
@@ -241,37 +212,32 @@ CommOptions CommOptionsFromEnv() {
   CommOptions o;
   o.world = EnvInt("WORLD_SIZE", 1, 1, 1 << 20);
   o.rank = EnvInt("RANK", 0, 0, o.world - 1);
-  if (const char *a = std::getenv("MASTER_ADDR"); a && *a)
-    o.master_addr = a;
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) o.master_addr = a;
   o.master_port = EnvInt("MASTER_PORT", 29500, 1, 65535);
-  o.timeout =
-      std::chrono::seconds(EnvInt("TRELLIS_COMM_TIMEOUT_S", 120, 1, 86400));
+  o.timeout = std::chrono::seconds(EnvInt("TRELLIS_COMM_TIMEOUT_S", 120, 1, 86400));
   return o;
 }
 
-at::Tensor ReduceScatter(Comm &comm, const at::Tensor &full, Wire wire) {
+at::Tensor ReduceScatter(Comm& comm, const at::Tensor& full, Wire wire) {
   const int world = comm.size();
   TORCH_CHECK(full.scalar_type() == torch::kFloat && full.is_contiguous(),
               "ReduceScatter: fp32 contiguous input");
-  TORCH_CHECK(full.numel() % world == 0,
-              "ReduceScatter: size is not a multiple of the world");
+  TORCH_CHECK(full.numel() % world == 0, "ReduceScatter: size is not a multiple of the world");
   const int64_t n = full.numel() / world;
-  auto send =
-      wire == Wire::kBf16 ? full.view(-1).to(torch::kBFloat16) : full.view(-1);
+  auto send = wire == Wire::kBf16 ? full.view(-1).to(torch::kBFloat16) : full.view(-1);
   auto recv = torch::empty_like(send);
   std::vector<int64_t> counts(world, n);
   comm.AllToAll(send, counts, recv, counts);
   auto sum = recv.narrow(0, 0, n).to(torch::kFloat, /*non_blocking=*/false,
                                      /*copy=*/true);
-  for (int r = 1; r < world; ++r)
-    sum.add_(recv.narrow(0, r * n, n).to(torch::kFloat));
+  for (int r = 1; r < world; ++r) sum.add_(recv.narrow(0, r * n, n).to(torch::kFloat));
   return sum;
 }
 
-double AllReduceScalar(Comm &comm, double value) {
+double AllReduceScalar(Comm& comm, double value) {
   auto t = torch::full({1}, value, torch::kDouble);
   comm.AllReduceSum(t);
   return t.item<double>();
 }
 
-} // namespace trellis::train
+}  // namespace trellis::train

@@ -30,41 +30,38 @@ struct CommOptions {
   // Bounds the rendezvous (reaching the store, meeting every peer) and every
   // collective: a rank that is missing makes the others fail, never hang.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
-  bool cuda = false; // NCCL on the current CUDA device instead of gloo
+  bool cuda = false;  // NCCL on the current CUDA device instead of gloo
 };
 
 // Every call is collective: all members call it in the same order. Tensors
 // are contiguous; counts are in elements. Errors throw TrainError.
 class Comm {
-public:
+ public:
   virtual ~Comm() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
   // out = the ranks' `shard`s concatenated in rank order (out.numel() ==
   // size() * shard.numel(), same dtype).
-  virtual void AllGatherInto(const at::Tensor &shard,
-                             const at::Tensor &out) = 0;
+  virtual void AllGatherInto(const at::Tensor& shard, const at::Tensor& out) = 0;
   // Rank i's send[segment j] lands in rank j's recv[segment i]; segments are
   // consecutive with send_counts / recv_counts elements (one per rank, uneven
   // allowed). bf16 travels as a Half view (gloo rejects BFloat16).
-  virtual void AllToAll(const at::Tensor &send,
-                        const std::vector<int64_t> &send_counts,
-                        const at::Tensor &recv,
-                        const std::vector<int64_t> &recv_counts) = 0;
-  virtual void AllReduceSum(const at::Tensor &t) = 0; // in place
+  virtual void AllToAll(const at::Tensor& send, const std::vector<int64_t>& send_counts,
+                        const at::Tensor& recv, const std::vector<int64_t>& recv_counts) = 0;
+  virtual void AllReduceSum(const at::Tensor& t) = 0;  // in place
   virtual void Barrier() = 0;
 
   // A communicator over `ranks` (global ranks, ascending, including this
   // one). Every member calls it with the same name and ranks.
-  virtual std::unique_ptr<Comm> Subgroup(const std::string &name,
-                                         const std::vector<int> &ranks) = 0;
+  virtual std::unique_ptr<Comm> Subgroup(const std::string& name,
+                                         const std::vector<int>& ranks) = 0;
 };
 
 // World 1 needs no store. Otherwise rank 0 serves the TCPStore. Throws
 // TrainError naming MASTER_ADDR:MASTER_PORT when the store or a peer cannot be
 // reached within options.timeout.
-std::unique_ptr<Comm> ConnectComm(const CommOptions &options);
+std::unique_ptr<Comm> ConnectComm(const CommOptions& options);
 
 // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (world 1 when RANK is unset);
 // TRELLIS_COMM_TIMEOUT_S overrides the timeout. Throws TrainError on bad
@@ -77,8 +74,8 @@ CommOptions CommOptionsFromEnv();
 // segment travels rounded to bf16, so the result equals an fp32
 // reduce-scatter of the bf16-rounded inputs (bit for bit when every partial
 // sum is exact in fp32).
-at::Tensor ReduceScatter(Comm &comm, const at::Tensor &full, Wire wire);
+at::Tensor ReduceScatter(Comm& comm, const at::Tensor& full, Wire wire);
 
-double AllReduceScalar(Comm &comm, double value);
+double AllReduceScalar(Comm& comm, double value);
 
-} // namespace trellis::train
+}  // namespace trellis::train

@@ -37,12 +37,10 @@ TEST(CommTest, AllGatherAndUnevenAllToAll) {
       auto shard = (torch::arange(5, torch::kFloat) + 100 * rank).to(dtype);
       auto all = torch::empty({5 * world}, dtype);
       comm->AllGatherInto(shard, all);
-      auto want =
-          (torch::arange(5, torch::kFloat).repeat({world}) +
-           100 * torch::arange(world, torch::kFloat).repeat_interleave(5))
-              .to(dtype);
-      if (!torch::equal(all, want))
-        return "all-gather differs";
+      auto want = (torch::arange(5, torch::kFloat).repeat({world}) +
+                   100 * torch::arange(world, torch::kFloat).repeat_interleave(5))
+                      .to(dtype);
+      if (!torch::equal(all, want)) return "all-gather differs";
 
       // Rank i sends (i + j) % 3 copies of 10 i + j to rank j (some counts are
       // 0).
@@ -51,17 +49,13 @@ TEST(CommTest, AllGatherAndUnevenAllToAll) {
       for (int j = 0; j < world; ++j) {
         sc[j] = (rank + j) % 3;
         rc[j] = (j + rank) % 3;
-        for (int k = 0; k < sc[j]; ++k)
-          send_v.push_back(10 * rank + j);
-        for (int k = 0; k < rc[j]; ++k)
-          want_v.push_back(10 * j + rank);
+        for (int k = 0; k < sc[j]; ++k) send_v.push_back(10 * rank + j);
+        for (int k = 0; k < rc[j]; ++k) want_v.push_back(10 * j + rank);
       }
       auto send = torch::tensor(send_v).to(dtype);
-      auto recv =
-          torch::full({static_cast<int64_t>(want_v.size())}, -1.0, dtype);
+      auto recv = torch::full({static_cast<int64_t>(want_v.size())}, -1.0, dtype);
       comm->AllToAll(send, sc, recv, rc);
-      if (!torch::equal(recv, torch::tensor(want_v).to(dtype)))
-        return "uneven all-to-all differs";
+      if (!torch::equal(recv, torch::tensor(want_v).to(dtype))) return "uneven all-to-all differs";
     }
     comm->Barrier();
     return "";
@@ -75,15 +69,14 @@ TEST(CommTest, AllGatherAndUnevenAllToAll) {
 torch::Tensor Contribution(int rank, int64_t n, bool representable) {
   auto gen = at::detail::createCPUGenerator(1000 + rank);
   auto x = at::randn({n}, gen);
-  if (!representable)
-    return x;
+  if (!representable) return x;
   auto mag = x.abs().clamp(1.0 / 256, 4.0);
   return (x.sign() * mag).to(torch::kBFloat16).to(torch::kFloat);
 }
 
 TEST(CommTest, Bf16AllToAllReductionMatchesFp32ReduceScatter) {
   const int world = 4, port = FreePort();
-  const int64_t n = 1000; // per rank
+  const int64_t n = 1000;  // per rank
   auto outcomes = RunRanks(world, 60s, [&](int rank) -> std::string {
     auto comm = Connect(rank, world, port);
     for (bool representable : {true, false}) {
@@ -97,10 +90,8 @@ TEST(CommTest, Bf16AllToAllReductionMatchesFp32ReduceScatter) {
       auto fp32 = ReduceScatter(*comm, mine, Wire::kFp32);
       std::ostringstream msg;
       if (representable) {
-        if (!torch::equal(bf16, reference))
-          return "bf16 wire not bit-exact on bf16 inputs";
-        if (!torch::equal(fp32, reference))
-          return "fp32 wire not bit-exact on bf16 inputs";
+        if (!torch::equal(bf16, reference)) return "bf16 wire not bit-exact on bf16 inputs";
+        if (!torch::equal(fp32, reference)) return "fp32 wire not bit-exact on bf16 inputs";
         continue;
       }
       // Each input is rounded once to bf16 (8 significant bits: relative error
@@ -111,12 +102,9 @@ TEST(CommTest, Bf16AllToAllReductionMatchesFp32ReduceScatter) {
       abs_sum = abs_sum.narrow(0, rank * n, n);
       auto bound = abs_sum * (1.0 / 256) + 1e-6;
       auto err = (bf16 - reference).abs();
-      if ((err > bound).any().item<bool>())
-        return "bf16 wire error above the bf16 rounding bound";
-      if (err.max().item<float>() == 0)
-        return "bf16 wire shows no rounding at all (not bf16?)";
-      if (!torch::allclose(fp32, reference, 1e-6, 1e-6))
-        return "fp32 wire differs";
+      if ((err > bound).any().item<bool>()) return "bf16 wire error above the bf16 rounding bound";
+      if (err.max().item<float>() == 0) return "bf16 wire shows no rounding at all (not bf16?)";
+      if (!torch::allclose(fp32, reference, 1e-6, 1e-6)) return "fp32 wire differs";
     }
     return "";
   });
@@ -129,27 +117,22 @@ TEST(CommTest, SubgroupsCollectAmongTheirMembers) {
     auto comm = Connect(rank, world, port);
     // Two "nodes" of 2: {0,1}, {2,3}; and the cross-node groups {0,2}, {1,3}.
     const int node = rank / 2, local = rank % 2;
-    auto intra =
-        comm->Subgroup("node" + std::to_string(node), {2 * node, 2 * node + 1});
-    auto cross =
-        comm->Subgroup("local" + std::to_string(local), {local, local + 2});
+    auto intra = comm->Subgroup("node" + std::to_string(node), {2 * node, 2 * node + 1});
+    auto cross = comm->Subgroup("local" + std::to_string(local), {local, local + 2});
     auto t = torch::full({1}, static_cast<double>(rank), torch::kDouble);
     intra->AllReduceSum(t);
-    if (t.item<double>() != 4 * node + 1)
-      return "intra-node sum wrong";
+    if (t.item<double>() != 4 * node + 1) return "intra-node sum wrong";
     t.fill_(rank);
     cross->AllReduceSum(t);
-    if (t.item<double>() != 2 * local + 2)
-      return "cross-node sum wrong";
-    if (intra->rank() != local || cross->rank() != node)
-      return "subgroup ranks wrong";
+    if (t.item<double>() != 2 * local + 2) return "cross-node sum wrong";
+    if (intra->rank() != local || cross->rank() != node) return "subgroup ranks wrong";
     return "";
   });
   EXPECT_EQ(Failures(outcomes), "");
 }
 
 TEST(CommTest, UnreachableStoreFailsWithinTimeoutNamingTheAddress) {
-  const int port = FreePort(); // nothing listens there
+  const int port = FreePort();  // nothing listens there
   auto outcomes = RunRanks(1, 60s, [&](int) -> std::string {
     CommOptions o;
     o.rank = 1;
@@ -160,15 +143,14 @@ TEST(CommTest, UnreachableStoreFailsWithinTimeoutNamingTheAddress) {
     try {
       ConnectComm(o);
       return "connected to a store nobody serves";
-    } catch (const TrainError &e) {
+    } catch (const TrainError& e) {
       auto took = std::chrono::steady_clock::now() - start;
       std::string m = e.what();
       if (m.find("127.0.0.1:" + std::to_string(port)) == std::string::npos)
         return "message does not name the address: " + m;
       if (m.find("cannot reach the rendezvous store") == std::string::npos)
         return "message unclear: " + m;
-      if (took > 15s)
-        return "took longer than the timeout allows: " + m;
+      if (took > 15s) return "took longer than the timeout allows: " + m;
     }
     return "";
   });
@@ -179,7 +161,7 @@ TEST(CommTest, MissingPeerFailsWithinTimeout) {
   const int port = FreePort();
   auto outcomes = RunRanks(1, 60s, [&](int) -> std::string {
     CommOptions o;
-    o.rank = 0; // serves the store; rank 1 never comes
+    o.rank = 0;  // serves the store; rank 1 never comes
     o.world = 2;
     o.master_port = port;
     o.timeout = 2s;
@@ -187,14 +169,13 @@ TEST(CommTest, MissingPeerFailsWithinTimeout) {
     try {
       ConnectComm(o);
       return "rendezvous completed without rank 1";
-    } catch (const TrainError &e) {
+    } catch (const TrainError& e) {
       auto took = std::chrono::steady_clock::now() - start;
       std::string m = e.what();
       if (m.find("127.0.0.1:" + std::to_string(port)) == std::string::npos ||
           m.find("rank is missing") == std::string::npos)
         return "message unclear: " + m;
-      if (took > 15s)
-        return "took longer than the timeout allows: " + m;
+      if (took > 15s) return "took longer than the timeout allows: " + m;
     }
     return "";
   });
@@ -207,13 +188,12 @@ TEST(CommTest, BadEnvironmentIsAClearError) {
   try {
     CommOptionsFromEnv();
     ADD_FAILURE() << "accepted RANK=7 with WORLD_SIZE=4";
-  } catch (const TrainError &e) {
-    EXPECT_NE(std::string(e.what()).find("RANK=\"7\""), std::string::npos)
-        << e.what();
+  } catch (const TrainError& e) {
+    EXPECT_NE(std::string(e.what()).find("RANK=\"7\""), std::string::npos) << e.what();
   }
   ::unsetenv("WORLD_SIZE");
   ::unsetenv("RANK");
 }
 
-} // namespace
-} // namespace trellis::train
+}  // namespace
+}  // namespace trellis::train

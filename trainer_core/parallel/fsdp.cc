@@ -10,21 +10,20 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // Elements [begin, begin + count) of a block from the counter-based init:
-// the values the unsharded model has there (zeros in the padding).
-torch::Tensor InitShard(const BlockLayout &block, uint64_t seed, int64_t begin,
-                        int64_t count) {
+// the values the unsharded model has there; zeros from `limit` on (padding).
+torch::Tensor InitShard(const BlockLayout& block, uint64_t seed, int64_t begin, int64_t count,
+                        int64_t limit) {
   auto buf = torch::zeros({count}, torch::kFloat);
-  for (const auto &p : block.params) {
-    const int64_t lo = std::max(begin, p.offset),
-                  hi = std::min(begin + count, p.offset + p.numel);
-    if (lo >= hi)
-      continue;
+  for (const auto& p : block.params) {
+    const int64_t lo = std::max(begin, p.offset);
+    const int64_t hi = std::min({begin + count, p.offset + p.numel, limit});
+    if (lo >= hi) continue;
     auto slice = buf.narrow(0, lo - begin, hi - lo);
     if (p.init == Init::kOnes)
       slice.fill_(1.0);
     else
-      FillTruncatedNormal(ParamSeed(seed, block.FullName(p)), lo - p.offset,
-                          hi - lo, p.std, slice.data_ptr<float>());
+      FillTruncatedNormal(ParamSeed(seed, block.FullName(p)), lo - p.offset, hi - lo, p.std,
+                          slice.data_ptr<float>());
   }
   return buf;
 }
@@ -34,28 +33,27 @@ torch::Tensor InitShard(const BlockLayout &block, uint64_t seed, int64_t begin,
 // gradient to the owners. Collective order is the same on every rank
 // (backward runs layers in reverse on the calling thread).
 class LayerFn : public torch::autograd::Function<LayerFn> {
-public:
-  static variable_list forward(AutogradContext *ctx, const torch::Tensor &x,
-                               ShardedModel *model, int64_t layer) {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, ShardedModel* model,
+                               int64_t layer) {
     ctx->saved_data["model"] = reinterpret_cast<int64_t>(model);
     ctx->saved_data["layer"] = layer;
     ctx->save_for_backward({x});
-    LayerOutput out =
-        model->RunLayer(static_cast<int>(layer), model->Gather(layer + 1), x,
-                        /*recompute=*/false);
+    LayerOutput out = model->RunLayer(static_cast<int>(layer), model->GatherLayer(layer), x,
+                                      /*recompute=*/false);
     return {out.x, out.aux};
   }
 
-  static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    auto *model =
-        reinterpret_cast<ShardedModel *>(ctx->saved_data["model"].toInt());
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* model = reinterpret_cast<ShardedModel*>(ctx->saved_data["model"].toInt());
     const int64_t layer = ctx->saved_data["layer"].toInt();
     auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
-    auto full = model->Gather(layer + 1).requires_grad_(true);
+    auto w = model->GatherLayer(layer);
+    w.dense.requires_grad_(true);
+    w.experts.requires_grad_(true);
     {
       torch::AutoGradMode grad_on(true);
-      LayerOutput out =
-          model->RunLayer(static_cast<int>(layer), full, x, /*recompute=*/true);
+      LayerOutput out = model->RunLayer(static_cast<int>(layer), w, x, /*recompute=*/true);
       variable_list outs{out.x}, gs{grads[0]};
       if (grads[1].defined()) {
         outs.push_back(out.aux);
@@ -63,82 +61,123 @@ public:
       }
       torch::autograd::backward(outs, gs);
     }
-    model->ReduceGrad(layer + 1, full.grad());
+    model->ReduceLayerGrads(static_cast<int>(layer), w);
     return {x.grad(), torch::Tensor(), torch::Tensor()};
   }
 };
 
-} // namespace
+}  // namespace
 
-ShardedModel::ShardedModel(const spec::ModelSpec &spec, int64_t max_seq_len,
-                           uint64_t seed, Comm *comm, torch::Device device,
-                           Wire wire)
-    : spec_(spec), comm_(comm), device_(device), wire_(wire),
+ShardedModel::ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed,
+                           Comm* comm, const ExpertMesh& mesh, torch::Device device, Wire wire)
+    : spec_(spec),
+      comm_(comm),
+      mesh_(mesh),
+      device_(device),
+      wire_(wire),
       layout_(ModelLayout(spec)) {
   const int world = comm->size(), rank = comm->rank();
-  for (const auto &block : layout_) {
+  // Every rank creates its two subgroups in the same order (EP group first).
+  ep_comm_ = comm->Subgroup("ep." + std::to_string(mesh.ep_group()), mesh.ep_ranks());
+  block_comm_ = comm->Subgroup("experts." + std::to_string(mesh.ep_index()), mesh.block_ranks());
+  for (const auto& block : layout_) {
     BlockShard s;
     s.layout = &block;
-    s.size = (block.numel + world - 1) / world;
+    s.numel = DenseNumel(block);
+    s.size = (s.numel + world - 1) / world;
     s.padded = s.size * world;
     s.begin = s.size * rank;
-    s.value = InitShard(block, seed, s.begin, s.size).to(device);
+    s.value = InitShard(block, seed, s.begin, s.size, s.numel).to(device);
     s.grad = torch::zeros_like(s.value);
     shards_.push_back(std::move(s));
   }
-  for (int i = 0; i < spec.layers; ++i)
-    router_bias_.push_back(
-        torch::zeros({spec.experts}, torch::TensorOptions(device)));
+  const int64_t fh = int64_t{spec.expert_hidden} * spec.hidden;
+  for (int i = 0; i < spec.layers; ++i) {
+    const BlockLayout& block = layout_[i + 1];
+    ExpertShard e;
+    e.first = mesh.first_owned();
+    e.count = mesh.per_rank();
+    std::vector<torch::Tensor> parts;
+    for (const char* name : {"w_gate", "w_up", "w_down"}) {
+      const ParamInfo& p = block.Find(name);
+      auto part = torch::empty({e.count * fh}, torch::kFloat);
+      FillTruncatedNormal(ParamSeed(seed, block.FullName(p)), e.first * fh, e.count * fh, p.std,
+                          part.data_ptr<float>());
+      parts.push_back(part);
+    }
+    e.value = torch::cat(parts).to(device);
+    e.grad = torch::zeros_like(e.value);
+    experts_.push_back(std::move(e));
+    router_bias_.push_back(torch::zeros({spec.experts}, torch::TensorOptions(device)));
+  }
   counts_.resize(spec.layers);
-  rope_ = BuildRope(max_seq_len, spec.hidden / spec.heads, spec.rope_theta,
-                    device, torch::kFloat);
+  rope_ = BuildRope(max_seq_len, spec.hidden / spec.heads, spec.rope_theta, device, torch::kFloat);
 }
 
 int64_t ShardedModel::NumParams() const {
   int64_t n = 0;
-  for (const auto &b : layout_)
-    n += b.numel;
+  for (const auto& b : layout_) n += b.numel;
   return n;
 }
 
 void ShardedModel::ZeroGrad() {
-  for (auto &s : shards_)
-    s.grad.zero_();
+  for (auto& s : shards_) s.grad.zero_();
+  for (auto& e : experts_) e.grad.zero_();
 }
 
 torch::Tensor ShardedModel::Gather(size_t block) {
-  const BlockShard &s = shards_[block];
+  const BlockShard& s = shards_[block];
   auto full = torch::empty({s.padded}, s.value.options());
   comm_->AllGatherInto(s.value, full);
   return full;
 }
 
-void ShardedModel::ReduceGrad(size_t block, const torch::Tensor &full_grad) {
-  torch::NoGradGuard no_grad;
-  shards_[block].grad.add_(
-      ReduceScatter(*comm_, full_grad.contiguous(), wire_));
+ShardedModel::LayerWeights ShardedModel::GatherLayer(int layer) {
+  const ExpertShard& e = experts_[layer];
+  auto experts = torch::empty({e.value.numel() * block_comm_->size()}, e.value.options());
+  block_comm_->AllGatherInto(e.value, experts);
+  return {Gather(layer + 1), experts};
 }
 
-LayerOutput ShardedModel::RunLayer(int layer, const torch::Tensor &full,
-                                   const torch::Tensor &x, bool recompute) {
+void ShardedModel::ReduceGrad(size_t block, const torch::Tensor& full_grad) {
+  torch::NoGradGuard no_grad;
+  shards_[block].grad.add_(ReduceScatter(*comm_, full_grad.contiguous(), wire_));
+}
+
+void ShardedModel::ReduceLayerGrads(int layer, const LayerWeights& w) {
+  torch::NoGradGuard no_grad;
+  ReduceGrad(layer + 1, w.dense.grad());
+  // Each owner of the block gets its experts' gradient summed over the EP
+  // groups that ran them.
+  experts_[layer].grad.add_(ReduceScatter(*block_comm_, w.experts.grad().contiguous(), wire_));
+}
+
+LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch::Tensor& x,
+                                   bool recompute) {
   MoeWeights reduce;
   reduce.total_tokens = global_tokens_;
-  reduce.global_counts = [this, layer, recompute](const torch::Tensor &local) {
-    if (recompute)
-      return counts_[layer]; // routing repeats exactly; no second all-reduce
+  reduce.global_counts = [this, layer, recompute](const torch::Tensor& local) {
+    if (recompute) return counts_[layer];  // routing repeats exactly; no second all-reduce
     auto all = local.clone();
     comm_->AllReduceSum(all);
     counts_[layer] = all;
     return all;
   };
-  return LayerForward(spec_, *shards_[layer + 1].layout, full, compute_dtype_,
-                      x, rope_, mask_, router_bias_[layer], reduce);
+  // The block's experts as stacked weights: the gathered buffer is
+  // [owners][gate, up, down][count][F * H].
+  const int64_t f = spec_.expert_hidden, h = spec_.hidden, nb = mesh_.per_block();
+  auto parts = w.experts.view({block_comm_->size(), 3, -1});
+  auto part = [&](int i, int64_t rows, int64_t cols) {
+    return parts.select(1, i).reshape({nb, rows, cols}).to(compute_dtype_);
+  };
+  reduce.run_experts =
+      MakeEpRunner(ep_comm_.get(), mesh_, part(0, f, h), part(1, f, h), part(2, h, f));
+  return LayerForward(spec_, *shards_[layer + 1].layout, w.dense, compute_dtype_, x, rope_, mask_,
+                      router_bias_[layer], reduce);
 }
 
-ShardedForward ShardedModel::ForwardBackward(const TokenBatch &local,
-                                             int64_t global_targets,
-                                             int64_t global_tokens,
-                                             torch::Dtype compute_dtype,
+ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t global_targets,
+                                             int64_t global_tokens, torch::Dtype compute_dtype,
                                              double aux_coef) {
   compute_dtype_ = compute_dtype;
   global_tokens_ = global_tokens;
@@ -154,13 +193,11 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch &local,
     aux.push_back(out[1]);
   }
   auto head = Gather(shards_.size() - 1).requires_grad_(true);
-  auto logits =
-      HeadForward(spec_, *shards_.back().layout, head, compute_dtype, x);
+  auto logits = HeadForward(spec_, *shards_.back().layout, head, compute_dtype, x);
   // This rank's share of the global mean: the ranks' losses add up to it.
-  auto ce_sum = F::cross_entropy(
-      logits.view({b * t, spec_.vocab}).to(torch::kFloat),
-      local.targets.view(-1),
-      F::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
+  auto ce_sum =
+      F::cross_entropy(logits.view({b * t, spec_.vocab}).to(torch::kFloat), local.targets.view(-1),
+                       F::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
   auto ce = ce_sum / static_cast<double>(std::max<int64_t>(1, global_targets));
   auto aux_mean = torch::stack(aux).mean();
   auto loss = aux_coef > 0 ? ce + aux_coef * aux_mean : ce;
@@ -176,8 +213,7 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch &local,
   return r;
 }
 
-void ShardedModel::UpdateRouterBias(const std::vector<torch::Tensor> &counts,
-                                    double rate) {
+void ShardedModel::UpdateRouterBias(const std::vector<torch::Tensor>& counts, double rate) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < counts.size(); ++i) {
     auto load = counts[i].to(torch::kFloat);
@@ -185,4 +221,4 @@ void ShardedModel::UpdateRouterBias(const std::vector<torch::Tensor> &counts,
   }
 }
 
-} // namespace trellis::train
+}  // namespace trellis::train

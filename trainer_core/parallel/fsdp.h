@@ -1,6 +1,8 @@
 #pragma once
-// Dense FSDP: every block's flat buffer (layout.h) padded to a multiple of the
-// world size and split evenly, rank r owning elements [r s, (r + 1) s). A
+// Dense FSDP: every block's dense part (layout.h: the whole block but a
+// layer's routed experts) padded to a multiple of the world size and split
+// evenly, rank r owning elements [r s, (r + 1) s). Routed experts follow the
+// expert mesh (expert_parallel.h): each rank owns whole experts. A
 // block's buffer is all-gathered right before it runs and dropped after;
 // layers run under LayerFn, which keeps only the layer input and gathers and
 // recomputes the layer in backward (activation checkpointing), then sends the
@@ -14,66 +16,85 @@
 
 #include "trainer_core/model/model.h"
 #include "trainer_core/parallel/comm.h"
+#include "trainer_core/parallel/expert_parallel.h"
 
 namespace trellis::train {
 
 // One block's shard on this rank.
 struct BlockShard {
-  const BlockLayout *layout = nullptr;
-  int64_t padded = 0; // world * size
-  int64_t begin = 0;  // first element owned, in the block's buffer
+  const BlockLayout* layout = nullptr;
+  int64_t numel = 0;   // the dense part: DenseNumel(*layout)
+  int64_t padded = 0;  // world * size
+  int64_t begin = 0;   // first element owned, in the block's buffer
   int64_t size = 0;
-  torch::Tensor value; // fp32 [size] master weights (zero in the padding)
-  torch::Tensor grad;  // fp32 [size] gradient summed over ranks
+  torch::Tensor value;  // fp32 [size] master weights (zero in the padding)
+  torch::Tensor grad;   // fp32 [size] gradient summed over ranks
+};
+
+// A layer's routed experts owned by this rank: experts [first, first + count)
+// of w_gate, w_up and w_down, stored as [3][count][F * H] (gate, up, down).
+struct ExpertShard {
+  int64_t first = 0, count = 0;
+  torch::Tensor value;  // fp32
+  torch::Tensor grad;
 };
 
 struct ShardedForward {
-  double ce = 0;  // mean cross entropy over the global batch
-  double aux = 0; // balance loss over the global batch, mean over layers
-  std::vector<torch::Tensor> expert_counts; // per layer, over all ranks
+  double ce = 0;                             // mean cross entropy over the global batch
+  double aux = 0;                            // balance loss over the global batch, mean over layers
+  std::vector<torch::Tensor> expert_counts;  // per layer, over all ranks
 };
 
 class ShardedModel {
-public:
-  ShardedModel(const spec::ModelSpec &spec, int64_t max_seq_len, uint64_t seed,
-               Comm *comm, torch::Device device, Wire wire);
+ public:
+  ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed, Comm* comm,
+               const ExpertMesh& mesh, torch::Device device, Wire wire);
 
   // Forward and backward over this rank's rows; gradients end up in the
   // shards' grad (summed over ranks). `global_targets` counts the positions
   // with a target over all ranks' rows, `global_tokens` all positions.
-  ShardedForward ForwardBackward(const TokenBatch &local,
-                                 int64_t global_targets, int64_t global_tokens,
-                                 torch::Dtype compute_dtype, double aux_coef);
+  ShardedForward ForwardBackward(const TokenBatch& local, int64_t global_targets,
+                                 int64_t global_tokens, torch::Dtype compute_dtype,
+                                 double aux_coef);
 
-  std::vector<BlockShard> &shards() { return shards_; }
-  std::vector<torch::Tensor> &router_bias() { return router_bias_; }
-  const spec::ModelSpec &spec() const { return spec_; }
-  Comm &comm() { return *comm_; }
+  std::vector<BlockShard>& shards() { return shards_; }
+  std::vector<ExpertShard>& experts() { return experts_; }  // per layer
+  const ExpertMesh& mesh() const { return mesh_; }
+  std::vector<torch::Tensor>& router_bias() { return router_bias_; }
+  const spec::ModelSpec& spec() const { return spec_; }
+  Comm& comm() { return *comm_; }
   int64_t NumParams() const;
   void ZeroGrad();
-  void UpdateRouterBias(const std::vector<torch::Tensor> &counts, double rate);
+  void UpdateRouterBias(const std::vector<torch::Tensor>& counts, double rate);
 
-  // Used by LayerFn.
+  // Used by LayerFn. A layer's gathered weights: its dense part and its
+  // expert block.
+  struct LayerWeights {
+    torch::Tensor dense, experts;
+  };
   torch::Tensor Gather(size_t block);
-  void ReduceGrad(size_t block, const torch::Tensor &full_grad);
-  LayerOutput RunLayer(int layer, const torch::Tensor &full,
-                       const torch::Tensor &x, bool recompute);
+  LayerWeights GatherLayer(int layer);
+  void ReduceGrad(size_t block, const torch::Tensor& full_grad);
+  void ReduceLayerGrads(int layer, const LayerWeights& w);
+  LayerOutput RunLayer(int layer, const LayerWeights& w, const torch::Tensor& x, bool recompute);
 
-private:
+ private:
   spec::ModelSpec spec_;
-  Comm *comm_;
+  Comm* comm_;
+  ExpertMesh mesh_;
+  std::unique_ptr<Comm> ep_comm_, block_comm_;  // EP group; owners of this rank's expert block
   torch::Device device_;
   Wire wire_;
   std::vector<BlockLayout> layout_;
   std::vector<BlockShard> shards_;
+  std::vector<ExpertShard> experts_;
   std::vector<torch::Tensor> router_bias_;
   RopeCache rope_;
   // Per step: what every layer's forward and recompute share.
   torch::Dtype compute_dtype_ = torch::kFloat;
   torch::Tensor mask_;
   int64_t global_tokens_ = 0;
-  std::vector<torch::Tensor>
-      counts_; // global expert counts from forward, reused by recompute
+  std::vector<torch::Tensor> counts_;  // global expert counts from forward, reused by recompute
 };
 
-} // namespace trellis::train
+}  // namespace trellis::train

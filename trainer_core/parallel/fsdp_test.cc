@@ -1,6 +1,6 @@
 // Sharded equals unsharded: the same tiny MoE, seed and data trained 5 steps
 // by the single-process Model + Muon + AdamW (the reference) and by
-// ShardedModel + ShardedOptimizer on 4 gloo ranks. fp32 on the wire: losses
+// ShardedModel + ShardedOptimizer on 4 gloo ranks (2 nodes of 2, EP 2). fp32 on the wire: losses
 // within 1e-5 relative and parameters equal within 1e-5; bf16 compute and
 // bf16 on the wire: within the tolerance stated below.
 #include "trainer_core/parallel/fsdp.h"
@@ -25,7 +25,7 @@ constexpr int kSteps = 5, kRows = 8, kSeq = 16;
 
 spec::TrainerSpec TinySpec() {
   spec::TrainerSpec s;
-  auto &m = s.model;
+  auto& m = s.model;
   m.layers = 2;
   m.hidden = 32;
   m.heads = 4;
@@ -52,50 +52,45 @@ TokenBatch MakeBatch(int step, int64_t vocab) {
   auto targets = torch::randint(vocab, {kRows, kSeq}, gen);
   auto starts = torch::rand({kRows, kSeq}, gen) < 0.15;
   auto doc_ids = starts.to(torch::kLong).cumsum(1);
-  auto ends = torch::cat(
-      {starts.narrow(1, 1, kSeq - 1), torch::zeros({kRows, 1}, torch::kBool)},
-      1);
+  auto ends =
+      torch::cat({starts.narrow(1, 1, kSeq - 1), torch::zeros({kRows, 1}, torch::kBool)}, 1);
   targets.masked_fill_(ends, -1);
   return {inputs, targets, doc_ids};
 }
 
-MuonOptions MuonOpts(const spec::TrainingSpec &t) {
+MuonOptions MuonOpts(const spec::TrainingSpec& t) {
   return {t.muon_momentum, t.muon_ns_steps, torch::kFloat, t.weight_decay};
 }
-AdamWOptions AdamWOpts(const spec::TrainingSpec &t) {
+AdamWOptions AdamWOpts(const spec::TrainingSpec& t) {
   return {t.adam_beta1, t.adam_beta2, t.adam_eps, t.weight_decay};
 }
 
-void Write(const std::string &path, const std::vector<double> &losses,
-           const std::vector<torch::Tensor> &flats) {
+void Write(const std::string& path, const std::vector<double>& losses,
+           const std::vector<torch::Tensor>& flats) {
   std::ofstream out(path, std::ios::binary);
-  for (double l : losses)
-    out.write(reinterpret_cast<const char *>(&l), sizeof(l));
-  for (const auto &f : flats) {
+  for (double l : losses) out.write(reinterpret_cast<const char*>(&l), sizeof(l));
+  for (const auto& f : flats) {
     auto c = f.detach().contiguous();
-    out.write(static_cast<const char *>(c.data_ptr()),
-              c.numel() * sizeof(float));
+    out.write(static_cast<const char*>(c.data_ptr()), c.numel() * sizeof(float));
   }
 }
 
-std::vector<char> ReadAll(const std::string &path) {
+std::vector<char> ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
 // The reference: the single-process trainer's step, five times.
-std::string RunReference(const spec::TrainerSpec &s, torch::Dtype dtype,
-                         const std::string &path) {
+std::string RunReference(const spec::TrainerSpec& s, torch::Dtype dtype, const std::string& path) {
   torch::set_num_threads(1);
-  const auto &t = s.training;
+  const auto& t = s.training;
   Model model(s.model, t.seq_len, t.seed, torch::kCPU, torch::kFloat);
   Muon muon(SlotsFor(model.blocks(), Optim::kMuon), MuonOpts(t));
   AdamW adamw(SlotsFor(model.blocks(), Optim::kAdamW), AdamWOpts(t));
   std::vector<double> losses;
   for (int step = 0; step < kSteps; ++step) {
     model.ZeroGrad();
-    auto out =
-        model.Forward(MakeBatch(step, s.model.vocab), dtype, t.aux_loss_coef);
+    auto out = model.Forward(MakeBatch(step, s.model.vocab), dtype, t.aux_loss_coef);
     out.loss.backward();
     ClipGradNorm(model.blocks(), t.grad_clip);
     double lr = LrScale(step, t.warmup_steps, t.steps, t.min_lr_ratio);
@@ -105,24 +100,28 @@ std::string RunReference(const spec::TrainerSpec &s, torch::Dtype dtype,
     losses.push_back(out.ce.item<double>());
   }
   std::vector<torch::Tensor> flats;
-  for (auto &b : model.blocks())
-    flats.push_back(b.flat);
+  for (auto& b : model.blocks()) flats.push_back(b.flat);
   Write(path, losses, flats);
   return "";
 }
 
-std::string RunSharded(const spec::TrainerSpec &s, torch::Dtype dtype,
-                       Wire wire, int rank, int world, int port,
-                       const std::string &path) {
+struct Mesh {
+  int world, node_size, ep;
+};
+
+std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, int rank,
+                       Mesh mesh, int port, const std::string& path) {
+  const int world = mesh.world;
   torch::set_num_threads(1);
-  const auto &t = s.training;
+  const auto& t = s.training;
   CommOptions co;
   co.rank = rank;
   co.world = world;
   co.master_port = port;
   co.timeout = 60s;
   auto comm = ConnectComm(co);
-  ShardedModel model(s.model, t.seq_len, t.seed, comm.get(), torch::kCPU, wire);
+  auto em = PlanExpertMesh(world, rank, mesh.node_size, mesh.ep, s.model.experts, world);
+  ShardedModel model(s.model, t.seq_len, t.seed, comm.get(), em, torch::kCPU, wire);
   ShardedOptimizer opt(&model, MuonOpts(t), AdamWOpts(t));
   std::vector<double> losses;
   const int64_t rows = kRows / world;
@@ -132,9 +131,8 @@ std::string RunSharded(const spec::TrainerSpec &s, torch::Dtype dtype,
                     all.targets.narrow(0, rank * rows, rows),
                     all.doc_ids.narrow(0, rank * rows, rows)};
     model.ZeroGrad();
-    auto out =
-        model.ForwardBackward(mine, (all.targets != -1).sum().item<int64_t>(),
-                              all.inputs.numel(), dtype, t.aux_loss_coef);
+    auto out = model.ForwardBackward(mine, (all.targets != -1).sum().item<int64_t>(),
+                                     all.inputs.numel(), dtype, t.aux_loss_coef);
     opt.ClipGradNorm(t.grad_clip);
     double lr = LrScale(step, t.warmup_steps, t.steps, t.min_lr_ratio);
     opt.Step(t.muon_lr * lr, t.lr * lr);
@@ -142,8 +140,8 @@ std::string RunSharded(const spec::TrainerSpec &s, torch::Dtype dtype,
     losses.push_back(out.ce);
   }
   std::vector<torch::Tensor> flats;
-  for (auto &b : model.shards())
-    flats.push_back(b.value);
+  for (auto& b : model.shards()) flats.push_back(b.value);
+  for (auto& e : model.experts()) flats.push_back(e.value);
   Write(path, losses, flats);
   return "";
 }
@@ -151,73 +149,91 @@ std::string RunSharded(const spec::TrainerSpec &s, torch::Dtype dtype,
 struct Compared {
   double max_loss_rel = 0;
   double max_param_abs = 0;
-  double rms_param = 0; // root mean square of the parameter differences
+  double rms_param = 0;  // root mean square of the parameter differences
 };
 
 // Reassembles the sharded parameters from the ranks' files and compares them
 // and the losses with the reference file. Torch-free (the parent forks).
-Compared Compare(const spec::TrainerSpec &s, const std::string &dir,
-                 int world) {
+Compared Compare(const spec::TrainerSpec& s, const std::string& dir, Mesh mesh) {
+  const int world = mesh.world;
   auto layout = ModelLayout(s.model);
   auto ref = ReadAll(dir + "/ref.bin");
-  const double *ref_loss = reinterpret_cast<const double *>(ref.data());
-  const float *ref_params =
-      reinterpret_cast<const float *>(ref.data() + kSteps * sizeof(double));
+  const double* ref_loss = reinterpret_cast<const double*>(ref.data());
+  const float* ref_params = reinterpret_cast<const float*>(ref.data() + kSteps * sizeof(double));
   Compared c;
   std::vector<std::vector<char>> ranks;
   for (int r = 0; r < world; ++r)
     ranks.push_back(ReadAll(dir + "/rank" + std::to_string(r) + ".bin"));
   for (int step = 0; step < kSteps; ++step) {
-    const double got = reinterpret_cast<const double *>(ranks[0].data())[step];
-    c.max_loss_rel = std::max(c.max_loss_rel, std::abs(got - ref_loss[step]) /
-                                                  std::abs(ref_loss[step]));
+    const double got = reinterpret_cast<const double*>(ranks[0].data())[step];
+    c.max_loss_rel =
+        std::max(c.max_loss_rel, std::abs(got - ref_loss[step]) / std::abs(ref_loss[step]));
   }
-  int64_t ref_at = 0, count = 0;
-  std::vector<int64_t> rank_at(world, 0);
-  for (const auto &block : layout) {
-    const int64_t size = (block.numel + world - 1) / world;
+  int64_t count = 0;
+  auto diff = [&](const float* got, const float* want, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = std::abs(got[i] - want[i]);
+      c.max_param_abs = std::max(c.max_param_abs, d);
+      c.rms_param += d * d;
+      ++count;
+    }
+  };
+  std::vector<const float*> at(world);
+  for (int r = 0; r < world; ++r)
+    at[r] = reinterpret_cast<const float*>(ranks[r].data() + kSteps * sizeof(double));
+  std::vector<int64_t> ref_offset;
+  int64_t ref_at = 0;
+  for (const auto& block : layout) {  // dense parts, flat-sharded
+    ref_offset.push_back(ref_at);
+    const int64_t dense = DenseNumel(block), size = (dense + world - 1) / world;
     for (int r = 0; r < world; ++r) {
-      const float *shard = reinterpret_cast<const float *>(
-                               ranks[r].data() + kSteps * sizeof(double)) +
-                           rank_at[r];
-      for (int64_t i = 0; i < size && r * size + i < block.numel; ++i) {
-        const double d = std::abs(shard[i] - ref_params[ref_at + r * size + i]);
-        c.max_param_abs = std::max(c.max_param_abs, d);
-        c.rms_param += d * d;
-        ++count;
-      }
-      rank_at[r] += size;
+      diff(at[r], ref_params + ref_at + r * size,
+           std::max<int64_t>(0, std::min(size, dense - r * size)));
+      at[r] += size;
     }
     ref_at += block.numel;
+  }
+  const int64_t fh = int64_t{s.model.expert_hidden} * s.model.hidden;
+  for (int layer = 0; layer < s.model.layers; ++layer) {  // experts, owned whole
+    const BlockLayout& block = layout[layer + 1];
+    for (int r = 0; r < world; ++r) {
+      auto em = PlanExpertMesh(world, r, mesh.node_size, mesh.ep, s.model.experts, world);
+      for (const char* name : {"w_gate", "w_up", "w_down"}) {
+        const int64_t n = em.per_rank() * fh;
+        diff(at[r],
+             ref_params + ref_offset[layer + 1] + block.Find(name).offset + em.first_owned() * fh,
+             n);
+        at[r] += n;
+      }
+    }
   }
   c.rms_param = std::sqrt(c.rms_param / count);
   return c;
 }
 
-Compared TrainBoth(const spec::TrainerSpec &s, torch::Dtype dtype, Wire wire,
-                   int world) {
+Compared TrainBoth(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, Mesh mesh) {
+  const int world = mesh.world;
   char tmpl[] = "/tmp/fsdp_test_XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
-  auto ref = testing::RunRanks(
-      1, 120s, [&](int) { return RunReference(s, dtype, dir + "/ref.bin"); });
+  auto ref =
+      testing::RunRanks(1, 120s, [&](int) { return RunReference(s, dtype, dir + "/ref.bin"); });
   EXPECT_EQ(Failures(ref), "");
   const int port = testing::FreePort();
   auto sharded = testing::RunRanks(world, 120s, [&](int rank) {
-    return RunSharded(s, dtype, wire, rank, world, port,
+    return RunSharded(s, dtype, wire, rank, mesh, port,
                       dir + "/rank" + std::to_string(rank) + ".bin");
   });
   EXPECT_EQ(Failures(sharded), "");
-  if (!Failures(ref).empty() || !Failures(sharded).empty())
-    return {1e9, 1e9};
-  auto c = Compare(s, dir, world);
+  if (!Failures(ref).empty() || !Failures(sharded).empty()) return {1e9, 1e9};
+  auto c = Compare(s, dir, mesh);
   std::printf(
-      "world %d vs 1: max loss rel diff %.3g, param diff max %.3g rms %.3g\n",
-      world, c.max_loss_rel, c.max_param_abs, c.rms_param);
+      "world %d (node_size %d, ep %d) vs 1: max loss rel diff %.3g, param diff max %.3g rms %.3g\n",
+      world, mesh.node_size, mesh.ep, c.max_loss_rel, c.max_param_abs, c.rms_param);
   return c;
 }
 
 TEST(FsdpTest, FourRanksEqualOneInFp32) {
-  auto c = TrainBoth(TinySpec(), torch::kFloat, Wire::kFp32, 4);
+  auto c = TrainBoth(TinySpec(), torch::kFloat, Wire::kFp32, {4, 2, 2});
   EXPECT_LE(c.max_loss_rel, 1e-5);
   EXPECT_LE(c.max_param_abs, 1e-5);
 }
@@ -230,16 +246,27 @@ TEST(FsdpTest, FourRanksEqualOneInFp32) {
 // within 1e-3 relative, parameters within 2.5e-3 RMS (measured 3e-5 and
 // 1.4e-3). At world 1 the sharded code equals the reference bit for bit.
 TEST(FsdpTest, FourRanksMatchOneInBf16) {
-  auto c = TrainBoth(TinySpec(), torch::kBFloat16, Wire::kBf16, 4);
+  auto c = TrainBoth(TinySpec(), torch::kBFloat16, Wire::kBf16, {4, 2, 2});
   EXPECT_LE(c.max_loss_rel, 1e-3);
   EXPECT_LE(c.rms_param, 2.5e-3);
 }
 
+// Other meshes in fp32: one EP group of 4 (each rank one expert, no
+// cross-node gather), and 4 nodes of 1 (no token all-to-all, experts gathered
+// from 4 owners).
+TEST(FsdpTest, OtherMeshesEqualOneInFp32) {
+  for (Mesh mesh : {Mesh{4, 4, 4}, Mesh{4, 1, 1}, Mesh{2, 2, 2}}) {
+    auto c = TrainBoth(TinySpec(), torch::kFloat, Wire::kFp32, mesh);
+    EXPECT_LE(c.max_loss_rel, 1e-5);
+    EXPECT_LE(c.max_param_abs, 1e-5);
+  }
+}
+
 TEST(FsdpTest, OneRankEqualsTheReferenceBitForBit) {
-  auto c = TrainBoth(TinySpec(), torch::kBFloat16, Wire::kBf16, 1);
+  auto c = TrainBoth(TinySpec(), torch::kBFloat16, Wire::kBf16, {1, 1, 1});
   EXPECT_EQ(c.max_loss_rel, 0);
   EXPECT_EQ(c.max_param_abs, 0);
 }
 
-} // namespace
-} // namespace trellis::train
+}  // namespace
+}  // namespace trellis::train

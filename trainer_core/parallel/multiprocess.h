@@ -22,8 +22,7 @@ namespace trellis::train::testing {
 
 struct RankOutcome {
   bool ok = false;
-  std::string
-      message; // what the body returned or threw; "killed: ..." on timeout
+  std::string message;  // what the body returned or threw; "killed: ..." on timeout
 };
 
 // A port nothing listens on right now (bound to port 0, then closed).
@@ -32,37 +31,33 @@ inline int FreePort() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr));
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   return ntohs(addr.sin_port);
 }
 
 // body(rank) returns "" on success or a failure message; exceptions count as
 // failures. Children end with _exit, never returning into the test runner.
-inline std::vector<RankOutcome>
-RunRanks(int world, std::chrono::seconds timeout,
-         const std::function<std::string(int)> &body) {
+inline std::vector<RankOutcome> RunRanks(int world, std::chrono::seconds timeout,
+                                         const std::function<std::string(int)>& body) {
   std::vector<pid_t> pids(world, -1);
   std::vector<int> fds(world, -1);
   for (int r = 0; r < world; ++r) {
     int p[2];
-    if (::pipe(p) != 0)
-      std::abort();
+    if (::pipe(p) != 0) std::abort();
     pid_t pid = ::fork();
     if (pid == 0) {
       ::close(p[0]);
-      for (int i = 0; i < r; ++i)
-        ::close(fds[i]);
+      for (int i = 0; i < r; ++i) ::close(fds[i]);
       std::string msg;
       try {
         msg = body(r);
-      } catch (const std::exception &e) {
+      } catch (const std::exception& e) {
         msg = std::string("exception: ") + e.what();
       }
-      if (msg.empty())
-        msg = "\x01"; // success marker
+      if (msg.empty()) msg = "\x01";  // success marker
       (void)!::write(p[1], msg.data(), msg.size());
       ::close(p[1]);
       ::_exit(msg == "\x01" ? 0 : 1);
@@ -79,8 +74,7 @@ RunRanks(int world, std::chrono::seconds timeout,
   while (open > 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0)
-      break;
+    if (left.count() <= 0) break;
     std::vector<pollfd> pfds;
     std::vector<int> who;
     for (int r = 0; r < world; ++r)
@@ -88,11 +82,9 @@ RunRanks(int world, std::chrono::seconds timeout,
         pfds.push_back({fds[r], POLLIN, 0});
         who.push_back(r);
       }
-    if (::poll(pfds.data(), pfds.size(), static_cast<int>(left.count())) < 0)
-      continue;
+    if (::poll(pfds.data(), pfds.size(), static_cast<int>(left.count())) < 0) continue;
     for (size_t i = 0; i < pfds.size(); ++i) {
-      if (pfds[i].revents == 0)
-        continue;
+      if (pfds[i].revents == 0) continue;
       char buf[4096];
       ssize_t n = ::read(pfds[i].fd, buf, sizeof(buf));
       if (n > 0) {
@@ -106,31 +98,27 @@ RunRanks(int world, std::chrono::seconds timeout,
   for (int r = 0; r < world; ++r) {
     if (!done[r]) {
       ::kill(pids[r], SIGKILL);
-      out[r].message = "killed: still running after " +
-                       std::to_string(timeout.count()) + "s";
+      out[r].message = "killed: still running after " + std::to_string(timeout.count()) + "s";
     }
     int status = 0;
     ::waitpid(pids[r], &status, 0);
     ::close(fds[r]);
     if (done[r]) {
-      out[r].ok =
-          text[r] == "\x01" && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      out[r].ok = text[r] == "\x01" && WIFEXITED(status) && WEXITSTATUS(status) == 0;
       out[r].message = text[r] == "\x01" ? "" : text[r];
       if (!out[r].ok && out[r].message.empty())
-        out[r].message =
-            "exited without a report (status " + std::to_string(status) + ")";
+        out[r].message = "exited without a report (status " + std::to_string(status) + ")";
     }
   }
   return out;
 }
 
 // All ranks' failures as one string ("" when every rank succeeded).
-inline std::string Failures(const std::vector<RankOutcome> &outcomes) {
+inline std::string Failures(const std::vector<RankOutcome>& outcomes) {
   std::string s;
   for (size_t r = 0; r < outcomes.size(); ++r)
-    if (!outcomes[r].ok)
-      s += "rank " + std::to_string(r) + ": " + outcomes[r].message + "\n";
+    if (!outcomes[r].ok) s += "rank " + std::to_string(r) + ": " + outcomes[r].message + "\n";
   return s;
 }
 
-} // namespace trellis::train::testing
+}  // namespace trellis::train::testing

@@ -6,27 +6,29 @@
 
 namespace trellis::train {
 
-ShardedOptimizer::ShardedOptimizer(ShardedModel *model, MuonOptions muon,
-                                   AdamWOptions adamw)
-    : model_(model), comm_(&model->comm()), muon_(muon), adamw_(adamw),
+ShardedOptimizer::ShardedOptimizer(ShardedModel* model, MuonOptions muon, AdamWOptions adamw)
+    : model_(model),
+      comm_(&model->comm()),
+      muon_(muon),
+      adamw_(adamw),
       step_(torch::zeros({1}, torch::kLong)) {
-  auto &shards = model->shards();
+  auto& shards = model->shards();
   std::vector<int64_t> load(comm_->size(), 0);
   for (size_t b = 0; b < shards.size(); ++b) {
-    const BlockShard &s = shards[b];
+    const BlockShard& s = shards[b];
     moment1_.push_back(torch::zeros_like(s.value));
     moment2_.push_back(torch::zeros_like(s.value));
-    for (const auto &p : s.layout->params) {
+    for (const auto& p : s.layout->params) {
+      if (p.offset >= s.numel) continue;  // routed experts: ExpertMuonStep
       const int64_t lo = std::max(s.begin, p.offset);
       const int64_t hi = std::min(s.begin + s.size, p.offset + p.numel);
-      if (p.optim == Optim::kMuon)
-        units_.push_back({b, &p, -1});
-      if (lo >= hi)
-        continue;
+      if (p.optim == Optim::kMuon) units_.push_back({b, &p, -1});
+      if (lo >= hi) continue;
       Piece piece{b, &p, lo - s.begin, hi - lo, lo - p.offset};
       (p.optim == Optim::kMuon ? muon_pieces_ : adamw_pieces_).push_back(piece);
     }
   }
+  for (auto& e : model->experts()) expert_momentum_.push_back(torch::zeros_like(e.value));
   // Owners: largest first, each to the least-loaded rank (ties: lowest rank).
   std::vector<size_t> order(units_.size());
   std::iota(order.begin(), order.end(), 0);
@@ -34,16 +36,14 @@ ShardedOptimizer::ShardedOptimizer(ShardedModel *model, MuonOptions muon,
     return units_[a].param->numel > units_[b].param->numel;
   });
   for (size_t u : order) {
-    int owner = static_cast<int>(std::min_element(load.begin(), load.end()) -
-                                 load.begin());
+    int owner = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
     units_[u].owner = owner;
     load[owner] += units_[u].param->numel;
   }
 }
 
-std::pair<int64_t, int64_t> ShardedOptimizer::Span(const Unit &u,
-                                                   int rank) const {
-  const BlockShard &s = model_->shards()[u.block];
+std::pair<int64_t, int64_t> ShardedOptimizer::Span(const Unit& u, int rank) const {
+  const BlockShard& s = model_->shards()[u.block];
   const int64_t begin = s.size * rank;
   const int64_t lo = std::max(begin, u.param->offset);
   const int64_t hi = std::min(begin + s.size, u.param->offset + u.param->numel);
@@ -53,18 +53,20 @@ std::pair<int64_t, int64_t> ShardedOptimizer::Span(const Unit &u,
 double ShardedOptimizer::ClipGradNorm(double max_norm) {
   torch::NoGradGuard no_grad;
   double sq = 0;
-  for (auto &s : model_->shards())
-    sq += s.grad.to(torch::kDouble).pow(2).sum().item<double>();
+  for (auto& s : model_->shards()) sq += s.grad.to(torch::kDouble).pow(2).sum().item<double>();
+  for (auto& e : model_->experts()) sq += e.grad.to(torch::kDouble).pow(2).sum().item<double>();
   const double norm = std::sqrt(AllReduceScalar(*comm_, sq));
-  if (max_norm > 0 && norm > max_norm)
-    for (auto &s : model_->shards())
-      s.grad.mul_(max_norm / (norm + 1e-6));
+  if (max_norm > 0 && norm > max_norm) {
+    for (auto& s : model_->shards()) s.grad.mul_(max_norm / (norm + 1e-6));
+    for (auto& e : model_->experts()) e.grad.mul_(max_norm / (norm + 1e-6));
+  }
   return norm;
 }
 
 void ShardedOptimizer::Step(double muon_lr, double adamw_lr) {
   torch::NoGradGuard no_grad;
   MuonStep(muon_lr);
+  ExpertMuonStep(muon_lr);
   AdamWStep(adamw_lr);
 }
 
@@ -73,8 +75,8 @@ void ShardedOptimizer::AdamWStep(double lr) {
   const double t = static_cast<double>(step_.item<int64_t>());
   const double b1 = adamw_.beta1, b2 = adamw_.beta2;
   const double bias1 = 1 - std::pow(b1, t), bias2 = 1 - std::pow(b2, t);
-  auto &shards = model_->shards();
-  for (const Piece &p : adamw_pieces_) {
+  auto& shards = model_->shards();
+  for (const Piece& p : adamw_pieces_) {
     auto value = shards[p.block].value.narrow(0, p.local, p.len);
     auto grad = shards[p.block].grad.narrow(0, p.local, p.len);
     auto m = moment1_[p.block].narrow(0, p.local, p.len);
@@ -82,28 +84,24 @@ void ShardedOptimizer::AdamWStep(double lr) {
     m.mul_(b1).add_(grad, 1 - b1);
     v.mul_(b2).addcmul_(grad, grad, 1 - b2);
     auto denom = (v / bias2).sqrt_().add_(adamw_.eps);
-    if (p.param->decay)
-      value.mul_(1 - lr * adamw_.weight_decay);
+    if (p.param->decay) value.mul_(1 - lr * adamw_.weight_decay);
     value.addcdiv_(m, denom, -lr / bias1);
   }
 }
 
 void ShardedOptimizer::MuonStep(double lr) {
-  auto &shards = model_->shards();
+  auto& shards = model_->shards();
   const int world = comm_->size(), me = comm_->rank();
   // Nesterov update of the owned elements, in a per-block buffer.
   std::vector<torch::Tensor> update(shards.size());
-  for (const Piece &p : muon_pieces_) {
+  for (const Piece& p : muon_pieces_) {
     auto grad = shards[p.block].grad.narrow(0, p.local, p.len);
     auto mom = moment1_[p.block].narrow(0, p.local, p.len);
     mom.mul_(muon_.momentum).add_(grad);
-    if (!update[p.block].defined())
-      update[p.block] = torch::zeros_like(shards[p.block].value);
-    update[p.block]
-        .narrow(0, p.local, p.len)
-        .copy_(grad.add(mom, muon_.momentum));
+    if (!update[p.block].defined()) update[p.block] = torch::zeros_like(shards[p.block].value);
+    update[p.block].narrow(0, p.local, p.len).copy_(grad.add(mom, muon_.momentum));
   }
-  auto local_of = [&](const Unit &u, int64_t in_param) {
+  auto local_of = [&](const Unit& u, int64_t in_param) {
     return u.param->offset + in_param - shards[u.block].begin;
   };
 
@@ -112,56 +110,44 @@ void ShardedOptimizer::MuonStep(double lr) {
   std::vector<int64_t> send_counts(world, 0), recv_counts(world, 0);
   std::vector<torch::Tensor> send;
   for (int d = 0; d < world; ++d)
-    for (const Unit &u : units_) {
-      if (u.owner != d)
-        continue;
+    for (const Unit& u : units_) {
+      if (u.owner != d) continue;
       auto [off, len] = Span(u, me);
-      if (len > 0)
-        send.push_back(update[u.block].narrow(0, local_of(u, off), len));
+      if (len > 0) send.push_back(update[u.block].narrow(0, local_of(u, off), len));
       send_counts[d] += len;
     }
   for (int r = 0; r < world; ++r)
-    for (const Unit &u : units_)
-      if (u.owner == me)
-        recv_counts[r] += Span(u, r).second;
-  auto opts = torch::TensorOptions()
-                  .dtype(torch::kFloat)
-                  .device(shards[0].value.device());
+    for (const Unit& u : units_)
+      if (u.owner == me) recv_counts[r] += Span(u, r).second;
+  auto opts = torch::TensorOptions().dtype(torch::kFloat).device(shards[0].value.device());
   auto send_buf = send.empty() ? torch::empty({0}, opts) : torch::cat(send);
-  auto recv_buf = torch::empty(
-      {std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0})},
-      opts);
+  auto recv_buf =
+      torch::empty({std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0})}, opts);
   comm_->AllToAll(send_buf, send_counts, recv_buf, recv_counts);
 
   // Assemble, orthogonalize, and lay the results out for the return trip
   // (the same segments with the roles swapped).
   std::vector<torch::Tensor> whole(units_.size());
   for (size_t i = 0; i < units_.size(); ++i)
-    if (units_[i].owner == me)
-      whole[i] = torch::empty({units_[i].param->numel}, opts);
+    if (units_[i].owner == me) whole[i] = torch::empty({units_[i].param->numel}, opts);
   int64_t at = 0;
   for (int r = 0; r < world; ++r)
     for (size_t i = 0; i < units_.size(); ++i) {
-      if (units_[i].owner != me)
-        continue;
+      if (units_[i].owner != me) continue;
       auto [off, len] = Span(units_[i], r);
-      if (len > 0)
-        whole[i].narrow(0, off, len).copy_(recv_buf.narrow(0, at, len));
+      if (len > 0) whole[i].narrow(0, off, len).copy_(recv_buf.narrow(0, at, len));
       at += len;
     }
   for (size_t i = 0; i < units_.size(); ++i)
     if (whole[i].defined())
-      whole[i] = NewtonSchulz(whole[i].view(units_[i].param->shape),
-                              muon_.ns_steps, muon_.ns_dtype)
+      whole[i] = NewtonSchulz(whole[i].view(units_[i].param->shape), muon_.ns_steps, muon_.ns_dtype)
                      .reshape(-1);
   std::vector<torch::Tensor> back;
   for (int r = 0; r < world; ++r)
     for (size_t i = 0; i < units_.size(); ++i) {
-      if (units_[i].owner != me)
-        continue;
+      if (units_[i].owner != me) continue;
       auto [off, len] = Span(units_[i], r);
-      if (len > 0)
-        back.push_back(whole[i].narrow(0, off, len));
+      if (len > 0) back.push_back(whole[i].narrow(0, off, len));
     }
   auto back_buf = back.empty() ? torch::empty({0}, opts) : torch::cat(back);
   auto ortho_buf = torch::empty_like(send_buf);
@@ -169,32 +155,55 @@ void ShardedOptimizer::MuonStep(double lr) {
 
   at = 0;
   for (int d = 0; d < world; ++d)
-    for (const Unit &u : units_) {
-      if (u.owner != d)
-        continue;
+    for (const Unit& u : units_) {
+      if (u.owner != d) continue;
       auto [off, len] = Span(u, me);
-      if (len == 0)
-        continue;
+      if (len == 0) continue;
       auto value = shards[u.block].value.narrow(0, local_of(u, off), len);
-      const auto &shape = u.param->shape;
+      const auto& shape = u.param->shape;
       double rows = static_cast<double>(shape[shape.size() - 2]);
       double cols = static_cast<double>(shape.back());
       double scale = std::sqrt(std::max(1.0, rows / cols));
-      if (u.param->decay)
-        value.mul_(1 - lr * muon_.weight_decay);
+      if (u.param->decay) value.mul_(1 - lr * muon_.weight_decay);
       value.add_(ortho_buf.narrow(0, at, len), -lr * scale);
       at += len;
     }
 }
 
+void ShardedOptimizer::ExpertMuonStep(double lr) {
+  const auto& spec = model_->spec();
+  const int64_t f = spec.expert_hidden, h = spec.hidden;
+  for (size_t i = 0; i < expert_momentum_.size(); ++i) {
+    ExpertShard& e = model_->experts()[i];
+    if (e.count == 0) continue;
+    const BlockLayout& block = *model_->shards()[i + 1].layout;
+    expert_momentum_[i].mul_(muon_.momentum).add_(e.grad);
+    auto update = e.grad.add(expert_momentum_[i], muon_.momentum).view({3, e.count, f * h});
+    auto value = e.value.view({3, e.count, f * h});
+    const char* names[] = {"w_gate", "w_up", "w_down"};
+    for (int part = 0; part < 3; ++part) {
+      const bool down = part == 2;
+      const int64_t rows = down ? h : f, cols = down ? f : h;
+      auto ortho =
+          NewtonSchulz(update[part].view({e.count, rows, cols}), muon_.ns_steps, muon_.ns_dtype);
+      const double scale = std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));
+      auto v = value[part];
+      if (block.Find(names[part]).decay) v.mul_(1 - lr * muon_.weight_decay);
+      v.add_(ortho.view({e.count, f * h}), -lr * scale);
+    }
+  }
+}
+
 NamedTensors ShardedOptimizer::State() {
   NamedTensors out{{"adamw.step", step_}};
-  auto &shards = model_->shards();
+  auto& shards = model_->shards();
   for (size_t b = 0; b < shards.size(); ++b) {
     out.emplace_back("moment1." + shards[b].layout->name, moment1_[b]);
     out.emplace_back("moment2." + shards[b].layout->name, moment2_[b]);
   }
+  for (size_t i = 0; i < expert_momentum_.size(); ++i)
+    out.emplace_back("moment1.experts." + shards[i + 1].layout->name, expert_momentum_[i]);
   return out;
 }
 
-} // namespace trellis::train
+}  // namespace trellis::train

@@ -1,8 +1,9 @@
 #pragma once
 // Muon and AdamW on the shards of a ShardedModel. AdamW, momentum, weight
 // decay and clipping are elementwise, so each rank applies them to the
-// elements it owns. Newton-Schulz needs whole matrices: each Muon matrix
-// (a stacked [E, out, in] expert tensor counts as one) has an owner rank,
+// elements it owns. Newton-Schulz needs whole matrices. Routed experts are
+// owned whole (expert mesh), so their Newton-Schulz runs batched over the
+// owned experts with no communication. Each dense Muon matrix has an owner rank,
 // chosen once by greedy balancing of sizes. Every step one all-to-all brings
 // the pieces of each matrix's update to its owner, the owner orthogonalizes
 // it, and a second all-to-all returns the pieces. We chose owners over
@@ -24,43 +25,46 @@
 namespace trellis::train {
 
 class ShardedOptimizer {
-public:
-  ShardedOptimizer(ShardedModel *model, MuonOptions muon, AdamWOptions adamw);
+ public:
+  ShardedOptimizer(ShardedModel* model, MuonOptions muon, AdamWOptions adamw);
 
   // Global L2 norm of the gradients (one scalar all-reduce); clips to
   // max_norm when above it (0: never).
   double ClipGradNorm(double max_norm);
   void Step(double muon_lr, double adamw_lr);
-  // "moment1.<block>", "moment2.<block>" (this rank's shard), "adamw.step".
+  // "moment1.<block>", "moment2.<block>" (this rank's shard),
+  // "moment1.experts.<layer block>", "adamw.step".
   NamedTensors State();
 
-private:
+ private:
   // A parameter's elements inside this rank's shard of a block.
   struct Piece {
     size_t block;
-    const ParamInfo *param;
-    int64_t local; // offset in the shard
+    const ParamInfo* param;
+    int64_t local;  // offset in the shard
     int64_t len;
-    int64_t in_param; // offset in the parameter
+    int64_t in_param;  // offset in the parameter
   };
-  struct Unit { // a Muon matrix (or stack) and its owner
+  struct Unit {  // a Muon matrix (or stack) and its owner
     size_t block;
-    const ParamInfo *param;
+    const ParamInfo* param;
     int owner;
   };
   // The part of unit u that rank r owns: [offset in unit, length].
-  std::pair<int64_t, int64_t> Span(const Unit &u, int rank) const;
+  std::pair<int64_t, int64_t> Span(const Unit& u, int rank) const;
   void MuonStep(double lr);
+  void ExpertMuonStep(double lr);
   void AdamWStep(double lr);
 
-  ShardedModel *model_;
-  Comm *comm_;
+  ShardedModel* model_;
+  Comm* comm_;
   MuonOptions muon_;
   AdamWOptions adamw_;
   std::vector<Piece> adamw_pieces_, muon_pieces_;
   std::vector<Unit> units_;
-  std::vector<torch::Tensor> moment1_, moment2_; // per block, [shard size]
-  torch::Tensor step_;                           // int64 [1]
+  std::vector<torch::Tensor> moment1_, moment2_;  // per block, [shard size]
+  std::vector<torch::Tensor> expert_momentum_;    // per layer, like ExpertShard::value
+  torch::Tensor step_;                            // int64 [1]
 };
 
-} // namespace trellis::train
+}  // namespace trellis::train

@@ -1,0 +1,118 @@
+#include "trainer_core/parallel/expert_parallel.h"
+
+#include "trainer_core/error.h"
+
+namespace trellis::train {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+std::vector<int64_t> ToVector(const torch::Tensor& t) {
+  auto c = t.to(torch::kLong).contiguous().cpu();
+  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
+}
+
+class AllToAllFn : public torch::autograd::Function<AllToAllFn> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, Comm* comm,
+                               std::vector<int64_t> send_rows, std::vector<int64_t> recv_rows) {
+    ctx->saved_data["comm"] = reinterpret_cast<int64_t>(comm);
+    ctx->saved_data["send"] = send_rows;
+    ctx->saved_data["recv"] = recv_rows;
+    return Move(comm, x, send_rows, recv_rows);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* comm = reinterpret_cast<Comm*>(ctx->saved_data["comm"].toInt());
+    auto send = ctx->saved_data["send"].toIntVector();
+    auto recv = ctx->saved_data["recv"].toIntVector();
+    return {Move(comm, grads[0], recv, send), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+
+  static torch::Tensor Move(Comm* comm, const torch::Tensor& x, const std::vector<int64_t>& send,
+                            const std::vector<int64_t>& recv) {
+    const int64_t row = x.numel() / std::max<int64_t>(1, x.size(0));
+    int64_t total = 0;
+    std::vector<int64_t> sc, rc;
+    for (auto n : send) sc.push_back(n * row);
+    for (auto n : recv) {
+      rc.push_back(n * row);
+      total += n;
+    }
+    auto shape = x.sizes().vec();
+    shape[0] = total;
+    auto out = torch::empty(shape, x.options());
+    comm->AllToAll(x.contiguous(), sc, out, rc);
+    return out;
+  }
+};
+
+}  // namespace
+
+std::vector<int> ExpertMesh::ep_ranks() const {
+  std::vector<int> r;
+  for (int i = 0; i < ep; ++i) r.push_back(ep_group() * ep + i);
+  return r;
+}
+
+std::vector<int> ExpertMesh::block_ranks() const {
+  std::vector<int> r;
+  for (int g = 0; g < replicas(); ++g) r.push_back(g * ep + ep_index());
+  return r;
+}
+
+ExpertMesh PlanExpertMesh(int world, int rank, int node_size, int ep, int experts,
+                          int default_node_size) {
+  ExpertMesh m;
+  m.world = world;
+  m.rank = rank;
+  m.experts = experts;
+  m.node_size = node_size > 0 ? node_size : default_node_size;
+  m.ep = ep > 0 ? ep : m.node_size;
+  auto n = [](int v) { return std::to_string(v); };
+  if (m.node_size < 1 || world % m.node_size != 0)
+    throw TrainError("parallel.node_size = " + n(m.node_size) + " does not divide the world size " +
+                     n(world));
+  if (m.node_size % m.ep != 0)
+    throw TrainError("parallel.ep = " + n(m.ep) + " does not divide parallel.node_size = " +
+                     n(m.node_size) + " (an EP group stays inside a node)");
+  if (experts % m.ep != 0)
+    throw TrainError("parallel.ep = " + n(m.ep) + " does not divide model.experts = " + n(experts));
+  if (m.per_block() % m.replicas() != 0)
+    throw TrainError("model.experts / parallel.ep = " + n(m.per_block()) +
+                     " experts per block cannot be split on expert boundaries over the " +
+                     n(m.replicas()) + " ranks that share an EP index (world " + n(world) +
+                     " / ep " + n(m.ep) + ")");
+  return m;
+}
+
+torch::Tensor AllToAllRows(Comm* comm, const torch::Tensor& x,
+                           const std::vector<int64_t>& send_rows,
+                           const std::vector<int64_t>& recv_rows) {
+  return AllToAllFn::apply(x, comm, send_rows, recv_rows);
+}
+
+ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, torch::Tensor w_gate,
+                          torch::Tensor w_up, torch::Tensor w_down) {
+  return [=](const torch::Tensor& xs, const torch::Tensor& counts) {
+    const int64_t ep = mesh.ep, nb = mesh.per_block(), me = ep_comm->rank();
+    // Every EP rank's slot counts per expert: [ep sources, experts].
+    auto all = torch::empty({ep * mesh.experts}, torch::kLong);
+    ep_comm->AllGatherInto(counts.to(torch::kLong).contiguous(), all);
+    all = all.view({ep, mesh.experts});
+    auto mine = all.narrow(1, me * nb, nb);  // [sources, my experts]
+    auto send_rows = ToVector(counts.view({ep, nb}).sum(1));
+    auto recv_rows = ToVector(mine.sum(1));
+    auto recv = AllToAllRows(ep_comm, xs, send_rows, recv_rows);
+    // Received rows come source by source, each grouped by expert; regroup by
+    // expert (stable: sources stay in order), run, and undo the regrouping.
+    auto expert_of = torch::arange(nb).repeat({ep}).repeat_interleave(mine.reshape(-1));
+    auto perm = std::get<1>(torch::sort(expert_of, /*stable=*/true, 0, false));
+    auto out = RunLocalExperts(recv.index_select(0, perm), mine.sum(0), w_gate, w_up, w_down);
+    auto inverse = torch::empty_like(perm).scatter_(0, perm, torch::arange(perm.numel()));
+    out = out.index_select(0, inverse);
+    return AllToAllRows(ep_comm, out, recv_rows, send_rows);
+  };
+}
+
+}  // namespace trellis::train

@@ -1,0 +1,51 @@
+#pragma once
+// The expert mesh and expert parallelism. world = nodes x node_size; the
+// ranks form EP groups of `ep` consecutive ranks (inside a node). The experts
+// of a layer are split into ep blocks of consecutive experts; block j lives
+// on EP index j (rank % ep) of every EP group, and the world / ep ranks with
+// that index (one per EP group, across nodes) shard it on expert boundaries,
+// so each rank owns whole expert matrices. A layer gathers its block from
+// those peers, and tokens travel inside the EP group to the rank holding
+// their expert (all-to-all dispatch and combine).
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "trainer_core/model/layers.h"
+#include "trainer_core/parallel/comm.h"
+
+namespace trellis::train {
+
+struct ExpertMesh {
+  int world = 1, rank = 0, node_size = 1, ep = 1, experts = 1;
+
+  int ep_index() const { return rank % ep; }  // = the expert block this rank serves
+  int ep_group() const { return rank / ep; }  // = this rank's index among the block's owners
+  int replicas() const { return world / ep; }
+  int per_block() const { return experts / ep; }
+  int per_rank() const { return per_block() / replicas(); }
+  int first_owned() const { return ep_index() * per_block() + ep_group() * per_rank(); }
+  std::vector<int> ep_ranks() const;     // this rank's EP group
+  std::vector<int> block_ranks() const;  // the owners of this rank's expert block
+};
+
+// node_size 0: `default_node_size`; ep 0: node_size. Throws TrainError naming
+// parallel.node_size / parallel.ep when the mesh does not fit the world.
+ExpertMesh PlanExpertMesh(int world, int rank, int node_size, int ep, int experts,
+                          int default_node_size);
+
+// Dispatches token slots (grouped by global expert, counts [experts]) to the
+// EP ranks holding their experts, runs this rank's block (stacked weights
+// [per_block, ...]) and returns the outputs to the slots' ranks, in the slots'
+// order. Differentiable: backward runs the all-to-alls in reverse.
+ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, torch::Tensor w_gate,
+                          torch::Tensor w_up, torch::Tensor w_down);
+
+// Rows of `x` ([N, ...]) to the ranks of `comm`: send_rows[j] consecutive rows
+// to rank j, recv_rows[j] from it. Differentiable.
+torch::Tensor AllToAllRows(Comm* comm, const torch::Tensor& x,
+                           const std::vector<int64_t>& send_rows,
+                           const std::vector<int64_t>& recv_rows);
+
+}  // namespace trellis::train
