@@ -164,9 +164,12 @@ void Controller::EvaluateGate(LaunchState* l, bool timed_out) {
                "gate (run " + l->run_id + ")", /*until_released=*/false);
   }
   if (out.kind == GateOutcome::kGo) {
-    std::string nodes;
+    // The attempt's nodes, in rank order.
+    std::vector<std::string> go(l->needed_nodes);
     for (const auto& a : out.assignments)
-      if (a.go) nodes += (nodes.empty() ? "" : ",") + a.node;
+      if (a.go) go[a.node_index] = a.node;
+    std::string nodes;
+    for (const auto& n : go) nodes += (nodes.empty() ? "" : ",") + n;
     (void)Transition(l->run_id, RunState::kRunning, out.reason, "{}", [&](Store& s) {
       RETURN_IF_ERROR(s.SetAttemptNodes(l->run_id, l->attempt, nodes));
       return s.SetAttemptLaunches(l->run_id, l->attempt, l->launch);

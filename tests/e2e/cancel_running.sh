@@ -10,11 +10,7 @@ job=$(json_get "$(run_json "$id")" "d['attempts'][0]['slurm_job_id']")
 out=$(trellis cancel "$id") || fail "cancel failed"
 log "cancel: $out"
 [ "$(run_state "$id")" = CANCELLED ] || fail "not CANCELLED after cancel"
-deadline=$((SECONDS + 30))
-while squeue -h -j "$job" 2>/dev/null | grep -q .; do
-  [ $SECONDS -lt $deadline ] || fail "job $job still in squeue 30 s after cancel"
-  sleep 0.5
-done
+wait_job_gone "$job" 30
 # No rank process survives.
 if pgrep -f "trellis-worker agent --controller 127.0.0.1:$CONTROLLER_PORT" >/dev/null; then
   fail "a worker of the cancelled run is still alive"

@@ -18,11 +18,7 @@ stop_controller KILL
 log "controller killed"
 
 job_a=$(sqlite3 "$E2E_DIR/controller.db" "SELECT slurm_job_id FROM attempts WHERE run_id='$a'")
-deadline=$((SECONDS + 60))
-while squeue -h -j "$job_a" 2>/dev/null | grep -q .; do
-  [ $SECONDS -lt $deadline ] || fail "job $job_a did not end"
-  sleep 0.5
-done
+wait_job_gone "$job_a" 60
 log "job $job_a of $a ended while the controller was down"
 start_controller
 wait_state "$a" SUCCEEDED 30

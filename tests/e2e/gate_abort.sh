@@ -3,11 +3,7 @@
 # quarantined, and the run waits QUEUED ("needs 4 nodes, 3 eligible") instead
 # of looping; once node3 is healthy and released, the run proceeds.
 . "$(dirname "$0")/lib.sh"
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-CLUSTER_CTL="$REPO/deploy/slurm/local-cluster"
-
-"$CLUSTER_CTL" reset "$TRELLIS_TEST_CLUSTER" >/dev/null
-trap '"$CLUSTER_CTL" reset "$TRELLIS_TEST_CLUSTER" >/dev/null; cleanup' EXIT
+use_clean_cluster
 "$CLUSTER_CTL" fixture "$TRELLIS_TEST_CLUSTER" node3 gh200-short >/dev/null
 
 start_controller

@@ -4,11 +4,7 @@
 # trains on the two healthy nodes; node3 is quarantined with the figure in the
 # reason; the next submission excludes it.
 . "$(dirname "$0")/lib.sh"
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-CLUSTER_CTL="$REPO/deploy/slurm/local-cluster"
-
-"$CLUSTER_CTL" reset "$TRELLIS_TEST_CLUSTER" >/dev/null
-trap '"$CLUSTER_CTL" reset "$TRELLIS_TEST_CLUSTER" >/dev/null; cleanup' EXIT
+use_clean_cluster
 "$CLUSTER_CTL" fixture "$TRELLIS_TEST_CLUSTER" node3 gh200-short >/dev/null
 
 start_controller

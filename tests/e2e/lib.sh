@@ -92,3 +92,19 @@ write_spec() {  # NAME COMMAND [extra toml...] -> path
   } >"$path"
   echo "$path"
 }
+
+wait_job_gone() {  # JOB_ID TIMEOUT_S: until Slurm's queue no longer lists the job
+  local deadline=$((SECONDS + $2))
+  while squeue -h -j "$1" 2>/dev/null | grep -q .; do
+    [ $SECONDS -lt $deadline ] || fail "job $1 still in squeue after $2 s"
+    sleep 0.5
+  done
+}
+
+# For tests that change the shared cluster (fixtures, drained nodes): start
+# from a clean cluster and leave it clean, whatever happens.
+use_clean_cluster() {
+  CLUSTER_CTL="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/deploy/slurm/local-cluster"
+  "$CLUSTER_CTL" reset "$TRELLIS_TEST_CLUSTER" >/dev/null
+  trap '"$CLUSTER_CTL" reset "$TRELLIS_TEST_CLUSTER" >/dev/null; cleanup' EXIT
+}

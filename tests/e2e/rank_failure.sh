@@ -12,9 +12,5 @@ show=$(run_json "$id")
 reason=$(json_get "$show" "d['state_reason']")
 echo "$reason" | grep -q "rank 1 on node[0-9]* exited with 3" || fail "reason '$reason' does not name rank 1"
 job=$(json_get "$show" "d['attempts'][0]['slurm_job_id']")
-deadline=$((SECONDS + 30))
-while squeue -h -j "$job" 2>/dev/null | grep -q .; do
-  [ $SECONDS -lt $deadline ] || fail "job $job still in squeue"
-  sleep 0.5
-done
+wait_job_gone "$job" 30
 log "PASS: $id failed with '$reason'"
