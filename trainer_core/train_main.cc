@@ -10,6 +10,7 @@
 
 #include "common/spec/trainer_spec.h"
 #include "trainer_core/error.h"
+#include "trainer_core/parallel/comm.h"
 #include "trainer_core/trainer.h"
 
 namespace {
@@ -70,7 +71,13 @@ int main(int argc, char** argv) {
   if (!spec) return 2;
   if (!data.empty()) spec->training.data = data;
   try {
+    // Several ranks when started with RANK / WORLD_SIZE / MASTER_ADDR /
+    // MASTER_PORT (any launcher); world 1 otherwise.
+    auto comm = trellis::train::ConnectComm(trellis::train::CommOptionsFromEnv());
     trellis::train::TrainerOptions options;
+    options.comm = comm.get();
+    if (const char* local = std::getenv("LOCAL_WORLD_SIZE"))
+      options.local_world_size = std::atoi(local);
     options.checkpoint_dir = checkpoint_dir;
     options.resume_step = ParseResume(resume);
     options.on_step = [json](const StepRecord& r) {

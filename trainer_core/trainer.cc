@@ -6,9 +6,10 @@
 #include "trainer_core/compat.h"
 #include "trainer_core/data/batches.h"
 #include "trainer_core/error.h"
-#include "trainer_core/model/model.h"
 #include "trainer_core/optim/optim.h"
 #include "trainer_core/optim/schedule.h"
+#include "trainer_core/parallel/fsdp.h"
+#include "trainer_core/parallel/shard_optim.h"
 
 namespace trellis::train {
 namespace {
@@ -30,11 +31,55 @@ torch::Device ResolveDevice(const std::string& want) {
                                                                          : torch::kCPU;
 }
 
-TokenBatch ToDevice(const HostBatch& b, torch::Device device) {
+// Rows [first, first + count) of the global batch, on the device.
+TokenBatch RowsToDevice(const HostBatch& b, int64_t first, int64_t count, torch::Device device) {
   auto make = [&](const std::vector<int64_t>& v) {
-    return torch::tensor(v, torch::kLong).view({b.rows, b.seq_len}).to(device);
+    return torch::tensor(v, torch::kLong)
+        .view({b.rows, b.seq_len})
+        .narrow(0, first, count)
+        .to(device);
   };
   return {make(b.inputs), make(b.targets), make(b.doc_ids)};
+}
+
+int64_t Targets(const HostBatch& b) {
+  int64_t n = 0;
+  for (int64_t t : b.targets) n += t != -1;
+  return n;
+}
+
+// Which logical elements of each saved tensor a rank of `mesh` holds: dense
+// state is flat-sharded (padded to a multiple of the world), expert state is
+// owned on expert boundaries, the rest is whole on every rank.
+RangesFn StateRanges(const spec::ModelSpec& model) {
+  auto layout = std::make_shared<std::vector<BlockLayout>>(ModelLayout(model));
+  return [layout, model](const std::string& name, const MeshInfo& mesh, int rank) {
+    const size_t dot = name.find('.');
+    const std::string kind = name.substr(0, dot);
+    if (kind != "param" && kind != "moment1" && kind != "moment2") {
+      // adamw.step, router_bias.layers.<i>: the same on every rank.
+      return std::vector<Range>{{0, name == "adamw.step" ? 1 : int64_t{model.experts}}};
+    }
+    const std::string block = name.substr(dot + 1);
+    const bool experts = block.rfind("experts.", 0) == 0;
+    const std::string block_name = experts ? block.substr(8) : block;
+    for (const auto& b : *layout) {
+      if (b.name != block_name) continue;
+      if (experts) {
+        auto m = PlanExpertMesh(mesh.world, rank, mesh.node_size, mesh.ep, model.experts,
+                                mesh.node_size);
+        const int64_t fh = int64_t{model.expert_hidden} * model.hidden, e = model.experts;
+        std::vector<Range> r;
+        for (int64_t part = 0; part < 3; ++part)
+          r.push_back({(part * e + m.first_owned()) * fh,
+                       (part * e + m.first_owned() + m.per_rank()) * fh});
+        return r;
+      }
+      const int64_t n = DenseNumel(b), size = (n + mesh.world - 1) / mesh.world;
+      return std::vector<Range>{{std::min(n, rank * size), std::min(n, rank * size + size)}};
+    }
+    throw TrainError("checkpoint: no block for tensor '" + name + "'");
+  };
 }
 
 // Laps of one step; synchronizes so device time lands in the right lap.
@@ -61,24 +106,32 @@ class Stopwatch {
 struct Trainer::State {
   spec::TrainerSpec spec;
   TrainerOptions options;
+  std::unique_ptr<Comm> own_comm;  // world 1 when the host gives none
+  Comm* comm = nullptr;
+  ExpertMesh mesh;
   torch::Device device = torch::kCPU;
   torch::Dtype compute_dtype = torch::kFloat;
   Corpus corpus;
   std::unique_ptr<BatchSource> data;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Muon> muon;
-  std::unique_ptr<AdamW> adamw;
+  std::unique_ptr<ShardedModel> model;
+  std::unique_ptr<ShardedOptimizer> optim;
   int64_t step = 0;
   int64_t checkpoint_step = -1;
 
+  // This rank's part of everything the trainer needs to continue.
   NamedTensors AllState() {
     NamedTensors out;
-    for (auto& b : model->blocks()) out.emplace_back("param." + b.layout->name, b.flat);
+    for (auto& b : model->shards()) out.emplace_back("param." + b.layout->name, b.value);
+    for (size_t i = 0; i < model->experts().size(); ++i)
+      out.emplace_back("param.experts." + model->shards()[i + 1].layout->name,
+                       model->experts()[i].value);
     for (size_t i = 0; i < model->router_bias().size(); ++i)
       out.emplace_back("router_bias.layers." + std::to_string(i), model->router_bias()[i]);
-    for (auto& t : muon->State()) out.push_back(t);
-    for (auto& t : adamw->State()) out.push_back(t);
+    for (auto& t : optim->State()) out.push_back(t);
     return out;
+  }
+  Sharding CheckpointSharding() const {
+    return {comm, {mesh.world, mesh.node_size, mesh.ep}, StateRanges(spec.model)};
   }
 };
 
@@ -98,7 +151,18 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
                        ", larger than model.vocab = " + std::to_string(spec.model.vocab));
     s.data = std::make_unique<BatchSource>(&s.corpus, t.seq_len, t.global_batch, t.seed);
     torch::manual_seed(t.seed);
-    s.model = std::make_unique<Model>(spec.model, t.seq_len, t.seed, s.device, torch::kFloat);
+    if (!s.options.comm) s.own_comm = ConnectComm(CommOptions{});
+    s.comm = s.options.comm ? s.options.comm : s.own_comm.get();
+    const int world = s.comm->size();
+    if (t.global_batch % world != 0)
+      throw TrainError("training.global_batch = " + std::to_string(t.global_batch) +
+                       " is not a multiple of the world size " + std::to_string(world));
+    s.mesh = PlanExpertMesh(world, s.comm->rank(), spec.parallel.node_size, spec.parallel.ep,
+                            spec.model.experts,
+                            s.options.local_world_size > 0 ? s.options.local_world_size : world);
+    const Wire wire = spec.parallel.grad_reduce_dtype == "float32" ? Wire::kFp32 : Wire::kBf16;
+    s.model = std::make_unique<ShardedModel>(spec.model, t.seq_len, t.seed, s.comm, s.mesh,
+                                             s.device, wire);
 
     MuonOptions mo{t.muon_momentum, t.muon_ns_steps, torch::kFloat, t.weight_decay};
     // "auto": bf16 wherever bf16 matmuls are fast (accelerators, bf16 compute).
@@ -106,16 +170,16 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
         t.muon_ns_dtype == "bfloat16" ||
         (t.muon_ns_dtype == "auto" && (s.device.is_cuda() || s.compute_dtype == torch::kBFloat16));
     if (ns_bf16) mo.ns_dtype = torch::kBFloat16;
-    s.muon = std::make_unique<Muon>(SlotsFor(s.model->blocks(), Optim::kMuon), mo);
     AdamWOptions ao{t.adam_beta1, t.adam_beta2, t.adam_eps, t.weight_decay};
-    s.adamw = std::make_unique<AdamW>(SlotsFor(s.model->blocks(), Optim::kAdamW), ao);
+    s.optim = std::make_unique<ShardedOptimizer>(s.model.get(), mo, ao);
 
     int64_t resume = s.options.resume_step;
     if (resume != kStartFresh && s.options.checkpoint_dir.empty())
       throw TrainError("resuming needs a checkpoint directory");
     if (resume == kResumeLatest) resume = LatestCompleteStep(s.options.checkpoint_dir);
     if (resume >= 0) {
-      CheckpointMeta meta = LoadCheckpoint(s.options.checkpoint_dir, resume, spec, s.AllState());
+      CheckpointMeta meta = LoadCheckpoint(s.options.checkpoint_dir, resume, spec, s.AllState(),
+                                           s.CheckpointSharding());
       if (meta.corpus_checksum != s.corpus.checksum)
         throw TrainError("training.data: corpus " + t.data +
                          " is not the one the checkpoint was trained on (checksum differs)");
@@ -134,8 +198,10 @@ int64_t Trainer::last_checkpoint_step() const { return s_->checkpoint_step; }
 
 std::string Trainer::Describe() const {
   const auto& m = s_->spec.model;
-  return std::to_string(s_->model->NumParams()) + " params (" +
-         std::to_string(ActiveParamsPerToken(m)) + " active per token), " +
+  return "rank " + std::to_string(s_->comm->rank()) + " of " + std::to_string(s_->comm->size()) +
+         " (node_size " + std::to_string(s_->mesh.node_size) + ", ep " +
+         std::to_string(s_->mesh.ep) + "), " + std::to_string(s_->model->NumParams()) +
+         " params (" + std::to_string(ActiveParamsPerToken(m)) + " active per token), " +
          std::to_string(m.layers) + " layers, " + std::to_string(m.experts) + " experts top-" +
          std::to_string(m.experts_per_token) + ", device " + s_->device.str() + ", " +
          s_->spec.training.dtype + ", torch " + TORCH_VERSION;
@@ -154,28 +220,28 @@ void Trainer::Step() {
   State& s = *s_;
   const auto& t = s.spec.training;
   Stopwatch watch(s.device);
-  TokenBatch batch = ToDevice(s.data->ForStep(s.step), s.device);
+  const HostBatch batch = s.data->ForStep(s.step);
+  const int64_t rows = t.global_batch / s.comm->size();
+  TokenBatch mine = RowsToDevice(batch, s.comm->rank() * rows, rows, s.device);
   s.model->ZeroGrad();
-  ForwardResult out = s.model->Forward(batch, s.compute_dtype, t.aux_loss_coef);
-  const double fwd = watch.Lap();
-  out.loss.backward();
-  const double bwd = watch.Lap();
-  const double grad_norm = ClipGradNorm(s.model->blocks(), t.grad_clip);
+  ShardedForward out = s.model->ForwardBackward(mine, Targets(batch), batch.rows * batch.seq_len,
+                                                s.compute_dtype, t.aux_loss_coef);
+  watch.Lap();
+  const double grad_norm = s.optim->ClipGradNorm(t.grad_clip);
   const double lr_scale = LrScale(s.step, t.warmup_steps, t.steps, t.min_lr_ratio);
-  s.muon->Step(t.muon_lr * lr_scale);
-  s.adamw->Step(t.lr * lr_scale);
+  s.optim->Step(t.muon_lr * lr_scale, t.lr * lr_scale);
   if (t.router_bias_rate > 0) s.model->UpdateRouterBias(out.expert_counts, t.router_bias_rate);
   const double optim = watch.Lap();
   ++s.step;
 
   StepRecord r;
   r.step = s.step;
-  r.loss = out.ce.item<double>();
-  r.tokens = int64_t{t.global_batch} * t.seq_len;
+  r.loss = out.ce;              // the global batch's mean, the same on every rank
+  r.tokens = rows * t.seq_len;  // this rank's; the ranks' records add up to the step
   r.step_seconds = watch.Total();
   r.grad_norm = grad_norm;
-  r.fwd_seconds = fwd;
-  r.bwd_seconds = bwd;
+  r.fwd_seconds = out.fwd_seconds;
+  r.bwd_seconds = out.bwd_seconds;
   r.optim_seconds = optim;
   const int64_t every = s.spec.checkpoint.every_steps;
   if (!s.options.checkpoint_dir.empty() && every > 0 && s.step % every == 0) SaveCheckpoint();
@@ -189,7 +255,7 @@ void Trainer::SaveCheckpoint() {
     if (s.options.checkpoint_dir.empty()) throw TrainError("no checkpoint directory set");
     CheckpointMeta meta{s.step, s.data->RowsBefore(s.step), s.corpus.checksum};
     train::SaveCheckpoint(s.options.checkpoint_dir, s.spec, meta, s.AllState(),
-                          s.spec.checkpoint.keep);
+                          s.spec.checkpoint.keep, s.CheckpointSharding());
     s.checkpoint_step = s.step;
   });
 }

@@ -18,10 +18,14 @@ using StepCallback = std::function<void(const StepRecord&)>;
 inline constexpr int64_t kStartFresh = -1;
 inline constexpr int64_t kResumeLatest = -2;  // newest complete checkpoint, or fresh if none
 
+class Comm;
+
 struct TrainerOptions {
   std::string checkpoint_dir;         // empty: never checkpoint
   int64_t resume_step = kStartFresh;  // a step number, kStartFresh or kResumeLatest
   StepCallback on_step;               // called once per step, after the optimizer
+  Comm* comm = nullptr;               // the ranks (parallel/comm.h); none: world 1
+  int local_world_size = 0;           // ranks per node, the default parallel.node_size; 0: world
 };
 
 // Every method throws TrainError (error.h) with a message naming the file or

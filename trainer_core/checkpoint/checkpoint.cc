@@ -16,7 +16,19 @@ namespace {
 
 using Json = nlohmann::json;
 
-const char* kShardName = "shard-00000-of-00001.bin";
+std::string ShardName(int rank, int world) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "shard-%05d-of-%05d.bin", rank, world);
+  return name;
+}
+
+int64_t ElementSize(DType t) { return t == DType::kBF16 ? 2 : t == DType::kF32 ? 4 : 8; }
+
+int64_t Length(const std::vector<Range>& ranges) {
+  int64_t n = 0;
+  for (const auto& r : ranges) n += r.end - r.begin;
+  return n;
+}
 
 // The spec fields a checkpoint must agree with to be resumed.
 Json SpecIdentity(const spec::TrainerSpec& s) {
@@ -122,10 +134,15 @@ int64_t LatestCompleteStep(const std::string& dir) {
 }
 
 void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
-                    const CheckpointMeta& meta, const NamedTensors& state, int keep) {
+                    const CheckpointMeta& meta, const NamedTensors& state, int keep,
+                    const Sharding& sharding) {
+  Comm* comm = sharding.comm;
+  const int world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
   const std::string step_dir = StepDir(dir, meta.step);
   MakeDirs(step_dir);
-  std::remove(JoinPath(step_dir, "manifest.json").c_str());  // re-saving a step starts incomplete
+  // Re-saving a step starts incomplete, before any rank writes its shard.
+  if (rank == 0) std::remove(JoinPath(step_dir, "manifest.json").c_str());
+  if (comm) comm->Barrier();
 
   ShardWriter writer;
   std::vector<torch::Tensor> host;  // keeps the bytes alive until Write
@@ -134,63 +151,130 @@ void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
     const auto& h = host.back();
     writer.Add(name, ToDType(h.scalar_type()), h.sizes().vec(), h.data_ptr(), h.nbytes());
   }
-  const std::string shard_path = JoinPath(step_dir, kShardName);
+  const std::string shard_path = JoinPath(step_dir, ShardName(rank, world));
   const uint64_t shard_sum = writer.Write(shard_path);
 
-  Json manifest = {
-      {"format", "trellis-checkpoint"},
-      {"version", kCheckpointVersion},
-      {"step", meta.step},
-      {"world_size", 1},
-      {"shards",
-       Json::array(
-           {{{"file", kShardName}, {"bytes", FileSize(shard_path)}, {"fnv1a64", shard_sum}}})},
-      {"spec", SpecIdentity(spec)},
-      {"data", {{"rows_consumed", meta.rows_consumed}, {"corpus_fnv1a64", meta.corpus_checksum}}},
-      // All randomness is counter-based: (seed, position) is the RNG state.
-      {"rng", {{"seed", spec.training.seed}, {"counter", meta.rows_consumed}}}};
-  WriteFileAtomically(JoinPath(step_dir, "manifest.json"), manifest.dump(2) + "\n");
-  Prune(dir, keep);
+  // Rank 0 learns every shard's size and checksum, then completes the step.
+  auto mine = torch::tensor(
+      {static_cast<int64_t>(FileSize(shard_path)), static_cast<int64_t>(shard_sum)}, torch::kLong);
+  auto all = torch::empty({2 * world}, torch::kLong);
+  if (comm)
+    comm->AllGatherInto(mine, all);
+  else
+    all.copy_(mine);
+  if (rank == 0) {
+    Json shards = Json::array();
+    for (int r = 0; r < world; ++r)
+      shards.push_back({{"file", ShardName(r, world)},
+                        {"bytes", all[2 * r].item<int64_t>()},
+                        {"fnv1a64", static_cast<uint64_t>(all[2 * r + 1].item<int64_t>())}});
+    const MeshInfo& m = sharding.mesh;
+    Json manifest = {
+        {"format", "trellis-checkpoint"},
+        {"version", kCheckpointVersion},
+        {"step", meta.step},
+        {"world_size", world},
+        {"mesh", {{"world_size", world}, {"node_size", m.node_size}, {"ep", m.ep}}},
+        {"shards", shards},
+        {"spec", SpecIdentity(spec)},
+        {"data", {{"rows_consumed", meta.rows_consumed}, {"corpus_fnv1a64", meta.corpus_checksum}}},
+        // All randomness is counter-based: (seed, position) is the RNG state.
+        {"rng", {{"seed", spec.training.seed}, {"counter", meta.rows_consumed}}}};
+    WriteFileAtomically(JoinPath(step_dir, "manifest.json"), manifest.dump(2) + "\n");
+    Prune(dir, keep);
+  }
+  if (comm) comm->Barrier();  // every rank returns once the step is complete
 }
 
 CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::TrainerSpec& spec,
-                              const NamedTensors& state) {
+                              const NamedTensors& state, const Sharding& sharding) {
   const std::string step_dir = StepDir(dir, step);
   const std::string manifest_path = JoinPath(step_dir, "manifest.json");
   if (!PathExists(manifest_path))
     throw TrainError("checkpoint " + step_dir + ": no manifest.json (the step is incomplete)");
   const Json manifest = ReadManifest(manifest_path);
   CheckpointMeta meta;
+  MeshInfo saved;
+  Json shards;
   try {
     CheckSpec(manifest, spec, manifest_path);
     meta.step = manifest.at("step").get<int64_t>();
     meta.rows_consumed = manifest.at("data").at("rows_consumed").get<int64_t>();
     meta.corpus_checksum = manifest.at("data").at("corpus_fnv1a64").get<uint64_t>();
+    const Json& m = manifest.at("mesh");
+    saved = {m.at("world_size").get<int>(), m.at("node_size").get<int>(), m.at("ep").get<int>()};
+    shards = manifest.at("shards");
+    if (!shards.is_array() || static_cast<int>(shards.size()) != saved.world || saved.world < 1)
+      throw TrainError("checkpoint manifest " + manifest_path + ": " +
+                       std::to_string(shards.size()) + " shards listed for world size " +
+                       std::to_string(saved.world));
   } catch (const Json::exception& e) {
     throw TrainError("checkpoint manifest " + manifest_path + ": missing or mistyped field (" +
                      e.what() + ")");
   }
-  const auto& shard_info = manifest.at("shards").at(0);
-  const std::string shard_path = JoinPath(step_dir, shard_info.at("file").get<std::string>());
-  ShardReader reader(shard_path);
-  if (reader.file_checksum() != shard_info.at("fnv1a64").get<uint64_t>())
-    throw TrainError("checkpoint shard " + shard_path +
-                     ": checksum differs from the manifest (corrupt or replaced)");
+  const int rank = sharding.comm ? sharding.comm->rank() : 0;
+  auto ranges = [&](const std::string& name, const MeshInfo& mesh, int r, int64_t numel) {
+    return sharding.ranges ? sharding.ranges(name, mesh, r) : std::vector<Range>{{0, numel}};
+  };
+  // Shards are read (and verified) only when one of their ranges is needed.
+  std::vector<std::unique_ptr<ShardReader>> readers(saved.world);
+  auto reader = [&](int r) -> ShardReader& {
+    if (!readers[r]) {
+      const std::string path = JoinPath(step_dir, shards[r].at("file").get<std::string>());
+      readers[r] = std::make_unique<ShardReader>(path);
+      if (readers[r]->file_checksum() != shards[r].at("fnv1a64").get<uint64_t>())
+        throw TrainError("checkpoint shard " + path +
+                         ": checksum differs from the manifest (corrupt or replaced)");
+    }
+    return *readers[r];
+  };
 
   torch::NoGradGuard no_grad;
   for (const auto& [name, t] : state) {
-    const ShardEntry* e = reader.Find(name);
-    if (e == nullptr)
-      throw TrainError("checkpoint shard " + shard_path + ": no tensor '" + name + "'");
-    if (e->dtype != ToDType(t.scalar_type()) || e->dims != t.sizes().vec())
-      throw TrainError("checkpoint shard " + shard_path + ": tensor '" + name + "' is " +
-                       DTypeName(e->dtype) + " " + Shape(e->dims) + ", the model expects " +
-                       DTypeName(ToDType(t.scalar_type())) + " " + Shape(t.sizes().vec()));
-    auto data = reader.Data(*e);
-    // Copied into a fresh (aligned) host tensor: entries sit at any byte offset.
-    auto src = torch::empty(e->dims, torch::TensorOptions().dtype(t.scalar_type()));
-    std::memcpy(src.data_ptr(), data.data(), data.size());
-    t.detach().copy_(src);
+    const auto want = ranges(name, sharding.mesh, rank, t.numel());
+    const int64_t need = Length(want);
+    const DType dtype = ToDType(t.scalar_type());
+    const int64_t elem = ElementSize(dtype);
+    // Filled on the host; elements outside `want` (padding) stay zero.
+    auto dst = torch::zeros({t.numel()}, torch::TensorOptions().dtype(t.scalar_type()));
+    char* out = static_cast<char*>(dst.data_ptr());
+    int64_t covered = 0;
+    for (int r = 0; r < saved.world && covered < need; ++r) {
+      const auto have = ranges(name, saved, r, t.numel());
+      bool overlaps = false;
+      for (const auto& h : have)
+        for (const auto& w : want) overlaps |= std::max(h.begin, w.begin) < std::min(h.end, w.end);
+      if (!overlaps) continue;
+      ShardReader& rd = reader(r);
+      const ShardEntry* e = rd.Find(name);
+      if (e == nullptr)
+        throw TrainError("checkpoint shard " + rd.path() + ": no tensor '" + name + "'");
+      if (e->dtype != dtype || static_cast<int64_t>(e->bytes) < Length(have) * elem ||
+          (saved.world == 1 && sharding.comm == nullptr && e->dims != t.sizes().vec()))
+        throw TrainError("checkpoint shard " + rd.path() + ": tensor '" + name + "' is " +
+                         DTypeName(e->dtype) + " " + Shape(e->dims) + ", the model expects " +
+                         DTypeName(dtype) + " " + Shape(t.sizes().vec()));
+      const std::string_view data = rd.Data(*e);
+      int64_t at_have = 0;
+      for (const auto& h : have) {
+        int64_t at_want = 0;
+        for (const auto& w : want) {
+          const int64_t lo = std::max(h.begin, w.begin), hi = std::min(h.end, w.end);
+          if (lo < hi) {
+            std::memcpy(out + (at_want + lo - w.begin) * elem,
+                        data.data() + (at_have + lo - h.begin) * elem, (hi - lo) * elem);
+            covered += hi - lo;
+          }
+          at_want += w.end - w.begin;
+        }
+        at_have += h.end - h.begin;
+      }
+    }
+    if (covered != need)
+      throw TrainError("checkpoint " + step_dir + ": tensor '" + name +
+                       "' is not fully covered by " + "its shards (" + std::to_string(covered) +
+                       " of " + std::to_string(need) + " elements)");
+    t.detach().copy_(dst.view(t.sizes()));
   }
   return meta;
 }

@@ -6,14 +6,16 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 
 #include "common/spec/trainer_spec.h"
 #include "trainer_core/optim/optim.h"
+#include "trainer_core/parallel/comm.h"
 
 namespace trellis::train {
 
-inline constexpr int kCheckpointVersion = 1;
+inline constexpr int kCheckpointVersion = 2;  // 2: per-rank shards, mesh in the manifest
 
 // What a checkpoint holds besides tensors.
 struct CheckpointMeta {
@@ -22,19 +24,48 @@ struct CheckpointMeta {
   uint64_t corpus_checksum = 0;  // the corpus it was trained on
 };
 
+// The mesh a checkpoint was written on: enough to know which elements of
+// every tensor each rank held.
+struct MeshInfo {
+  int world = 1, node_size = 1, ep = 1;
+};
+
+// Elements [begin, end) of a tensor's logical (whole-model) flat form.
+struct Range {
+  int64_t begin = 0, end = 0;
+};
+// Which logical elements rank `rank` of `mesh` holds for the named tensor, in
+// the order its shard stores them.
+using RangesFn =
+    std::function<std::vector<Range>(const std::string& name, const MeshInfo& mesh, int rank)>;
+
+// How this process's tensors relate to the whole: no comm means world 1 with
+// every tensor whole.
+struct Sharding {
+  Comm* comm = nullptr;
+  MeshInfo mesh;
+  RangesFn ranges;
+};
+
 std::string StepDir(const std::string& dir, int64_t step);
 // Newest step with a manifest, or -1 when there is none.
 int64_t LatestCompleteStep(const std::string& dir);
 
-// Saves `state` (every tensor the trainer needs to continue) and prunes all
-// but the newest `keep` complete checkpoints. Throws TrainError.
+// Every rank saves its `state` (every tensor it needs to continue) as
+// shard-RRRRR-of-WWWWW.bin; after all have, rank 0 writes the manifest and
+// prunes all but the newest `keep` complete checkpoints. Collective. Throws
+// TrainError.
 void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
-                    const CheckpointMeta& meta, const NamedTensors& state, int keep);
+                    const CheckpointMeta& meta, const NamedTensors& state, int keep,
+                    const Sharding& sharding = {});
 
 // Verifies the manifest against `spec` (model shape, seq_len, global_batch,
-// seed), then copies every tensor into the matching entry of `state`. Throws
-// TrainError naming the file and the mismatching field or tensor.
+// seed), then fills every tensor of `state` from the shards. The checkpoint
+// may come from another mesh (world size): each tensor's elements are found
+// through `sharding.ranges` of the saved mesh and copied where this rank's
+// ranges want them (resharding). Throws TrainError naming the file and the
+// mismatching field or tensor.
 CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::TrainerSpec& spec,
-                              const NamedTensors& state);
+                              const NamedTensors& state, const Sharding& sharding = {});
 
 }  // namespace trellis::train

@@ -1,5 +1,8 @@
 #include "trainer_core/parallel/fsdp.h"
 
+#include <chrono>
+
+#include "trainer_core/compat.h"
 #include "trainer_core/model/init.h"
 
 namespace trellis::train {
@@ -179,6 +182,11 @@ LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch
 ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t global_targets,
                                              int64_t global_tokens, torch::Dtype compute_dtype,
                                              double aux_coef) {
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  const auto start = Clock::now();
   compute_dtype_ = compute_dtype;
   global_tokens_ = global_tokens;
   mask_ = DocumentCausalMask(local.doc_ids);
@@ -201,11 +209,16 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
   auto ce = ce_sum / static_cast<double>(std::max<int64_t>(1, global_targets));
   auto aux_mean = torch::stack(aux).mean();
   auto loss = aux_coef > 0 ? ce + aux_coef * aux_mean : ce;
+  compat::Synchronize(device_);
+  const auto forwarded = Clock::now();
   loss.backward();
   ReduceGrad(shards_.size() - 1, head.grad());
   ReduceGrad(0, embed.grad());
+  compat::Synchronize(device_);
 
   ShardedForward r;
+  r.fwd_seconds = seconds(start, forwarded);
+  r.bwd_seconds = seconds(forwarded, Clock::now());
   r.ce = AllReduceScalar(*comm_, ce.item<double>());
   r.aux = AllReduceScalar(*comm_, aux_mean.item<double>());
   r.expert_counts = counts_;

@@ -43,6 +43,7 @@ struct ShardedForward {
   double ce = 0;                             // mean cross entropy over the global batch
   double aux = 0;                            // balance loss over the global batch, mean over layers
   std::vector<torch::Tensor> expert_counts;  // per layer, over all ranks
+  double fwd_seconds = 0, bwd_seconds = 0;   // host wall time (backward includes recompute)
 };
 
 class ShardedModel {
