@@ -102,7 +102,7 @@ cat > "$OUT/trainer-cpu-$day.md" <<MD
 - Config: \`$SPEC\` on a byte-level corpus of /usr/share/common-licenses; $tokens_per_step tokens per step
   (global batch, the same at every world size); dtype float32 rows use the same spec with fp32 compute
 - Ranks: processes of trellis-train over gloo on 127.0.0.1, 2 per emulated node (world 4 = 2 nodes
-  x 2, EP 2), \$(nproc)/world OpenMP threads each (at least 1: world 4 oversubscribes 2 cores)
+  x 2, EP 2), nproc / world OpenMP threads each (at least 1: world 4 oversubscribes 2 cores)
 - Model (rank 0 of the largest world): $(eval echo "\$desc_bf16_${WORLDS##* }")
 
 | world | compute dtype | tokens/s | step s | fwd s | bwd s (incl. recompute) | optim s | loss at step $((WARMUP + STEPS)) |
