@@ -82,6 +82,7 @@ heads = 8
 experts = 6
 [parallel]
 ep = 4
+grad_reduce_dtype = "float16"
 [training]
 dtype = "float16"
 muon_momentum = 1.5
@@ -95,6 +96,10 @@ muon_momentum = 1.5
       << all;
   EXPECT_EQ(all.find("model.heads: must divide"), std::string::npos) << all;
   EXPECT_NE(all.find("parallel.ep: must divide model.experts (6)"), std::string::npos) << all;
+  EXPECT_NE(
+      all.find("parallel.grad_reduce_dtype: must be one of bfloat16, float32, got \"float16\""),
+      std::string::npos)
+      << all;
   EXPECT_NE(all.find("training.dtype: must be one of float32, bfloat16, got \"float16\""),
             std::string::npos)
       << all;
