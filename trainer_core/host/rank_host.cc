@@ -1,0 +1,97 @@
+#include "trainer_core/host/rank_host.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/step_record.h"
+#include "trainer_core/error.h"
+#include "trainer_core/parallel/comm.h"
+#include "trainer_core/trainer.h"
+
+namespace trellis::train {
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// Newline-delimited step records to the worker. Connects once; a failed
+// write closes it (reported once on stderr).
+class StepSocket {
+ public:
+  explicit StepSocket(const std::string& path) : path_(path) {
+    if (path.empty()) return;
+    sockaddr_un addr{};
+    if (path.size() >= sizeof(addr.sun_path))
+      throw TrainError("TRELLIS_STEP_SOCKET: path too long: " + path);
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+      throw TrainError("TRELLIS_STEP_SOCKET: cannot connect to " + path + ": " +
+                       std::strerror(errno));
+  }
+  ~StepSocket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void Write(const std::string& line) {
+    for (size_t at = 0; fd_ >= 0 && at < line.size();) {
+      ssize_t n = ::send(fd_, line.data() + at, line.size() - at, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        std::fprintf(stderr, "trellis rank: step socket %s: %s; records stop\n", path_.c_str(),
+                     std::strerror(errno));
+        ::close(fd_);
+        fd_ = -1;
+        return;
+      }
+      at += n;
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+int64_t ResumeStep(const std::string& text) {
+  if (text.empty()) return kStartFresh;
+  if (text == "latest") return kResumeLatest;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (*end != '\0' || v < 0)
+    throw TrainError("TRELLIS_RESUME_STEP=\"" + text + "\": must be latest or a step number");
+  return v;
+}
+
+}  // namespace
+
+int RunHostedRank(const spec::TrainerSpec& spec) {
+  try {
+    auto comm = ConnectComm(CommOptionsFromEnv());
+    StepSocket socket(Env("TRELLIS_STEP_SOCKET"));
+    TrainerOptions options;
+    options.comm = comm.get();
+    options.local_world_size = std::atoi(Env("LOCAL_WORLD_SIZE").c_str());
+    options.checkpoint_dir = Env("TRELLIS_CHECKPOINT_DIR");
+    options.resume_step = ResumeStep(Env("TRELLIS_RESUME_STEP"));
+    options.on_step = [&socket](const StepRecord& r) { socket.Write(EncodeStepRecord(r) + "\n"); };
+    Trainer trainer(spec, std::move(options));
+    std::fprintf(stderr, "trellis rank: %s; starting at step %ld\n", trainer.Describe().c_str(),
+                 static_cast<long>(trainer.step()));
+    trainer.Run(spec.training.steps);
+    return 0;
+  } catch (const TrainError& e) {
+    std::fprintf(stderr, "trellis rank: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace trellis::train
