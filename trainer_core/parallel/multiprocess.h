@@ -38,6 +38,42 @@ inline int FreePort() {
   return ntohs(addr.sin_port);
 }
 
+// Reads every pipe until its writer closes it or `timeout` passes; returns
+// what each sent and sets closed[r] for the ones that finished in time.
+inline std::vector<std::string> ReadUntilClosed(const std::vector<int>& fds,
+                                                std::chrono::milliseconds timeout,
+                                                std::vector<bool>* closed) {
+  const size_t world = fds.size();
+  std::vector<std::string> text(world);
+  closed->assign(world, false);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (size_t open = world; open > 0;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    std::vector<pollfd> pfds;
+    std::vector<size_t> who;
+    for (size_t r = 0; r < world; ++r)
+      if (!(*closed)[r]) {
+        pfds.push_back({fds[r], POLLIN, 0});
+        who.push_back(r);
+      }
+    if (::poll(pfds.data(), pfds.size(), static_cast<int>(left.count())) <= 0) continue;
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      char buf[4096];
+      ssize_t n = ::read(pfds[i].fd, buf, sizeof(buf));
+      if (n > 0) {
+        text[who[i]].append(buf, n);
+      } else {
+        (*closed)[who[i]] = true;
+        --open;
+      }
+    }
+  }
+  return text;
+}
+
 // body(rank) returns "" on success or a failure message; exceptions count as
 // failures. Children end with _exit, never returning into the test runner.
 inline std::vector<RankOutcome> RunRanks(int world, std::chrono::seconds timeout,
@@ -67,34 +103,8 @@ inline std::vector<RankOutcome> RunRanks(int world, std::chrono::seconds timeout
     fds[r] = p[0];
   }
   std::vector<RankOutcome> out(world);
-  std::vector<std::string> text(world);
-  std::vector<bool> done(world, false);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int open = world;
-  while (open > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    std::vector<pollfd> pfds;
-    std::vector<int> who;
-    for (int r = 0; r < world; ++r)
-      if (!done[r]) {
-        pfds.push_back({fds[r], POLLIN, 0});
-        who.push_back(r);
-      }
-    if (::poll(pfds.data(), pfds.size(), static_cast<int>(left.count())) < 0) continue;
-    for (size_t i = 0; i < pfds.size(); ++i) {
-      if (pfds[i].revents == 0) continue;
-      char buf[4096];
-      ssize_t n = ::read(pfds[i].fd, buf, sizeof(buf));
-      if (n > 0) {
-        text[who[i]].append(buf, n);
-      } else {
-        done[who[i]] = true;
-        --open;
-      }
-    }
-  }
+  std::vector<bool> done;
+  std::vector<std::string> text = ReadUntilClosed(fds, timeout, &done);
   for (int r = 0; r < world; ++r) {
     if (!done[r]) {
       ::kill(pids[r], SIGKILL);

@@ -75,35 +75,10 @@ std::vector<RankRun> RunWorld(int world, const std::vector<std::string>& args,
     ::close(out[1]);
     fds[r] = out[0];
   }
-  std::vector<std::string> text(world);
-  std::vector<bool> open(world, true);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (int left = world; left > 0;) {
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (ms.count() <= 0) break;
-    std::vector<pollfd> pfds;
-    std::vector<int> who;
-    for (int r = 0; r < world; ++r)
-      if (open[r]) {
-        pfds.push_back({fds[r], POLLIN, 0});
-        who.push_back(r);
-      }
-    if (::poll(pfds.data(), pfds.size(), static_cast<int>(ms.count())) <= 0) continue;
-    for (size_t i = 0; i < pfds.size(); ++i) {
-      if (pfds[i].revents == 0) continue;
-      char buf[4096];
-      ssize_t n = ::read(pfds[i].fd, buf, sizeof(buf));
-      if (n > 0) {
-        text[who[i]].append(buf, n);
-      } else {
-        open[who[i]] = false;
-        --left;
-      }
-    }
-  }
+  std::vector<bool> closed;
+  std::vector<std::string> text = testing::ReadUntilClosed(fds, timeout, &closed);
   for (int r = 0; r < world; ++r) {
-    if (open[r]) {
+    if (!closed[r]) {
       ::kill(pids[r], SIGKILL);
       ADD_FAILURE() << "rank " << r << " still running after " << timeout.count() << "s; killed";
     }
