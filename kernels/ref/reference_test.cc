@@ -1,0 +1,200 @@
+#include <cmath>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/ref/bf16.h"
+#include "kernels/ref/dense_ref.h"
+#include "kernels/ref/fp8_e4m3.h"
+#include "kernels/ref/moe_layout.h"
+#include "kernels/ref/tile_map.h"
+
+namespace trellis::kernels::ref {
+namespace {
+
+TEST(E4M3, DecodesKnownCodes) {
+  EXPECT_EQ(DecodeE4M3(0x00), 0.0f);
+  EXPECT_EQ(DecodeE4M3(0x38), 1.0f);
+  EXPECT_EQ(DecodeE4M3(0x7e), 448.0f);
+  EXPECT_EQ(DecodeE4M3(0xfe), -448.0f);
+  EXPECT_EQ(DecodeE4M3(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
+  EXPECT_EQ(DecodeE4M3(0x08), std::ldexp(1.0f, -6));  // smallest normal
+  EXPECT_TRUE(std::isnan(DecodeE4M3(0x7f)));
+  EXPECT_TRUE(std::isnan(DecodeE4M3(0xff)));
+}
+
+TEST(E4M3, EveryCodeRoundTrips) {
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7f) == 0x7f) continue;
+    EXPECT_EQ(EncodeE4M3(DecodeE4M3(c)), c) << "code " << c;
+  }
+}
+
+TEST(E4M3, SaturatesAndKeepsNaN) {
+  EXPECT_EQ(EncodeE4M3(1e6f), 0x7e);
+  EXPECT_EQ(EncodeE4M3(-460.0f), 0xfe);
+  EXPECT_EQ(EncodeE4M3(INFINITY), 0x7e);
+  EXPECT_EQ(EncodeE4M3(NAN), 0x7f);
+}
+
+TEST(E4M3, TiesGoToEven) {
+  EXPECT_EQ(EncodeE4M3(std::ldexp(1.0f, -10)), 0x00);      // half the smallest subnormal
+  EXPECT_EQ(EncodeE4M3(3 * std::ldexp(1.0f, -10)), 0x02);  // 1.5 quanta -> 2
+  EXPECT_EQ(EncodeE4M3(1.0625f), 0x38);                    // between 1 and 1.125
+  EXPECT_EQ(EncodeE4M3(1.1875f), 0x3a);                    // between 1.125 and 1.25
+}
+
+TEST(E4M3, EncodesToTheNearestCode) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> exp_dist(-12.0f, 9.0f);
+  for (int i = 0; i < 20000; ++i) {
+    float x = std::exp2(exp_dist(rng)) * (rng() % 2 ? 1.0f : -1.0f);
+    float got = DecodeE4M3(EncodeE4M3(x));
+    float best = INFINITY;
+    for (int c = 0; c < 256; ++c) {
+      if ((c & 0x7f) != 0x7f) best = std::min(best, std::fabs(DecodeE4M3(c) - x));
+    }
+    if (std::fabs(x) <= 448.0f) {
+      ASSERT_EQ(std::fabs(got - x), best) << x;
+    }
+  }
+}
+
+TEST(Fp8Blockwise, ErrorIsBoundedByTheBlockMax) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  const int64_t n = 5 * kFp8BlockSize + 37;  // partial last block
+  std::vector<float> x(n), back(n), scales(Fp8NumBlocks(n));
+  std::vector<uint8_t> q(n);
+  for (float& v : x) v = dist(rng);
+  for (int i = 128; i < 256; ++i) x[i] = 0.0f;  // a zero block
+  QuantizeFp8BlockwiseRef(x.data(), n, q.data(), scales.data());
+  DequantizeFp8BlockwiseRef(q.data(), scales.data(), n, back.data());
+  EXPECT_EQ(scales[1], 1.0f);
+  for (int64_t b = 0; b < Fp8NumBlocks(n); ++b) {
+    float amax = 0.0f;
+    for (int64_t i = b * 128; i < std::min(n, b * 128 + 128); ++i) amax = std::max(amax, std::fabs(x[i]));
+    for (int64_t i = b * 128; i < std::min(n, b * 128 + 128); ++i) {
+      // 3 mantissa bits: half a step is 1/16 of the value's power of two.
+      EXPECT_LE(std::fabs(back[i] - x[i]), amax / 16.0f + 1e-6f) << i;
+    }
+  }
+}
+
+TEST(Bf16, RoundsToNearestEven) {
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.0f + std::ldexp(1.0f, -8))), 1.0f);  // tie -> even
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.0f + 3 * std::ldexp(1.0f, -8))), 1.0f + std::ldexp(1.0f, -6));
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(NAN))));
+}
+
+TEST(MoeLayout, GroupsSlotsByExpertInStableOrder) {
+  // 4 tokens, top-2, 3 experts; expert 2 gets nothing... expert 1 gets 4 slots.
+  const std::vector<int32_t> ids = {1, 0, 0, 1, 1, 0, 1, 1};
+  MoeLayout l = ComputeMoeLayoutRef(ids.data(), 4, 2, 3);
+  EXPECT_EQ(l.offsets, (std::vector<int32_t>{0, 3, 8, 8}));
+  EXPECT_EQ(l.row_to_slot, (std::vector<int32_t>{1, 2, 5, 0, 3, 4, 6, 7}));
+  for (int s = 0; s < 8; ++s) EXPECT_EQ(l.row_to_slot[l.slot_to_row[s]], s);
+}
+
+TEST(MoeLayout, RejectsBadExpertIds) {
+  const std::vector<int32_t> ids = {0, 3};
+  EXPECT_THROW(ComputeMoeLayoutRef(ids.data(), 1, 2, 3), std::invalid_argument);
+}
+
+TEST(MoeLayout, PermuteCombineRoundTrip) {
+  const std::vector<int32_t> ids = {2, 0, 1, 2, 0, 1};
+  const int top_k = 2, tokens = 3, hidden = 4;
+  MoeLayout l = ComputeMoeLayoutRef(ids.data(), tokens, top_k, 3);
+  std::vector<float> x(tokens * hidden), perm(6 * hidden), slots(6 * hidden), out(tokens * hidden);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  PermuteRef(x.data(), l, top_k, hidden, perm.data());
+  UnpermuteRef(perm.data(), l, hidden, slots.data());
+  for (int s = 0; s < 6; ++s) {
+    for (int h = 0; h < hidden; ++h) EXPECT_EQ(slots[s * hidden + h], x[(s / top_k) * hidden + h]);
+  }
+  // Gates summing to 1 per token give back x.
+  const std::vector<float> gates = {0.25f, 0.75f, 0.5f, 0.5f, 1.0f, 0.0f};
+  CombineRef(perm.data(), gates.data(), l, tokens, top_k, hidden, out.data());
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(out[i], x[i]);
+}
+
+TEST(Accumulate, SumsEveryBuffer) {
+  std::vector<float> acc = {1, 2}, recv = {10, 20, 100, 200, 1000, 2000};
+  AccumulateRef(acc.data(), recv.data(), 3, 2);
+  EXPECT_EQ(acc, (std::vector<float>{1111, 2222}));
+}
+
+TEST(TileMap, CoversEveryTileOnceWithEmptyExperts) {
+  const std::vector<int32_t> offsets = {0, 0, 130, 130, 131, 500};  // experts 0 and 2 empty
+  const int n = 200, bm = 128, bn = 64;
+  std::vector<int> starts = GroupedTileStarts(offsets.data(), 5, n, bm, bn);
+  const int n_tiles = CeilDiv(n, bn);
+  EXPECT_EQ(starts.back(), (2 + 1 + 3) * n_tiles);
+  std::set<std::tuple<int, int, int>> seen;
+  for (int t = 0; t < starts.back(); ++t) {
+    TileCoord c = TileAt(starts.data(), 5, n_tiles, t);
+    const int rows = offsets[c.expert + 1] - offsets[c.expert];
+    ASSERT_GT(rows, 0) << "tile " << t << " maps to an empty expert";
+    ASSERT_LT(c.m_tile * bm, rows);
+    ASSERT_LT(c.n_tile, n_tiles);
+    EXPECT_TRUE(seen.insert({c.expert, c.m_tile, c.n_tile}).second);
+  }
+}
+
+TEST(TileMap, StaticScheduleIsAPartition) {
+  std::vector<int> count(1000, 0);
+  for (int b = 0; b < 132; ++b) {
+    for (int t : StaticTilesOfBlock(1000, 132, b)) ++count[t];
+  }
+  for (int c : count) EXPECT_EQ(c, 1);
+}
+
+TEST(GroupedGemmRef, MatchesPerExpertProducts) {
+  const std::vector<int32_t> offsets = {0, 1, 1, 3};
+  const int n = 2, k = 2;
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  const std::vector<float> w = {1, 0, 0, 1, /*e1*/ 9, 9, 9, 9, /*e2*/ 1, 1, 2, -1};
+  std::vector<float> out(6);
+  GroupedGemmRef(x.data(), w.data(), offsets.data(), 3, n, k, out.data());
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 7, 2, 11, 4}));
+}
+
+TEST(NewtonSchulzRef, OrthogonalizesAndCommutesWithTranspose) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist;
+  const int m = 24, n = 40;
+  std::vector<float> g(2 * m * n), gt(2 * m * n), o(2 * m * n), ot(2 * m * n);
+  for (float& v : g) v = dist(rng);
+  for (int b = 0; b < 2; ++b) {
+    for (int r = 0; r < m; ++r) {
+      for (int c = 0; c < n; ++c) gt[b * m * n + c * m + r] = g[b * m * n + r * n + c];
+    }
+  }
+  NewtonSchulzRef(g.data(), 2, m, n, 5, o.data());
+  NewtonSchulzRef(gt.data(), 2, n, m, 5, ot.data());
+  for (int b = 0; b < 2; ++b) {
+    for (int r = 0; r < m; ++r) {
+      for (int c = 0; c < n; ++c) {
+        ASSERT_EQ(o[b * m * n + r * n + c], ot[b * m * n + c * m + r]);
+      }
+    }
+    // Rows come out near orthonormal (the quintic trades exactness for speed:
+    // singular values land around [0.7, 1.2] once they have grown).
+    double off = 0.0;
+    for (int p = 0; p < m; ++p) {
+      for (int q = 0; q < m; ++q) {
+        double dot = 0.0;
+        for (int c = 0; c < n; ++c) dot += double(o[b * m * n + p * n + c]) * o[b * m * n + q * n + c];
+        off += (dot - (p == q)) * (dot - (p == q));
+      }
+    }
+    EXPECT_LT(std::sqrt(off / m), 0.5);
+  }
+}
+
+}  // namespace
+}  // namespace trellis::kernels::ref
