@@ -1,0 +1,175 @@
+// Dispatch layout = a stable radix sort of slot numbers keyed by expert id
+// (CUB's radix sort is stable), then one pass that inverts the permutation
+// and finds each expert's first row. Permute, unpermute and combine move
+// whole rows with 16-byte accesses.
+#include "kernels/moe_permute.h"
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "kernels/launch_util.cuh"
+
+namespace trellis::kernels {
+namespace {
+
+using detail::Bf16x8;
+constexpr int kThreads = 256;
+
+size_t Align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+int KeyBits(int num_experts) {
+  int bits = 1;
+  while ((1 << bits) < num_experts) ++bits;
+  return bits;
+}
+
+size_t SortTempBytes(int64_t num_slots, int num_experts) {
+  size_t bytes = 0;
+  TRELLIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<int>(num_slots), 0, KeyBits(num_experts)));
+  return bytes;
+}
+
+__global__ void IotaKernel(int32_t* v, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * kThreads) {
+    v[i] = static_cast<int32_t>(i);
+  }
+}
+
+// sorted_ids are the expert ids in dispatch order. offsets[e] = first row whose
+// expert is >= e; row r writes the entries between its predecessor's id and its own.
+__global__ void InvertAndOffsetsKernel(const int32_t* sorted_ids, const int32_t* row_to_slot,
+                                       int64_t num_rows, int num_experts, int32_t* slot_to_row,
+                                       int32_t* offsets) {
+  for (int64_t r = blockIdx.x * int64_t{kThreads} + threadIdx.x; r <= num_rows;
+       r += int64_t{gridDim.x} * kThreads) {
+    const int prev = r == 0 ? -1 : sorted_ids[r - 1];
+    const int cur = r == num_rows ? num_experts : sorted_ids[r];
+    for (int e = prev + 1; e <= cur && e <= num_experts; ++e) offsets[e] = static_cast<int32_t>(r);
+    if (r < num_rows) slot_to_row[row_to_slot[r]] = static_cast<int32_t>(r);
+  }
+}
+
+// dst row r <- src row index_of(r); a thread per 16 bytes.
+template <typename IndexOf>
+__global__ void __launch_bounds__(kThreads) GatherRowsKernel(const __nv_bfloat16* __restrict__ src,
+                                                             int64_t num_rows, int64_t hidden,
+                                                             __nv_bfloat16* __restrict__ dst,
+                                                             IndexOf index_of) {
+  const int64_t per_row = hidden / 8;
+  const int64_t chunks = num_rows * per_row;
+  for (int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x; c < chunks;
+       c += int64_t{gridDim.x} * kThreads) {
+    const int64_t row = c / per_row, col = (c - row * per_row) * 8;
+    *reinterpret_cast<Bf16x8*>(dst + row * hidden + col) =
+        *reinterpret_cast<const Bf16x8*>(src + index_of(row) * hidden + col);
+  }
+}
+
+struct PermuteIndex {
+  const int32_t* row_to_slot;
+  int top_k;
+  __device__ int64_t operator()(int64_t row) const { return row_to_slot[row] / top_k; }
+};
+
+struct UnpermuteIndex {
+  const int32_t* slot_to_row;
+  __device__ int64_t operator()(int64_t slot) const { return slot_to_row[slot]; }
+};
+
+__global__ void __launch_bounds__(kThreads) CombineKernel(const __nv_bfloat16* __restrict__ expert_out,
+                                                          const float* __restrict__ gates,
+                                                          const int32_t* __restrict__ slot_to_row,
+                                                          int64_t num_tokens, int top_k,
+                                                          int64_t hidden,
+                                                          __nv_bfloat16* __restrict__ out) {
+  const int64_t per_row = hidden / 8;
+  const int64_t chunks = num_tokens * per_row;
+  for (int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x; c < chunks;
+       c += int64_t{gridDim.x} * kThreads) {
+    const int64_t t = c / per_row, col = (c - t * per_row) * 8;
+    float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j = 0; j < top_k; ++j) {
+      const int64_t s = t * top_k + j;
+      const float g = gates[s];
+      float v[8];
+      detail::Bf16x8ToFloat(
+          *reinterpret_cast<const Bf16x8*>(expert_out + slot_to_row[s] * hidden + col), v);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum[i] = __fadd_rn(sum[i], __fmul_rn(g, v[i]));
+    }
+    *reinterpret_cast<Bf16x8*>(out + t * hidden + col) = detail::FloatToBf16x8(sum);
+  }
+}
+
+void CheckRows(const char* what, const void* a, const void* b, int64_t hidden) {
+  Require(hidden > 0 && hidden % 8 == 0, std::string(what) + ": hidden must be a positive multiple of 8");
+  Require(IsAligned(a, 16) && IsAligned(b, 16), std::string(what) + ": rows must be 16-byte aligned");
+}
+
+}  // namespace
+
+size_t MoeLayoutWorkspaceBytes(int64_t num_slots, int num_experts) {
+  return 2 * Align256(num_slots * sizeof(int32_t)) + Align256(SortTempBytes(num_slots, num_experts));
+}
+
+void ComputeMoeLayout(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_experts,
+                      int32_t* offsets, int32_t* row_to_slot, int32_t* slot_to_row,
+                      void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  Require(num_tokens >= 0 && top_k > 0 && num_experts > 0,
+          "ComputeMoeLayout: num_tokens >= 0, top_k > 0, num_experts > 0");
+  const int64_t slots = num_tokens * top_k;
+  Require(slots < (int64_t{1} << 31), "ComputeMoeLayout: more than 2^31 slots");
+  Require(workspace_bytes >= MoeLayoutWorkspaceBytes(slots, num_experts),
+          "ComputeMoeLayout: workspace smaller than MoeLayoutWorkspaceBytes()");
+  char* ws = static_cast<char*>(workspace);
+  auto* sorted_ids = reinterpret_cast<int32_t*>(ws);
+  auto* iota = reinterpret_cast<int32_t*>(ws + Align256(slots * sizeof(int32_t)));
+  void* temp = ws + 2 * Align256(slots * sizeof(int32_t));
+  size_t temp_bytes = SortTempBytes(slots, num_experts);
+  if (slots > 0) {
+    IotaKernel<<<detail::GridFor(slots, kThreads), kThreads, 0, stream>>>(iota, slots);
+    TRELLIS_CHECK_LAUNCH();
+    TRELLIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, topk_ids, sorted_ids,
+                                                       iota, row_to_slot, static_cast<int>(slots),
+                                                       0, KeyBits(num_experts), stream));
+  }
+  InvertAndOffsetsKernel<<<detail::GridFor(slots + 1, kThreads), kThreads, 0, stream>>>(
+      sorted_ids, row_to_slot, slots, num_experts, slot_to_row, offsets);
+  TRELLIS_CHECK_LAUNCH();
+}
+
+void MoePermute(const __nv_bfloat16* x, const int32_t* row_to_slot, int64_t num_rows, int top_k,
+                int64_t hidden, __nv_bfloat16* out, cudaStream_t stream) {
+  CheckRows("MoePermute", x, out, hidden);
+  Require(top_k > 0 && num_rows >= 0, "MoePermute: top_k > 0, num_rows >= 0");
+  if (num_rows == 0) return;
+  GatherRowsKernel<<<detail::GridFor(num_rows * hidden / 8, kThreads), kThreads, 0, stream>>>(
+      x, num_rows, hidden, out, PermuteIndex{row_to_slot, top_k});
+  TRELLIS_CHECK_LAUNCH();
+}
+
+void MoeUnpermute(const __nv_bfloat16* permuted, const int32_t* slot_to_row, int64_t num_slots,
+                  int64_t hidden, __nv_bfloat16* out, cudaStream_t stream) {
+  CheckRows("MoeUnpermute", permuted, out, hidden);
+  Require(num_slots >= 0, "MoeUnpermute: num_slots >= 0");
+  if (num_slots == 0) return;
+  GatherRowsKernel<<<detail::GridFor(num_slots * hidden / 8, kThreads), kThreads, 0, stream>>>(
+      permuted, num_slots, hidden, out, UnpermuteIndex{slot_to_row});
+  TRELLIS_CHECK_LAUNCH();
+}
+
+void MoeCombine(const __nv_bfloat16* expert_out, const float* gates, const int32_t* slot_to_row,
+                int64_t num_tokens, int top_k, int64_t hidden, __nv_bfloat16* out,
+                cudaStream_t stream) {
+  CheckRows("MoeCombine", expert_out, out, hidden);
+  Require(top_k > 0 && num_tokens >= 0, "MoeCombine: top_k > 0, num_tokens >= 0");
+  if (num_tokens == 0) return;
+  CombineKernel<<<detail::GridFor(num_tokens * hidden / 8, kThreads), kThreads, 0, stream>>>(
+      expert_out, gates, slot_to_row, num_tokens, top_k, hidden, out);
+  TRELLIS_CHECK_LAUNCH();
+}
+
+}  // namespace trellis::kernels

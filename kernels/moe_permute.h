@@ -1,0 +1,42 @@
+// MoE token dispatch on the GPU, the layout of kernels/ref/moe_layout.h:
+// dispatch rows grouped by expert, stable (increasing slot order) inside a
+// group. offsets has E + 1 entries (offsets[0] = 0); offsets + 1 is
+// at::_grouped_mm's `offs`. Expert ids must lie in [0, E); others give an
+// unspecified layout (the GPU cannot report them without a sync).
+// Rows are bf16 [*, hidden] with hidden a multiple of 8 and 16-byte aligned
+// pointers.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace trellis::kernels {
+
+// Scratch bytes ComputeMoeLayout needs (a stable radix sort of the slots).
+size_t MoeLayoutWorkspaceBytes(int64_t num_slots, int num_experts);
+
+// topk_ids [num_tokens, top_k] -> offsets [E + 1], row_to_slot and slot_to_row
+// [num_tokens * top_k].
+void ComputeMoeLayout(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_experts,
+                      int32_t* offsets, int32_t* row_to_slot, int32_t* slot_to_row,
+                      void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+// out[row] = x[row_to_slot[row] / top_k] for num_rows rows (the dispatch gather).
+void MoePermute(const __nv_bfloat16* x, const int32_t* row_to_slot, int64_t num_rows, int top_k,
+                int64_t hidden, __nv_bfloat16* out, cudaStream_t stream);
+
+// out[slot] = permuted[slot_to_row[slot]] for num_slots slots (rows back in slot order).
+void MoeUnpermute(const __nv_bfloat16* permuted, const int32_t* slot_to_row, int64_t num_slots,
+                  int64_t hidden, __nv_bfloat16* out, cudaStream_t stream);
+
+// out[t] = sum_j gates[t, j] * expert_out[slot_to_row[t * top_k + j]], j in
+// order, in fp32. The scatter-add of expert outputs back to tokens, written as
+// a gather per token: deterministic and without atomics.
+void MoeCombine(const __nv_bfloat16* expert_out, const float* gates, const int32_t* slot_to_row,
+                int64_t num_tokens, int top_k, int64_t hidden, __nv_bfloat16* out,
+                cudaStream_t stream);
+
+}  // namespace trellis::kernels

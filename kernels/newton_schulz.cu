@@ -1,0 +1,249 @@
+// Newton-Schulz over a batch of matrices. cuBLASLt is column-major: a
+// row-major [s, l] X is the column-major l x s matrix Xc, so
+//   A  = X X^T          ->  A  = Xc^T Xc                 (s x s)
+//   B  = bA + cA A      ->  B  = c A A + b A              (C = A, D = B)
+//   X' = aX + B X       ->  Xc' = Xc B^T + a Xc           (C = Xc, D = Xc')
+// Lt's separate C and D outputs let the additions ride in the epilogue.
+#include "kernels/newton_schulz.h"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+
+#include <string>
+#include <utility>
+
+#include "kernels/launch_util.cuh"
+#include "kernels/ref/dense_ref.h"
+
+#define TRELLIS_CUBLAS_CHECK(expr)                                                       \
+  do {                                                                                   \
+    const cublasStatus_t st_ = (expr);                                                   \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                  \
+      throw ::trellis::kernels::CudaError(std::string(#expr) + " failed: " +             \
+                                          cublasLtGetStatusString(st_));                 \
+    }                                                                                    \
+  } while (0)
+
+namespace trellis::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr size_t kLtWorkspaceBytes = 64 << 20;
+
+// sumsq[b] += squares of matrix b's elements; grid (chunks, batch).
+__global__ void SumSquaresKernel(const float* g, int64_t elems, float* sumsq) {
+  const float* gb = g + blockIdx.y * elems;
+  float s = 0.0f;
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < elems;
+       i += int64_t{gridDim.x} * kThreads) {
+    s = fmaf(gb[i], gb[i], s);
+  }
+  for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+  __shared__ float warp_sums[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    for (int w = 0; w < kThreads / 32; ++w) total += warp_sums[w];
+    atomicAdd(&sumsq[blockIdx.y], total);
+  }
+}
+
+// x[b] = bf16(g[b] / (norm + eps)), [rows, cols] -> [cols, rows] when transposing.
+// 32 x 32 tiles through shared memory keep both sides coalesced. grid (tiles, batch).
+template <bool kTranspose>
+__global__ void NormalizeKernel(const float* g, int rows, int cols, const float* sumsq,
+                                __nv_bfloat16* x) {
+  __shared__ float tile[32][33];
+  const int64_t elems = int64_t{rows} * cols;
+  const float inv = 1.0f / (sqrtf(sumsq[blockIdx.y]) + ref::kNsEps);
+  const int tiles_c = (cols + 31) / 32;
+  const int r0 = (blockIdx.x / tiles_c) * 32, c0 = (blockIdx.x % tiles_c) * 32;
+  const float* gb = g + blockIdx.y * elems;
+  __nv_bfloat16* xb = x + blockIdx.y * elems;
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int r = r0 + i, c = c0 + threadIdx.x;
+    const float v = (r < rows && c < cols) ? gb[int64_t{r} * cols + c] * inv : 0.0f;
+    if (!kTranspose) {
+      if (r < rows && c < cols) xb[int64_t{r} * cols + c] = __float2bfloat16_rn(v);
+    } else {
+      tile[i][threadIdx.x] = v;
+    }
+  }
+  if (!kTranspose) return;
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int c = c0 + i, r = r0 + threadIdx.x;  // output row c, column r
+    if (r < rows && c < cols) xb[int64_t{c} * rows + r] = __float2bfloat16_rn(tile[threadIdx.x][i]);
+  }
+}
+
+// out[b] = float(x[b]), x is [rows, cols]; transposed back when kTranspose.
+template <bool kTranspose>
+__global__ void OutputKernel(const __nv_bfloat16* x, int rows, int cols, float* out) {
+  __shared__ float tile[32][33];
+  const int64_t elems = int64_t{rows} * cols;
+  const int tiles_c = (cols + 31) / 32;
+  const int r0 = (blockIdx.x / tiles_c) * 32, c0 = (blockIdx.x % tiles_c) * 32;
+  const __nv_bfloat16* xb = x + blockIdx.y * elems;
+  float* ob = out + blockIdx.y * elems;
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int r = r0 + i, c = c0 + threadIdx.x;
+    const float v = (r < rows && c < cols) ? __bfloat162float(xb[int64_t{r} * cols + c]) : 0.0f;
+    if (!kTranspose) {
+      if (r < rows && c < cols) ob[int64_t{r} * cols + c] = v;
+    } else {
+      tile[i][threadIdx.x] = v;
+    }
+  }
+  if (!kTranspose) return;
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int c = c0 + i, r = r0 + threadIdx.x;
+    if (r < rows && c < cols) ob[int64_t{c} * rows + r] = tile[threadIdx.x][i];
+  }
+}
+
+cublasLtMatrixLayout_t Layout(int rows, int cols, int batch) {
+  cublasLtMatrixLayout_t l;
+  TRELLIS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, rows, cols, rows));
+  const int64_t stride = int64_t{rows} * cols;
+  TRELLIS_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                        &batch, sizeof(batch)));
+  TRELLIS_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+      l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  return l;
+}
+
+}  // namespace
+
+// One planned product D = alpha op(A) op(B) + beta C.
+struct Product {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+struct BatchedNewtonSchulz::Plan {
+  cublasLtHandle_t handle = nullptr;
+  void* lt_workspace = nullptr;
+  __nv_bfloat16 *x = nullptr, *x_next = nullptr, *a = nullptr, *b = nullptr;
+  float* sumsq = nullptr;
+  Product gram, poly, update;  // A = X X^T, B = bA + cA^2, X' = aX + BX
+};
+
+namespace {
+
+Product PlanProduct(cublasLtHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b,
+                    cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c) {
+  Product p;
+  p.a = a, p.b = b, p.c = c;
+  TRELLIS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  TRELLIS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a,
+                                                      sizeof(op_a)));
+  TRELLIS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b,
+                                                      sizeof(op_b)));
+  cublasLtMatmulPreference_t pref;
+  TRELLIS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = kLtWorkspaceBytes;
+  TRELLIS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  TRELLIS_CUBLAS_CHECK(
+      cublasLtMatmulAlgoGetHeuristic(handle, p.desc, a, b, c, c, pref, 1, &result, &found));
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (found == 0) throw CudaError("BatchedNewtonSchulz: cuBLASLt found no algorithm");
+  p.algo = result.algo;
+  return p;
+}
+
+void RunProduct(cublasLtHandle_t handle, const Product& p, float alpha, const void* a,
+                const void* b, float beta, const void* c, void* d, void* ws,
+                cudaStream_t stream) {
+  TRELLIS_CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, d,
+                                      p.c, &p.algo, ws, kLtWorkspaceBytes, stream));
+}
+
+void Destroy(Product& p) {
+  cublasLtMatmulDescDestroy(p.desc);
+  cublasLtMatrixLayoutDestroy(p.a);
+  if (p.b != p.a) cublasLtMatrixLayoutDestroy(p.b);
+  if (p.c != p.a && p.c != p.b) cublasLtMatrixLayoutDestroy(p.c);
+}
+
+}  // namespace
+
+BatchedNewtonSchulz::BatchedNewtonSchulz(int batch, int m, int n)
+    : batch_(batch), m_(m), n_(n), plan_(new Plan) {
+  Require(batch > 0 && m > 0 && n > 0, "BatchedNewtonSchulz: batch, m, n must be positive");
+  const int s = std::min(m, n), l = std::max(m, n);
+  Plan& p = *plan_;
+  TRELLIS_CUBLAS_CHECK(cublasLtCreate(&p.handle));
+  TRELLIS_CUDA_CHECK(cudaMalloc(&p.lt_workspace, kLtWorkspaceBytes));
+  TRELLIS_CUDA_CHECK(cudaMalloc(&p.x, sizeof(__nv_bfloat16) * batch * s * l));
+  TRELLIS_CUDA_CHECK(cudaMalloc(&p.x_next, sizeof(__nv_bfloat16) * batch * s * l));
+  TRELLIS_CUDA_CHECK(cudaMalloc(&p.a, sizeof(__nv_bfloat16) * batch * s * s));
+  TRELLIS_CUDA_CHECK(cudaMalloc(&p.b, sizeof(__nv_bfloat16) * batch * s * s));
+  TRELLIS_CUDA_CHECK(cudaMalloc(&p.sumsq, sizeof(float) * batch));
+  p.gram = PlanProduct(p.handle, CUBLAS_OP_T, CUBLAS_OP_N, Layout(l, s, batch), Layout(l, s, batch),
+                       Layout(s, s, batch));
+  p.poly = PlanProduct(p.handle, CUBLAS_OP_N, CUBLAS_OP_N, Layout(s, s, batch), Layout(s, s, batch),
+                       Layout(s, s, batch));
+  p.update = PlanProduct(p.handle, CUBLAS_OP_N, CUBLAS_OP_T, Layout(l, s, batch),
+                         Layout(s, s, batch), Layout(l, s, batch));
+}
+
+BatchedNewtonSchulz::~BatchedNewtonSchulz() {
+  Plan& p = *plan_;
+  for (Product* prod : {&p.gram, &p.poly, &p.update}) Destroy(*prod);
+  cudaFree(p.lt_workspace);
+  cudaFree(p.x);
+  cudaFree(p.x_next);
+  cudaFree(p.a);
+  cudaFree(p.b);
+  cudaFree(p.sumsq);
+  cublasLtDestroy(p.handle);
+  delete plan_;
+}
+
+double BatchedNewtonSchulz::Flops(int steps) const {
+  const double s = std::min(m_, n_), l = std::max(m_, n_);
+  return 2.0 * batch_ * steps * (s * s * l + s * s * s + s * s * l);
+}
+
+void BatchedNewtonSchulz::Run(const float* g, float* out, cudaStream_t stream, int steps) {
+  Require(steps >= 0, "BatchedNewtonSchulz: steps must be >= 0");
+  Plan& p = *plan_;
+  const bool transpose = m_ > n_;
+  const int64_t elems = int64_t{m_} * n_;
+  TRELLIS_CUDA_CHECK(cudaMemsetAsync(p.sumsq, 0, sizeof(float) * batch_, stream));
+  const dim3 sum_grid(static_cast<unsigned>(std::min<int64_t>((elems + 4095) / 4096, 64)), batch_);
+  SumSquaresKernel<<<sum_grid, kThreads, 0, stream>>>(g, elems, p.sumsq);
+  TRELLIS_CHECK_LAUNCH();
+  const dim3 tile_grid(((m_ + 31) / 32) * ((n_ + 31) / 32), batch_), tile_block(32, 8);
+  if (transpose) {
+    NormalizeKernel<true><<<tile_grid, tile_block, 0, stream>>>(g, m_, n_, p.sumsq, p.x);
+  } else {
+    NormalizeKernel<false><<<tile_grid, tile_block, 0, stream>>>(g, m_, n_, p.sumsq, p.x);
+  }
+  TRELLIS_CHECK_LAUNCH();
+  for (int step = 0; step < steps; ++step) {
+    RunProduct(p.handle, p.gram, 1.0f, p.x, p.x, 0.0f, p.a, p.a, p.lt_workspace, stream);
+    RunProduct(p.handle, p.poly, ref::kNsC, p.a, p.a, ref::kNsB, p.a, p.b, p.lt_workspace, stream);
+    RunProduct(p.handle, p.update, 1.0f, p.x, p.b, ref::kNsA, p.x, p.x_next, p.lt_workspace,
+               stream);
+    std::swap(p.x, p.x_next);
+  }
+  // X lives as [s, l]: [n, m] when transposed, so reading it back transposes again.
+  const dim3 out_grid(((m_ + 31) / 32) * ((n_ + 31) / 32), batch_);
+  if (transpose) {
+    OutputKernel<true><<<out_grid, tile_block, 0, stream>>>(p.x, n_, m_, out);
+  } else {
+    OutputKernel<false><<<out_grid, tile_block, 0, stream>>>(p.x, m_, n_, out);
+  }
+  TRELLIS_CHECK_LAUNCH();
+}
+
+}  // namespace trellis::kernels

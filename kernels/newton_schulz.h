@@ -1,0 +1,36 @@
+// Muon's orthogonalization for the expert matrices a rank owns, in one batched
+// pass with no communication: for each of the `batch` [m, n] fp32 matrices G,
+// X = bf16(G / (||G||_F + 1e-7)), transposed when m > n; 5 (or `steps`) times
+// X <- aX + (bA + cA^2)X with A = XX^T, (a, b, c) = (3.4445, -4.7750, 2.0315);
+// the result (transposed back) is written as fp32 [batch, m, n]. The matrix
+// products are bf16 with fp32 accumulation, each one strided-batched cuBLASLt
+// call over the whole batch (kernels/ref/dense_ref.h has the fp32 reference).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace trellis::kernels {
+
+class BatchedNewtonSchulz {
+ public:
+  // Allocates the bf16 work buffers and plans the three products for this shape.
+  BatchedNewtonSchulz(int batch, int m, int n);
+  ~BatchedNewtonSchulz();
+  BatchedNewtonSchulz(const BatchedNewtonSchulz&) = delete;
+  BatchedNewtonSchulz& operator=(const BatchedNewtonSchulz&) = delete;
+
+  // g and out: device fp32 [batch, m, n] (may alias).
+  void Run(const float* g, float* out, cudaStream_t stream, int steps = 5);
+
+  // Floating-point operations of one Run (the three products per step).
+  double Flops(int steps = 5) const;
+
+ private:
+  struct Plan;
+  int batch_, m_, n_;
+  Plan* plan_ = nullptr;
+};
+
+}  // namespace trellis::kernels
