@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kThreads) QuantizeKernel(const T* __restrict__
         amax = fmaxf(amax, __shfl_xor_sync(half_mask, amax, off));
       }
       // The same fp32 operations as ref::Fp8EncodeFactor / Fp8BlockScale.
-      const float factor = amax > 0.0f ? __fdiv_rn(kE4M3Max, amax) : 1.0f;
+      const float factor = amax > 0.0f ? __fmul_rn(kE4M3Max, __frcp_rn(amax)) : 1.0f;
       const int64_t i = b * ref::kFp8BlockSize + sub * kPerThread;
       uint32_t packed[2];
 #pragma unroll
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kThreads) QuantizeKernel(const T* __restrict__
           q[i + j] = static_cast<uint8_t>(packed[j / 4] >> (8 * (j % 4)));
         }
       }
-      if (sub == 0) scales[b] = amax > 0.0f ? __fdiv_rn(amax, kE4M3Max) : 1.0f;
+      if (sub == 0) scales[b] = amax > 0.0f ? __fmul_rn(amax, ref::kInvE4M3Max) : 1.0f;
     }
   }
 }
@@ -146,7 +146,7 @@ void Quantize(const T* x, int64_t n, uint8_t* q, float* scales, cudaStream_t str
           "QuantizeFp8Blockwise: x must be 16-byte aligned and q 8-byte aligned");
   if (n == 0) return;
   const int64_t blocks128 = ref::Fp8NumBlocks(n);
-  const int grid = detail::GridFor(blocks128 * kThreadsPerBlock128, kThreads * kUnroll);
+  const int grid = detail::GridFor(blocks128 * kThreadsPerBlock128, kThreads * kUnroll, 4);
   QuantizeKernel<T><<<grid, kThreads, 0, stream>>>(x, n, blocks128, q, scales);
   TRELLIS_CHECK_LAUNCH();
 }

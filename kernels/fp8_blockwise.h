@@ -1,8 +1,9 @@
 // FP8 E4M3 blockwise quantization on the GPU, the format of
 // kernels/ref/fp8_e4m3.h: blocks of 128 consecutive values, one fp32 scale per
-// block (scales has ceil(n / 128) entries), q = e4m3(x * 448 / amax) with
-// round-to-nearest-even and saturation. Encodings match the CPU reference bit
-// for bit. Pointers: x, out 16-byte aligned; q 8-byte aligned.
+// block (scales has ceil(n / 128) entries), q = e4m3(x * (448 * (1 / amax)))
+// with round-to-nearest-even and saturation, scale = amax * (1 / 448).
+// Encodings match the CPU reference bit for bit. Pointers: x, out 16-byte
+// aligned; q 8-byte aligned.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,7 +1,7 @@
 // FP8 E4M3 (the "fn" variant: no infinities, 0x7f/0xff are NaN, max 448) and
 // the blockwise format used for expert weights: blocks of 128 consecutive
-// values, one fp32 scale per block, q = e4m3(x * (448 / amax)),
-// scale = amax / 448, x ~= decode(q) * scale. A block of zeros has scale 1.
+// values, one fp32 scale per block, q = e4m3(x * (448 * (1 / amax))),
+// scale = amax * (1 / 448), x ~= decode(q) * scale. A block of zeros has scale 1.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +19,11 @@ inline int64_t Fp8NumBlocks(int64_t n) { return (n + kFp8BlockSize - 1) / kFp8Bl
 
 // The factor values are multiplied by before encoding, and the stored scale.
 // Both the GPU kernel and this reference compute them with these exact fp32
-// operations, so encodings match bit for bit.
-inline float Fp8EncodeFactor(float amax) { return amax > 0.0f ? kE4M3Max / amax : 1.0f; }
-inline float Fp8BlockScale(float amax) { return amax > 0.0f ? amax / kE4M3Max : 1.0f; }
+// operations (a correctly rounded reciprocal, then products; no division, which
+// costs the memory-bound GPU kernel issue slots), so encodings match bit for bit.
+inline constexpr float kInvE4M3Max = 1.0f / kE4M3Max;
+inline float Fp8EncodeFactor(float amax) { return amax > 0.0f ? kE4M3Max * (1.0f / amax) : 1.0f; }
+inline float Fp8BlockScale(float amax) { return amax > 0.0f ? amax * kInvE4M3Max : 1.0f; }
 
 // x[n] -> q[n], scales[Fp8NumBlocks(n)]. The last block may be partial.
 void QuantizeFp8BlockwiseRef(const float* x, int64_t n, uint8_t* q, float* scales);

@@ -39,7 +39,7 @@ TEST_P(NewtonSchulzTest, MatchesTheFp32ReferenceMatrixByMatrix) {
     const std::vector<float> got_b(got.begin() + b * elems, got.begin() + (b + 1) * elems);
     const std::vector<float> want_b(want.begin() + b * elems, want.begin() + (b + 1) * elems);
     const double err = testing::RelError(got_b, want_b);
-    // bf16 products over 5 iterations against an fp32 reference (measured ~1e-2).
+    // bf16 products over 5 iterations against an fp32 reference (1.2-1.5e-2 on an H200).
     EXPECT_LT(err, 5e-2) << "matrix " << b;
     std::printf("  NS [%d, %d, %d] matrix %d: rel error %.2e\n", batch, m, n, b, err);
   }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the kernels against the machine's LibTorch 2.x, runs the reference and
+# GPU tests, then the kernel benchmark. Logs and JSON go to $OUT (or $1).
+# Usage (from the repository root, on a machine with an H200 and PyTorch):
+#   bench/gpu/kernels/run.sh [out_dir]
+set -uo pipefail
+out=${1:-${OUT:-bench-out}}
+mkdir -p "$out"
+build=build-gpu-kernels
+pfx=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+python3 -c 'import torch;print("torch", torch.__version__, torch.cuda.get_device_name(0))'
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+
+cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_TRAINER_ONLY=ON \
+  -DTRELLIS_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
+  -DTRELLIS_THIRD_PARTY_INCLUDE="$PWD/.third_party/include" -DCMAKE_PREFIX_PATH="$pfx" \
+  > "$out/cmake.log" 2>&1 || { tail -40 "$out/cmake.log"; exit 1; }
+# Tests first, so a benchmark build failure still leaves test results.
+ninja -C $build -j"$(nproc)" kernels_ref_test kernels_test > "$out/build.log" 2>&1 \
+  || { grep -E "error" -A6 "$out/build.log" | head -80; exit 1; }
+./$build/tests/kernels_ref_test > "$out/kernels_ref_test.log" 2>&1
+echo "kernels_ref_test rc=$? $(tail -1 "$out/kernels_ref_test.log")"
+./$build/tests/kernels_test > "$out/kernels_test.log" 2>&1
+echo "kernels_test rc=$? $(tail -1 "$out/kernels_test.log")"
+grep -E "seed|Failure|FAILED|rel error" -A3 "$out/kernels_test.log" | head -60
+
+ninja -C $build -j"$(nproc)" trellis-kernel-bench >> "$out/build.log" 2>&1 \
+  || { grep -E "error" -A6 "$out/build.log" | head -80; exit 1; }
+./$build/bin/trellis-kernel-bench --json "$out/kernels-bench.json" 2>&1 | tee "$out/bench.log"
+echo "bench rc=${PIPESTATUS[0]}"
