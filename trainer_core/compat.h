@@ -5,8 +5,28 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <optional>
+
 #if TORCH_VERSION_MAJOR >= 2
 #include <ATen/ops/scaled_dot_product_attention.h>
+#endif
+// Grouped GEMM over experts (CUTLASS on sm90; 2.8 on).
+#if defined(__has_include)
+#if __has_include(<ATen/ops/_grouped_mm.h>)
+#include <ATen/ops/_grouped_mm.h>
+#define TRELLIS_HAS_GROUPED_MM 1
+#endif
+#endif
+// One fused kernel for RMSNorm forward and one for backward on CUDA (2.9 on;
+// earlier rms_norm is the same chain of elementwise ops we write ourselves).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
+#include <ATen/ops/rms_norm.h>
+#define TRELLIS_HAS_FUSED_RMS_NORM 1
+#endif
+// LibTorch built with CUDA (CMake defines it then): allocator statistics.
+#ifdef TRELLIS_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #endif
 
 // c10d, only in the translation units that talk to it (parallel/comm.cc).
@@ -27,18 +47,86 @@ namespace trellis::train::compat {
 inline constexpr bool kTorch2 = TORCH_VERSION_MAJOR >= 2;
 
 // softmax(q k^T / sqrt(d) masked) v, for q,k,v [B, heads, T, d] and a boolean
-// mask [B, 1, T, T] (true = may attend). 2.x has a fused op that takes the
-// mask; 1.13 has none, so it is written out (every row keeps its diagonal,
-// so no row is fully masked).
+// mask [B, 1, T, T] (true = may attend), or no mask: plain causal. 2.x has a
+// fused op; without a mask it runs a causal flash kernel that never builds
+// the T x T mask. 1.13 has none, so it is written out (every row keeps its
+// diagonal, so no row is fully masked).
 inline torch::Tensor Attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& mask) {
 #if TORCH_VERSION_MAJOR >= 2
+  if (!mask.defined()) return at::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
   return at::scaled_dot_product_attention(q, k, v, mask);
 #else
+  const int64_t t = q.size(-2);
+  auto allowed = mask.defined()
+                     ? mask
+                     : torch::ones({t, t}, q.options().dtype(torch::kBool)).tril();
   double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
-  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
   return torch::matmul(torch::softmax(scores, -1), v);
+#endif
+}
+
+// RMSNorm as one fused kernel (forward and backward) where this LibTorch has
+// one on the tensor's device; nullopt means "compose it yourself". Rounds
+// once (x * rstd * w in fp32), where the composed form rounds x * rstd first.
+inline std::optional<torch::Tensor> FusedRmsNorm(const torch::Tensor& x, const torch::Tensor& w,
+                                                 double eps) {
+#ifdef TRELLIS_HAS_FUSED_RMS_NORM
+  if (x.is_cuda()) return at::rms_norm(x, {x.size(-1)}, w, eps);
+#endif
+  (void)x, (void)w, (void)eps;
+  return std::nullopt;
+}
+
+// x [M, K] with rows grouped by expert (offs: int32 [E], cumulative ends of
+// the groups, on the device) times w [E, K, N] -> [M, N], one launch for all
+// experts and no host sync. Where it is missing (1.13, CPU) callers loop.
+inline bool HasGroupedMm(const torch::Tensor& x) {
+#ifdef TRELLIS_HAS_GROUPED_MM
+  return x.is_cuda() && x.scalar_type() == torch::kBFloat16;
+#else
+  (void)x;
+  return false;
+#endif
+}
+inline torch::Tensor GroupedMm(const torch::Tensor& x, const torch::Tensor& w,
+                               const torch::Tensor& offs) {
+#ifdef TRELLIS_HAS_GROUPED_MM
+  return at::_grouped_mm(x, w, offs);
+#else
+  (void)w, (void)offs;
+  TORCH_CHECK(false, "GroupedMm: this LibTorch has no _grouped_mm");
+  return x;
+#endif
+}
+
+// The CUDA caching allocator's counters for the current device: cudaMalloc
+// retries after freeing cached blocks (cumulative), and the peaks of bytes
+// allocated to tensors and reserved from the driver since ResetMemoryPeaks.
+struct DeviceMemory {
+  int64_t alloc_retries = 0, allocated_peak = 0, reserved_peak = 0;
+};
+inline std::optional<DeviceMemory> CudaMemory(const torch::Device& device) {
+#ifdef TRELLIS_TORCH_CUDA
+  if (!device.is_cuda()) return std::nullopt;
+  namespace alloc = c10::cuda::CUDACachingAllocator;
+  const auto stats = alloc::getDeviceStats(c10::cuda::current_device());
+  const size_t all = 0;  // StatType::AGGREGATE (small and large pools together)
+  return DeviceMemory{stats.num_alloc_retries, stats.allocated_bytes[all].peak,
+                      stats.reserved_bytes[all].peak};
+#else
+  (void)device;
+  return std::nullopt;
+#endif
+}
+inline void ResetMemoryPeaks(const torch::Device& device) {
+#ifdef TRELLIS_TORCH_CUDA
+  if (device.is_cuda())
+    c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+#else
+  (void)device;
 #endif
 }
 

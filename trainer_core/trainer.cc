@@ -1,5 +1,6 @@
 #include "trainer_core/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "trainer_core/checkpoint/checkpoint.h"
@@ -31,7 +32,17 @@ torch::Device ResolveDevice(const std::string& want) {
                                                                          : torch::kCPU;
 }
 
-// Rows [first, first + count) of the global batch, on the device.
+// True when each of rows [first, first + count) holds one document.
+bool SingleDocumentRows(const HostBatch& b, int64_t first, int64_t count) {
+  for (int64_t r = first; r < first + count; ++r) {
+    const int64_t* ids = b.doc_ids.data() + r * b.seq_len;
+    if (!std::all_of(ids, ids + b.seq_len, [&](int64_t d) { return d == ids[0]; })) return false;
+  }
+  return true;
+}
+
+// Rows [first, first + count) of the global batch, on the device. Rows of
+// one document each carry no doc_ids: their attention is plainly causal.
 TokenBatch RowsToDevice(const HostBatch& b, int64_t first, int64_t count, torch::Device device) {
   auto make = [&](const std::vector<int64_t>& v) {
     return torch::tensor(v, torch::kLong)
@@ -39,7 +50,9 @@ TokenBatch RowsToDevice(const HostBatch& b, int64_t first, int64_t count, torch:
         .narrow(0, first, count)
         .to(device);
   };
-  return {make(b.inputs), make(b.targets), make(b.doc_ids)};
+  TokenBatch out{make(b.inputs), make(b.targets), {}};
+  if (!SingleDocumentRows(b, first, count)) out.doc_ids = make(b.doc_ids);
+  return out;
 }
 
 int64_t Targets(const HostBatch& b) {
@@ -162,7 +175,8 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
                             s.options.local_world_size > 0 ? s.options.local_world_size : world);
     const Wire wire = spec.parallel.grad_reduce_dtype == "float32" ? Wire::kFp32 : Wire::kBf16;
     s.model = std::make_unique<ShardedModel>(spec.model, t.seq_len, t.seed, s.comm, s.mesh,
-                                             s.device, wire);
+                                             s.device, wire,
+                                             spec.parallel.activation_checkpointing);
 
     MuonOptions mo{t.muon_momentum, t.muon_ns_steps, torch::kFloat, t.weight_decay};
     // "auto": bf16 wherever bf16 matmuls are fast (accelerators, bf16 compute).
@@ -219,6 +233,7 @@ void Trainer::Run(int64_t last_step) {
 void Trainer::Step() {
   State& s = *s_;
   const auto& t = s.spec.training;
+  compat::ResetMemoryPeaks(s.device);
   Stopwatch watch(s.device);
   const HostBatch batch = s.data->ForStep(s.step);
   const int64_t rows = t.global_batch / s.comm->size();
@@ -243,6 +258,11 @@ void Trainer::Step() {
   r.fwd_seconds = out.fwd_seconds;
   r.bwd_seconds = out.bwd_seconds;
   r.optim_seconds = optim;
+  if (auto mem = compat::CudaMemory(s.device)) {
+    r.alloc_retries = mem->alloc_retries;  // since the process started (a counter)
+    r.mem_allocated_peak_bytes = mem->allocated_peak;  // this step's peaks
+    r.mem_reserved_peak_bytes = mem->reserved_peak;
+  }
   const int64_t every = s.spec.checkpoint.every_steps;
   if (!s.options.checkpoint_dir.empty() && every > 0 && s.step % every == 0) SaveCheckpoint();
   if (s.checkpoint_step >= 0) r.checkpoint_step = s.checkpoint_step;

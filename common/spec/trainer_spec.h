@@ -33,6 +33,10 @@ struct ParallelSpec {
   // Gradients travel to their owners in this dtype and are summed in fp32;
   // "float32" is exact up to summation order (for exactness tests).
   std::string grad_reduce_dtype = "bfloat16";
+  // Keep only each layer's input in forward and recompute the layer in
+  // backward (one more forward's work, a layer's activations at a time).
+  // false keeps every activation: faster where memory allows (one GPU).
+  bool activation_checkpointing = true;
 };
 
 struct TrainingSpec {

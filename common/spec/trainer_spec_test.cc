@@ -24,6 +24,7 @@ lr = 0.01
   EXPECT_EQ(s.training.steps, 40);
   EXPECT_DOUBLE_EQ(s.training.lr, 0.01);
   EXPECT_EQ(s.model.experts, ModelSpec{}.experts);
+  EXPECT_TRUE(s.parallel.activation_checkpointing);
 }
 
 TEST(TrainerSpecTest, NamesTheFieldAndTheAcceptedRange) {
@@ -49,6 +50,8 @@ TEST(TrainerSpecTest, ReadsTrainerSettings) {
 [model]
 rope_theta = 500000.0
 shared_expert = true
+[parallel]
+activation_checkpointing = false
 [training]
 warmup_steps = 7
 muon_lr = 0.01
@@ -64,6 +67,7 @@ grad_clip = 0
   EXPECT_TRUE(errors.empty()) << JoinErrors(errors);
   EXPECT_DOUBLE_EQ(s.model.rope_theta, 500000.0);
   EXPECT_TRUE(s.model.shared_expert);
+  EXPECT_FALSE(s.parallel.activation_checkpointing);
   EXPECT_EQ(s.training.warmup_steps, 7);
   EXPECT_DOUBLE_EQ(s.training.muon_lr, 0.01);
   EXPECT_EQ(s.training.muon_ns_dtype, "float32");
@@ -83,6 +87,7 @@ experts = 6
 [parallel]
 ep = 4
 grad_reduce_dtype = "float16"
+activation_checkpointing = "yes"
 [training]
 dtype = "float16"
 muon_momentum = 1.5
@@ -99,6 +104,8 @@ muon_momentum = 1.5
   EXPECT_NE(
       all.find("parallel.grad_reduce_dtype: must be one of bfloat16, float32, got \"float16\""),
       std::string::npos)
+      << all;
+  EXPECT_NE(all.find("parallel.activation_checkpointing: must be true or false, got a string"), std::string::npos)
       << all;
   EXPECT_NE(all.find("training.dtype: must be one of float32, bfloat16, got \"float16\""),
             std::string::npos)

@@ -5,6 +5,7 @@
 namespace trellis::train {
 
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  if (auto fused = compat::FusedRmsNorm(x, weight, eps)) return *fused;
   // Statistics in at least fp32 even when activations are bf16.
   auto acc = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   auto xf = x.to(acc);
@@ -22,6 +23,7 @@ RopeCache BuildRope(int64_t max_len, int64_t head_dim, double theta, torch::Devi
 }
 
 torch::Tensor DocumentCausalMask(const torch::Tensor& doc_ids) {
+  if (!doc_ids.defined()) return {};
   const int64_t t = doc_ids.size(1);
   auto same_doc = doc_ids.unsqueeze(2) == doc_ids.unsqueeze(1);
   auto causal = torch::ones({t, t}, doc_ids.options().dtype(torch::kBool)).tril();

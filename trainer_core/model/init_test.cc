@@ -35,6 +35,16 @@ TEST(InitTest, AnySliceDrawsTheSameValuesAsTheWhole) {
   }
 }
 
+TEST(InitTest, LargeFillsSplitOverThreadsDrawTheSameValues) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  const int64_t n = (int64_t{1} << 21) + 12345, first = 777;  // several threads' worth
+  std::vector<float> big(n);
+  FillTruncatedNormal(seed, first, n, 0.02, big.data());
+  for (int64_t i : {int64_t{0}, int64_t{1} << 20, (int64_t{1} << 20) + 1, n / 2, n - 1})
+    EXPECT_EQ(big[i], static_cast<float>(TruncatedNormalAt(seed, first + i, 0.02))) << i;
+}
+
 TEST(InitTest, TruncatedNormalHasTheTruncatedMoments) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);

@@ -19,14 +19,16 @@ RopeCache BuildRope(int64_t max_len, int64_t head_dim, double theta, torch::Devi
                     torch::Dtype dtype);
 
 // [B, 1, T, T] boolean: position i may attend to j when j <= i and both lie in
-// the same document of the packed row.
+// the same document of the packed row. Undefined doc_ids (every row is one
+// document) give an undefined mask: plain causal attention.
 torch::Tensor DocumentCausalMask(const torch::Tensor& doc_ids);
 
 struct AttentionWeights {
   torch::Tensor wq, wk, wv, wo;  // [out, in]
   int64_t heads = 0, kv_heads = 0;
 };
-// x: [B, T, H]. Grouped-query attention with RoPE on q and k.
+// x: [B, T, H]. Grouped-query attention with RoPE on q and k; `mask` as
+// DocumentCausalMask returns it (undefined: causal).
 torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w,
                                const RopeCache& rope, const torch::Tensor& mask);
 

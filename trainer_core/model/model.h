@@ -16,7 +16,9 @@ namespace trellis::train {
 struct TokenBatch {
   torch::Tensor inputs;   // [B, T] int64
   torch::Tensor targets;  // [B, T] int64; -1 where there is nothing to predict
-  torch::Tensor doc_ids;  // [B, T] int64; equal within one document of a row
+  // [B, T] int64; equal within one document of a row. Undefined when every
+  // row is a single document: attention is then plainly causal (flash).
+  torch::Tensor doc_ids;
 };
 
 struct ForwardResult {

@@ -1,9 +1,13 @@
 // The MoE feed-forward: router, top-k, SwiGLU experts from stacked weights,
 // optional shared expert, load-balancing loss.
+#include "trainer_core/compat.h"
 #include "trainer_core/model/layers.h"
 
 namespace trellis::train {
 namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
 
 torch::Tensor SwiGlu(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& up,
                      const torch::Tensor& down) {
@@ -11,11 +15,43 @@ torch::Tensor SwiGlu(const torch::Tensor& x, const torch::Tensor& gate, const to
   return torch::matmul(h, down.t());
 }
 
+// out[r] = x[index[r] / group]: the rows of x, each repeated `group` times,
+// in the order of a permutation `index` (its inverse: `inverse`). Backward
+// gathers too (grad_x[i] = sum over the group of grad[inverse[i * group + j]])
+// instead of index_select's scatter-add: no atomics, deterministic, and the
+// group sum accumulates in fp32.
+class PermuteRows : public torch::autograd::Function<PermuteRows> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& index, const torch::Tensor& inverse,
+                               int64_t group) {
+    ctx->save_for_backward({inverse});
+    ctx->saved_data["group"] = group;
+    return x.index_select(0, group == 1 ? index : index.div(group, "floor"));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto inverse = ctx->get_saved_variables()[0];
+    const int64_t group = ctx->saved_data["group"].toInt();
+    auto g = grads[0].index_select(0, inverse);
+    if (group > 1) g = g.view({-1, group, g.size(1)}).sum(1);
+    return {g, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& counts,
                               const torch::Tensor& w_gate, const torch::Tensor& w_up,
                               const torch::Tensor& w_down) {
+  if (compat::HasGroupedMm(xs)) {
+    // One grouped GEMM per projection over all experts; the group ends stay
+    // on the device (no per-layer counts.cpu() sync).
+    auto offs = counts.cumsum(0).to(torch::kInt);
+    auto t = [](const torch::Tensor& w) { return w.transpose(-2, -1); };
+    auto h = torch::silu(compat::GroupedMm(xs, t(w_gate), offs)) *
+             compat::GroupedMm(xs, t(w_up), offs);
+    return compat::GroupedMm(h, t(w_down), offs);
+  }
   auto counts_host = counts.cpu();
   auto c = counts_host.accessor<int64_t, 1>();
   std::vector<torch::Tensor> outs;
@@ -42,7 +78,9 @@ MoeResult MoeForward(const torch::Tensor& x, const MoeWeights& w) {
   gates = gates / gates.sum(-1, /*keepdim=*/true);
 
   auto flat_expert = chosen.reshape(-1);  // slot j belongs to token j / k
-  auto counts = torch::bincount(flat_expert, /*weights=*/{}, e);
+  // bincount's counts, without its host syncs on CUDA (it reads min and max).
+  auto counts = torch::zeros({e}, flat_expert.options())
+                    .scatter_add_(0, flat_expert, torch::ones_like(flat_expert));
   auto all_counts = w.global_counts ? w.global_counts(counts) : counts;
   const double total = static_cast<double>(w.total_tokens > 0 ? w.total_tokens : n);
   // Switch-style balance: E * sum_e (fraction of slots to e) * (mean prob of
@@ -54,12 +92,24 @@ MoeResult MoeForward(const torch::Tensor& x, const MoeWeights& w) {
   // expert on its contiguous group, scatter back weighted by the gates.
   auto order = std::get<1>(torch::sort(flat_expert, /*stable=*/true, /*dim=*/0,
                                        /*descending=*/false));
-  auto token_of = order.div(k, "floor");
-  auto xs = x.index_select(0, token_of);
-  auto outs = w.run_experts ? w.run_experts(xs, counts)
-                            : RunLocalExperts(xs, counts, w.w_gate, w.w_up, w.w_down);
-  auto slot_gates = gates.reshape(-1).index_select(0, order).to(x.scalar_type()).unsqueeze(1);
-  auto y = torch::zeros_like(x).index_add(0, token_of, outs * slot_gates);
+  auto run = [&](const torch::Tensor& xs) {
+    return w.run_experts ? w.run_experts(xs, counts)
+                         : RunLocalExperts(xs, counts, w.w_gate, w.w_up, w.w_down);
+  };
+  torch::Tensor y;
+  if (x.is_cuda()) {
+    // Gathers both ways (PermuteRows), and each token sums its k outputs in
+    // one reduction: no atomics.
+    auto inverse = torch::empty_like(order).scatter_(0, order, torch::arange(n * k, order.options()));
+    auto outs = run(PermuteRows::apply(x, order, inverse, k));
+    auto by_slot = PermuteRows::apply(outs, inverse, order, 1).view({n, k, -1});
+    y = (by_slot * gates.to(x.scalar_type()).unsqueeze(-1)).sum(1);
+  } else {
+    auto token_of = order.div(k, "floor");
+    auto outs = run(x.index_select(0, token_of));
+    auto slot_gates = gates.reshape(-1).index_select(0, order).to(x.scalar_type()).unsqueeze(1);
+    y = torch::zeros_like(x).index_add(0, token_of, outs * slot_gates);
+  }
   if (w.shared_gate.defined()) y = y + SwiGlu(x, w.shared_gate, w.shared_up, w.shared_down);
   return {y, aux, all_counts};
 }

@@ -25,10 +25,24 @@ torch::Tensor NewtonSchulz(const torch::Tensor& g, int steps, torch::Dtype dtype
   if (tall) x = compat::MT(x);
   // Frobenius normalization puts every singular value in (0, 1].
   x = x / (x.norm(2, {-2, -1}, /*keepdim=*/true) + 1e-7);
-  for (int i = 0; i < steps; ++i) {
-    auto gram = torch::matmul(x, compat::MT(x));
-    auto poly = b * gram + c * torch::matmul(gram, gram);
-    x = a * x + torch::matmul(poly, x);
+  if (x.is_cuda() && x.dim() <= 3) {
+    // B = b A + c A A and X = a X + B X as GEMMs with the sum in their
+    // epilogue (addmm / baddbmm): no separate elementwise passes.
+    auto fused = [](const torch::Tensor& in, const torch::Tensor& m1, const torch::Tensor& m2,
+                    double beta, double alpha) {
+      return in.dim() == 2 ? torch::addmm(in, m1, m2, beta, alpha)
+                           : torch::baddbmm(in, m1, m2, beta, alpha);
+    };
+    for (int i = 0; i < steps; ++i) {
+      auto gram = torch::matmul(x, compat::MT(x));
+      x = fused(x, fused(gram, gram, gram, b, c), x, a, 1);
+    }
+  } else {
+    for (int i = 0; i < steps; ++i) {
+      auto gram = torch::matmul(x, compat::MT(x));
+      auto poly = b * gram + c * torch::matmul(gram, gram);
+      x = a * x + torch::matmul(poly, x);
+    }
   }
   if (tall) x = compat::MT(x);
   return x.to(g.scalar_type());

@@ -95,6 +95,9 @@ torch::Tensor AllToAllRows(Comm* comm, const torch::Tensor& x,
 ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, torch::Tensor w_gate,
                           torch::Tensor w_up, torch::Tensor w_down) {
   return [=](const torch::Tensor& xs, const torch::Tensor& counts) {
+    // One EP rank holds every expert: nothing to move, and no host sync for
+    // the split sizes.
+    if (mesh.ep == 1) return RunLocalExperts(xs, counts, w_gate, w_up, w_down);
     const int64_t ep = mesh.ep, nb = mesh.per_block(), me = ep_comm->rank();
     // Every EP rank's slot counts per expert: [ep sources, experts].
     auto all = torch::empty({ep * mesh.experts}, torch::kLong);

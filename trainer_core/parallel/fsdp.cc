@@ -51,9 +51,7 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
     auto* model = reinterpret_cast<ShardedModel*>(ctx->saved_data["model"].toInt());
     const int64_t layer = ctx->saved_data["layer"].toInt();
     auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
-    auto w = model->GatherLayer(layer);
-    w.dense.requires_grad_(true);
-    w.experts.requires_grad_(true);
+    auto w = model->GatherLayerLeaves(layer);
     {
       torch::AutoGradMode grad_on(true);
       LayerOutput out = model->RunLayer(static_cast<int>(layer), w, x, /*recompute=*/true);
@@ -72,13 +70,15 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
 }  // namespace
 
 ShardedModel::ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed,
-                           Comm* comm, const ExpertMesh& mesh, torch::Device device, Wire wire)
+                           Comm* comm, const ExpertMesh& mesh, torch::Device device, Wire wire,
+                           bool activation_checkpointing)
     : spec_(spec),
       comm_(comm),
       mesh_(mesh),
       device_(device),
       wire_(wire),
-      layout_(ModelLayout(spec)) {
+      layout_(ModelLayout(spec)),
+      checkpointing_(activation_checkpointing) {
   const int world = comm->size(), rank = comm->rank();
   // Every rank creates its two subgroups in the same order (EP group first).
   ep_comm_ = comm->Subgroup("ep." + std::to_string(mesh.ep_group()), mesh.ep_ranks());
@@ -128,28 +128,52 @@ void ShardedModel::ZeroGrad() {
   for (auto& e : experts_) e.grad.zero_();
 }
 
+bool ShardedModel::DirectGrads() const {
+  return comm_->size() == 1 && (wire_ == Wire::kFp32 || compute_dtype_ == torch::kBFloat16);
+}
+
+torch::Tensor ShardedModel::Leaf(const torch::Tensor& value, const torch::Tensor& grad) {
+  auto leaf = value.detach().requires_grad_(true);
+  // Autograd adds into a leaf's existing .grad in place.
+  if (DirectGrads()) leaf.mutable_grad() = grad;
+  return leaf;
+}
+
 torch::Tensor ShardedModel::Gather(size_t block) {
   const BlockShard& s = shards_[block];
+  if (comm_->size() == 1) return s.value.detach();
   auto full = torch::empty({s.padded}, s.value.options());
   comm_->AllGatherInto(s.value, full);
   return full;
 }
 
+torch::Tensor ShardedModel::GatherLeaf(size_t block) {
+  return Leaf(Gather(block), shards_[block].grad);
+}
+
 ShardedModel::LayerWeights ShardedModel::GatherLayer(int layer) {
   const ExpertShard& e = experts_[layer];
+  if (block_comm_->size() == 1) return {Gather(layer + 1), e.value.detach()};
   auto experts = torch::empty({e.value.numel() * block_comm_->size()}, e.value.options());
   block_comm_->AllGatherInto(e.value, experts);
   return {Gather(layer + 1), experts};
 }
 
-void ShardedModel::ReduceGrad(size_t block, const torch::Tensor& full_grad) {
+ShardedModel::LayerWeights ShardedModel::GatherLayerLeaves(int layer) {
+  LayerWeights w = GatherLayer(layer);
+  return {Leaf(w.dense, shards_[layer + 1].grad), Leaf(w.experts, experts_[layer].grad)};
+}
+
+void ShardedModel::ReduceLeafGrad(size_t block, const torch::Tensor& leaf) {
+  if (DirectGrads()) return;  // already accumulated into the shard's gradient
   torch::NoGradGuard no_grad;
-  shards_[block].grad.add_(ReduceScatter(*comm_, full_grad.contiguous(), wire_));
+  shards_[block].grad.add_(ReduceScatter(*comm_, leaf.grad().contiguous(), wire_));
 }
 
 void ShardedModel::ReduceLayerGrads(int layer, const LayerWeights& w) {
+  if (DirectGrads()) return;
   torch::NoGradGuard no_grad;
-  ReduceGrad(layer + 1, w.dense.grad());
+  ReduceLeafGrad(layer + 1, w.dense);
   // Each owner of the block gets its experts' gradient summed over the EP
   // groups that ran them.
   experts_[layer].grad.add_(ReduceScatter(*block_comm_, w.experts.grad().contiguous(), wire_));
@@ -192,15 +216,23 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
   mask_ = DocumentCausalMask(local.doc_ids);
   const int64_t b = local.inputs.size(0), t = local.inputs.size(1);
 
-  auto embed = Gather(0).requires_grad_(true);
+  auto embed = GatherLeaf(0);
   auto x = EmbedForward(*shards_[0].layout, embed, local.inputs, compute_dtype);
   std::vector<torch::Tensor> aux;
+  std::vector<LayerWeights> kept;  // without checkpointing: reduced after backward
   for (int i = 0; i < spec_.layers; ++i) {
-    auto out = LayerFn::apply(x, this, static_cast<int64_t>(i));
-    x = out[0];
-    aux.push_back(out[1]);
+    if (checkpointing_) {
+      auto out = LayerFn::apply(x, this, static_cast<int64_t>(i));
+      x = out[0];
+      aux.push_back(out[1]);
+      continue;
+    }
+    kept.push_back(GatherLayerLeaves(i));
+    LayerOutput out = RunLayer(i, kept.back(), x, /*recompute=*/false);
+    x = out.x;
+    aux.push_back(out.aux);
   }
-  auto head = Gather(shards_.size() - 1).requires_grad_(true);
+  auto head = GatherLeaf(shards_.size() - 1);
   auto logits = HeadForward(spec_, *shards_.back().layout, head, compute_dtype, x);
   // This rank's share of the global mean: the ranks' losses add up to it.
   auto ce_sum =
@@ -212,8 +244,10 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
   compat::Synchronize(device_);
   const auto forwarded = Clock::now();
   loss.backward();
-  ReduceGrad(shards_.size() - 1, head.grad());
-  ReduceGrad(0, embed.grad());
+  for (size_t i = 0; i < kept.size(); ++i) ReduceLayerGrads(static_cast<int>(i), kept[i]);
+  kept.clear();
+  ReduceLeafGrad(shards_.size() - 1, head);
+  ReduceLeafGrad(0, embed);
   compat::Synchronize(device_);
 
   ShardedForward r;

@@ -48,8 +48,12 @@ struct ShardedForward {
 
 class ShardedModel {
  public:
+  // activation_checkpointing: layers run under LayerFn (keep the input,
+  // recompute in backward); false keeps every layer's activations and
+  // gathered weights until backward, and reduces the gradients after it.
   ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed, Comm* comm,
-               const ExpertMesh& mesh, torch::Device device, Wire wire);
+               const ExpertMesh& mesh, torch::Device device, Wire wire,
+               bool activation_checkpointing = true);
 
   // Forward and backward over this rank's rows; gradients end up in the
   // shards' grad (summed over ranks). `global_targets` counts the positions
@@ -73,9 +77,15 @@ class ShardedModel {
   struct LayerWeights {
     torch::Tensor dense, experts;
   };
+  // At world 1 a "gather" is the shard itself (no copy). Leaves require grad;
+  // with direct gradients (DirectGrads) a leaf's .grad is the shard's
+  // gradient buffer, so backward accumulates into it and the Reduce calls
+  // have nothing left to do.
   torch::Tensor Gather(size_t block);
+  torch::Tensor GatherLeaf(size_t block);
   LayerWeights GatherLayer(int layer);
-  void ReduceGrad(size_t block, const torch::Tensor& full_grad);
+  LayerWeights GatherLayerLeaves(int layer);
+  void ReduceLeafGrad(size_t block, const torch::Tensor& leaf);
   void ReduceLayerGrads(int layer, const LayerWeights& w);
   LayerOutput RunLayer(int layer, const LayerWeights& w, const torch::Tensor& x, bool recompute);
 
@@ -96,6 +106,13 @@ class ShardedModel {
   torch::Tensor mask_;
   int64_t global_tokens_ = 0;
   std::vector<torch::Tensor> counts_;  // global expert counts from forward, reused by recompute
+  bool checkpointing_ = true;
+
+  // World 1, where the wire would not change the gradient: fp32 on the wire,
+  // or bf16 compute (each weight's gradient is an upcast bf16 value, which
+  // the bf16 wire rounds to itself).
+  bool DirectGrads() const;
+  torch::Tensor Leaf(const torch::Tensor& value, const torch::Tensor& grad);
 };
 
 }  // namespace trellis::train

@@ -107,6 +107,7 @@ std::string RunReference(const spec::TrainerSpec& s, torch::Dtype dtype, const s
 
 struct Mesh {
   int world, node_size, ep;
+  bool checkpointing = true;  // parallel.activation_checkpointing
 };
 
 std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, int rank,
@@ -121,7 +122,8 @@ std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire
   co.timeout = 60s;
   auto comm = ConnectComm(co);
   auto em = PlanExpertMesh(world, rank, mesh.node_size, mesh.ep, s.model.experts, world);
-  ShardedModel model(s.model, t.seq_len, t.seed, comm.get(), em, torch::kCPU, wire);
+  ShardedModel model(s.model, t.seq_len, t.seed, comm.get(), em, torch::kCPU, wire,
+                     mesh.checkpointing);
   ShardedOptimizer opt(&model, MuonOpts(t), AdamWOpts(t));
   std::vector<double> losses;
   const int64_t rows = kRows / world;
@@ -260,6 +262,17 @@ TEST(FsdpTest, OtherMeshesEqualOneInFp32) {
     EXPECT_LE(c.max_loss_rel, 1e-5);
     EXPECT_LE(c.max_param_abs, 1e-5);
   }
+}
+
+// Without activation checkpointing (activations and gathered weights kept
+// until backward, gradients reduced after it): the same results.
+TEST(FsdpTest, WithoutCheckpointingEqualsOne) {
+  auto c = TrainBoth(TinySpec(), torch::kFloat, Wire::kFp32, {2, 2, 2, false});
+  EXPECT_LE(c.max_loss_rel, 1e-5);
+  EXPECT_LE(c.max_param_abs, 1e-5);
+  c = TrainBoth(TinySpec(), torch::kBFloat16, Wire::kBf16, {1, 1, 1, false});
+  EXPECT_EQ(c.max_loss_rel, 0);
+  EXPECT_EQ(c.max_param_abs, 0);
 }
 
 TEST(FsdpTest, OneRankEqualsTheReferenceBitForBit) {
