@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine to a watched Trellis run:
 # installs the packages, builds, starts a local 4-node Slurm cluster and the
-# controller, submits examples/hello.toml (2 nodes x 2 ranks), follows it to
-# SUCCEEDED and prints its history.
+# controller, builds a small text corpus, submits examples/tiny-moe-2x2.toml (a
+# tiny MoE trained by the workers' own trainer on 2 nodes x 2 ranks), follows
+# its falling loss to SUCCEEDED and prints its history.
 #
 #   deploy/demo.sh          # everything above; leaves cluster and controller up
 #   deploy/demo.sh --down   # stops the controller and the cluster
@@ -47,7 +48,7 @@ bash "$REPO/deploy/setup.sh"
 
 say "Building into $BUILD"
 cmake -S "$REPO" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-ninja -C "$BUILD" trellis trellis-controller trellis-worker
+ninja -C "$BUILD" trellis trellis-controller trellis-worker trellis-corpus
 
 say "Starting a local Slurm cluster (4 nodes) in $CLUSTER"
 mkdir -p "$STATE"
@@ -71,8 +72,15 @@ else
   echo "pid $(cat "$STATE/controller.pid"), log $STATE/controller.log"
 fi
 
-say "Submitting examples/hello.toml"
-run=$("$BUILD/bin/trellis" submit "$REPO/examples/hello.toml")
+say "Building the training corpus (the text files of /usr/share/common-licenses)"
+corpus="$STATE/licenses.corpus"
+[ -s "$corpus" ] || "$BUILD/bin/trellis-corpus" build "$corpus" /usr/share/common-licenses
+# The example names the corpus by an absolute path on the shared file system.
+spec="$STATE/tiny-moe-2x2.toml"
+sed "s|^data = .*|data = \"$corpus\"|" "$REPO/examples/tiny-moe-2x2.toml" >"$spec"
+
+say "Submitting examples/tiny-moe-2x2.toml (2 nodes x 2 ranks, 150 steps)"
+run=$("$BUILD/bin/trellis" submit "$spec")
 echo "run id: $run"
 
 say "Watching $run"
@@ -95,5 +103,7 @@ Done: $run SUCCEEDED. Try:
   export TRELLIS_ADDR=$TRELLIS_ADDR
   $BUILD/bin/trellis ls
   $BUILD/bin/trellis submit examples/hello.toml && $BUILD/bin/trellis watch <id>
+  $BUILD/bin/trellis submit $spec    # the tiny MoE again
+  $BUILD/bin/trellis gate-report $run
 Stop everything with: deploy/demo.sh --down
 MSG

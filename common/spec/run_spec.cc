@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <regex>
 
+#include "common/spec/model_fit.h"
 #include "common/spec/table_reader.h"
 
 namespace trellis::spec {
@@ -216,6 +217,8 @@ std::optional<RunSpec> ParseRunSpec(std::string_view text, FieldErrors* errors) 
                                                   "(generic mode) or a [model] section; it has ") +
                                           (has_command ? "both" : "neither")});
   }
+  if (s.has_model && errors->size() == before)
+    CheckModelFitsWorld(s.trainer, s.slurm.nodes, s.slurm.ranks_per_node, errors);
   if (!s.has_model) {
     for (const char* section : {"parallel", "training"})
       if (root.contains(section))

@@ -89,6 +89,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{kJob + "[env]\nlower='3'\n", "env.lower: name must match"},
         BadSpec{kJob + "[training]\nsteps=3\n", "training: applies only to [model] runs"},
         BadSpec{"[job\nname=", "spec: TOML syntax error at line 1"},
+        BadSpec{"[job]\nname='m'\n[model]\nexperts=4\n[slurm]\nnodes=2\nranks_per_node=2\n[training]\nglobal_batch=6\n",
+                "training.global_batch: must be a multiple of the world size 4 (2 nodes x 2 ranks), got 6"},
         BadSpec{kJob + "[slurm]\nranks_per_node=4\ngpus_per_node=2\n", "slurm.ranks_per_node: must be <= slurm.gpus_per_node"}));
 
 TEST(RunSpecTest, RefusesOversizedSpecBeforeParsing) {

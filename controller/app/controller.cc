@@ -1,5 +1,8 @@
 #include "controller/app/controller.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <future>
 
 #include "common/log.h"
@@ -9,6 +12,27 @@
 namespace trellis::controller {
 
 namespace asio = boost::asio;
+
+namespace {
+
+// The ranks start in the run directory on other hosts, so the corpus must
+// be named by an absolute path on the shared file system, and it must be
+// readable here (the login node sees the same file system).
+absl::Status CheckTrainingData(const std::string& path) {
+  if (path.empty())
+    return absl::InvalidArgumentError(
+        "training.data: a [model] run needs a corpus (a file written by trellis-corpus)");
+  if (path.front() != '/')
+    return absl::InvalidArgumentError("training.data: must be an absolute path (ranks start in "
+                                      "the run directory), got \"" + path + "\"");
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), R_OK) != 0)
+    return absl::InvalidArgumentError("training.data: " + path +
+                                      " is not a readable file on the controller's host");
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
                        std::shared_ptr<SlurmClient> slurm, const Clock* clock)
@@ -79,10 +103,9 @@ void Controller::SubmitRun(std::string spec_toml, bool dry_run, std::string user
     spec::FieldErrors errors;
     auto spec = spec::ParseRunSpec(spec_toml, &errors);
     if (!spec) return reply(absl::InvalidArgumentError(spec::JoinErrors(errors)));
-    if (spec->has_model && !config_.model_runs_supported) {
-      return reply(absl::FailedPreconditionError(
-          "model: [model] runs need workers that host trainer_core, which this deployment "
-          "does not have yet; use [job].command"));
+    if (spec->has_model) {
+      if (absl::Status st = CheckTrainingData(spec->trainer.training.data); !st.ok())
+        return reply(st);
     }
     if (spec->slurm.partition.empty()) spec->slurm.partition = config_.default_partition;
     if (dry_run) {

@@ -33,7 +33,6 @@ struct ControllerConfig {
   int master_port = 29500;
   QuarantineConfig quarantine;
   bool can_drain = false;  // also `scontrol update state=drain` quarantined nodes
-  bool model_runs_supported = false;
 };
 
 class Controller {
@@ -75,7 +74,7 @@ class Controller {
                 Reply<GateAnswer> reply);
   void AuthenticateWorker(WorkerId id, Reply<bool> reply);
   void RecordStep(WorkerId id, int rank, StepRecord record);
-  void RecordRankExit(WorkerId id, int rank, int exit_code);
+  void RecordRankExit(WorkerId id, RankExitInfo exit);
   void ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int exit_code, std::string reason,
                   Reply<bool> reply);
   void NextLaunch(WorkerId id, int step_exit_code, Reply<NextLaunchAnswer> reply);

@@ -1,6 +1,7 @@
 // Workers: registration and the launch gate, step records, exits, relaunch.
 #include <unordered_map>
 
+#include "common/checkpoint_layout.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/version.h"
@@ -233,6 +234,9 @@ void Controller::AnswerWaiting(LaunchState* l) {
                                               std::to_string(l->launch)) % 2000);
     auto run = store_->GetRun(l->run_id);
     common.checkpoint_dir = run.ok() ? run->run_dir + "/checkpoints" : "";
+    // A relaunch or a new attempt continues from the last complete checkpoint.
+    common.resume_step =
+        common.checkpoint_dir.empty() ? -1 : NewestCompleteCheckpoint(common.checkpoint_dir);
   }
   for (auto& w : l->waiting) {
     GateAnswer ans = common;
@@ -287,13 +291,13 @@ void Controller::RecordStep(WorkerId id, int rank, StepRecord record) {
   });
 }
 
-void Controller::RecordRankExit(WorkerId id, int rank, int exit_code) {
-  asio::post(io_, [this, id = std::move(id), rank, exit_code] {
+void Controller::RecordRankExit(WorkerId id, RankExitInfo exit) {
+  asio::post(io_, [this, id = std::move(id), exit = std::move(exit)] {
     auto it = launches_.find({id.run_id, id.attempt, id.launch});
     if (it == launches_.end()) return;
     for (const auto& e : it->second.rank_exits)
-      if (e.rank == rank) return;
-    it->second.rank_exits.push_back({id.node, rank, exit_code});
+      if (e.rank == exit.rank) return;
+    it->second.rank_exits.push_back(exit);
   });
 }
 
@@ -313,7 +317,7 @@ void Controller::ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int ex
         known.erase(std::remove_if(known.begin(), known.end(),
                                    [&](const RankExitInfo& k) { return k.rank == e.rank; }),
                     known.end());
-        known.push_back({id.node, e.rank, e.exit_code});
+        known.push_back(e);
       }
     }
     reply(true);

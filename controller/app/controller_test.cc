@@ -229,6 +229,21 @@ TEST_F(ControllerTest, BadSpecIsRefusedAndNothingIsStored) {
   EXPECT_TRUE(slurm_->Submissions().empty());
 }
 
+TEST_F(ControllerTest, ModelRunNeedsAnAbsoluteReadableCorpus) {
+  const std::string model = "[job]\nname='m'\n[model]\nlayers=1\n[training]\n";
+  v1::SubmitRunResponse resp;
+  grpc::Status st = Submit(model + "data='licenses.corpus'\n", &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("training.data: must be an absolute path"), std::string::npos)
+      << st.error_message();
+  st = Submit(model + "data='" + dir_.string() + "/absent.corpus'\n", &resp);
+  EXPECT_NE(st.error_message().find("absent.corpus is not a readable file"), std::string::npos)
+      << st.error_message();
+  std::ofstream(dir_ / "tiny.corpus") << "bytes";
+  ASSERT_TRUE(Submit(model + "data='" + dir_.string() + "/tiny.corpus'\n", &resp).ok());
+  EXPECT_EQ(resp.run_id(), "m-1");
+}
+
 TEST_F(ControllerTest, DryRunShowsTheScriptAndStoresNothing) {
   v1::SubmitRunResponse resp;
   ASSERT_TRUE(Submit(kSpec, &resp, /*dry=*/true).ok());

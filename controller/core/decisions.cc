@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <ctime>
+#include <tuple>
 
 namespace trellis::controller {
 
@@ -102,20 +103,18 @@ GateOutcome DecideGate(const std::vector<NodeVerdict>& registered,
 
 LaunchOutcome SettleLaunch(int step_exit_code, const std::vector<RankExitInfo>& rank_exits,
                            int workers_reported, int workers_expected) {
-  // Ranks killed by SIGTERM/SIGKILL are usually the cleanup after another
-  // rank's failure: name the lowest rank that failed on its own, if any.
+  // Name the cause, not the cleanup: a rank that ended while its worker was
+  // already stopping the ranks (or a peer's collective broke) is a
+  // consequence; so, usually, is a rank killed by SIGTERM/SIGKILL. Among
+  // equals, the lowest rank.
   auto is_cleanup = [](int code) { return code == 128 + 15 || code == 128 + 9; };
+  auto rank_key = [&](const RankExitInfo& r) {
+    return std::make_tuple(r.after_stop, is_cleanup(r.exit_code), r.rank);
+  };
   const RankExitInfo* first_bad = nullptr;
   for (const auto& r : rank_exits) {
     if (r.exit_code == 0) continue;
-    if (first_bad == nullptr) {
-      first_bad = &r;
-      continue;
-    }
-    bool better = is_cleanup(first_bad->exit_code) != is_cleanup(r.exit_code)
-                      ? !is_cleanup(r.exit_code)
-                      : r.rank < first_bad->rank;
-    if (better) first_bad = &r;
+    if (first_bad == nullptr || rank_key(r) < rank_key(*first_bad)) first_bad = &r;
   }
   if (first_bad != nullptr) {
     std::string how = first_bad->exit_code > 128

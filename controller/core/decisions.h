@@ -55,6 +55,7 @@ struct RankExitInfo {
   std::string node;
   int rank = 0;
   int exit_code = 0;
+  bool after_stop = false;  // ended while its worker was stopping the ranks
 };
 struct LaunchOutcome {
   bool succeeded = false;

@@ -105,6 +105,14 @@ TEST(SettleLaunchTest, Table) {
   EXPECT_EQ(bad.reason, "rank 1 on n2 exited with 3");
   auto killed = SettleLaunch(137, {{"n1", 3, 137}, {"n1", 2, 143}}, 1, 1);
   EXPECT_EQ(killed.reason, "rank 2 on n1 was killed by signal 15");
+  // A rank killed from outside (a node failure) is the cause; the ranks whose
+  // collectives broke afterwards, or that their workers stopped, are not.
+  auto node_failure = SettleLaunch(
+      137, {{"n2", 3, 1, /*after_stop=*/true}, {"n1", 0, 137, false}, {"n1", 1, 143, true},
+            {"n2", 2, 1, true}},
+      2, 2);
+  EXPECT_EQ(node_failure.reason, "rank 0 on n1 was killed by signal 9");
+  EXPECT_EQ(node_failure.exit_code, 137);
   auto only = SettleLaunch(0, {{"n1", 1, 3}}, 1, 2);
   EXPECT_EQ(only.reason, "rank 1 on n1 exited with 3");
   EXPECT_EQ(only.exit_code, 3);

@@ -64,7 +64,9 @@ class StepStreamReactor final : public grpc::ServerReadReactor<v1::AgentReport> 
         controller_->RecordStep(id, report_.step().rank(), FromProto(report_.step().record()));
         break;
       case v1::AgentReport::kRankExit:
-        controller_->RecordRankExit(id, report_.rank_exit().rank(), report_.rank_exit().exit_code());
+        controller_->RecordRankExit(id, {id.node, report_.rank_exit().rank(),
+                                         report_.rank_exit().exit_code(),
+                                         report_.rank_exit().after_stop()});
         break;
       default:  // heartbeat: liveness is the stream itself for now
         break;
@@ -123,7 +125,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportExit(grpc::CallbackServerConte
     return reactor;
   }
   std::vector<RankExitInfo> exits;
-  for (const auto& r : req->ranks()) exits.push_back({req->id().node(), r.rank(), r.exit_code()});
+  for (const auto& r : req->ranks())
+    exits.push_back({req->id().node(), r.rank(), r.exit_code(), r.after_stop()});
   controller_->ReportExit(FromProto(req->id()), std::move(exits), req->exit_code(),
                           req->reason().substr(0, 1024), [reactor](absl::StatusOr<bool> r) {
                             reactor->Finish(ToGrpc(r.status()));

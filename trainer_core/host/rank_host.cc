@@ -62,7 +62,7 @@ class StepSocket {
 };
 
 int64_t ResumeStep(const std::string& text) {
-  if (text.empty()) return kStartFresh;
+  if (text.empty() || text == "-1") return kStartFresh;  // -1: the controller found no checkpoint
   if (text == "latest") return kResumeLatest;
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);

@@ -10,7 +10,7 @@ namespace trellis::train {
 // Trains this rank: Comm from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
 // (world 1 without them), parallel.node_size defaulting to LOCAL_WORLD_SIZE,
 // checkpoints in TRELLIS_CHECKPOINT_DIR, resume from TRELLIS_RESUME_STEP
-// ("latest" or a step; empty: fresh), and one JSON step record per line to
+// ("latest" or a step; empty or -1: fresh), and one JSON step record per line to
 // the unix socket TRELLIS_STEP_SOCKET (when set). If the socket goes away
 // training continues without records (the worker's hang timeout decides).
 // Returns the exit code: 0 done, 1 bad input or training error (the message

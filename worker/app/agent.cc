@@ -8,7 +8,6 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <sstream>
 
@@ -16,6 +15,7 @@
 #include "common/spec/run_spec.h"
 #include "common/version.h"
 #include "worker/app/identity.h"
+#include "worker/app/spec_file.h"
 #include "worker/app/node_probe.h"
 #include "worker/core/rank_layout.h"
 #include "worker/io/node_info.h"
@@ -39,22 +39,6 @@ constexpr Seconds kReportExitTimeout{15};
 template <typename D>
 std::chrono::steady_clock::duration Steady(D d) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(d);
-}
-
-absl::StatusOr<spec::RunSpec> LoadSpec(const std::string& run_dir) {
-  const std::string path = run_dir + "/spec.toml";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::FailedPreconditionError("cannot read the run spec " + path);
-  std::string text(spec::kMaxSpecBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > spec::kMaxSpecBytes)
-    return absl::FailedPreconditionError(path + " is larger than " +
-                                         std::to_string(spec::kMaxSpecBytes) + " bytes");
-  spec::FieldErrors errors;
-  auto parsed = spec::ParseRunSpec(text, &errors);
-  if (!parsed) return absl::FailedPreconditionError(path + ": " + spec::JoinErrors(errors));
-  return *parsed;
 }
 
 bool IsRefusal(absl::StatusCode code) {
@@ -88,6 +72,13 @@ void SetNumaBinding(RankLayoutInput* layout) {
   if (layout->numactl.empty())
     spdlog::warn("this node has {} sockets but numactl is not installed: ranks are not bound",
                  sockets->size());
+}
+
+// Generic mode runs the spec's command; [model] mode runs this binary's
+// `rank` subcommand, which hosts trainer_core.
+std::vector<std::string> RankArgv(const spec::RunSpec& spec, const AgentArgs& args) {
+  if (!spec.has_model) return spec.job.command;
+  return {SelfExecutable(), "rank", "--run-dir", args.run_dir};
 }
 
 int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision& go,
@@ -158,7 +149,7 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
     if (p.numa_node >= 0)
       spdlog::info("rank {}: CPUs and memory bound to socket {}", p.global_rank, p.numa_node);
   wait_signal();
-  supervisor.Start(*plans, spec.job.command, args.run_dir);
+  supervisor.Start(*plans, RankArgv(spec, args), args.run_dir);
   beat();
   io.run();
 
@@ -191,8 +182,9 @@ int RunAgent(const AgentArgs& args) {
     spdlog::error("{}", std::string(spec.status().message()));
     return kExitUsage;
   }
-  if (spec->has_model) {
-    spdlog::error("[model] runs are hosted once trainer_core is linked into the worker");
+  if (spec->has_model && !args.hosts_trainer) {
+    spdlog::error("this is a [model] run, but this trellis-worker was built without trainer_core "
+                  "(LibTorch not found at build time); rebuild it with LibTorch");
     return kExitUsage;
   }
   auto id = LoadIdentity(args.id);

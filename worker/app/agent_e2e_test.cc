@@ -13,6 +13,9 @@
 #include "common/version.h"
 #include "trellis/v1/agent.grpc.pb.h"
 #include "worker/testing/fake_agent_service.h"
+#ifdef TRELLIS_WORKER_HOSTS_TRAINER
+#include "trainer_core/data/corpus.h"
+#endif
 
 namespace trellis::worker {
 namespace {
@@ -316,15 +319,71 @@ TEST_F(AgentE2eTest, AbortAndStandby) {
   EXPECT_FALSE(std::filesystem::exists(run_dir_ + "/attempt-1/launch-2"));
 }
 
-TEST_F(AgentE2eTest, ModelSpecIsRefusedBeforeRegistering) {
+#ifdef TRELLIS_WORKER_HOSTS_TRAINER
+// A [model] run: the agent starts `trellis-worker rank` for its 2 ranks, which
+// rendezvous, train a tiny MoE for 3 steps, stream their step records and
+// checkpoint at the end.
+TEST_F(AgentE2eTest, ModelRunTrainsInTheRanksAndStreamsSteps) {
+  std::filesystem::create_directories(dir_ + "/text");
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "the quick brown fox jumps over the lazy dog " + std::to_string(i) + "\n";
+  std::ofstream(dir_ + "/text/a.txt") << text;
+  train::BuildStats stats;
+  train::WriteCorpus(dir_ + "/tiny.corpus", train::BuildByteCorpus({dir_ + "/text"}, &stats));
+  std::ofstream(run_dir_ + "/spec.toml")
+      << "[job]\nname = 'm'\n[slurm]\nnodes = 1\nranks_per_node = 2\n"
+      << "[model]\nlayers = 1\nhidden = 32\nheads = 2\nkv_heads = 1\nexperts = 2\n"
+      << "experts_per_token = 1\nexpert_hidden = 32\nvocab = 256\n"
+      << "[training]\nsteps = 3\nseq_len = 16\nglobal_batch = 4\nwarmup_steps = 1\n"
+      << "data = '" << dir_ << "/tiny.corpus'\n";
+  v1::GateDecision& d = service_.decision;
+  d.set_node_index(0);
+  d.set_rank_offset(0);
+  d.set_world_size(2);
+  d.set_master_port(20000 + getpid() % 20000);
+
+  CommandResult r = RunAgent();
+  ASSERT_EQ(r.exit_code, 0) << r.err << RankLog(0);
+  std::lock_guard<std::mutex> l(service_.mu);
+  std::set<std::pair<int, int64_t>> steps;
+  for (const v1::AgentReport& rep : service_.reports) {
+    if (!rep.has_step()) continue;
+    steps.insert({rep.step().rank(), rep.step().record().step()});
+    EXPECT_GT(rep.step().record().loss(), 0);
+    EXPECT_GT(rep.step().record().tokens(), 0);
+  }
+  EXPECT_EQ(steps, (std::set<std::pair<int, int64_t>>{{0, 1}, {0, 2}, {0, 3}, {1, 1}, {1, 2},
+                                                      {1, 3}}));
+  ASSERT_EQ(service_.exits.size(), 1u);
+  EXPECT_EQ(service_.exits[0].exit_code(), 0);
+  EXPECT_TRUE(std::filesystem::exists(run_dir_ + "/checkpoints/step-00000003/manifest.json"));
+}
+
+TEST_F(AgentE2eTest, ModelRankNamesAMissingCorpus) {
+  std::ofstream(run_dir_ + "/spec.toml")
+      << "[job]\nname = 'm'\n[model]\nlayers = 1\n[training]\ndata = '/nonexistent.corpus'\n";
+  auto r = RunCommand({TRELLIS_WORKER_BINARY, "rank", "--run-dir", run_dir_}, CommandOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_NE(r->err.find("/nonexistent.corpus"), std::string::npos) << r->err;
+}
+#else
+TEST_F(AgentE2eTest, ModelSpecIsRefusedWithoutTrainerCore) {
   WriteSpec("", /*model=*/true);
   CommandResult r = RunAgent();
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("[model] runs are hosted once trainer_core is linked into the worker"),
-            std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("built without trainer_core"), std::string::npos) << r.err;
   std::lock_guard<std::mutex> l(service_.mu);
   EXPECT_TRUE(service_.registers.empty());
+}
+#endif
+
+TEST_F(AgentE2eTest, RankRefusesAGenericSpec) {
+  WriteSpec("");
+  auto r = RunCommand({TRELLIS_WORKER_BINARY, "rank", "--run-dir", run_dir_}, CommandOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 2);
+  EXPECT_NE(r->err.find("has no [model] section"), std::string::npos) << r->err;
 }
 
 CommandResult RunNext(std::vector<std::string> argv, const std::string& code,

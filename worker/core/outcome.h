@@ -11,6 +11,7 @@ struct RankExit {
   int rank = 0;       // global rank
   int exit_code = 0;  // 128 + signal when killed by a signal
   int signal = 0;     // 0 when the rank exited
+  bool after_stop = false;  // ended after the worker began stopping the ranks
 };
 
 // Exit code Slurm and shells use for a program that could not be started.

@@ -39,6 +39,12 @@ std::string Hostname() {
   return buf;
 }
 
+std::string SelfExecutable() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "/proc/self/exe";
+}
+
 std::string DefaultNodeName() {
   const char* slurm = std::getenv("SLURMD_NODENAME");
   if (slurm != nullptr && *slurm != '\0') return slurm;

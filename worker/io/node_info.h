@@ -17,6 +17,8 @@ std::string DefaultNodeName();
 // The first executable `name` in the ':'-separated directories of path_env
 // (as $PATH); empty when there is none.
 std::string FindExecutable(const std::string& name, const std::string& path_env);
+// The absolute path of this process's executable (/proc/self/exe).
+std::string SelfExecutable();
 // This process's environment as a map.
 EnvMap CurrentEnvironment();
 

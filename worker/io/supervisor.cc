@@ -79,7 +79,8 @@ void Supervisor::Reap() {
   for (const RankExit& e : ended) Record(e);
 }
 
-void Supervisor::Record(const RankExit& e) {
+void Supervisor::Record(RankExit e) {
+  e.after_stop = terminating_;
   exits_.push_back(e);
   if (e.exit_code == 0) {
     spdlog::info("rank {} exited 0", e.rank);

@@ -53,7 +53,7 @@ class Supervisor {
  private:
   void WaitForChildren();
   void Reap();
-  void Record(const RankExit& e);
+  void Record(RankExit e);
   void Terminate();
 
   boost::asio::io_context& io_;

@@ -88,6 +88,9 @@ TEST_F(SupervisorTest, FailingRankStopsTheOtherWithSigterm) {
   EXPECT_EQ(exits_[1].rank, 10);
   EXPECT_EQ(exits_[1].signal, SIGTERM);
   EXPECT_EQ(exits_[1].exit_code, 143);
+  // The cause is not flagged; the rank stopped because of it is.
+  EXPECT_FALSE(exits_[0].after_stop);
+  EXPECT_TRUE(exits_[1].after_stop);
 }
 
 TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterTheGrace) {

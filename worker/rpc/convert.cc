@@ -24,6 +24,7 @@ void ToProto(const StepRecord& in, v1::StepRecord* out) {
 void ToProto(const RankExit& in, v1::RankExit* out) {
   out->set_rank(in.rank);
   out->set_exit_code(in.exit_code);
+  out->set_after_stop(in.after_stop);
   out->set_signal(in.signal);
 }
 

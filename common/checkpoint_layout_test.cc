@@ -1,0 +1,53 @@
+#include "common/checkpoint_layout.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <string>
+
+namespace trellis {
+namespace {
+
+TEST(ParseCheckpointStepDir, AcceptsOnlyStepDigits) {
+  EXPECT_EQ(ParseCheckpointStepDir("step-00000120"), 120);
+  EXPECT_EQ(ParseCheckpointStepDir("step-0"), 0);
+  EXPECT_EQ(ParseCheckpointStepDir("step-"), std::nullopt);
+  EXPECT_EQ(ParseCheckpointStepDir("step-12x"), std::nullopt);
+  EXPECT_EQ(ParseCheckpointStepDir("step--1"), std::nullopt);
+  EXPECT_EQ(ParseCheckpointStepDir("steps-1"), std::nullopt);
+  EXPECT_EQ(ParseCheckpointStepDir("step-1234567890123456789"), std::nullopt);
+  EXPECT_EQ(ParseCheckpointStepDir("manifest.json"), std::nullopt);
+}
+
+class NewestCompleteCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/trellis-ckpt-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  void Step(const std::string& name, bool manifest) {
+    ASSERT_EQ(::mkdir((dir_ + "/" + name).c_str(), 0755), 0);
+    if (manifest) std::ofstream(dir_ + "/" + name + "/manifest.json") << "{}";
+  }
+  std::string dir_;
+};
+
+TEST_F(NewestCompleteCheckpointTest, MissingOrEmptyDirIsFresh) {
+  EXPECT_EQ(NewestCompleteCheckpoint(dir_ + "/absent"), -1);
+  EXPECT_EQ(NewestCompleteCheckpoint(dir_), -1);
+}
+
+TEST_F(NewestCompleteCheckpointTest, NewestStepWithAManifestWins) {
+  Step("step-00000100", true);
+  Step("step-00000200", true);
+  Step("step-00000300", false);  // crashed mid-save: not complete
+  Step("step-junk", true);
+  EXPECT_EQ(NewestCompleteCheckpoint(dir_), 200);
+}
+
+}  // namespace
+}  // namespace trellis

@@ -1,0 +1,45 @@
+#include "common/spec/model_fit.h"
+
+#include <string>
+
+namespace trellis::spec {
+
+void CheckModelFitsWorld(const TrainerSpec& t, int nodes, int ranks_per_node,
+                         FieldErrors* errors) {
+  auto n = [](int64_t v) { return std::to_string(v); };
+  const int world = nodes * ranks_per_node;
+  const std::string world_text =
+      "the world size " + n(world) + " (" + n(nodes) + " nodes x " + n(ranks_per_node) + " ranks)";
+  if (t.training.global_batch % world != 0)
+    errors->push_back({"training.global_batch", "must be a multiple of " + world_text + ", got " +
+                                                    n(t.training.global_batch)});
+  const int node_size = t.parallel.node_size > 0 ? t.parallel.node_size : ranks_per_node;
+  if (world % node_size != 0) {
+    errors->push_back({"parallel.node_size", "must divide " + world_text + ", got " + n(node_size)});
+    return;
+  }
+  const int ep = t.parallel.ep > 0 ? t.parallel.ep : node_size;
+  if (node_size % ep != 0) {
+    errors->push_back({"parallel.ep", "must divide parallel.node_size = " + n(node_size) +
+                                          " (an expert-parallel group stays inside a node), got " +
+                                          n(ep)});
+    return;
+  }
+  if (t.model.experts % ep != 0) {
+    errors->push_back(
+        {"parallel.ep", "must divide model.experts = " + n(t.model.experts) + ", got " + n(ep)});
+    return;
+  }
+  // Each EP block's experts are split on expert boundaries over the ranks
+  // that share an EP index.
+  const int per_block = t.model.experts / ep, replicas = world / ep;
+  if (per_block % replicas != 0)
+    errors->push_back({"model.experts",
+                       "model.experts / parallel.ep = " + n(per_block) +
+                           " experts per block cannot be split on expert boundaries over the " +
+                           n(replicas) + " ranks sharing an expert-parallel index (world " +
+                           n(world) + " / ep " + n(ep) + "); use a multiple of " +
+                           n(replicas * ep) + " experts"});
+}
+
+}  // namespace trellis::spec

@@ -1,0 +1,17 @@
+#pragma once
+// Cross-section checks of a [model] run: does the trainer's layout fit the
+// world the [slurm] section asks for? The same rules the trainer enforces at
+// start (trainer_core/parallel/expert_parallel.cc, trainer.cc), checked at
+// submit so a bad spec is refused before it queues for hours.
+
+#include "common/spec/field_errors.h"
+#include "common/spec/trainer_spec.h"
+
+namespace trellis::spec {
+
+// world = nodes * ranks_per_node; parallel.node_size defaults to
+// ranks_per_node and parallel.ep to node_size, as in the trainer.
+void CheckModelFitsWorld(const TrainerSpec& t, int nodes, int ranks_per_node,
+                         FieldErrors* errors);
+
+}  // namespace trellis::spec
