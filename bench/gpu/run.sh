@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The GPU benchmark, one command on a machine with one CUDA GPU, LibTorch 2.x
+# through the python3 torch package, and header-only deps (toml++,
+# nlohmann-json, CLI11) on the include path or in THIRD_PARTY_INCLUDE:
+#   1. builds trainer_core there (TRELLIS_TRAINER_ONLY)
+#   2. runs bench/gpu/kernels/run.sh if it exists (KERNELS=0 skips it)
+#   3. CHECK=1: the GPU path against the CPU fp32 reference on a tiny config
+#   4. writes the moe-bench corpus, initial weights and token batches once
+#      (trellis-export), measures the bf16 matmul peak, then trains moe-bench
+#      STEPS steps with trellis-train, PyTorch eager (torch._grouped_mm and the
+#      per-expert loop) and PyTorch torch.compile, one process after another
+#   5. prints the table and writes OUT_DIR/trainer-gpu-<date>.{md,json}
+# Usage: bench/gpu/run.sh   (env: STEPS=50 WARMUP=5 KERNELS=1 CHECK=1
+#        RUNS="trellis eager_grouped_mm eager_loop compile_grouped_mm"
+#        BUILD_DIR=build-gpu OUT_DIR=bench/results WORK=<temp dir> JOBS=$(nproc))
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+STEPS=${STEPS:-50}
+WARMUP=${WARMUP:-5}
+KERNELS=${KERNELS:-1}
+CHECK=${CHECK:-1}
+RUNS=${RUNS:-trellis eager_grouped_mm eager_loop compile_grouped_mm}
+BUILD_DIR=${BUILD_DIR:-build-gpu}
+OUT_DIR=${OUT_DIR:-bench/results}
+JOBS=${JOBS:-$(nproc)}
+THIRD_PARTY_INCLUDE=${THIRD_PARTY_INCLUDE:-$PWD/.third_party/include}
+WORK=${WORK:-$(mktemp -d)}
+SPEC=examples/moe-bench.toml
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT_DIR" "$WORK"
+log() { echo "== $(date -u +%H:%M:%S) $*"; }
+die() { echo "run.sh: $*" >&2; exit 1; }
+
+log "build ($BUILD_DIR)"
+prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') || die "no torch"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_TRAINER_ONLY=ON \
+  -DTRELLIS_WITH_CUDA=OFF -DTRELLIS_THIRD_PARTY_INCLUDE="$THIRD_PARTY_INCLUDE" \
+  -DCMAKE_PREFIX_PATH="$prefix" > "$WORK/cmake.log" 2>&1 || { tail -30 "$WORK/cmake.log"; die "cmake"; }
+ninja -C "$BUILD_DIR" -j "$JOBS" trellis-train trellis-corpus trellis-export > "$WORK/build.log" 2>&1 \
+  || { grep -E "error" -A5 "$WORK/build.log" | head -60; die "build"; }
+BIN=$BUILD_DIR/bin
+
+if [ "$KERNELS" = 1 ] && [ -x bench/gpu/kernels/run.sh ]; then
+  log "kernels benchmark"
+  bench/gpu/kernels/run.sh || echo "run.sh: kernels benchmark failed (rc $?), continuing"
+fi
+
+# Losses of trellis-train on a tiny config, GPU against the CPU fp32 reference.
+check() {
+  local corpus=$1 name=$2 steps=30
+  local base="$WORK/check_$name"
+  for v in "cpu float32" "cuda float32" "cuda bfloat16"; do
+    set -- $v
+    sed -e "s/^dtype = .*/dtype = \"$2\"/" -e "s/^\[training\]/[training]\ndevice = \"$1\"/" \
+      examples/tiny-moe.toml > "$base.$1.$2.toml"
+    "$BIN/trellis-train" "$base.$1.$2.toml" --data "$corpus" --steps $steps --json \
+      > "$base.$1.$2.jsonl" 2> "$base.$1.$2.err" || { cat "$base.$1.$2.err"; die "check $name $v"; }
+  done
+  python3 - "$base" "$name" <<'PY'
+import json, sys
+base, name = sys.argv[1], sys.argv[2]
+loss = lambda v: [json.loads(l)["loss"] for l in open(f"{base}.{v}.jsonl")]
+ref = loss("cpu.float32")
+for v, tol in (("cuda.float32", 1e-3), ("cuda.bfloat16", 2e-2)):
+    got = loss(v)
+    worst = max(abs(a - b) / b for a, b in zip(got, ref))
+    print(f"check {name}: {v} vs cpu.float32 over {len(ref)} steps: max rel loss diff "
+          f"{worst:.2e} (tolerance {tol:g}), last {got[-1]:.4f} vs {ref[-1]:.4f}: "
+          f"{'ok' if worst <= tol else 'FAILED'}")
+PY
+}
+if [ "$CHECK" = 1 ]; then
+  log "GPU vs CPU fp32 on examples/tiny-moe.toml"
+  "$BIN/trellis-corpus" build "$WORK/licenses.corpus" /usr/share/common-licenses > /dev/null 2>&1 \
+    || "$BIN/trellis-corpus" synthetic "$WORK/licenses.corpus" 256 300000 7 > /dev/null
+  "$BIN/trellis-corpus" synthetic "$WORK/tiny_single.corpus" 256 300000 > /dev/null
+  check "$WORK/licenses.corpus" documents   # several documents per row: masked attention
+  check "$WORK/tiny_single.corpus" causal   # one document: causal flash, grouped GEMM
+fi
+
+log "moe-bench inputs"
+"$BIN/trellis-corpus" synthetic "$WORK/moe-bench.corpus" 32000 2000000 || die "corpus"
+"$BIN/trellis-export" "$SPEC" --data "$WORK/moe-bench.corpus" --info "$WORK/info.json" \
+  --weights "$WORK/weights.safetensors" --batches "$WORK/batches.safetensors" --steps "$STEPS" \
+  || die "export"
+python3 bench/gpu/pytorch_moe.py peak --out "$WORK/peak.json" || die "peak"
+
+for run in $RUNS; do
+  log "train $run"
+  case $run in
+    trellis)
+      "$BIN/trellis-train" "$SPEC" --data "$WORK/moe-bench.corpus" --steps "$STEPS" --json \
+        > "$WORK/trellis.jsonl" 2> "$WORK/trellis.err" \
+        || { tail -20 "$WORK/trellis.err"; echo "run.sh: trellis failed, continuing"; }
+      head -2 "$WORK/trellis.err"; sed -n '1p;$p' "$WORK/trellis.jsonl" ;;
+    eager_*|compile_*)
+      mode=${run%%_*} experts=${run#*_}
+      python3 bench/gpu/pytorch_moe.py train --spec "$SPEC" --weights "$WORK/weights.safetensors" \
+        --batches "$WORK/batches.safetensors" --experts "$experts" --steps "$STEPS" \
+        --warmup "$WARMUP" $([ "$mode" = compile ] && echo --compile) \
+        --out "$WORK/pytorch_$run.json" > "$WORK/pytorch_$run.log" 2>&1 \
+        || { tail -30 "$WORK/pytorch_$run.log"; echo "run.sh: $run failed, continuing"; }
+      sed -n '1p;$p' "$WORK/pytorch_$run.log" ;;
+  esac
+done
+
+day=$(date -u +%Y-%m-%d)
+log "summary"
+python3 bench/gpu/summarize.py "$WORK" "$OUT_DIR/trainer-gpu-$day" \
+  "bench/gpu/run.sh (STEPS=$STEPS WARMUP=$WARMUP)" "$WARMUP"

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Builds the trainer-gpu table (Markdown and JSON) from one run's files:
+info.json (trellis-export --info), peak.json, trellis.jsonl (trellis-train
+--json step records), pytorch_*.json (pytorch_moe.py train).
+
+  summarize.py WORK_DIR OUT_PREFIX "COMMAND" WARMUP
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+from datetime import datetime, timezone
+
+TARGET_RATIO_EAGER, TARGET_MFU, TARGET_LOSS_REL = 1.3, 0.5, 0.01
+
+
+def trellis_result(path, warmup, tokens_per_step):
+    recs = [json.loads(line) for line in open(path) if line.startswith("{")]
+    timed = [r["step_seconds"] for r in recs[warmup:]]
+    return dict(
+        implementation="trellis-train (LibTorch C++)", steps=len(recs),
+        warmup_steps_untimed=warmup, tokens_per_step=tokens_per_step,
+        tokens_per_s=tokens_per_step * len(timed) / sum(timed),
+        step_seconds_median=statistics.median(timed),
+        fwd_seconds_median=statistics.median(r["fwd_seconds"] for r in recs[warmup:]),
+        bwd_seconds_median=statistics.median(r["bwd_seconds"] for r in recs[warmup:]),
+        optim_seconds_median=statistics.median(r["optim_seconds"] for r in recs[warmup:]),
+        losses=[r["loss"] for r in recs],
+        peak_mem_bytes=max(r.get("mem_allocated_peak_bytes", 0) for r in recs),
+        reserved_bytes=max(r.get("mem_reserved_peak_bytes", 0) for r in recs),
+        alloc_retries=recs[-1].get("alloc_retries", 0))
+
+
+def main():
+    work, prefix, command, warmup = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    info = json.load(open(os.path.join(work, "info.json")))
+    peak = json.load(open(os.path.join(work, "peak.json")))
+    tps_flops = info["training_flops_per_token"]
+    runs = {}
+    if os.path.exists(os.path.join(work, "trellis.jsonl")):
+        runs["trellis"] = trellis_result(os.path.join(work, "trellis.jsonl"), warmup,
+                                         info["tokens_per_step"])
+    for path in sorted(glob.glob(os.path.join(work, "pytorch_*.json"))):
+        name = os.path.basename(path)[len("pytorch_"):-len(".json")]
+        runs["pytorch_" + name] = json.load(open(path))
+    eager = [r for n, r in runs.items() if n.startswith("pytorch_eager")]
+    best_eager = max(eager, key=lambda r: r["tokens_per_s"]) if eager else None
+    compiled = runs.get("pytorch_compile_grouped_mm")
+    ns_per_token = info["newton_schulz_flops_per_step"] / info["tokens_per_step"]
+    for r in runs.values():
+        r["mfu"] = r["tokens_per_s"] * tps_flops / (peak["peak_tflops"] * 1e12)
+        r["mfu_with_newton_schulz"] = (r["tokens_per_s"] * (tps_flops + ns_per_token)
+                                       / (peak["peak_tflops"] * 1e12))
+        r["loss_step_50"] = r["losses"][49] if len(r["losses"]) >= 50 else None
+        r["loss_last"] = r["losses"][-1]
+    ref = best_eager
+    for r in runs.values():
+        r["ratio_vs_pytorch"] = r["tokens_per_s"] / ref["tokens_per_s"] if ref else None
+        r["ratio_vs_compile"] = r["tokens_per_s"] / compiled["tokens_per_s"] if compiled else None
+        if ref:
+            r["loss_rel_diff_vs_pytorch"] = abs(r["loss_last"] - ref["loss_last"]) / ref["loss_last"]
+    t = runs.get("trellis")
+    targets = {}
+    if t:
+        targets = {
+            "tokens_per_s >= 1.3 x pytorch eager": bool(ref) and t["ratio_vs_pytorch"] >= TARGET_RATIO_EAGER,
+            "mfu >= 0.5": t["mfu"] >= TARGET_MFU,
+            "ahead of torch.compile": bool(compiled) and t["ratio_vs_compile"] > 1.0,
+            "loss within 1% of pytorch eager": bool(ref) and t["loss_rel_diff_vs_pytorch"] <= TARGET_LOSS_REL,
+            "alloc_retries == 0": t["alloc_retries"] == 0,
+        }
+    now = datetime.now(timezone.utc)
+    out = dict(benchmark="trainer-gpu", date=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+               machine="one NVIDIA H200", device=peak["device"], torch=peak["torch"],
+               command=command, config="examples/moe-bench.toml", model=info,
+               peak_tflops=peak["peak_tflops"], reference="the fastest PyTorch eager run",
+               runs=runs, targets=targets)
+    with open(prefix + ".json", "w") as f:
+        json.dump(out, f, indent=1)
+
+    gib = 2 ** 30
+    fmt = lambda v, spec: "n/a" if v is None else format(v, spec)
+    lines = [
+        "# trainer-gpu: moe-bench on one GPU, trellis-train vs PyTorch",
+        "",
+        f"- Date: {out['date']}",
+        f"- Machine: one NVIDIA H200 ({peak['device']}), torch {peak['torch']}",
+        f"- Command: `{command}`",
+        f"- Config: `examples/moe-bench.toml`: {info['params'] / 1e9:.2f} B parameters "
+        f"({info['active_params_per_token'] / 1e9:.2f} B active per token), "
+        f"{info['tokens_per_step']} tokens per step, "
+        f"{tps_flops / 1e9:.2f} GFLOP per trained token (trainer_core/README.md, model/flops.h); "
+        f"Muon's Newton-Schulz adds {info['newton_schulz_flops_per_step'] / 1e12:.1f} TFLOP per step",
+        f"- Peak: bf16 matmul 8192^3 measured in this run: {peak['peak_tflops']:.0f} TFLOP/s; "
+        "MFU = tokens/s x FLOP per token / peak",
+        f"- Same initial weights and token batches on every row (trellis-export); the first "
+        f"{warmup} steps are not timed; losses are each step's mean cross entropy",
+        "",
+        "| implementation | tokens/s | vs best eager | vs compile | MFU | MFU incl. NS | "
+        "step s (median) | peak alloc GiB | reserved GiB | alloc retries | loss step 1 | loss step 50 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in runs.items():
+        lines.append(
+            f"| {r['implementation']} | {r['tokens_per_s']:.0f} | {fmt(r['ratio_vs_pytorch'], '.2f')} | "
+            f"{fmt(r['ratio_vs_compile'], '.2f')} | {r['mfu']:.3f} | {r['mfu_with_newton_schulz']:.3f} | "
+            f"{r['step_seconds_median']:.3f} | {r['peak_mem_bytes'] / gib:.1f} | "
+            f"{r['reserved_bytes'] / gib:.1f} | {r['alloc_retries']} | {r['losses'][0]:.4f} | "
+            f"{fmt(r['loss_step_50'], '.4f')} |")
+    if t:
+        lines += ["", f"trellis step breakdown (median s): forward {t['fwd_seconds_median']:.3f}, "
+                  f"backward {t['bwd_seconds_median']:.3f}, optimizer {t['optim_seconds_median']:.3f}",
+                  "", "| target | met |", "|---|---|"]
+        lines += [f"| {k} | {'yes' if v else 'MISSED'} |" for k, v in targets.items()]
+    with open(prefix + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

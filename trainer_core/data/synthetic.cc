@@ -1,0 +1,46 @@
+#include "trainer_core/data/synthetic.h"
+
+#include <cmath>
+
+#include "trainer_core/error.h"
+#include "trainer_core/model/init.h"
+
+namespace trellis::train {
+namespace {
+
+constexpr int kSuccessors = 4;
+constexpr double kFollowProbability = 0.75;
+
+// Log-uniform over [1, vocab]: p(t) ~ 1 / (t + 1).
+uint16_t Skewed(uint32_t vocab, double u) {
+  const double t = std::floor(std::exp(u * std::log(static_cast<double>(vocab)))) - 1;
+  return static_cast<uint16_t>(std::min<double>(vocab - 1, std::max(0.0, t)));
+}
+
+}  // namespace
+
+Corpus SyntheticCorpus(uint32_t vocab, int64_t tokens, uint64_t seed) {
+  if (vocab < 2 || vocab > 65536) throw TrainError("synthetic corpus: vocab must be in [2, 65536]");
+  if (tokens < 2) throw TrainError("synthetic corpus: needs at least 2 tokens");
+  Corpus c;
+  c.vocab = vocab;
+  c.doc_starts = {0};
+  c.tokens.resize(tokens);
+  const uint64_t draw = ParamSeed(seed, "synthetic.draw");
+  const uint64_t successor = ParamSeed(seed, "synthetic.successor");
+  c.tokens[0] = Skewed(vocab, CounterUniform(draw, 0));
+  for (int64_t i = 1; i < tokens; ++i) {
+    const uint64_t h = CounterHash(draw, 2 * static_cast<uint64_t>(i));
+    const double u = CounterUniform(draw, 2 * static_cast<uint64_t>(i) + 1);
+    if (static_cast<double>(h >> 11) * 0x1.0p-53 < kFollowProbability) {
+      // One of the previous token's fixed successors.
+      const uint64_t which = c.tokens[i - 1] * uint64_t{kSuccessors} + (h % kSuccessors);
+      c.tokens[i] = Skewed(vocab, CounterUniform(successor, which));
+    } else {
+      c.tokens[i] = Skewed(vocab, u);
+    }
+  }
+  return c;
+}
+
+}  // namespace trellis::train

@@ -1,0 +1,46 @@
+#pragma once
+// A streaming writer of the safetensors format (what PyTorch, JAX and the
+// Hugging Face tools load): u64 little-endian header length, a JSON header
+// {"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
+// {string: string}} padded with spaces to 8 bytes, then the tensors' bytes in
+// header order. The header is fixed before any data is written, so tensors of
+// many gigabytes are written one at a time without holding the file in
+// memory. Torch-free.
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace trellis::train {
+
+enum class StDtype { kF32, kI32 };
+
+struct StTensor {
+  std::string name;
+  StDtype dtype;
+  std::vector<int64_t> shape;
+  int64_t Bytes() const;
+};
+
+class SafetensorsWriter {
+ public:
+  // Writes the header to `path` (a temporary name until Finish). Throws
+  // TrainError on I/O errors or duplicate names.
+  SafetensorsWriter(const std::string& path, std::vector<StTensor> tensors,
+                    const std::map<std::string, std::string>& metadata);
+  ~SafetensorsWriter();
+  // The next tensor's bytes, in header order; exactly its size.
+  void Write(const void* data, int64_t bytes);
+  // Checks every tensor was written, flushes and renames into place.
+  void Finish();
+
+ private:
+  std::string path_, tmp_;
+  std::vector<StTensor> tensors_;
+  std::FILE* file_ = nullptr;
+  size_t next_ = 0;
+};
+
+}  // namespace trellis::train
