@@ -10,7 +10,8 @@
 #      STEPS steps with trellis-train, PyTorch eager (torch._grouped_mm and the
 #      per-expert loop) and PyTorch torch.compile, one process after another
 #   5. prints the table and writes OUT_DIR/trainer-gpu-<date>.{md,json}
-# Usage: bench/gpu/run.sh   (env: STEPS=50 WARMUP=5 KERNELS=1 CHECK=1
+# Usage: bench/gpu/run.sh   (env: STEPS=50 WARMUP=5 KERNELS=1 CHECK=1 CHECK_STEPS=30
+#        CHECKS="documents causal"
 #        RUNS="trellis eager_grouped_mm eager_loop compile_grouped_mm"
 #        BUILD_DIR=build-gpu OUT_DIR=bench/results WORK=<temp dir> JOBS=$(nproc))
 set -uo pipefail
@@ -19,6 +20,8 @@ STEPS=${STEPS:-50}
 WARMUP=${WARMUP:-5}
 KERNELS=${KERNELS:-1}
 CHECK=${CHECK:-1}
+CHECK_STEPS=${CHECK_STEPS:-30}
+CHECKS=${CHECKS:-documents causal}
 RUNS=${RUNS:-trellis eager_grouped_mm eager_loop compile_grouped_mm}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 OUT_DIR=${OUT_DIR:-bench/results}
@@ -48,7 +51,7 @@ fi
 
 # Losses of trellis-train on a tiny config, GPU against the CPU fp32 reference.
 check() {
-  local corpus=$1 name=$2 steps=30
+  local corpus=$1 name=$2 steps=$CHECK_STEPS
   local base="$WORK/check_$name"
   for v in "cpu float32" "cuda float32" "cuda bfloat16"; do
     set -- $v
@@ -75,8 +78,11 @@ if [ "$CHECK" = 1 ]; then
   "$BIN/trellis-corpus" build "$WORK/licenses.corpus" /usr/share/common-licenses > /dev/null 2>&1 \
     || "$BIN/trellis-corpus" synthetic "$WORK/licenses.corpus" 256 300000 7 > /dev/null
   "$BIN/trellis-corpus" synthetic "$WORK/tiny_single.corpus" 256 300000 > /dev/null
-  check "$WORK/licenses.corpus" documents   # several documents per row: masked attention
-  check "$WORK/tiny_single.corpus" causal   # one document: causal flash, grouped GEMM
+  # documents: several per row (masked attention); causal: one document (flash)
+  for c in $CHECKS; do
+    [ "$c" = documents ] && check "$WORK/licenses.corpus" documents
+    [ "$c" = causal ] && check "$WORK/tiny_single.corpus" causal
+  done
 fi
 
 log "moe-bench inputs"

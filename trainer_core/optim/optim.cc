@@ -45,7 +45,8 @@ torch::Tensor NewtonSchulz(const torch::Tensor& g, int steps, torch::Dtype dtype
     }
   }
   if (tall) x = compat::MT(x);
-  return x.to(g.scalar_type());
+  // Contiguous in g's shape: callers view the result as flat matrices.
+  return x.to(g.scalar_type()).contiguous();
 }
 
 Muon::Muon(std::vector<ParamSlot> params, MuonOptions options)

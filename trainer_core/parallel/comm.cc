@@ -4,7 +4,9 @@
 
 #include <cstdlib>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#ifdef TRELLIS_HAS_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #define TRELLIS_COMPAT_C10D
@@ -130,6 +132,10 @@ c10::intrusive_ptr<compat::Backend> C10dComm::MakeGroup(
   const auto start = Clock::now();
   try {
     if (o.cuda) return compat::MakeNcclGroup(store, rank, size, o.timeout);
+#ifndef TRELLIS_HAS_GLOO
+    throw std::runtime_error("this build has no gloo (LibTorch without gloo headers): CPU ranks "
+                             "cannot meet");
+#else
     auto options = c10d::ProcessGroupGloo::Options::create(o.timeout);
     if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"))
       options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
@@ -139,6 +145,7 @@ c10::intrusive_ptr<compat::Backend> C10dComm::MakeGroup(
       options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     options->threads = 1;
     return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+#endif
   } catch (const std::exception& e) {
     auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
     throw TrainError("comm: rank " + std::to_string(o.rank) + ": " + what + " of " +
