@@ -1,4 +1,7 @@
-// Grouped GEMM on tensor cores with mma.sync m16n8k16 (bf16 in, fp32
+// Grouped GEMM: argument checks and dispatch, and the kMmaSync main loop (the
+// Hopper one is in grouped_gemm_wgmma.cu).
+//
+// kMmaSync: tensor cores through mma.sync m16n8k16 (bf16 in, fp32
 // accumulate). 256 threads per block compute a 128 x 128 tile; 8 warps as
 // 2 (m) x 4 (n), each 64 x 32. K advances 32 at a time through a 4-stage
 // cp.async pipeline (64 KiB of shared memory, 2 blocks per SM). Shared rows
@@ -8,6 +11,7 @@
 
 #include <string>
 
+#include "kernels/grouped_gemm_wgmma.h"
 #include "kernels/launch_util.cuh"
 #include "kernels/ref/tile_map.h"
 
@@ -232,7 +236,8 @@ void Launch(const Problem& p, int64_t total_rows, int* counter, cudaStream_t str
 
 void GroupedGemm(const __nv_bfloat16* x, const __nv_bfloat16* w, const int32_t* offsets,
                  int num_experts, int64_t total_rows, int n, int k, __nv_bfloat16* out,
-                 TileSchedule schedule, void* workspace, cudaStream_t stream, int max_blocks) {
+                 TileSchedule schedule, void* workspace, cudaStream_t stream, int max_blocks,
+                 GroupedGemmMainLoop main_loop) {
   Require(num_experts > 0 && num_experts <= kMaxExperts,
           "GroupedGemm: num_experts must be in [1, " + std::to_string(kMaxExperts) + "]");
   Require(n > 0 && k > 0 && n % 8 == 0 && k % 8 == 0,
@@ -244,8 +249,20 @@ void GroupedGemm(const __nv_bfloat16* x, const __nv_bfloat16* w, const int32_t* 
   Require(schedule != TileSchedule::kDynamic || (workspace && IsAligned(workspace, 16)),
           "GroupedGemm: the dynamic schedule needs a 16-byte aligned workspace");
   if (total_rows == 0) return;
-  const Problem p{x, w, offsets, out, num_experts, n, k};
   auto* counter = static_cast<int*>(workspace);
+  if (main_loop != GroupedGemmMainLoop::kMmaSync) {
+    const detail::WgmmaArgs args{x,       w,
+                                 offsets, num_experts,
+                                 total_rows, n,
+                                 k,       out,
+                                 schedule == TileSchedule::kDynamic,
+                                 schedule == TileSchedule::kPerTile,
+                                 counter, stream,
+                                 max_blocks};
+    detail::GroupedGemmWgmma(args, main_loop == GroupedGemmMainLoop::kWgmma128 ? 128 : 256);
+    return;
+  }
+  const Problem p{x, w, offsets, out, num_experts, n, k};
   switch (schedule) {
     case TileSchedule::kStatic:
       Launch<TileSchedule::kStatic>(p, total_rows, counter, stream, max_blocks);

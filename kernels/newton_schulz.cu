@@ -4,6 +4,11 @@
 //   B  = bA + cA A      ->  B  = c A A + b A              (C = A, D = B)
 //   X' = aX + B X       ->  Xc' = Xc B^T + a Xc           (C = Xc, D = Xc')
 // Lt's separate C and D outputs let the additions ride in the epilogue.
+// With fused_output (opt-in until it has run on a GPU) the last step writes the fp32 result itself, in the caller's layout, with no
+// conversion pass: X' = (B + aI) X with D = out (fp32, beta 0); aI is added to
+// B's diagonal in bf16 first (Lt wants C and D of one type, so aX cannot ride
+// in an fp32 epilogue from a bf16 C). When m > n, out = X'^T, so that product
+// computes out = (B + aI) Xc^T instead.
 #include "kernels/newton_schulz.h"
 
 #include <cublasLt.h>
@@ -31,13 +36,26 @@ namespace {
 constexpr int kThreads = 256;
 constexpr size_t kLtWorkspaceBytes = 64 << 20;
 
-// sumsq[b] += squares of matrix b's elements; grid (chunks, batch).
+// sumsq[b] += squares of matrix b's elements; grid (chunks, batch). 16-byte
+// loads when every matrix starts 16-byte aligned (elems % 4 == 0).
 __global__ void SumSquaresKernel(const float* g, int64_t elems, float* sumsq) {
   const float* gb = g + blockIdx.y * elems;
   float s = 0.0f;
-  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < elems;
-       i += int64_t{gridDim.x} * kThreads) {
-    s = fmaf(gb[i], gb[i], s);
+  int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x;
+  const int64_t stride = int64_t{gridDim.x} * kThreads;
+  if (elems % 4 == 0) {
+    const auto* g4 = reinterpret_cast<const float4*>(gb);
+    float s1 = 0.0f;
+    for (; i < elems / 4; i += stride) {
+      const float4 v = __ldg(g4 + i);
+      s = fmaf(v.x, v.x, s);
+      s1 = fmaf(v.y, v.y, s1);
+      s = fmaf(v.z, v.z, s);
+      s1 = fmaf(v.w, v.w, s1);
+    }
+    s += s1;
+  } else {
+    for (; i < elems; i += stride) s = fmaf(gb[i], gb[i], s);
   }
   for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
   __shared__ float warp_sums[kThreads / 32];
@@ -79,6 +97,15 @@ __global__ void NormalizeKernel(const float* g, int rows, int cols, const float*
   }
 }
 
+// b[m] += a I for every matrix m of the batch (s x s, bf16); grid (batch).
+__global__ void AddDiagonalKernel(__nv_bfloat16* b, int s, float a) {
+  __nv_bfloat16* bm = b + int64_t{blockIdx.x} * s * s;
+  for (int i = threadIdx.x; i < s; i += blockDim.x) {
+    const int64_t d = int64_t{i} * s + i;
+    bm[d] = __float2bfloat16_rn(__bfloat162float(bm[d]) + a);
+  }
+}
+
 // out[b] = float(x[b]), x is [rows, cols]; transposed back when kTranspose.
 template <bool kTranspose>
 __global__ void OutputKernel(const __nv_bfloat16* x, int rows, int cols, float* out) {
@@ -105,9 +132,27 @@ __global__ void OutputKernel(const __nv_bfloat16* x, int rows, int cols, float* 
   }
 }
 
-cublasLtMatrixLayout_t Layout(int rows, int cols, int batch) {
+// x = bf16(g / (norm + eps)) elementwise, 4 values per thread (elems % 4 == 0); grid (chunks, batch).
+__global__ void NormalizeFlatKernel(const float* g, int64_t elems, const float* sumsq,
+                                    __nv_bfloat16* x) {
+  const float inv = 1.0f / (sqrtf(sumsq[blockIdx.y]) + ref::kNsEps);
+  const auto* g4 = reinterpret_cast<const float4*>(g + blockIdx.y * elems);
+  auto* x4 = reinterpret_cast<uint2*>(x + blockIdx.y * elems);
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < elems / 4;
+       i += int64_t{gridDim.x} * kThreads) {
+    const float4 v = __ldg(g4 + i);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x * inv, v.y * inv);
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z * inv, v.w * inv);
+    uint2 packed;
+    memcpy(&packed.x, &lo, 4);
+    memcpy(&packed.y, &hi, 4);
+    x4[i] = packed;
+  }
+}
+
+cublasLtMatrixLayout_t Layout(int rows, int cols, int batch, cudaDataType type = CUDA_R_16BF) {
   cublasLtMatrixLayout_t l;
-  TRELLIS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, rows, cols, rows));
+  TRELLIS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, rows, cols, rows));
   const int64_t stride = int64_t{rows} * cols;
   TRELLIS_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
                                                         &batch, sizeof(batch)));
@@ -131,6 +176,8 @@ struct BatchedNewtonSchulz::Plan {
   __nv_bfloat16 *x = nullptr, *x_next = nullptr, *a = nullptr, *b = nullptr;
   float* sumsq = nullptr;
   Product gram, poly, update;  // A = X X^T, B = bA + cA^2, X' = aX + BX
+  Product last;                // fp32 out = (B + aI) X, in the caller's layout
+  bool fused_output = false;   // off, or once Lt refused `last`: bf16 X', conversion pass
 };
 
 namespace {
@@ -175,7 +222,7 @@ void Destroy(Product& p) {
 
 }  // namespace
 
-BatchedNewtonSchulz::BatchedNewtonSchulz(int batch, int m, int n)
+BatchedNewtonSchulz::BatchedNewtonSchulz(int batch, int m, int n, bool fused_output)
     : batch_(batch), m_(m), n_(n), plan_(new Plan) {
   Require(batch > 0 && m > 0 && n > 0, "BatchedNewtonSchulz: batch, m, n must be positive");
   const int s = std::min(m, n), l = std::max(m, n);
@@ -193,11 +240,19 @@ BatchedNewtonSchulz::BatchedNewtonSchulz(int batch, int m, int n)
                        Layout(s, s, batch));
   p.update = PlanProduct(p.handle, CUBLAS_OP_N, CUBLAS_OP_T, Layout(l, s, batch),
                          Layout(s, s, batch), Layout(l, s, batch));
+  if (m <= n) {  // out [m, n] = Xc' (l x s, column-major) = Xc (B + aI)^T
+    p.last = PlanProduct(p.handle, CUBLAS_OP_N, CUBLAS_OP_T, Layout(l, s, batch),
+                         Layout(s, s, batch), Layout(l, s, batch, CUDA_R_32F));
+  } else {  // out [m, n] = Xc'^T (s x l, column-major) = (B + aI) Xc^T
+    p.last = PlanProduct(p.handle, CUBLAS_OP_N, CUBLAS_OP_T, Layout(s, s, batch),
+                         Layout(l, s, batch), Layout(s, l, batch, CUDA_R_32F));
+  }
+  p.fused_output = fused_output;
 }
 
 BatchedNewtonSchulz::~BatchedNewtonSchulz() {
   Plan& p = *plan_;
-  for (Product* prod : {&p.gram, &p.poly, &p.update}) Destroy(*prod);
+  for (Product* prod : {&p.gram, &p.poly, &p.update, &p.last}) Destroy(*prod);
   cudaFree(p.lt_workspace);
   cudaFree(p.x);
   cudaFree(p.x_next);
@@ -207,6 +262,8 @@ BatchedNewtonSchulz::~BatchedNewtonSchulz() {
   cublasLtDestroy(p.handle);
   delete plan_;
 }
+
+bool BatchedNewtonSchulz::FusedOutput() const { return plan_->fused_output; }
 
 double BatchedNewtonSchulz::Flops(int steps) const {
   const double s = std::min(m_, n_), l = std::max(m_, n_);
@@ -225,6 +282,8 @@ void BatchedNewtonSchulz::Run(const float* g, float* out, cudaStream_t stream, i
   const dim3 tile_grid(((m_ + 31) / 32) * ((n_ + 31) / 32), batch_), tile_block(32, 8);
   if (transpose) {
     NormalizeKernel<true><<<tile_grid, tile_block, 0, stream>>>(g, m_, n_, p.sumsq, p.x);
+  } else if (elems % 4 == 0) {
+    NormalizeFlatKernel<<<sum_grid, kThreads, 0, stream>>>(g, elems, p.sumsq, p.x);
   } else {
     NormalizeKernel<false><<<tile_grid, tile_block, 0, stream>>>(g, m_, n_, p.sumsq, p.x);
   }
@@ -232,8 +291,29 @@ void BatchedNewtonSchulz::Run(const float* g, float* out, cudaStream_t stream, i
   for (int step = 0; step < steps; ++step) {
     RunProduct(p.handle, p.gram, 1.0f, p.x, p.x, 0.0f, p.a, p.a, p.lt_workspace, stream);
     RunProduct(p.handle, p.poly, ref::kNsC, p.a, p.a, ref::kNsB, p.a, p.b, p.lt_workspace, stream);
-    RunProduct(p.handle, p.update, 1.0f, p.x, p.b, ref::kNsA, p.x, p.x_next, p.lt_workspace,
-               stream);
+    if (step + 1 < steps) {
+      RunProduct(p.handle, p.update, 1.0f, p.x, p.b, ref::kNsA, p.x, p.x_next, p.lt_workspace,
+                 stream);
+      std::swap(p.x, p.x_next);
+      continue;
+    }
+    AddDiagonalKernel<<<batch_, kThreads, 0, stream>>>(p.b, std::min(m_, n_), ref::kNsA);
+    TRELLIS_CHECK_LAUNCH();
+    if (p.fused_output) {
+      const float one = 1.0f, zero = 0.0f;
+      const void* a = transpose ? p.b : p.x;
+      const void* b = transpose ? p.x : p.b;
+      // Lt validates its arguments before it enqueues anything: a refusal leaves the
+      // stream untouched, and the bf16 path below takes over for good.
+      const cublasStatus_t st =
+          cublasLtMatmul(p.handle, p.last.desc, &one, a, p.last.a, b, p.last.b, &zero, out,
+                         p.last.c, out, p.last.c, &p.last.algo, p.lt_workspace, kLtWorkspaceBytes,
+                         stream);
+      if (st == CUBLAS_STATUS_SUCCESS) return;
+      p.fused_output = false;
+    }
+    // X' = (B + aI) X in bf16, then the conversion pass.
+    RunProduct(p.handle, p.update, 1.0f, p.x, p.b, 0.0f, p.x, p.x_next, p.lt_workspace, stream);
     std::swap(p.x, p.x_next);
   }
   // X lives as [s, l]: [n, m] when transposed, so reading it back transposes again.

@@ -5,6 +5,11 @@
 // the result (transposed back) is written as fp32 [batch, m, n]. The matrix
 // products are bf16 with fp32 accumulation, each one strided-batched cuBLASLt
 // call over the whole batch (kernels/ref/dense_ref.h has the fp32 reference).
+// The last step computes X' = (B + aI)X (aI added to B in bf16). With
+// fused_output that product writes the fp32 output directly and the conversion
+// pass goes away; it is off by default until it has been measured on a GPU
+// (its first version never ran: a missing plan), and falls back to the bf16
+// product + conversion pass if cuBLASLt refuses it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -16,13 +21,17 @@ namespace trellis::kernels {
 class BatchedNewtonSchulz {
  public:
   // Allocates the bf16 work buffers and plans the three products for this shape.
-  BatchedNewtonSchulz(int batch, int m, int n);
+  BatchedNewtonSchulz(int batch, int m, int n, bool fused_output = false);
   ~BatchedNewtonSchulz();
   BatchedNewtonSchulz(const BatchedNewtonSchulz&) = delete;
   BatchedNewtonSchulz& operator=(const BatchedNewtonSchulz&) = delete;
 
   // g and out: device fp32 [batch, m, n] (may alias).
   void Run(const float* g, float* out, cudaStream_t stream, int steps = 5);
+
+  // Whether the last product writes the fp32 output itself (else: a bf16 product and a
+  // conversion pass; also after cuBLASLt refused the fp32-output product).
+  bool FusedOutput() const;
 
   // Floating-point operations of one Run (the three products per step).
   double Flops(int steps = 5) const;

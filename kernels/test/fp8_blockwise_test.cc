@@ -95,6 +95,34 @@ INSTANTIATE_TEST_SUITE_P(Sizes, Fp8BlockwiseTest,
                          ::testing::Values(1, 7, 127, 128, 129, 5 * 128 + 8, 1000,
                                            (1 << 20) + 40, 3 << 20));
 
+// q only 8-byte aligned (the contract's minimum): the bf16 path's codes then go
+// out in 8-byte stores.
+TEST(Fp8Blockwise, Bf16QuantizeWithEightByteAlignedCodes) {
+  TRELLIS_SKIP_WITHOUT_GPU();
+  auto rng = testing::TestRng();
+  const int64_t n = 64 * 128 + 24, blocks = ref::Fp8NumBlocks(n);
+  const std::vector<float> x = BlockScaledValues(rng, n);
+  std::vector<Bf16Bits> x_bf16(n);
+  std::vector<float> values(n);
+  for (int64_t i = 0; i < n; ++i) {
+    x_bf16[i] = ref::FloatToBf16(x[i]);
+    values[i] = ref::Bf16ToFloat(x_bf16[i]);
+  }
+  std::vector<uint8_t> q_ref(n);
+  std::vector<float> scales_ref(blocks);
+  ref::QuantizeFp8BlockwiseRef(values.data(), n, q_ref.data(), scales_ref.data());
+  DeviceBuffer<Bf16Bits> d_x(x_bf16);
+  DeviceBuffer<uint8_t> d_q(n + 8);
+  DeviceBuffer<float> d_scales(blocks);
+  d_q.Poison();
+  d_scales.Poison();
+  QuantizeFp8Blockwise(AsBf16(d_x), n, d_q.get() + 8, d_scales.get(), nullptr);
+  testing::Sync();
+  const std::vector<uint8_t> q = d_q.Download();
+  EXPECT_EQ(CountMismatches(std::vector<uint8_t>(q.begin() + 8, q.end()), q_ref), 0);
+  EXPECT_EQ(CountMismatches(d_scales.Download(), scales_ref), 0);
+}
+
 TEST(Fp8Blockwise, RejectsMisalignedPointers) {
   TRELLIS_SKIP_WITHOUT_GPU();
   DeviceBuffer<float> x(256), scales(2);

@@ -21,33 +21,44 @@ TEST_P(NewtonSchulzTest, MatchesTheFp32ReferenceMatrixByMatrix) {
   const int64_t elems = int64_t{m} * n;
   std::vector<float> g(batch * elems);
   std::normal_distribution<float> dist;
-  // Different scales per matrix: the Frobenius normalization must be per matrix.
+  // Different scales per matrix: the Frobenius normalization must be per
+  // matrix.
   for (int b = 0; b < batch; ++b) {
-    for (int64_t i = 0; i < elems; ++i) g[b * elems + i] = dist(rng) * (1.0f + 10.0f * b);
+    for (int64_t i = 0; i < elems; ++i)
+      g[b * elems + i] = dist(rng) * (1.0f + 10.0f * b);
   }
   std::vector<float> want(g.size());
   ref::NewtonSchulzRef(g.data(), batch, m, n, 5, want.data());
 
   DeviceBuffer<float> d_g(g), d_out(g.size());
-  BatchedNewtonSchulz ns(batch, m, n);
-  d_out.Poison();
-  ns.Run(d_g.get(), d_out.get(), nullptr);
-  testing::Sync();
-  const std::vector<float> got = d_out.Download();
-  EXPECT_EQ(testing::CountNaN(got), 0u);
-  for (int b = 0; b < batch; ++b) {
-    const std::vector<float> got_b(got.begin() + b * elems, got.begin() + (b + 1) * elems);
-    const std::vector<float> want_b(want.begin() + b * elems, want.begin() + (b + 1) * elems);
-    const double err = testing::RelError(got_b, want_b);
-    // bf16 products over 5 iterations against an fp32 reference (1.2-1.5e-2 on an H200).
-    EXPECT_LT(err, 5e-2) << "matrix " << b;
-    std::printf("  NS [%d, %d, %d] matrix %d: rel error %.2e\n", batch, m, n, b, err);
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fp32 output from the last product"
+                       : "conversion pass");
+    BatchedNewtonSchulz ns(batch, m, n, fused);
+    d_out.Poison();
+    ns.Run(d_g.get(), d_out.get(), nullptr);
+    testing::Sync();
+    const std::vector<float> got = d_out.Download();
+    EXPECT_EQ(testing::CountNaN(got), 0u);
+    for (int b = 0; b < batch; ++b) {
+      const std::vector<float> got_b(got.begin() + b * elems,
+                                     got.begin() + (b + 1) * elems);
+      const std::vector<float> want_b(want.begin() + b * elems,
+                                      want.begin() + (b + 1) * elems);
+      const double err = testing::RelError(got_b, want_b);
+      // bf16 products over 5 iterations against an fp32 reference (1.2-1.5e-2
+      // on an H200).
+      EXPECT_LT(err, 5e-2) << "matrix " << b;
+      std::printf("  NS [%d, %d, %d] matrix %d: rel error %.2e\n", batch, m, n,
+                  b, err);
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, NewtonSchulzTest,
-                         ::testing::Values(Shape{3, 64, 96}, Shape{2, 96, 64}, Shape{1, 128, 128},
-                                           Shape{4, 24, 40}, Shape{2, 256, 64}));
+                         ::testing::Values(Shape{3, 64, 96}, Shape{2, 96, 64},
+                                           Shape{1, 128, 128}, Shape{4, 24, 40},
+                                           Shape{2, 256, 64}));
 
-}  // namespace
-}  // namespace trellis::kernels
+} // namespace
+} // namespace trellis::kernels

@@ -176,26 +176,38 @@ void BenchGroupedGemm(const Peaks& p, std::vector<Row>& rows) {
     auto w = torch::randn({kExperts, s.n, s.k}, Cuda(torch::kBFloat16)) * 0.02;
     auto out = torch::empty({kSlots, s.n}, Cuda(torch::kBFloat16));
     const double flops = 2.0 * kSlots * s.n * s.k;
-    auto run = [&](k::TileSchedule sched) {
-      return [&, sched] {
+    auto run = [&](k::TileSchedule sched, k::GroupedGemmMainLoop loop) {
+      return [&, sched, loop] {
         k::GroupedGemm(Bf16(x), Bf16(w), offsets.data_ptr<int>(), kExperts, kSlots, s.n, s.k,
-                       Bf16(out), sched, ws.data_ptr(), nullptr);
+                       Bf16(out), sched, ws.data_ptr(), nullptr, 0, loop);
       };
     };
+    using k::GroupedGemmMainLoop;
+    using k::TileSchedule;
     torch::Tensor pt_out;
     auto pt = [&] { pt_out = at::_grouped_mm(x, w.transpose(1, 2), offs); };
     pt();
-    run(k::TileSchedule::kDynamic)();
-    TRELLIS_CUDA_CHECK(cudaDeviceSynchronize());
-    const double diff = ((out.to(torch::kFloat) - pt_out.to(torch::kFloat)).norm() /
-                         pt_out.to(torch::kFloat).norm()).item<double>();
-    std::printf("grouped gemm %s: rel diff vs at::_grouped_mm %.2e\n", s.name, diff);
+    for (auto loop : {GroupedGemmMainLoop::kWgmma, GroupedGemmMainLoop::kWgmma128,
+                      GroupedGemmMainLoop::kMmaSync}) {
+      run(TileSchedule::kDynamic, loop)();
+      TRELLIS_CUDA_CHECK(cudaDeviceSynchronize());
+      const double diff = ((out.to(torch::kFloat) - pt_out.to(torch::kFloat)).norm() /
+                           pt_out.to(torch::kFloat).norm()).item<double>();
+      std::printf("grouped gemm %s main loop %d: rel diff vs at::_grouped_mm %.2e\n", s.name,
+                  static_cast<int>(loop), diff);
+    }
 
     struct Variant { const char* name; std::function<void()> fn; };
-    const Variant variants[] = {{"at::_grouped_mm", pt},
-                                {"static", run(k::TileSchedule::kStatic)},
-                                {"dynamic", run(k::TileSchedule::kDynamic)},
-                                {"per-tile", run(k::TileSchedule::kPerTile)}};
+    const Variant variants[] = {
+        {"at::_grouped_mm", pt},
+        {"wgmma-static", run(TileSchedule::kStatic, GroupedGemmMainLoop::kWgmma)},
+        {"wgmma-dynamic", run(TileSchedule::kDynamic, GroupedGemmMainLoop::kWgmma)},
+        {"wgmma-per-tile", run(TileSchedule::kPerTile, GroupedGemmMainLoop::kWgmma)},
+        {"wgmma128-static", run(TileSchedule::kStatic, GroupedGemmMainLoop::kWgmma128)},
+        {"wgmma128-dynamic", run(TileSchedule::kDynamic, GroupedGemmMainLoop::kWgmma128)},
+        {"mma.sync-static", run(TileSchedule::kStatic, GroupedGemmMainLoop::kMmaSync)},
+        {"mma.sync-dynamic", run(TileSchedule::kDynamic, GroupedGemmMainLoop::kMmaSync)},
+        {"mma.sync-per-tile", run(TileSchedule::kPerTile, GroupedGemmMainLoop::kMmaSync)}};
     // idle, then 40 SMs held for 0.5 ms / 1 ms from just before the GEMM starts
     for (int hold_us : {0, 500, 1000}) {
       double pt_ms = 0;
@@ -253,6 +265,8 @@ void BenchNewtonSchulz(const Peaks& p, std::vector<Row>& rows) {
         [&] { for (int e = 0; e < batch; ++e) pt_out = TorchNewtonSchulz(g[e]); }, nullptr, 2, 5);
     const double pt_bmm_ms = MedianMs([&] { pt_out = TorchNewtonSchulz(g); }, nullptr, 2, 10);
     const double ms = MedianMs([&] { ns.Run(g.data_ptr<float>(), out.data_ptr<float>(), nullptr); }, nullptr, 2, 10);
+    std::printf("newton-schulz %s: fused fp32 output %d\n", shape.c_str(),
+                static_cast<int>(ns.FusedOutput()));
     std::printf("newton-schulz %s: rel diff vs torch batched %.2e\n", shape.c_str(),
                 ((out - pt_out).norm() / pt_out.norm()).item<double>());
     auto row = [&](const std::string& v, double t, double vs, const std::string& note) {
@@ -260,7 +274,9 @@ void BenchNewtonSchulz(const Peaks& p, std::vector<Row>& rows) {
       rows.push_back({"newton-schulz", shape + " " + v, t, 0, tf, tf / p.matmul_tflops, vs, note});
     };
     row("ours batched cuBLASLt", ms, pt_loop_ms / ms, "target >= 0.75 of matmul peak; vs = loop");
-    // The same call without iterations: norm, bf16 conversion, transposes, fp32 output.
+    // The same call without iterations: norm, bf16 conversion, transposes, and an fp32
+    // conversion pass out that the 5-step call no longer runs (its last product writes fp32),
+    // so "products only" below is a lower bound of the products' time.
     const double io_ms = MedianMs([&] { ns.Run(g.data_ptr<float>(), out.data_ptr<float>(), nullptr, 0); },
                                   nullptr, 2, 10);
     row("ours products only (total - steps=0 run)", ms - io_ms, pt_loop_ms / ms,
