@@ -7,13 +7,14 @@
 #   3. CHECK=1: the GPU path against the CPU fp32 reference on a tiny config
 #   4. writes the moe-bench corpus, initial weights and token batches once
 #      (trellis-export), measures the bf16 matmul peak, then trains moe-bench
-#      STEPS steps with trellis-train, PyTorch eager (torch._grouped_mm and the
+#      STEPS steps with trellis-train (ATen Newton-Schulz, and the one from
+#      kernels/ when built with it), PyTorch eager (torch._grouped_mm and the
 #      per-expert loop) and PyTorch torch.compile, one process after another
 #   5. prints the table and writes OUT_DIR/trainer-gpu-<date>.{md,json}
 # Usage: bench/gpu/run.sh   (env: STEPS=50 WARMUP=5 KERNELS=1 CHECK=1 CHECK_STEPS=30
 #        CHECKS="documents causal"
-#        RUNS="trellis eager_grouped_mm eager_loop compile_grouped_mm"
-#        BUILD_DIR=build-gpu OUT_DIR=bench/results WORK=<temp dir> JOBS=$(nproc))
+#        RUNS="trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm"
+#        WITH_KERNELS=ON (OFF: trainer_core without kernels/) BUILD_DIR=build-gpu OUT_DIR=bench/results WORK=<temp dir> JOBS=$(nproc))
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-50}
@@ -22,7 +23,8 @@ KERNELS=${KERNELS:-1}
 CHECK=${CHECK:-1}
 CHECK_STEPS=${CHECK_STEPS:-30}
 CHECKS=${CHECKS:-documents causal}
-RUNS=${RUNS:-trellis eager_grouped_mm eager_loop compile_grouped_mm}
+RUNS=${RUNS:-trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm}
+WITH_KERNELS=${WITH_KERNELS:-ON}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 OUT_DIR=${OUT_DIR:-bench/results}
 JOBS=${JOBS:-$(nproc)}
@@ -38,7 +40,7 @@ die() { echo "run.sh: $*" >&2; exit 1; }
 log "build ($BUILD_DIR)"
 prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') || die "no torch"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_TRAINER_ONLY=ON \
-  -DTRELLIS_WITH_CUDA=OFF -DTRELLIS_THIRD_PARTY_INCLUDE="$THIRD_PARTY_INCLUDE" \
+  -DTRELLIS_WITH_CUDA="$WITH_KERNELS" -DTRELLIS_THIRD_PARTY_INCLUDE="$THIRD_PARTY_INCLUDE" \
   -DCMAKE_PREFIX_PATH="$prefix" > "$WORK/cmake.log" 2>&1 || { tail -30 "$WORK/cmake.log"; die "cmake"; }
 ninja -C "$BUILD_DIR" -j "$JOBS" trellis-train trellis-corpus trellis-export > "$WORK/build.log" 2>&1 \
   || { grep -E "error" -A5 "$WORK/build.log" | head -60; die "build"; }
@@ -95,11 +97,15 @@ python3 bench/gpu/pytorch_moe.py peak --out "$WORK/peak.json" || die "peak"
 for run in $RUNS; do
   log "train $run"
   case $run in
-    trellis)
-      "$BIN/trellis-train" "$SPEC" --data "$WORK/moe-bench.corpus" --steps "$STEPS" --json \
-        > "$WORK/trellis.jsonl" 2> "$WORK/trellis.err" \
-        || { tail -20 "$WORK/trellis.err"; echo "run.sh: trellis failed, continuing"; }
-      head -2 "$WORK/trellis.err"; sed -n '1p;$p' "$WORK/trellis.jsonl" ;;
+    trellis|trellis_kernel_ns)
+      if [ $run = trellis_kernel_ns ] && ! grep -q TRELLIS_WITH_KERNELS "$BUILD_DIR/build.ninja"; then
+        echo "run.sh: trainer_core was built without kernels/, skipping $run"; continue
+      fi
+      TRELLIS_KERNEL_NS=$([ $run = trellis_kernel_ns ] && echo 1 || echo 0) \
+        "$BIN/trellis-train" "$SPEC" --data "$WORK/moe-bench.corpus" --steps "$STEPS" --json \
+        > "$WORK/$run.jsonl" 2> "$WORK/$run.err" \
+        || { tail -20 "$WORK/$run.err"; echo "run.sh: $run failed, continuing"; }
+      head -2 "$WORK/$run.err"; sed -n '1p;$p' "$WORK/$run.jsonl" ;;
     eager_*|compile_*)
       mode=${run%%_*} experts=${run#*_}
       python3 bench/gpu/pytorch_moe.py train --spec "$SPEC" --weights "$WORK/weights.safetensors" \

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "trainer_core/optim/ns_kernel.h"
+
 namespace trellis::train {
 
 ShardedOptimizer::ShardedOptimizer(ShardedModel* model, MuonOptions muon, AdamWOptions adamw)
@@ -184,12 +186,16 @@ void ShardedOptimizer::ExpertMuonStep(double lr) {
     const BlockLayout& block = *model_->shards()[i + 1].layout;
     torch::Tensor& mom = expert_momentum_[i];
     torch::Tensor update;
+    const bool kernel_ns =
+        e.grad.is_cuda() && muon_.ns_dtype == torch::kBFloat16 && KernelNewtonSchulzEnabled();
     if (e.grad.is_cuda()) {
       // One pass each: mom = grad + momentum * mom, and the Nesterov update
       // written straight in the Newton-Schulz dtype (these buffers are most
       // of the model: the optimizer is memory-bound here).
       at::add_out(mom, e.grad, mom, muon_.momentum);
-      update = torch::empty_like(mom, mom.options().dtype(muon_.ns_dtype));
+      // The kernel takes fp32 and converts to bf16 itself.
+      update = torch::empty_like(mom, mom.options().dtype(kernel_ns ? torch::kFloat
+                                                                     : muon_.ns_dtype));
       at::add_out(update, e.grad, mom, muon_.momentum);
     } else {
       mom.mul_(muon_.momentum).add_(e.grad);
@@ -201,8 +207,9 @@ void ShardedOptimizer::ExpertMuonStep(double lr) {
     for (int part = 0; part < 3; ++part) {
       const bool down = part == 2;
       const int64_t rows = down ? h : f, cols = down ? f : h;
-      auto ortho =
-          NewtonSchulz(update[part].view({e.count, rows, cols}), muon_.ns_steps, muon_.ns_dtype);
+      auto g = update[part].view({e.count, rows, cols});
+      auto ortho = kernel_ns ? KernelNewtonSchulz(g, muon_.ns_steps)
+                             : NewtonSchulz(g, muon_.ns_steps, muon_.ns_dtype);
       const double scale = std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));
       auto v = value[part];
       if (block.Find(names[part]).decay) v.mul_(1 - lr * muon_.weight_decay);

@@ -1,0 +1,20 @@
+#pragma once
+// Muon's batched Newton-Schulz through kernels/ (BatchedNewtonSchulz:
+// cuBLASLt products with the sums in their epilogues, fp32 in and out) instead
+// of ATen. Built only where trainer_core links kernels/ (CUDA LibTorch and
+// TRELLIS_WITH_CUDA); chosen at run time with TRELLIS_KERNEL_NS=1 until a
+// measurement in trellis-train shows it wins (bench/gpu/run.sh runs both).
+
+#include <torch/torch.h>
+
+namespace trellis::train {
+
+// True when built with kernels/ and TRELLIS_KERNEL_NS=1.
+bool KernelNewtonSchulzEnabled();
+
+// g: CUDA fp32 contiguous [batch, m, n]; returns the orthogonalized fp32
+// [batch, m, n] (the same function as NewtonSchulz(g, steps, kBFloat16)).
+// Queued on the default stream, where trainer_core's ATen work runs.
+torch::Tensor KernelNewtonSchulz(const torch::Tensor& g, int steps);
+
+}  // namespace trellis::train
