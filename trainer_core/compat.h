@@ -135,6 +135,16 @@ inline torch::Tensor MT(const torch::Tensor& x) { return x.transpose(-2, -1); }
 
 inline bool CudaAvailable() { return torch::cuda::is_available(); }
 
+// Makes `index` the current CUDA device (tensors sent to kCUDA, NCCL's
+// communicators). A no-op in LibTorch builds without CUDA.
+inline void SetCudaDevice(int index) {
+#ifdef TRELLIS_TORCH_CUDA
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+#else
+  (void)index;
+#endif
+}
+
 // Waits for queued device work, so step timings measure the work itself.
 inline void Synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());

@@ -73,7 +73,9 @@ int main(int argc, char** argv) {
   try {
     // Several ranks when started with RANK / WORLD_SIZE / MASTER_ADDR /
     // MASTER_PORT (any launcher); world 1 otherwise.
-    auto comm = trellis::train::ConnectComm(trellis::train::CommOptionsFromEnv());
+    auto comm_options = trellis::train::CommOptionsFromEnv();
+    trellis::train::ChooseRankDevice(spec->training, &comm_options);
+    auto comm = trellis::train::ConnectComm(comm_options);
     trellis::train::TrainerOptions options;
     options.comm = comm.get();
     if (const char* local = std::getenv("LOCAL_WORLD_SIZE"))

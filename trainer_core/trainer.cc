@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/compat.h"
@@ -31,6 +32,25 @@ torch::Device ResolveDevice(const std::string& want) {
   return (want == "cuda" || (want == "auto" && compat::CudaAvailable())) ? torch::kCUDA
                                                                          : torch::kCPU;
 }
+
+}  // namespace
+
+bool TrainsOnCuda(const spec::TrainingSpec& training) {
+  return ResolveDevice(training.device).is_cuda();
+}
+
+void ChooseRankDevice(const spec::TrainingSpec& training, CommOptions* comm) {
+  Guard([&] {
+    comm->cuda = TrainsOnCuda(training);
+    if (!comm->cuda) return;
+    const int visible = static_cast<int>(torch::cuda::device_count());
+    const char* local = std::getenv("LOCAL_RANK");
+    const int local_rank = local ? std::atoi(local) : 0;
+    if (visible > 1) compat::SetCudaDevice(local_rank % visible);
+  });
+}
+
+namespace {
 
 // True when each of rows [first, first + count) holds one document.
 bool SingleDocumentRows(const HostBatch& b, int64_t first, int64_t count) {

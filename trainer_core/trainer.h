@@ -10,10 +10,20 @@
 
 #include "common/spec/trainer_spec.h"
 #include "common/step_record.h"
+#include "trainer_core/parallel/comm.h"
 
 namespace trellis::train {
 
 using StepCallback = std::function<void(const StepRecord&)>;
+
+// True when `training.device` trains on CUDA here ("cuda", or "auto" with a
+// device present). Such ranks meet over NCCL; the others over gloo.
+bool TrainsOnCuda(const spec::TrainingSpec& training);
+
+// For a rank about to connect: picks NCCL when it trains on CUDA, and makes
+// its GPU current: the one CUDA_VISIBLE_DEVICES leaves it (Trellis's worker
+// gives each rank one), else LOCAL_RANK's among those it sees.
+void ChooseRankDevice(const spec::TrainingSpec& training, CommOptions* comm);
 
 inline constexpr int64_t kStartFresh = -1;
 inline constexpr int64_t kResumeLatest = -2;  // newest complete checkpoint, or fresh if none

@@ -38,8 +38,8 @@ def main():
     peak = json.load(open(os.path.join(work, "peak.json")))
     tps_flops = info["training_flops_per_token"]
     runs = {}
-    labels = {"trellis": "trellis-train (LibTorch C++)",
-              "trellis_kernel_ns": "trellis-train, Newton-Schulz from kernels/"}
+    labels = {"trellis": "trellis-train, ATen Newton-Schulz (TRELLIS_KERNEL_NS=0)",
+              "trellis_kernel_ns": "trellis-train, Newton-Schulz from kernels/ (default)"}
     for name, label in labels.items():
         path = os.path.join(work, name + ".jsonl")
         if os.path.exists(path) and os.path.getsize(path) > 0:

@@ -75,7 +75,9 @@ int64_t ResumeStep(const std::string& text) {
 
 int RunHostedRank(const spec::TrainerSpec& spec) {
   try {
-    auto comm = ConnectComm(CommOptionsFromEnv());
+    CommOptions comm_options = CommOptionsFromEnv();
+    ChooseRankDevice(spec.training, &comm_options);
+    auto comm = ConnectComm(comm_options);
     StepSocket socket(Env("TRELLIS_STEP_SOCKET"));
     TrainerOptions options;
     options.comm = comm.get();

@@ -16,7 +16,7 @@ bool KernelNewtonSchulzEnabled() {
 #ifdef TRELLIS_WITH_KERNELS
   static const bool on = [] {
     const char* v = std::getenv("TRELLIS_KERNEL_NS");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   return on;
 #else
