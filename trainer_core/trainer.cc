@@ -196,7 +196,8 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     const Wire wire = spec.parallel.grad_reduce_dtype == "float32" ? Wire::kFp32 : Wire::kBf16;
     s.model = std::make_unique<ShardedModel>(spec.model, t.seq_len, t.seed, s.comm, s.mesh,
                                              s.device, wire,
-                                             spec.parallel.activation_checkpointing);
+                                             spec.parallel.activation_checkpointing,
+                                             spec.parallel.expert_gather_dtype);
 
     MuonOptions mo{t.muon_momentum, t.muon_ns_steps, torch::kFloat, t.weight_decay};
     // "auto": bf16 wherever bf16 matmuls are fast (accelerators, bf16 compute).

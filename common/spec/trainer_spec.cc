@@ -83,6 +83,8 @@ TrainerSpec ParseTrainerSections(const toml::table& root, FieldErrors* errors) {
     r.Int("node_size", &s.parallel.node_size, 0, 1024);
     r.Int("ep", &s.parallel.ep, 0, 1024);
     Choice(&r, "grad_reduce_dtype", &s.parallel.grad_reduce_dtype, {"bfloat16", "float32"});
+    Choice(&r, "expert_gather_dtype", &s.parallel.expert_gather_dtype,
+           {"float32", "bfloat16", "fp8"});
     r.Bool("activation_checkpointing", &s.parallel.activation_checkpointing);
     r.Finish();
     if (s.parallel.ep > 0 && s.model.experts % s.parallel.ep != 0)

@@ -37,6 +37,10 @@ struct ParallelSpec {
   // backward (one more forward's work, a layer's activations at a time).
   // false keeps every activation: faster where memory allows (one GPU).
   bool activation_checkpointing = true;
+  // How expert blocks travel to the peers that run them: "float32" (exact),
+  // "bfloat16", or "fp8" (E4M3, blocks of 128 values with an fp32 scale; a
+  // quarter of the bytes). Master weights and gradients stay fp32.
+  std::string expert_gather_dtype = "float32";
 };
 
 struct TrainingSpec {

@@ -25,6 +25,7 @@ lr = 0.01
   EXPECT_DOUBLE_EQ(s.training.lr, 0.01);
   EXPECT_EQ(s.model.experts, ModelSpec{}.experts);
   EXPECT_TRUE(s.parallel.activation_checkpointing);
+  EXPECT_EQ(s.parallel.expert_gather_dtype, "float32");
 }
 
 TEST(TrainerSpecTest, NamesTheFieldAndTheAcceptedRange) {
@@ -52,6 +53,7 @@ rope_theta = 500000.0
 shared_expert = true
 [parallel]
 activation_checkpointing = false
+expert_gather_dtype = "fp8"
 [training]
 warmup_steps = 7
 muon_lr = 0.01
@@ -68,6 +70,7 @@ grad_clip = 0
   EXPECT_DOUBLE_EQ(s.model.rope_theta, 500000.0);
   EXPECT_TRUE(s.model.shared_expert);
   EXPECT_FALSE(s.parallel.activation_checkpointing);
+  EXPECT_EQ(s.parallel.expert_gather_dtype, "fp8");
   EXPECT_EQ(s.training.warmup_steps, 7);
   EXPECT_DOUBLE_EQ(s.training.muon_lr, 0.01);
   EXPECT_EQ(s.training.muon_ns_dtype, "float32");
@@ -88,6 +91,7 @@ experts = 6
 ep = 4
 grad_reduce_dtype = "float16"
 activation_checkpointing = "yes"
+expert_gather_dtype = "e5m2"
 [training]
 dtype = "float16"
 muon_momentum = 1.5
@@ -106,6 +110,10 @@ muon_momentum = 1.5
       std::string::npos)
       << all;
   EXPECT_NE(all.find("parallel.activation_checkpointing: must be true or false, got a string"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("parallel.expert_gather_dtype: must be one of float32, bfloat16, fp8, got "
+                     "\"e5m2\""),
+            std::string::npos)
       << all;
   EXPECT_NE(all.find("training.dtype: must be one of float32, bfloat16, got \"float16\""),
             std::string::npos)

@@ -71,7 +71,8 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
 
 ShardedModel::ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed,
                            Comm* comm, const ExpertMesh& mesh, torch::Device device, Wire wire,
-                           bool activation_checkpointing)
+                           bool activation_checkpointing,
+                           const std::string& expert_gather_dtype)
     : spec_(spec),
       comm_(comm),
       mesh_(mesh),
@@ -79,6 +80,7 @@ ShardedModel::ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uin
       wire_(wire),
       layout_(ModelLayout(spec)),
       checkpointing_(activation_checkpointing) {
+  expert_gather_ = ParseExpertGather(expert_gather_dtype);
   const int world = comm->size(), rank = comm->rank();
   // Every rank creates its two subgroups in the same order (EP group first).
   ep_comm_ = comm->Subgroup("ep." + std::to_string(mesh.ep_group()), mesh.ep_ranks());
@@ -154,9 +156,7 @@ torch::Tensor ShardedModel::GatherLeaf(size_t block) {
 ShardedModel::LayerWeights ShardedModel::GatherLayer(int layer) {
   const ExpertShard& e = experts_[layer];
   if (block_comm_->size() == 1) return {Gather(layer + 1), e.value.detach()};
-  auto experts = torch::empty({e.value.numel() * block_comm_->size()}, e.value.options());
-  block_comm_->AllGatherInto(e.value, experts);
-  return {Gather(layer + 1), experts};
+  return {Gather(layer + 1), GatherExperts(*block_comm_, e.value, expert_gather_)};
 }
 
 ShardedModel::LayerWeights ShardedModel::GatherLayerLeaves(int layer) {

@@ -16,6 +16,7 @@
 
 #include "trainer_core/model/model.h"
 #include "trainer_core/parallel/comm.h"
+#include "trainer_core/parallel/expert_gather.h"
 #include "trainer_core/parallel/expert_parallel.h"
 
 namespace trellis::train {
@@ -53,7 +54,8 @@ class ShardedModel {
   // gathered weights until backward, and reduces the gradients after it.
   ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed, Comm* comm,
                const ExpertMesh& mesh, torch::Device device, Wire wire,
-               bool activation_checkpointing = true);
+               bool activation_checkpointing = true,
+               const std::string& expert_gather_dtype = "float32");
 
   // Forward and backward over this rank's rows; gradients end up in the
   // shards' grad (summed over ranks). `global_targets` counts the positions
@@ -96,6 +98,7 @@ class ShardedModel {
   std::unique_ptr<Comm> ep_comm_, block_comm_;  // EP group; owners of this rank's expert block
   torch::Device device_;
   Wire wire_;
+  ExpertGather expert_gather_ = ExpertGather::kFp32;
   std::vector<BlockLayout> layout_;
   std::vector<BlockShard> shards_;
   std::vector<ExpertShard> experts_;

@@ -120,12 +120,16 @@ class MultiRankTest : public ::testing::Test {
   }
   // 2 nodes of 2 ranks at world 4, one node at world 2; fp32 everywhere
   // (gradients too), so worlds differ only in summation order.
-  std::string Spec(const std::string& corpus, int hidden = 32) {
-    const std::string path = JoinPath(dir_, "spec" + std::to_string(hidden) + ".toml");
+  std::string Spec(const std::string& corpus, int hidden = 32,
+                   const std::string& gather = "float32") {
+    const std::string path = JoinPath(dir_, "spec" + std::to_string(hidden) + gather + ".toml");
     std::ofstream(path) << "[model]\nlayers = 2\nhidden = " << hidden
                         << "\nheads = 4\nkv_heads = 2\nexperts = 4\nexperts_per_token = 2\n"
                            "expert_hidden = 32\nshared_expert = true\n"
                            "[parallel]\nnode_size = 2\nep = 2\ngrad_reduce_dtype = \"float32\"\n"
+                           "expert_gather_dtype = \""
+                        << gather
+                        << "\"\n"
                            "[training]\nseq_len = 32\nglobal_batch = 8\nsteps = 10\n"
                            "warmup_steps = 2\nrouter_bias_rate = 0.001\nmuon_ns_dtype = "
                            "\"float32\"\ndata = \""
@@ -165,6 +169,28 @@ TEST_F(MultiRankTest, ResumeOnAnotherWorldSizeFollowsTheStraightRun) {
   }
   std::printf("world 4 -> 2 resume: max loss rel diff vs straight world 4: %.3g\n", worst);
   EXPECT_LE(worst, 1e-5);
+}
+
+// World 4 as 2 nodes of 2: each expert block is gathered from the other
+// node. In FP8 (E4M3 blocks of 128 with an fp32 scale) the losses follow the
+// fp32 gather closely (the report: < 0.01 after 10 steps), but not exactly:
+// the weights the experts run with really are FP8.
+TEST_F(MultiRankTest, Fp8ExpertGatherFollowsTheFp32Run) {
+  const std::string corpus = Corpus();
+  std::string why;
+  auto fp32 = RunWorld(4, {Spec(corpus), "--json"}, dir_, 180s);
+  ASSERT_TRUE(AllExitedZero(fp32, &why)) << why;
+  auto fp8 = RunWorld(4, {Spec(corpus, 32, "fp8"), "--json"}, dir_, 180s);
+  ASSERT_TRUE(AllExitedZero(fp8, &why)) << why;
+  ASSERT_EQ(fp8[0].records.size(), 10u);
+  double worst = 0;
+  for (size_t i = 0; i < 10; ++i) {
+    for (const auto& run : fp8) EXPECT_EQ(run.records[i].loss, fp8[0].records[i].loss);
+    worst = std::max(worst, std::abs(fp8[0].records[i].loss - fp32[0].records[i].loss));
+  }
+  std::printf("fp8 vs fp32 expert gather, world 4: max |loss diff| over 10 steps %.3g\n", worst);
+  EXPECT_GT(worst, 0);
+  EXPECT_LT(worst, 0.01);
 }
 
 TEST_F(MultiRankTest, MismatchedSpecOnResumeIsAClearErrorOnEveryRank) {
