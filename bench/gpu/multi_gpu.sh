@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The multi-GPU validation, one command on a host with several GPUs (4: two
+# emulated nodes of 2; 8: two nodes of 4). Builds trainer_core
+# (TRELLIS_TRAINER_ONLY, kernels/ linked), then trains moe-bench STEPS steps
+# per variant, every rank a trellis-train process (RANK, WORLD_SIZE,
+# LOCAL_RANK = its GPU, MASTER_ADDR/PORT; node_size = NGPU / 2 in the spec):
+#   one_gpu       world 1, 2 rows per step (the scaling baseline)
+#   base          world NGPU, 2 rows per GPU, NCCL_MAX_CTAS=16, fp32 expert gather,
+#                 bf16 all-to-all gradient reduction
+#   ctas_default  base with NCCL's own CTA count (NCCL_MAX_CTAS unset)
+#   gather_fp8    base with parallel.expert_gather_dtype = "fp8"
+#   gather_bf16   base with parallel.expert_gather_dtype = "bfloat16"
+#   grad_fp32     base with parallel.grad_reduce_dtype = "float32"
+#   worker        (WORKER=1 and a trellis-worker built there) is not run here:
+#                 the worker needs gRPC, which the GPU image lacks
+# NCCL_DEBUG=INFO's channel count per communicator is the CTAs (SMs) each
+# collective holds. Prints one table; writes OUT_DIR/multi-gpu-<date>.{md,json}.
+#
+# Usage: bench/gpu/multi_gpu.sh [NGPU]   (env: STEPS=20 WARMUP=5
+#        VARIANTS="one_gpu base ctas_default gather_fp8 gather_bf16 grad_fp32"
+#        BUILD_DIR=build-gpu OUT_DIR=bench/results WORK=<temp dir>
+#        DEVICE=cpu: the same launcher on CPU (gloo, examples/tiny-moe.toml) to check it)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+DEVICE=${DEVICE:-cuda}
+if [ "$DEVICE" = cuda ]; then
+  NGPU=${1:-$(nvidia-smi -L | wc -l)}
+else
+  NGPU=${1:-4}
+fi
+STEPS=${STEPS:-20}
+WARMUP=${WARMUP:-5}
+VARIANTS=${VARIANTS:-one_gpu base ctas_default gather_fp8 gather_bf16 grad_fp32}
+BUILD_DIR=${BUILD_DIR:-build-gpu}
+OUT_DIR=${OUT_DIR:-bench/results}
+WORK=${WORK:-$(mktemp -d)}
+THIRD_PARTY_INCLUDE=${THIRD_PARTY_INCLUDE:-$PWD/.third_party/include}
+# NVLink multicast stays off: a program using it can take a shared host's GPUs down.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+log() { echo "== $(date -u +%H:%M:%S) $*"; }
+die() { echo "multi_gpu.sh: $*" >&2; exit 1; }
+[ "$NGPU" -ge 2 ] && [ $((NGPU % 2)) = 0 ] || die "needs an even number of GPUs >= 2, got $NGPU"
+NODE_SIZE=$((NGPU / 2))
+mkdir -p "$OUT_DIR" "$WORK"
+
+if [ "$DEVICE" = cuda ]; then
+  log "build ($BUILD_DIR)"
+  prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') || die "no torch"
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_TRAINER_ONLY=ON \
+    -DTRELLIS_WITH_CUDA=ON -DTRELLIS_THIRD_PARTY_INCLUDE="$THIRD_PARTY_INCLUDE" \
+    -DCMAKE_PREFIX_PATH="$prefix" > "$WORK/cmake.log" 2>&1 || { tail -30 "$WORK/cmake.log"; die cmake; }
+  ninja -C "$BUILD_DIR" trellis-train trellis-corpus > "$WORK/build.log" 2>&1 \
+    || { grep -E "error" -A5 "$WORK/build.log" | head -60; die build; }
+  BASE_SPEC=examples/moe-bench.toml
+  "$BUILD_DIR/bin/trellis-corpus" synthetic "$WORK/data.corpus" 32000 4000000 > /dev/null || die corpus
+else
+  BASE_SPEC=examples/tiny-moe.toml
+  "$BUILD_DIR/bin/trellis-corpus" build "$WORK/data.corpus" /usr/share/common-licenses > /dev/null \
+    || die "corpus (build $BUILD_DIR first)"
+fi
+BIN=$BUILD_DIR/bin
+ROWS_PER_GPU=$(sed -n 's/^global_batch = \([0-9]*\).*/\1/p' "$BASE_SPEC")
+
+# spec VARIANT WORLD -> path: the base spec with the variant's [parallel] and batch.
+spec() {
+  local path="$WORK/$1.toml" node=$NODE_SIZE gather=float32 grad=bfloat16
+  [ "$2" = 1 ] && node=1
+  [ "$1" = gather_fp8 ] && gather=fp8
+  [ "$1" = gather_bf16 ] && gather=bfloat16
+  [ "$1" = grad_fp32 ] && grad=float32
+  sed -e "s/^global_batch = .*/global_batch = $((ROWS_PER_GPU * $2))/" \
+      -e "s/^steps = .*/steps = $STEPS/" -e "/^device = /d" -e "/^node_size = \|^ep = /d" \
+      -e "/^grad_reduce_dtype = \|^expert_gather_dtype = /d" \
+      -e "s/^\[parallel\]$/[parallel]\nnode_size = $node\nep = $node\ngrad_reduce_dtype = \"$grad\"\nexpert_gather_dtype = \"$gather\"/" \
+      "$BASE_SPEC" > "$path"
+  grep -q '^\[parallel\]' "$path" || printf '[parallel]\nnode_size = %s\nep = %s\ngrad_reduce_dtype = "%s"\nexpert_gather_dtype = "%s"\n' \
+    "$node" "$node" "$grad" "$gather" >> "$path"
+  sed -i "s/^\[training\]$/[training]\ndevice = \"$DEVICE\"/" "$path"
+  echo "$path"
+}
+
+# launch VARIANT WORLD: one trellis-train per rank; rank r on GPU r.
+launch() {
+  local variant=$1 world=$2 port=$((29500 + RANDOM % 20000)) path pids=()
+  path=$(spec "$variant" "$world")
+  for ((r = 0; r < world; r++)); do
+    (
+      [ "$variant" = ctas_default ] || export NCCL_MAX_CTAS=16
+      [ "$DEVICE" = cuda ] && export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT
+      RANK=$r WORLD_SIZE=$world LOCAL_RANK=$r LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 \
+        MASTER_PORT=$port TRELLIS_COMM_TIMEOUT_S=300 \
+        exec "$BIN/trellis-train" "$path" --data "$WORK/data.corpus" --json \
+        > "$WORK/$variant.rank$r.jsonl" 2> "$WORK/$variant.rank$r.err"
+    ) &
+    pids+=($!)
+  done
+  local rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  [ $rc = 0 ] || { echo "multi_gpu.sh: $variant failed:"; tail -5 "$WORK/$variant".rank*.err; }
+  head -1 "$WORK/$variant.rank0.err"
+}
+
+for v in $VARIANTS; do
+  log "train $v"
+  if [ "$v" = one_gpu ]; then launch "$v" 1; else launch "$v" "$NGPU"; fi
+done
+
+log "summary"
+python3 bench/gpu/multi_gpu_summary.py "$WORK" "$OUT_DIR/multi-gpu-$(date -u +%Y-%m-%d)" \
+  "bench/gpu/multi_gpu.sh $NGPU (STEPS=$STEPS WARMUP=$WARMUP DEVICE=$DEVICE)" "$NGPU" "$WARMUP" \
+  "$VARIANTS"
