@@ -207,6 +207,14 @@ int EnvInt(const char* name, int fallback, int lo, int hi) {
 
 }  // namespace
 
+bool CpuRanksCanMeet() {
+#ifdef TRELLIS_HAS_GLOO
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::unique_ptr<Comm> ConnectComm(const CommOptions& options) {
   if (options.world < 1 || options.rank < 0 || options.rank >= options.world)
     throw TrainError("comm: rank " + std::to_string(options.rank) + " is outside world size " +

@@ -63,6 +63,10 @@ class Comm {
 // reached within options.timeout.
 std::unique_ptr<Comm> ConnectComm(const CommOptions& options);
 
+// False in LibTorch builds without gloo (the python package's): CPU ranks
+// cannot meet there, only CUDA ranks over NCCL.
+bool CpuRanksCanMeet();
+
 // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (world 1 when RANK is unset);
 // TRELLIS_COMM_TIMEOUT_S overrides the timeout. Throws TrainError on bad
 // values.

@@ -40,6 +40,7 @@ torch::Tensor Fp8RoundTripRef(const torch::Tensor& x) {
 }
 
 TEST(ExpertGatherTest, FormatsMatchTheirRoundTripOnEveryRank) {
+  if (!CpuRanksCanMeet()) GTEST_SKIP() << "this LibTorch has no gloo: CPU ranks cannot meet";
   const uint64_t seed = std::random_device{}();
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   const int world = 3, port = FreePort();
@@ -75,6 +76,21 @@ TEST(ExpertGatherTest, FormatsMatchTheirRoundTripOnEveryRank) {
     return "";
   });
   EXPECT_EQ(Failures(outcomes), "");
+}
+
+// On CUDA the codec is kernels/' (where linked): bit for bit the reference's.
+TEST(ExpertGatherTest, CudaRoundTripMatchesTheCpuReference) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  for (int64_t n : {1, 127, 1000, 1 << 20}) {
+    auto x = Shard(seed, 0, n);
+    torch::Tensor codes, scales;
+    QuantizeFp8(x.cuda(), &codes, &scales);
+    ASSERT_TRUE(codes.is_cuda());
+    auto back = DequantizeFp8(codes, scales).cpu();
+    EXPECT_TRUE(torch::equal(back, Fp8RoundTripRef(x))) << "n = " << n;
+  }
 }
 
 TEST(ExpertGatherTest, UnknownFormatIsNamed) {
