@@ -12,9 +12,6 @@ BUILD=${TRELLIS_BUILD_DIR:-$REPO/build}
 
 bash "$REPO/deploy/setup.sh"
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/trellis-ccache}
-# trainer_core compiles LibTorch's headers once, as a precompiled header;
-# ccache caches the files that use it only with this sloppiness.
-export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 cmake -S "$REPO" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 start=$SECONDS
 ninja -C "$BUILD"
