@@ -25,9 +25,13 @@
 #endif
 // LibTorch built with CUDA (CMake defines it then): allocator statistics.
 #ifdef TRELLIS_TORCH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
+#include <chrono>
+#include <memory>
+#include <vector>
 
 // c10d, only in the translation units that talk to it (parallel/comm.cc).
 #ifdef TRELLIS_COMPAT_C10D
@@ -149,6 +153,57 @@ inline void SetCudaDevice(int index) {
 inline void Synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
+
+// The laps of one step, read once at its end. On a GPU each Mark records an
+// event on the current stream, so marking never waits for the device and the
+// laps are device time between marks; Finish waits for the last one (the
+// step's one host synchronization for timing). On the CPU marks read the
+// host clock.
+class StepLaps {
+ public:
+  explicit StepLaps(const torch::Device& device)
+      : cuda_(device.is_cuda()), start_(Clock::now()) {
+    Mark();
+  }
+  void Mark() {
+#ifdef TRELLIS_TORCH_CUDA
+    if (cuda_) {
+      events_.push_back(std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault));
+      events_.back()->record();
+      return;
+    }
+#endif
+    times_.push_back(Clock::now());
+  }
+  // Seconds between consecutive marks (the first mark is the constructor's).
+  std::vector<double> Finish() {
+    std::vector<double> laps;
+#ifdef TRELLIS_TORCH_CUDA
+    if (cuda_) {
+      events_.back()->synchronize();
+      for (size_t i = 1; i < events_.size(); ++i)
+        laps.push_back(events_[i - 1]->elapsed_time(*events_[i]) / 1000.0);
+      end_ = Clock::now();
+      return laps;
+    }
+#endif
+    for (size_t i = 1; i < times_.size(); ++i)
+      laps.push_back(std::chrono::duration<double>(times_[i] - times_[i - 1]).count());
+    end_ = Clock::now();
+    return laps;
+  }
+  // Host wall time from construction to Finish.
+  double Total() const { return std::chrono::duration<double>(end_ - start_).count(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool cuda_;
+  Clock::time_point start_, end_;
+  std::vector<Clock::time_point> times_;
+#ifdef TRELLIS_TORCH_CUDA
+  std::vector<std::unique_ptr<at::cuda::CUDAEvent>> events_;
+#endif
+};
 
 #ifdef TRELLIS_COMPAT_C10D
 // What a process group implementation derives from: 2.x splits the user-facing

@@ -65,10 +65,10 @@ bool SingleDocumentRows(const HostBatch& b, int64_t first, int64_t count) {
 // one document each carry no doc_ids: their attention is plainly causal.
 TokenBatch RowsToDevice(const HostBatch& b, int64_t first, int64_t count, torch::Device device) {
   auto make = [&](const std::vector<int64_t>& v) {
-    return torch::tensor(v, torch::kLong)
-        .view({b.rows, b.seq_len})
-        .narrow(0, first, count)
-        .to(device);
+    auto rows = torch::tensor(v, torch::kLong).view({b.rows, b.seq_len}).narrow(0, first, count);
+    if (!device.is_cuda()) return rows;
+    // From pinned memory the copy is queued, not waited for.
+    return rows.contiguous().pin_memory().to(device, /*non_blocking=*/true);
   };
   TokenBatch out{make(b.inputs), make(b.targets), {}};
   if (!SingleDocumentRows(b, first, count)) out.doc_ids = make(b.doc_ids);
@@ -114,25 +114,6 @@ RangesFn StateRanges(const spec::ModelSpec& model) {
     throw TrainError("checkpoint: no block for tensor '" + name + "'");
   };
 }
-
-// Laps of one step; synchronizes so device time lands in the right lap.
-class Stopwatch {
- public:
-  explicit Stopwatch(torch::Device d) : device_(d), start_(Clock::now()), lap_(start_) {}
-  double Lap() {
-    compat::Synchronize(device_);
-    auto now = Clock::now();
-    double s = std::chrono::duration<double>(now - lap_).count();
-    lap_ = now;
-    return s;
-  }
-  double Total() const { return std::chrono::duration<double>(lap_ - start_).count(); }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  torch::Device device_;
-  Clock::time_point start_, lap_;
-};
 
 }  // namespace
 
@@ -251,34 +232,38 @@ void Trainer::Run(int64_t last_step) {
 }
 
 // One step, top to bottom: batch, forward, backward, clip, optimizers, record.
+// On a GPU the host queues the whole step and waits once, at the end, for
+// what the record needs (loss, gradient norm, the laps' events).
 void Trainer::Step() {
   State& s = *s_;
   const auto& t = s.spec.training;
   compat::ResetMemoryPeaks(s.device);
-  Stopwatch watch(s.device);
+  compat::StepLaps laps(s.device);
   const HostBatch batch = s.data->ForStep(s.step);
   const int64_t rows = t.global_batch / s.comm->size();
   TokenBatch mine = RowsToDevice(batch, s.comm->rank() * rows, rows, s.device);
   s.model->ZeroGrad();
   ShardedForward out = s.model->ForwardBackward(mine, Targets(batch), batch.rows * batch.seq_len,
-                                                s.compute_dtype, t.aux_loss_coef);
-  watch.Lap();
-  const double grad_norm = s.optim->ClipGradNorm(t.grad_clip);
+                                                s.compute_dtype, t.aux_loss_coef, &laps);
+  laps.Mark();
+  auto grad_norm = s.optim->ClipGradNorm(t.grad_clip);
   const double lr_scale = LrScale(s.step, t.warmup_steps, t.steps, t.min_lr_ratio);
   s.optim->Step(t.muon_lr * lr_scale, t.lr * lr_scale);
   if (t.router_bias_rate > 0) s.model->UpdateRouterBias(out.expert_counts, t.router_bias_rate);
-  const double optim = watch.Lap();
+  laps.Mark();
+  const auto figures = torch::cat({out.ce, grad_norm}).cpu();  // the step's one read
+  const std::vector<double> lap = laps.Finish();                // fwd, bwd, optim
   ++s.step;
 
   StepRecord r;
   r.step = s.step;
-  r.loss = out.ce;              // the global batch's mean, the same on every rank
-  r.tokens = rows * t.seq_len;  // this rank's; the ranks' records add up to the step
-  r.step_seconds = watch.Total();
-  r.grad_norm = grad_norm;
-  r.fwd_seconds = out.fwd_seconds;
-  r.bwd_seconds = out.bwd_seconds;
-  r.optim_seconds = optim;
+  r.loss = figures[0].item<double>();  // the global batch's mean, the same on every rank
+  r.tokens = rows * t.seq_len;         // this rank's; the ranks' records add up to the step
+  r.step_seconds = laps.Total();
+  r.grad_norm = figures[1].item<double>();
+  r.fwd_seconds = lap[0];
+  r.bwd_seconds = lap[1];
+  r.optim_seconds = lap[2];
   if (auto mem = compat::CudaMemory(s.device)) {
     r.alloc_retries = mem->alloc_retries;  // since the process started (a counter)
     r.mem_allocated_peak_bytes = mem->allocated_peak;  // this step's peaks

@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# The multi-GPU validation, one command on a host with several GPUs (4: two
-# emulated nodes of 2; 8: two nodes of 4). Builds trainer_core
-# (TRELLIS_TRAINER_ONLY, kernels/ linked), then trains moe-bench STEPS steps
-# per variant, every rank a trellis-train process (RANK, WORLD_SIZE,
-# LOCAL_RANK = its GPU, MASTER_ADDR/PORT; node_size = NGPU / 2 in the spec):
-#   one_gpu       world 1, 2 rows per step (the scaling baseline)
-#   base          world NGPU, 2 rows per GPU, NCCL_MAX_CTAS=16, fp32 expert gather,
-#                 bf16 all-to-all gradient reduction
+# The multi-GPU validation, one command on a host with 2, 4 or 8 GPUs. Builds
+# trainer_core (TRELLIS_TRAINER_ONLY, kernels/ linked), then trains moe-bench
+# STEPS steps per variant, every rank a trellis-train process (RANK,
+# WORLD_SIZE, LOCAL_RANK = its GPU, MASTER_ADDR/PORT), at 2 rows per GPU:
+#   one_gpu       world 1 (the scaling baseline)
+#   base          world NGPU as 2 nodes of NGPU/2 (node_size in the spec),
+#                 NCCL_MAX_CTAS=16, fp32 expert gather, bf16 all-to-all
+#                 gradient reduction
+#   one_node      base as 1 node of NGPU (expert parallel over every GPU, no
+#                 expert gather)
 #   ctas_default  base with NCCL's own CTA count (NCCL_MAX_CTAS unset)
 #   gather_fp8    base with parallel.expert_gather_dtype = "fp8"
 #   gather_bf16   base with parallel.expert_gather_dtype = "bfloat16"
 #   grad_fp32     base with parallel.grad_reduce_dtype = "float32"
-#   worker        (WORKER=1 and a trellis-worker built there) is not run here:
-#                 the worker needs gRPC, which the GPU image lacks
-# NCCL_DEBUG=INFO's channel count per communicator is the CTAs (SMs) each
-# collective holds. Prints one table; writes OUT_DIR/multi-gpu-<date>.{md,json}.
+#   visible_one   base with each rank seeing only its GPU (CUDA_VISIBLE_DEVICES,
+#                 as the workers start ranks) instead of LOCAL_RANK
+# NCCL's log goes to WORK/<variant>.rank<r>.nccl (NCCL_DEBUG_FILE): its
+# channel count per communicator is the CTAs (SMs) each collective holds. A
+# failing variant prints each rank's last lines. Prints one table; writes
+# OUT_DIR/multi-gpu-<date>.{md,json}.
+#
+# The GPU machine needs toml++, nlohmann-json and CLI11 headers: make them with
+# deploy/gpu/stage-headers.sh and carry .third_party (bench/gpu/README.md).
 #
 # Usage: bench/gpu/multi_gpu.sh [NGPU]   (env: STEPS=20 WARMUP=5
-#        VARIANTS="one_gpu base ctas_default gather_fp8 gather_bf16 grad_fp32"
-#        BUILD_DIR=build-gpu OUT_DIR=bench/results WORK=<temp dir>
+#        VARIANTS="one_gpu base one_node ctas_default gather_fp8 gather_bf16 grad_fp32 visible_one"
+#        BUILD_DIR=build-gpu OUT_DIR=bench/results WORK=<temp dir> TRELLIS_COMM_TIMEOUT_S=300
 #        DEVICE=cpu: the same launcher on CPU (gloo, examples/tiny-moe.toml) to check it)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,7 +37,7 @@ else
 fi
 STEPS=${STEPS:-20}
 WARMUP=${WARMUP:-5}
-VARIANTS=${VARIANTS:-one_gpu base ctas_default gather_fp8 gather_bf16 grad_fp32}
+VARIANTS=${VARIANTS:-one_gpu base one_node ctas_default gather_fp8 gather_bf16 grad_fp32 visible_one}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 OUT_DIR=${OUT_DIR:-bench/results}
 WORK=${WORK:-$(mktemp -d)}
@@ -41,6 +48,8 @@ export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
 die() { echo "multi_gpu.sh: $*" >&2; exit 1; }
 [ "$NGPU" -ge 2 ] && [ $((NGPU % 2)) = 0 ] || die "needs an even number of GPUs >= 2, got $NGPU"
+[ -f "$THIRD_PARTY_INCLUDE/toml++/toml.hpp" ] || [ -f /usr/include/toml++/toml.hpp ] ||
+  die "no toml++ headers: run deploy/gpu/stage-headers.sh on a Debian machine and carry .third_party"
 NODE_SIZE=$((NGPU / 2))
 mkdir -p "$OUT_DIR" "$WORK"
 
@@ -66,6 +75,7 @@ ROWS_PER_GPU=$(sed -n 's/^global_batch = \([0-9]*\).*/\1/p' "$BASE_SPEC")
 spec() {
   local path="$WORK/$1.toml" node=$NODE_SIZE gather=float32 grad=bfloat16
   [ "$2" = 1 ] && node=1
+  [ "$1" = one_node ] && node=$2
   [ "$1" = gather_fp8 ] && gather=fp8
   [ "$1" = gather_bf16 ] && gather=bfloat16
   [ "$1" = grad_fp32 ] && grad=float32
@@ -87,9 +97,14 @@ launch() {
   for ((r = 0; r < world; r++)); do
     (
       [ "$variant" = ctas_default ] || export NCCL_MAX_CTAS=16
-      [ "$DEVICE" = cuda ] && export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT
-      RANK=$r WORLD_SIZE=$world LOCAL_RANK=$r LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 \
-        MASTER_PORT=$port TRELLIS_COMM_TIMEOUT_S=300 \
+      local_rank=$r
+      if [ "$variant" = visible_one ]; then export CUDA_VISIBLE_DEVICES=$r; local_rank=0; fi
+      # NCCL's log to a file: standard output is the rank's JSON step records.
+      [ "$DEVICE" = cuda ] && export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \
+        NCCL_DEBUG_FILE="$WORK/$variant.rank$r.nccl"
+      RANK=$r WORLD_SIZE=$world LOCAL_RANK=$local_rank LOCAL_WORLD_SIZE=$world \
+        MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        TRELLIS_COMM_TIMEOUT_S=${TRELLIS_COMM_TIMEOUT_S:-300} \
         exec "$BIN/trellis-train" "$path" --data "$WORK/data.corpus" --json \
         > "$WORK/$variant.rank$r.jsonl" 2> "$WORK/$variant.rank$r.err"
     ) &
@@ -97,8 +112,14 @@ launch() {
   done
   local rc=0
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
-  [ $rc = 0 ] || { echo "multi_gpu.sh: $variant failed:"; tail -5 "$WORK/$variant".rank*.err; }
-  head -1 "$WORK/$variant.rank0.err"
+  if [ $rc != 0 ]; then
+    echo "multi_gpu.sh: $variant failed; each rank's last lines:"
+    for ((r = 0; r < world; r++)); do
+      echo "-- rank $r ($WORK/$variant.rank$r.err)"
+      tail -n 8 "$WORK/$variant.rank$r.err"
+    done
+  fi
+  head -n 1 "$WORK/$variant.rank0.err"
 }
 
 for v in $VARIANTS; do

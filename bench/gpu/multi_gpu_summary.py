@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Table and JSON for bench/gpu/multi_gpu.sh: one row per variant from the
 ranks' JSON step records (WORK/<variant>.rank<r>.jsonl) and NCCL's INFO lines
-(WORK/<variant>.rank<r>.err)."""
+(WORK/<variant>.rank<r>.nccl)."""
 import glob, json, os, re, statistics, sys, tomllib
 from datetime import datetime, timezone
 
@@ -12,13 +12,24 @@ ngpu, warmup, variants = int(ngpu), int(warmup), variants.split()
 def ranks(variant):
     files = sorted(glob.glob(os.path.join(work, f"{variant}.rank*.jsonl")),
                    key=lambda p: int(re.search(r"rank(\d+)", p).group(1)))
-    return [[json.loads(l) for l in open(f) if l.strip()] for f in files]
+    out = []
+    for f in files:  # only the step records: anything else on stdout is not ours
+        recs = []
+        for line in open(f, errors="replace"):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and "step" in rec:
+                recs.append(rec)
+        out.append(recs)
+    return out
 
 
 def nccl_ctas(variant):
     """The most CTAs (channels) any communicator of the run uses per collective."""
     most = None
-    for f in glob.glob(os.path.join(work, f"{variant}.rank*.err")):
+    for f in glob.glob(os.path.join(work, f"{variant}.rank*.nccl*")):
         for m in re.finditer(r"(\d+) coll channels", open(f, errors="replace").read()):
             most = max(most or 0, int(m.group(1)))
     return most
@@ -42,6 +53,7 @@ for v in variants:
     part = lambda k: statistics.median(recs[0][i].get(k, 0) for i in timed)
     rows[v] = {
         "world": world,
+        "node_size": spec(v)["parallel"]["node_size"],
         "steps": steps,
         "tokens_per_step": tokens,
         "step_seconds_median": med,
@@ -51,6 +63,8 @@ for v in variants:
         "tokens_per_s": tokens / med,
         "tokens_per_s_per_gpu": tokens / med / world,
         "alloc_retries_per_rank": [r[-1].get("alloc_retries", 0) for r in recs],
+        "allocated_peak_bytes_per_rank": [max(x.get("mem_allocated_peak_bytes", 0) for x in r)
+                                          for r in recs],
         "reserved_peak_bytes_per_rank": [max(x.get("mem_reserved_peak_bytes", 0) for x in r)
                                          for r in recs],
         "nccl_ctas_per_collective": nccl_ctas(v),
@@ -85,10 +99,17 @@ def loss_gap(a, b, n=10):
     return max(abs(x - y) for x, y in zip(la[:n], lb[:n]))
 
 
+def final_loss_gap(a, b):
+    la, lb = rows.get(a, {}).get("losses"), rows.get(b, {}).get("losses")
+    return abs(la[-1] - lb[-1]) if la and lb and len(la) == len(lb) else None
+
+
 comparisons = {
     "fp8_vs_fp32_gather_max_loss_diff_10_steps": loss_gap("gather_fp8", "base"),
     "bf16_vs_fp32_gather_max_loss_diff_10_steps": loss_gap("gather_bf16", "base"),
     "bf16_a2a_vs_fp32_grads_max_loss_diff_10_steps": loss_gap("base", "grad_fp32"),
+    "bf16_a2a_vs_fp32_grads_final_loss_diff": final_loss_gap("base", "grad_fp32"),
+    "fp8_vs_fp32_gather_final_loss_diff": final_loss_gap("gather_fp8", "base"),
     "expert_gather_bytes_per_layer_per_rank": bytes_gather,
     "grad_reduce_bytes_per_layer_per_rank": bytes_grad,
 }
@@ -105,21 +126,24 @@ json.dump(doc, open(prefix + ".json", "w"), indent=1)
 
 fmt = lambda x, f="{:.3g}": "n/a" if x is None else f.format(x)
 name = base["job"]["name"] if base else "the spec"
-lines = [f"# multi-gpu: {name} on {ngpu} ranks (one per GPU) as 2 nodes of {ngpu // 2}", "",
+lines = [f"# multi-gpu: {name} on {ngpu} ranks (one per GPU)", "",
          f"- Date: {doc['date']}", f"- Command: `{command}`", "",
-         "| variant | ranks | tokens/s | tokens/s/GPU | vs 1 GPU | step s | fwd | bwd | optim |"
-         " NCCL CTAs | alloc retries | reserved GiB (max rank) |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| variant | ranks | nodes x GPUs | tokens/s | tokens/s/GPU | vs 1 GPU | step s | fwd |"
+         " bwd | optim | NCCL CTAs | alloc retries | allocated GiB (max rank) |"
+         " reserved GiB (max rank) |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for v, r in rows.items():
     if "error" in r:
-        lines.append(f"| {v} | {r['error']} |" + " |" * 10)
+        lines.append(f"| {v} | {r['error']} |" + " |" * 12)
         continue
     lines.append(
-        f"| {v} | {r['world']} | {r['tokens_per_s']:.0f} | {r['tokens_per_s_per_gpu']:.0f} | "
+        f"| {v} | {r['world']} | {r['world'] // r['node_size']} x {r['node_size']} | "
+        f"{r['tokens_per_s']:.0f} | {r['tokens_per_s_per_gpu']:.0f} | "
         f"{fmt(r.get('scaling_per_gpu_vs_1'), '{:.2f}')} | {r['step_seconds_median']:.3f} | "
         f"{r['fwd_seconds_median']:.3f} | {r['bwd_seconds_median']:.3f} | "
         f"{r['optim_seconds_median']:.3f} | {fmt(r['nccl_ctas_per_collective'], '{}')} | "
         f"{max(r['alloc_retries_per_rank'])} | "
+        f"{max(r['allocated_peak_bytes_per_rank']) / 2**30:.1f} | "
         f"{max(r['reserved_peak_bytes_per_rank']) / 2**30:.1f} |")
 lines += ["", "| comparison | value |", "|---|---|"]
 for k, v in comparisons.items():

@@ -155,13 +155,19 @@ void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
   const uint64_t shard_sum = writer.Write(shard_path);
 
   // Rank 0 learns every shard's size and checksum, then completes the step.
+  // On the communicator's device (NCCL moves only GPU tensors), read back here.
+  const auto where = torch::TensorOptions(comm && comm->cuda() ? torch::kCUDA : torch::kCPU)
+                         .dtype(torch::kLong);
   auto mine = torch::tensor(
-      {static_cast<int64_t>(FileSize(shard_path)), static_cast<int64_t>(shard_sum)}, torch::kLong);
-  auto all = torch::empty({2 * world}, torch::kLong);
+                  {static_cast<int64_t>(FileSize(shard_path)), static_cast<int64_t>(shard_sum)},
+                  torch::kLong)
+                  .to(where.device());
+  auto all = torch::empty({2 * world}, where);
   if (comm)
     comm->AllGatherInto(mine, all);
   else
     all.copy_(mine);
+  all = all.cpu();
   if (rank == 0) {
     Json shards = Json::array();
     for (int r = 0; r < world; ++r)

@@ -12,6 +12,7 @@
 #define TRELLIS_COMPAT_C10D
 #include "trainer_core/compat.h"
 #include "trainer_core/error.h"
+#include "trainer_core/parallel/peer_watch.h"
 
 namespace trellis::train {
 namespace {
@@ -42,11 +43,23 @@ void Wait(W&& work, const char* what) {
   }
 }
 
+// Every tensor of a collective lives where the backend works: NCCL takes
+// only tensors on the rank's GPU, gloo only CPU tensors. Checked here so a
+// misplaced tensor is named on the CPU test path too, not first on a GPU.
+void CheckDevice(const at::Tensor& t, bool cuda, const char* what) {
+  if (t.is_cuda() == cuda) return;
+  throw TrainError(std::string("comm: ") + what + " got a " + (t.is_cuda() ? "CUDA" : "CPU") +
+                   " tensor, but this communicator is " +
+                   (cuda ? "NCCL (tensors on the rank's GPU)" : "gloo (CPU tensors)"));
+}
+
 // World 1: every collective is a copy.
 class SoloComm final : public Comm {
  public:
+  explicit SoloComm(bool cuda) : cuda_(cuda) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
+  bool cuda() const override { return cuda_; }
   void AllGatherInto(const at::Tensor& shard, const at::Tensor& out) override {
     out.view(-1).copy_(shard.view(-1));
   }
@@ -58,8 +71,33 @@ class SoloComm final : public Comm {
   void AllReduceSum(const at::Tensor&) override {}
   void Barrier() override {}
   std::unique_ptr<Comm> Subgroup(const std::string&, const std::vector<int>&) override {
-    return std::make_unique<SoloComm>();
+    return std::make_unique<SoloComm>(cuda_);
   }
+
+ private:
+  bool cuda_;
+};
+
+// The peer watch's view of the rendezvous store, over its own connection (the
+// process group's client is busy on the main thread).
+class StorePeers final : public PeerStore {
+ public:
+  explicit StorePeers(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  void Beat(int me) override { store_->add(Key("beat", me), 1); }
+  void Read(const std::vector<int>& peers, std::vector<int64_t>* beats,
+            std::vector<bool>* left) override {
+    for (int r : peers) {
+      (*beats)[r] = store_->add(Key("beat", r), 0);  // add 0: a read that never blocks
+      (*left)[r] = store_->add(Key("left", r), 0) > 0;
+    }
+  }
+  void Leave(int me) override { store_->add(Key("left", me), 1); }
+
+ private:
+  static std::string Key(const char* what, int rank) {
+    return std::string("trellis/peer/") + what + "/" + std::to_string(rank);
+  }
+  c10::intrusive_ptr<c10d::Store> store_;
 };
 
 class C10dComm final : public Comm {
@@ -74,8 +112,14 @@ class C10dComm final : public Comm {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  bool cuda() const override { return options_.cuda; }
+
+  // The world communicator watches its peers (subgroups share processes).
+  void WatchPeers(std::unique_ptr<PeerWatch> watch) { watch_ = std::move(watch); }
 
   void AllGatherInto(const at::Tensor& shard, const at::Tensor& out) override {
+    CheckDevice(shard, cuda(), "all-gather");
+    CheckDevice(out, cuda(), "all-gather");
     auto in = OnWire(shard), all = OnWire(out);
     const int64_t n = in.numel();
     TORCH_CHECK(all.numel() == n * size_, "comm: all-gather output has the wrong size");
@@ -91,6 +135,8 @@ class C10dComm final : public Comm {
     TORCH_CHECK(static_cast<int>(send_counts.size()) == size_ &&
                     static_cast<int>(recv_counts.size()) == size_,
                 "comm: all-to-all needs one count per rank");
+    CheckDevice(send, cuda(), "all-to-all");
+    CheckDevice(recv, cuda(), "all-to-all");
     auto s = OnWire(send), r = OnWire(recv);
     // Gloo wants real buffers even when nothing moves.
     if (s.numel() == 0) s = torch::empty({1}, s.options());
@@ -100,11 +146,19 @@ class C10dComm final : public Comm {
   }
 
   void AllReduceSum(const at::Tensor& t) override {
+    CheckDevice(t, cuda(), "all-reduce");
     std::vector<at::Tensor> tensors{t};
     Wait(group_->allreduce(tensors), "all-reduce");
   }
 
-  void Barrier() override { Wait(group_->barrier(), "barrier"); }
+  void Barrier() override {
+    if (!cuda()) return Wait(group_->barrier(), "barrier");
+    // NCCL's barrier guesses a device from the rank; an all-reduce on ours,
+    // read back, is a barrier on the right GPU.
+    auto one = torch::ones({1}, torch::TensorOptions(torch::kCUDA).dtype(torch::kFloat));
+    AllReduceSum(one);
+    (void)one.cpu();
+  }
 
   std::unique_ptr<Comm> Subgroup(const std::string& name, const std::vector<int>& ranks) override;
 
@@ -120,6 +174,7 @@ class C10dComm final : public Comm {
   c10::intrusive_ptr<compat::Backend> group_;
   int rank_, size_;
   CommOptions options_;
+  std::unique_ptr<PeerWatch> watch_;  // stopped first on destruction
 };
 
 std::string Where(const CommOptions& o) {
@@ -177,7 +232,21 @@ std::unique_ptr<Comm> C10dComm::Connect(const CommOptions& o) {
                      Seconds(o.timeout) + "): " + e.what());
   }
   auto group = MakeGroup(store, o.rank, o.world, o, "rendezvous");
-  return std::make_unique<C10dComm>(store, group, o.rank, o.world, o);
+  auto comm = std::make_unique<C10dComm>(store, group, o.rank, o.world, o);
+  // Every peer has met the group: from here on, silence means trouble.
+  c10d::TCPStoreOptions watch_options = so;
+  watch_options.isServer = false;
+  try {
+    auto client = c10::make_intrusive<c10d::TCPStore>(o.master_addr, watch_options);
+    comm->WatchPeers(std::make_unique<PeerWatch>(
+        std::make_unique<StorePeers>(client),
+        PeerWatch::ForTimeout(o.rank, o.world, o.timeout, Where(o))));
+  } catch (const std::exception& e) {
+    throw TrainError("comm: rank " + std::to_string(o.rank) +
+                     " cannot open its peer-watch connection to the store at " + Where(o) + ": " +
+                     e.what());
+  }
+  return comm;
 }
 
 std::unique_ptr<Comm> C10dComm::Subgroup(const std::string& name, const std::vector<int>& ranks) {
@@ -187,7 +256,7 @@ std::unique_ptr<Comm> C10dComm::Subgroup(const std::string& name, const std::vec
     if (ranks[i] == rank_) index = static_cast<int>(i);
   }
   if (index < 0) throw TrainError("comm: subgroup " + name + " does not include this rank");
-  if (ranks.size() == 1) return std::make_unique<SoloComm>();
+  if (ranks.size() == 1) return std::make_unique<SoloComm>(cuda());
   auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
   auto group = MakeGroup(store, index, static_cast<int>(ranks.size()), options_,
                          "rendezvous of subgroup " + name);
@@ -219,7 +288,7 @@ std::unique_ptr<Comm> ConnectComm(const CommOptions& options) {
   if (options.world < 1 || options.rank < 0 || options.rank >= options.world)
     throw TrainError("comm: rank " + std::to_string(options.rank) + " is outside world size " +
                      std::to_string(options.world));
-  if (options.world == 1) return std::make_unique<SoloComm>();
+  if (options.world == 1) return std::make_unique<SoloComm>(options.cuda);
   return C10dComm::Connect(options);
 }
 
@@ -247,12 +316,6 @@ at::Tensor ReduceScatter(Comm& comm, const at::Tensor& full, Wire wire) {
                                      /*copy=*/true);
   for (int r = 1; r < world; ++r) sum.add_(recv.narrow(0, r * n, n).to(torch::kFloat));
   return sum;
-}
-
-double AllReduceScalar(Comm& comm, double value) {
-  auto t = torch::full({1}, value, torch::kDouble);
-  comm.AllReduceSum(t);
-  return t.item<double>();
 }
 
 }  // namespace trellis::train

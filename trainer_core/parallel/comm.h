@@ -40,6 +40,10 @@ class Comm {
   virtual ~Comm() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // True when the members meet over NCCL: every tensor handed to a collective
+  // must then live on this rank's current CUDA device (gloo: on the CPU).
+  // Callers make their scratch tensors where the communicator wants them.
+  virtual bool cuda() const = 0;
 
   // out = the ranks' `shard`s concatenated in rank order (out.numel() ==
   // size() * shard.numel(), same dtype).
@@ -49,7 +53,7 @@ class Comm {
   // allowed). bf16 travels as a Half view (gloo rejects BFloat16).
   virtual void AllToAll(const at::Tensor& send, const std::vector<int64_t>& send_counts,
                         const at::Tensor& recv, const std::vector<int64_t>& recv_counts) = 0;
-  virtual void AllReduceSum(const at::Tensor& t) = 0;  // in place
+  virtual void AllReduceSum(const at::Tensor& t) = 0;  // in place, any shape
   virtual void Barrier() = 0;
 
   // A communicator over `ranks` (global ranks, ascending, including this
@@ -79,7 +83,5 @@ CommOptions CommOptionsFromEnv();
 // reduce-scatter of the bf16-rounded inputs (bit for bit when every partial
 // sum is exact in fp32).
 at::Tensor ReduceScatter(Comm& comm, const at::Tensor& full, Wire wire);
-
-double AllReduceScalar(Comm& comm, double value);
 
 }  // namespace trellis::train

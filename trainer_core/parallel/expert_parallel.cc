@@ -8,8 +8,9 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// A host tensor's values.
 std::vector<int64_t> ToVector(const torch::Tensor& t) {
-  auto c = t.to(torch::kLong).contiguous().cpu();
+  auto c = t.to(torch::kLong).contiguous();
   return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
 }
 
@@ -99,20 +100,28 @@ ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, torch::Tensor w
     // the split sizes.
     if (mesh.ep == 1) return RunLocalExperts(xs, counts, w_gate, w_up, w_down);
     const int64_t ep = mesh.ep, nb = mesh.per_block(), me = ep_comm->rank();
-    // Every EP rank's slot counts per expert: [ep sources, experts].
-    auto all = torch::empty({ep * mesh.experts}, torch::kLong);
+    // Every EP rank's slot counts per expert: [ep sources, experts], gathered
+    // on the device and read once: the all-to-all needs its split sizes on
+    // the host (the one host synchronization of a layer's dispatch).
+    auto all = torch::empty({ep * mesh.experts}, counts.options().dtype(torch::kLong));
     ep_comm->AllGatherInto(counts.to(torch::kLong).contiguous(), all);
     all = all.view({ep, mesh.experts});
-    auto mine = all.narrow(1, me * nb, nb);  // [sources, my experts]
-    auto send_rows = ToVector(counts.view({ep, nb}).sum(1));
-    auto recv_rows = ToVector(mine.sum(1));
+    auto mine = all.narrow(1, me * nb, nb);  // [sources, my experts], on the device
+    auto host = all.cpu().view({ep, ep, nb});  // [source, destination, expert]
+    auto send_rows = ToVector(host.select(0, me).sum(1));
+    auto recv_rows = ToVector(host.select(1, me).sum(1));
+    int64_t received = 0;
+    for (int64_t n : recv_rows) received += n;
     auto recv = AllToAllRows(ep_comm, xs, send_rows, recv_rows);
     // Received rows come source by source, each grouped by expert; regroup by
     // expert (stable: sources stay in order), run, and undo the regrouping.
-    auto expert_of = torch::arange(nb).repeat({ep}).repeat_interleave(mine.reshape(-1));
+    auto expert_of = torch::arange(nb, mine.options())
+                         .repeat({ep})
+                         .repeat_interleave(mine.reshape(-1), /*dim=*/0, received);
     auto perm = std::get<1>(torch::sort(expert_of, /*stable=*/true, 0, false));
     auto out = RunLocalExperts(recv.index_select(0, perm), mine.sum(0), w_gate, w_up, w_down);
-    auto inverse = torch::empty_like(perm).scatter_(0, perm, torch::arange(perm.numel()));
+    auto inverse =
+        torch::empty_like(perm).scatter_(0, perm, torch::arange(perm.numel(), perm.options()));
     out = out.index_select(0, inverse);
     return AllToAllRows(ep_comm, out, recv_rows, send_rows);
   };

@@ -1,7 +1,5 @@
 #include "trainer_core/parallel/fsdp.h"
 
-#include <chrono>
-
 #include "trainer_core/compat.h"
 #include "trainer_core/model/init.h"
 
@@ -205,12 +203,7 @@ LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch
 
 ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t global_targets,
                                              int64_t global_tokens, torch::Dtype compute_dtype,
-                                             double aux_coef) {
-  using Clock = std::chrono::steady_clock;
-  auto seconds = [](Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double>(b - a).count();
-  };
-  const auto start = Clock::now();
+                                             double aux_coef, compat::StepLaps* laps) {
   compute_dtype_ = compute_dtype;
   global_tokens_ = global_tokens;
   mask_ = DocumentCausalMask(local.doc_ids);
@@ -239,22 +232,19 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
       F::cross_entropy(logits.view({b * t, spec_.vocab}).to(torch::kFloat), local.targets.view(-1),
                        F::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
   auto ce = ce_sum / static_cast<double>(std::max<int64_t>(1, global_targets));
-  auto aux_mean = torch::stack(aux).mean();
-  auto loss = aux_coef > 0 ? ce + aux_coef * aux_mean : ce;
-  compat::Synchronize(device_);
-  const auto forwarded = Clock::now();
+  auto loss = aux_coef > 0 ? ce + aux_coef * torch::stack(aux).mean() : ce;
+  if (laps) laps->Mark();
   loss.backward();
   for (size_t i = 0; i < kept.size(); ++i) ReduceLayerGrads(static_cast<int>(i), kept[i]);
   kept.clear();
   ReduceLeafGrad(shards_.size() - 1, head);
   ReduceLeafGrad(0, embed);
-  compat::Synchronize(device_);
 
   ShardedForward r;
-  r.fwd_seconds = seconds(start, forwarded);
-  r.bwd_seconds = seconds(forwarded, Clock::now());
-  r.ce = AllReduceScalar(*comm_, ce.item<double>());
-  r.aux = AllReduceScalar(*comm_, aux_mean.item<double>());
+  // Summed on the device, where the communicator works; read with the rest
+  // of the step record.
+  r.ce = ce.detach().to(torch::kDouble).reshape({1});
+  comm_->AllReduceSum(r.ce);
   r.expert_counts = counts_;
   mask_ = torch::Tensor();
   return r;

@@ -14,6 +14,7 @@
 
 #include <vector>
 
+#include "trainer_core/compat.h"
 #include "trainer_core/model/model.h"
 #include "trainer_core/parallel/comm.h"
 #include "trainer_core/parallel/expert_gather.h"
@@ -41,10 +42,10 @@ struct ExpertShard {
 };
 
 struct ShardedForward {
-  double ce = 0;                             // mean cross entropy over the global batch
-  double aux = 0;                            // balance loss over the global batch, mean over layers
+  // Mean cross entropy over the global batch: fp64 [1] on the device, summed
+  // over ranks there (reading it is the caller's host synchronization).
+  torch::Tensor ce;
   std::vector<torch::Tensor> expert_counts;  // per layer, over all ranks
-  double fwd_seconds = 0, bwd_seconds = 0;   // host wall time (backward includes recompute)
 };
 
 class ShardedModel {
@@ -60,9 +61,11 @@ class ShardedModel {
   // Forward and backward over this rank's rows; gradients end up in the
   // shards' grad (summed over ranks). `global_targets` counts the positions
   // with a target over all ranks' rows, `global_tokens` all positions.
+  // Marks `laps` (if given) between forward and backward. Waits for nothing
+  // on the device except the expert all-to-all's split sizes (EP > 1).
   ShardedForward ForwardBackward(const TokenBatch& local, int64_t global_targets,
                                  int64_t global_tokens, torch::Dtype compute_dtype,
-                                 double aux_coef);
+                                 double aux_coef, compat::StepLaps* laps = nullptr);
 
   std::vector<BlockShard>& shards() { return shards_; }
   std::vector<ExpertShard>& experts() { return experts_; }  // per layer

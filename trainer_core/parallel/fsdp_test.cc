@@ -139,7 +139,7 @@ std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire
     double lr = LrScale(step, t.warmup_steps, t.steps, t.min_lr_ratio);
     opt.Step(t.muon_lr * lr, t.lr * lr);
     model.UpdateRouterBias(out.expert_counts, t.router_bias_rate);
-    losses.push_back(out.ce);
+    losses.push_back(out.ce.item<double>());
   }
   std::vector<torch::Tensor> flats;
   for (auto& b : model.shards()) flats.push_back(b.value);

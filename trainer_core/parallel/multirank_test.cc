@@ -1,110 +1,33 @@
 // trellis-train on several ranks (processes over gloo on 127.0.0.1): resuming
 // a world-4 checkpoint on world 2 follows the uninterrupted world-4 run, and
-// bad input (a mismatched spec on resume, an unreachable store) ends every
-// rank with a clear message within a bounded time. Torch-free: it only spawns
+// bad input (a mismatched spec on resume, an unreachable store, a peer that
+// stops answering) ends every rank with a clear message within a bounded
+// time. Torch-free: it only spawns
 // the binary and reads its JSON step records.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <fstream>
 
-#include "common/step_record.h"
 #include "trainer_core/data/corpus.h"
-#include "trainer_core/files.h"
-#include "trainer_core/parallel/multiprocess.h"
-
-extern char** environ;
+#include "trainer_core/parallel/rank_runs.h"
 
 namespace trellis::train {
 namespace {
 
 using namespace std::chrono_literals;
 
-struct RankRun {
-  std::vector<StepRecord> records;
-  int status = -1;
-  std::string err;
-};
+using testing::AllExitedZero;
+using testing::RankRun;
 
-// Starts `world` ranks of trellis-train with `args` and the launcher's
-// environment; kills them all if any is still running after `timeout`.
 std::vector<RankRun> RunWorld(int world, const std::vector<std::string>& args,
                               const std::string& dir, std::chrono::seconds timeout,
                               std::vector<std::string> extra_env = {}) {
-  const int port = testing::FreePort();
-  std::vector<pid_t> pids(world);
-  std::vector<int> fds(world);
-  std::vector<RankRun> runs(world);
-  for (int r = 0; r < world; ++r) {
-    // getenv takes the first match: the test's overrides, then the launcher
-    // variables, then this process's environment.
-    std::vector<std::string> env_s = extra_env;
-    for (const std::string& kv : std::vector<std::string>{
-             "RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
-             "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
-             "OMP_NUM_THREADS=1", "TRELLIS_COMM_TIMEOUT_S=60"})
-      env_s.push_back(kv);
-    for (char** e = environ; *e; ++e) env_s.push_back(*e);
-    std::vector<char*> envp;
-    for (auto& kv : env_s) envp.push_back(kv.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> argv_s{TRELLIS_TRAIN_BIN};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int out[2];
-    EXPECT_EQ(::pipe(out), 0);
-    const std::string err_path = JoinPath(dir, "rank" + std::to_string(r) + ".err");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
-    EXPECT_EQ(posix_spawn(&pids[r], argv[0], &actions, nullptr, argv.data(), envp.data()), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(out[1]);
-    fds[r] = out[0];
-  }
-  std::vector<bool> closed;
-  std::vector<std::string> text = testing::ReadUntilClosed(fds, timeout, &closed);
-  for (int r = 0; r < world; ++r) {
-    if (!closed[r]) {
-      ::kill(pids[r], SIGKILL);
-      ADD_FAILURE() << "rank " << r << " still running after " << timeout.count() << "s; killed";
-    }
-    ::waitpid(pids[r], &runs[r].status, 0);
-    ::close(fds[r]);
-    std::ifstream e(JoinPath(dir, "rank" + std::to_string(r) + ".err"));
-    runs[r].err.assign(std::istreambuf_iterator<char>(e), {});
-    size_t at = 0;
-    for (size_t nl; (nl = text[r].find('\n', at)) != std::string::npos; at = nl + 1) {
-      std::string error;
-      auto rec = DecodeStepRecord(std::string_view(text[r]).substr(at, nl - at), &error);
-      EXPECT_TRUE(rec) << error;
-      if (rec) runs[r].records.push_back(*rec);
-    }
-  }
-  return runs;
-}
-
-bool AllExitedZero(const std::vector<RankRun>& runs, std::string* why) {
-  for (size_t r = 0; r < runs.size(); ++r)
-    if (!WIFEXITED(runs[r].status) || WEXITSTATUS(runs[r].status) != 0) {
-      *why = "rank " + std::to_string(r) + " status " + std::to_string(runs[r].status) + ": " +
-             runs[r].err;
-      return false;
-    }
-  return true;
+  testing::WorldOptions o;
+  o.timeout = timeout;
+  o.env = std::move(extra_env);
+  return testing::RunWorld(TRELLIS_TRAIN_BIN, world, args, dir, o);
 }
 
 class MultiRankTest : public ::testing::Test {
@@ -130,7 +53,7 @@ class MultiRankTest : public ::testing::Test {
                            "expert_gather_dtype = \""
                         << gather
                         << "\"\n"
-                           "[training]\nseq_len = 32\nglobal_batch = 8\nsteps = 10\n"
+                           "[training]\ndtype = \"float32\"\nseq_len = 32\nglobal_batch = 8\nsteps = 10\n"
                            "warmup_steps = 2\nrouter_bias_rate = 0.001\nmuon_ns_dtype = "
                            "\"float32\"\ndata = \""
                         << corpus << "\"\n[checkpoint]\nevery_steps = 5\n";
@@ -222,6 +145,34 @@ TEST_F(MultiRankTest, UnreachableStoreEndsTheRankWithinTheTimeout) {
                              std::to_string(dead_port)),
             std::string::npos)
       << runs[0].err;
+}
+
+TEST_F(MultiRankTest, AStoppedPeerIsNamedWithinTheCollectiveTimeout) {
+  // Rank 1 is stopped (SIGSTOP) once both ranks have trained a step: its
+  // connections stay open, so gloo alone would wait out its whole timeout
+  // without naming anyone. The peer watch names it after half the timeout.
+  std::string spec = Spec(Corpus());
+  testing::WorldOptions o;
+  o.timeout = 60s;
+  o.env = {"TRELLIS_COMM_TIMEOUT_S=8"};
+  o.rank0_ends_world = true;
+  bool stopped = false;
+  std::chrono::steady_clock::time_point stopped_at;
+  o.on_record = [&](int rank, const StepRecord& rec, const std::vector<pid_t>& pids) {
+    if (stopped || rank != 0 || rec.step < 2) return;
+    ::kill(pids[1], SIGSTOP);
+    stopped = true;
+    stopped_at = std::chrono::steady_clock::now();
+  };
+  auto runs = testing::RunWorld(TRELLIS_TRAIN_BIN, 2, {spec, "--json", "--steps", "100000"},
+                                dir_, o);
+  ASSERT_TRUE(stopped) << runs[0].err;
+  const auto waited = std::chrono::steady_clock::now() - stopped_at;
+  EXPECT_TRUE(WIFEXITED(runs[0].status) && WEXITSTATUS(runs[0].status) == 1) << runs[0].status;
+  EXPECT_NE(runs[0].err.find("comm: rank 0 of 2: rank 1 has not been heard from for"),
+            std::string::npos)
+      << runs[0].err;
+  EXPECT_LT(waited, 8s) << "named only after the collective timeout";
 }
 
 }  // namespace

@@ -52,20 +52,24 @@ std::pair<int64_t, int64_t> ShardedOptimizer::Span(const Unit& u, int rank) cons
   return {lo - u.param->offset, std::max<int64_t>(0, hi - lo)};
 }
 
-double ShardedOptimizer::ClipGradNorm(double max_norm) {
+torch::Tensor ShardedOptimizer::ClipGradNorm(double max_norm) {
   torch::NoGradGuard no_grad;
-  // Summed on the device, one host sync. On CUDA each gradient's norm in fp32
-  // (a tree reduction) instead of an fp64 copy of 10 GB of gradients.
+  // Summed on the device. On CUDA each gradient's norm in fp32 (a tree
+  // reduction) instead of an fp64 copy of 10 GB of gradients.
   auto square = [](const torch::Tensor& g) {
     return g.is_cuda() ? g.norm().to(torch::kDouble).pow(2) : g.to(torch::kDouble).pow(2).sum();
   };
-  auto sq = torch::zeros({}, model_->shards()[0].grad.options().dtype(torch::kDouble));
+  auto sq = torch::zeros({1}, model_->shards()[0].grad.options().dtype(torch::kDouble));
   for (auto& s : model_->shards()) sq += square(s.grad);
   for (auto& e : model_->experts()) sq += square(e.grad);
-  const double norm = std::sqrt(AllReduceScalar(*comm_, sq.item<double>()));
-  if (max_norm > 0 && norm > max_norm) {
-    for (auto& s : model_->shards()) s.grad.mul_(max_norm / (norm + 1e-6));
-    for (auto& e : model_->experts()) e.grad.mul_(max_norm / (norm + 1e-6));
+  comm_->AllReduceSum(sq);
+  auto norm = sq.sqrt();
+  if (max_norm > 0) {
+    // The reference's rule (clip only above the limit) as a device factor.
+    auto factor = torch::where(norm > max_norm, max_norm / (norm + 1e-6), torch::ones_like(norm))
+                      .to(torch::kFloat);
+    for (auto& s : model_->shards()) s.grad.mul_(factor);
+    for (auto& e : model_->experts()) e.grad.mul_(factor);
   }
   return norm;
 }

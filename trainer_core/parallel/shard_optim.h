@@ -28,9 +28,11 @@ class ShardedOptimizer {
  public:
   ShardedOptimizer(ShardedModel* model, MuonOptions muon, AdamWOptions adamw);
 
-  // Global L2 norm of the gradients (one scalar all-reduce); clips to
-  // max_norm when above it (0: never).
-  double ClipGradNorm(double max_norm);
+  // Global L2 norm of the gradients (one scalar all-reduce), fp64 [1] on the
+  // device; scales the gradients to max_norm when above it (0: never). Never
+  // waits for the device: the clip factor min(1, max_norm / norm) is applied
+  // there (exactly 1 when under the limit; a pass over the gradients).
+  torch::Tensor ClipGradNorm(double max_norm);
   void Step(double muon_lr, double adamw_lr);
   // "moment1.<block>", "moment2.<block>" (this rank's shard),
   // "moment1.experts.<layer block>", "adamw.step".

@@ -1,0 +1,159 @@
+#pragma once
+// Test helper: starts `world` trellis-train processes as the ranks of one run
+// (RANK, WORLD_SIZE, MASTER_ADDR/PORT on 127.0.0.1, a fresh port), reads
+// their JSON step records as they come, and kills them all if any is still
+// running at the deadline. Torch-free: the tests that use it only spawn the
+// binary and read what it prints.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/step_record.h"
+#include "trainer_core/files.h"
+#include "trainer_core/parallel/multiprocess.h"
+
+extern char** environ;
+
+namespace trellis::train::testing {
+
+struct RankRun {
+  std::vector<StepRecord> records;
+  int status = -1;
+  std::string err;  // everything the rank wrote to stderr
+  std::chrono::duration<double> seconds{};  // from start to exit
+};
+
+struct WorldOptions {
+  std::chrono::seconds timeout{180};
+  std::vector<std::string> env;                       // for every rank, before the launcher's
+  std::function<std::vector<std::string>(int)> rank_env;  // per rank (e.g. its GPU)
+  // Called with each step record as it arrives, and the ranks' pids.
+  std::function<void(int rank, const StepRecord&, const std::vector<pid_t>&)> on_record;
+  // When rank 0 ends, kill the ranks still running (a test that stopped one).
+  bool rank0_ends_world = false;
+};
+
+inline std::vector<RankRun> RunWorld(const std::string& binary, int world,
+                                     const std::vector<std::string>& args, const std::string& dir,
+                                     const WorldOptions& options = {}) {
+  const int port = FreePort();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<pid_t> pids(world);
+  std::vector<int> fds(world);
+  std::vector<RankRun> runs(world);
+  for (int r = 0; r < world; ++r) {
+    // getenv takes the first match: the test's overrides, then the launcher
+    // variables, then this process's environment.
+    std::vector<std::string> env_s = options.env;
+    if (options.rank_env)
+      for (auto& kv : options.rank_env(r)) env_s.push_back(kv);
+    for (const std::string& kv : std::vector<std::string>{
+             "RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
+             "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+             "OMP_NUM_THREADS=1", "TRELLIS_COMM_TIMEOUT_S=60"})
+      env_s.push_back(kv);
+    for (char** e = environ; *e; ++e) env_s.push_back(*e);
+    std::vector<char*> envp;
+    for (auto& kv : env_s) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> argv_s{binary};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int out[2];
+    EXPECT_EQ(::pipe(out), 0);
+    const std::string err_path = JoinPath(dir, "rank" + std::to_string(r) + ".err");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    EXPECT_EQ(posix_spawn(&pids[r], argv[0], &actions, nullptr, argv.data(), envp.data()), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    fds[r] = out[0];
+  }
+  // Read line by line until every pipe closes or the deadline passes.
+  std::vector<std::string> pending(world);
+  std::vector<bool> closed(world, false);
+  const auto deadline = start + options.timeout;
+  for (int open = world; open > 0;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    std::vector<pollfd> pfds;
+    std::vector<int> who;
+    for (int r = 0; r < world; ++r)
+      if (!closed[r]) {
+        pfds.push_back({fds[r], POLLIN, 0});
+        who.push_back(r);
+      }
+    if (::poll(pfds.data(), pfds.size(), static_cast<int>(left.count())) <= 0) continue;
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      const int r = who[i];
+      char buf[4096];
+      ssize_t n = ::read(fds[r], buf, sizeof(buf));
+      if (n <= 0) {
+        closed[r] = true;
+        --open;
+        const auto t = std::chrono::steady_clock::now() - start;
+        runs[r].seconds = t;
+        if (r == 0 && options.rank0_ends_world)
+          for (int k = 1; k < world; ++k)
+            if (!closed[k]) {
+              ::kill(pids[k], SIGKILL);
+              ::kill(pids[k], SIGCONT);
+            }
+        continue;
+      }
+      pending[r].append(buf, n);
+      for (size_t nl; (nl = pending[r].find('\n')) != std::string::npos;) {
+        std::string error;
+        auto rec = DecodeStepRecord(std::string_view(pending[r]).substr(0, nl), &error);
+        EXPECT_TRUE(rec) << "rank " << r << ": " << error;
+        pending[r].erase(0, nl + 1);
+        if (!rec) continue;
+        runs[r].records.push_back(*rec);
+        if (options.on_record) options.on_record(r, *rec, pids);
+      }
+    }
+  }
+  for (int r = 0; r < world; ++r) {
+    if (!closed[r]) {
+      ::kill(pids[r], SIGKILL);
+      ADD_FAILURE() << "rank " << r << " still running after " << options.timeout.count()
+                    << "s; killed";
+    }
+    ::kill(pids[r], SIGCONT);  // a rank a test stopped must be able to die
+    ::waitpid(pids[r], &runs[r].status, 0);
+    ::close(fds[r]);
+    std::ifstream e(JoinPath(dir, "rank" + std::to_string(r) + ".err"));
+    runs[r].err.assign(std::istreambuf_iterator<char>(e), {});
+  }
+  return runs;
+}
+
+inline bool AllExitedZero(const std::vector<RankRun>& runs, std::string* why) {
+  for (size_t r = 0; r < runs.size(); ++r)
+    if (!WIFEXITED(runs[r].status) || WEXITSTATUS(runs[r].status) != 0) {
+      *why = "rank " + std::to_string(r) + " status " + std::to_string(runs[r].status) + ": " +
+             runs[r].err;
+      return false;
+    }
+  return true;
+}
+
+}  // namespace trellis::train::testing
