@@ -19,7 +19,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
 die() { echo "gpu_tests.sh: $*" >&2; exit 1; }
 mkdir -p "$OUT_DIR"
-[ -f "$THIRD_PARTY_INCLUDE/toml++/toml.hpp" ] || [ -f /usr/include/toml++/toml.hpp ] ||
+[ -f "$THIRD_PARTY_INCLUDE/toml++/toml.h" ] || [ -f /usr/include/toml++/toml.h ] ||
   die "no toml++ headers: run deploy/gpu/stage-headers.sh on a Debian machine and carry .third_party"
 
 log "build ($BUILD_DIR)"

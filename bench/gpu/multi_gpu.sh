@@ -48,7 +48,7 @@ export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
 die() { echo "multi_gpu.sh: $*" >&2; exit 1; }
 [ "$NGPU" -ge 2 ] && [ $((NGPU % 2)) = 0 ] || die "needs an even number of GPUs >= 2, got $NGPU"
-[ -f "$THIRD_PARTY_INCLUDE/toml++/toml.hpp" ] || [ -f /usr/include/toml++/toml.hpp ] ||
+[ -f "$THIRD_PARTY_INCLUDE/toml++/toml.h" ] || [ -f /usr/include/toml++/toml.h ] ||
   die "no toml++ headers: run deploy/gpu/stage-headers.sh on a Debian machine and carry .third_party"
 NODE_SIZE=$((NGPU / 2))
 mkdir -p "$OUT_DIR" "$WORK"
@@ -128,6 +128,11 @@ for v in $VARIANTS; do
 done
 
 log "summary"
+if [ "$DEVICE" = cuda ]; then
+  machine="$NGPU x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), torch $(python3 -c 'import torch; print(torch.__version__)'), NCCL $(grep -ohm1 'NCCL version [^ ]*' "$WORK"/base.rank0.nccl 2>/dev/null | head -1 | cut -d' ' -f3)"
+else
+  machine="$(nproc) CPU cores (gloo)"
+fi
 python3 bench/gpu/multi_gpu_summary.py "$WORK" "$OUT_DIR/multi-gpu-$(date -u +%Y-%m-%d)" \
   "bench/gpu/multi_gpu.sh $NGPU (STEPS=$STEPS WARMUP=$WARMUP DEVICE=$DEVICE)" "$NGPU" "$WARMUP" \
-  "$VARIANTS"
+  "$VARIANTS" "$machine"

@@ -6,6 +6,7 @@ import glob, json, os, re, statistics, sys, tomllib
 from datetime import datetime, timezone
 
 work, prefix, command, ngpu, warmup, variants = sys.argv[1:7]
+machine = sys.argv[7] if len(sys.argv) > 7 else "not recorded"
 ngpu, warmup, variants = int(ngpu), int(warmup), variants.split()
 
 
@@ -110,6 +111,10 @@ comparisons = {
     "bf16_a2a_vs_fp32_grads_max_loss_diff_10_steps": loss_gap("base", "grad_fp32"),
     "bf16_a2a_vs_fp32_grads_final_loss_diff": final_loss_gap("base", "grad_fp32"),
     "fp8_vs_fp32_gather_final_loss_diff": final_loss_gap("gather_fp8", "base"),
+    # visible_one computes exactly what base does: their gap is the run-to-run
+    # noise (non-deterministic GPU reductions) that the gaps above sit in.
+    "same_numerics_max_loss_diff_10_steps": loss_gap("visible_one", "base"),
+    "same_numerics_final_loss_diff": final_loss_gap("visible_one", "base"),
     "expert_gather_bytes_per_layer_per_rank": bytes_gather,
     "grad_reduce_bytes_per_layer_per_rank": bytes_grad,
 }
@@ -117,6 +122,7 @@ doc = {
     "benchmark": "multi-gpu",
     "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     "command": command,
+    "machine": machine,
     "gpus": ngpu,
     "node_size": ngpu // 2,
     "runs": rows,
@@ -127,7 +133,7 @@ json.dump(doc, open(prefix + ".json", "w"), indent=1)
 fmt = lambda x, f="{:.3g}": "n/a" if x is None else f.format(x)
 name = base["job"]["name"] if base else "the spec"
 lines = [f"# multi-gpu: {name} on {ngpu} ranks (one per GPU)", "",
-         f"- Date: {doc['date']}", f"- Command: `{command}`", "",
+         f"- Date: {doc['date']}", f"- Machine: {machine}", f"- Command: `{command}`", "",
          "| variant | ranks | nodes x GPUs | tokens/s | tokens/s/GPU | vs 1 GPU | step s | fwd |"
          " bwd | optim | NCCL CTAs | alloc retries | allocated GiB (max rank) |"
          " reserved GiB (max rank) |",
