@@ -251,8 +251,14 @@ void Trainer::Step() {
   s.optim->Step(t.muon_lr * lr_scale, t.lr * lr_scale);
   if (t.router_bias_rate > 0) s.model->UpdateRouterBias(out.expert_counts, t.router_bias_rate);
   laps.Mark();
-  const auto figures = torch::cat({out.ce, grad_norm}).cpu();  // the step's one read
-  const std::vector<double> lap = laps.Finish();                // fwd, bwd, optim
+  // The step's one read.
+  const auto figures = torch::cat({out.ce, grad_norm, out.routing_changed}).cpu();
+  const std::vector<double> lap = laps.Finish();  // fwd, bwd, optim
+  if (figures[2].item<double>() != 0)
+    throw TrainError("step " + std::to_string(s.step + 1) +
+                     ": expert routing in a layer's recompute differed from its forward, so "
+                     "tokens went to the wrong expert ranks (non-deterministic router kernels?); "
+                     "set parallel.activation_checkpointing = false or parallel.ep = 1");
   ++s.step;
 
   StepRecord r;

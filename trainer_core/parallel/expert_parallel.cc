@@ -94,36 +94,43 @@ torch::Tensor AllToAllRows(Comm* comm, const torch::Tensor& x,
 }
 
 ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, torch::Tensor w_gate,
-                          torch::Tensor w_up, torch::Tensor w_down) {
+                          torch::Tensor w_up, torch::Tensor w_down, EpSplits* splits,
+                          bool reuse, torch::Tensor* routing_changed) {
   return [=](const torch::Tensor& xs, const torch::Tensor& counts) {
     // One EP rank holds every expert: nothing to move, and no host sync for
     // the split sizes.
     if (mesh.ep == 1) return RunLocalExperts(xs, counts, w_gate, w_up, w_down);
     const int64_t ep = mesh.ep, nb = mesh.per_block(), me = ep_comm->rank();
-    // Every EP rank's slot counts per expert: [ep sources, experts], gathered
-    // on the device and read once: the all-to-all needs its split sizes on
-    // the host (the one host synchronization of a layer's dispatch).
-    auto all = torch::empty({ep * mesh.experts}, counts.options().dtype(torch::kLong));
-    ep_comm->AllGatherInto(counts.to(torch::kLong).contiguous(), all);
-    all = all.view({ep, mesh.experts});
-    auto mine = all.narrow(1, me * nb, nb);  // [sources, my experts], on the device
-    auto host = all.cpu().view({ep, ep, nb});  // [source, destination, expert]
-    auto send_rows = ToVector(host.select(0, me).sum(1));
-    auto recv_rows = ToVector(host.select(1, me).sum(1));
-    int64_t received = 0;
-    for (int64_t n : recv_rows) received += n;
-    auto recv = AllToAllRows(ep_comm, xs, send_rows, recv_rows);
+    if (reuse) {
+      routing_changed->add_((counts != splits->counts).any().to(routing_changed->scalar_type()));
+    } else {
+      // Every EP rank's slot counts per expert: [ep sources, experts],
+      // gathered on the device and read once: the all-to-all needs its split
+      // sizes on the host (the one host synchronization of a layer's dispatch).
+      auto all = torch::empty({ep * mesh.experts}, counts.options().dtype(torch::kLong));
+      ep_comm->AllGatherInto(counts.to(torch::kLong).contiguous(), all);
+      all = all.view({ep, mesh.experts});
+      auto host = all.cpu().view({ep, ep, nb});  // [source, destination, expert]
+      splits->send_rows = ToVector(host.select(0, me).sum(1));
+      splits->recv_rows = ToVector(host.select(1, me).sum(1));
+      splits->received = 0;
+      for (int64_t n : splits->recv_rows) splits->received += n;
+      splits->mine = all.narrow(1, me * nb, nb);  // [sources, my experts]
+      splits->counts = counts;
+    }
+    const EpSplits& s = *splits;
+    auto recv = AllToAllRows(ep_comm, xs, s.send_rows, s.recv_rows);
     // Received rows come source by source, each grouped by expert; regroup by
     // expert (stable: sources stay in order), run, and undo the regrouping.
-    auto expert_of = torch::arange(nb, mine.options())
+    auto expert_of = torch::arange(nb, s.mine.options())
                          .repeat({ep})
-                         .repeat_interleave(mine.reshape(-1), /*dim=*/0, received);
+                         .repeat_interleave(s.mine.reshape(-1), /*dim=*/0, s.received);
     auto perm = std::get<1>(torch::sort(expert_of, /*stable=*/true, 0, false));
-    auto out = RunLocalExperts(recv.index_select(0, perm), mine.sum(0), w_gate, w_up, w_down);
+    auto out = RunLocalExperts(recv.index_select(0, perm), s.mine.sum(0), w_gate, w_up, w_down);
     auto inverse =
         torch::empty_like(perm).scatter_(0, perm, torch::arange(perm.numel(), perm.options()));
     out = out.index_select(0, inverse);
-    return AllToAllRows(ep_comm, out, recv_rows, send_rows);
+    return AllToAllRows(ep_comm, out, s.recv_rows, s.send_rows);
   };
 }
 

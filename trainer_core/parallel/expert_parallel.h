@@ -35,12 +35,28 @@ struct ExpertMesh {
 ExpertMesh PlanExpertMesh(int world, int rank, int node_size, int ep, int experts,
                           int default_node_size);
 
+// How one layer's token slots split over the EP ranks, made in its forward
+// and kept for its recompute in backward, where routing repeats exactly: the
+// recompute then needs no second count exchange and no host read.
+struct EpSplits {
+  std::vector<int64_t> send_rows, recv_rows;  // slots to / from each EP rank
+  int64_t received = 0;
+  torch::Tensor mine;    // [EP sources, this rank's experts] slot counts, on the device
+  torch::Tensor counts;  // this rank's own per-expert counts the split was made from
+};
+
 // Dispatches token slots (grouped by global expert, counts [experts]) to the
 // EP ranks holding their experts, runs this rank's block (stacked weights
 // [per_block, ...]) and returns the outputs to the slots' ranks, in the slots'
 // order. Differentiable: backward runs the all-to-alls in reverse.
+// With `reuse`, `splits` from the layer's forward are used as they are, and
+// any difference between them and this call's counts is added to
+// `*routing_changed` (a device counter the caller reads with the step's
+// figures: a changed routing would have sent slots to the wrong ranks).
+// Otherwise the split is exchanged and stored in `splits`.
 ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, torch::Tensor w_gate,
-                          torch::Tensor w_up, torch::Tensor w_down);
+                          torch::Tensor w_up, torch::Tensor w_down, EpSplits* splits,
+                          bool reuse, torch::Tensor* routing_changed);
 
 // Rows of `x` ([N, ...]) to the ranks of `comm`: send_rows[j] consecutive rows
 // to rank j, recv_rows[j] from it. Differentiable.

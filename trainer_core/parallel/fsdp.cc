@@ -114,6 +114,7 @@ ShardedModel::ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uin
     router_bias_.push_back(torch::zeros({spec.experts}, torch::TensorOptions(device)));
   }
   counts_.resize(spec.layers);
+  ep_splits_.resize(spec.layers);
   rope_ = BuildRope(max_seq_len, spec.hidden / spec.heads, spec.rope_theta, device, torch::kFloat);
 }
 
@@ -195,8 +196,9 @@ LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch
   auto part = [&](int i, int64_t rows, int64_t cols) {
     return parts.select(1, i).reshape({nb, rows, cols}).to(compute_dtype_);
   };
-  reduce.run_experts =
-      MakeEpRunner(ep_comm_.get(), mesh_, part(0, f, h), part(1, f, h), part(2, h, f));
+  reduce.run_experts = MakeEpRunner(ep_comm_.get(), mesh_, part(0, f, h), part(1, f, h),
+                                    part(2, h, f), &ep_splits_[layer], recompute,
+                                    &routing_changed_);
   return LayerForward(spec_, *shards_[layer + 1].layout, w.dense, compute_dtype_, x, rope_, mask_,
                       router_bias_[layer], reduce);
 }
@@ -207,6 +209,7 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
   compute_dtype_ = compute_dtype;
   global_tokens_ = global_tokens;
   mask_ = DocumentCausalMask(local.doc_ids);
+  routing_changed_ = torch::zeros({1}, torch::TensorOptions(device_).dtype(torch::kDouble));
   const int64_t b = local.inputs.size(0), t = local.inputs.size(1);
 
   auto embed = GatherLeaf(0);
@@ -245,6 +248,7 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
   // of the step record.
   r.ce = ce.detach().to(torch::kDouble).reshape({1});
   comm_->AllReduceSum(r.ce);
+  r.routing_changed = routing_changed_;
   r.expert_counts = counts_;
   mask_ = torch::Tensor();
   return r;

@@ -45,6 +45,9 @@ struct ShardedForward {
   // Mean cross entropy over the global batch: fp64 [1] on the device, summed
   // over ranks there (reading it is the caller's host synchronization).
   torch::Tensor ce;
+  // fp64 [1] on the device: layers whose recompute routed differently from
+  // their forward (must read 0; the caller checks it with the step's figures).
+  torch::Tensor routing_changed;
   std::vector<torch::Tensor> expert_counts;  // per layer, over all ranks
 };
 
@@ -112,6 +115,8 @@ class ShardedModel {
   torch::Tensor mask_;
   int64_t global_tokens_ = 0;
   std::vector<torch::Tensor> counts_;  // global expert counts from forward, reused by recompute
+  std::vector<EpSplits> ep_splits_;     // per layer: the dispatch split, likewise
+  torch::Tensor routing_changed_;
   bool checkpointing_ = true;
 
   // World 1, where the wire would not change the gradient: fp32 on the wire,
