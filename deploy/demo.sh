@@ -8,40 +8,71 @@
 #   deploy/demo.sh          # everything above; leaves cluster and controller up
 #   deploy/demo.sh --down   # stops the controller and the cluster
 #
-# Environment: TRELLIS_BUILD_DIR (default build/), TRELLIS_DEMO_DIR (state,
-# default build/demo), TRELLIS_DEMO_CLUSTER (the local cluster's directory,
-# default /tmp/trellis-demo-cluster), TRELLIS_DEMO_PORT (controller port, default 50151).
+# Environment (the defaults are a user's; the test suite gives its own, so that
+# its demo runs beside yours):
+#   TRELLIS_BUILD_DIR       build tree (default build/)
+#   TRELLIS_DEMO_DIR        state: database, runs, corpus, log (default build/demo)
+#   TRELLIS_DEMO_CLUSTER    the local cluster's directory (default /tmp/trellis-demo-cluster)
+#   TRELLIS_DEMO_PORT_BASE  the cluster's ports: slurmctld on it, nodeK's slurmd
+#                           on it + K (default 17400)
+#   TRELLIS_DEMO_PORT       controller port (default 50151)
+#   TRELLIS_DEMO_MASTER_PORT_BASE  first rendezvous port of the ranks (default
+#                           the controller's, 29500; an offset below 2000 is added)
+#   TRELLIS_DEMO_STEPS      training steps (default the example's, 150)
+# --down needs only TRELLIS_DEMO_DIR and TRELLIS_DEMO_CLUSTER.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${TRELLIS_BUILD_DIR:-$REPO/build}
 STATE=${TRELLIS_DEMO_DIR:-$BUILD/demo}
 PORT=${TRELLIS_DEMO_PORT:-50151}
+PORT_BASE=${TRELLIS_DEMO_PORT_BASE:-17400}
+MASTER_PORT_BASE=${TRELLIS_DEMO_MASTER_PORT_BASE:-}
+EXAMPLE=$REPO/examples/tiny-moe-2x2.toml
+STEPS=${TRELLIS_DEMO_STEPS:-$(sed -n 's/^steps = \([0-9]*\).*/\1/p' "$EXAMPLE")}
 # Short and outside the build tree: the cluster keeps unix sockets under it.
 CLUSTER=${TRELLIS_DEMO_CLUSTER:-/tmp/trellis-demo-cluster}
+# Absolute, so that the controller's command line names its database the same
+# way whatever directory a later --down runs from.
+case "$STATE" in /*) ;; *) STATE=$PWD/$STATE;; esac
+LOCAL_CLUSTER=$REPO/deploy/slurm/local-cluster
 
 say() { printf '\n== %s\n' "$*"; }
+die() { echo "demo: error: $*" >&2; exit 1; }
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# The pid of this demo's controller, if it runs: the pid file alone could name
+# a process that reused the pid.
+controller_pid() {
+  local pid
+  pid=$(cat "$STATE/controller.pid" 2>/dev/null) || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "$STATE/controller.db" || return 1
+  echo "$pid"
+}
 
 stop_controller() {
-  if [ -f "$STATE/controller.pid" ]; then
-    local pid
-    pid=$(cat "$STATE/controller.pid")
-    if kill -0 "$pid" 2>/dev/null; then
-      kill -TERM "$pid"
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    rm -f "$STATE/controller.pid"
+  local pid
+  if pid=$(controller_pid); then
+    kill -TERM "$pid"
+    # (A zombie has no command line: gone, whether or not it is reaped yet.)
+    for _ in $(seq 50); do controller_pid >/dev/null || break; sleep 0.1; done
+    if controller_pid >/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
   fi
+  rm -f "$STATE/controller.pid"
 }
 
 if [ "${1:-}" = "--down" ]; then
   stop_controller
-  "$REPO/deploy/slurm/local-cluster" down "$CLUSTER"
+  "$LOCAL_CLUSTER" down "$CLUSTER"
   echo "demo stopped (state kept in $STATE)"
   exit 0
 fi
 [ $# -eq 0 ] || { echo "usage: deploy/demo.sh [--down]" >&2; exit 2; }
+for v in PORT PORT_BASE STEPS ${MASTER_PORT_BASE:+MASTER_PORT_BASE}; do
+  [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "TRELLIS_DEMO_$v must be a positive integer, got '${!v}'"
+done
 
 say "Installing packages (deploy/setup.sh)"
 bash "$REPO/deploy/setup.sh"
@@ -50,21 +81,30 @@ say "Building into $BUILD"
 cmake -S "$REPO" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C "$BUILD" trellis trellis-controller trellis-worker trellis-corpus
 
+BESIDE="stop that one (deploy/demo.sh --down, with its TRELLIS_DEMO_* settings), or run this one
+beside it with TRELLIS_DEMO_PORT_BASE=P (ports P..P+4 free, below 32768) and a TRELLIS_DEMO_PORT,
+TRELLIS_DEMO_CLUSTER and TRELLIS_DEMO_DIR of its own"
+if ! controller_pid >/dev/null && port_in_use "$PORT"; then
+  die "port $PORT, the controller's, is in use (another demo?): $BESIDE"
+fi
+
 say "Starting a local Slurm cluster (4 nodes) in $CLUSTER"
 mkdir -p "$STATE"
-"$REPO/deploy/slurm/local-cluster" up "$CLUSTER" --nodes 4 --port-base 17400
+"$LOCAL_CLUSTER" up "$CLUSTER" --nodes 4 --port-base "$PORT_BASE" ||
+  die "the local cluster did not start. If a port was in use (another demo?): $BESIDE"
 # shellcheck disable=SC1091
 . "$CLUSTER/env"
 sinfo
 
 say "Starting trellis-controller on 127.0.0.1:$PORT"
 export TRELLIS_ADDR=127.0.0.1:$PORT
-if [ -f "$STATE/controller.pid" ] && kill -0 "$(cat "$STATE/controller.pid")" 2>/dev/null; then
-  echo "already running (pid $(cat "$STATE/controller.pid"))"
+if pid=$(controller_pid); then
+  echo "already running (pid $pid)"
 else
   rm -f "$STATE/controller.port"
   "$BUILD/bin/trellis-controller" --listen "127.0.0.1:$PORT" --port-file "$STATE/controller.port" \
     --db "$STATE/controller.db" --output-root "$STATE/runs" \
+    ${MASTER_PORT_BASE:+--master-port-base "$MASTER_PORT_BASE"} \
     >>"$STATE/controller.log" 2>&1 &
   echo $! >"$STATE/controller.pid"
   for _ in $(seq 100); do [ -s "$STATE/controller.port" ] && break; sleep 0.1; done
@@ -77,9 +117,9 @@ corpus="$STATE/licenses.corpus"
 [ -s "$corpus" ] || "$BUILD/bin/trellis-corpus" build "$corpus" /usr/share/common-licenses
 # The example names the corpus by an absolute path on the shared file system.
 spec="$STATE/tiny-moe-2x2.toml"
-sed "s|^data = .*|data = \"$corpus\"|" "$REPO/examples/tiny-moe-2x2.toml" >"$spec"
+sed -e "s|^data = .*|data = \"$corpus\"|" -e "s/^steps = [0-9]*/steps = $STEPS/" "$EXAMPLE" >"$spec"
 
-say "Submitting examples/tiny-moe-2x2.toml (2 nodes x 2 ranks, 150 steps)"
+say "Submitting examples/tiny-moe-2x2.toml (2 nodes x 2 ranks, $STEPS steps)"
 run=$("$BUILD/bin/trellis" submit "$spec")
 echo "run id: $run"
 

@@ -10,6 +10,10 @@ set -euo pipefail
 E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/trellis-e2e.XXXXXX")
 CONTROLLER_PID=""
 CONTROLLER_PORT=""
+# The ranks' rendezvous ports (base + an offset below 2000 from the run id),
+# apart from those of a demo controller on this machine (29500 up): run ids
+# repeat across controllers (the first tiny-moe run is tiny-moe-1 in each).
+E2E_MASTER_PORT_BASE=27500
 
 log() { echo "[$(date +%H:%M:%S)] $*"; }
 fail() {
@@ -27,6 +31,7 @@ start_controller() {  # a restart keeps the port: workers and batch scripts dial
     --port-file "$E2E_DIR/port" \
     --db "$E2E_DIR/controller.db" --output-root "$E2E_DIR/runs" \
     --schedule-interval-ms 200 --reconcile-interval-ms 1000 \
+    --master-port-base "$E2E_MASTER_PORT_BASE" \
     >>"$E2E_DIR/controller.log" 2>&1 &
   CONTROLLER_PID=$!
   local deadline=$((SECONDS + 20))

@@ -14,7 +14,10 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 D=$(mktemp -d "${TMPDIR:-/tmp}/lc-test.XXXXXX")
-D2=$(mktemp -d "${TMPDIR:-/tmp}/lc-test2.XXXXXX")
+# The second cluster's path ends with the first's (/tmp/lc-test2.Y/tmp/lc-test.X):
+# stopping or restarting the first must not take it for one of its own.
+D2BASE=$(mktemp -d "${TMPDIR:-/tmp}/lc-test2.XXXXXX")
+D2=$D2BASE$D
 # A non-default port base, spread by pid so that parallel runs rarely meet.
 PB=$((18000 + ($$ % 90) * 10))
 PB2=$((PB + 1000))
@@ -23,7 +26,7 @@ cleanup() {
   local rc=$?
   "$LC" down "$D2" >/dev/null 2>&1 || true
   "$LC" down "$D" >/dev/null 2>&1 || true
-  rm -rf "$D" "$D2"
+  rm -rf "$D" "$D2BASE"
   if [ $rc -ne 0 ]; then echo "FAILED (rc=$rc) after $((SECONDS - T0)) s"; fi
 }
 trap cleanup EXIT
@@ -42,8 +45,8 @@ ok() { echo "  ok${1:+: $1}"; }
 # untouched so that the process scans below cannot see it).
 sl() { (. "$D/env" && "$@"); }
 
-# Pids (other than ours) whose command line names DIR, or whose environment
-# points SLURM_CONF at it.
+# Pids (other than ours) whose command line names DIR (as a whole path), or
+# whose environment points SLURM_CONF at it.
 procs_of() {
   local dir=$1 f p found=()
   local -A mine=()
@@ -53,7 +56,9 @@ procs_of() {
     p=$(awk '{ sub(/.*\) /, ""); print $2 }' "/proc/$p/stat" 2>/dev/null) || break
   done
   local hits
-  hits=$( { grep -lzF -- "$dir" /proc/[0-9]*/cmdline 2>/dev/null || true
+  local re
+  re="(^|[^A-Za-z0-9/._+-])$(sed 's/[.+]/\\&/g' <<<"$dir")(/|[^A-Za-z0-9._+-]|\$)"
+  hits=$( { grep -lzE -- "$re" /proc/[0-9]*/cmdline 2>/dev/null || true
             grep -lzxF -- "SLURM_CONF=$dir/etc/slurm.conf" /proc/[0-9]*/environ 2>/dev/null || true; } )
   for f in $hits; do
     p=${f#/proc/}; p=${p%%/*}
@@ -187,12 +192,18 @@ ok
 
 check "a second cluster with another port base runs beside the first"
 "$LC" up "$D2" --nodes 1 --port-base "$PB2" >/dev/null || fail "second cluster up"
-n2=$( (. "$D2/env" && sinfo -h -N -o '%N %T') )
-[ "$n2" = "node1 idle" ] || fail "second cluster sinfo: $n2"
+second_up() {  # WHEN: the second cluster still runs, with the same daemons
+  local n2
+  n2=$( (. "$D2/env" && timeout 10 sinfo -h -N -o '%N %T') ) || true
+  [ "$n2" = "node1 idle" ] || fail "second cluster $1: sinfo says '$n2'"
+  [ "$(cat "$D2"/run/*.pid | tr '\n' ' ')" = "$pids2" ] || fail "second cluster $1: daemons restarted"
+  "$LC" status "$D2" >/dev/null || fail "second cluster $1: status is not up"
+}
+pids2=$(cat "$D2"/run/*.pid | tr '\n' ' ')
+second_up "after its up"
 idle=$(sl sinfo -h -N -o '%N %T' | awk '$2 == "idle"' | wc -l)
 [ "$idle" -eq 4 ] || fail "first cluster lost nodes while the second ran"
-"$LC" down "$D2" >/dev/null || fail "second cluster down"
-ok
+ok "$D2 on $PB2 (left up until the first is down)"
 
 check "swap node3's fixture for the short one, then reset it"
 m3="$D/nodes/node3/sysfs/devices/system/node/node0/meminfo"
@@ -234,6 +245,7 @@ idle=$(sl sinfo -h -N -o '%N %T' | awk '$2 == "idle"' | wc -l)
 [ "$idle" -eq 4 ] || fail "after crash: $idle idle nodes"
 left=$(procs_of "$D" | grep -E 'sleep 300' || true)
 [ -z "$left" ] || fail "job of the crashed cluster still runs: $left"
+second_up "after the first's restart from a crash"
 ok "restarted in $((SECONDS - t)) s"
 
 check "down cancels running jobs and leaves no process behind"
@@ -255,6 +267,10 @@ for f in "$D"/run/*.pid; do
   [ -d "/proc/$p" ] && grep -q . "/proc/$p/cmdline" && fail "pid file $f: $p still alive"
 done
 ok "no process references $D"
+second_up "after the first's down"
+"$LC" down "$D2" >/dev/null || fail "second cluster down"
+[ -z "$(procs_of "$D2")" ] || fail "processes left after the second's down: $(procs_of "$D2")"
+ok "the second cluster ran on until its own down"
 
 check "status after down exits 1"
 "$LC" status "$D" >/dev/null && fail "status exit 0 after down"
