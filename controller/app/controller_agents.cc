@@ -227,12 +227,14 @@ void Controller::AnswerWaiting(LaunchState* l) {
       if (a.go && a.node_index == 0) common.master_addr = l->hostnames[a.node];
     common.ranks_per_node = l->ranks_per_node;
     common.world_size = l->needed_nodes * l->ranks_per_node;
-    // Distinct per launch, so runs sharing a host do not collide.
-    common.master_port = config_.master_port +
-                         static_cast<int>(std::hash<std::string>{}(
-                                              l->run_id + "/" + std::to_string(l->attempt) + "/" +
-                                              std::to_string(l->launch)) % 2000);
     auto run = store_->GetRun(l->run_id);
+    // Distinct per launch, so runs sharing a host do not collide; the run
+    // directory (under this controller's output root) keeps two controllers'
+    // runs of the same id apart too.
+    const std::string launch_key = (run.ok() ? run->run_dir : l->run_id) + "/" +
+                                   std::to_string(l->attempt) + "/" + std::to_string(l->launch);
+    common.master_port =
+        config_.master_port + static_cast<int>(std::hash<std::string>{}(launch_key) % 2000);
     common.checkpoint_dir = run.ok() ? run->run_dir + "/checkpoints" : "";
     // A relaunch or a new attempt continues from the last complete checkpoint.
     common.resume_step =

@@ -45,7 +45,8 @@ void Wait(W&& work, const char* what) {
 
 // Every tensor of a collective lives where the backend works: NCCL takes
 // only tensors on the rank's GPU, gloo only CPU tensors. Checked here so a
-// misplaced tensor is named on the CPU test path too, not first on a GPU.
+// misplaced tensor is an error naming the collective and the backend, not
+// NCCL's "Tensors must be CUDA and dense".
 void CheckDevice(const at::Tensor& t, bool cuda, const char* what) {
   if (t.is_cuda() == cuda) return;
   throw TrainError(std::string("comm: ") + what + " got a " + (t.is_cuda() ? "CUDA" : "CPU") +
