@@ -8,6 +8,7 @@
 #include "trainer_core/compat.h"
 #include "trainer_core/data/batches.h"
 #include "trainer_core/error.h"
+#include "trainer_core/model/compute_dtype.h"
 #include "trainer_core/optim/optim.h"
 #include "trainer_core/optim/schedule.h"
 #include "trainer_core/parallel/fsdp.h"
@@ -157,7 +158,8 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     s.spec = spec;
     s.options = std::move(options);
     s.device = ResolveDevice(t.device);
-    s.compute_dtype = t.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat;
+    s.compute_dtype =
+        ChooseComputeDtype(t.dtype, s.device.is_cuda()).bf16() ? torch::kBFloat16 : torch::kFloat;
     if (t.data.empty()) throw TrainError("training.data: no corpus path given");
     s.corpus = ReadCorpus(t.data);
     if (static_cast<int64_t>(s.corpus.vocab) > spec.model.vocab)
@@ -220,7 +222,8 @@ std::string Trainer::Describe() const {
          " params (" + std::to_string(ActiveParamsPerToken(m)) + " active per token), " +
          std::to_string(m.layers) + " layers, " + std::to_string(m.experts) + " experts top-" +
          std::to_string(m.experts_per_token) + ", device " + s_->device.str() + ", " +
-         s_->spec.training.dtype + ", torch " + TORCH_VERSION;
+         DescribeComputeDtype(ChooseComputeDtype(s_->spec.training.dtype, s_->device.is_cuda())) +
+         ", torch " + TORCH_VERSION;
 }
 
 void Trainer::Run(int64_t last_step) {

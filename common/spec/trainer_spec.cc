@@ -68,7 +68,7 @@ void ParseTraining(const toml::table& root, TrainingSpec* t, FieldErrors* errors
   Choice(&r, "muon_ns_dtype", &t->muon_ns_dtype, {"auto", "float32", "bfloat16"});
   r.Double("aux_loss_coef", &t->aux_loss_coef, 0, 100);
   r.Double("router_bias_rate", &t->router_bias_rate, 0, 1);
-  Choice(&r, "dtype", &t->dtype, {"float32", "bfloat16"});
+  Choice(&r, "dtype", &t->dtype, {"auto", "float32", "bfloat16"});
   Choice(&r, "device", &t->device, {"auto", "cpu", "cuda"});
   r.Finish();
 }

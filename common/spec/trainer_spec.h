@@ -64,8 +64,11 @@ struct TrainingSpec {
   std::string muon_ns_dtype = "auto";  // auto (bf16 on GPU or with bf16 compute), float32, bfloat16
   double aux_loss_coef = 0.01;         // load-balancing loss weight; 0 disables
   double router_bias_rate = 0;         // aux-loss-free balancing bias step; 0 disables
-  std::string dtype = "float32";       // compute dtype: float32 or bfloat16 (fp32 master)
-  std::string device = "auto";         // auto, cpu, cuda
+  // Compute dtype (master weights stay fp32): float32, bfloat16, or auto:
+  // bf16 on CUDA and on CPUs with bf16 instructions, float32 on other CPUs
+  // (trainer_core/model/compute_dtype.h says why).
+  std::string dtype = "auto";
+  std::string device = "auto";  // auto, cpu, cuda
 };
 
 struct CheckpointSpec {

@@ -26,6 +26,17 @@ lr = 0.01
   EXPECT_EQ(s.model.experts, ModelSpec{}.experts);
   EXPECT_TRUE(s.parallel.activation_checkpointing);
   EXPECT_EQ(s.parallel.expert_gather_dtype, "float32");
+  EXPECT_EQ(s.training.dtype, "auto");
+}
+
+TEST(TrainerSpecTest, DtypeTakesAutoAndTheTwoNames) {
+  for (const char* dtype : {"auto", "float32", "bfloat16"}) {
+    FieldErrors errors;
+    TrainerSpec s = ParseTrainerSections(
+        toml::parse(std::string("[training]\ndtype = \"") + dtype + "\"\n"), &errors);
+    EXPECT_TRUE(errors.empty()) << JoinErrors(errors);
+    EXPECT_EQ(s.training.dtype, dtype);
+  }
 }
 
 TEST(TrainerSpecTest, NamesTheFieldAndTheAcceptedRange) {
@@ -115,7 +126,7 @@ muon_momentum = 1.5
                      "\"e5m2\""),
             std::string::npos)
       << all;
-  EXPECT_NE(all.find("training.dtype: must be one of float32, bfloat16, got \"float16\""),
+  EXPECT_NE(all.find("training.dtype: must be one of auto, float32, bfloat16, got \"float16\""),
             std::string::npos)
       << all;
   EXPECT_NE(all.find("training.muon_momentum: must be a number in [0, 0.9999], got 1.5"),
