@@ -94,6 +94,13 @@ absl::StatusOr<std::vector<RankPlan>> PlanRanks(const RankLayoutInput& in) {
     p.env = in.worker_env;
     for (const auto& [k, v] : LaunchHygiene()) p.env[k] = v;
     for (const auto& [k, v] : in.spec_env) p.env[k] = v;
+    // OpenBLAS behind LibTorch's fp32 matmuls: the OpenMP build (what
+    // deploy/setup.sh installs) follows OMP_NUM_THREADS, but a pthread build
+    // sizes its own pool from OPENBLAS_NUM_THREADS first, then OMP_NUM_THREADS,
+    // where an inherited value would beat the rank's cap. Same cap, unless
+    // [env] sets its own.
+    if (in.spec_env.count("OPENBLAS_NUM_THREADS") == 0)
+      p.env["OPENBLAS_NUM_THREADS"] = p.env["OMP_NUM_THREADS"];
     p.env["RANK"] = std::to_string(p.global_rank);
     p.env["WORLD_SIZE"] = std::to_string(go.world_size);
     p.env["LOCAL_RANK"] = std::to_string(local);

@@ -64,7 +64,8 @@ std::string StepSocketPath(const std::string& socket_dir, int global_rank);
 std::string RankLogPath(const std::string& run_dir, const LaunchId& launch, int global_rank);
 
 // Defaults every rank gets unless the spec's [env] sets them:
-// OMP_NUM_THREADS=1, NCCL_MAX_CTAS=16, MIMALLOC_ALLOW_THP=0.
+// OMP_NUM_THREADS=1, NCCL_MAX_CTAS=16, MIMALLOC_ALLOW_THP=0. PlanRanks also
+// gives OPENBLAS_NUM_THREADS the rank's OMP_NUM_THREADS unless [env] sets it.
 const EnvMap& LaunchHygiene();
 
 // The index into the node's sockets that local rank `local_rank` of
