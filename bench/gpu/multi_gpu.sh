@@ -131,7 +131,7 @@ log "summary"
 if [ "$DEVICE" = cuda ]; then
   machine="$NGPU x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), torch $(python3 -c 'import torch; print(torch.__version__)'), NCCL $(grep -ohm1 'NCCL version [^ ]*' "$WORK"/base.rank0.nccl 2>/dev/null | head -1 | cut -d' ' -f3)"
 else
-  machine="$(nproc) CPU cores (gloo)"
+  machine="$(getconf _NPROCESSORS_ONLN) CPU cores (gloo)"
 fi
 python3 bench/gpu/multi_gpu_summary.py "$WORK" "$OUT_DIR/multi-gpu-$(date -u +%Y-%m-%d)" \
   "bench/gpu/multi_gpu.sh $NGPU (STEPS=$STEPS WARMUP=$WARMUP DEVICE=$DEVICE)" "$NGPU" "$WARMUP" \
