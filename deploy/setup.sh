@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   prometheus-cpp-dev libsqlite3-dev sqlite3 libboost-dev libgtest-dev libgmock-dev
-  libtorch-dev libgloo-dev
+  libtorch-dev libgloo-dev libopenblas0-openmp
   slurm-wlm munge
   prometheus
   libnuma-dev numactl libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
@@ -22,22 +22,51 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
-fi
-
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-# The slurm/munge/prometheus packages may start system services; Trellis runs
-# its own instances under a state directory, so stop the system ones.
-for svc in slurmctld slurmd munge prometheus; do
-  if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
-    $SUDO systemctl stop "$svc" || true
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+else
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # The slurm/munge/prometheus packages may start system services; Trellis runs
+  # its own instances under a state directory, so stop the system ones.
+  for svc in slurmctld slurmd munge prometheus; do
+    if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
+      $SUDO systemctl stop "$svc" || true
+    fi
+  done
+fi
+
+# LibTorch (Debian's) does its fp32 matmuls through whatever libblas.so.3 the
+# alternatives system points to. The reference BLAS makes an fp32 CPU training
+# step 3-9x slower than OpenBLAS (bench/results/trainer-cpu-2026-11-30.md). The
+# OpenMP build, not the pthread one: it runs on LibTorch's own OpenMP threads,
+# sized by OMP_NUM_THREADS, where the pthread build keeps a second pool
+# (OPENBLAS_NUM_THREADS) that spins against OpenMP's (fp32 steps 2.4x slower
+# with 2 threads each on 2 cores). libblas.so.3 and liblapack.so.3 are thin
+# wrappers that load libopenblas.so.0 through its own alternative: all three
+# must name the same build.
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
+  name="$lib-$arch"
+  want="/usr/lib/$arch/openblas-openmp/$lib"
+  query=$(update-alternatives --query "$name" 2>/dev/null || true)
+  now=$(sed -n 's/^Value: //p' <<<"$query")
+  if [ "$now" = "$want" ]; then
+    echo "setup: $lib -> $want"
+    continue
   fi
+  # Auto mode where this is the best candidate; pinned otherwise (the pthread
+  # build, if installed too, has a higher priority).
+  if [ "$(sed -n 's/^Best: //p' <<<"$query")" = "$want" ]; then
+    $SUDO update-alternatives --quiet --auto "$name"
+  else
+    $SUDO update-alternatives --quiet --set "$name" "$want"
+  fi
+  echo "setup: $lib -> $want (was ${now:-unset})"
 done
 echo "setup: done"
