@@ -18,7 +18,7 @@
 # NCCL's log goes to WORK/<variant>.rank<r>.nccl (NCCL_DEBUG_FILE): its
 # channel count per communicator is the CTAs (SMs) each collective holds. A
 # failing variant prints each rank's last lines. Prints one table; writes
-# OUT_DIR/multi-gpu-<date>.{md,json}.
+# OUT_DIR/multi-gpu-<NGPU>gpu-<date>.{md,json}.
 #
 # The GPU machine needs toml++, nlohmann-json and CLI11 headers: make them with
 # deploy/gpu/stage-headers.sh and carry .third_party (bench/gpu/README.md).
@@ -133,6 +133,6 @@ if [ "$DEVICE" = cuda ]; then
 else
   machine="$(getconf _NPROCESSORS_ONLN) CPU cores (gloo)"
 fi
-python3 bench/gpu/multi_gpu_summary.py "$WORK" "$OUT_DIR/multi-gpu-$(date -u +%Y-%m-%d)" \
+python3 bench/gpu/multi_gpu_summary.py "$WORK" "$OUT_DIR/multi-gpu-${NGPU}gpu-$(date -u +%Y-%m-%d)" \
   "bench/gpu/multi_gpu.sh $NGPU (STEPS=$STEPS WARMUP=$WARMUP DEVICE=$DEVICE)" "$NGPU" "$WARMUP" \
   "$VARIANTS" "$machine"

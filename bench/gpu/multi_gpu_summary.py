@@ -47,6 +47,10 @@ for v in variants:
         rows[v] = {"error": "missing or incomplete step records"}
         continue
     world, steps = len(recs), len(recs[0])
+    want = spec(v)["training"]["steps"]
+    if steps < want:  # every rank stopped early: the variant failed
+        rows[v] = {"error": f"stopped after step {steps} of {want} (see {v}.rank*.err)"}
+        continue
     timed = range(min(warmup, steps - 1), steps)
     step_s = [max(r[i]["step_seconds"] for r in recs) for i in timed]
     tokens = sum(r[0]["tokens"] for r in recs)

@@ -139,9 +139,11 @@ class C10dComm final : public Comm {
     CheckDevice(send, cuda(), "all-to-all");
     CheckDevice(recv, cuda(), "all-to-all");
     auto s = OnWire(send), r = OnWire(recv);
-    // Gloo wants real buffers even when nothing moves.
-    if (s.numel() == 0) s = torch::empty({1}, s.options());
-    if (r.numel() == 0) r = torch::empty({1}, r.options());
+    // Gloo wants real buffers even when nothing moves. NCCL checks that the
+    // counts add up to the buffer (a rank that receives no token slots at
+    // all, seen with EP 4 once routing concentrates), so it keeps the empty one.
+    if (!cuda() && s.numel() == 0) s = torch::empty({1}, s.options());
+    if (!cuda() && r.numel() == 0) r = torch::empty({1}, r.options());
     std::vector<int64_t> sc = send_counts, rc = recv_counts;
     Wait(group_->alltoall_base(r, s, rc, sc), "all-to-all");
   }
