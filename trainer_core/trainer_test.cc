@@ -3,10 +3,8 @@
 // binary's errors on bad input.
 #include "trainer_core/trainer.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,64 +17,23 @@
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/data/corpus.h"
 #include "trainer_core/files.h"
-
-extern char** environ;
+#include "trainer_core/parallel/rank_runs.h"
 
 namespace trellis::train {
 namespace {
 
-struct ChildResult {
-  std::vector<StepRecord> records;
-  int status = 0;
-  std::string err;  // its stderr
-};
+using ChildResult = testing::RankRun;
 
-// Runs trellis-train with `args`, decoding its --json records as they come.
-// With kill_after_step > 0, sends SIGKILL as soon as that step's record is read.
+// Runs trellis-train (world 1) with `args`, decoding its --json records as they
+// come. With kill_after_step > 0, sends SIGKILL as soon as that step's record
+// is read (records already in the pipe are kept).
 ChildResult RunTrain(const std::vector<std::string>& args, const std::string& dir,
                      int64_t kill_after_step = -1) {
-  std::vector<std::string> argv_s{TRELLIS_TRAIN_BIN};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int out[2];
-  EXPECT_EQ(::pipe(out), 0);
-  const std::string err_path = JoinPath(dir, "stderr.txt");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  pid_t pid;
-  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out[1]);
-
-  ChildResult r;
-  FILE* in = ::fdopen(out[0], "r");
-  char* line = nullptr;
-  size_t cap = 0;
-  bool killed = false;
-  while (::getline(&line, &cap, in) > 0) {
-    if (killed) continue;  // drain whatever was already in the pipe
-    std::string error;
-    auto rec = DecodeStepRecord(std::string_view(line).substr(0, std::strlen(line) - 1), &error);
-    EXPECT_TRUE(rec) << error << ": " << line;
-    if (!rec) continue;
-    r.records.push_back(*rec);
-    if (rec->step == kill_after_step) {
-      ::kill(pid, SIGKILL);
-      killed = true;
-    }
-  }
-  std::free(line);
-  std::fclose(in);
-  ::waitpid(pid, &r.status, 0);
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
+  testing::WorldOptions o;
+  o.on_record = [kill_after_step](int, const StepRecord& rec, const std::vector<pid_t>& pids) {
+    if (rec.step == kill_after_step) ::kill(pids[0], SIGKILL);
+  };
+  return testing::RunWorld(TRELLIS_TRAIN_BIN, 1, args, dir, o)[0];
 }
 
 class TrainerTest : public ::testing::Test {

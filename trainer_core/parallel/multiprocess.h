@@ -16,6 +16,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trellis::train::testing {
@@ -40,9 +41,12 @@ inline int FreePort() {
 
 // Reads every pipe until its writer closes it or `timeout` passes; returns
 // what each sent and sets closed[r] for the ones that finished in time.
-inline std::vector<std::string> ReadUntilClosed(const std::vector<int>& fds,
-                                                std::chrono::milliseconds timeout,
-                                                std::vector<bool>* closed) {
+// `on_data(r, bytes)` sees each chunk as it arrives and `on_closed(r)` each
+// pipe as it closes (either may be empty).
+inline std::vector<std::string> ReadUntilClosed(
+    const std::vector<int>& fds, std::chrono::milliseconds timeout, std::vector<bool>* closed,
+    const std::function<void(size_t, std::string_view)>& on_data = nullptr,
+    const std::function<void(size_t)>& on_closed = nullptr) {
   const size_t world = fds.size();
   std::vector<std::string> text(world);
   closed->assign(world, false);
@@ -65,9 +69,11 @@ inline std::vector<std::string> ReadUntilClosed(const std::vector<int>& fds,
       ssize_t n = ::read(pfds[i].fd, buf, sizeof(buf));
       if (n > 0) {
         text[who[i]].append(buf, n);
+        if (on_data) on_data(who[i], std::string_view(buf, n));
       } else {
         (*closed)[who[i]] = true;
         --open;
+        if (on_closed) on_closed(who[i]);
       }
     }
   }

@@ -6,12 +6,12 @@
 // binary and read what it prints.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -30,11 +30,11 @@ struct RankRun {
   std::vector<StepRecord> records;
   int status = -1;
   std::string err;  // everything the rank wrote to stderr
-  std::chrono::duration<double> seconds{};  // from start to exit
 };
 
 struct WorldOptions {
   std::chrono::seconds timeout{180};
+  int local_world_size = 2;  // ranks per emulated node (at most the world)
   std::vector<std::string> env;                       // for every rank, before the launcher's
   std::function<std::vector<std::string>(int)> rank_env;  // per rank (e.g. its GPU)
   // Called with each step record as it arrives, and the ranks' pids.
@@ -47,7 +47,6 @@ inline std::vector<RankRun> RunWorld(const std::string& binary, int world,
                                      const std::vector<std::string>& args, const std::string& dir,
                                      const WorldOptions& options = {}) {
   const int port = FreePort();
-  const auto start = std::chrono::steady_clock::now();
   std::vector<pid_t> pids(world);
   std::vector<int> fds(world);
   std::vector<RankRun> runs(world);
@@ -59,7 +58,8 @@ inline std::vector<RankRun> RunWorld(const std::string& binary, int world,
       for (auto& kv : options.rank_env(r)) env_s.push_back(kv);
     for (const std::string& kv : std::vector<std::string>{
              "RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
-             "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+             "LOCAL_WORLD_SIZE=" + std::to_string(std::min(world, options.local_world_size)),
+             "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
              "OMP_NUM_THREADS=1", "TRELLIS_COMM_TIMEOUT_S=60"})
       env_s.push_back(kv);
     for (char** e = environ; *e; ++e) env_s.push_back(*e);
@@ -85,52 +85,29 @@ inline std::vector<RankRun> RunWorld(const std::string& binary, int world,
     ::close(out[1]);
     fds[r] = out[0];
   }
-  // Read line by line until every pipe closes or the deadline passes.
+  // Decode records line by line as they come.
   std::vector<std::string> pending(world);
-  std::vector<bool> closed(world, false);
-  const auto deadline = start + options.timeout;
-  for (int open = world; open > 0;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    std::vector<pollfd> pfds;
-    std::vector<int> who;
-    for (int r = 0; r < world; ++r)
-      if (!closed[r]) {
-        pfds.push_back({fds[r], POLLIN, 0});
-        who.push_back(r);
-      }
-    if (::poll(pfds.data(), pfds.size(), static_cast<int>(left.count())) <= 0) continue;
-    for (size_t i = 0; i < pfds.size(); ++i) {
-      if (pfds[i].revents == 0) continue;
-      const int r = who[i];
-      char buf[4096];
-      ssize_t n = ::read(fds[r], buf, sizeof(buf));
-      if (n <= 0) {
-        closed[r] = true;
-        --open;
-        const auto t = std::chrono::steady_clock::now() - start;
-        runs[r].seconds = t;
-        if (r == 0 && options.rank0_ends_world)
-          for (int k = 1; k < world; ++k)
-            if (!closed[k]) {
-              ::kill(pids[k], SIGKILL);
-              ::kill(pids[k], SIGCONT);
-            }
-        continue;
-      }
-      pending[r].append(buf, n);
-      for (size_t nl; (nl = pending[r].find('\n')) != std::string::npos;) {
-        std::string error;
-        auto rec = DecodeStepRecord(std::string_view(pending[r]).substr(0, nl), &error);
-        EXPECT_TRUE(rec) << "rank " << r << ": " << error;
-        pending[r].erase(0, nl + 1);
-        if (!rec) continue;
-        runs[r].records.push_back(*rec);
-        if (options.on_record) options.on_record(r, *rec, pids);
-      }
+  std::vector<bool> closed;
+  auto on_data = [&](size_t r, std::string_view bytes) {
+    pending[r].append(bytes);
+    for (size_t nl; (nl = pending[r].find('\n')) != std::string::npos;) {
+      std::string error;
+      auto rec = DecodeStepRecord(std::string_view(pending[r]).substr(0, nl), &error);
+      EXPECT_TRUE(rec) << "rank " << r << ": " << error;
+      pending[r].erase(0, nl + 1);
+      if (!rec) continue;
+      runs[r].records.push_back(*rec);
+      if (options.on_record) options.on_record(static_cast<int>(r), *rec, pids);
     }
-  }
+  };
+  auto on_closed = [&](size_t r) {
+    if (r != 0 || !options.rank0_ends_world) return;
+    for (int k = 1; k < world; ++k) {
+      ::kill(pids[k], SIGKILL);  // harmless for a rank that already ended
+      ::kill(pids[k], SIGCONT);
+    }
+  };
+  ReadUntilClosed(fds, options.timeout, &closed, on_data, on_closed);
   for (int r = 0; r < world; ++r) {
     if (!closed[r]) {
       ::kill(pids[r], SIGKILL);
