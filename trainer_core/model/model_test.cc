@@ -2,15 +2,24 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <random>
 
 namespace trellis::train {
 namespace {
 
+// Fresh per run; TRELLIS_TEST_SEED replays the seed a failure's trace printed.
 uint64_t FreshSeed() {
+  if (const char* s = std::getenv("TRELLIS_TEST_SEED")) return std::strtoull(s, nullptr, 10);
   static std::random_device rd;
   return (uint64_t{rd()} << 32) | rd();
 }
+
+// A document (or a later token) leaking into another's loss moves it by far
+// more than this; OpenBLAS may round the same row differently when the rows
+// around it change (an expert's GEMM takes another path when its token count
+// does), so equality holds only up to fp64 rounding.
+constexpr double kUnseenRelTol = 1e-12;
 
 spec::ModelSpec TinySpec() {
   spec::ModelSpec m;
@@ -88,7 +97,8 @@ TEST(ModelTest, DocumentsInOneRowDoNotSeeEachOther) {
   TokenBatch changed = batch;
   changed.inputs = batch.inputs.clone();
   changed.inputs.narrow(1, 0, 3).add_(1).remainder_(32);  // rewrite the first document
-  EXPECT_EQ(model.Forward(changed, torch::kDouble, 0).ce.item<double>(), before);
+  EXPECT_NEAR(model.Forward(changed, torch::kDouble, 0).ce.item<double>(), before,
+              kUnseenRelTol * before);
   // Control: one document over the whole row, and the change is seen.
   batch.doc_ids.zero_();
   changed.doc_ids = batch.doc_ids;
@@ -106,7 +116,8 @@ TEST(ModelTest, CausalLaterTokensDoNotChangeEarlierLosses) {
   torch::NoGradGuard no_grad;
   const double before = model.Forward(batch, torch::kDouble, 0).ce.item<double>();
   batch.inputs.narrow(1, 4, 4).add_(3).remainder_(32);
-  EXPECT_EQ(model.Forward(batch, torch::kDouble, 0).ce.item<double>(), before);
+  EXPECT_NEAR(model.Forward(batch, torch::kDouble, 0).ce.item<double>(), before,
+              kUnseenRelTol * before);
 }
 
 TEST(ModelTest, FreshModelPredictsNearUniformAndInitIsSeeded) {
