@@ -281,4 +281,34 @@ check "down again succeeds; down on a never-started directory succeeds"
 "$LC" down "$D/never-started" >/dev/null || fail "down of an unknown DIR"
 ok
 
+check "GPU nodes (--gpus-per-node), host sysfs and a staged prefix"
+# Two nodes x 2 GPUs on device files of our own (char devices: Slurm checks
+# the type); a prefix that mirrors this machine's Slurm through links.
+G=$D/gpu-devs P=$D/prefix
+mkdir -p "$G" "$P/usr/sbin" "$P/usr/bin" "$P/usr/lib/x86_64-linux-gnu"
+for i in 0 1 2 3; do mknod "$G/nvidia$i" c 1 3 || fail "mknod"; done
+for b in slurmctld slurmd slurmstepd munged; do ln -s "$(readlink -f "$(command -v "$b")")" "$P/usr/sbin/$b"; done
+for b in sbatch srun squeue sinfo scontrol scancel; do ln -s "$(readlink -f "$(command -v "$b")")" "$P/usr/bin/$b"; done
+ln -s "$(dirname "$(find /usr/lib -name auth_munge.so -path '*slurm*' | head -1)")" "$P/usr/lib/x86_64-linux-gnu/slurm-wlm"
+D3=$D/gpu-cluster
+LOCAL_CLUSTER_GPU_DEVICE_DIR=$G "$LC" up "$D3" --nodes 2 --port-base $((PB2 + 10)) --gpus-per-node 2 \
+  --host-sysfs --prefix "$P" >/dev/null || fail "up with GPUs"
+grep -qx "PluginDir=$(cd "$P" && pwd -P)/usr/lib/x86_64-linux-gnu/slurm-wlm" "$D3/etc/slurm.conf" || fail "no PluginDir"
+tr '\0' ' ' <"/proc/$(cat "$D3/run/slurmd-node1.pid")/cmdline" | grep -q -- "-d $P/usr/sbin/slurmstepd" ||
+  fail "slurmd does not run the prefix's slurmstepd"
+out=$D3/gpus.out
+for g in 2 1; do
+  (. "$D3/env" && sbatch --parsable -N 2 --gpus-per-node=$g -o "$out.$g" \
+     --wrap 'srun --ntasks-per-node=1 sh -c "echo \$SLURMD_NODENAME \$CUDA_VISIBLE_DEVICES \$TRELLIS_SYSFS_ROOT"') >/dev/null ||
+    fail "sbatch --gpus-per-node=$g"
+done
+for _ in $(seq 100); do [ "$(cat "$out.2" "$out.1" 2>/dev/null | wc -l)" -ge 4 ] && break; sleep 0.2; done
+[ "$(sort "$out.2" | tr '\n' ' ')" = "node1 0,1 /sys node2 2,3 /sys " ] || fail "2 GPUs per node: $(cat "$out.2" 2>&1)"
+[ "$(sort "$out.1" | tr '\n' ' ')" = "node1 0 /sys node2 2 /sys " ] || fail "1 GPU per node: $(cat "$out.1" 2>&1)"
+if LOCAL_CLUSTER_GPU_DEVICE_DIR=$G "$LC" up "$D/too-many" --nodes 3 --port-base $((PB2 + 20)) --gpus-per-node 2 >/dev/null 2>&1; then
+  fail "3 nodes x 2 GPUs on 4 devices came up"
+fi
+"$LC" down "$D3" >/dev/null || fail "down of the GPU cluster"
+ok "each node's tasks see its own GPUs"
+
 echo "PASS: local cluster test in $((SECONDS - T0)) s"
