@@ -86,6 +86,8 @@ std::string ExpandNcclDebugFile(const std::string& pattern, const std::string& h
       out += short_host;
     else if (c == 'p')
       out += std::to_string(pid);
+    else if (c == '%')
+      out += '%';
     else
       out += std::string{'%', c};
   }

@@ -59,7 +59,7 @@ NcclLogPlan PlanNcclLog(const NcclLogEnv& env, const std::string& own_file,
                         const std::string& host, int pid);
 
 // NCCL_DEBUG_FILE's name as NCCL opens it: %h the host name up to its first
-// '.', %p the process id; any other %x is kept as written.
+// '.', %p the process id, %% one '%'; any other %x is kept as written.
 std::string ExpandNcclDebugFile(const std::string& pattern, const std::string& host, int pid);
 
 // True when NCCL_DEBUG_SUBSYS (nullopt: NCCL's default) lets INIT's INFO

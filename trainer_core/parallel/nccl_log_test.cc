@@ -119,7 +119,7 @@ TEST(NcclDebugFileTest, HostAndPidPatternsAsNcclExpandsThem) {
   EXPECT_EQ(ExpandNcclDebugFile("/logs/nccl.%h.%p.log", "gpu7.cluster.example", 4242),
             "/logs/nccl.gpu7.4242.log");
   EXPECT_EQ(ExpandNcclDebugFile("plain.log", "h", 1), "plain.log");
-  EXPECT_EQ(ExpandNcclDebugFile("a%%b%xc%", "h", 1), "a%%b%xc%");
+  EXPECT_EQ(ExpandNcclDebugFile("a%%p%xc%", "h", 1), "a%p%xc%");
 }
 
 TEST(NcclDebugFileTest, SubsystemsThatLogInit) {
