@@ -11,6 +11,7 @@
 #include "common/spec/trainer_spec.h"
 #include "trainer_core/error.h"
 #include "trainer_core/parallel/comm.h"
+#include "trainer_core/parallel/nccl_log_file.h"
 #include "trainer_core/trainer.h"
 
 namespace {
@@ -75,6 +76,11 @@ int main(int argc, char** argv) {
     // MASTER_PORT (any launcher); world 1 otherwise.
     auto comm_options = trellis::train::CommOptionsFromEnv();
     trellis::train::ChooseRankDevice(spec->training, &comm_options);
+    // NCCL's log to a file of the rank's (standard output carries --json's
+    // records), before NCCL starts; its channel count goes in the records.
+    trellis::train::NcclLogPlan nccl_log;
+    if (trellis::train::MeetsOverNccl(comm_options))
+      nccl_log = trellis::train::SetUpNcclLog(comm_options.rank, checkpoint_dir);
     auto comm = trellis::train::ConnectComm(comm_options);
     trellis::train::TrainerOptions options;
     options.comm = comm.get();
@@ -86,9 +92,15 @@ int main(int argc, char** argv) {
       if (!json) return PrintHuman(r);
       std::cout << trellis::EncodeStepRecord(r) << std::endl;  // a line per step, flushed
     };
+    options.nccl_log = nccl_log.follow;
+    options.on_note = [](const std::string& line) {
+      std::cerr << "trellis-train: " << line << std::endl;
+    };
     trellis::train::Trainer trainer(*spec, std::move(options));
     std::cerr << "trellis-train: " << trainer.Describe() << "; starting at step " << trainer.step()
               << "\n";
+    std::cerr << "trellis-train: " << trainer.DescribeDevice() << "\n";
+    if (!nccl_log.note.empty()) std::cerr << "trellis-train: " << nccl_log.note << "\n";
     trainer.Run(steps >= 0 ? steps : spec->training.steps);
   } catch (const CLI::ValidationError& e) {
     std::cerr << "trellis-train: " << e.what() << "\n";

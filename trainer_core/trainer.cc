@@ -12,6 +12,7 @@
 #include "trainer_core/optim/optim.h"
 #include "trainer_core/optim/schedule.h"
 #include "trainer_core/parallel/fsdp.h"
+#include "trainer_core/parallel/nccl_log_file.h"
 #include "trainer_core/parallel/shard_optim.h"
 
 namespace trellis::train {
@@ -132,6 +133,7 @@ struct Trainer::State {
   std::unique_ptr<ShardedOptimizer> optim;
   int64_t step = 0;
   int64_t checkpoint_step = -1;
+  std::unique_ptr<NcclLogFollower> nccl_log;  // while NCCL's channel count is wanted
 
   // This rank's part of everything the trainer needs to continue.
   NamedTensors AllState() {
@@ -166,6 +168,8 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
       throw TrainError("corpus " + t.data + " has vocab " + std::to_string(s.corpus.vocab) +
                        ", larger than model.vocab = " + std::to_string(spec.model.vocab));
     s.data = std::make_unique<BatchSource>(&s.corpus, t.seq_len, t.global_batch, t.seed);
+    if (!s.options.nccl_log.empty())
+      s.nccl_log = std::make_unique<NcclLogFollower>(s.options.nccl_log);
     torch::manual_seed(t.seed);
     if (!s.options.comm) s.own_comm = ConnectComm(CommOptions{});
     s.comm = s.options.comm ? s.options.comm : s.own_comm.get();
@@ -226,6 +230,23 @@ std::string Trainer::Describe() const {
          ", torch " + TORCH_VERSION;
 }
 
+std::string Trainer::DescribeDevice() const {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(name) + (v ? "=" + std::string(v) : " unset");
+  };
+  const std::string who =
+      "rank " + std::to_string(s_->comm->rank()) + " of " + std::to_string(s_->comm->size());
+  if (!s_->device.is_cuda())
+    return who + " on the CPU (training.device \"" + s_->spec.training.device + "\"" +
+           (s_->spec.training.device == "auto" ? ": no CUDA device" : "") + ")";
+  return Guard([&] {
+    return who + " on GPU " + compat::DescribeCurrentCudaDevice() + " (" +
+           std::to_string(torch::cuda::device_count()) + " visible; " +
+           env("CUDA_VISIBLE_DEVICES") + ", " + env("LOCAL_RANK") + ")";
+  });
+}
+
 void Trainer::Run(int64_t last_step) {
   Guard([&] {
     last_step = std::min(last_step, s_->spec.training.steps);
@@ -281,6 +302,30 @@ void Trainer::Step() {
   const int64_t every = s.spec.checkpoint.every_steps;
   if (!s.options.checkpoint_dir.empty() && every > 0 && s.step % every == 0) SaveCheckpoint();
   if (s.checkpoint_step >= 0) r.checkpoint_step = s.checkpoint_step;
+  if (s.nccl_log) {
+    // NCCL sets a communicator up at its first collective: after the first
+    // step its log has the channel counts (read until found, a bounded number
+    // of times).
+    const bool looking = !s.nccl_log->done();
+    const auto channels = s.nccl_log->Poll();
+    if (channels) r.nccl_max_ctas = channels->coll;
+    if (looking && s.nccl_log->done() && s.options.on_note) {
+      if (channels) {
+        s.options.on_note(
+            "NCCL: " + std::to_string(channels->coll) + " CTAs per collective (coll channels, " +
+            "the most of " + std::to_string(channels->communicators) + " communicator" +
+            (channels->communicators == 1 ? "" : "s") + ")" +
+            (channels->p2p_per_peer
+                 ? ", " + std::to_string(*channels->p2p_per_peer) + " p2p channels per peer"
+                 : "") +
+            ", from " + s.nccl_log->path());
+      } else {
+        s.options.on_note("NCCL: no channel count in " + s.nccl_log->path() + " after " +
+                          std::to_string(NcclLogFollower::kMaxPolls) +
+                          " steps; nccl_max_ctas is not reported");
+      }
+    }
+  }
   if (s.options.on_step) s.options.on_step(r);
 }
 

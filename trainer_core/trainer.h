@@ -36,7 +36,18 @@ struct TrainerOptions {
   StepCallback on_step;               // called once per step, after the optimizer
   Comm* comm = nullptr;               // the ranks (parallel/comm.h); none: world 1
   int local_world_size = 0;           // ranks per node, the default parallel.node_size; 0: world
+  // NCCL's log file (SetUpNcclLog's follow, parallel/nccl_log_file.h): read
+  // after the first steps until a communicator's channel count is found, which
+  // every later step record carries as nccl_max_ctas. Empty: not reported.
+  std::string nccl_log;
+  // A line of news for the rank's log (stderr), without a newline: NCCL's
+  // channel count once found. None: not said.
+  std::function<void(const std::string&)> on_note;
 };
+
+// True when `comm` meets its peers over NCCL (a CUDA world of 2 or more):
+// such a rank calls SetUpNcclLog before ConnectComm.
+inline bool MeetsOverNccl(const CommOptions& comm) { return comm.cuda && comm.world > 1; }
 
 // Every method throws TrainError (error.h) with a message naming the file or
 // field at fault; LibTorch's own errors are converted to it.
@@ -50,6 +61,10 @@ class Trainer {
   int64_t step() const;                  // steps completed
   int64_t last_checkpoint_step() const;  // -1 when none
   std::string Describe() const;          // one line: sizes, device, dtypes
+  // One line naming the rank's device: on CUDA the GPU (index, name, PCI bus
+  // id) and how it was chosen (CUDA_VISIBLE_DEVICES, LOCAL_RANK), so that a
+  // run's logs show every rank on a GPU of its own; else that it is the CPU.
+  std::string DescribeDevice() const;
 
   // Trains until step() == min(last_step, training.steps). Checkpoints every
   // checkpoint.every_steps and when it returns (if a directory is set).

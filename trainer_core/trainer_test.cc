@@ -147,6 +147,41 @@ spec::TrainerSpec ParseSpec(const std::string& toml) {
   return s;
 }
 
+// NCCL's log as a rank over NCCL sees it, emulated on the CPU: the
+// communicator's INIT line appears during step 2 (as if its first collective
+// were then); from that step on every record carries the channel count, and
+// the rank's log says so once.
+TEST_F(TrainerTest, NcclChannelCountFromItsLogGoesInTheRecords) {
+  spec::TrainerSpec spec =
+      ParseSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}), 32));
+  spec.training.device = "cpu";
+  const std::string log = JoinPath(dir_, "nccl-rank0.log");
+  std::ofstream(log) << "h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n";
+  std::vector<StepRecord> records;
+  std::vector<std::string> notes;
+  TrainerOptions options;
+  options.nccl_log = log;
+  options.on_note = [&](const std::string& line) { notes.push_back(line); };
+  options.on_step = [&](const StepRecord& r) {
+    records.push_back(r);
+    if (r.step == 1)
+      std::ofstream(log, std::ios::app)
+          << "h:1:2 [0] NCCL INFO 16 coll channels, 16 collnet channels, 0 nvls channels, "
+             "32 p2p channels, 32 p2p channels per peer\n";
+  };
+  Trainer trainer(spec, options);
+  EXPECT_EQ(trainer.DescribeDevice(), "rank 0 of 1 on the CPU (training.device \"cpu\")");
+  trainer.Run(4);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[0].nccl_max_ctas, std::nullopt);
+  for (size_t i = 1; i < records.size(); ++i) EXPECT_EQ(records[i].nccl_max_ctas, 16) << i;
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("NCCL: 16 CTAs per collective"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find(log), std::string::npos) << notes[0];
+  // The record's line carries it for the worker and the CLI.
+  EXPECT_NE(EncodeStepRecord(records[3]).find("\"nccl_max_ctas\":16"), std::string::npos);
+}
+
 // The stated learning bar: the tiny config on the system's license texts
 // (byte-level, ~240 KB on Debian 12) goes from ln(256) = 5.55 nats per byte to below 2.5
 // (mean of steps 96-100) within 100 steps.

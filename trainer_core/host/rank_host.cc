@@ -12,6 +12,7 @@
 #include "common/step_record.h"
 #include "trainer_core/error.h"
 #include "trainer_core/parallel/comm.h"
+#include "trainer_core/parallel/nccl_log_file.h"
 #include "trainer_core/trainer.h"
 
 namespace trellis::train {
@@ -77,17 +78,28 @@ int RunHostedRank(const spec::TrainerSpec& spec) {
   try {
     CommOptions comm_options = CommOptionsFromEnv();
     ChooseRankDevice(spec.training, &comm_options);
+    // NCCL's log to a file (in the checkpoint directory), before NCCL starts;
+    // its channel count goes in the step records.
+    const std::string checkpoint_dir = Env("TRELLIS_CHECKPOINT_DIR");
+    NcclLogPlan nccl_log;
+    if (MeetsOverNccl(comm_options)) nccl_log = SetUpNcclLog(comm_options.rank, checkpoint_dir);
     auto comm = ConnectComm(comm_options);
     StepSocket socket(Env("TRELLIS_STEP_SOCKET"));
     TrainerOptions options;
     options.comm = comm.get();
     options.local_world_size = std::atoi(Env("LOCAL_WORLD_SIZE").c_str());
-    options.checkpoint_dir = Env("TRELLIS_CHECKPOINT_DIR");
+    options.checkpoint_dir = checkpoint_dir;
+    options.nccl_log = nccl_log.follow;
+    options.on_note = [](const std::string& line) {
+      std::fprintf(stderr, "trellis rank: %s\n", line.c_str());
+    };
     options.resume_step = ResumeStep(Env("TRELLIS_RESUME_STEP"));
     options.on_step = [&socket](const StepRecord& r) { socket.Write(EncodeStepRecord(r) + "\n"); };
     Trainer trainer(spec, std::move(options));
     std::fprintf(stderr, "trellis rank: %s; starting at step %ld\n", trainer.Describe().c_str(),
                  static_cast<long>(trainer.step()));
+    std::fprintf(stderr, "trellis rank: %s\n", trainer.DescribeDevice().c_str());
+    if (!nccl_log.note.empty()) std::fprintf(stderr, "trellis rank: %s\n", nccl_log.note.c_str());
     trainer.Run(spec.training.steps);
     return 0;
   } catch (const TrainError& e) {
