@@ -25,12 +25,15 @@
 #endif
 // LibTorch built with CUDA (CMake defines it then): allocator statistics.
 #ifdef TRELLIS_TORCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 #include <chrono>
+#include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 // c10d, only in the translation units that talk to it (parallel/comm.cc).
@@ -146,6 +149,22 @@ inline void SetCudaDevice(int index) {
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
 #else
   (void)index;
+#endif
+}
+
+// The current CUDA device as a start-up log names it: "cuda:1 NVIDIA H200,
+// PCI 0000:2a:00.0" (the bus id as sysfs and lspci write it); empty in
+// LibTorch builds without CUDA.
+inline std::string DescribeCurrentCudaDevice() {
+#ifdef TRELLIS_TORCH_CUDA
+  const auto index = c10::cuda::current_device();
+  const cudaDeviceProp* p = at::cuda::getDeviceProperties(index);
+  char bus[32];
+  std::snprintf(bus, sizeof(bus), "%04x:%02x:%02x.0", static_cast<unsigned>(p->pciDomainID),
+                static_cast<unsigned>(p->pciBusID), static_cast<unsigned>(p->pciDeviceID));
+  return "cuda:" + std::to_string(static_cast<int>(index)) + " " + p->name + ", PCI " + bus;
+#else
+  return "";
 #endif
 }
 
