@@ -238,6 +238,88 @@ TEST_F(GpuMultiRankTest, AWorldTwoCheckpointResumesOnOneGpu) {
   EXPECT_LE(loss, 1e-5);
 }
 
+// "PCI 0000:2a:00.0" from a rank's start-up line naming its GPU; empty if none.
+std::string PciBusOf(const std::string& err) {
+  const size_t on = err.find(" on GPU cuda:");
+  if (on == std::string::npos) return "";
+  const size_t pci = err.find(", PCI ", on);
+  if (pci == std::string::npos) return "";
+  return err.substr(pci + 6, err.find_first_of(" \n", pci + 6) - (pci + 6));
+}
+
+// The NCCL channel count (CTAs each collective launches), read from NCCL's
+// INIT log, in every step record of both ranks: 16 under NCCL_MAX_CTAS=16
+// (the workers' default), NCCL's own choice without it (24 on two NVLink
+// H200s). NCCL's log goes to a file of each rank's: a line of it on standard
+// output would break the --json records, which RunWorld decodes strictly.
+// Also: each rank's start-up log names its own GPU.
+TEST_F(GpuMultiRankTest, StepRecordsCarryNcclCtasAndRanksNameTheirGpus) {
+  std::string why;
+  testing::WorldOptions o;
+  o.unset = {"NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_MAX_CTAS",
+             "NCCL_MIN_CTAS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS"};
+  o.env = {"TMPDIR=" + dir_};  // the rank's own log file without a checkpoint directory
+  auto ctas = [](const std::vector<RankRun>& runs, int64_t* value) {
+    *value = -1;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      EXPECT_EQ(runs[r].records.size(), 3u) << "rank " << r;
+      for (const StepRecord& rec : runs[r].records) {
+        EXPECT_TRUE(rec.nccl_max_ctas.has_value())
+            << "rank " << r << " step " << rec.step << "\n" << runs[r].err;
+        if (!rec.nccl_max_ctas) continue;
+        if (*value < 0) *value = *rec.nccl_max_ctas;
+        EXPECT_EQ(*rec.nccl_max_ctas, *value) << "rank " << r << " step " << rec.step;
+      }
+    }
+  };
+
+  // NCCL's own count; its log in TMPDIR.
+  auto own = Run(2, {Spec("own", {2, 2}), "--steps", "3"}, o);
+  ASSERT_TRUE(AllExitedZero(own, &why)) << why;
+  int64_t own_ctas = 0;
+  ctas(own, &own_ctas);
+  EXPECT_GT(own_ctas, 0);
+  for (int r = 0; r < 2; ++r) {
+    bool found = false;
+    for (const std::string& name : ListDir(dir_))
+      found = found || name.rfind("trellis-nccl-rank" + std::to_string(r) + "-", 0) == 0;
+    EXPECT_TRUE(found) << "no NCCL log of rank " << r << " in " << dir_;
+    EXPECT_NE(own[r].err.find("CTAs per collective"), std::string::npos) << own[r].err;
+  }
+
+  // The workers' cap; its log in the checkpoint directory.
+  const std::string ckpt = JoinPath(dir_, "ckpt");
+  o.env.push_back("NCCL_MAX_CTAS=16");
+  auto capped = Run(2, {Spec("capped", {2, 2}), "--steps", "3", "--checkpoint-dir", ckpt}, o);
+  ASSERT_TRUE(AllExitedZero(capped, &why)) << why;
+  int64_t capped_ctas = 0;
+  ctas(capped, &capped_ctas);
+  EXPECT_EQ(capped_ctas, 16) << capped[0].err;
+  for (int r = 0; r < 2; ++r)
+    EXPECT_TRUE(IsRegularFile(JoinPath(ckpt, "nccl-rank" + std::to_string(r) + ".log"))) << r;
+
+  // The user's own NCCL_DEBUG and file (NCCL's %h and %p in its name): read there.
+  o.env.push_back("NCCL_DEBUG=INFO");
+  o.env.push_back("NCCL_DEBUG_FILE=" + JoinPath(dir_, "user.%h.%p.nccl"));
+  auto user = Run(2, {Spec("user", {2, 2}), "--steps", "3"}, o);
+  ASSERT_TRUE(AllExitedZero(user, &why)) << why;
+  int64_t user_ctas = 0;
+  ctas(user, &user_ctas);
+  EXPECT_EQ(user_ctas, 16) << user[0].err;
+
+  std::printf("cuda world 2: nccl_max_ctas %ld by NCCL's choice, %ld under NCCL_MAX_CTAS=16 (%ld "
+              "from the user's NCCL_DEBUG_FILE)\n",
+              static_cast<long>(own_ctas), static_cast<long>(capped_ctas),
+              static_cast<long>(user_ctas));
+
+  // Every rank on a GPU of its own, named in its start-up log.
+  const std::string bus0 = PciBusOf(own[0].err), bus1 = PciBusOf(own[1].err);
+  std::printf("rank 0: %s; rank 1: %s\n", bus0.c_str(), bus1.c_str());
+  EXPECT_FALSE(bus0.empty()) << own[0].err;
+  EXPECT_FALSE(bus1.empty()) << own[1].err;
+  EXPECT_NE(bus0, bus1);
+}
+
 // Rank 1 is killed mid-run. NCCL would leave rank 0 spinning in its
 // collective until its watchdog takes the process down, naming nobody; the
 // peer watch names rank 1 within the collective timeout.

@@ -36,6 +36,7 @@ struct WorldOptions {
   std::chrono::seconds timeout{180};
   int local_world_size = 2;  // ranks per emulated node (at most the world)
   std::vector<std::string> env;                       // for every rank, before the launcher's
+  std::vector<std::string> unset;  // names left out of the environment the ranks inherit
   std::function<std::vector<std::string>(int)> rank_env;  // per rank (e.g. its GPU)
   // Called with each step record as it arrives, and the ranks' pids.
   std::function<void(int rank, const StepRecord&, const std::vector<pid_t>&)> on_record;
@@ -62,7 +63,12 @@ inline std::vector<RankRun> RunWorld(const std::string& binary, int world,
              "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
              "OMP_NUM_THREADS=1", "TRELLIS_COMM_TIMEOUT_S=60"})
       env_s.push_back(kv);
-    for (char** e = environ; *e; ++e) env_s.push_back(*e);
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      const std::string name = kv.substr(0, kv.find('='));
+      if (std::find(options.unset.begin(), options.unset.end(), name) == options.unset.end())
+        env_s.push_back(kv);
+    }
     std::vector<char*> envp;
     for (auto& kv : env_s) envp.push_back(kv.data());
     envp.push_back(nullptr);
