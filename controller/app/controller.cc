@@ -132,11 +132,14 @@ void Controller::SubmitRun(std::string spec_toml, bool dry_run, std::string user
   });
 }
 
-void Controller::GetRun(std::string run_id, Reply<RunView> reply) {
-  asio::post(io_, [this, run_id = std::move(run_id), reply = std::move(reply)] {
+void Controller::GetRun(std::string run_id, Reply<RunView> reply, RanksQuery ranks) {
+  asio::post(io_, [this, run_id = std::move(run_id), reply = std::move(reply), ranks] {
     auto run = store_->GetRun(run_id);
     if (!run.ok()) return reply(run.status());
-    reply(BuildView(*run, 20));
+    auto view = BuildView(*run, 20);
+    if (view.ok() && ranks.include)
+      view->ranks = rank_latest_.Page(run_id, ranks.from, ranks.limit);
+    reply(std::move(view));
   });
 }
 

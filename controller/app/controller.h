@@ -53,7 +53,7 @@ class Controller {
 
   // --- users ---
   void SubmitRun(std::string spec_toml, bool dry_run, std::string user, Reply<SubmitResult> reply);
-  void GetRun(std::string run_id, Reply<RunView> reply);
+  void GetRun(std::string run_id, Reply<RunView> reply, RanksQuery ranks = {});
   void ListRuns(int limit, bool active_only, Reply<std::vector<RunView>> reply);
   void CancelRun(std::string run_id, std::string reason, Reply<RunState> reply);
   // Replies with the snapshot; the sink then gets every change until OnEnd.
@@ -73,6 +73,7 @@ class Controller {
   void Register(WorkerId id, std::string version, std::string hostname, NodeProbeFigures probe,
                 Reply<GateAnswer> reply);
   void AuthenticateWorker(WorkerId id, Reply<bool> reply);
+  // Summarized per step in the store, and kept as the rank's latest record.
   void RecordStep(WorkerId id, int rank, StepRecord record);
   void RecordRankExit(WorkerId id, RankExitInfo exit);
   void ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int exit_code, std::string reason,
@@ -131,6 +132,7 @@ class Controller {
   void AnswerWaiting(LaunchState* launch);
   void AbortLaunches(const std::string& run_id, const std::string& reason);
   void RecordGate(LaunchState* launch, const GateOutcome& out);
+  void KeepRankLatest(const WorkerId& id, int rank, const StepRecord& record);
 
   // controller_nodes.cc
   // A strike against a node: quarantined (and drained where allowed).
@@ -163,6 +165,9 @@ class Controller {
   std::thread loop_thread_;
   Watchers watchers_;
   std::map<LaunchKey, LaunchState> launches_;
+  // The latest step record of every rank, per run (memory only; see
+  // docs/architecture.md, "Store").
+  RankLatestTable rank_latest_;
   std::set<std::string> submitting_;  // runs with an sbatch in flight
   bool schedule_in_flight_ = false;
   bool reconcile_in_flight_ = false;

@@ -274,9 +274,27 @@ void Controller::AbortLaunches(const std::string& run_id, const std::string& rea
   }
 }
 
+void Controller::KeepRankLatest(const WorkerId& id, int rank, const StepRecord& record) {
+  using Result = RankLatestTable::Result;
+  Result r = rank_latest_.Record(id.run_id, id.attempt, id.launch, rank, id.node, record,
+                                 clock_->Now());
+  if (r == Result::kNoSet) {
+    // The launch's first record here (or the first since the controller
+    // started): one read for the world size; an ended run starts no set.
+    auto run = store_->GetRun(id.run_id);
+    if (!run.ok() || IsTerminal(run->state)) return;
+    if (rank_latest_.Begin(id.run_id, id.attempt, id.launch, run->nodes * run->ranks_per_node))
+      r = rank_latest_.Record(id.run_id, id.attempt, id.launch, rank, id.node, record,
+                              clock_->Now());
+  }
+  if (r == Result::kOutOfRange)
+    spdlog::debug("run {}: step record of rank {} from {} is outside the world; not kept",
+                  id.run_id, rank, id.node);
+}
+
 void Controller::RecordStep(WorkerId id, int rank, StepRecord record) {
-  (void)rank;  // steps are summarized over ranks; per-rank figures go to metrics
-  asio::post(io_, [this, id = std::move(id), record] {
+  asio::post(io_, [this, id = std::move(id), rank, record] {
+    KeepRankLatest(id, rank, record);
     auto row = store_->RecordStep(id.run_id, id.attempt, id.launch, record.step, record.loss,
                                   record.tokens, record.step_seconds, EncodeStepRecord(record),
                                   clock_->Now());

@@ -86,6 +86,7 @@ absl::Status Controller::Transition(const std::string& run_id, RunState to,
     return st;
   }
   spdlog::info("run {}: {} -> {}: {}", run_id, StateName(before->state), StateName(to), reason);
+  if (IsTerminal(to)) rank_latest_.MarkEnded(run_id);
   watchers_.Transition(run_id, EventRecord{now, before->state, to, reason, evidence_json});
   return absl::OkStatus();
 }

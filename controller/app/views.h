@@ -10,6 +10,7 @@
 #include "common/step_record.h"
 #include "controller/app/gate_json.h"
 #include "controller/core/quarantine.h"
+#include "controller/core/rank_latest.h"
 #include "controller/store/records.h"
 
 namespace trellis::controller {
@@ -21,6 +22,16 @@ struct RunView {
   std::vector<StepRow> recent_steps;
   int64_t last_step = -1;
   double last_loss = 0;
+  // GetRun with RanksQuery::include only; none when the controller holds no
+  // set for the run.
+  std::optional<RankLatestPage> ranks;
+};
+
+// Which page of a run's latest per-rank records GetRun adds to its view.
+struct RanksQuery {
+  bool include = false;
+  int from = 0;   // the lowest rank
+  int limit = 0;  // 0 or above kMaxRanksPerPage: kMaxRanksPerPage
 };
 
 struct SubmitResult {

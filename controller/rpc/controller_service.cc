@@ -43,11 +43,15 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GetRun(grpc::CallbackServerCont
                                                         const v1::GetRunRequest* req,
                                                         v1::Run* resp) {
   auto* reactor = ctx->DefaultReactor();
-  controller_->GetRun(req->run_id(), [reactor, resp](absl::StatusOr<RunView> v) {
-    if (!v.ok()) return reactor->Finish(ToGrpc(v.status()));
-    ToProto(*v, resp);
-    reactor->Finish(grpc::Status::OK);
-  });
+  RanksQuery ranks{req->include_ranks(), req->ranks_from(), req->ranks_limit()};
+  controller_->GetRun(
+      req->run_id(),
+      [reactor, resp](absl::StatusOr<RunView> v) {
+        if (!v.ok()) return reactor->Finish(ToGrpc(v.status()));
+        ToProto(*v, resp);
+        reactor->Finish(grpc::Status::OK);
+      },
+      ranks);
   return reactor;
 }
 

@@ -114,6 +114,21 @@ void ToProto(const RunView& v, v1::Run* out) {
   }
   for (const auto& e : v.events) ToProto(e, out->add_events());
   for (const auto& s : v.recent_steps) ToProto(s, out->add_recent_steps());
+  if (v.ranks) {
+    out->set_ranks_world(v.ranks->world);
+    out->set_ranks_reported(v.ranks->reported);
+    out->set_ranks_next(v.ranks->next);
+    for (const auto& r : v.ranks->ranks) ToProto(r, out->add_ranks());
+  }
+}
+
+void ToProto(const RankLatest& r, v1::RankLatest* out) {
+  out->set_attempt(r.attempt);
+  out->set_launch(r.launch);
+  out->set_rank(r.rank);
+  out->set_node(r.node);
+  ToProto(r.record, out->mutable_record());
+  out->set_received_unix_ms(ToUnixMillis(r.received));
 }
 
 void ToProto(const GateAnswer& a, v1::GateDecision* out) {

@@ -17,6 +17,7 @@ void ToProto(const RunView& view, v1::Run* out);
 void ToProto(const EventRecord& event, v1::RunEvent* out);
 void ToProto(const StepRow& step, v1::StepSummary* out);
 void ToProto(const StepRecord& record, v1::StepRecord* out);
+void ToProto(const RankLatest& rank, v1::RankLatest* out);
 void ToProto(const GateAnswer& answer, v1::GateDecision* out);
 void ToProto(const NextLaunchAnswer& answer, v1::NextLaunchResponse* out);
 StepRecord FromProto(const v1::StepRecord& record);
