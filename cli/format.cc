@@ -117,6 +117,10 @@ std::string FormatRate(int64_t tokens, double seconds) {
 
 std::string FormatSeconds(double seconds) { return Printf("%.2f", seconds); }
 
+std::string FormatGiB(int64_t bytes) {
+  return Printf("%.2f", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+}
+
 Table::Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
 
 void Table::AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }

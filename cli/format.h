@@ -36,6 +36,8 @@ std::string FormatLoss(double loss);
 std::string FormatRate(int64_t tokens, double seconds);
 // "1.23" seconds, two decimals.
 std::string FormatSeconds(double seconds);
+// Bytes in GiB, two decimals: "61.70".
+std::string FormatGiB(int64_t bytes);
 
 // A text table: a header row, left-aligned columns separated by two spaces,
 // no trailing spaces.

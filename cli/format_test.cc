@@ -269,6 +269,76 @@ TEST(CliRenderTest, WatchRowsAndProgress) {
             "22:14:19  RUNNING -> FAILED  rank 1 on node2 exited with 3\n");
 }
 
+// A GPU run's step: its record carries the allocator's figures and NCCL's CTAs.
+v1::StepSummary GpuStep(int64_t step, bool ctas = true) {
+  v1::StepSummary s = SampleRun().recent_steps(0);
+  s.set_step(step);
+  v1::StepRecord* r = s.mutable_last();
+  r->set_step(step);
+  r->set_alloc_retries(2);
+  r->set_mem_reserved_peak_bytes(int64_t{7} << 29);  // 3.5 GiB
+  if (ctas) r->set_nccl_max_ctas(16);
+  return s;
+}
+
+TEST(CliFormatTest, GiB) {
+  EXPECT_EQ(FormatGiB(0), "0.00");
+  EXPECT_EQ(FormatGiB(int64_t{7} << 29), "3.50");
+  EXPECT_EQ(FormatGiB(66'249'891'430), "61.70");
+}
+
+TEST(CliRenderTest, ShowHasGpuColumnsOnlyWhenARecordHasThem) {
+  // A CPU run's table is as it always was (also ShowHasAttemptsEventsAndSteps).
+  std::string cpu = RenderRun(SampleRun(), TextOptions{1'700'000'120'000, true});
+  EXPECT_EQ(cpu.find("RETRIES"), std::string::npos) << cpu;
+  EXPECT_EQ(cpu.find("NCCL_CTAS"), std::string::npos) << cpu;
+
+  // A GPU run: the latest step with every figure, an older one of one GPU
+  // (no NCCL), one without a record.
+  v1::Run run = SampleRun();
+  run.clear_recent_steps();
+  *run.add_recent_steps() = GpuStep(12);
+  *run.add_recent_steps() = GpuStep(11, /*ctas=*/false);
+  v1::StepSummary bare = SampleRun().recent_steps(0);
+  bare.clear_last();
+  *run.add_recent_steps() = bare;
+  std::string text = RenderRun(run, TextOptions{1'700'000'120'000, true});
+  const std::string table =
+      "ATTEMPT  LAUNCH  STEP  LOSS    TOKENS/S  STEP_S  RANKS  RETRIES  RESV_PEAK_GIB  NCCL_CTAS\n"
+      "1        1       12    1.2500  32.8k     0.50    4      2        3.50           16\n"
+      "1        1       11    1.2500  32.8k     0.50    4      2        3.50           -\n"
+      "1        1       10    1.2500  32.8k     0.50    4      -        -              -\n";
+  EXPECT_NE(text.find(table), std::string::npos) << text;
+
+  // Only the columns some record has.
+  run.clear_recent_steps();
+  *run.add_recent_steps() = GpuStep(11, /*ctas=*/false);
+  text = RenderRun(run, TextOptions{1'700'000'120'000, true});
+  EXPECT_NE(text.find("RANKS  RETRIES  RESV_PEAK_GIB\n1 "), std::string::npos) << text;
+  EXPECT_EQ(text.find("NCCL_CTAS"), std::string::npos) << text;
+}
+
+TEST(CliRenderTest, WatchRowsWithGpuColumns) {
+  StepColumns all{true, true, true};
+  EXPECT_EQ(ColumnsOf(SampleRun().recent_steps(0)).any(), false);
+  StepColumns got = ColumnsOf(GpuStep(10));
+  EXPECT_TRUE(got.retries && got.reserved && got.ctas);
+  EXPECT_FALSE(ColumnsOf(GpuStep(10, false)).ctas);
+  EXPECT_EQ(RenderStepHeader(std::nullopt, all),
+            "    STEP        LOSS    TOKENS/S    STEP_S  RANKS  RETRIES  RESV_PEAK_GIB  NCCL_CTAS\n");
+  EXPECT_EQ(RenderStepRow(GpuStep(10), std::nullopt, all),
+            "      10      1.2500       32.8k      0.50      4        2           3.50         16\n");
+  // A row without a figure shows "-"; the progress bar stays last.
+  EXPECT_EQ(RenderStepRow(GpuStep(10, false), 40, all),
+            "      10      1.2500       32.8k      0.50      4        2           3.50          -  "
+            "[#####...............]  25%\n");
+  EXPECT_EQ(RenderStepHeader(40, StepColumns{false, false, true}),
+            "    STEP        LOSS    TOKENS/S    STEP_S  RANKS  NCCL_CTAS  PROGRESS\n");
+  // Without columns: as before (WatchRowsAndProgress).
+  EXPECT_EQ(RenderStepRow(GpuStep(10), std::nullopt),
+            "      10      1.2500       32.8k      0.50      4\n");
+}
+
 TEST(CliRenderTest, TotalStepsOnlyForModelRuns) {
   EXPECT_EQ(TotalSteps("[job]\nname = \"x\"\ncommand = \"true\"\n"), std::nullopt);
   EXPECT_EQ(TotalSteps("not toml ["), std::nullopt);

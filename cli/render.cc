@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "cli/format.h"
 #include "common/spec/run_spec.h"
@@ -57,19 +58,64 @@ void RenderEvents(const v1::Run& run, const TextOptions& opt, std::string* out) 
   *out += t.Render();
 }
 
+// The GPU columns' names and a step's values in them ("-" where its record
+// has none), in table order.
+std::vector<std::string> ColumnNames(StepColumns c) {
+  std::vector<std::string> out;
+  if (c.retries) out.push_back("RETRIES");
+  if (c.reserved) out.push_back("RESV_PEAK_GIB");
+  if (c.ctas) out.push_back("NCCL_CTAS");
+  return out;
+}
+std::vector<std::string> ColumnValues(const v1::StepSummary& step, StepColumns c) {
+  const v1::StepRecord& r = step.last();
+  std::vector<std::string> out;
+  if (c.retries)
+    out.push_back(step.has_last() && r.has_alloc_retries() ? std::to_string(r.alloc_retries())
+                                                            : "-");
+  if (c.reserved)
+    out.push_back(step.has_last() && r.has_mem_reserved_peak_bytes()
+                      ? FormatGiB(r.mem_reserved_peak_bytes())
+                      : "-");
+  if (c.ctas)
+    out.push_back(step.has_last() && r.has_nccl_max_ctas() ? std::to_string(r.nccl_max_ctas())
+                                                            : "-");
+  return out;
+}
+
 void RenderSteps(const v1::Run& run, std::string* out) {
   *out += "\nrecent steps\n";
   if (run.recent_steps().empty()) {
     *out += "  (none yet)\n";
     return;
   }
-  Table t({"ATTEMPT", "LAUNCH", "STEP", "LOSS", "TOKENS/S", "STEP_S", "RANKS"});
+  StepColumns columns;
+  for (const auto& s : run.recent_steps()) columns |= ColumnsOf(s);
+  std::vector<std::string> header{"ATTEMPT", "LAUNCH", "STEP",  "LOSS",
+                                  "TOKENS/S", "STEP_S", "RANKS"};
+  for (auto& name : ColumnNames(columns)) header.push_back(name);
+  Table t(std::move(header));
   for (const auto& s : run.recent_steps()) {
-    t.AddRow({std::to_string(s.attempt()), std::to_string(s.launch()), std::to_string(s.step()),
-              FormatLoss(s.loss()), FormatRate(s.tokens(), s.step_seconds()),
-              FormatSeconds(s.step_seconds()), std::to_string(s.ranks())});
+    std::vector<std::string> row{std::to_string(s.attempt()), std::to_string(s.launch()),
+                                 std::to_string(s.step()),    FormatLoss(s.loss()),
+                                 FormatRate(s.tokens(), s.step_seconds()),
+                                 FormatSeconds(s.step_seconds()), std::to_string(s.ranks())};
+    for (auto& value : ColumnValues(s, columns)) row.push_back(value);
+    t.AddRow(std::move(row));
   }
   *out += t.Render();
+}
+
+// Fixed widths of the live table's GPU columns: each its name's.
+std::string FixedColumns(const std::vector<std::string>& values, StepColumns c) {
+  std::string out;
+  const std::vector<std::string> names = ColumnNames(c);
+  for (size_t i = 0; i < values.size(); ++i) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "  %*s", static_cast<int>(names[i].size()), values[i].c_str());
+    out += buf;
+  }
+  return out;
 }
 
 }  // namespace
@@ -124,22 +170,34 @@ std::string RenderTransition(const v1::RunEvent& event, const TextOptions& opt) 
   return out + "\n";
 }
 
-std::string RenderStepHeader(std::optional<int64_t> total_steps) {
+StepColumns ColumnsOf(const v1::StepSummary& step) {
+  StepColumns c;
+  if (!step.has_last()) return c;
+  c.retries = step.last().has_alloc_retries();
+  c.reserved = step.last().has_mem_reserved_peak_bytes();
+  c.ctas = step.last().has_nccl_max_ctas();
+  return c;
+}
+
+std::string RenderStepHeader(std::optional<int64_t> total_steps, StepColumns columns) {
   char buf[128];
   std::snprintf(buf, sizeof(buf), "%8s  %10s  %10s  %8s  %5s", "STEP", "LOSS", "TOKENS/S", "STEP_S",
                 "RANKS");
   std::string out = buf;
+  out += FixedColumns(ColumnNames(columns), columns);
   if (total_steps) out += "  PROGRESS";
   return out + "\n";
 }
 
-std::string RenderStepRow(const v1::StepSummary& step, std::optional<int64_t> total_steps) {
+std::string RenderStepRow(const v1::StepSummary& step, std::optional<int64_t> total_steps,
+                          StepColumns columns) {
   char buf[128];
   std::snprintf(buf, sizeof(buf), "%8lld  %10s  %10s  %8s  %5d",
                 static_cast<long long>(step.step()), FormatLoss(step.loss()).c_str(),
                 FormatRate(step.tokens(), step.step_seconds()).c_str(),
                 FormatSeconds(step.step_seconds()).c_str(), step.ranks());
   std::string out = buf;
+  out += FixedColumns(ColumnValues(step, columns), columns);
   if (total_steps) out += "  " + ProgressBar(step.step(), *total_steps, 20);
   return out + "\n";
 }

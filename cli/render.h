@@ -28,10 +28,37 @@ std::string RenderRun(const v1::Run& run, const TextOptions& opt);
 std::string RenderWatchHeader(const v1::Run& run, const TextOptions& opt);
 // One state change: "12:03:04  RUNNING -> RESTARTING  reason".
 std::string RenderTransition(const v1::RunEvent& event, const TextOptions& opt);
+// The GPU figures a step may carry in `last` (the latest rank record of the
+// step, as the controller keeps it): each is a column of the step tables only
+// when a row has it, so CPU runs' tables look as they always did.
+//   RETRIES        last.alloc_retries (the CUDA caching allocator's, since the rank started)
+//   RESV_PEAK_GIB  last.mem_reserved_peak_bytes (peak reserved within the step), in GiB
+//   NCCL_CTAS      last.nccl_max_ctas (CTAs per NCCL collective)
+struct StepColumns {
+  bool retries = false;
+  bool reserved = false;
+  bool ctas = false;
+
+  bool any() const { return retries || reserved || ctas; }
+  // True when every column `other` has is here too.
+  bool Covers(const StepColumns& other) const {
+    return (retries || !other.retries) && (reserved || !other.reserved) && (ctas || !other.ctas);
+  }
+  StepColumns& operator|=(const StepColumns& other) {
+    retries = retries || other.retries;
+    reserved = reserved || other.reserved;
+    ctas = ctas || other.ctas;
+    return *this;
+  }
+};
+StepColumns ColumnsOf(const v1::StepSummary& step);
+
 // The live step table's header and rows (fixed widths: rows arrive one by
-// one). `total_steps`, when known, adds a progress column.
-std::string RenderStepHeader(std::optional<int64_t> total_steps);
-std::string RenderStepRow(const v1::StepSummary& step, std::optional<int64_t> total_steps);
+// one). `total_steps`, when known, adds a progress column; `columns` the GPU
+// figures (a row without one shows "-").
+std::string RenderStepHeader(std::optional<int64_t> total_steps, StepColumns columns = {});
+std::string RenderStepRow(const v1::StepSummary& step, std::optional<int64_t> total_steps,
+                          StepColumns columns = {});
 // "[#####.....]  50%" for `done` of `total`, `width` marks wide.
 std::string ProgressBar(int64_t done, int64_t total, int width);
 

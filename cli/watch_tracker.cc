@@ -37,7 +37,8 @@ std::string WatchTracker::OnSnapshot(const v1::Run& run, int64_t now_ms) {
     for (const auto& e : run.events()) {
       events_seen_.insert({e.unix_ms(), e.from(), e.to()});
     }
-    out += RenderStepHeader(total_steps_);
+    for (const auto& s : run.recent_steps()) columns_ |= ColumnsOf(s);
+    out += RenderStepHeader(total_steps_, columns_);
   } else {
     out += "(reconnected; run is " + StateName(state_) + ")\n";
     for (const auto& e : run.events()) out += OnTransition(e, now_ms);
@@ -64,7 +65,13 @@ std::string WatchTracker::OnStep(const v1::StepSummary& step) {
   StepKey key{step.attempt(), step.launch(), step.step()};
   if (last_step_ && key <= *last_step_) return "";
   last_step_ = key;
-  return RenderStepRow(step, total_steps_);
+  std::string out;
+  const StepColumns has = ColumnsOf(step);
+  if (!columns_.Covers(has)) {
+    columns_ |= has;
+    out += RenderStepHeader(total_steps_, columns_);
+  }
+  return out + RenderStepRow(step, total_steps_, columns_);
 }
 
 std::chrono::milliseconds ReconnectDelay(int attempt) {

@@ -41,6 +41,9 @@ class WatchTracker {
   std::set<EventKey> events_seen_;
   std::optional<StepKey> last_step_;
   std::optional<int64_t> total_steps_;
+  // The GPU columns of the step table so far: a step that brings a new one
+  // prints a new header first (the table's columns only grow).
+  StepColumns columns_;
 };
 
 // How long to wait before reconnect number `attempt` (0-based): 250 ms,

@@ -94,6 +94,59 @@ TEST(CliWatchTrackerTest, ReconnectPrintsOnlyWhatWasMissed) {
   EXPECT_EQ(t.state(), v1::RUN_STATE_RUNNING);
 }
 
+v1::StepSummary GpuStep(int attempt, int launch, int64_t step, bool ctas = true) {
+  v1::StepSummary s = Step(attempt, launch, step);
+  s.mutable_last()->set_step(step);
+  s.mutable_last()->set_alloc_retries(0);
+  s.mutable_last()->set_mem_reserved_peak_bytes(int64_t{1} << 30);
+  if (ctas) s.mutable_last()->set_nccl_max_ctas(16);
+  return s;
+}
+
+TEST(CliWatchTrackerTest, CpuRunsHaveNoGpuColumns) {
+  WatchTracker t(false, true);
+  std::string out = t.OnEvent(Snapshot(v1::RUN_STATE_RUNNING, {}, {Step(1, 1, 1)}), 0);
+  out += t.OnEvent(Of(Step(1, 1, 2)), 0);
+  EXPECT_EQ(Count(out, "    STEP        LOSS    TOKENS/S    STEP_S  RANKS\n"
+                       "       1      1.0000        1.0k      1.00      4\n"
+                       "       2      1.0000        1.0k      1.00      4\n"),
+            1)
+      << out;
+  EXPECT_EQ(Count(out, "RETRIES"), 0) << out;
+}
+
+TEST(CliWatchTrackerTest, GpuColumnsAppearWithTheFirstRecordThatHasThem) {
+  WatchTracker t(false, true);
+  // Watching from the start: no step yet, so the header has no GPU columns.
+  std::string out = t.OnEvent(Snapshot(v1::RUN_STATE_RUNNING, {}, {}), 0);
+  EXPECT_EQ(Count(out, "RETRIES"), 0) << out;
+  // One GPU (no NCCL) first: a new header with the allocator's columns.
+  out = t.OnEvent(Of(GpuStep(1, 1, 1, /*ctas=*/false)), 0);
+  EXPECT_EQ(Count(out, "\n"), 2) << out;
+  EXPECT_EQ(Count(out, "RANKS  RETRIES  RESV_PEAK_GIB\n"), 1) << out;
+  EXPECT_EQ(Count(out, "  0           1.00\n"), 1) << out;  // no retries, 1 GiB reserved
+  // Then NCCL's count: one more header, the columns only grow.
+  out = t.OnEvent(Of(GpuStep(1, 1, 2)), 0);
+  EXPECT_EQ(Count(out, "\n"), 2) << out;
+  EXPECT_EQ(Count(out, "RETRIES  RESV_PEAK_GIB  NCCL_CTAS\n"), 1) << out;
+  // Same columns: rows only; a record without them shows "-".
+  out = t.OnEvent(Of(GpuStep(1, 1, 3)), 0);
+  EXPECT_EQ(Count(out, "\n"), 1) << out;
+  EXPECT_EQ(Count(out, "16\n"), 1) << out;
+  out = t.OnEvent(Of(Step(1, 1, 4)), 0);
+  EXPECT_EQ(Count(out, "\n"), 1) << out;
+  EXPECT_EQ(Count(out, "  -"), 3) << out;
+}
+
+TEST(CliWatchTrackerTest, ASnapshotWithGpuStepsHasTheColumnsAtOnce) {
+  WatchTracker t(false, true);
+  std::string out =
+      t.OnEvent(Snapshot(v1::RUN_STATE_RUNNING, {}, {GpuStep(1, 1, 2), Step(1, 1, 1)}), 0);
+  EXPECT_EQ(Count(out, "NCCL_CTAS"), 1) << out;  // one header
+  EXPECT_EQ(Count(out, "\n"), 1 + 1 + 2) << out;  // run line, header, two steps
+  EXPECT_EQ(t.OnEvent(Of(GpuStep(1, 1, 3)), 0).find("NCCL_CTAS"), std::string::npos);
+}
+
 TEST(CliWatchTrackerTest, JsonIsOneObjectPerEvent) {
   WatchTracker t(/*json=*/true);
   std::string out = t.OnEvent(Snapshot(v1::RUN_STATE_QUEUED, {}, {}), 0);
