@@ -58,7 +58,10 @@ Json AttemptToJson(const v1::Attempt& a);
 Json EventToJson(const v1::RunEvent& e);
 Json StepRecordToJson(const v1::StepRecord& r);
 Json StepToJson(const v1::StepSummary& s);
-Json RunToJson(const v1::Run& run);
+// With `with_ranks` (show, which asks GetRun for them), also "ranks" (the
+// latest record of each rank), "ranks_world", "ranks_reported" and "ranks_next".
+Json RunToJson(const v1::Run& run, bool with_ranks = false);
+Json RankLatestToJson(const v1::RankLatest& r);
 Json RunListToJson(const v1::ListRunsResponse& list);
 Json WatchEventToJson(const v1::WatchRunEvent& e);
 Json SubmitToJson(const v1::SubmitRunResponse& r, bool dry_run);

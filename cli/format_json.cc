@@ -103,7 +103,16 @@ Json StepToJson(const v1::StepSummary& s) {
   return out;
 }
 
-Json RunToJson(const v1::Run& run) {
+Json RankLatestToJson(const v1::RankLatest& r) {
+  return Json{{"attempt", r.attempt()},
+              {"launch", r.launch()},
+              {"rank", r.rank()},
+              {"node", r.node()},
+              {"received_unix_ms", r.received_unix_ms()},
+              {"record", StepRecordToJson(r.record())}};
+}
+
+Json RunToJson(const v1::Run& run, bool with_ranks) {
   // The summary's fields at the top level; "attempts" is the list of attempts
   // here (the summary's count is its length).
   Json out = SummaryToJson(run.summary());
@@ -119,6 +128,14 @@ Json RunToJson(const v1::Run& run) {
   Json steps = Json::array();
   for (const auto& s : run.recent_steps()) steps.push_back(StepToJson(s));
   out["recent_steps"] = std::move(steps);
+  if (with_ranks) {
+    Json ranks = Json::array();
+    for (const auto& r : run.ranks()) ranks.push_back(RankLatestToJson(r));
+    out["ranks"] = std::move(ranks);
+    out["ranks_world"] = run.ranks_world();
+    out["ranks_reported"] = run.ranks_reported();
+    out["ranks_next"] = run.ranks_next();
+  }
   return out;
 }
 

@@ -318,6 +318,75 @@ TEST(CliRenderTest, ShowHasGpuColumnsOnlyWhenARecordHasThem) {
   EXPECT_EQ(text.find("NCCL_CTAS"), std::string::npos) << text;
 }
 
+v1::RankLatest Rank(int rank, const std::string& node, int64_t reserved_bytes) {
+  v1::RankLatest r;
+  r.set_attempt(1);
+  r.set_launch(2);
+  r.set_rank(rank);
+  r.set_node(node);
+  r.set_received_unix_ms(1'700'000'115'000);
+  v1::StepRecord* rec = r.mutable_record();
+  rec->set_step(30);
+  rec->set_loss(1.5);
+  rec->set_tokens(4096);
+  rec->set_step_seconds(0.25);
+  rec->set_alloc_retries(rank);
+  rec->set_mem_reserved_peak_bytes(reserved_bytes);
+  rec->set_nccl_max_ctas(16);
+  return r;
+}
+
+TEST(CliRenderTest, ShowHasTheRanksGpuFiguresWhenTheControllerSentThem) {
+  v1::Run run = SampleRun();
+  *run.add_ranks() = Rank(0, "node1", int64_t{7} << 29);
+  *run.add_ranks() = Rank(1, "node2", int64_t{1} << 30);
+  run.mutable_ranks(1)->mutable_record()->clear_nccl_max_ctas();
+  run.set_ranks_world(4);
+  run.set_ranks_reported(3);
+  const TextOptions opt{1'700'000'120'000, true};
+  std::string text = RenderRun(run, opt);
+  const std::string ranks =
+      "\nranks (latest record of each; attempt 1, launch 2; 3 of 4 reported)\n"
+      "RANK  NODE   STEP  STEP_S  RETRIES  RESV_PEAK_GIB  NCCL_CTAS  SEEN\n"
+      "0     node1  30    0.25    0        3.50           16         5s ago\n"
+      "1     node2  30    0.25    1        1.00           -          5s ago\n";
+  EXPECT_NE(text.find(ranks), std::string::npos) << text;
+  EXPECT_EQ(text.find("more ranks"), std::string::npos) << text;
+  // A further page, and the command that shows it.
+  run.set_ranks_next(2);
+  text = RenderRun(run, opt);
+  EXPECT_NE(text.find(ranks + "(more ranks: trellis show hello-1 --ranks-from 2)\n"),
+            std::string::npos)
+      << text;
+
+  // A CPU run's ranks (no GPU figure): no section, `show` as it always was.
+  for (auto& r : *run.mutable_ranks()) {
+    r.mutable_record()->clear_alloc_retries();
+    r.mutable_record()->clear_mem_reserved_peak_bytes();
+    r.mutable_record()->clear_nccl_max_ctas();
+  }
+  EXPECT_EQ(RenderRun(run, opt), RenderRun(SampleRun(), opt));
+}
+
+TEST(CliFormatJsonTest, ShowHasTheRanksRecords) {
+  v1::Run run = SampleRun();
+  *run.add_ranks() = Rank(3, "node2", 1024);
+  run.set_ranks_world(4);
+  run.set_ranks_reported(1);
+  Json j = RunToJson(run, /*with_ranks=*/true);
+  ASSERT_EQ(j["ranks"].size(), 1u);
+  EXPECT_EQ(j["ranks"][0]["rank"], 3);
+  EXPECT_EQ(j["ranks"][0]["node"], "node2");
+  EXPECT_EQ(j["ranks"][0]["received_unix_ms"], 1'700'000'115'000);
+  EXPECT_EQ(j["ranks"][0]["record"]["mem_reserved_peak_bytes"], 1024);
+  EXPECT_EQ(j["ranks"][0]["record"]["nccl_max_ctas"], 16);
+  EXPECT_EQ(j["ranks_world"], 4);
+  EXPECT_EQ(j["ranks_reported"], 1);
+  EXPECT_EQ(j["ranks_next"], 0);
+  // Watch snapshots (and a plain run object) have no rank fields.
+  EXPECT_FALSE(RunToJson(run).contains("ranks"));
+}
+
 TEST(CliRenderTest, WatchRowsWithGpuColumns) {
   StepColumns all{true, true, true};
   EXPECT_EQ(ColumnsOf(SampleRun().recent_steps(0)).any(), false);

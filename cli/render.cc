@@ -67,20 +67,28 @@ std::vector<std::string> ColumnNames(StepColumns c) {
   if (c.ctas) out.push_back("NCCL_CTAS");
   return out;
 }
-std::vector<std::string> ColumnValues(const v1::StepSummary& step, StepColumns c) {
-  const v1::StepRecord& r = step.last();
+// `r` null: a step without a record.
+std::vector<std::string> ColumnValues(const v1::StepRecord* r, StepColumns c) {
   std::vector<std::string> out;
   if (c.retries)
-    out.push_back(step.has_last() && r.has_alloc_retries() ? std::to_string(r.alloc_retries())
-                                                            : "-");
+    out.push_back(r && r->has_alloc_retries() ? std::to_string(r->alloc_retries()) : "-");
   if (c.reserved)
-    out.push_back(step.has_last() && r.has_mem_reserved_peak_bytes()
-                      ? FormatGiB(r.mem_reserved_peak_bytes())
-                      : "-");
+    out.push_back(r && r->has_mem_reserved_peak_bytes() ? FormatGiB(r->mem_reserved_peak_bytes())
+                                                        : "-");
   if (c.ctas)
-    out.push_back(step.has_last() && r.has_nccl_max_ctas() ? std::to_string(r.nccl_max_ctas())
-                                                            : "-");
+    out.push_back(r && r->has_nccl_max_ctas() ? std::to_string(r->nccl_max_ctas()) : "-");
   return out;
+}
+std::vector<std::string> ColumnValues(const v1::StepSummary& step, StepColumns c) {
+  return ColumnValues(step.has_last() ? &step.last() : nullptr, c);
+}
+
+StepColumns ColumnsOfRecord(const v1::StepRecord& r) {
+  StepColumns c;
+  c.retries = r.has_alloc_retries();
+  c.reserved = r.has_mem_reserved_peak_bytes();
+  c.ctas = r.has_nccl_max_ctas();
+  return c;
 }
 
 void RenderSteps(const v1::Run& run, std::string* out) {
@@ -104,6 +112,38 @@ void RenderSteps(const v1::Run& run, std::string* out) {
     t.AddRow(std::move(row));
   }
   *out += t.Render();
+}
+
+// The latest record of each rank, where GetRun returned them and a record
+// has a GPU figure: the figures rank by rank (one rank short of memory, or
+// with retries, stands out), with when each arrived (an old one is a rank
+// gone quiet).
+void RenderRanks(const v1::Run& run, const TextOptions& opt, std::string* out) {
+  StepColumns columns;
+  for (const auto& r : run.ranks()) columns |= ColumnsOfRecord(r.record());
+  if (run.ranks().empty() || !columns.any()) return;
+  const v1::RankLatest& first = run.ranks(0);
+  *out += "\nranks (latest record of each; attempt " + std::to_string(first.attempt()) +
+          ", launch " + std::to_string(first.launch()) + "; " +
+          std::to_string(run.ranks_reported()) + " of " + std::to_string(run.ranks_world()) +
+          " reported)\n";
+  std::vector<std::string> header{"RANK", "NODE", "STEP", "STEP_S"};
+  for (auto& name : ColumnNames(columns)) header.push_back(name);
+  header.push_back("SEEN");
+  Table t(std::move(header));
+  for (const auto& r : run.ranks()) {
+    std::vector<std::string> row{std::to_string(r.rank()), OrDash(r.node()),
+                                 std::to_string(r.record().step()),
+                                 FormatSeconds(r.record().step_seconds())};
+    for (auto& value : ColumnValues(&r.record(), columns)) row.push_back(value);
+    row.push_back(r.received_unix_ms() == 0 ? "-"
+                                            : FormatAge(opt.now_ms, r.received_unix_ms()) + " ago");
+    t.AddRow(std::move(row));
+  }
+  *out += t.Render();
+  if (run.ranks_next() > 0)
+    *out += "(more ranks: trellis show " + run.summary().run_id() + " --ranks-from " +
+            std::to_string(run.ranks_next()) + ")\n";
 }
 
 // Fixed widths of the live table's GPU columns: each its name's.
@@ -149,6 +189,7 @@ std::string RenderRun(const v1::Run& run, const TextOptions& opt) {
   RenderAttempts(run, opt, &out);
   RenderEvents(run, opt, &out);
   RenderSteps(run, &out);
+  RenderRanks(run, opt, &out);
   return out;
 }
 
@@ -171,12 +212,7 @@ std::string RenderTransition(const v1::RunEvent& event, const TextOptions& opt) 
 }
 
 StepColumns ColumnsOf(const v1::StepSummary& step) {
-  StepColumns c;
-  if (!step.has_last()) return c;
-  c.retries = step.last().has_alloc_retries();
-  c.reserved = step.last().has_mem_reserved_peak_bytes();
-  c.ctas = step.last().has_nccl_max_ctas();
-  return c;
+  return step.has_last() ? ColumnsOfRecord(step.last()) : StepColumns{};
 }
 
 std::string RenderStepHeader(std::optional<int64_t> total_steps, StepColumns columns) {

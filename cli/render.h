@@ -21,8 +21,14 @@ inline constexpr size_t kReasonWidth = 48;
 // `ls`: RUN, STATE, NODES, ATTEMPTS, STEP, LOSS, AGE, REASON.
 std::string RenderRunList(const v1::ListRunsResponse& list, const TextOptions& opt);
 
-// `show`: the run, its attempts, its event history and its recent steps.
+// `show`: the run, its attempts, its event history and its recent steps;
+// then, when the run carries its ranks' latest records (GetRun's
+// include_ranks) and one of them has a GPU figure (StepColumns below), a
+// table of them, a row per rank. CPU runs' output is as it always was.
 std::string RenderRun(const v1::Run& run, const TextOptions& opt);
+
+// How many ranks `show` asks for (text; --json asks for the controller's page).
+inline constexpr int kShowRankRows = 64;
 
 // `watch`: the header printed for a snapshot (run, state, shape, step).
 std::string RenderWatchHeader(const v1::Run& run, const TextOptions& opt);

@@ -1,5 +1,5 @@
 // trellis ls [--active] [--limit N] [--json]
-// trellis show ID [--json]
+// trellis show ID [--json] [--utc] [--ranks-from R]
 
 #include <iostream>
 #include <memory>
@@ -24,6 +24,7 @@ struct ShowOptions {
   std::string run_id;
   bool json = false;
   bool utc = false;
+  int ranks_from = 0;
 };
 
 int RunList(const GlobalOptions& global, const ListOptions& opt) {
@@ -47,12 +48,17 @@ int RunShow(const GlobalOptions& global, const ShowOptions& opt) {
   ControllerClient client(global);
   v1::GetRunRequest req;
   req.set_run_id(opt.run_id);
+  // The ranks' latest records: a page of them for the text (a row each), the
+  // controller's page (up to 4096) for --json.
+  req.set_include_ranks(true);
+  req.set_ranks_from(opt.ranks_from);
+  req.set_ranks_limit(opt.json ? 0 : kShowRankRows);
   v1::Run run;
   auto ctx = client.UnaryContext();
   grpc::Status status = client.stub().GetRun(ctx.get(), req, &run);
   if (!status.ok()) return client.Fail(status);
   if (opt.json) {
-    std::cout << RunToJson(run).dump(2) << "\n";
+    std::cout << RunToJson(run, /*with_ranks=*/true).dump(2) << "\n";
   } else {
     std::cout << RenderRun(run, TextOptions{ToUnixMillis(SystemClock().Now()), opt.utc});
   }
@@ -78,6 +84,9 @@ void AddShowCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) 
   cmd->add_option("ID", opt->run_id, "the run id")->required();
   cmd->add_flag("--json", opt->json, "print the run as one JSON object");
   cmd->add_flag("--utc", opt->utc, "times in UTC instead of local time");
+  cmd->add_option("--ranks-from", opt->ranks_from,
+                  "the ranks' latest records from this rank on (a page of them)")
+      ->check(CLI::Range(0, 1 << 30));
   cmd->callback([&global, exit_code, opt] { *exit_code = RunShow(global, *opt); });
 }
 
