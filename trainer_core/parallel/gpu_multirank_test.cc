@@ -79,6 +79,8 @@ class GpuMultiRankTest : public ::testing::Test {
       return std::vector<std::string>{"LOCAL_RANK=" + std::to_string(r),
                                       "NCCL_NVLS_ENABLE=0"};
     };
+    // NCCL's log files of runs without a checkpoint directory: removed with dir_.
+    o.env.push_back("TMPDIR=" + dir_);
     args.push_back("--json");
     auto runs = testing::RunWorld(TRELLIS_TRAIN_BIN, world, args, dir_, o);
     return runs;
@@ -258,7 +260,6 @@ TEST_F(GpuMultiRankTest, StepRecordsCarryNcclCtasAndRanksNameTheirGpus) {
   testing::WorldOptions o;
   o.unset = {"NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_MAX_CTAS",
              "NCCL_MIN_CTAS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS"};
-  o.env = {"TMPDIR=" + dir_};  // the rank's own log file without a checkpoint directory
   auto ctas = [](const std::vector<RankRun>& runs, int64_t* value) {
     *value = -1;
     for (size_t r = 0; r < runs.size(); ++r) {
@@ -273,7 +274,7 @@ TEST_F(GpuMultiRankTest, StepRecordsCarryNcclCtasAndRanksNameTheirGpus) {
     }
   };
 
-  // NCCL's own count; its log in TMPDIR.
+  // NCCL's own count; its log in TMPDIR (Run sets it to dir_).
   auto own = Run(2, {Spec("own", {2, 2}), "--steps", "3"}, o);
   ASSERT_TRUE(AllExitedZero(own, &why)) << why;
   int64_t own_ctas = 0;
@@ -306,6 +307,9 @@ TEST_F(GpuMultiRankTest, StepRecordsCarryNcclCtasAndRanksNameTheirGpus) {
   int64_t user_ctas = 0;
   ctas(user, &user_ctas);
   EXPECT_EQ(user_ctas, 16) << user[0].err;
+  int user_files = 0;
+  for (const std::string& name : ListDir(dir_)) user_files += name.rfind("user.", 0) == 0;
+  EXPECT_EQ(user_files, 2) << "one NCCL log per rank process (%p)";
 
   std::printf("cuda world 2: nccl_max_ctas %ld by NCCL's choice, %ld under NCCL_MAX_CTAS=16 (%ld "
               "from the user's NCCL_DEBUG_FILE)\n",
