@@ -5,7 +5,8 @@
 # (each node's tasks see their own GPU) and the controller, and runs moe-bench
 # on NGPU nodes x 1 GPU through them, watched with the CLI:
 #
-#   alone         trellis-train, one process per GPU, no controller (the baseline)
+#   alone, alone2 trellis-train, one process per GPU, no controller (the baseline,
+#                 before and after the others)
 #   ctas16        through the controller (the worker's default NCCL_MAX_CTAS=16)
 #   ctas_default  through the controller, NCCL's own CTA count ([env] NCCL_MAX_CTAS = "")
 #   kill          through the controller, a rank SIGKILLed after the step-10
@@ -19,7 +20,7 @@
 #   env: OUT_DIR (default bench/results), WORK (default a temp dir),
 #        BUILD_DIR (default build-gpu-e2e), STEPS (default 60), WARMUP (10),
 #        KILL_STEPS (the kill run's steps, default 25),
-#        RUNS (default "alone ctas16 ctas_default kill"),
+#        RUNS (default "alone ctas16 ctas_default kill alone2"),
 #        BASE_SPEC (default examples/moe-bench.toml), SKIP_BUILD=1 (use BUILD_DIR
 #        as it is: for a rehearsal of the script on a CPU machine)
 set -uo pipefail
@@ -29,7 +30,9 @@ NGPU=${1:-2}
 STEPS=${STEPS:-60}
 KILL_STEPS=${KILL_STEPS:-25}
 WARMUP=${WARMUP:-10}
-RUNS=${RUNS:-alone ctas16 ctas_default kill}
+# The baseline runs before and after the controller runs (their mean is the
+# reference), so that a drift of the machine does not pass for a cost.
+RUNS=${RUNS:-alone ctas16 ctas_default kill alone2}
 BASE_SPEC=${BASE_SPEC:-examples/moe-bench.toml}
 OUT_DIR=${OUT_DIR:-bench/results}
 WORK=${WORK:-$(mktemp -d /tmp/trellis-e2e.XXXXXX)}
@@ -128,19 +131,19 @@ EOF
 # One trellis-train per GPU, ranks bound as the worker binds them
 # (CUDA_VISIBLE_DEVICES per rank), NCCL_MAX_CTAS=16 as the worker sets it.
 run_alone() {
-  local path port=$((29500 + RANDOM % 2000)) r pids=() rc=0
+  local name=$1 path port=$((29500 + RANDOM % 2000)) r pids=() rc=0
   path=$(spec alone)
-  mkdir -p "$WORK/alone"
+  mkdir -p "$WORK/$name"
   for ((r = 0; r < NGPU; r++)); do
     CUDA_VISIBLE_DEVICES=$r NCCL_MAX_CTAS=16 OMP_NUM_THREADS=1 NCCL_NVLS_ENABLE=0 \
       TORCH_SYMM_MEM_DISABLE_MULTICAST=1 RANK=$r WORLD_SIZE=$NGPU LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
       MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       "$BIN/trellis-train" "$path" --data "$WORK/data.corpus" --json \
-      >"$WORK/alone/rank$r.jsonl" 2>"$WORK/alone/rank$r.err" &
+      >"$WORK/$name/rank$r.jsonl" 2>"$WORK/$name/rank$r.err" &
     pids+=($!)
   done
   for r in "${pids[@]}"; do wait "$r" || rc=1; done
-  [ $rc = 0 ] || { tail -n 5 "$WORK"/alone/rank*.err; echo "alone: a rank failed"; }
+  [ $rc = 0 ] || { tail -n 5 "$WORK/$name"/rank*.err; echo "$name: a rank failed"; }
   return $rc
 }
 
@@ -215,16 +218,16 @@ run_controller() {
 
 status=0
 for r in $RUNS; do
-  if [ "$r" = alone ]; then
-    log "alone: trellis-train x $NGPU"
-    run_alone || status=1
+  if [[ "$r" == alone* ]]; then
+    log "$r: trellis-train x $NGPU"
+    run_alone "$r" || status=1
     continue
   fi
   [ -n "${CONTROLLER_PID:-}" ] || start_cluster_and_controller
   case "$r" in
     ctas16|kill) run_controller "$r" || status=1;;
     ctas_default) run_controller "$r" 'NCCL_MAX_CTAS = ""' || status=1;;
-    *) die "unknown run '$r' (alone ctas16 ctas_default kill)";;
+    *) die "unknown run '$r' (alone[N] ctas16 ctas_default kill)";;
   esac
 done
 

@@ -46,8 +46,8 @@ def median_rate(per_step, ngpu, warmup):
     return (statistics.median(rates), len(rates)) if rates else (None, 0)
 
 
-def alone(work, ngpu, warmup):
-    ranks = [load_jsonl(f) for f in sorted(glob.glob(os.path.join(work, "alone", "rank*.jsonl")))]
+def alone(work, name, ngpu, warmup):
+    ranks = [load_jsonl(f) for f in sorted(glob.glob(os.path.join(work, name, "rank*.jsonl")))]
     if not ranks or not all(ranks):
         return None
     per_step = {}
@@ -59,10 +59,19 @@ def alone(work, ngpu, warmup):
     rate, n = median_rate(full, ngpu, warmup)
     last = [recs[-1] for recs in ranks]
     return {
+        "devices": device_lines(glob.glob(os.path.join(work, name, "rank*.err"))),
         "tokens_per_s_per_gpu": rate,
         "steps_measured": n,
         "ranks": [rank_figures(i, r) for i, r in enumerate(last)],
     }
+
+
+def device_lines(paths):
+    """Each rank's start-up line naming its device (GPU, PCI bus id, CUDA_VISIBLE_DEVICES)."""
+    out = []
+    for f in sorted(paths):
+        out += [l.strip() for l in open(f, errors="replace") if " on GPU " in l or " on the CPU" in l][:1]
+    return out
 
 
 def rank_figures(rank, rec):
@@ -111,6 +120,7 @@ def controller_run(work, name, ngpu, warmup):
     attempts = [{"attempt": a["attempt"], "exit_code": a["exit_code"], "end_reason": a["end_reason"],
                  "nodes": a["nodes"]} for a in show.get("attempts", [])]
     out = {
+        "devices": device_lines(glob.glob(os.path.join(d, "attempt-1", "launch-1", "rank-*.log"))),
         "run_id": show.get("run_id"),
         "state": show.get("state"),
         "last_step": show.get("last_step"),
@@ -145,9 +155,12 @@ def main():
     result = {"date": host.split("\n", 1)[0].replace("date: ", ""), "command": command, "ngpu": ngpu,
               "warmup_steps": warmup, "host": host.strip().splitlines(), "runs": {}}
     for name in runs.split():
-        r = alone(work, ngpu, warmup) if name == "alone" else controller_run(work, name, ngpu, warmup)
+        r = alone(work, name, ngpu, warmup) if name.startswith("alone") else controller_run(work, name, ngpu, warmup)
         result["runs"][name] = r
-    base = (result["runs"].get("alone") or {}).get("tokens_per_s_per_gpu")
+    bases = [r["tokens_per_s_per_gpu"] for n, r in result["runs"].items()
+             if n.startswith("alone") and r and r.get("tokens_per_s_per_gpu")]
+    base = statistics.mean(bases) if bases else None
+    result["alone_tokens_per_s_per_gpu_mean"] = base
     via = (result["runs"].get("ctas16") or {}).get("tokens_per_s_per_gpu")
     result["controller_cost"] = (1 - via / base) if base and via else None
     json.dump(result, open(prefix + ".json", "w"), indent=1, sort_keys=True)
@@ -159,7 +172,7 @@ def main():
            f"Median over the steps after {warmup} of (tokens of all ranks) / (slowest rank's step time) / {ngpu}.", "",
            "| run | how | tokens/s per GPU | steps | NCCL CTAs (per rank) | alloc retries | reserved GiB (per rank) |",
            "|---|---|---|---|---|---|---|"]
-    how = {"alone": "trellis-train per GPU, NCCL_MAX_CTAS=16", "ctas16": "controller + workers (NCCL_MAX_CTAS=16)",
+    how = {"alone": "trellis-train per GPU, NCCL_MAX_CTAS=16", "alone2": "the same, after the others", "ctas16": "controller + workers (NCCL_MAX_CTAS=16)",
            "ctas_default": "controller + workers, NCCL's own CTAs", "kill": "controller, a rank killed"}
     for name, r in result["runs"].items():
         if not r:
@@ -171,11 +184,16 @@ def main():
                   f"{', '.join(fmt(x.get('alloc_retries')) for x in ranks)} | "
                   f"{', '.join(fmt(x.get('reserved_peak_gib'), '{:.1f}') for x in ranks)} |")
     c = result["controller_cost"]
-    md += ["", f"Cost of the controller path vs alone: {fmt(c * 100 if c is not None else None, '{:.2f}')}% "
-           "(target < 2%).", ""]
+    md += ["", f"Cost of the controller path (ctas16) vs alone (mean of {len(bases)} baseline runs, "
+           f"{fmt(base)} tokens/s per GPU): {fmt(c * 100 if c is not None else None, '{:.2f}')}% "
+           "(target < 2%).", "", "## Each rank's device (its start-up line)", ""]
+    for name, r in result["runs"].items():
+        for line in (r or {}).get("devices", []):
+            md.append(f"- {name}: `{line}`")
+    md.append("")
     md += ["## States and times (seconds after submit)", ""]
     for name, r in result["runs"].items():
-        if not r or name == "alone":
+        if not r or name.startswith("alone"):
             continue
         path = " -> ".join(f"{e['to']} {fmt(e['at_s'], '{:.1f}')}" for e in r["events"])
         md.append(f"- {name} ({r['run_id']}): {path}; attempts: "
@@ -188,7 +206,7 @@ def main():
            "this file has every figure.", "", "```"]
     for name in result["runs"]:
         text = os.path.join(work, name, "gate.txt")
-        if name != "alone" and os.path.exists(text):
+        if not name.startswith("alone") and os.path.exists(text):
             md += open(text).read().rstrip().splitlines()
             break
     md += ["```", ""]
