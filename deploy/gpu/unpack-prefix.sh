@@ -54,5 +54,7 @@ cat >"$PREFIX/env" <<ENV
 export PATH=$PREFIX/usr/sbin:$PREFIX/usr/bin:\$PATH
 export LD_LIBRARY_PATH=$libdirs\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 export CMAKE_PREFIX_PATH=$PREFIX/usr\${CMAKE_PREFIX_PATH:+;\$CMAKE_PREFIX_PATH}
+# For the linker: gRPC's CMake config names some libraries bare (-lre2).
+export LIBRARY_PATH=$PREFIX/usr/lib/$arch\${LIBRARY_PATH:+:\$LIBRARY_PATH}
 ENV
 echo "unpacked $(ls "$DEBS"/*.deb | wc -l) packages into $PREFIX ($(du -sh "$PREFIX" | cut -f1)); source $PREFIX/env"
