@@ -79,7 +79,7 @@ bash "$REPO/deploy/setup.sh"
 
 say "Building into $BUILD"
 cmake -S "$REPO" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-ninja -C "$BUILD" trellis trellis-controller trellis-worker trellis-corpus
+ninja -C "$BUILD" trellis trellis-controller trellis-worker trellis-rank trellis-corpus
 
 BESIDE="stop that one (deploy/demo.sh --down, with its TRELLIS_DEMO_* settings), or run this one
 beside it with TRELLIS_DEMO_PORT_BASE=P (ports P..P+4 free, below 32768) and a TRELLIS_DEMO_PORT,

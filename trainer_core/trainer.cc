@@ -251,7 +251,9 @@ void Trainer::Run(int64_t last_step) {
   Guard([&] {
     last_step = std::min(last_step, s_->spec.training.steps);
     while (s_->step < last_step) Step();
-    if (!s_->options.checkpoint_dir.empty() && s_->checkpoint_step != s_->step) SaveCheckpoint();
+    if (!s_->options.checkpoint_dir.empty() && s_->spec.checkpoint.at_end &&
+        s_->checkpoint_step != s_->step)
+      SaveCheckpoint();
   });
 }
 

@@ -97,6 +97,21 @@ TEST_F(TrainerTest, KilledAndResumedRunMatchesAStraightRun) {
   EXPECT_EQ(LatestCompleteStep(killed_dir), 10);
 }
 
+TEST_F(TrainerTest, AtEndFalseSavesNoFinalCheckpoint) {
+  const std::string corpus = BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"});
+  const std::string with_end = JoinPath(dir_, "with-end"), without_end = JoinPath(dir_, "without");
+  // Steps 1..7: a periodic checkpoint at 5, then the end (7) only where at_end holds.
+  ChildResult a = RunTrain(
+      {WriteSpec(ResumeSpec(corpus)), "--json", "--steps", "7", "--checkpoint-dir", with_end}, dir_);
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(LatestCompleteStep(with_end), 7);
+  ChildResult b = RunTrain({WriteSpec(ResumeSpec(corpus) + "at_end = false\n"), "--json", "--steps",
+                            "7", "--checkpoint-dir", without_end},
+                           dir_);
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_EQ(LatestCompleteStep(without_end), 5);
+}
+
 TEST_F(TrainerTest, BinaryNamesTheFileAndFieldOnBadInput) {
   const std::string corpus = BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"});
   const std::string ckpt = JoinPath(dir_, "ckpt");

@@ -6,7 +6,6 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "worker/app/agent.h"
-#include "worker/app/rank_main.h"
 #include "worker/io/node_info.h"
 
 namespace {
@@ -77,6 +76,9 @@ int main(int argc, char** argv) {
                    "beyond it")
       ->capture_default_str();
 
+  agent_cmd->add_option("--rank-binary", agent.rank_binary,
+                        "Program each rank of a [model] run runs (default: trellis-rank beside "
+                        "this trellis-worker)");
   agent_cmd->add_option("--sysfs-root", agent.sysfs_root,
                         "Directory holding devices/system/node for the memory probe (default: "
                         "$TRELLIS_SYSFS_ROOT with %n replaced by the node name, else /sys)");
@@ -101,21 +103,10 @@ int main(int argc, char** argv) {
   AddSeconds(next_cmd, "--timeout", &next.timeout,
              "Seconds to keep trying to reach the controller");
 
-  std::string rank_run_dir;
-  CLI::App* rank_cmd = app.add_subcommand(
-      "rank",
-      "Run one rank of a [model] run: trainer_core in this process, configured by "
-      "<run-dir>/spec.toml and the rank's environment (RANK, WORLD_SIZE, MASTER_ADDR, "
-      "MASTER_PORT, TRELLIS_STEP_SOCKET, ...), as the agent starts it. Exit code: 0 trained to "
-      "the end, 1 training error, 2 bad spec or a worker built without trainer_core");
-  rank_cmd->add_option("--run-dir", rank_run_dir, "Run directory holding spec.toml")->required();
-
   CLI11_PARSE(app, argc, argv);
   trellis::InitLogging("trellis-worker", log_level);
 
-  if (rank_cmd->parsed()) return trellis::worker::RunRank(rank_run_dir);
   if (agent_cmd->parsed()) {
-    agent.hosts_trainer = trellis::worker::HostsTrainer();
     if (agent.id.node.empty()) agent.id.node = trellis::worker::DefaultNodeName();
     if (absl::Status st = trellis::worker::ValidateAgentArgs(agent); !st.ok()) {
       spdlog::error("{}", std::string(st.message()));

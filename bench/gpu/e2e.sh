@@ -19,7 +19,7 @@
 #   bench/gpu/e2e.sh [NGPU]        (default: 2)
 #   env: OUT_DIR (default bench/results), WORK (default a temp dir),
 #        BUILD_DIR (default build-gpu-e2e), STEPS (default 60), WARMUP (10),
-#        KILL_STEPS (the kill run's steps, default 25),
+#        KILL_STEPS (the kill run's steps, default 15),
 #        RUNS (default "alone ctas16 ctas_default kill alone2"),
 #        BASE_SPEC (default examples/moe-bench.toml), SKIP_BUILD=1 (use BUILD_DIR
 #        as it is: for a rehearsal of the script on a CPU machine)
@@ -28,7 +28,7 @@ cd "$(dirname "$0")/../.."
 REPO=$PWD
 NGPU=${1:-2}
 STEPS=${STEPS:-60}
-KILL_STEPS=${KILL_STEPS:-25}
+KILL_STEPS=${KILL_STEPS:-15}
 WARMUP=${WARMUP:-10}
 # The baseline runs before and after the controller runs (their mean is the
 # reference), so that a drift of the machine does not pass for a cost.
@@ -64,7 +64,7 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_WITH_CU
   -DCMAKE_PREFIX_PATH="$torch_prefix;$PREFIX/usr" >"$WORK/cmake.log" 2>&1 ||
   { tail -40 "$WORK/cmake.log"; die "cmake failed ($WORK/cmake.log)"; }
 t0=$SECONDS
-ninja -C "$BUILD_DIR" -j "$(nproc)" trellis trellis-controller trellis-worker trellis-train \
+ninja -C "$BUILD_DIR" -j "$(nproc)" trellis trellis-controller trellis-worker trellis-rank trellis-train \
   trellis-corpus >"$WORK/build.log" 2>&1 ||
   { grep -E "error|Error" -A5 "$WORK/build.log" | head -80; die "build failed ($WORK/build.log)"; }
 log "built in $((SECONDS - t0)) s"
@@ -103,9 +103,10 @@ spec() {
   cat >>"$path" <<EOF
 
 [checkpoint]
-# Only the kill run saves (moe-bench's state is tens of GB): every 10 steps.
+# Only the kill run saves (moe-bench's state is tens of GB), at step 10.
 every_steps = $([ "$name" = kill ] && echo 10 || echo 0)
 keep = 1
+at_end = false
 
 [restart]
 max_restarts = 2
@@ -195,7 +196,7 @@ run_controller() {
       [ $SECONDS -lt $deadline ] || { echo "kill: no step-10 checkpoint in 300 s"; break; }
       sleep 0.2
     done
-    victim=$(pgrep -f "trellis-worker rank --run-dir $run_dir" | head -1)
+    victim=$(pgrep -f "trellis-rank --run-dir $run_dir" | head -1)
     if [ -n "$victim" ]; then
       kill -KILL "$victim"
       echo "$(date +%s.%N) $victim $(tr '\0' ' ' <"/proc/$victim/cmdline" 2>/dev/null)" >"$WORK/$name/killed"

@@ -95,6 +95,7 @@ TrainerSpec ParseTrainerSections(const toml::table& root, FieldErrors* errors) {
     TableReader r(root["checkpoint"].as_table(), "checkpoint", errors);
     r.Int("every_steps", &s.checkpoint.every_steps, 0, int64_t{1} << 40);
     r.Int("keep", &s.checkpoint.keep, 1, 1000);
+    r.Bool("at_end", &s.checkpoint.at_end);
     r.Finish();
   }
   return s;

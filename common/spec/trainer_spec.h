@@ -74,6 +74,9 @@ struct TrainingSpec {
 struct CheckpointSpec {
   int64_t every_steps = 0;  // 0: only at the end
   int keep = 2;
+  // A checkpoint when the last step is done (the run's result). false: none,
+  // for benchmark runs whose model is thrown away (moe-bench's is ~30 GB).
+  bool at_end = true;
 };
 
 struct TrainerSpec {

@@ -74,6 +74,8 @@ router_bias_rate = 0.001
 dtype = "bfloat16"
 device = "cpu"
 grad_clip = 0
+[checkpoint]
+at_end = false
 )");
   FieldErrors errors;
   TrainerSpec s = ParseTrainerSections(root, &errors);
@@ -88,6 +90,7 @@ grad_clip = 0
   EXPECT_DOUBLE_EQ(s.training.aux_loss_coef, 0);
   EXPECT_DOUBLE_EQ(s.training.router_bias_rate, 0.001);
   EXPECT_EQ(s.training.dtype, "bfloat16");
+  EXPECT_FALSE(s.checkpoint.at_end);
   EXPECT_EQ(s.training.device, "cpu");
   EXPECT_DOUBLE_EQ(s.training.grad_clip, 0);
 }

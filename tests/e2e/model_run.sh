@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A [model] run on 2 nodes x 2 ranks: trellis-worker hosts trainer_core in
+# A [model] run on 2 nodes x 2 ranks: trellis-rank hosts trainer_core in
 # each rank. One rank is SIGKILLed after the first checkpoint; the controller
 # restarts the run, the new attempt resumes from that checkpoint and the run
 # SUCCEEDS with every step's records at the controller and a falling loss.
@@ -26,7 +26,7 @@ until [ -f "$run_dir/checkpoints/step-00000010/manifest.json" ]; do
   [ $SECONDS -lt $deadline ] || fail "no checkpoint at step 10 within 180 s"
   sleep 0.2
 done
-victim=$(pgrep -f "trellis-worker rank --run-dir $run_dir" | head -1)
+victim=$(pgrep -f "trellis-rank --run-dir $run_dir" | head -1)
 [ -n "$victim" ] || fail "no rank process found for $run_dir"
 kill -KILL "$victim"
 log "killed rank process $victim after the step-10 checkpoint"

@@ -3,6 +3,7 @@
 #include "worker/app/agent.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -76,9 +77,16 @@ void SetNumaBinding(RankLayoutInput* layout) {
 
 // Generic mode runs the spec's command; [model] mode runs this binary's
 // `rank` subcommand, which hosts trainer_core.
+// trellis-rank, installed beside trellis-worker when it was built with LibTorch.
+std::string RankBinary(const AgentArgs& args) {
+  if (!args.rank_binary.empty()) return args.rank_binary;
+  const std::string self = SelfExecutable();
+  return self.substr(0, self.rfind('/') + 1) + "trellis-rank";
+}
+
 std::vector<std::string> RankArgv(const spec::RunSpec& spec, const AgentArgs& args) {
   if (!spec.has_model) return spec.job.command;
-  return {SelfExecutable(), "rank", "--run-dir", args.run_dir};
+  return {RankBinary(args), "--run-dir", args.run_dir};
 }
 
 int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision& go,
@@ -182,9 +190,11 @@ int RunAgent(const AgentArgs& args) {
     spdlog::error("{}", std::string(spec.status().message()));
     return kExitUsage;
   }
-  if (spec->has_model && !args.hosts_trainer) {
-    spdlog::error("this is a [model] run, but this trellis-worker was built without trainer_core "
-                  "(LibTorch not found at build time); rebuild it with LibTorch");
+  if (spec->has_model && ::access(RankBinary(args).c_str(), X_OK) != 0) {
+    spdlog::error("this is a [model] run, but {} is missing or not executable: build Trellis "
+                  "with LibTorch (trellis-rank is built only then) and install it beside "
+                  "trellis-worker",
+                  RankBinary(args));
     return kExitUsage;
   }
   auto id = LoadIdentity(args.id);

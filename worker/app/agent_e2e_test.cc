@@ -320,7 +320,7 @@ TEST_F(AgentE2eTest, AbortAndStandby) {
 }
 
 #ifdef TRELLIS_WORKER_HOSTS_TRAINER
-// A [model] run: the agent starts `trellis-worker rank` for its 2 ranks, which
+// A [model] run: the agent starts trellis-rank for its 2 ranks, which
 // rendezvous, train a tiny MoE for 3 steps, stream their step records and
 // checkpoint at the end.
 TEST_F(AgentE2eTest, ModelRunTrainsInTheRanksAndStreamsSteps) {
@@ -362,28 +362,31 @@ TEST_F(AgentE2eTest, ModelRunTrainsInTheRanksAndStreamsSteps) {
 TEST_F(AgentE2eTest, ModelRankNamesAMissingCorpus) {
   std::ofstream(run_dir_ + "/spec.toml")
       << "[job]\nname = 'm'\n[model]\nlayers = 1\n[training]\ndata = '/nonexistent.corpus'\n";
-  auto r = RunCommand({TRELLIS_WORKER_BINARY, "rank", "--run-dir", run_dir_}, CommandOptions{});
+  auto r = RunCommand({TRELLIS_RANK_BINARY, "--run-dir", run_dir_}, CommandOptions{});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->exit_code, 1);
   EXPECT_NE(r->err.find("/nonexistent.corpus"), std::string::npos) << r->err;
 }
-#else
-TEST_F(AgentE2eTest, ModelSpecIsRefusedWithoutTrainerCore) {
-  WriteSpec("", /*model=*/true);
-  CommandResult r = RunAgent();
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("built without trainer_core"), std::string::npos) << r.err;
-  std::lock_guard<std::mutex> l(service_.mu);
-  EXPECT_TRUE(service_.registers.empty());
-}
-#endif
 
 TEST_F(AgentE2eTest, RankRefusesAGenericSpec) {
   WriteSpec("");
-  auto r = RunCommand({TRELLIS_WORKER_BINARY, "rank", "--run-dir", run_dir_}, CommandOptions{});
+  auto r = RunCommand({TRELLIS_RANK_BINARY, "--run-dir", run_dir_}, CommandOptions{});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->exit_code, 2);
   EXPECT_NE(r->err.find("has no [model] section"), std::string::npos) << r->err;
+}
+#endif
+
+// A [model] run on a worker without trellis-rank (built without LibTorch, or
+// not installed beside it) is refused before it registers.
+TEST_F(AgentE2eTest, ModelSpecIsRefusedWithoutTheRankBinary) {
+  WriteSpec("", /*model=*/true);
+  CommandResult r = RunAgent({"--rank-binary", dir_ + "/no-such/trellis-rank"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no-such/trellis-rank is missing or not executable"), std::string::npos)
+      << r.err;
+  std::lock_guard<std::mutex> l(service_.mu);
+  EXPECT_TRUE(service_.registers.empty());
 }
 
 CommandResult RunNext(std::vector<std::string> argv, const std::string& code,

@@ -36,7 +36,8 @@ struct AgentArgs {
   std::string sysfs_root;          // empty: $TRELLIS_SYSFS_ROOT, else /sys
   double touch_probe_gib = 8;      // gate.touch_probe: bytes touched per socket, at most
   Seconds touch_probe_budget{20};  // gate.touch_probe: for all sockets together
-  bool hosts_trainer = false;      // this binary can run [model] ranks (`rank`)
+  // [model] ranks run this program (default: trellis-rank beside trellis-worker).
+  std::string rank_binary;
 };
 
 // Bounds of the touch probe flags: it runs before Register, so the gate waits on it.
