@@ -19,7 +19,7 @@
 #   bench/gpu/e2e.sh [NGPU]        (default: 2)
 #   env: OUT_DIR (default bench/results), WORK (default a temp dir),
 #        BUILD_DIR (default build-gpu-e2e), STEPS (default 60), WARMUP (10),
-#        KILL_STEPS (the kill run's steps, default 15),
+#        KILL_STEPS (the kill run's steps, default 15), KILL_LAYERS (its layers, default 2),
 #        RUNS (default "alone ctas16 ctas_default kill alone2"),
 #        BASE_SPEC (default examples/moe-bench.toml), SKIP_BUILD=1 (use BUILD_DIR
 #        as it is: for a rehearsal of the script on a CPU machine)
@@ -29,6 +29,7 @@ REPO=$PWD
 NGPU=${1:-2}
 STEPS=${STEPS:-60}
 KILL_STEPS=${KILL_STEPS:-15}
+KILL_LAYERS=${KILL_LAYERS:-2}
 WARMUP=${WARMUP:-10}
 # The baseline runs before and after the controller runs (their mean is the
 # reference), so that a drift of the machine does not pass for a cost.
@@ -93,11 +94,14 @@ vocab=$(sed -n 's/^vocab = \([0-9]*\).*/\1/p' "$BASE_SPEC")
 # spec NAME [env lines...] -> path: moe-bench on NGPU nodes x 1 GPU.
 spec() {
   local name=$1 path="$WORK/$1.toml"; shift
-  local steps=$STEPS
-  [ "$name" = kill ] && steps=$KILL_STEPS
+  local steps=$STEPS layers=
+  # The kill run: moe-bench with KILL_LAYERS layers (its checkpoint, written
+  # and read back, is then a quarter of the full model's ~30 GB).
+  [ "$name" = kill ] && steps=$KILL_STEPS layers=$KILL_LAYERS
   sed -e "s/^name = .*/name = \"e2e-${name//_/-}\"/" -e "s/^nodes = .*/nodes = $NGPU/" \
       -e "s/^global_batch = .*/global_batch = $((2 * NGPU))/" -e "s/^steps = .*/steps = $steps/" \
       -e "s|^data = .*|data = \"$WORK/data.corpus\"|" -e "/^\[checkpoint\]/,/^keep/d" \
+      -e "${layers:+s/^layers = .*/layers = $layers/}" \
       "$BASE_SPEC" >"$path"
   grep -q '^gpus_per_node' "$path" || sed -i 's/^\[slurm\]$/[slurm]\ngpus_per_node = 1/' "$path"
   cat >>"$path" <<EOF
