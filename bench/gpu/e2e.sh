@@ -12,7 +12,8 @@
 #   kill          through the controller, a rank SIGKILLed after the step-10
 #                 checkpoint: the run restarts and resumes from it
 #
-# It writes OUT_DIR/gpu-e2e-<date>.{md,json} (bench/gpu/e2e_summary.py) and
+# It writes OUT_DIR/gpu-e2e-<date>.{md,json} (gpu-e2e-<N>gpu-<date> for N != 2;
+# bench/gpu/e2e_summary.py) and
 # the logs under WORK. Needs .third_party from deploy/gpu/stage-prefix.sh
 # (carry it); see bench/gpu/README.md.
 #
@@ -237,6 +238,8 @@ for r in $RUNS; do
 done
 
 log "summary"
-python3 bench/gpu/e2e_summary.py "$WORK" "$OUT_DIR/gpu-e2e-$(date -u +%Y-%m-%d)" \
+# gpu-e2e-<date> for the 2-GPU run the results cite, gpu-e2e-<N>gpu-<date> otherwise.
+name=gpu-e2e-$([ "$NGPU" = 2 ] || echo "${NGPU}gpu-")$(date -u +%Y-%m-%d)
+python3 bench/gpu/e2e_summary.py "$WORK" "$OUT_DIR/$name" \
   "bench/gpu/e2e.sh $NGPU (STEPS=$STEPS WARMUP=$WARMUP)" "$NGPU" "$WARMUP" "$RUNS" || status=1
 exit $status

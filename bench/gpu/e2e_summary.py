@@ -165,7 +165,7 @@ def main():
     result["controller_cost"] = (1 - via / base) if base and via else None
     json.dump(result, open(prefix + ".json", "w"), indent=1, sort_keys=True)
 
-    md = [f"# The production path on {ngpu} GPUs: controller, Slurm, workers ({result['date'][:10]})", "",
+    md = [f"# The production path on {ngpu} GPU{'s' if ngpu > 1 else ''}: controller, Slurm, workers ({result['date'][:10]})", "",
           f"Command: `{command}` (one call on the GPU machine; the packages it needs were staged with "
           "`deploy/gpu/stage-prefix.sh`).", "", "## Host", "", "```"] + result["host"] + ["```", ""]
     md += ["## Throughput: through the controller vs trellis-train alone", "",
