@@ -21,6 +21,7 @@
 #   env: OUT_DIR (default bench/results), WORK (default a temp dir),
 #        BUILD_DIR (default build-gpu-e2e), STEPS (default 60), WARMUP (10),
 #        KILL_STEPS (the kill run's steps, default 15), KILL_LAYERS (its layers, default 2),
+#        RUN_TIMEOUT_S (a controller run not ended by then is cancelled; default 300),
 #        RUNS (default "alone ctas16 ctas_default kill alone2"),
 #        BASE_SPEC (default examples/moe-bench.toml), SKIP_BUILD=1 (use BUILD_DIR
 #        as it is: for a rehearsal of the script on a CPU machine)
@@ -31,6 +32,7 @@ NGPU=${1:-2}
 STEPS=${STEPS:-60}
 KILL_STEPS=${KILL_STEPS:-15}
 KILL_LAYERS=${KILL_LAYERS:-2}
+RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-300}
 WARMUP=${WARMUP:-10}
 # The baseline runs before and after the controller runs (their mean is the
 # reference), so that a drift of the machine does not pass for a cost.
@@ -208,8 +210,16 @@ run_controller() {
       log "kill: SIGKILLed rank process $victim after the step-10 checkpoint"
     fi
   fi
-  # The text view a user watches (its exit status is the run's outcome).
-  trellis watch "$id" >"$WORK/$name/watch.txt" 2>&1 || rc=1
+  # The text view a user watches (its exit status is the run's outcome). A run
+  # that has not ended after RUN_TIMEOUT_S is cancelled, so that one stuck run
+  # does not use up the machine's time.
+  timeout "$RUN_TIMEOUT_S" "$BIN/trellis" watch "$id" >"$WORK/$name/watch.txt" 2>&1 || rc=$?
+  if [ "$rc" = 124 ]; then
+    echo "$name: not ended after $RUN_TIMEOUT_S s: cancelling $id"
+    trellis cancel "$id" >/dev/null 2>&1
+    sleep 2
+  fi
+  kill "$json_watch" 2>/dev/null
   wait "$json_watch"
   trellis show "$id" >"$WORK/$name/show.txt" 2>&1
   trellis show --json "$id" >"$WORK/$name/show.json" 2>&1
@@ -217,6 +227,7 @@ run_controller() {
   trellis gate-report --json "$id" >"$WORK/$name/gate.json" 2>&1
   run_dir=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_dir"])' "$WORK/$name/show.json")
   cp -r "$run_dir"/attempt-* "$WORK/$name/" 2>/dev/null
+  cp "$run_dir"/checkpoints/nccl-rank*.log "$WORK/$name/" 2>/dev/null
   rm -rf "$run_dir/checkpoints"  # tens of GB each
   tail -n 3 "$WORK/$name/watch.txt"
   return $rc
