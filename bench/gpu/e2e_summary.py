@@ -183,6 +183,9 @@ def main():
                   f"{', '.join(fmt(x.get('nccl_ctas')) for x in ranks)} | "
                   f"{', '.join(fmt(x.get('alloc_retries')) for x in ranks)} | "
                   f"{', '.join(fmt(x.get('reserved_peak_gib'), '{:.1f}') for x in ranks)} |")
+    if ngpu == 1:
+        md += ["", "One GPU: a world of one rank builds no NCCL communicator, so there are no NCCL CTAs "
+               "to report and `ctas_default` is not run; the 2-GPU run has them."]
     c = result["controller_cost"]
     md += ["", f"Cost of the controller path (ctas16) vs alone (mean of {len(bases)} baseline runs, "
            f"{fmt(base)} tokens/s per GPU): {fmt(c * 100 if c is not None else None, '{:.2f}')}% "
