@@ -75,15 +75,15 @@ void SetNumaBinding(RankLayoutInput* layout) {
                  sockets->size());
 }
 
-// Generic mode runs the spec's command; [model] mode runs this binary's
-// `rank` subcommand, which hosts trainer_core.
-// trellis-rank, installed beside trellis-worker when it was built with LibTorch.
+// [model] ranks run trellis-rank, installed beside trellis-worker when Trellis
+// was built with LibTorch (it hosts trainer_core; this process never loads it).
 std::string RankBinary(const AgentArgs& args) {
   if (!args.rank_binary.empty()) return args.rank_binary;
   const std::string self = SelfExecutable();
   return self.substr(0, self.rfind('/') + 1) + "trellis-rank";
 }
 
+// Generic mode runs the spec's command; [model] mode runs trellis-rank.
 std::vector<std::string> RankArgv(const spec::RunSpec& spec, const AgentArgs& args) {
   if (!spec.has_model) return spec.job.command;
   return {RankBinary(args), "--run-dir", args.run_dir};
