@@ -1,0 +1,176 @@
+#pragma once
+// Test fixtures of the controller over real gRPC with FakeSlurmClient:
+// ControllerTest (a controller, its services and stubs) and GateTest (workers
+// registering with memory probes). Shared by controller_test.cc and
+// controller_ranks_test.cc.
+
+#include "controller/app/controller.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <map>
+#include <mutex>
+#include <thread>
+#include "common/version.h"
+#include "controller/core/gate_policy.h"
+#include "controller/app/sbatch_template.h"
+#include "controller/rpc/agent_service.h"
+#include "controller/rpc/controller_service.h"
+#include "controller/slurm/fake_slurm_client.h"
+
+namespace trellis::controller {
+
+namespace fs = std::filesystem;
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("controller_test_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    slurm_ = std::make_shared<FakeSlurmClient>();
+    for (int i = 1; i <= 3; ++i) slurm_->nodes.push_back({"node" + std::to_string(i), "idle"});
+    ControllerConfig config;
+    config.output_root = (dir_ / "out").string();
+    config.worker_bin = "/opt/trellis/bin/trellis-worker";
+    config.sbatch_template = kSbatchTemplate;
+    config.schedule_interval = std::chrono::milliseconds(20);
+    config.reconcile_interval = std::chrono::milliseconds(50);
+    config.can_drain = can_drain_;
+    auto store = Store::Open((dir_ / "t.db").string());
+    ASSERT_TRUE(store.ok());
+    controller_ = std::make_unique<Controller>(config, std::move(*store), slurm_, &clock_);
+    users_ = std::make_unique<ControllerServiceImpl>(controller_.get());
+    agents_ = std::make_unique<AgentServiceImpl>(controller_.get());
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(users_.get());
+    b.RegisterService(agents_.get());
+    server_ = b.BuildAndStart();
+    controller_->SetAdvertiseAddress("127.0.0.1:" + std::to_string(port));
+    controller_->Start();
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                       grpc::InsecureChannelCredentials());
+    user_stub_ = v1::ControllerService::NewStub(channel);
+    agent_stub_ = v1::AgentService::NewStub(channel);
+  }
+  void TearDown() override {
+    controller_->BeginShutdown();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    controller_->Stop();
+    fs::remove_all(dir_);
+  }
+
+  grpc::Status Submit(const std::string& spec, v1::SubmitRunResponse* resp, bool dry = false) {
+    grpc::ClientContext ctx;
+    v1::SubmitRunRequest req;
+    req.set_spec_toml(spec);
+    req.set_dry_run(dry);
+    return user_stub_->SubmitRun(&ctx, req, resp);
+  }
+  v1::Run Get(const std::string& id) {
+    grpc::ClientContext ctx;
+    v1::GetRunRequest req;
+    req.set_run_id(id);
+    v1::Run run;
+    EXPECT_TRUE(user_stub_->GetRun(&ctx, req, &run).ok());
+    return run;
+  }
+  // Waits (bounded) until the run reaches `state`.
+  v1::Run WaitFor(const std::string& id, v1::RunState state) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    v1::Run run;
+    while (std::chrono::steady_clock::now() < deadline) {
+      run = Get(id);
+      if (run.summary().state() == state) return run;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "run " << id << " never reached " << v1::RunState_Name(state) << "; it is "
+                  << v1::RunState_Name(run.summary().state()) << ": "
+                  << run.summary().state_reason();
+    return run;
+  }
+  v1::WorkerIdentity Identity(const std::string& run_id, const std::string& node) {
+    v1::WorkerIdentity id;
+    id.set_run_id(run_id);
+    id.set_attempt(1);
+    id.set_launch(1);
+    id.set_node(node);
+    std::ifstream in(Get(run_id).run_dir() + "/attempt-1/secret");
+    std::string secret;
+    in >> secret;
+    id.set_secret(secret);
+    return id;
+  }
+
+  bool can_drain_ = false;  // set by a subclass's constructor
+  fs::path dir_;
+  FakeClock clock_;
+  std::shared_ptr<FakeSlurmClient> slurm_;
+  std::unique_ptr<Controller> controller_;
+  std::unique_ptr<ControllerServiceImpl> users_;
+  std::unique_ptr<AgentServiceImpl> agents_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::ControllerService::Stub> user_stub_;
+  std::unique_ptr<v1::AgentService::Stub> agent_stub_;
+};
+
+inline void AddSocket(v1::NodeProbe* probe, double free_gib, double unattributed_gib) {
+  auto* s = probe->add_sockets();
+  s->set_numa_node(probe->sockets_size() - 1);
+  s->set_cpulist("0-71");
+  s->set_total_bytes(static_cast<int64_t>(119.7 * kGiB));
+  s->set_free_bytes(static_cast<int64_t>(free_gib * kGiB));
+  s->set_unattributed_bytes(static_cast<int64_t>(unattributed_gib * kGiB));
+}
+
+inline const char* kSpec = R"(
+[job]
+name = "hello"
+command = "echo hi"
+[slurm]
+nodes = 2
+ranks_per_node = 2
+)";
+
+class GateTest : public ControllerTest {
+ protected:
+  // Registers every node of hello-1's attempt 1 at once; node3 is short.
+  std::map<std::string, v1::GateDecision> RegisterAll(const std::string& run_id,
+                                                      std::vector<std::string> nodes) {
+    std::map<std::string, v1::GateDecision> out;
+    std::mutex mu;
+    std::vector<std::thread> workers;
+    for (const auto& node : nodes) {
+      workers.emplace_back([&, node] {
+        grpc::ClientContext ctx;
+        v1::RegisterRequest req;
+        *req.mutable_id() = Identity(run_id, node);
+        req.set_version(kVersion);
+        req.set_hostname("host-" + node);
+        AddSocket(req.mutable_probe(), 108.0, 8.0);
+        AddSocket(req.mutable_probe(), node == "node3" ? 72.7 : 106.0, node == "node3" ? 39.9 : 9.0);
+        v1::GateDecision d;
+        EXPECT_TRUE(agent_stub_->Register(&ctx, req, &d).ok());
+        std::lock_guard<std::mutex> l(mu);
+        out[node] = d;
+      });
+    }
+    for (auto& t : workers) t.join();
+    return out;
+  }
+  v1::ListNodesResponse Nodes() {
+    grpc::ClientContext ctx;
+    v1::ListNodesResponse resp;
+    EXPECT_TRUE(user_stub_->ListNodes(&ctx, v1::ListNodesRequest(), &resp).ok());
+    return resp;
+  }
+};
+
+}  // namespace trellis::controller
