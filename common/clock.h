@@ -1,27 +1,75 @@
 #pragma once
 // Time as an injected dependency: pure decisions take `now`; the shells ask a
-// Clock, and tests use FakeClock.
+// Clock, and tests use FakeClock. Timers live on the clock too, so that a
+// test drives timeouts and backoffs by advancing fake time, in no real time.
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <thread>
 
 namespace trellis {
 
 using WallTime = std::chrono::system_clock::time_point;
 using SteadyTime = std::chrono::steady_clock::time_point;
+using TimerId = uint64_t;
 
 class Clock {
  public:
   virtual ~Clock() = default;
   virtual WallTime Now() const = 0;
   virtual SteadyTime SteadyNow() const = 0;
+  // Calls `fn` once, `after` from now on the steady clock, on a thread of the
+  // clock's own (callers post to their loop). Never calls it inline.
+  virtual TimerId ScheduleAfter(std::chrono::nanoseconds after, std::function<void()> fn) = 0;
+  // The timer will not fire; returns once a call of it in progress has ended.
+  virtual void Cancel(TimerId id) = 0;
+};
+
+// Timers due at a steady time, fired in order (SystemClock and FakeClock).
+class TimerQueue {
+ public:
+  TimerId Add(SteadyTime due, std::function<void()> fn);
+  void Cancel(TimerId id);
+  // Removes and returns the earliest timer due at or before `now`, if any;
+  // it then counts as firing until Fired().
+  std::function<void()> TakeDue(SteadyTime now);
+  void Fired();
+  std::optional<SteadyTime> NextDue() const;
+  int Size() const;
+  // Real time: blocks until a timer is due and takes it (as TakeDue), or
+  // returns nullptr once Stop() was called.
+  std::function<void()> WaitTake();
+  void Stop();
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::multimap<SteadyTime, std::pair<TimerId, std::function<void()>>> due_;
+  TimerId next_id_ = 1;
+  TimerId firing_ = 0;
+  std::thread::id firing_thread_;
+  bool stopping_ = false;
 };
 
 class SystemClock : public Clock {
  public:
+  SystemClock() = default;
+  ~SystemClock() override;
   WallTime Now() const override { return std::chrono::system_clock::now(); }
   SteadyTime SteadyNow() const override { return std::chrono::steady_clock::now(); }
+  // The first call starts the clock's timer thread.
+  TimerId ScheduleAfter(std::chrono::nanoseconds after, std::function<void()> fn) override;
+  void Cancel(TimerId id) override;
+
+ private:
+  TimerQueue timers_;
+  std::once_flag started_;
+  std::thread thread_;
 };
 
 class FakeClock : public Clock {
@@ -36,16 +84,18 @@ class FakeClock : public Clock {
     std::lock_guard<std::mutex> l(mu_);
     return steady_;
   }
-  void Advance(std::chrono::nanoseconds d) {
-    std::lock_guard<std::mutex> l(mu_);
-    wall_ += std::chrono::duration_cast<WallTime::duration>(d);
-    steady_ += d;
-  }
+  TimerId ScheduleAfter(std::chrono::nanoseconds after, std::function<void()> fn) override;
+  void Cancel(TimerId id) override { timers_.Cancel(id); }
+  // Moves time forward, firing the timers that fall due on the way, in order,
+  // on the calling thread, each with the clock showing its due time.
+  void Advance(std::chrono::nanoseconds d);
+  int PendingTimers() const;
 
  private:
   mutable std::mutex mu_;
   WallTime wall_;
   SteadyTime steady_{};
+  TimerQueue timers_;
 };
 
 inline int64_t ToUnixMillis(WallTime t) {

@@ -1,48 +1,28 @@
 #include "controller/app/controller.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <future>
 
 #include "common/log.h"
 #include "common/status.h"
-#include "controller/core/batch_script.h"
 
 namespace trellis::controller {
 
 namespace asio = boost::asio;
 
-namespace {
-
-// The ranks start in the run directory on other hosts, so the corpus must
-// be named by an absolute path on the shared file system, and it must be
-// readable here (the login node sees the same file system).
-absl::Status CheckTrainingData(const std::string& path) {
-  if (path.empty())
-    return absl::InvalidArgumentError(
-        "training.data: a [model] run needs a corpus (a file written by trellis-corpus)");
-  if (path.front() != '/')
-    return absl::InvalidArgumentError("training.data: must be an absolute path (ranks start in "
-                                      "the run directory), got \"" + path + "\"");
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), R_OK) != 0)
-    return absl::InvalidArgumentError("training.data: " + path +
-                                      " is not a readable file on the controller's host");
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
-                       std::shared_ptr<SlurmClient> slurm, const Clock* clock)
+                       std::shared_ptr<SlurmClient> slurm, Clock* clock)
     : config_(std::move(config)),
       store_(std::move(store)),
       slurm_(std::move(slurm)),
       clock_(clock),
+      ctx_{config_, *store_, *clock_},
       work_(asio::make_work_guard(io_)),
       schedule_timer_(io_),
-      reconcile_timer_(io_) {}
+      reconcile_timer_(io_),
+      scheduler_(ctx_),
+      launches_(ctx_, [this](std::function<Effects()> work) { OnLoop(std::move(work)); }),
+      reconciler_(ctx_),
+      health_(ctx_) {}
 
 Controller::~Controller() { Stop(); }
 
@@ -51,9 +31,10 @@ void Controller::Start() {
   asio::post(io_, [this] {
     // Settle what finished or vanished while the controller was down before
     // accepting new work for those runs.
-    ReconcileTick(/*startup=*/true);
-    ArmTimer(schedule_timer_, config_.schedule_interval, &Controller::ScheduleTick);
-    ArmTimer(reconcile_timer_, config_.reconcile_interval, &Controller::ReconcileTimerTick);
+    Apply(reconciler_.Tick(/*startup=*/true));
+    ArmTimer(schedule_timer_, config_.schedule_interval, [this] { return scheduler_.Tick(); });
+    ArmTimer(reconcile_timer_, config_.reconcile_interval,
+             [this] { return reconciler_.Tick(/*startup=*/false); });
   });
 }
 
@@ -64,12 +45,7 @@ void Controller::BeginShutdown() {
     stopped_ = true;
     schedule_timer_.cancel();
     reconcile_timer_.cancel();
-    for (auto& [key, launch] : launches_) {
-      if (launch.gate_timer) launch.gate_timer->cancel();
-      for (auto& w : launch.waiting)
-        w.reply(absl::UnavailableError("the controller is shutting down; register again"));
-      launch.waiting.clear();
-    }
+    launches_.Shutdown();
     watchers_.EndAll();
     done.set_value();
   });
@@ -87,48 +63,89 @@ void Controller::Stop() {
 }
 
 void Controller::ArmTimer(asio::steady_timer& timer, std::chrono::milliseconds every,
-                          void (Controller::*tick)()) {
+                          std::function<Effects()> tick) {
   timer.expires_after(every);
   timer.async_wait([this, &timer, every, tick](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
-    (this->*tick)();
+    Apply(tick());
     ArmTimer(timer, every, tick);
   });
 }
 
+void Controller::OnLoop(std::function<Effects()> work) {
+  asio::post(io_, [this, work = std::move(work)] {
+    if (!stopped_) Apply(work());
+  });
+}
+
+void Controller::Apply(Effects fx) {
+  for (const auto& w : fx.writes) {
+    absl::Status st = w.write(*store_);
+    if (!st.ok()) spdlog::error("{}: not stored: {}", w.what, std::string(st.message()));
+  }
+  for (auto& t : fx.transitions) {
+    absl::Status st = ApplyTransition(t);
+    if (t.then) Apply(t.then(st));
+  }
+  for (const auto& [run_id, why] : fx.aborted_runs) launches_.AbortRun(run_id, why);
+  for (const auto& end : fx.ended_attempts) Apply(scheduler_.EndAttempt(end));
+  for (const auto& s : fx.strikes) ApplyStrike(s);
+  for (auto& call : fx.slurm) RunOnSlurm(std::move(call));
+  for (auto& reply : fx.replies) reply();
+  if (fx.schedule_now && !stopped_) Apply(scheduler_.Tick());
+}
+
+absl::Status Controller::ApplyTransition(const TransitionEffect& t) {
+  auto before = store_->GetRun(t.run_id);
+  if (!before.ok()) {
+    spdlog::error("run {}: -> {} not stored: {}", t.run_id, StateName(t.to),
+                  std::string(before.status().message()));
+    return before.status();
+  }
+  WallTime now = clock_->Now();
+  absl::Status st = store_->Transition(t.run_id, t.to, t.reason, t.evidence_json, now, t.also);
+  if (!st.ok()) {
+    spdlog::warn("run {}: {} -> {} refused: {}", t.run_id, StateName(before->state),
+                 StateName(t.to), std::string(st.message()));
+    return st;
+  }
+  spdlog::info("run {}: {} -> {}: {}", t.run_id, StateName(before->state), StateName(t.to),
+               t.reason);
+  if (IsTerminal(t.to)) health_.RunEnded(t.run_id);
+  watchers_.Transition(t.run_id, EventRecord{now, before->state, t.to, t.reason, t.evidence_json});
+  return absl::OkStatus();
+}
+
+void Controller::RunOnSlurm(SlurmCall call) {
+  asio::post(slurm_pool_, [this, call = std::move(call)] {
+    std::function<Effects()> then = call(*slurm_);
+    // Results are applied even while stopping: an sbatch that went through
+    // must be recorded (or cancelled).
+    asio::post(io_, [this, then = std::move(then)] { Apply(then()); });
+  });
+}
+
+absl::StatusOr<RunView> Controller::BuildView(const RunRecord& run, int steps) {
+  RunView v;
+  v.run = run;
+  ASSIGN_OR_RETURN(v.attempts, store_->Attempts(run.run_id));
+  ASSIGN_OR_RETURN(v.events, store_->Events(run.run_id));
+  ASSIGN_OR_RETURN(v.recent_steps, store_->RecentSteps(run.run_id, steps));
+  if (!v.recent_steps.empty()) {
+    const StepRow& last = v.recent_steps.back();
+    v.last_step = last.step;
+    v.last_loss = last.ranks > 0 ? last.loss_sum / last.ranks : 0;
+  }
+  return v;
+}
+
+// --- users ---
+
 void Controller::SubmitRun(std::string spec_toml, bool dry_run, std::string user,
                            Reply<SubmitResult> reply) {
   asio::post(io_, [this, spec_toml = std::move(spec_toml), dry_run, user = std::move(user),
-                   reply = std::move(reply)]() mutable {
-    spec::FieldErrors errors;
-    auto spec = spec::ParseRunSpec(spec_toml, &errors);
-    if (!spec) return reply(absl::InvalidArgumentError(spec::JoinErrors(errors)));
-    if (spec->has_model) {
-      if (absl::Status st = CheckTrainingData(spec->trainer.training.data); !st.ok())
-        return reply(st);
-    }
-    if (spec->slurm.partition.empty()) spec->slurm.partition = config_.default_partition;
-    if (dry_run) {
-      // Show exactly what would be submitted for the run's first attempt.
-      auto runs = store_->ListRuns(1, false);
-      int64_t next = runs.ok() && !runs->empty() ? runs->front().seq + 1 : 1;
-      std::string run_id = spec->job.name + "-" + std::to_string(next);
-      std::string run_dir = RunDirFor(*spec, run_id);
-      AttemptPaths paths{run_id, 1, run_dir, config_.worker_bin, config_.advertise_addr,
-                         run_dir + "/attempt-1/secret"};
-      auto script = RenderBatchScript(config_.sbatch_template, paths);
-      if (!script.ok()) return reply(script.status());
-      return reply(SubmitResult{"", *script, SbatchArgs(*spec, paths, {})});
-    }
-    auto run = store_->CreateRun(spec->job.name, user, spec_toml, spec->slurm.nodes,
-                                 spec->slurm.ranks_per_node,
-                                 [&](const std::string& id) { return RunDirFor(*spec, id); },
-                                 clock_->Now());
-    if (!run.ok()) return reply(run.status());
-    spdlog::info("run {} queued by {}: {} node(s) x {} rank(s)", run->run_id, user,
-                 spec->slurm.nodes, spec->slurm.ranks_per_node);
-    reply(SubmitResult{run->run_id, "", {}});
-    ScheduleTick();
+                   reply = std::move(reply)] {
+    Apply(scheduler_.Submit(spec_toml, dry_run, user, reply));
   });
 }
 
@@ -137,8 +154,7 @@ void Controller::GetRun(std::string run_id, Reply<RunView> reply, RanksQuery ran
     auto run = store_->GetRun(run_id);
     if (!run.ok()) return reply(run.status());
     auto view = BuildView(*run, 20);
-    if (view.ok() && ranks.include)
-      view->ranks = rank_latest_.Page(run_id, ranks.from, ranks.limit);
+    if (view.ok() && ranks.include) view->ranks = health_.RanksPage(run_id, ranks.from, ranks.limit);
     reply(std::move(view));
   });
 }
@@ -159,41 +175,7 @@ void Controller::ListRuns(int limit, bool active_only, Reply<std::vector<RunView
 
 void Controller::CancelRun(std::string run_id, std::string reason, Reply<RunState> reply) {
   asio::post(io_, [this, run_id = std::move(run_id), reason = std::move(reason),
-                   reply = std::move(reply)]() mutable {
-    auto run = store_->GetRun(run_id);
-    if (!run.ok()) return reply(run.status());
-    if (IsTerminal(run->state)) return reply(run->state);  // idempotent
-    std::string why = reason.empty() ? "cancelled by " + run->user : reason;
-    auto attempt = store_->LatestAttempt(run_id);
-    if (!attempt.ok()) return reply(attempt.status());
-    if (!attempt->has_value() || !(*attempt)->live() || (*attempt)->slurm_job_id.empty())
-      return FinishCancel(run_id, why, std::move(reply));
-    std::string job = (*attempt)->slurm_job_id;
-    asio::post(slurm_pool_, [this, run_id, why, job, reply = std::move(reply)]() mutable {
-      absl::Status st = slurm_->Cancel(job);
-      asio::post(io_, [this, st, run_id, why, reply = std::move(reply)]() mutable {
-        if (!st.ok()) return reply(absl::UnavailableError("scancel failed: " +
-                                                          std::string(st.message())));
-        FinishCancel(run_id, why, std::move(reply));
-      });
-    });
-  });
-}
-
-void Controller::FinishCancel(const std::string& run_id, const std::string& reason,
-                              Reply<RunState> reply) {
-  auto run = store_->GetRun(run_id);
-  if (!run.ok()) return reply(run.status());
-  if (IsTerminal(run->state)) return reply(run->state);
-  auto attempt = store_->LatestAttempt(run_id);
-  absl::Status st = Transition(run_id, RunState::kCancelled, reason, "{}", [&](Store& s) {
-    if (attempt.ok() && attempt->has_value() && (*attempt)->live())
-      return s.EndAttempt(run_id, (*attempt)->attempt, 130, reason, clock_->Now());
-    return absl::OkStatus();
-  });
-  if (!st.ok()) return reply(st);
-  AbortLaunches(run_id, reason);
-  reply(RunState::kCancelled);
+                   reply = std::move(reply)] { Apply(scheduler_.Cancel(run_id, reason, reply)); });
 }
 
 void Controller::Watch(std::string run_id, WatchSink* sink, Reply<RunView> reply) {
@@ -216,6 +198,57 @@ void Controller::Unwatch(std::string run_id, WatchSink* sink, std::function<void
   asio::post(io_, [this, run_id = std::move(run_id), sink, done = std::move(done)] {
     watchers_.Remove(run_id, sink);
     done();
+  });
+}
+
+// --- workers ---
+
+void Controller::Register(WorkerId id, std::string version, std::string hostname,
+                          NodeProbeFigures probe, Reply<GateAnswer> reply) {
+  asio::post(io_, [this, id = std::move(id), version = std::move(version),
+                   hostname = std::move(hostname), probe = std::move(probe),
+                   reply = std::move(reply)] {
+    Apply(launches_.Register(id, version, hostname, probe, reply));
+  });
+}
+
+void Controller::AuthenticateWorker(WorkerId id, Reply<bool> reply) {
+  asio::post(io_, [this, id = std::move(id), reply = std::move(reply)] {
+    auto a = launches_.CheckWorker(id);
+    if (!a.ok()) return reply(a.status());
+    reply(true);
+  });
+}
+
+void Controller::RecordStep(WorkerId id, int rank, StepRecord record) {
+  asio::post(io_, [this, id = std::move(id), rank, record] {
+    auto row = health_.RecordStep(id, rank, record);
+    if (!row) return;
+    // Watchers see a step once every rank has reported it (the summary is
+    // then complete); when the world size is unknown (after a controller
+    // restart), every update.
+    int world = launches_.WorldSize(id);
+    if (world == 0 || row->ranks == world) watchers_.Step(id.run_id, *row);
+  });
+}
+
+void Controller::RecordRankExit(WorkerId id, RankExitInfo exit) {
+  asio::post(io_, [this, id = std::move(id), exit = std::move(exit)] {
+    launches_.RecordRankExit(id, exit);
+  });
+}
+
+void Controller::ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int exit_code,
+                            std::string reason, Reply<bool> reply) {
+  asio::post(io_, [this, id = std::move(id), exits = std::move(exits), exit_code,
+                   reason = std::move(reason), reply = std::move(reply)] {
+    Apply(launches_.ReportExit(id, exits, exit_code, reason, reply));
+  });
+}
+
+void Controller::NextLaunch(WorkerId id, int step_exit_code, Reply<NextLaunchAnswer> reply) {
+  asio::post(io_, [this, id = std::move(id), step_exit_code, reply = std::move(reply)] {
+    Apply(launches_.NextLaunch(id, step_exit_code, reply));
   });
 }
 

@@ -14,33 +14,27 @@ bool IsValidNodeName(const std::string& n) {
 }
 }  // namespace
 
-std::vector<std::string> Controller::ExcludedNow() {
-  auto entries = store_->QuarantineEntries();
-  if (!entries.ok()) {
-    spdlog::error("quarantine list unreadable: {}", std::string(entries.status().message()));
-    return {};
+void Controller::ApplyStrike(const StrikeEffect& s) {
+  auto existing = store_->FindQuarantine(s.node);
+  if (!existing.ok()) {
+    spdlog::error("strike of {} not stored: {}", s.node, std::string(existing.status().message()));
+    return;
   }
-  return ExcludedNodes(*entries, clock_->Now(), config_.quarantine);
-}
-
-void Controller::StrikeNode(const std::string& node, const std::string& reason,
-                            const std::string& evidence_json, const std::string& actor,
-                            bool until_released) {
-  auto existing = store_->FindQuarantine(node);
-  if (!existing.ok()) return;
-  QuarantineEntry e = Strike(*existing, node, reason, evidence_json, actor, until_released,
-                             clock_->Now(), config_.quarantine);
+  QuarantineEntry e = Strike(*existing, s.node, s.reason, s.evidence_json, s.actor,
+                             s.until_released, clock_->Now(), config_.quarantine);
   absl::Status st = store_->PutQuarantine(e);
-  if (!st.ok()) return spdlog::error("quarantine of {} not stored: {}", node, std::string(st.message()));
-  spdlog::warn("node {} quarantined (strike {}{}): {}", node, e.strikes,
-               e.expiry ? "" : ", until released", reason);
-  if (config_.can_drain) {
-    asio::post(slurm_pool_, [this, node, reason] {
-      absl::Status drained = slurm_->Drain(node, reason);
-      if (!drained.ok())
-        spdlog::warn("drain of {} failed: {}", node, std::string(drained.message()));
-    });
-  }
+  if (!st.ok())
+    return spdlog::error("quarantine of {} not stored: {}", s.node, std::string(st.message()));
+  spdlog::warn("node {} quarantined (strike {}{}): {}", s.node, e.strikes,
+               e.expiry ? "" : ", until released", s.reason);
+  if (!config_.can_drain) return;
+  RunOnSlurm([node = s.node, reason = s.reason](SlurmClient& slurm) -> std::function<Effects()> {
+    absl::Status drained = slurm.Drain(node, reason);
+    return [drained, node] {
+      if (!drained.ok()) spdlog::warn("drain of {} failed: {}", node, std::string(drained.message()));
+      return Effects{};
+    };
+  });
 }
 
 void Controller::ListNodes(Reply<std::vector<NodeStatusView>> reply) {
@@ -64,11 +58,11 @@ void Controller::QuarantineNode(std::string node, std::string reason, std::strin
       return reply(absl::InvalidArgumentError("node: must match [A-Za-z0-9._-]{1,255}"));
     if (reason.empty() || reason.size() > 1024)
       return reply(absl::InvalidArgumentError("reason: required, at most 1024 characters"));
-    StrikeNode(node, reason, "{}", actor, /*until_released=*/true);
+    ApplyStrike({node, reason, "{}", actor, /*until_released=*/true});
     auto e = store_->FindQuarantine(node);
     if (!e.ok() || !e->has_value()) return reply(absl::InternalError("quarantine not stored"));
     reply(NodeStatusView{**e, HealthAt(**e, clock_->Now(), config_.quarantine)});
-    ScheduleTick();
+    Apply(scheduler_.Tick());
   });
 }
 
@@ -82,7 +76,7 @@ void Controller::ReleaseNode(std::string node, Reply<NodeStatusView> reply) {
     if (!st.ok()) return reply(st);
     spdlog::info("node {} released (on probation, {} strike(s))", node, released.strikes);
     reply(NodeStatusView{released, HealthAt(released, clock_->Now(), config_.quarantine)});
-    ScheduleTick();  // runs waiting for nodes may fit now
+    Apply(scheduler_.Tick());  // runs waiting for nodes may fit now
   });
 }
 

@@ -1,0 +1,108 @@
+#pragma once
+// What a part of the controller decided, as a value. The parts (scheduler,
+// launches, reconciler, run health) share the loop thread and own their
+// state; none writes a transition, strikes a node or calls Slurm itself.
+// Controller::Apply carries the effects out in a fixed order and logs every
+// failure (docs/architecture.md, "The controller's parts").
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "controller/core/run_state.h"
+
+namespace trellis::controller {
+
+class Store;
+class SlurmClient;
+struct Effects;
+
+// A state change of a run, one SQLite transaction with `also`.
+struct TransitionEffect {
+  TransitionEffect(std::string run_id, RunState to, std::string reason,
+                   std::string evidence_json = "{}",
+                   std::function<absl::Status(Store&)> also = nullptr,
+                   std::function<Effects(const absl::Status&)> then = nullptr)
+      : run_id(std::move(run_id)),
+        to(to),
+        reason(std::move(reason)),
+        evidence_json(std::move(evidence_json)),
+        also(std::move(also)),
+        then(std::move(then)) {}
+
+  std::string run_id;
+  RunState to;
+  std::string reason;
+  std::string evidence_json;
+  std::function<absl::Status(Store&)> also;  // more writes in the same transaction
+  // Told the outcome (to reply, or to undo what the transition would have
+  // recorded); its effects are applied in turn.
+  std::function<Effects(const absl::Status&)> then;
+};
+
+// A write that is not a transition (a wait reason, a gate record).
+struct StoreEffect {
+  std::string what;  // for the log, when it fails
+  std::function<absl::Status(Store&)> write;
+};
+
+// A strike against a node: quarantined (and drained where allowed).
+struct StrikeEffect {
+  std::string node;
+  std::string reason;
+  std::string evidence_json = "{}";
+  std::string actor;
+  bool until_released = false;
+};
+
+// An attempt that ended without success: the scheduler decides what follows.
+struct AttemptEndEffect {
+  std::string run_id;
+  int attempt = 0;
+  int exit_code = 1;
+  std::string why;
+  std::string evidence_json = "{}";
+};
+
+// Runs on the Slurm thread (commands block); what it returns runs back on the
+// loop and its effects are applied in turn.
+using SlurmCall = std::function<std::function<Effects()>(SlurmClient&)>;
+
+struct Effects {
+  std::vector<StoreEffect> writes;
+  std::vector<TransitionEffect> transitions;
+  std::vector<std::pair<std::string, std::string>> aborted_runs;  // run id, why: end its launches
+  std::vector<AttemptEndEffect> ended_attempts;
+  std::vector<StrikeEffect> strikes;
+  std::vector<SlurmCall> slurm;
+  std::vector<std::function<void()>> replies;  // last: after the state they report is stored
+  bool schedule_now = false;
+
+  Effects& operator+=(Effects&& o) {
+    auto move_all = [](auto& to, auto& from) {
+      for (auto& x : from) to.push_back(std::move(x));
+    };
+    move_all(writes, o.writes);
+    move_all(transitions, o.transitions);
+    move_all(aborted_runs, o.aborted_runs);
+    move_all(ended_attempts, o.ended_attempts);
+    move_all(strikes, o.strikes);
+    move_all(slurm, o.slurm);
+    move_all(replies, o.replies);
+    schedule_now = schedule_now || o.schedule_now;
+    return *this;
+  }
+  static Effects Reply(std::function<void()> r) {
+    Effects e;
+    e.replies.push_back(std::move(r));
+    return e;
+  }
+};
+
+// Runs `work` on the loop thread later and applies the effects it returns
+// (for timers and other callbacks that arrive off the loop).
+using Defer = std::function<void(std::function<Effects()> work)>;
+
+}  // namespace trellis::controller

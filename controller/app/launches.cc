@@ -1,0 +1,381 @@
+#include "controller/app/launches.h"
+
+#include <unordered_map>
+
+#include "common/checkpoint_layout.h"
+#include "common/exit_codes.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/version.h"
+#include "controller/app/gate_json.h"
+#include "controller/slurm/parsers.h"
+#include "controller/slurm/slurm_client.h"
+
+namespace trellis::controller {
+
+namespace {
+// Constant-time compare: the secret is the worker's only credential.
+bool SecretsEqual(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+SlurmCall CancelJob(const std::string& job) {
+  return [job](SlurmClient& slurm) -> std::function<Effects()> {
+    absl::Status st = slurm.Cancel(job);
+    return [st, job] {
+      if (!st.ok()) spdlog::error("scancel {} failed: {}", job, std::string(st.message()));
+      return Effects{};
+    };
+  };
+}
+}  // namespace
+
+absl::StatusOr<AttemptRecord> Launches::CheckWorker(const WorkerId& id) {
+  auto attempt = ctx_.store.Attempts(id.run_id);
+  if (!attempt.ok()) return attempt.status();
+  for (const auto& a : *attempt) {
+    if (a.attempt != id.attempt) continue;
+    if (!SecretsEqual(a.secret, id.secret))
+      return absl::PermissionDeniedError("wrong secret for run " + id.run_id + " attempt " +
+                                         std::to_string(id.attempt));
+    return a;
+  }
+  return absl::NotFoundError("run " + id.run_id + " has no attempt " + std::to_string(id.attempt));
+}
+
+Launches::LaunchState* Launches::Create(const WorkerId& id, const spec::RunSpec& spec) {
+  LaunchKey key = KeyOf(id);
+  LaunchState& l = launches_[key];
+  l.run_id = id.run_id;
+  l.attempt = id.attempt;
+  l.launch = id.launch;
+  l.expected_nodes = spec.total_nodes();
+  l.needed_nodes = spec.slurm.nodes;
+  l.ranks_per_node = spec.slurm.ranks_per_node;
+  l.policy = GatePolicy{spec.gate.min_free_gib_per_socket, spec.gate.max_unattributed_gib_per_socket,
+                        std::chrono::seconds(spec.gate.timeout_s), spec.gate.touch_probe};
+  // The gate waits at most timeout_s after the first node of the launch registers.
+  l.gate_timer = ctx_.clock.ScheduleAfter(l.policy.timeout, [this, key] {
+    defer_([this, key] {
+      auto found = launches_.find(key);
+      if (found == launches_.end() || found->second.outcome) return Effects{};
+      found->second.gate_timer = 0;
+      return EvaluateGate(&found->second, /*timed_out=*/true);
+    });
+  });
+  return &l;
+}
+
+void Launches::Forget(std::map<LaunchKey, LaunchState>::iterator it) {
+  if (it->second.gate_timer) ctx_.clock.Cancel(it->second.gate_timer);
+  launches_.erase(it);
+}
+
+Effects Launches::Register(const WorkerId& id, const std::string& version,
+                           const std::string& hostname, const NodeProbeFigures& probe,
+                           Reply<GateAnswer> reply) {
+  auto refuse = [&](absl::StatusOr<GateAnswer> answer) {
+    return Effects::Reply([reply, answer] { reply(answer); });
+  };
+  if (version != kVersion) {
+    return refuse(absl::FailedPreconditionError(
+        "worker version " + version + " does not match controller version " +
+        std::string(kVersion) + "; deploy the controller's trellis-worker on the nodes"));
+  }
+  Effects fx;
+  LaunchState* l = nullptr;
+  bool first = false;
+  auto known = launches_.find(KeyOf(id));
+  if (known != launches_.end()) {
+    // The launch is being gated: the store was consulted for its first
+    // node; the others are checked against what it cached.
+    l = &known->second;
+    if (!SecretsEqual(l->secret, id.secret))
+      return refuse(absl::PermissionDeniedError("wrong secret for run " + id.run_id +
+                                                " attempt " + std::to_string(id.attempt)));
+  } else {
+    auto attempt = CheckWorker(id);
+    if (!attempt.ok()) return refuse(attempt.status());
+    auto run = ctx_.store.GetRun(id.run_id);
+    if (!run.ok()) return refuse(run.status());
+    if (IsTerminal(run->state) || !attempt->live())
+      return refuse(GateAnswer::Abort("run is " + std::string(StateName(run->state)) +
+                                      ", attempt ended"));
+    auto spec = ctx_.ParseStoredSpec(*run);
+    if (!spec.ok()) return refuse(spec.status());
+    l = Create(id, *spec);
+    l->secret = attempt->secret;
+    first = run->state == RunState::kSubmitted;
+  }
+  if (l->outcome) {
+    // A late or repeated registration after the decision.
+    return refuse(GateAnswer::Abort("the gate of this launch already decided"));
+  }
+  // A repeated registration (a worker retrying) replaces the node's verdict.
+  NodeVerdict verdict = JudgeNode(id.node, probe, l->policy);
+  auto same = std::find_if(l->registered.begin(), l->registered.end(),
+                           [&](const NodeVerdict& v) { return v.node == id.node; });
+  if (same == l->registered.end())
+    l->registered.push_back(verdict);
+  else
+    *same = verdict;
+  l->probes[id.node] = probe;
+  l->hostnames[id.node] = hostname.empty() ? id.node : hostname;
+  if (!verdict.passed)
+    spdlog::warn("run {}: node {} fails the gate: {}", id.run_id, id.node, verdict.reasons[0]);
+  // A worker that retries (e.g. after a controller restart) replaces its old call.
+  for (auto& w : l->waiting)
+    if (w.node == id.node) {
+      fx.replies.push_back([r = std::move(w.reply)] {
+        r(absl::AbortedError("superseded by a newer registration"));
+      });
+    }
+  l->waiting.erase(std::remove_if(l->waiting.begin(), l->waiting.end(),
+                                  [&](const PendingRegistration& w) { return w.node == id.node; }),
+                   l->waiting.end());
+  l->waiting.push_back({id.node, std::move(reply)});
+  size_t count = l->registered.size();
+  std::string progress = "node " + id.node + " registered (" + std::to_string(count) + " of " +
+                         std::to_string(l->expected_nodes) + ")";
+  if (first) {
+    fx.transitions.push_back({id.run_id, RunState::kGating, progress});
+  } else if ((count & (count - 1)) == 0) {
+    // Progress is shown at 2, 4, 8, ... registrations: thousands of nodes
+    // must not cost thousands of synchronous writes.
+    fx.writes.push_back({"progress of " + id.run_id, [run_id = id.run_id, progress](Store& s) {
+                           return s.SetStateReason(run_id, progress);
+                         }});
+  }
+  fx += EvaluateGate(l, false);
+  return fx;
+}
+
+Effects Launches::EvaluateGate(LaunchState* l, bool timed_out) {
+  Effects fx;
+  if (static_cast<int>(l->registered.size()) < l->expected_nodes && !timed_out) return fx;
+  auto attempt = ctx_.store.LatestAttempt(l->run_id);
+  std::vector<std::string> allocated;
+  if (attempt.ok() && attempt->has_value()) {
+    auto names = ExpandHostlist((*attempt)->nodelist);
+    if (names.ok()) allocated = *names;
+  }
+  GateOutcome out = DecideGate(l->registered, allocated, l->expected_nodes, l->needed_nodes,
+                               l->ranks_per_node, timed_out, l->policy.timeout);
+  if (out.kind == GateOutcome::kWaiting) return fx;
+  l->outcome = out;
+  if (l->gate_timer) ctx_.clock.Cancel(l->gate_timer);
+  l->gate_timer = 0;
+  fx.writes.push_back(GateRecord(*l, out));
+  for (const auto& v : out.verdicts) {
+    if (v.passed) continue;
+    std::string reason;
+    for (const auto& r : v.reasons) reason += (reason.empty() ? "" : "; ") + r;
+    auto probe = l->probes.find(v.node);
+    fx.strikes.push_back({v.node, reason,
+                          probe == l->probes.end() ? "{}" : ProbeToJson(probe->second),
+                          "gate (run " + l->run_id + ")", /*until_released=*/false});
+  }
+  std::string run_id = l->run_id;
+  int attempt_no = l->attempt, launch_no = l->launch;
+  if (out.kind == GateOutcome::kGo) {
+    // The attempt's nodes, in rank order.
+    std::vector<std::string> go(l->needed_nodes);
+    for (const auto& a : out.assignments)
+      if (a.go) go[a.node_index] = a.node;
+    std::string nodes;
+    for (const auto& n : go) nodes += (nodes.empty() ? "" : ",") + n;
+    fx.transitions.push_back({run_id, RunState::kRunning, out.reason, "{}", [=](Store& s) {
+                                RETURN_IF_ERROR(s.SetAttemptNodes(run_id, attempt_no, nodes));
+                                return s.SetAttemptLaunches(run_id, attempt_no, launch_no);
+                              }});
+    fx += AnswerWaiting(l);
+    return fx;
+  }
+  fx += AnswerWaiting(l);
+  // Abort: end this Slurm job and queue a new attempt; the failing nodes are
+  // quarantined now, so the next submission excludes them.
+  if (attempt.ok() && attempt->has_value() && !(*attempt)->slurm_job_id.empty())
+    fx.slurm.push_back(CancelJob((*attempt)->slurm_job_id));
+  std::string why = "gate aborted attempt " + std::to_string(attempt_no) + ": " + out.reason;
+  WallTime now = ctx_.clock.Now();
+  fx.transitions.push_back({run_id, RunState::kQueued, why, "{}", [=](Store& s) {
+                              return s.EndAttempt(run_id, attempt_no, kExitGateAbort, why, now);
+                            }});
+  return fx;
+}
+
+StoreEffect Launches::GateRecord(const LaunchState& l, const GateOutcome& out) const {
+  std::vector<NodeGateView> nodes;
+  for (const auto& v : out.verdicts) {
+    NodeGateView n{v.node, v.passed ? "standby" : "fail", v.reasons, v.score, {}};
+    for (const auto& a : out.assignments)
+      if (a.node == v.node && a.go) n.decision = "go";
+    if (out.kind == GateOutcome::kAbort && v.passed) n.decision = "standby";
+    auto probe = l.probes.find(v.node);
+    if (probe != l.probes.end())
+      n.probe = probe->second;
+    else
+      n.decision = "missing";
+    nodes.push_back(std::move(n));
+  }
+  GateRecordRow row{l.attempt, l.launch, ctx_.clock.Now(),
+                    out.kind == GateOutcome::kGo ? "GO" : "ABORT", out.reason,
+                    PolicyToJson(l.policy), NodeGatesToJson(nodes)};
+  return {"gate record of " + l.run_id,
+          [run_id = l.run_id, row](Store& s) { return s.AddGateRecord(run_id, row); }};
+}
+
+Effects Launches::AnswerWaiting(LaunchState* l) {
+  Effects fx;
+  const GateOutcome& out = *l->outcome;
+  // Indexed by node: thousands of nodes wait here at once.
+  std::unordered_map<std::string, const NodeAssignment*> assignment;
+  for (const auto& a : out.assignments) assignment[a.node] = &a;
+  std::unordered_map<std::string, const NodeVerdict*> failed;
+  for (const auto& v : out.verdicts)
+    if (!v.passed) failed[v.node] = &v;
+  GateAnswer common;
+  common.reason = out.reason;
+  common.kind = out.kind == GateOutcome::kAbort ? GateAnswer::kAbort : GateAnswer::kStandby;
+  if (out.kind == GateOutcome::kGo) {
+    for (const auto& a : out.assignments)
+      if (a.go && a.node_index == 0) common.master_addr = l->hostnames[a.node];
+    common.ranks_per_node = l->ranks_per_node;
+    common.world_size = l->needed_nodes * l->ranks_per_node;
+    auto run = ctx_.store.GetRun(l->run_id);
+    // Distinct per launch, so runs sharing a host do not collide; the run
+    // directory (under this controller's output root) keeps two controllers'
+    // runs of the same id apart too.
+    const std::string launch_key = (run.ok() ? run->run_dir : l->run_id) + "/" +
+                                   std::to_string(l->attempt) + "/" + std::to_string(l->launch);
+    common.master_port =
+        ctx_.config.master_port + static_cast<int>(std::hash<std::string>{}(launch_key) % 2000);
+    common.checkpoint_dir = run.ok() ? run->run_dir + "/checkpoints" : "";
+    // A relaunch or a new attempt continues from the last complete checkpoint.
+    common.resume_step =
+        common.checkpoint_dir.empty() ? -1 : NewestCompleteCheckpoint(common.checkpoint_dir);
+  }
+  for (auto& w : l->waiting) {
+    GateAnswer ans = common;
+    if (out.kind == GateOutcome::kGo) {
+      // Nodes that failed the gate stand by too: a non-zero worker exit
+      // would end the whole srun step (--kill-on-bad-exit).
+      auto a = assignment.find(w.node);
+      if (a != assignment.end() && a->second->go) {
+        ans.kind = GateAnswer::kGo;
+        ans.node_index = a->second->node_index;
+        ans.rank_offset = a->second->rank_offset;
+      }
+      auto f = failed.find(w.node);
+      if (f != failed.end()) ans.reason = "failed the gate: " + f->second->reasons[0];
+    }
+    fx.replies.push_back([r = std::move(w.reply), ans] { r(ans); });
+  }
+  l->waiting.clear();
+  return fx;
+}
+
+void Launches::AbortRun(const std::string& run_id, const std::string& reason) {
+  for (auto& [key, l] : launches_) {
+    if (l.run_id != run_id) continue;
+    if (l.gate_timer) ctx_.clock.Cancel(l.gate_timer);
+    l.gate_timer = 0;
+    for (auto& w : l.waiting) w.reply(GateAnswer::Abort(reason));
+    l.waiting.clear();
+    if (!l.outcome) {
+      GateOutcome aborted;
+      aborted.kind = GateOutcome::kAbort;
+      aborted.reason = reason;
+      l.outcome = aborted;
+    }
+  }
+}
+
+void Launches::Shutdown() {
+  for (auto& [key, l] : launches_) {
+    if (l.gate_timer) ctx_.clock.Cancel(l.gate_timer);
+    l.gate_timer = 0;
+    for (auto& w : l.waiting)
+      w.reply(absl::UnavailableError("the controller is shutting down; register again"));
+    l.waiting.clear();
+  }
+}
+
+int Launches::WorldSize(const WorkerId& id) const {
+  auto it = launches_.find(KeyOf(id));
+  return it == launches_.end() ? 0 : it->second.needed_nodes * it->second.ranks_per_node;
+}
+
+void Launches::RecordRankExit(const WorkerId& id, const RankExitInfo& exit) {
+  auto it = launches_.find(KeyOf(id));
+  if (it == launches_.end()) return;
+  for (const auto& e : it->second.rank_exits)
+    if (e.rank == exit.rank) return;
+  it->second.rank_exits.push_back(exit);
+}
+
+Effects Launches::ReportExit(const WorkerId& id, const std::vector<RankExitInfo>& exits,
+                             int exit_code, const std::string& reason, Reply<bool> reply) {
+  auto a = CheckWorker(id);
+  if (!a.ok()) return Effects::Reply([reply, st = a.status()] { reply(st); });
+  spdlog::info("run {} attempt {} launch {}: worker on {} exited {}: {}", id.run_id, id.attempt,
+               id.launch, id.node, exit_code, reason);
+  auto it = launches_.find(KeyOf(id));
+  if (it != launches_.end()) {
+    it->second.reported[id.node] = true;
+    for (const auto& e : exits) {
+      auto& known = it->second.rank_exits;
+      known.erase(std::remove_if(known.begin(), known.end(),
+                                 [&](const RankExitInfo& k) { return k.rank == e.rank; }),
+                  known.end());
+      known.push_back(e);
+    }
+  }
+  return Effects::Reply([reply] { reply(true); });
+}
+
+Effects Launches::NextLaunch(const WorkerId& id, int step_exit_code,
+                             Reply<NextLaunchAnswer> reply) {
+  auto a = CheckWorker(id);
+  if (!a.ok()) return Effects::Reply([reply, st = a.status()] { reply(st); });
+  auto run = ctx_.store.GetRun(id.run_id);
+  if (!run.ok()) return Effects::Reply([reply, st = run.status()] { reply(st); });
+  Effects fx;
+  NextLaunchAnswer ans;
+  ans.exit_code = step_exit_code;
+  auto it = launches_.find(KeyOf(id));
+  if (run->state == RunState::kRunning && a->live()) {
+    // After a controller restart the launch's reports are gone: srun's status decides.
+    bool known = it != launches_.end() && it->second.outcome &&
+                 it->second.outcome->kind == GateOutcome::kGo;
+    int go_nodes = known ? it->second.needed_nodes : 0;
+    LaunchOutcome o = SettleLaunch(step_exit_code,
+                                   known ? it->second.rank_exits : std::vector<RankExitInfo>{},
+                                   known ? static_cast<int>(it->second.reported.size()) : 0,
+                                   go_nodes);
+    if (!known && step_exit_code == 0) o = {true, 0, "srun step exited 0"};
+    ans.exit_code = o.exit_code;
+    ans.reason = o.reason;
+    if (o.succeeded) {
+      WallTime now = ctx_.clock.Now();
+      std::string run_id = id.run_id;
+      int attempt = id.attempt;
+      fx.transitions.push_back({run_id, RunState::kSucceeded, o.reason, "{}", [=](Store& s) {
+                                  return s.EndAttempt(run_id, attempt, 0, o.reason, now);
+                                }});
+    } else {
+      fx.ended_attempts.push_back({id.run_id, id.attempt, o.exit_code, o.reason,
+                                   "{\"step_exit_code\":" + std::to_string(step_exit_code) + "}"});
+    }
+  } else {
+    ans.reason = "run is " + std::string(StateName(run->state));
+  }
+  if (it != launches_.end()) Forget(it);
+  fx.replies.push_back([reply, ans] { reply(ans); });
+  return fx;
+}
+
+}  // namespace trellis::controller

@@ -1,0 +1,41 @@
+#pragma once
+// What every part of the controller reads: its configuration, the store and
+// the clock (all used on the loop thread only), and the reads they share.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/spec/run_spec.h"
+#include "controller/core/quarantine.h"
+#include "controller/store/store.h"
+
+namespace trellis::controller {
+
+struct ControllerConfig {
+  std::string output_root;     // absolute; every run directory lives under it
+  std::string worker_bin;      // absolute path of trellis-worker on compute nodes
+  std::string advertise_addr;  // host:port workers dial
+  std::string sbatch_template;
+  std::string default_partition;
+  std::chrono::milliseconds schedule_interval{1000};
+  std::chrono::milliseconds reconcile_interval{5000};
+  int master_port = 29500;
+  QuarantineConfig quarantine;
+  bool can_drain = false;  // also `scontrol update state=drain` quarantined nodes
+};
+
+struct LoopContext {
+  ControllerConfig& config;
+  Store& store;
+  Clock& clock;
+
+  // The stored spec with the controller's defaults filled in.
+  absl::StatusOr<spec::RunSpec> ParseStoredSpec(const RunRecord& run) const;
+  std::string RunDirFor(const spec::RunSpec& spec, const std::string& run_id) const;
+  // Quarantined nodes now: every submission excludes them.
+  std::vector<std::string> ExcludedNow() const;
+};
+
+}  // namespace trellis::controller

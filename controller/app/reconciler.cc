@@ -1,0 +1,130 @@
+#include "controller/app/reconciler.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/log.h"
+#include "controller/slurm/slurm_client.h"
+
+namespace trellis::controller {
+
+std::optional<ExitFile> Reconciler::ReadExitFile(const RunRecord& run, int attempt) const {
+  std::ifstream in(run.run_dir + "/attempt-" + std::to_string(attempt) + "/exit.json");
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (!j.is_object() || !j.contains("exit_code") || !j["exit_code"].is_number_integer()) {
+    spdlog::warn("run {}: attempt {} exit.json is malformed; ignoring it", run.run_id, attempt);
+    return std::nullopt;
+  }
+  ExitFile f;
+  f.exit_code = j["exit_code"].get<int>();
+  if (j.contains("last_launch") && j["last_launch"].is_number_integer())
+    f.last_launch = j["last_launch"].get<int>();
+  if (j.contains("reason") && j["reason"].is_string()) f.reason = j["reason"].get<std::string>();
+  return f;
+}
+
+Effects Reconciler::Tick(bool startup) {
+  if (in_flight_) return {};
+  auto runs = ctx_.store.ListRuns(10000, /*active_only=*/true);
+  if (!runs.ok()) {
+    spdlog::error("reconcile: {}", std::string(runs.status().message()));
+    return {};
+  }
+  std::vector<std::string> job_ids;
+  for (const auto& r : *runs) {
+    auto a = ctx_.store.LatestAttempt(r.run_id);
+    if (a.ok() && a->has_value() && (*a)->live() && !(*a)->slurm_job_id.empty())
+      job_ids.push_back((*a)->slurm_job_id);
+  }
+  if (job_ids.empty()) return {};
+  in_flight_ = true;
+  Effects fx;
+  fx.slurm.push_back([this, job_ids, startup](SlurmClient& slurm) -> std::function<Effects()> {
+    auto listed = slurm.ListJobs();
+    Shown shown;
+    for (const auto& id : job_ids) {
+      bool in_queue = false;
+      if (listed.ok())
+        for (const auto& j : *listed) in_queue = in_queue || j.id == id;
+      if (in_queue) continue;
+      // Not queued or running: ask for its end state (accounting first where it exists).
+      auto acct = slurm.AccountingJob(id);
+      shown.emplace(id, acct.ok() && acct->has_value() ? acct : slurm.ShowJob(id));
+    }
+    return [this, listed, shown, startup] { return OnSnapshot(listed, shown, startup); };
+  });
+  return fx;
+}
+
+Effects Reconciler::OnSnapshot(const absl::StatusOr<std::vector<SlurmJob>>& listed,
+                               const Shown& shown, bool startup) {
+  in_flight_ = false;
+  Effects fx;
+  if (!listed.ok()) {
+    spdlog::warn("reconcile: squeue: {}", std::string(listed.status().message()));
+    return fx;
+  }
+  auto runs = ctx_.store.ListRuns(10000, true);
+  if (!runs.ok()) {
+    spdlog::error("reconcile: {}", std::string(runs.status().message()));
+    return fx;
+  }
+  for (const auto& run : *runs) {
+    auto a = ctx_.store.LatestAttempt(run.run_id);
+    if (!a.ok() || !a->has_value() || !(*a)->live() || (*a)->slurm_job_id.empty()) continue;
+    const AttemptRecord& attempt = **a;
+    std::optional<SlurmJob> job;
+    for (const auto& j : *listed)
+      if (j.id == attempt.slurm_job_id) job = j;
+    if (!job) {
+      auto it = shown.find(attempt.slurm_job_id);
+      if (it == shown.end()) continue;  // submitted after the snapshot
+      if (!it->second.ok()) {
+        spdlog::warn("reconcile: job {}: {}", attempt.slurm_job_id,
+                     std::string(it->second.status().message()));
+        continue;
+      }
+      job = *it->second;
+    }
+    Reconciliation r = Reconcile(job, ReadExitFile(run, attempt.attempt));
+    if (!r.nodelist.empty() && attempt.nodelist.empty()) {
+      fx.writes.push_back({"nodes of " + run.run_id,
+                           [run_id = run.run_id, n = attempt.attempt, nodes = r.nodelist](
+                               Store& s) { return s.SetAttemptNodes(run_id, n, nodes); }});
+    }
+    if (r.kind == Reconciliation::kEnded) {
+      if (startup)
+        spdlog::info("run {}: job {} ended while the controller was down", run.run_id,
+                     attempt.slurm_job_id);
+      fx += SettleEnded(run, attempt, r);
+    }
+  }
+  return fx;
+}
+
+Effects Reconciler::SettleEnded(const RunRecord& run, const AttemptRecord& attempt,
+                                const Reconciliation& r) {
+  Effects fx;
+  std::string evidence = "{\"slurm_job_id\":\"" + attempt.slurm_job_id +
+                         "\",\"exit_code\":" + std::to_string(r.exit_code) + "}";
+  fx.aborted_runs.push_back({run.run_id, "Slurm job ended"});
+  if (r.succeeded && run.state == RunState::kRunning) {
+    WallTime now = ctx_.clock.Now();
+    std::string run_id = run.run_id, reason = r.reason;
+    int n = attempt.attempt;
+    fx.transitions.push_back({run_id, RunState::kSucceeded, reason, evidence, [=](Store& s) {
+                                return s.EndAttempt(run_id, n, 0, reason, now);
+                              }});
+    return fx;
+  }
+  std::string why = r.succeeded ? "Slurm job ended before the run started: " + r.reason : r.reason;
+  fx.ended_attempts.push_back(
+      {run.run_id, attempt.attempt, r.succeeded ? 1 : r.exit_code, why, evidence});
+  return fx;
+}
+
+}  // namespace trellis::controller

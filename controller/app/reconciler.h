@@ -1,0 +1,36 @@
+#pragma once
+// Reconciliation with Slurm: at start-up and periodically, settle attempts
+// whose job ended or vanished without the batch script reaching us. A part
+// of the controller (docs/architecture.md, "The controller's parts").
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controller/app/effects.h"
+#include "controller/app/loop_context.h"
+#include "controller/core/decisions.h"
+#include "controller/slurm/slurm_types.h"
+
+namespace trellis::controller {
+
+class Reconciler {
+ public:
+  explicit Reconciler(LoopContext ctx) : ctx_(ctx) {}
+  // Asks Slurm about every live attempt's job; `startup` only changes the log.
+  Effects Tick(bool startup);
+
+ private:
+  using Shown = std::map<std::string, absl::StatusOr<std::optional<SlurmJob>>>;
+  Effects OnSnapshot(const absl::StatusOr<std::vector<SlurmJob>>& listed, const Shown& shown,
+                     bool startup);
+  Effects SettleEnded(const RunRecord& run, const AttemptRecord& attempt,
+                      const Reconciliation& r);
+  std::optional<ExitFile> ReadExitFile(const RunRecord& run, int attempt) const;
+
+  LoopContext ctx_;
+  bool in_flight_ = false;
+};
+
+}  // namespace trellis::controller

@@ -1,0 +1,345 @@
+#include "controller/app/scheduler.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+
+#include "common/exit_codes.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "controller/core/batch_script.h"
+#include "controller/core/decisions.h"
+#include "controller/slurm/parsers.h"
+#include "controller/slurm/slurm_client.h"
+
+namespace trellis::controller {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string RandomSecret() {
+  std::random_device rd;  // /dev/urandom
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 32; ++i) {
+    unsigned v = rd();
+    s += kHex[v & 15];
+    s += kHex[(v >> 4) & 15];
+  }
+  return s;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& text, mode_t mode) {
+  std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return ErrnoStatus("cannot write " + tmp);
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = fsync(fd) == 0 && ok;
+  close(fd);
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("cannot write " + path);
+  return absl::OkStatus();
+}
+
+// The ranks start in the run directory on other hosts, so the corpus must
+// be named by an absolute path on the shared file system, and it must be
+// readable here (the login node sees the same file system).
+absl::Status CheckTrainingData(const std::string& path) {
+  if (path.empty())
+    return absl::InvalidArgumentError(
+        "training.data: a [model] run needs a corpus (a file written by trellis-corpus)");
+  if (path.front() != '/')
+    return absl::InvalidArgumentError("training.data: must be an absolute path (ranks start in "
+                                      "the run directory), got \"" + path + "\"");
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), R_OK) != 0)
+    return absl::InvalidArgumentError("training.data: " + path +
+                                      " is not a readable file on the controller's host");
+  return absl::OkStatus();
+}
+
+StoreEffect SetReason(const std::string& run_id, std::string reason) {
+  return {"wait reason of " + run_id,
+          [run_id, reason = std::move(reason)](Store& s) { return s.SetStateReason(run_id, reason); }};
+}
+
+}  // namespace
+
+Effects Scheduler::Submit(const std::string& spec_toml, bool dry_run, const std::string& user,
+                          Reply<SubmitResult> reply) {
+  spec::FieldErrors errors;
+  auto spec = spec::ParseRunSpec(spec_toml, &errors);
+  if (!spec) return Effects::Reply([=] { reply(absl::InvalidArgumentError(spec::JoinErrors(errors))); });
+  if (spec->has_model) {
+    if (absl::Status st = CheckTrainingData(spec->trainer.training.data); !st.ok())
+      return Effects::Reply([=] { reply(st); });
+  }
+  if (spec->slurm.partition.empty()) spec->slurm.partition = ctx_.config.default_partition;
+  if (dry_run) {
+    // Show exactly what would be submitted for the run's first attempt.
+    auto runs = ctx_.store.ListRuns(1, false);
+    int64_t next = runs.ok() && !runs->empty() ? runs->front().seq + 1 : 1;
+    std::string run_id = spec->job.name + "-" + std::to_string(next);
+    std::string run_dir = ctx_.RunDirFor(*spec, run_id);
+    AttemptPaths paths{run_id, 1, run_dir, ctx_.config.worker_bin, ctx_.config.advertise_addr,
+                       run_dir + "/attempt-1/secret"};
+    auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);
+    if (!script.ok()) return Effects::Reply([=] { reply(script.status()); });
+    SubmitResult result{"", *script, SbatchArgs(*spec, paths, {})};
+    return Effects::Reply([=] { reply(result); });
+  }
+  auto run = ctx_.store.CreateRun(spec->job.name, user, spec_toml, spec->slurm.nodes,
+                                  spec->slurm.ranks_per_node,
+                                  [&](const std::string& id) { return ctx_.RunDirFor(*spec, id); },
+                                  ctx_.clock.Now());
+  if (!run.ok()) return Effects::Reply([=] { reply(run.status()); });
+  spdlog::info("run {} queued by {}: {} node(s) x {} rank(s)", run->run_id, user,
+               spec->slurm.nodes, spec->slurm.ranks_per_node);
+  Effects fx = Effects::Reply([reply, id = run->run_id] { reply(SubmitResult{id, "", {}}); });
+  fx.schedule_now = true;
+  return fx;
+}
+
+Effects Scheduler::Cancel(const std::string& run_id, const std::string& reason,
+                          Reply<RunState> reply) {
+  auto run = ctx_.store.GetRun(run_id);
+  if (!run.ok()) return Effects::Reply([=] { reply(run.status()); });
+  if (IsTerminal(run->state)) return Effects::Reply([=] { reply(run->state); });  // idempotent
+  std::string why = reason.empty() ? "cancelled by " + run->user : reason;
+  auto attempt = ctx_.store.LatestAttempt(run_id);
+  if (!attempt.ok()) return Effects::Reply([=] { reply(attempt.status()); });
+  if (!attempt->has_value() || !(*attempt)->live() || (*attempt)->slurm_job_id.empty())
+    return FinishCancel(run_id, why, std::move(reply));
+  Effects fx;
+  fx.slurm.push_back([this, run_id, why, job = (*attempt)->slurm_job_id,
+                      reply](SlurmClient& slurm) -> std::function<Effects()> {
+    absl::Status st = slurm.Cancel(job);
+    return [this, st, run_id, why, reply] {
+      if (!st.ok())
+        return Effects::Reply(
+            [=] { reply(absl::UnavailableError("scancel failed: " + std::string(st.message()))); });
+      return FinishCancel(run_id, why, reply);
+    };
+  });
+  return fx;
+}
+
+Effects Scheduler::FinishCancel(const std::string& run_id, const std::string& reason,
+                                Reply<RunState> reply) {
+  auto run = ctx_.store.GetRun(run_id);
+  if (!run.ok()) return Effects::Reply([=] { reply(run.status()); });
+  if (IsTerminal(run->state)) return Effects::Reply([=] { reply(run->state); });
+  auto attempt = ctx_.store.LatestAttempt(run_id);
+  std::optional<int> live;
+  if (attempt.ok() && attempt->has_value() && (*attempt)->live()) live = (*attempt)->attempt;
+  Effects fx;
+  WallTime now = ctx_.clock.Now();
+  fx.transitions.push_back(
+      {run_id, RunState::kCancelled, reason, "{}",
+       [=](Store& s) {
+         return live ? s.EndAttempt(run_id, *live, kExitCancelled, reason, now) : absl::OkStatus();
+       },
+       [reply](const absl::Status& st) {
+         return Effects::Reply([reply, st] {
+           if (st.ok())
+             reply(RunState::kCancelled);
+           else
+             reply(st);
+         });
+       }});
+  fx.aborted_runs.push_back({run_id, reason});
+  return fx;
+}
+
+Effects Scheduler::Tick() {
+  if (tick_in_flight_) return {};
+  auto runs = ctx_.store.ListRuns(1000, /*active_only=*/true);
+  if (!runs.ok()) {
+    spdlog::error("schedule: {}", std::string(runs.status().message()));
+    return {};
+  }
+  Effects fx;
+  std::vector<RunRecord> queued;
+  std::set<std::string> partitions;
+  for (auto& r : *runs) {
+    if (r.state != RunState::kQueued || submitting_.count(r.run_id)) continue;
+    auto spec = ctx_.ParseStoredSpec(r);
+    if (!spec.ok()) {
+      fx.transitions.push_back({r.run_id, RunState::kFailed, std::string(spec.status().message())});
+      continue;
+    }
+    partitions.insert(spec->slurm.partition);
+    queued.push_back(std::move(r));
+  }
+  if (queued.empty()) return fx;
+  tick_in_flight_ = true;
+  // Eligibility needs sinfo: asked on the Slurm thread, decided back on the loop.
+  fx.slurm.push_back([this, queued, partitions](SlurmClient& slurm) -> std::function<Effects()> {
+    Usable usable;
+    for (const auto& p : partitions) {
+      auto nodes = slurm.ListNodes(p);
+      if (!nodes.ok()) {
+        usable.emplace(p, nodes.status());
+        continue;
+      }
+      std::vector<std::string> names;
+      for (const auto& node : *nodes)
+        if (IsUsableNodeState(node.state)) names.push_back(node.name);
+      usable.emplace(p, names);
+    }
+    return [this, queued, usable] { return OnEligibility(queued, usable); };
+  });
+  return fx;
+}
+
+Effects Scheduler::OnEligibility(const std::vector<RunRecord>& queued, const Usable& usable) {
+  tick_in_flight_ = false;
+  std::vector<std::string> excluded = ctx_.ExcludedNow();
+  Effects fx;
+  for (const auto& snapshot : queued) {
+    auto run = ctx_.store.GetRun(snapshot.run_id);
+    if (!run.ok() || run->state != RunState::kQueued || submitting_.count(run->run_id)) continue;
+    auto spec = ctx_.ParseStoredSpec(*run);
+    if (!spec.ok()) continue;
+    const auto& eligible = usable.at(spec->slurm.partition);
+    if (!eligible.ok()) {
+      fx.writes.push_back(SetReason(
+          run->run_id, "cannot list nodes: " + std::string(eligible.status().message())));
+      continue;
+    }
+    // Eligible: usable in the partition (and in the pinned nodelist), not quarantined.
+    std::vector<std::string> pinned;
+    if (!spec->slurm.nodelist.empty()) {
+      auto names = ExpandHostlist(spec->slurm.nodelist);
+      if (names.ok()) pinned = *names;
+    }
+    int count = 0;
+    for (const auto& n : *eligible) {
+      bool in_pin = pinned.empty() || std::find(pinned.begin(), pinned.end(), n) != pinned.end();
+      bool out = std::find(excluded.begin(), excluded.end(), n) != excluded.end();
+      count += in_pin && !out;
+    }
+    ScheduleDecision d =
+        DecideSchedule(spec->total_nodes(), count, run->not_before, ctx_.clock.Now());
+    if (!d.submit) {
+      if (d.wait_reason != run->state_reason) fx.writes.push_back(SetReason(run->run_id, d.wait_reason));
+      continue;
+    }
+    fx += SubmitAttempt(*run, *spec, excluded);
+  }
+  return fx;
+}
+
+Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec,
+                                 const std::vector<std::string>& excluded) {
+  Effects fx;
+  auto attempts = ctx_.store.Attempts(run.run_id);
+  if (!attempts.ok()) {
+    spdlog::error("run {}: attempts unreadable: {}", run.run_id,
+                  std::string(attempts.status().message()));
+    return fx;
+  }
+  int attempt = static_cast<int>(attempts->size()) + 1;
+  std::string attempt_dir = run.run_dir + "/attempt-" + std::to_string(attempt);
+  AttemptPaths paths{run.run_id, attempt, run.run_dir, ctx_.config.worker_bin,
+                     ctx_.config.advertise_addr, attempt_dir + "/secret"};
+  std::string secret = RandomSecret();
+  auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);
+  std::error_code ec;
+  fs::create_directories(attempt_dir, ec);
+  absl::Status st = ec ? absl::InternalError("cannot create " + attempt_dir + ": " + ec.message())
+                       : script.status();
+  if (st.ok()) st = WriteFile(run.run_dir + "/spec.toml", run.spec_toml, 0644);
+  if (st.ok()) st = WriteFile(paths.secret_file, secret + "\n", 0600);
+  if (st.ok()) st = WriteFile(attempt_dir + "/batch.sh", *script, 0755);
+  if (!st.ok()) {
+    fx.transitions.push_back({run.run_id, RunState::kFailed,
+                              "cannot prepare attempt: " + std::string(st.message())});
+    return fx;
+  }
+  std::vector<std::string> args = SbatchArgs(spec, paths, excluded);
+  submitting_.insert(run.run_id);
+  fx.writes.push_back(SetReason(run.run_id, "submitting attempt " + std::to_string(attempt)));
+  fx.slurm.push_back([this, run_id = run.run_id, attempt, args, secret,
+                      script_path = attempt_dir + "/batch.sh"](SlurmClient& slurm)
+                         -> std::function<Effects()> {
+    auto job = slurm.Submit(args, script_path);
+    return [=] { return OnSubmitted(run_id, attempt, args, secret, job); };
+  });
+  return fx;
+}
+
+Effects Scheduler::OnSubmitted(const std::string& run_id, int attempt,
+                               const std::vector<std::string>& args, const std::string& secret,
+                               const absl::StatusOr<std::string>& job_id) {
+  submitting_.erase(run_id);
+  Effects fx;
+  if (!job_id.ok()) {
+    std::string why = std::string(job_id.status().message());
+    // sbatch refusing the job is final (bad partition, account, node count);
+    // anything else (controller unreachable, timeout) is retried next tick.
+    if (why.find("Batch job submission failed") != std::string::npos)
+      fx.transitions.push_back({run_id, RunState::kFailed, "sbatch refused the job: " + why});
+    else
+      fx.writes.push_back(SetReason(run_id, "sbatch failed, retrying: " + why));
+    return fx;
+  }
+  AttemptRecord a;
+  a.run_id = run_id;
+  a.attempt = attempt;
+  a.slurm_job_id = *job_id;
+  a.sbatch_args = args;
+  a.secret = secret;
+  a.submitted = ctx_.clock.Now();
+  std::string job = *job_id;
+  fx.transitions.push_back(
+      {run_id, RunState::kSubmitted, "attempt " + std::to_string(attempt) + " is Slurm job " + job,
+       "{\"slurm_job_id\":\"" + job + "\"}", [a](Store& s) { return s.CreateAttempt(a); },
+       [job](const absl::Status& st) {
+         Effects undo;
+         if (st.ok()) return undo;
+         // Cancelled meanwhile (or the store failed): do not leave the job behind.
+         undo.slurm.push_back([job](SlurmClient& slurm) -> std::function<Effects()> {
+           absl::Status cancelled = slurm.Cancel(job);
+           return [cancelled, job] {
+             if (!cancelled.ok())
+               spdlog::error("scancel {} (an attempt not recorded) failed: {}", job,
+                             std::string(cancelled.message()));
+             return Effects{};
+           };
+         });
+         return undo;
+       }});
+  return fx;
+}
+
+Effects Scheduler::EndAttempt(const AttemptEndEffect& end) {
+  Effects fx;
+  auto run = ctx_.store.GetRun(end.run_id);
+  if (!run.ok() || IsTerminal(run->state)) return fx;
+  auto spec = ctx_.ParseStoredSpec(*run);
+  spec::RestartSection policy = spec.ok() ? spec->restart : spec::RestartSection{};
+  WallTime now = ctx_.clock.Now();
+  RestartDecision d = DecideRestart(run->restarts, policy, end.why, now);
+  std::string run_id = end.run_id;
+  int attempt = end.attempt, exit_code = end.exit_code;
+  std::string why = end.why;
+  auto end_attempt = [=](Store& s) { return s.EndAttempt(run_id, attempt, exit_code, why, now); };
+  if (run->state != RunState::kRestarting)
+    fx.transitions.push_back({run_id, RunState::kRestarting, why, end.evidence_json, end_attempt});
+  int restarts = run->restarts;
+  if (d.requeue) {
+    fx.transitions.push_back({run_id, RunState::kQueued, d.reason, end.evidence_json,
+                              [=](Store& s) {
+                                return s.SetRestartBackoff(run_id, restarts + 1, d.not_before);
+                              }});
+  } else {
+    fx.transitions.push_back({run_id, RunState::kFailed, d.reason, end.evidence_json});
+  }
+  return fx;
+}
+
+}  // namespace trellis::controller
