@@ -138,7 +138,24 @@ void ParseGateAndRestart(const toml::table& root, RunSpec* s, FieldErrors* error
   r.Int("max_restarts", &s->restart.max_restarts, 0, 1000);
   r.Int("backoff_s", &s->restart.backoff_s, 0, 86400);
   r.Int("hang_timeout_s", &s->restart.hang_timeout_s, 10, 7 * 86400);
+  r.Int("heartbeat_timeout_s", &s->restart.heartbeat_timeout_s, 5, 3600);
+  r.Int("startup_timeout_s", &s->restart.startup_timeout_s, 10, 7 * 86400);
+  r.Bool("relaunch_in_allocation", &s->restart.relaunch_in_allocation);
   r.Finish();
+}
+
+void ParseHealth(const toml::table& root, RunSpec* s, FieldErrors* errors) {
+  TableReader h(root["health"].as_table(), "health", errors);
+  HealthSection& hs = s->health;
+  h.Int("straggler_window", &hs.straggler_window, 3, 1000);
+  // The default M fits any window: a window smaller than 10 gets M = K.
+  hs.straggler_min_slow = std::min(hs.straggler_min_slow, hs.straggler_window);
+  size_t before = errors->size();
+  h.Int("straggler_min_slow", &hs.straggler_min_slow, 1, hs.straggler_window);
+  if (errors->size() != before) errors->back().message += " (at most health.straggler_window)";
+  h.Double("straggler_factor", &hs.straggler_factor, 1.05, 100);
+  h.Bool("straggler_strike", &hs.straggler_strike);
+  h.Finish();
 }
 
 void ParseEnv(const toml::table& root, RunSpec* s, FieldErrors* errors) {
@@ -207,6 +224,7 @@ std::optional<RunSpec> ParseRunSpec(std::string_view text, FieldErrors* errors) 
   ParseJob(root, &s, errors);
   ParseSlurm(root, &s, errors);
   ParseGateAndRestart(root, &s, errors);
+  ParseHealth(root, &s, errors);
   ParseEnv(root, &s, errors);
   s.trainer = ParseTrainerSections(root, errors);
   s.has_model = root.contains("model");
@@ -224,15 +242,15 @@ std::optional<RunSpec> ParseRunSpec(std::string_view text, FieldErrors* errors) 
       if (root.contains(section))
         errors->push_back({section, "applies only to [model] runs"});
   }
-  static const char* kSections[] = {"job",  "slurm",    "gate",     "restart",   "env",
-                                    "model", "parallel", "training", "checkpoint"};
+  static const char* kSections[] = {"job",   "slurm", "gate",     "restart",  "health",
+                                    "env",   "model", "parallel", "training", "checkpoint"};
   for (const auto& [k, v] : root) {
     bool known = false;
     for (const char* sec : kSections) known = known || k.str() == sec;
     if (!known)
       errors->push_back({std::string(k.str()),
-                         "unknown section; accepted: job, slurm, gate, restart, env, model, "
-                         "parallel, training, checkpoint"});
+                         "unknown section; accepted: job, slurm, gate, restart, health, env, "
+                         "model, parallel, training, checkpoint"});
   }
   if (errors->size() != before) return std::nullopt;
   return s;

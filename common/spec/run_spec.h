@@ -44,9 +44,19 @@ struct GateSection {
 };
 
 struct RestartSection {
-  int max_restarts = 0;
+  int max_restarts = 0;  // relaunches and new attempts after a failure together
   int backoff_s = 30;
-  int hang_timeout_s = 600;
+  int hang_timeout_s = 600;        // no newer step from a rank for this long: hung
+  int heartbeat_timeout_s = 30;    // a worker silent this long is lost
+  int startup_timeout_s = 900;     // before the first step: model load, data, NCCL init
+  bool relaunch_in_allocation = true;  // retry on the job's healthy nodes, not a new job
+};
+
+struct HealthSection {
+  int straggler_window = 20;      // K: complete steps looked at
+  int straggler_min_slow = 10;    // M (1..K; unset and K < 10: K): slow steps that make one
+  double straggler_factor = 1.5;  // F: slow means step time > F x the others' median
+  bool straggler_strike = false;  // a straggler's node gets a quarantine strike
 };
 
 struct RunSpec {
@@ -54,6 +64,7 @@ struct RunSpec {
   SlurmSection slurm;
   GateSection gate;
   RestartSection restart;
+  HealthSection health;
   std::map<std::string, std::string> env;
   bool has_model = false;  // [model] mode instead of [job].command
   TrainerSpec trainer;     // [model], [parallel], [training], [checkpoint]

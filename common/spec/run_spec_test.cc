@@ -91,7 +91,60 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"[job\nname=", "spec: TOML syntax error at line 1"},
         BadSpec{"[job]\nname='m'\n[model]\nexperts=4\n[slurm]\nnodes=2\nranks_per_node=2\n[training]\nglobal_batch=6\n",
                 "training.global_batch: must be a multiple of the world size 4 (2 nodes x 2 ranks), got 6"},
-        BadSpec{kJob + "[slurm]\nranks_per_node=4\ngpus_per_node=2\n", "slurm.ranks_per_node: must be <= slurm.gpus_per_node"}));
+        BadSpec{kJob + "[slurm]\nranks_per_node=4\ngpus_per_node=2\n", "slurm.ranks_per_node: must be <= slurm.gpus_per_node"},
+        BadSpec{kJob + "[colour]\nx=1\n", "accepted: job, slurm, gate, restart, health, env"},
+        BadSpec{kJob + "[restart]\nheartbeat_timeout_s=4\n", "restart.heartbeat_timeout_s: must be an integer in [5, 3600], got 4"},
+        BadSpec{kJob + "[restart]\nheartbeat_timeout_s=3601\n", "restart.heartbeat_timeout_s: must be an integer in [5, 3600], got 3601"},
+        BadSpec{kJob + "[restart]\nstartup_timeout_s=9\n", "restart.startup_timeout_s: must be an integer in [10, 604800], got 9"},
+        BadSpec{kJob + "[restart]\nstartup_timeout_s=604801\n", "restart.startup_timeout_s: must be an integer in [10, 604800], got 604801"},
+        BadSpec{kJob + "[restart]\nrelaunch_in_allocation='yes'\n", "restart.relaunch_in_allocation: must be true or false, got a string"},
+        BadSpec{kJob + "[health]\nstraggler_window=2\n", "health.straggler_window: must be an integer in [3, 1000], got 2"},
+        BadSpec{kJob + "[health]\nstraggler_window=1001\n", "health.straggler_window: must be an integer in [3, 1000], got 1001"},
+        BadSpec{kJob + "[health]\nstraggler_min_slow=0\n", "health.straggler_min_slow: must be an integer in [1, 20], got 0 (at most health.straggler_window)"},
+        BadSpec{kJob + "[health]\nstraggler_window=5\nstraggler_min_slow=6\n", "health.straggler_min_slow: must be an integer in [1, 5], got 6 (at most health.straggler_window)"},
+        BadSpec{kJob + "[health]\nstraggler_factor=1.0\n", "health.straggler_factor: must be a number in [1.05, 100], got 1"},
+        BadSpec{kJob + "[health]\nstraggler_factor=101\n", "health.straggler_factor: must be a number in [1.05, 100], got 101"},
+        BadSpec{kJob + "[health]\nstraggler_strike=1\n", "health.straggler_strike: must be true or false, got an integer"},
+        BadSpec{kJob + "[health]\nstraggler=1\n", "health.straggler: unknown key; accepted keys:"}));
+
+TEST(RunSpecTest, HealingKeysHaveDefaults) {
+  FieldErrors errors;
+  auto s = ParseRunSpec(kJob, &errors);
+  ASSERT_TRUE(s) << JoinErrors(errors);
+  EXPECT_EQ(s->restart.hang_timeout_s, 600);
+  EXPECT_EQ(s->restart.heartbeat_timeout_s, 30);
+  EXPECT_EQ(s->restart.startup_timeout_s, 900);
+  EXPECT_TRUE(s->restart.relaunch_in_allocation);
+  EXPECT_EQ(s->health.straggler_window, 20);
+  EXPECT_EQ(s->health.straggler_min_slow, 10);
+  EXPECT_DOUBLE_EQ(s->health.straggler_factor, 1.5);
+  EXPECT_FALSE(s->health.straggler_strike);
+}
+
+TEST(RunSpecTest, ParsesHealingKeys) {
+  FieldErrors errors;
+  auto s = ParseRunSpec(kJob +
+                            "[restart]\nheartbeat_timeout_s=5\nstartup_timeout_s=604800\n"
+                            "relaunch_in_allocation=false\n"
+                            "[health]\nstraggler_window=1000\nstraggler_min_slow=1000\n"
+                            "straggler_factor=2\nstraggler_strike=true\n",
+                        &errors);
+  ASSERT_TRUE(s) << JoinErrors(errors);
+  EXPECT_EQ(s->restart.heartbeat_timeout_s, 5);
+  EXPECT_EQ(s->restart.startup_timeout_s, 604800);
+  EXPECT_FALSE(s->restart.relaunch_in_allocation);
+  EXPECT_EQ(s->health.straggler_window, 1000);
+  EXPECT_EQ(s->health.straggler_min_slow, 1000);
+  EXPECT_DOUBLE_EQ(s->health.straggler_factor, 2.0);
+  EXPECT_TRUE(s->health.straggler_strike);
+}
+
+TEST(RunSpecTest, TheDefaultMinSlowFitsASmallWindow) {
+  FieldErrors errors;
+  auto s = ParseRunSpec(kJob + "[health]\nstraggler_window=5\n", &errors);
+  ASSERT_TRUE(s) << JoinErrors(errors);
+  EXPECT_EQ(s->health.straggler_min_slow, 5);
+}
 
 TEST(RunSpecTest, RefusesOversizedSpecBeforeParsing) {
   std::string big = kJob + "# " + std::string(10 << 20, 'x') + "\n";

@@ -5,6 +5,8 @@
 #include <ctime>
 #include <tuple>
 
+#include "controller/core/recovery.h"
+
 namespace trellis::controller {
 
 ScheduleDecision DecideSchedule(int nodes_needed, int nodes_eligible, WallTime not_before,
@@ -138,9 +140,7 @@ RestartDecision DecideRestart(int restarts_so_far, const spec::RestartSection& p
             failure + " (" + std::to_string(restarts_so_far) + " of " +
                 std::to_string(policy.max_restarts) + " restarts used)"};
   }
-  // Exponential backoff: backoff_s, 2x, 4x, ... capped at one hour.
-  int64_t delay = static_cast<int64_t>(policy.backoff_s) << std::min(restarts_so_far, 6);
-  delay = std::min<int64_t>(delay, 3600);
+  int64_t delay = RestartBackoff(restarts_so_far, policy).count();
   return {true, now + std::chrono::seconds(delay),
           failure + "; restart " + std::to_string(restarts_so_far + 1) + " of " +
               std::to_string(policy.max_restarts) + " in " + std::to_string(delay) + " s"};

@@ -67,6 +67,8 @@ LaunchOutcome SettleLaunch(int step_exit_code, const std::vector<RankExitInfo>& 
                            int workers_reported, int workers_expected);
 
 // --- After a failure ---
+// Requeue with RestartBackoff() (recovery.h) until max_restarts are used.
+// DecideRecovery (recovery.h) supersedes this once launches are classified.
 struct RestartDecision {
   bool requeue = false;
   WallTime not_before;

@@ -1,0 +1,130 @@
+#pragma once
+// How a launch ended, and which node (if any) it points at. Pure: the shell
+// gathers the evidence (the workers' rank reports and log markers, heartbeats,
+// the hang detector in progress.h, the job cgroup's OOM counters) and stores
+// the verdict per launch; recovery.h decides what to do with it
+// (docs/architecture.md, "A run's life, as implemented").
+//
+// Precedence, first match wins:
+//   1. cancelled                      -> kCancel      (not retryable)
+//   2. time_limit, then preempted     -> kTimeLimit, kPreemption
+//   3. gate_aborted                   -> kGate
+//   4. a lost worker                  -> kNodeLost    blames the first lost node
+//   5. a hung rank                    -> kHang        blames the hung rank's node
+//   6. the FIRST failing rank (arrival order) that did not end after_stop; if
+//      every failing rank ended after_stop, the first of those, blaming no one
+//      (it was stopped, so it is a consequence). Its class, first match:
+//      a. exit code kExitDoNotRetry   -> kUserError   (not retryable): the
+//         program's own word wins over log markers
+//      b. marker device_oom           -> kDeviceOom
+//      c. marker host_oom, or SIGKILL
+//         with oom_kills > 0 on its node -> kHostOom
+//      d. marker device_error         -> kDeviceError (an Xid outranks the NCCL
+//                                        errors it causes)
+//      e. marker nccl_error, nccl_timeout or network -> kNccl
+//      f. killed by a signal          -> kSignal
+//      g. otherwise                   -> kRankExit with its code
+//   7. no failing rank: step exit 0 -> kSucceeded; otherwise the step's code
+//      decides (79 -> kUserError, 128+n -> kSignal, else kRankExit). With no
+//      rank report at all (the controller restarted) this is the only evidence.
+// A rank is failing when its exit code or signal is non-zero; a code in
+// 129..192 with no signal given counts as killed by signal code-128 (a shell
+// between srun and the program reports it that way).
+//
+// Attribution (`blamed_node`) names one node only when the evidence points at
+// the machine rather than the program:
+//   - kNodeLost, kHang: that node.
+//   - kDeviceError: the rank's node.
+//   - kNccl: the rank's node, unless failing ranks (not after_stop) with NCCL
+//     or network markers sit on more than one node (a broken collective fails
+//     everywhere; the first to notice is not the culprit).
+//   - kSignal: SIGBUS always (a memory or mapped-file fault); SIGKILL only when
+//     the node's oom_kills count is known and 0 (unknown: it may have been an
+//     OOM kill, so nobody is struck). SIGSEGV, SIGABRT and the rest: no (user
+//     code, or a library aborting on purpose).
+//   - Never: kUserError, kRankExit (an exit code is the program's decision; a
+//     bug only rank 0 reaches would otherwise strike node 0, and the same code
+//     on several nodes is plainly the program), kDeviceOom and kHostOom (a
+//     configuration problem), kGate (the gate strikes its own), kCancel,
+//     kTimeLimit, kPreemption.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trellis::controller {
+
+enum class FailureClass {
+  kSucceeded,
+  kRankExit,
+  kSignal,
+  kDeviceOom,
+  kHostOom,
+  kDeviceError,
+  kNccl,
+  kNodeLost,
+  kHang,
+  kUserError,
+  kGate,
+  kTimeLimit,
+  kPreemption,
+  kCancel,
+};
+
+// Stable snake_case names ("rank_exit", "device_oom", ...): stored per launch.
+std::string_view FailureClassName(FailureClass c);
+std::optional<FailureClass> ParseFailureClass(std::string_view name);
+
+struct RankEnd {
+  std::string node;
+  int rank = 0;
+  int exit_code = 0;
+  int signal = 0;           // 0: not killed by a signal
+  bool after_stop = false;  // ended while its worker was stopping the ranks
+  // From the worker's scan of the rank's log tail: "device_oom", "host_oom",
+  // "nccl_error", "nccl_timeout", "device_error", "network".
+  std::vector<std::string> markers;
+  std::string evidence_line;  // the log line that matched, for people
+};
+
+struct HangEvidence {
+  int rank = 0;
+  std::string node;
+  int64_t last_step = -1;
+  double silent_s = 0;
+  bool before_first_step = false;
+};
+
+struct LaunchEvidence {
+  int step_exit_code = 0;                   // srun's
+  std::vector<RankEnd> rank_ends;           // in arrival order
+  std::vector<std::string> go_nodes;        // nodes that ran ranks
+  std::vector<std::string> reported_nodes;  // workers that sent their final report
+  // Heartbeat timed out, or the stream broke without a final report; in the
+  // order they were found lost.
+  std::vector<std::string> lost_nodes;
+  std::map<std::string, double> lost_silent_s;  // lost node -> s since last heard, if known
+  std::optional<HangEvidence> hang;
+  std::map<std::string, int> oom_kills;  // node -> job cgroup oom_kill increase; absent: unknown
+  bool cancelled = false;
+  bool time_limit = false;
+  bool preempted = false;
+  bool gate_aborted = false;
+};
+
+struct LaunchVerdict {
+  bool succeeded = false;
+  FailureClass cls = FailureClass::kRankExit;
+  int exit_code = 0;
+  std::string reason;         // "rank 1 on node2 exited with 3"
+  std::string blamed_node;    // empty: none
+  std::string evidence_json;  // a compact JSON object
+  bool retryable = false;
+};
+
+LaunchVerdict ClassifyLaunch(const LaunchEvidence& evidence);
+
+}  // namespace trellis::controller

@@ -1,0 +1,44 @@
+#include "controller/core/progress.h"
+
+#include <algorithm>
+
+#include "controller/core/decisions.h"
+
+namespace trellis::controller {
+
+std::optional<HangEvidence> FindHang(const std::vector<RankProgress>& ranks,
+                                     SteadyTime launch_started, SteadyTime now,
+                                     std::chrono::seconds hang_timeout,
+                                     std::chrono::seconds startup_timeout) {
+  const RankProgress* worst = nullptr;
+  SteadyTime::duration worst_silent{};
+  for (const auto& r : ranks) {
+    bool started = r.last_step >= 0;
+    SteadyTime::duration silent = now - (started ? r.last_change : launch_started);
+    if (silent < (started ? hang_timeout : startup_timeout)) continue;
+    if (worst == nullptr || silent > worst_silent ||
+        (silent == worst_silent && r.rank < worst->rank)) {
+      worst = &r;
+      worst_silent = silent;
+    }
+  }
+  if (worst == nullptr) return std::nullopt;
+  HangEvidence h;
+  h.rank = worst->rank;
+  h.node = worst->node;
+  h.last_step = worst->last_step;
+  h.silent_s = std::chrono::duration<double>(worst_silent).count();
+  h.before_first_step = worst->last_step < 0;
+  return h;
+}
+
+std::vector<std::string> FindLostWorkers(const std::map<std::string, SteadyTime>& last_heard,
+                                         SteadyTime now, std::chrono::seconds heartbeat_timeout) {
+  std::vector<std::string> lost;
+  for (const auto& [node, heard] : last_heard)
+    if (now - heard >= heartbeat_timeout) lost.push_back(node);
+  std::sort(lost.begin(), lost.end(), NaturalLess);
+  return lost;
+}
+
+}  // namespace trellis::controller

@@ -1,0 +1,81 @@
+#include "controller/core/recovery.h"
+
+#include <algorithm>
+
+#include "controller/core/decisions.h"
+
+namespace trellis::controller {
+namespace {
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+}  // namespace
+
+std::chrono::seconds RestartBackoff(int restarts_so_far, const spec::RestartSection& policy) {
+  int64_t delay = static_cast<int64_t>(policy.backoff_s) << std::clamp(restarts_so_far, 0, 6);
+  return std::chrono::seconds(std::min<int64_t>(delay, 3600));
+}
+
+RecoveryDecision DecideRecovery(const RecoveryInput& in) {
+  const LaunchVerdict& v = in.verdict;
+  RecoveryDecision d;
+  d.not_before = in.now;
+  if (v.succeeded) {
+    d.kind = RecoveryDecision::kSucceed;
+    d.reason = v.reason;
+    return d;
+  }
+  if (!v.retryable) {
+    d.reason = v.reason + " (" + std::string(FailureClassName(v.cls)) + ": not retried)";
+    return d;
+  }
+  if (v.cls == FailureClass::kGate || v.cls == FailureClass::kTimeLimit ||
+      v.cls == FailureClass::kPreemption) {
+    // Not the program's failure: no restart used. Time limits and preemptions
+    // will continue from the newest checkpoint instead (a continuation).
+    d.kind = RecoveryDecision::kNewAttempt;
+    d.reason = v.reason + "; new attempt";
+    return d;
+  }
+  std::string used = std::to_string(in.restarts_so_far) + " of " +
+                     std::to_string(in.policy.max_restarts) + " restarts used";
+  if (in.restarts_so_far >= in.policy.max_restarts) {
+    d.reason = v.reason + " (" + used + ")";
+    return d;
+  }
+  d.uses_restart = true;
+  std::string nth =
+      std::to_string(in.restarts_so_far + 1) + " of " + std::to_string(in.policy.max_restarts);
+  std::vector<std::string> healthy;
+  for (const auto& n : in.allocation_nodes)
+    if (in.unhealthy.count(n) == 0 && n != v.blamed_node &&
+        std::find(healthy.begin(), healthy.end(), n) == healthy.end())
+      healthy.push_back(n);
+  std::sort(healthy.begin(), healthy.end(), NaturalLess);
+  int have = static_cast<int>(healthy.size());
+  if (in.policy.relaunch_in_allocation && have >= in.nodes_needed && have > 0) {
+    d.kind = RecoveryDecision::kRelaunch;
+    d.nodes = std::move(healthy);
+    d.reason = v.reason + "; relaunch " + nth + " in the allocation on " + Join(d.nodes);
+    return d;
+  }
+  std::chrono::seconds delay = RestartBackoff(in.restarts_so_far, in.policy);
+  d.kind = RecoveryDecision::kNewAttempt;
+  d.not_before = in.now + delay;
+  d.reason =
+      v.reason + "; new attempt (restart " + nth + ") in " + std::to_string(delay.count()) + " s";
+  if (!in.policy.relaunch_in_allocation)
+    d.reason += ": relaunch_in_allocation is off";
+  else if (in.allocation_nodes.empty())
+    d.reason += ": the allocation's nodes are unknown";
+  else
+    d.reason += ": " + std::to_string(have) + " of " + std::to_string(in.allocation_nodes.size()) +
+                " allocation nodes healthy, " + std::to_string(in.nodes_needed) + " needed";
+  return d;
+}
+
+}  // namespace trellis::controller
