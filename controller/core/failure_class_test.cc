@@ -1,0 +1,237 @@
+#include "controller/core/failure_class.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/exit_codes.h"
+
+namespace trellis::controller {
+namespace {
+
+using FC = FailureClass;
+
+RankEnd End(const std::string& node, int rank, int code, int sig = 0, bool after_stop = false,
+            std::vector<std::string> markers = {}, std::string line = "") {
+  return {node, rank, code, sig, after_stop, std::move(markers), std::move(line)};
+}
+
+LaunchEvidence Ranks(int step_exit, std::vector<RankEnd> ends) {
+  LaunchEvidence e;
+  e.step_exit_code = step_exit;
+  e.rank_ends = std::move(ends);
+  return e;
+}
+
+template <typename F>
+LaunchEvidence With(LaunchEvidence e, F f) {
+  f(e);
+  return e;
+}
+
+TEST(FailureClassTest, NamesRoundTrip) {
+  const std::pair<FC, const char*> names[] = {{FC::kSucceeded, "succeeded"},
+                                              {FC::kRankExit, "rank_exit"},
+                                              {FC::kSignal, "signal"},
+                                              {FC::kDeviceOom, "device_oom"},
+                                              {FC::kHostOom, "host_oom"},
+                                              {FC::kDeviceError, "device_error"},
+                                              {FC::kNccl, "nccl"},
+                                              {FC::kNodeLost, "node_lost"},
+                                              {FC::kHang, "hang"},
+                                              {FC::kUserError, "user_error"},
+                                              {FC::kGate, "gate"},
+                                              {FC::kTimeLimit, "time_limit"},
+                                              {FC::kPreemption, "preemption"},
+                                              {FC::kCancel, "cancel"}};
+  for (const auto& [cls, name] : names) {
+    EXPECT_EQ(FailureClassName(cls), name);
+    EXPECT_EQ(ParseFailureClass(name), cls) << name;
+  }
+  EXPECT_EQ(ParseFailureClass("Hang"), std::nullopt);
+  EXPECT_EQ(ParseFailureClass(""), std::nullopt);
+}
+
+struct Case {
+  const char* name;
+  LaunchEvidence evidence;
+  FC cls;
+  int exit_code;
+  bool retryable;
+  std::string blamed;
+  std::string reason;  // exact
+};
+
+TEST(ClassifyLaunchTest, Table) {
+  const HangEvidence hang{0, "node1", 17, 62.4, false};
+  const auto failing = Ranks(1, {End("node2", 1, 3)});
+  const Case cases[] = {
+      {"success", Ranks(0, {End("n1", 0, 0), End("n2", 1, 0)}), FC::kSucceeded, 0, false, "",
+       "all 2 ranks exited 0"},
+      {"no reports, step 0", Ranks(0, {}), FC::kSucceeded, 0, false, "", "srun step ended with 0"},
+      {"no reports, step killed", Ranks(137, {}), FC::kSignal, 137, true, "",
+       "srun step ended with 137"},
+      {"no reports, do not retry", Ranks(kExitDoNotRetry, {}), FC::kUserError, 79, false, "",
+       "srun step ended with 79"},
+      {"step failed, a worker never reported",
+       With(Ranks(3, {End("n1", 0, 0)}),
+            [](auto& e) {
+              e.go_nodes = {"n1", "n2"};
+              e.reported_nodes = {"n1"};
+            }),
+       FC::kRankExit, 3, true, "", "srun step ended with 3; no final report from n2"},
+      {"cancel beats everything",
+       With(failing,
+            [](auto& e) {
+              e.cancelled = e.time_limit = e.gate_aborted = true;
+              e.lost_nodes = {"node3"};
+            }),
+       FC::kCancel, kExitCancelled, false, "", "cancelled"},
+      {"time limit beats preemption and gate",
+       With(failing, [](auto& e) { e.time_limit = e.preempted = e.gate_aborted = true; }),
+       FC::kTimeLimit, 1, true, "", "reached the Slurm time limit"},
+      {"preemption beats gate",
+       With(Ranks(0, {}), [](auto& e) { e.preempted = e.gate_aborted = true; }), FC::kPreemption, 1,
+       true, "", "preempted"},
+      {"gate beats a lost node",
+       With(Ranks(0, {}),
+            [](auto& e) {
+              e.gate_aborted = true;
+              e.lost_nodes = {"n1"};
+            }),
+       FC::kGate, kExitGateAbort, true, "", "the launch gate aborted"},
+      {"lost beats hang and ranks",
+       With(failing,
+            [&](auto& e) {
+              e.lost_nodes = {"node3"};
+              e.lost_silent_s = {{"node3", 31.2}};
+              e.hang = hang;
+            }),
+       FC::kNodeLost, 1, true, "node3", "node node3 lost: worker silent for 31 s"},
+      {"several lost: the first is blamed, all named",
+       With(Ranks(0, {}),
+            [](auto& e) {
+              e.lost_nodes = {"node3", "node5", "node7"};
+            }),
+       FC::kNodeLost, 1, true, "node3",
+       "node node3 lost: its worker's stream broke without a final report; also lost: node5, "
+       "node7"},
+      {"hang beats a failing rank", With(failing, [&](auto& e) { e.hang = hang; }), FC::kHang, 1,
+       true, "node1", "rank 0 on node1 hung: no step for 62 s after step 17"},
+      {"hang before the first step",
+       With(Ranks(143, {}),
+            [](auto& e) {
+              e.hang = HangEvidence{2, "node2", -1, 905, true};
+            }),
+       FC::kHang, 143, true, "node2", "rank 2 on node2 hung: no first step after 905 s"},
+      {"ranks that ended after the stop are consequences",
+       Ranks(3, {End("node1", 0, 143, 0, true), End("node2", 1, 3), End("node2", 2, 0)}),
+       FC::kRankExit, 3, true, "", "rank 1 on node2 exited with 3"},
+      {"the first in arrival order decides, not the lowest rank",
+       Ranks(1, {End("n2", 3, 2), End("n1", 0, 1)}), FC::kRankExit, 2, true, "",
+       "rank 3 on n2 exited with 2"},
+      {"a failing rank fails the launch even when srun said 0", Ranks(0, {End("n1", 0, 3)}),
+       FC::kRankExit, 3, true, "", "rank 0 on n1 exited with 3"},
+      {"the same code on two nodes blames no one", Ranks(1, {End("n1", 0, 1), End("n2", 1, 1)}),
+       FC::kRankExit, 1, true, "", "rank 0 on n1 exited with 1"},
+      {"do not retry wins over markers",
+       Ranks(79, {End("n1", 0, kExitDoNotRetry, 0, false, {"device_oom"})}), FC::kUserError, 79,
+       false, "", "rank 0 on n1 exited with 79: the program asked not to be retried"},
+      {"device OOM blames no node",
+       Ranks(1, {End("node2", 1, 1, 0, false, {"device_oom", "nccl_error"},
+                     "torch.OutOfMemoryError: CUDA out of memory")}),
+       FC::kDeviceOom, 1, true, "",
+       "rank 1 on node2 exited with 1: out of device memory; log: torch.OutOfMemoryError: CUDA "
+       "out of memory"},
+      {"host OOM marker", Ranks(1, {End("node2", 1, 1, 0, false, {"host_oom"})}), FC::kHostOom, 1,
+       true, "", "rank 1 on node2 exited with 1: out of host memory"},
+      {"SIGKILL with OOM kills is host OOM",
+       With(Ranks(137, {End("node2", 1, 137, 9)}),
+            [](auto& e) {
+              e.oom_kills = {{"node2", 2}, {"node1", 0}};
+            }),
+       FC::kHostOom, 137, true, "",
+       "rank 1 on node2 was killed by signal 9 (SIGKILL): out of host memory (2 OOM kills in "
+       "the job on node2)"},
+      {"SIGKILL with no OOM kill blames the node",
+       With(Ranks(137, {End("node2", 1, 137)}),
+            [](auto& e) {
+              e.oom_kills = {{"node2", 0}};
+            }),
+       FC::kSignal, 137, true, "node2", "rank 1 on node2 was killed by signal 9 (SIGKILL)"},
+      {"SIGKILL with the OOM count unknown blames no one", Ranks(137, {End("node2", 1, 0, 9)}),
+       FC::kSignal, 137, true, "", "rank 1 on node2 was killed by signal 9 (SIGKILL)"},
+      {"SIGBUS blames the node", Ranks(135, {End("node4", 5, 135)}), FC::kSignal, 135, true,
+       "node4", "rank 5 on node4 was killed by signal 7 (SIGBUS)"},
+      {"SIGSEGV is the program's", Ranks(139, {End("node4", 5, 139, 11)}), FC::kSignal, 139, true,
+       "", "rank 5 on node4 was killed by signal 11 (SIGSEGV)"},
+      {"device error outranks the NCCL errors it causes",
+       Ranks(1, {End("node3", 4, 1, 0, false, {"nccl_error", "device_error"}),
+                 End("node1", 0, 1, 0, false, {"nccl_error"})}),
+       FC::kDeviceError, 1, true, "node3", "rank 4 on node3 exited with 1: device error"},
+      {"NCCL failures on one node blame it",
+       Ranks(1, {End("node2", 2, 1, 0, false, {"nccl_timeout"}),
+                 End("node2", 3, 1, 0, false, {"nccl_error"}), End("node1", 0, 143, 0, true)}),
+       FC::kNccl, 1, true, "node2",
+       "rank 2 on node2 exited with 1: NCCL or network failure (nccl_timeout)"},
+      {"NCCL failures on several nodes blame no one",
+       Ranks(1, {End("node2", 2, 1, 0, false, {"nccl_error"}),
+                 End("node3", 4, 1, 0, false, {"network"})}),
+       FC::kNccl, 1, true, "",
+       "rank 2 on node2 exited with 1: NCCL or network failure (nccl_error) on 2 nodes"},
+      {"network marker alone", Ranks(1, {End("node2", 2, 1, 0, false, {"network"})}), FC::kNccl, 1,
+       true, "node2", "rank 2 on node2 exited with 1: NCCL or network failure (network)"},
+      {"only stopped ranks failed: classified, nobody blamed",
+       Ranks(1, {End("n1", 0, 0), End("n2", 1, 1, 0, true, {"device_error"})}), FC::kDeviceError, 1,
+       true, "",
+       "rank 1 on n2 exited with 1 after its worker began stopping the ranks: device error"},
+  };
+  for (const auto& c : cases) {
+    LaunchVerdict v = ClassifyLaunch(c.evidence);
+    EXPECT_EQ(FailureClassName(v.cls), FailureClassName(c.cls)) << c.name;
+    EXPECT_EQ(v.succeeded, c.cls == FC::kSucceeded) << c.name;
+    EXPECT_EQ(v.exit_code, c.exit_code) << c.name;
+    EXPECT_EQ(v.retryable, c.retryable) << c.name;
+    EXPECT_EQ(v.blamed_node, c.blamed) << c.name;
+    EXPECT_EQ(v.reason, c.reason) << c.name;
+    auto j = nlohmann::json::parse(v.evidence_json);
+    EXPECT_EQ(j["class"], FailureClassName(c.cls)) << c.name;
+  }
+}
+
+TEST(ClassifyLaunchTest, EvidenceNamesTheRank) {
+  auto e = Ranks(137, {End("node2", 1, 137, 9, false, {"nccl_error"}, "NCCL WARN x")});
+  e.oom_kills = {{"node2", 0}};
+  auto j = nlohmann::json::parse(ClassifyLaunch(e).evidence_json);
+  EXPECT_EQ(j["rank"], 1);
+  EXPECT_EQ(j["node"], "node2");
+  EXPECT_EQ(j["exit_code"], 137);
+  EXPECT_EQ(j["signal"], 9);
+  EXPECT_EQ(j["markers"], nlohmann::json::array({"nccl_error"}));
+  EXPECT_EQ(j["evidence_line"], "NCCL WARN x");
+  EXPECT_EQ(j["oom_kills"], 0);
+  EXPECT_EQ(j["step_exit_code"], 137);
+}
+
+TEST(ClassifyLaunchTest, EvidenceOfHangsAndLostNodes) {
+  auto e = Ranks(0, {});
+  e.hang = HangEvidence{3, "n2", 17, 62.5, false};
+  auto j = nlohmann::json::parse(ClassifyLaunch(e).evidence_json);
+  EXPECT_EQ(j["last_step"], 17);
+  EXPECT_EQ(j["silent_s"], 62.5);
+  EXPECT_EQ(j["before_first_step"], false);
+  e.lost_nodes = {"n4", "n1"};
+  j = nlohmann::json::parse(ClassifyLaunch(e).evidence_json);
+  EXPECT_EQ(j["lost_nodes"], nlohmann::json::array({"n4", "n1"}));
+  EXPECT_EQ(j["class"], "node_lost");
+}
+
+TEST(ClassifyLaunchTest, LongLogLinesAreCutInTheReason) {
+  auto v = ClassifyLaunch(Ranks(1, {End("n1", 0, 1, 0, false, {}, std::string(5000, 'x'))}));
+  EXPECT_LT(v.reason.size(), 300u);
+  EXPECT_EQ(nlohmann::json::parse(v.evidence_json)["evidence_line"].get<std::string>().size(),
+            1024u);
+}
+
+}  // namespace
+}  // namespace trellis::controller
