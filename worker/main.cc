@@ -92,11 +92,12 @@ int main(int argc, char** argv) {
              "together");
 
   trellis::worker::NextLaunchArgs next;
-  CLI::App* next_cmd =
-      app.add_subcommand("next-launch",
-                         "After a launch ends, ask the controller what the batch script does next. "
-                         "Prints one line: 'relaunch <launch> <exclude-nodes|->' or 'exit <code>' "
-                         "(the step's own code when the controller cannot be reached)");
+  CLI::App* next_cmd = app.add_subcommand(
+      "next-launch",
+      "After a launch ends, ask the controller what the batch script does next. "
+      "Prints one line: 'relaunch <launch> <node,node|->' (the nodes the next launch "
+      "runs on; '-': all of the allocation) or 'exit <code>' "
+      "(the step's own code when the controller cannot be reached)");
   AddIdentityFlags(next_cmd, &next.id);
   next_cmd->add_option("--step-exit-code", next.step_exit_code, "srun's exit status for the launch")
       ->required();
@@ -110,7 +111,7 @@ int main(int argc, char** argv) {
     if (agent.id.node.empty()) agent.id.node = trellis::worker::DefaultNodeName();
     if (absl::Status st = trellis::worker::ValidateAgentArgs(agent); !st.ok()) {
       spdlog::error("{}", std::string(st.message()));
-      return trellis::worker::kExitUsage;
+      return trellis::kExitUsage;
     }
     return trellis::worker::RunAgent(agent);
   }
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
     std::cout << "exit "
               << (next.step_exit_code >= 0 && next.step_exit_code <= 255 ? next.step_exit_code : 1)
               << std::endl;
-    return trellis::worker::kExitUsage;
+    return trellis::kExitUsage;
   }
   return trellis::worker::RunNextLaunch(next);
 }

@@ -80,6 +80,10 @@ std::vector<std::string> SbatchArgs(const spec::RunSpec& spec, const AttemptPath
       "--open-mode=append",
       "--chdir=" + p.run_dir,
       "--signal=B:USR1@" + std::to_string(sl.signal_grace_s),
+      // A node that fails does not end the allocation: the controller
+      // relaunches on the nodes left (NextLaunch's `nodes`, srun --nodelist in
+      // the batch script) instead of queueing a new attempt.
+      "--no-kill",
   };
   if (sl.time_limit_minutes > 0) args.push_back("--time=" + std::to_string(sl.time_limit_minutes));
   if (!sl.partition.empty()) args.push_back("--partition=" + sl.partition);

@@ -86,6 +86,7 @@ extra_args = ["--qos=high"]
       "--open-mode=append",
       "--chdir=/srv/trellis/out/hello-1",
       "--signal=B:USR1@120",
+      "--no-kill",
       "--time=30",
       "--partition=debug",
       "--nodelist=node[1-3]",

@@ -19,6 +19,7 @@
 #include "worker/app/node_probe.h"
 #include "worker/app/spec_file.h"
 #include "worker/core/rank_layout.h"
+#include "worker/io/cgroup_oom.h"
 #include "worker/io/node_info.h"
 #include "worker/io/rank_channel.h"
 #include "worker/io/socket_dir.h"
@@ -53,7 +54,8 @@ bool IsRefusal(absl::StatusCode code) {
 int FailLaunch(AgentClient& client, const std::string& why) {
   spdlog::error("{}", why);
   WorkerOutcome outcome{kExitError, why};
-  if (absl::Status st = client.ReportExit({}, outcome, kReportExitTimeout); !st.ok())
+  if (absl::Status st = client.ReportExit({}, outcome, /*oom_kills=*/-1, kReportExitTimeout);
+      !st.ok())
     spdlog::warn("ReportExit failed: {}", std::string(st.message()));
   return kExitError;
 }
@@ -157,10 +159,19 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
     if (p.numa_node >= 0)
       spdlog::info("rank {}: CPUs and memory bound to socket {}", p.global_rank, p.numa_node);
   wait_signal();
+  const std::optional<int64_t> oom_kills_at_go = ReadJobOomKills();
+  if (!oom_kills_at_go)
+    spdlog::info("the job cgroup's oom_kill counter is unreadable: OOM kills are not reported");
+  // On this thread, which runs the loop until the ranks end: each rank's
+  // death signal (PR_SET_PDEATHSIG, worker/io/rank_process.cc) is tied to it.
   supervisor.Start(*plans, RankArgv(spec, args), args.run_dir);
   beat();
   io.run();
 
+  const int oom_kills = OomKillsBetween(oom_kills_at_go, ReadJobOomKills());
+  if (oom_kills > 0)
+    spdlog::warn("the kernel's OOM killer ended {} process(es) of this job during the launch",
+                 oom_kills);
   WorkerOutcome outcome =
       DecideOutcome(supervisor.exits(), supervisor.expected(), supervisor.stop_cause());
   RankChannel::Stats cs = channel.stats();
@@ -171,7 +182,8 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   if (ss.dropped > 0 || ss.reconnects > 0)
     spdlog::warn("step stream: {} record(s) dropped (queue full), {} reconnect(s)", ss.dropped,
                  ss.reconnects);
-  if (absl::Status st = client.ReportExit(supervisor.exits(), outcome, kReportExitTimeout);
+  if (absl::Status st =
+          client.ReportExit(supervisor.exits(), outcome, oom_kills, kReportExitTimeout);
       !st.ok())
     spdlog::warn("ReportExit failed: {}", std::string(st.message()));
   return outcome.exit_code;
@@ -203,6 +215,13 @@ int RunAgent(const AgentArgs& args) {
     return kExitUsage;
   }
   NodeFacts facts{kVersion, Hostname(), CountGpus(), CountCpus(), {}};
+  // This launch's srun step, which the controller can cancel on its own.
+  auto env = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value != nullptr ? value : "");
+  };
+  facts.slurm_job_id = env("SLURM_JOB_ID");
+  facts.slurm_step_id = env("SLURM_STEP_ID");
   // Before the channel exists: the touch probe forks, gRPC's threads must not yet.
   facts.probe = ProbeMemoryForRegister(
       ResolveSysfsRoot(args.sysfs_root, std::getenv("TRELLIS_SYSFS_ROOT"), args.id.node),
@@ -224,7 +243,7 @@ int RunAgent(const AgentArgs& args) {
   switch (gate->kind) {
     case GateResult::kAbort:
       spdlog::error("gate: ABORT: {}", gate->reason);
-      return kExitAbort;
+      return kExitGateAbort;
     case GateResult::kStandby:
       spdlog::info("gate: STANDBY (this node is a spare): {}", gate->reason);
       return 0;

@@ -42,6 +42,9 @@ for i in range(3):
 s.sendall(b"garbage\n")
 s.close()
 if os.environ.get("FAIL_RANK") == str(rank):
+    print("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+          "unhandled system error", file=sys.stderr)
+    print("exiting", flush=True)
     sys.exit(int(os.environ["FAIL_CODE"]))
 if os.environ.get("STOP_WORKER_FROM") == str(rank):
     os.kill(os.getppid(), signal.SIGTERM)
@@ -137,7 +140,7 @@ class AgentE2eTest : public ::testing::Test {
 
 TEST_F(AgentE2eTest, GoRunsTwoRanksAndStreamsTheirSteps) {
   WriteSpec("NCCL_MAX_CTAS = '8'\n");
-  CommandResult r = RunAgent();
+  CommandResult r = RunAgent({}, {{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "3"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   std::lock_guard<std::mutex> l(service_.mu);
@@ -148,6 +151,8 @@ TEST_F(AgentE2eTest, GoRunsTwoRanksAndStreamsTheirSteps) {
   EXPECT_EQ(reg.id().node(), "node2");
   EXPECT_EQ(reg.id().launch(), 2);
   EXPECT_GE(reg.cpus(), 1);
+  EXPECT_EQ(reg.slurm_job_id(), "4242");
+  EXPECT_EQ(reg.slurm_step_id(), "3");
 
   std::multiset<std::pair<int, int64_t>> steps;
   int heartbeats = 0;
@@ -170,6 +175,10 @@ TEST_F(AgentE2eTest, GoRunsTwoRanksAndStreamsTheirSteps) {
   EXPECT_EQ(service_.exits[0].exit_code(), 0);
   EXPECT_EQ(service_.exits[0].reason(), "all 2 ranks exited 0");
   EXPECT_EQ(service_.exits[0].ranks_size(), 2);
+  for (const v1::RankExit& x : service_.exits[0].ranks()) EXPECT_EQ(x.evidence(), "");
+  // 0 where the job's cgroup counter is readable, else -1.
+  EXPECT_TRUE(service_.exits[0].oom_kills() == 0 || service_.exits[0].oom_kills() == -1)
+      << service_.exits[0].oom_kills();
 
   for (int rank : {2, 3}) {
     std::string log = RankLog(rank);
@@ -277,6 +286,20 @@ TEST_F(AgentE2eTest, FailingRankStopsTheOtherAndSetsTheExitCode) {
   EXPECT_EQ(e.reason(), "rank 3 exited with 3");
   ASSERT_EQ(e.ranks_size(), 2);
   EXPECT_EQ(e.ranks(0).rank(), 3);
+  // The failed rank's log tail, in ReportExit and in the stream's rank_exit.
+  ASSERT_EQ(e.ranks(0).markers_size(), 1);
+  EXPECT_EQ(e.ranks(0).markers(0), "nccl_error");
+  EXPECT_EQ(e.ranks(0).evidence(),
+            "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+            "unhandled system error");
+  bool streamed = false;
+  for (const v1::AgentReport& rep : service_.reports)
+    if (rep.has_rank_exit() && rep.rank_exit().rank() == 3) {
+      streamed = true;
+      EXPECT_EQ(rep.rank_exit().evidence(), e.ranks(0).evidence());
+      EXPECT_EQ(rep.rank_exit().markers_size(), 1);
+    }
+  EXPECT_TRUE(streamed);
   EXPECT_EQ(e.ranks(1).rank(), 2);
   EXPECT_EQ(e.ranks(1).signal(), SIGTERM);
   EXPECT_EQ(e.ranks(1).exit_code(), 143);
@@ -402,11 +425,12 @@ CommandResult RunNext(std::vector<std::string> argv, const std::string& code,
 TEST_F(AgentE2eTest, NextLaunchPrintsOneLine) {
   service_.next.set_action(v1::NextLaunchResponse::ACTION_RELAUNCH);
   service_.next.set_next_launch(3);
-  service_.next.add_exclude_nodes("node3");
-  service_.next.add_exclude_nodes("node7");
+  service_.next.add_nodes("node1");
+  service_.next.add_nodes("node2");
+  service_.next.add_exclude_nodes("node3");  // unused
   CommandResult r = RunNext(Identity("next-launch"), "137");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "relaunch 3 node3,node7\n");
+  EXPECT_EQ(r.out, "relaunch 3 node1,node2\n");
 
   service_.next.Clear();
   service_.next.set_action(v1::NextLaunchResponse::ACTION_EXIT);

@@ -1,18 +1,17 @@
 // trellis-rank: one rank of a [model] run. The agent (trellis-worker) starts it
 // with the rank's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
-// TRELLIS_STEP_SOCKET, ...); it runs trainer_core in this process. Exit code:
-// 0 trained to the end, 1 training error, 2 an unreadable spec or not a
-// [model] run.
+// TRELLIS_STEP_SOCKET, ...); it runs trainer_core in this process. Exit code
+// (common/exit_codes.h): 0 trained to the end, 1 training error, kExitUsage (2)
+// an unreadable spec or not a [model] run.
 
 #include <CLI/CLI.hpp>
 
+#include "common/exit_codes.h"
 #include "common/log.h"
 #include "trainer_core/host/rank_host.h"
 #include "worker/app/spec_file.h"
 
-namespace {
-constexpr int kExitUsage = 2;
-}
+using trellis::kExitUsage;
 
 int main(int argc, char** argv) {
   CLI::App app{

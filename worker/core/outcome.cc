@@ -12,7 +12,7 @@ RankExit RankExitFromWaitStatus(int rank, int wait_status) {
   e.rank = rank;
   if (WIFSIGNALED(wait_status)) {
     e.signal = WTERMSIG(wait_status);
-    e.exit_code = 128 + e.signal;
+    e.exit_code = kExitSignalBase + e.signal;
   } else if (WIFEXITED(wait_status)) {
     e.exit_code = WEXITSTATUS(wait_status);
   } else {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "common/exit_codes.h"
+
 namespace trellis::worker {
 
 struct RankExit {
@@ -12,10 +14,14 @@ struct RankExit {
   int exit_code = 0;  // 128 + signal when killed by a signal
   int signal = 0;     // 0 when the rank exited
   bool after_stop = false;  // ended after the worker began stopping the ranks
+  // Non-zero exits only: ScanLogTail of the end of the rank's log
+  // (worker/core/failure_markers.h).
+  std::vector<std::string> markers = {};
+  std::string evidence = {};
 };
 
 // Exit code Slurm and shells use for a program that could not be started.
-inline constexpr int kCannotStartExitCode = 127;
+inline constexpr int kCannotStartExitCode = kExitCannotStart;
 
 // Interprets a waitpid() status.
 RankExit RankExitFromWaitStatus(int rank, int wait_status);

@@ -24,9 +24,9 @@ std::string FormatNextLaunchLine(const NextLaunchChoice& choice, int fallback_ex
     return absl::StrCat("exit ", choice.exit_code);
   }
   if (choice.next_launch < 1) return fallback;
-  for (const std::string& node : choice.exclude_nodes)
+  for (const std::string& node : choice.nodes)
     if (!IsSafeName(node)) return fallback;
-  std::string nodes = choice.exclude_nodes.empty() ? "-" : absl::StrJoin(choice.exclude_nodes, ",");
+  std::string nodes = choice.nodes.empty() ? "-" : absl::StrJoin(choice.nodes, ",");
   return absl::StrCat("relaunch ", choice.next_launch, " ", nodes);
 }
 

@@ -23,11 +23,12 @@ std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, int retry, d
 struct NextLaunchChoice {
   bool relaunch = false;
   int next_launch = 0;
-  std::vector<std::string> exclude_nodes;
+  std::vector<std::string> nodes;  // the next launch's nodes; empty: the whole allocation
   int exit_code = 0;
 };
 
-// "relaunch <next_launch> <node,node|->" or "exit <code>". An answer the
+// "relaunch <next_launch> <node,node|->" ("-": no node list, every node of
+// the allocation) or "exit <code>". An answer the
 // script could misread (bad launch number, odd node names, code outside
 // [0, 255]) becomes "exit <fallback_exit_code>".
 std::string FormatNextLaunchLine(const NextLaunchChoice& choice, int fallback_exit_code);

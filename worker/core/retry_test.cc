@@ -40,8 +40,9 @@ TEST_P(NextLaunchLineTest, Formats) {
 INSTANTIATE_TEST_SUITE_P(
     Table, NextLaunchLineTest,
     ::testing::Values(
-        LineCase{"RelaunchNoExclude", {true, 2, {}, 0}, "relaunch 2 -"},
-        LineCase{"RelaunchExclude", {true, 3, {"node1", "node4"}, 0}, "relaunch 3 node1,node4"},
+        LineCase{"RelaunchEverywhere", {true, 2, {}, 0}, "relaunch 2 -"},
+        LineCase{"RelaunchOnNodes", {true, 3, {"node1", "node4"}, 0}, "relaunch 3 node1,node4"},
+        LineCase{"HostlistSyntaxFallsBack", {true, 3, {"node[1-2]"}, 0}, "exit 9"},
         LineCase{"Exit", {false, 0, {}, 3}, "exit 3"},
         LineCase{"ExitZero", {false, 0, {}, 0}, "exit 0"},
         LineCase{"BadLaunchFallsBack", {true, 0, {}, 0}, "exit 9"},

@@ -1,7 +1,9 @@
 #pragma once
 // Starts one rank process: its own process group (so a signal reaches
 // everything the rank started), stdout and stderr appended to its log,
-// stdin from /dev/null, default signal dispositions and an empty mask.
+// stdin from /dev/null, default signal dispositions and an empty mask, and
+// SIGKILL when the worker dies (PR_SET_PDEATHSIG), so that a worker killed
+// outright leaves no rank behind.
 
 #include <sys/types.h>
 
@@ -15,7 +17,9 @@ namespace trellis::worker {
 
 // Runs plan.argv_prefix (numactl binding, when planned) followed by argv.
 // Creates the log's directory. Errors when the log cannot be opened or the
-// program cannot be executed.
+// program cannot be executed. The death signal fires when the calling THREAD
+// ends: call it from a thread that lives as long as the rank (the agent's
+// main thread).
 absl::StatusOr<pid_t> SpawnRank(const RankPlan& plan, const std::vector<std::string>& argv,
                                 const std::string& working_dir);
 

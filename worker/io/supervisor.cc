@@ -6,7 +6,10 @@
 
 #include <boost/asio/post.hpp>
 
+#include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "worker/core/failure_markers.h"
+#include "worker/io/log_tail.h"
 #include "worker/io/rank_process.h"
 
 namespace trellis::worker {
@@ -41,6 +44,7 @@ void Supervisor::Start(const std::vector<RankPlan>& plans, const std::vector<std
   expected_ = static_cast<int>(plans.size());
   std::vector<RankExit> failed;
   for (const RankPlan& plan : plans) {
+    log_paths_[plan.global_rank] = plan.log_path;
     auto pid = SpawnRank(plan, argv, working_dir);
     if (!pid.ok()) {
       spdlog::error("{}", std::string(pid.status().message()));
@@ -81,12 +85,15 @@ void Supervisor::Reap() {
 
 void Supervisor::Record(RankExit e) {
   e.after_stop = terminating_;
-  exits_.push_back(e);
   if (e.exit_code == 0) {
     spdlog::info("rank {} exited 0", e.rank);
   } else {
-    spdlog::warn("rank {} {}", e.rank, DescribeRankExit(e));
+    AttachLogEvidence(&e);
+    spdlog::warn("rank {} {}{}{}", e.rank, DescribeRankExit(e),
+                 e.markers.empty() ? "" : " [" + absl::StrJoin(e.markers, ",") + "]",
+                 e.evidence.empty() ? "" : ": " + e.evidence);
   }
+  exits_.push_back(e);
   on_rank_exit_(e);
   if (e.exit_code != 0 && !live_.empty() && !terminating_) {
     spdlog::warn("stopping the {} other rank(s)", live_.size());
@@ -99,6 +106,23 @@ void Supervisor::Record(RankExit e) {
     sigchld_.cancel(ignored);
     asio::post(io_, [this] { on_all_exited_(); });
   }
+}
+
+// The rank's last words, read as it is reaped: the controller classifies the
+// failure and weighs blame on the node with them (docs/architecture.md, "A
+// run's life, as implemented"). 16 KiB of a local or shared log, once per
+// failed rank, is cheap enough for the event loop.
+void Supervisor::AttachLogEvidence(RankExit* e) const {
+  auto path = log_paths_.find(e->rank);
+  if (path == log_paths_.end()) return;
+  auto tail = ReadFileTail(path->second, kRankLogTailBytes);
+  if (!tail.ok()) {
+    spdlog::warn("rank {}: no log evidence: {}", e->rank, std::string(tail.status().message()));
+    return;
+  }
+  LogEvidence evidence = ScanLogTail(*tail);
+  e->markers = std::move(evidence.markers);
+  e->evidence = std::move(evidence.line);
 }
 
 void Supervisor::Stop(const std::string& cause) {

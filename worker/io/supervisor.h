@@ -2,7 +2,8 @@
 // Supervises the node's ranks on the worker's event loop: reaps them on
 // SIGCHLD; when one fails (non-zero exit or signal), or the worker is told to
 // stop, sends SIGTERM to every rank's process group and SIGKILL to those left
-// after the grace.
+// after the grace. A rank that exits non-zero gets the failure markers and
+// the evidence line of the end of its log (ScanLogTail) before it is reported.
 //
 // Runs on the caller's io_context; destroy it only after that loop stopped.
 
@@ -26,7 +27,8 @@ class Supervisor {
  public:
   using ExitFn = std::function<void(const RankExit&)>;
 
-  // on_rank_exit runs once per rank; on_all_exited once, after the last one.
+  // on_rank_exit runs once per rank (with the log evidence of a failure);
+  // on_all_exited once, after the last one.
   Supervisor(boost::asio::io_context& io, std::chrono::steady_clock::duration kill_grace,
              ExitFn on_rank_exit, std::function<void()> on_all_exited);
   ~Supervisor();
@@ -55,6 +57,7 @@ class Supervisor {
   void Reap();
   void Record(RankExit e);
   void Terminate();
+  void AttachLogEvidence(RankExit* e) const;
 
   boost::asio::io_context& io_;
   std::chrono::steady_clock::duration kill_grace_;
@@ -62,7 +65,8 @@ class Supervisor {
   std::function<void()> on_all_exited_;
   boost::asio::signal_set sigchld_;
   boost::asio::steady_timer kill_timer_;
-  std::map<pid_t, int> live_;  // pid (= process group) -> global rank
+  std::map<pid_t, int> live_;             // pid (= process group) -> global rank
+  std::map<int, std::string> log_paths_;  // global rank -> its log
   std::vector<RankExit> exits_;
   std::string stop_cause_;
   int expected_ = 0;

@@ -73,6 +73,7 @@ TEST_F(SupervisorTest, AllExitZeroWithLogsInTheWorkingDir) {
   EXPECT_EQ(outcome_.exit_code, 0);
   EXPECT_EQ(outcome_.reason, "all 2 ranks exited 0");
   EXPECT_EQ(streamed_.size(), 2u);
+  for (const RankExit& e : streamed_) EXPECT_EQ(e.evidence, "");  // only failures carry it
   EXPECT_NE(Log(10).find("rank 10 in " + dir_), std::string::npos) << Log(10);
   EXPECT_NE(Log(11).find("to-stderr"), std::string::npos);
 }
@@ -91,6 +92,28 @@ TEST_F(SupervisorTest, FailingRankStopsTheOtherWithSigterm) {
   // The cause is not flagged; the rank stopped because of it is.
   EXPECT_FALSE(exits_[0].after_stop);
   EXPECT_TRUE(exits_[1].after_stop);
+}
+
+TEST_F(SupervisorTest, FailedRankCarriesTheMarkersOfItsLogTail) {
+  // Rank 11 fails once rank 10 has written its line.
+  Run("if [ \"$RANK\" = 11 ]; then while [ ! -e ready ]; do sleep 0.01; done; "
+      "echo 'step 3 loss 2.5'; "
+      "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; "
+      "echo 'cleaning up'; exit 1; fi; echo 'rank 10 waiting'; touch ready; exec sleep 60",
+      30s);
+  ASSERT_EQ(exits_.size(), 2u);
+  ASSERT_EQ(streamed_.size(), 2u);
+  EXPECT_EQ(exits_[0].rank, 11);
+  EXPECT_EQ(exits_[0].markers, std::vector<std::string>{"device_oom"});
+  EXPECT_EQ(exits_[0].evidence,
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB");
+  // The stream reports the same exit.
+  EXPECT_EQ(streamed_[0].markers, exits_[0].markers);
+  EXPECT_EQ(streamed_[0].evidence, exits_[0].evidence);
+  // The rank stopped with SIGTERM: no marker, its last line.
+  EXPECT_EQ(exits_[1].rank, 10);
+  EXPECT_TRUE(exits_[1].markers.empty());
+  EXPECT_EQ(exits_[1].evidence, "rank 10 waiting");
 }
 
 TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterTheGrace) {

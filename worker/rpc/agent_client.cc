@@ -69,6 +69,8 @@ absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds
   req.set_hostname(facts.hostname);
   req.set_gpus(facts.gpus);
   req.set_cpus(facts.cpus);
+  req.set_slurm_job_id(facts.slurm_job_id);
+  req.set_slurm_step_id(facts.slurm_step_id);
   ToProto(facts.probe, req.mutable_probe());
   v1::GateDecision decision;
   grpc::Status st =
@@ -99,12 +101,14 @@ absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds
 }
 
 absl::Status AgentClient::ReportExit(const std::vector<RankExit>& exits,
-                                     const WorkerOutcome& outcome, Seconds timeout) {
+                                     const WorkerOutcome& outcome, int oom_kills,
+                                     Seconds timeout) {
   v1::ReportExitRequest req;
   *req.mutable_id() = id_;
   for (const RankExit& e : exits) ToProto(e, req.add_ranks());
   req.set_exit_code(outcome.exit_code);
   req.set_reason(outcome.reason);
+  req.set_oom_kills(oom_kills);
   grpc::Status st =
       WithRetries("ReportExit", backoff_, timeout, timeout, false, [&](Seconds budget) {
         grpc::ClientContext ctx;
@@ -132,7 +136,7 @@ absl::StatusOr<NextLaunchChoice> AgentClient::NextLaunch(int step_exit_code, Sec
     case v1::NextLaunchResponse::ACTION_RELAUNCH:
       c.relaunch = true;
       c.next_launch = resp.next_launch();
-      c.exclude_nodes.assign(resp.exclude_nodes().begin(), resp.exclude_nodes().end());
+      c.nodes.assign(resp.nodes().begin(), resp.nodes().end());
       break;
     case v1::NextLaunchResponse::ACTION_EXIT:
       c.exit_code = resp.exit_code();

@@ -25,6 +25,9 @@ struct NodeFacts {
   int gpus = 0;
   int cpus = 0;
   NodeProbeReport probe;  // per-socket host memory, or the probe's error
+  // SLURM_JOB_ID and SLURM_STEP_ID of the worker's environment (empty outside Slurm).
+  std::string slurm_job_id = {};
+  std::string slurm_step_id = {};
 };
 
 struct GateResult {
@@ -43,8 +46,9 @@ class AgentClient {
   // and message (FAILED_PRECONDITION on a version mismatch, ...).
   absl::StatusOr<GateResult> Register(const NodeFacts& facts, Seconds retry_window,
                                       Seconds gate_wait);
+  // oom_kills: the job cgroup's OOM kills during the launch, -1 when unknown.
   absl::Status ReportExit(const std::vector<RankExit>& exits, const WorkerOutcome& outcome,
-                          Seconds timeout);
+                          int oom_kills, Seconds timeout);
   absl::StatusOr<NextLaunchChoice> NextLaunch(int step_exit_code, Seconds timeout);
 
   v1::AgentService::Stub* stub() { return stub_.get(); }

@@ -26,6 +26,8 @@ void ToProto(const RankExit& in, v1::RankExit* out) {
   out->set_exit_code(in.exit_code);
   out->set_after_stop(in.after_stop);
   out->set_signal(in.signal);
+  for (const std::string& m : in.markers) out->add_markers(m);
+  out->set_evidence(in.evidence);
 }
 
 void ToProto(const NodeProbeReport& in, v1::NodeProbe* out) {
