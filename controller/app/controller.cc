@@ -22,7 +22,7 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
       scheduler_(ctx_),
       launches_(ctx_, [this](std::function<Effects()> work) { OnLoop(std::move(work)); }),
       reconciler_(ctx_),
-      health_(ctx_) {}
+      health_(ctx_, [this](std::function<Effects()> work) { OnLoop(std::move(work)); }) {}
 
 Controller::~Controller() { Stop(); }
 
@@ -46,6 +46,7 @@ void Controller::BeginShutdown() {
     schedule_timer_.cancel();
     reconcile_timer_.cancel();
     launches_.Shutdown();
+    health_.Shutdown();
     watchers_.EndAll();
     done.set_value();
   });
@@ -87,8 +88,14 @@ void Controller::Apply(Effects fx) {
     absl::Status st = ApplyTransition(t);
     if (t.then) Apply(t.then(st));
   }
-  for (const auto& [run_id, why] : fx.aborted_runs) launches_.AbortRun(run_id, why);
+  for (const auto& [run_id, why] : fx.aborted_runs) {
+    launches_.AbortRun(run_id, why);
+    health_.StopWatching(run_id);
+  }
   for (const auto& end : fx.ended_attempts) Apply(scheduler_.EndAttempt(end));
+  for (const auto& started : fx.started_launches) health_.Start(started);
+  for (const auto& ref : fx.settled_launches) health_.End(ref);
+  for (const auto& fault : fx.faults) Apply(launches_.Fault(fault));
   for (const auto& s : fx.strikes) ApplyStrike(s);
   for (auto& call : fx.slurm) RunOnSlurm(std::move(call));
   for (auto& reply : fx.replies) reply();
@@ -131,6 +138,8 @@ absl::StatusOr<RunView> Controller::BuildView(const RunRecord& run, int steps) {
   ASSIGN_OR_RETURN(v.attempts, store_->Attempts(run.run_id));
   ASSIGN_OR_RETURN(v.events, store_->Events(run.run_id));
   ASSIGN_OR_RETURN(v.recent_steps, store_->RecentSteps(run.run_id, steps));
+  ASSIGN_OR_RETURN(v.launches, store_->Launches(run.run_id));
+  ASSIGN_OR_RETURN(v.health_events, store_->HealthEvents(run.run_id, 20));
   if (!v.recent_steps.empty()) {
     const StepRow& last = v.recent_steps.back();
     v.last_step = last.step;
@@ -204,12 +213,16 @@ void Controller::Unwatch(std::string run_id, WatchSink* sink, std::function<void
 // --- workers ---
 
 void Controller::Register(WorkerId id, std::string version, std::string hostname,
-                          NodeProbeFigures probe, Reply<GateAnswer> reply) {
+                          NodeProbeFigures probe, SlurmStep step, Reply<GateAnswer> reply) {
   asio::post(io_, [this, id = std::move(id), version = std::move(version),
                    hostname = std::move(hostname), probe = std::move(probe),
-                   reply = std::move(reply)] {
-    Apply(launches_.Register(id, version, hostname, probe, reply));
+                   step = std::move(step), reply = std::move(reply)] {
+    Apply(launches_.Register(id, version, hostname, probe, step, reply));
   });
+}
+
+void Controller::Heartbeat(WorkerId id) {
+  asio::post(io_, [this, id = std::move(id)] { health_.Heard(id); });
 }
 
 void Controller::AuthenticateWorker(WorkerId id, Reply<bool> reply) {
@@ -222,27 +235,30 @@ void Controller::AuthenticateWorker(WorkerId id, Reply<bool> reply) {
 
 void Controller::RecordStep(WorkerId id, int rank, StepRecord record) {
   asio::post(io_, [this, id = std::move(id), rank, record] {
-    auto row = health_.RecordStep(id, rank, record);
-    if (!row) return;
+    RunHealth::StepResult r = health_.RecordStep(id, rank, record);
+    Apply(std::move(r.fx));
+    if (!r.row) return;
     // Watchers see a step once every rank has reported it (the summary is
     // then complete); when the world size is unknown (after a controller
     // restart), every update.
     int world = launches_.WorldSize(id);
-    if (world == 0 || row->ranks == world) watchers_.Step(id.run_id, *row);
+    if (world == 0 || r.row->ranks == world) watchers_.Step(id.run_id, *r.row);
   });
 }
 
 void Controller::RecordRankExit(WorkerId id, RankExitInfo exit) {
   asio::post(io_, [this, id = std::move(id), exit = std::move(exit)] {
+    health_.Heard(id);
     launches_.RecordRankExit(id, exit);
   });
 }
 
-void Controller::ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int exit_code,
-                            std::string reason, Reply<bool> reply) {
-  asio::post(io_, [this, id = std::move(id), exits = std::move(exits), exit_code,
+void Controller::ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int oom_kills,
+                            int exit_code, std::string reason, Reply<bool> reply) {
+  asio::post(io_, [this, id = std::move(id), exits = std::move(exits), oom_kills, exit_code,
                    reason = std::move(reason), reply = std::move(reply)] {
-    Apply(launches_.ReportExit(id, exits, exit_code, reason, reply));
+    health_.Heard(id);
+    Apply(launches_.ReportExit(id, exits, oom_kills, exit_code, reason, reply));
   });
 }
 

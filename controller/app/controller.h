@@ -61,21 +61,26 @@ class Controller {
   // --- workers ---
   // `hostname` is what rank 0's node is reached by (MASTER_ADDR).
   void Register(WorkerId id, std::string version, std::string hostname, NodeProbeFigures probe,
-                Reply<GateAnswer> reply);
+                SlurmStep step, Reply<GateAnswer> reply);
   void AuthenticateWorker(WorkerId id, Reply<bool> reply);
   // Summarized per step in the store, and kept as the rank's latest record.
   void RecordStep(WorkerId id, int rank, StepRecord record);
+  // A worker's heartbeat: it is alive (any report counts the same).
+  void Heartbeat(WorkerId id);
   void RecordRankExit(WorkerId id, RankExitInfo exit);
-  void ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int exit_code, std::string reason,
-                  Reply<bool> reply);
+  // `oom_kills`: how many processes the kernel's OOM killer ended in the job's
+  // cgroup on that node during the launch; -1 unknown.
+  void ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int oom_kills, int exit_code,
+                  std::string reason, Reply<bool> reply);
   void NextLaunch(WorkerId id, int step_exit_code, Reply<NextLaunchAnswer> reply);
 
  private:
   // Runs `work` on the loop and applies what it returns.
   void OnLoop(std::function<Effects()> work);
   // Carries out effects in a fixed order: store writes, transitions (each
-  // followed by its `then`), aborted launches, ended attempts, strikes, Slurm
-  // calls, replies, and a schedule tick last. Every failure is logged.
+  // followed by its `then`), aborted runs, ended attempts, launches started
+  // and settled, faults, strikes, Slurm calls, replies, and a schedule tick
+  // last. Every failure is logged.
   void Apply(Effects fx);
   absl::Status ApplyTransition(const TransitionEffect& t);
   void ApplyStrike(const StrikeEffect& s);  // controller_nodes.cc

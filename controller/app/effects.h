@@ -6,11 +6,17 @@
 // failure (docs/architecture.md, "The controller's parts").
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/spec/run_spec.h"
+#include "controller/core/failure_class.h"
+#include "controller/core/recovery.h"
 #include "controller/core/run_state.h"
 
 namespace trellis::controller {
@@ -57,13 +63,47 @@ struct StrikeEffect {
   bool until_released = false;
 };
 
-// An attempt that ended without success: the scheduler decides what follows.
+// An attempt that ended without success: the scheduler carries out what was
+// decided (a new attempt after the backoff, or FAILED), or decides it by the
+// restart budget when nobody could (the job ended unseen).
 struct AttemptEndEffect {
   std::string run_id;
   int attempt = 0;
   int exit_code = 1;
   std::string why;
   std::string evidence_json = "{}";
+  std::optional<RecoveryDecision> decided;
+};
+
+// Which launch: (run, attempt, launch).
+struct LaunchRef {
+  std::string run_id;
+  int attempt = 0;
+  int launch = 0;
+  bool operator<(const LaunchRef& o) const {
+    return std::tie(run_id, attempt, launch) < std::tie(o.run_id, o.attempt, o.launch);
+  }
+  bool operator==(const LaunchRef& o) const {
+    return run_id == o.run_id && attempt == o.attempt && launch == o.launch;
+  }
+};
+
+// A launch passed the gate: run health starts watching it.
+struct LaunchStartedEffect {
+  LaunchRef ref;
+  std::vector<std::string> rank_nodes;  // the node of each global rank
+  bool model = false;                   // [model] ranks report steps from the start
+  spec::RestartSection restart;
+  spec::HealthSection health;
+};
+
+// Run health found a launch that cannot go on: its workers' nodes lost, or a
+// rank hung. The launch is stopped and the fault is its evidence.
+struct LaunchFaultEffect {
+  LaunchRef ref;
+  std::vector<std::string> lost_nodes;
+  std::map<std::string, double> lost_silent_s;
+  std::optional<HangEvidence> hang;
 };
 
 // Runs on the Slurm thread (commands block); what it returns runs back on the
@@ -75,6 +115,9 @@ struct Effects {
   std::vector<TransitionEffect> transitions;
   std::vector<std::pair<std::string, std::string>> aborted_runs;  // run id, why: end its launches
   std::vector<AttemptEndEffect> ended_attempts;
+  std::vector<LaunchStartedEffect> started_launches;
+  std::vector<LaunchRef> settled_launches;  // the batch script asked what follows
+  std::vector<LaunchFaultEffect> faults;
   std::vector<StrikeEffect> strikes;
   std::vector<SlurmCall> slurm;
   std::vector<std::function<void()>> replies;  // last: after the state they report is stored
@@ -88,6 +131,9 @@ struct Effects {
     move_all(transitions, o.transitions);
     move_all(aborted_runs, o.aborted_runs);
     move_all(ended_attempts, o.ended_attempts);
+    move_all(started_launches, o.started_launches);
+    move_all(settled_launches, o.settled_launches);
+    move_all(faults, o.faults);
     move_all(strikes, o.strikes);
     move_all(slurm, o.slurm);
     move_all(replies, o.replies);

@@ -53,6 +53,12 @@ Launches::LaunchState* Launches::Create(const WorkerId& id, const spec::RunSpec&
   l.attempt = id.attempt;
   l.launch = id.launch;
   l.expected_nodes = spec.total_nodes();
+  // A relaunch runs on the nodes NextLaunch named: the gate waits for those.
+  if (auto planned = planned_.find(key); planned != planned_.end()) {
+    l.planned = planned->second;
+    l.expected_nodes = static_cast<int>(l.planned.size());
+    planned_.erase(planned);
+  }
   l.needed_nodes = spec.slurm.nodes;
   l.ranks_per_node = spec.slurm.ranks_per_node;
   l.policy = GatePolicy{spec.gate.min_free_gib_per_socket, spec.gate.max_unattributed_gib_per_socket,
@@ -69,14 +75,9 @@ Launches::LaunchState* Launches::Create(const WorkerId& id, const spec::RunSpec&
   return &l;
 }
 
-void Launches::Forget(std::map<LaunchKey, LaunchState>::iterator it) {
-  if (it->second.gate_timer) ctx_.clock.Cancel(it->second.gate_timer);
-  launches_.erase(it);
-}
-
 Effects Launches::Register(const WorkerId& id, const std::string& version,
                            const std::string& hostname, const NodeProbeFigures& probe,
-                           Reply<GateAnswer> reply) {
+                           const SlurmStep& step, Reply<GateAnswer> reply) {
   auto refuse = [&](absl::StatusOr<GateAnswer> answer) {
     return Effects::Reply([reply, answer] { reply(answer); });
   };
@@ -108,8 +109,10 @@ Effects Launches::Register(const WorkerId& id, const std::string& version,
     if (!spec.ok()) return refuse(spec.status());
     l = Create(id, *spec);
     l->secret = attempt->secret;
-    first = run->state == RunState::kSubmitted;
+    // The first launch of an attempt, or a relaunch inside it.
+    first = run->state == RunState::kSubmitted || run->state == RunState::kRestarting;
   }
+  if (l->step.step_id.empty() && !step.step_id.empty()) l->step = step;
   if (l->outcome) {
     // A late or repeated registration after the decision.
     return refuse(GateAnswer::Abort("the gate of this launch already decided"));
@@ -157,8 +160,8 @@ Effects Launches::EvaluateGate(LaunchState* l, bool timed_out) {
   Effects fx;
   if (static_cast<int>(l->registered.size()) < l->expected_nodes && !timed_out) return fx;
   auto attempt = ctx_.store.LatestAttempt(l->run_id);
-  std::vector<std::string> allocated;
-  if (attempt.ok() && attempt->has_value()) {
+  std::vector<std::string> allocated = l->planned;
+  if (allocated.empty() && attempt.ok() && attempt->has_value()) {
     auto names = ExpandHostlist((*attempt)->nodelist);
     if (names.ok()) allocated = *names;
   }
@@ -191,6 +194,8 @@ Effects Launches::EvaluateGate(LaunchState* l, bool timed_out) {
                                 RETURN_IF_ERROR(s.SetAttemptNodes(run_id, attempt_no, nodes));
                                 return s.SetAttemptLaunches(run_id, attempt_no, launch_no);
                               }});
+    l->go_nodes = go;
+    fx += Started(l, out);
     fx += AnswerWaiting(l);
     return fx;
   }
@@ -204,6 +209,33 @@ Effects Launches::EvaluateGate(LaunchState* l, bool timed_out) {
   fx.transitions.push_back({run_id, RunState::kQueued, why, "{}", [=](Store& s) {
                               return s.EndAttempt(run_id, attempt_no, kExitGateAbort, why, now);
                             }});
+  return fx;
+}
+
+Effects Launches::Started(LaunchState* l, const GateOutcome& out) {
+  Effects fx;
+  l->started = ctx_.clock.Now();
+  LaunchRecord row;
+  row.run_id = l->run_id;
+  row.attempt = l->attempt;
+  row.launch = l->launch;
+  for (const auto& n : l->go_nodes) row.nodes += (row.nodes.empty() ? "" : ",") + n;
+  row.started = l->started;
+  fx.writes.push_back({"launch record of " + l->run_id,
+                       [row](Store& s) { return s.PutLaunch(row); }});
+  LaunchStartedEffect started;
+  started.ref = {l->run_id, l->attempt, l->launch};
+  for (const auto& node : l->go_nodes)
+    for (int r = 0; r < l->ranks_per_node; ++r) started.rank_nodes.push_back(node);
+  auto run = ctx_.store.GetRun(l->run_id);
+  auto spec = run.ok() ? ctx_.ParseStoredSpec(*run) : absl::StatusOr<spec::RunSpec>(run.status());
+  if (spec.ok()) {
+    started.model = spec->has_model;
+    started.restart = spec->restart;
+    started.health = spec->health;
+  }
+  fx.started_launches.push_back(std::move(started));
+  (void)out;
   return fx;
 }
 
@@ -282,7 +314,8 @@ void Launches::AbortRun(const std::string& run_id, const std::string& reason) {
   for (auto& [key, l] : launches_) {
     if (l.run_id != run_id) continue;
     if (l.gate_timer) ctx_.clock.Cancel(l.gate_timer);
-    l.gate_timer = 0;
+    if (l.kill_timer) ctx_.clock.Cancel(l.kill_timer);
+    l.gate_timer = l.kill_timer = 0;
     for (auto& w : l.waiting) w.reply(GateAnswer::Abort(reason));
     l.waiting.clear();
     if (!l.outcome) {
@@ -297,7 +330,8 @@ void Launches::AbortRun(const std::string& run_id, const std::string& reason) {
 void Launches::Shutdown() {
   for (auto& [key, l] : launches_) {
     if (l.gate_timer) ctx_.clock.Cancel(l.gate_timer);
-    l.gate_timer = 0;
+    if (l.kill_timer) ctx_.clock.Cancel(l.kill_timer);
+    l.gate_timer = l.kill_timer = 0;
     for (auto& w : l.waiting)
       w.reply(absl::UnavailableError("the controller is shutting down; register again"));
     l.waiting.clear();
@@ -307,75 +341,6 @@ void Launches::Shutdown() {
 int Launches::WorldSize(const WorkerId& id) const {
   auto it = launches_.find(KeyOf(id));
   return it == launches_.end() ? 0 : it->second.needed_nodes * it->second.ranks_per_node;
-}
-
-void Launches::RecordRankExit(const WorkerId& id, const RankExitInfo& exit) {
-  auto it = launches_.find(KeyOf(id));
-  if (it == launches_.end()) return;
-  for (const auto& e : it->second.rank_exits)
-    if (e.rank == exit.rank) return;
-  it->second.rank_exits.push_back(exit);
-}
-
-Effects Launches::ReportExit(const WorkerId& id, const std::vector<RankExitInfo>& exits,
-                             int exit_code, const std::string& reason, Reply<bool> reply) {
-  auto a = CheckWorker(id);
-  if (!a.ok()) return Effects::Reply([reply, st = a.status()] { reply(st); });
-  spdlog::info("run {} attempt {} launch {}: worker on {} exited {}: {}", id.run_id, id.attempt,
-               id.launch, id.node, exit_code, reason);
-  auto it = launches_.find(KeyOf(id));
-  if (it != launches_.end()) {
-    it->second.reported[id.node] = true;
-    for (const auto& e : exits) {
-      auto& known = it->second.rank_exits;
-      known.erase(std::remove_if(known.begin(), known.end(),
-                                 [&](const RankExitInfo& k) { return k.rank == e.rank; }),
-                  known.end());
-      known.push_back(e);
-    }
-  }
-  return Effects::Reply([reply] { reply(true); });
-}
-
-Effects Launches::NextLaunch(const WorkerId& id, int step_exit_code,
-                             Reply<NextLaunchAnswer> reply) {
-  auto a = CheckWorker(id);
-  if (!a.ok()) return Effects::Reply([reply, st = a.status()] { reply(st); });
-  auto run = ctx_.store.GetRun(id.run_id);
-  if (!run.ok()) return Effects::Reply([reply, st = run.status()] { reply(st); });
-  Effects fx;
-  NextLaunchAnswer ans;
-  ans.exit_code = step_exit_code;
-  auto it = launches_.find(KeyOf(id));
-  if (run->state == RunState::kRunning && a->live()) {
-    // After a controller restart the launch's reports are gone: srun's status decides.
-    bool known = it != launches_.end() && it->second.outcome &&
-                 it->second.outcome->kind == GateOutcome::kGo;
-    int go_nodes = known ? it->second.needed_nodes : 0;
-    LaunchOutcome o = SettleLaunch(step_exit_code,
-                                   known ? it->second.rank_exits : std::vector<RankExitInfo>{},
-                                   known ? static_cast<int>(it->second.reported.size()) : 0,
-                                   go_nodes);
-    if (!known && step_exit_code == 0) o = {true, 0, "srun step exited 0"};
-    ans.exit_code = o.exit_code;
-    ans.reason = o.reason;
-    if (o.succeeded) {
-      WallTime now = ctx_.clock.Now();
-      std::string run_id = id.run_id;
-      int attempt = id.attempt;
-      fx.transitions.push_back({run_id, RunState::kSucceeded, o.reason, "{}", [=](Store& s) {
-                                  return s.EndAttempt(run_id, attempt, 0, o.reason, now);
-                                }});
-    } else {
-      fx.ended_attempts.push_back({id.run_id, id.attempt, o.exit_code, o.reason,
-                                   "{\"step_exit_code\":" + std::to_string(step_exit_code) + "}"});
-    }
-  } else {
-    ans.reason = "run is " + std::string(StateName(run->state));
-  }
-  if (it != launches_.end()) Forget(it);
-  fx.replies.push_back([reply, ans] { reply(ans); });
-  return fx;
 }
 
 }  // namespace trellis::controller

@@ -1,7 +1,9 @@
 #pragma once
 // Launches and the gate: workers register, the gate decides GO / STANDBY /
-// ABORT per node, and each launch's reports are gathered until the batch
-// script asks what comes next. A part of the controller (docs/architecture.md,
+// ABORT per node, each launch's reports are gathered, and when the batch
+// script asks what comes next, the launch is classified (failure class,
+// blamed node) and recovered: success, a relaunch inside the allocation, a
+// new attempt or FAILED. A part of the controller (docs/architecture.md,
 // "The controller's parts"): loop thread only, returns Effects.
 
 #include <map>
@@ -21,19 +23,25 @@ class Launches {
  public:
   Launches(LoopContext ctx, Defer defer) : ctx_(ctx), defer_(std::move(defer)) {}
 
+  // launches.cc: registration and the gate.
   absl::StatusOr<AttemptRecord> CheckWorker(const WorkerId& id);
   Effects Register(const WorkerId& id, const std::string& version, const std::string& hostname,
-                   const NodeProbeFigures& probe, Reply<GateAnswer> reply);
-  void RecordRankExit(const WorkerId& id, const RankExitInfo& exit);
-  Effects ReportExit(const WorkerId& id, const std::vector<RankExitInfo>& exits, int exit_code,
-                     const std::string& reason, Reply<bool> reply);
-  Effects NextLaunch(const WorkerId& id, int step_exit_code, Reply<NextLaunchAnswer> reply);
+                   const NodeProbeFigures& probe, const SlurmStep& step, Reply<GateAnswer> reply);
   // Ends the run's launches: waiting workers get ABORT, undecided gates decide no more.
   void AbortRun(const std::string& run_id, const std::string& reason);
   // The controller is stopping: waiting workers are told to register again.
   void Shutdown();
   // Ranks of the launch, or 0 when it is unknown here (after a restart).
   int WorldSize(const WorkerId& id) const;
+
+  // launch_end.cc: how launches end.
+  void RecordRankExit(const WorkerId& id, const RankExitInfo& exit);
+  Effects ReportExit(const WorkerId& id, const std::vector<RankExitInfo>& exits, int oom_kills,
+                     int exit_code, const std::string& reason, Reply<bool> reply);
+  // Run health's finding: the launch is stopped (its srun step signalled)
+  // and the finding kept as evidence for NextLaunch.
+  Effects Fault(const LaunchFaultEffect& fault);
+  Effects NextLaunch(const WorkerId& id, int step_exit_code, Reply<NextLaunchAnswer> reply);
 
  private:
   struct PendingRegistration {
@@ -49,28 +57,46 @@ class Launches {
     int needed_nodes = 0;
     int ranks_per_node = 0;
     GatePolicy policy;
+    // Nodes this launch may run on, where known: a relaunch's nodes.
+    std::vector<std::string> planned;
     std::vector<NodeVerdict> registered;  // in registration order
     std::map<std::string, NodeProbeFigures> probes;
     std::map<std::string, std::string> hostnames;
     std::string secret;  // the attempt's, cached for the registrations after the first
     std::vector<PendingRegistration> waiting;
     std::optional<GateOutcome> outcome;
+    TimerId gate_timer = 0;
+    SlurmStep step;                     // of the first worker that said
+    std::vector<std::string> go_nodes;  // rank order, once GO
+    WallTime started;
+    // What happened while it ran.
     std::map<std::string, bool> reported;  // node -> ReportExit received
     std::vector<RankExitInfo> rank_exits;
-    TimerId gate_timer = 0;
+    std::map<std::string, int> oom_kills;  // node -> increase during the launch
+    LaunchFaultEffect fault;               // lost nodes and hang, from run health
+    bool stopping = false;
+    TimerId kill_timer = 0;
   };
   using LaunchKey = std::tuple<std::string, int, int>;
   static LaunchKey KeyOf(const WorkerId& id) { return {id.run_id, id.attempt, id.launch}; }
+  static LaunchKey KeyOf(const LaunchRef& r) { return {r.run_id, r.attempt, r.launch}; }
 
   LaunchState* Create(const WorkerId& id, const spec::RunSpec& spec);
   Effects EvaluateGate(LaunchState* launch, bool timed_out);
+  Effects Started(LaunchState* launch, const GateOutcome& out);
   Effects AnswerWaiting(LaunchState* launch);
   StoreEffect GateRecord(const LaunchState& launch, const GateOutcome& out) const;
+  // launch_end.cc
+  Effects Settle(LaunchState& launch, const RunRecord& run, int step_exit_code,
+                 NextLaunchAnswer* answer);
+  SlurmCall SignalStep(const LaunchState& launch, const std::string& signal) const;
   void Forget(std::map<LaunchKey, LaunchState>::iterator it);
 
   LoopContext ctx_;
   Defer defer_;
   std::map<LaunchKey, LaunchState> launches_;
+  // The nodes of relaunches announced to batch scripts, until they register.
+  std::map<LaunchKey, std::vector<std::string>> planned_;
 };
 
 }  // namespace trellis::controller

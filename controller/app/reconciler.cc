@@ -123,7 +123,7 @@ Effects Reconciler::SettleEnded(const RunRecord& run, const AttemptRecord& attem
   }
   std::string why = r.succeeded ? "Slurm job ended before the run started: " + r.reason : r.reason;
   fx.ended_attempts.push_back(
-      {run.run_id, attempt.attempt, r.succeeded ? 1 : r.exit_code, why, evidence});
+      {run.run_id, attempt.attempt, r.succeeded ? 1 : r.exit_code, why, evidence, std::nullopt});
   return fx;
 }
 

@@ -1,8 +1,33 @@
 #include "controller/app/run_health.h"
 
+#include <nlohmann/json.hpp>
+
 #include "common/log.h"
 
 namespace trellis::controller {
+
+namespace {
+
+double Seconds(SteadyTime::duration d) { return std::chrono::duration<double>(d).count(); }
+
+PhaseTimes PhasesOf(const StepRecord& r) {
+  return {r.step_seconds, r.fwd_seconds.value_or(0), r.bwd_seconds.value_or(0),
+          r.optim_seconds.value_or(0), r.comm_seconds.value_or(0)};
+}
+
+nlohmann::json PhasesJson(const PhaseTimes& p) {
+  return {{"step_s", p.step_s}, {"fwd_s", p.fwd_s}, {"bwd_s", p.bwd_s},
+          {"optim_s", p.optim_s}, {"comm_s", p.comm_s}};
+}
+
+}  // namespace
+
+RunHealth::~RunHealth() { Shutdown(); }
+
+void RunHealth::Shutdown() {
+  if (check_timer_) ctx_.clock.Cancel(check_timer_);
+  check_timer_ = 0;
+}
 
 void RunHealth::KeepLatest(const WorkerId& id, int rank, const StepRecord& record) {
   using Result = RankLatestTable::Result;
@@ -22,17 +47,149 @@ void RunHealth::KeepLatest(const WorkerId& id, int rank, const StepRecord& recor
                   id.run_id, rank, id.node);
 }
 
-std::optional<StepRow> RunHealth::RecordStep(const WorkerId& id, int rank,
-                                             const StepRecord& record) {
+HealthEventRecord RunHealth::Event(const Watch& w, std::string kind, int rank, std::string node,
+                                   std::string detail, std::string detail_json) const {
+  return {w.launch.ref.run_id, w.launch.ref.attempt, w.launch.ref.launch, ctx_.clock.Now(),
+          std::move(kind), rank, std::move(node), std::move(detail), std::move(detail_json)};
+}
+
+RunHealth::StepResult RunHealth::RecordStep(const WorkerId& id, int rank,
+                                            const StepRecord& record) {
+  StepResult out;
   KeepLatest(id, rank, record);
+  Heard(id);
   auto row = ctx_.store.RecordStep(id.run_id, id.attempt, id.launch, record.step, record.loss,
                                    record.tokens, record.step_seconds, EncodeStepRecord(record),
                                    ctx_.clock.Now());
-  if (!row.ok()) {
+  if (!row.ok())
     spdlog::warn("run {}: step not stored: {}", id.run_id, std::string(row.status().message()));
-    return std::nullopt;
+  else
+    out.row = *row;
+
+  auto it = watches_.find({id.run_id, id.attempt, id.launch});
+  if (it == watches_.end()) return out;
+  Watch& w = it->second;
+  if (rank < 0 || rank >= static_cast<int>(w.ranks.size())) return out;
+  RankProgress& p = w.ranks[rank];
+  if (record.step > p.last_step) {
+    p.last_step = record.step;
+    p.last_change = ctx_.clock.SteadyNow();
   }
-  return *row;
+  w.stragglers->Add(rank, id.node, record.step, PhasesOf(record));
+  for (const StragglerEvent& e : w.stragglers->TakeEvents()) {
+    std::string detail = "rank " + std::to_string(e.rank) + " on " + e.node + " took " +
+                         std::to_string(e.rank_s).substr(0, 6) + " s per step, the others " +
+                         std::to_string(e.median_others_s).substr(0, 6) + " s, in " +
+                         std::to_string(e.slow_steps) + " of the last " +
+                         std::to_string(e.window) + " steps";
+    nlohmann::json j = {{"rank", e.rank},         {"node", e.node},
+                        {"slow_steps", e.slow_steps}, {"window", e.window},
+                        {"rank_s", e.rank_s},     {"median_others_s", e.median_others_s},
+                        {"rank_phases", PhasesJson(e.rank_phases)},
+                        {"others_phases", PhasesJson(e.others_phases)}};
+    spdlog::warn("run {}: straggler: {}", id.run_id, detail);
+    HealthEventRecord ev = Event(w, "straggler", e.rank, e.node, detail, j.dump());
+    out.fx.writes.push_back({"straggler event of " + id.run_id,
+                             [ev](Store& s) { return s.AddHealthEvent(ev); }});
+    if (w.launch.health.straggler_strike)
+      out.fx.strikes.push_back({e.node, "straggler: " + detail, j.dump(),
+                                "run " + id.run_id + " (straggler)"});
+  }
+  return out;
+}
+
+void RunHealth::Heard(const WorkerId& id) {
+  auto it = watches_.find({id.run_id, id.attempt, id.launch});
+  if (it == watches_.end()) return;
+  auto node = it->second.last_heard.find(id.node);
+  if (node != it->second.last_heard.end()) node->second = ctx_.clock.SteadyNow();
+}
+
+void RunHealth::Start(const LaunchStartedEffect& started) {
+  Watch w;
+  w.launch = started;
+  w.started = ctx_.clock.SteadyNow();
+  for (size_t r = 0; r < started.rank_nodes.size(); ++r) {
+    w.ranks.push_back({static_cast<int>(r), started.rank_nodes[r], -1, w.started});
+    w.last_heard[started.rank_nodes[r]] = w.started;
+  }
+  const spec::HealthSection& h = started.health;
+  w.stragglers = std::make_unique<StragglerWindow>(static_cast<int>(started.rank_nodes.size()),
+                                                   h.straggler_window, h.straggler_min_slow,
+                                                   h.straggler_factor);
+  watches_[started.ref] = std::move(w);
+  ArmCheck();
+}
+
+void RunHealth::End(const LaunchRef& ref) { watches_.erase(ref); }
+
+void RunHealth::RunEnded(const std::string& run_id) {
+  rank_latest_.MarkEnded(run_id);
+  StopWatching(run_id);
+}
+
+void RunHealth::StopWatching(const std::string& run_id) {
+  for (auto it = watches_.begin(); it != watches_.end();)
+    it = it->first.run_id == run_id ? watches_.erase(it) : std::next(it);
+}
+
+void RunHealth::ArmCheck() {
+  if (check_timer_ || watches_.empty()) return;
+  check_timer_ = ctx_.clock.ScheduleAfter(kCheckEvery, [this] {
+    defer_([this] {
+      check_timer_ = 0;
+      Effects fx = Check();
+      ArmCheck();
+      return fx;
+    });
+  });
+}
+
+Effects RunHealth::Check() {
+  Effects fx;
+  SteadyTime now = ctx_.clock.SteadyNow();
+  for (auto& [ref, w] : watches_) {
+    if (w.faulted) continue;
+    const spec::RestartSection& r = w.launch.restart;
+    LaunchFaultEffect fault;
+    fault.ref = ref;
+    fault.lost_nodes =
+        FindLostWorkers(w.last_heard, now, std::chrono::seconds(r.heartbeat_timeout_s));
+    for (const auto& n : fault.lost_nodes) {
+      double silent = Seconds(now - w.last_heard[n]);
+      fault.lost_silent_s[n] = silent;
+      std::string detail = "worker on " + n + " silent for " + std::to_string(int(silent)) +
+                           " s (heartbeat_timeout_s = " + std::to_string(r.heartbeat_timeout_s) +
+                           ")";
+      HealthEventRecord ev = Event(w, "node_lost", -1, n, detail,
+                                   nlohmann::json{{"node", n}, {"silent_s", silent}}.dump());
+      fx.writes.push_back({"health event of " + ref.run_id,
+                           [ev](Store& s) { return s.AddHealthEvent(ev); }});
+    }
+    // Ranks of generic commands need not report steps at all: only [model]
+    // ranks are held to the start-up timeout.
+    std::chrono::seconds startup =
+        w.launch.model ? std::chrono::seconds(r.startup_timeout_s) : std::chrono::hours(24 * 365);
+    fault.hang = FindHang(w.ranks, w.started, now, std::chrono::seconds(r.hang_timeout_s), startup);
+    if (fault.hang) {
+      const HangEvidence& h = *fault.hang;
+      std::string detail =
+          "rank " + std::to_string(h.rank) + " on " + h.node + " made no progress for " +
+          std::to_string(int(h.silent_s)) + " s" +
+          (h.before_first_step ? " before its first step"
+                               : " after step " + std::to_string(h.last_step));
+      HealthEventRecord ev = Event(
+          w, "hang", h.rank, h.node, detail,
+          nlohmann::json{{"rank", h.rank}, {"node", h.node}, {"last_step", h.last_step},
+                         {"silent_s", h.silent_s}}.dump());
+      fx.writes.push_back({"health event of " + ref.run_id,
+                           [ev](Store& s) { return s.AddHealthEvent(ev); }});
+    }
+    if (fault.lost_nodes.empty() && !fault.hang) continue;
+    w.faulted = true;
+    fx.faults.push_back(std::move(fault));
+  }
+  return fx;
 }
 
 }  // namespace trellis::controller

@@ -1,37 +1,76 @@
 #pragma once
-// Run health: what the ranks report while they run. Keeps every rank's latest
-// step record in memory and folds records into the store's per-step summary.
-// A part of the controller (docs/architecture.md, "The controller's parts").
+// Run health: what the workers and ranks report while a launch runs. Keeps
+// every rank's latest step record (memory only), folds records into the
+// store's per-step summary, and watches each running launch: a worker silent
+// for restart.heartbeat_timeout_s is a lost node, a rank with no new step for
+// restart.hang_timeout_s (startup_timeout_s before its first) hangs, a rank
+// slower than the others is a straggler. A part of the controller
+// (docs/architecture.md, "The controller's parts"): loop thread only.
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/step_record.h"
 #include "controller/app/effects.h"
 #include "controller/app/loop_context.h"
 #include "controller/app/views.h"
+#include "controller/core/progress.h"
 #include "controller/core/rank_latest.h"
+#include "controller/core/straggler.h"
 
 namespace trellis::controller {
 
 class RunHealth {
  public:
-  explicit RunHealth(LoopContext ctx) : ctx_(ctx) {}
+  // How often running launches are checked for lost workers and hangs.
+  static constexpr std::chrono::seconds kCheckEvery{1};
 
-  // Stores the record's summary row and returns it (nullopt: not stored, logged).
-  std::optional<StepRow> RecordStep(const WorkerId& id, int rank, const StepRecord& record);
-  void RunEnded(const std::string& run_id) { rank_latest_.MarkEnded(run_id); }
+  RunHealth(LoopContext ctx, Defer defer) : ctx_(ctx), defer_(std::move(defer)) {}
+  ~RunHealth();
+
+  struct StepResult {
+    std::optional<StepRow> row;  // nullopt: not stored (logged)
+    Effects fx;                  // straggler events
+  };
+  StepResult RecordStep(const WorkerId& id, int rank, const StepRecord& record);
+  // A report of any kind from a worker (heartbeats, steps, exits).
+  void Heard(const WorkerId& id);
+  void Start(const LaunchStartedEffect& started);
+  void End(const LaunchRef& ref);
+  // The run's launches are no longer watched (its job ended).
+  void StopWatching(const std::string& run_id);
+  // ... and its ranks' latest records are kept as they are.
+  void RunEnded(const std::string& run_id);
+  void Shutdown();
   std::optional<RankLatestPage> RanksPage(const std::string& run_id, int from, int limit) const {
     return rank_latest_.Page(run_id, from, limit);
   }
 
  private:
+  struct Watch {
+    LaunchStartedEffect launch;
+    SteadyTime started;
+    std::map<std::string, SteadyTime> last_heard;  // node -> last report
+    std::vector<RankProgress> ranks;               // by global rank
+    std::unique_ptr<StragglerWindow> stragglers;
+    bool faulted = false;  // reported once; the launch is being stopped
+  };
   void KeepLatest(const WorkerId& id, int rank, const StepRecord& record);
+  Effects Check();
+  void ArmCheck();
+  HealthEventRecord Event(const Watch& w, std::string kind, int rank, std::string node,
+                          std::string detail, std::string detail_json) const;
 
   LoopContext ctx_;
+  Defer defer_;
   // The latest step record of every rank, per run (memory only; see
   // docs/architecture.md, "Store").
   RankLatestTable rank_latest_;
+  std::map<LaunchRef, Watch> watches_;
+  TimerId check_timer_ = 0;
 };
 
 }  // namespace trellis::controller

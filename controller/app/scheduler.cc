@@ -320,21 +320,35 @@ Effects Scheduler::EndAttempt(const AttemptEndEffect& end) {
   Effects fx;
   auto run = ctx_.store.GetRun(end.run_id);
   if (!run.ok() || IsTerminal(run->state)) return fx;
-  auto spec = ctx_.ParseStoredSpec(*run);
-  spec::RestartSection policy = spec.ok() ? spec->restart : spec::RestartSection{};
   WallTime now = ctx_.clock.Now();
-  RestartDecision d = DecideRestart(run->restarts, policy, end.why, now);
+  RecoveryDecision d;
+  if (end.decided) {
+    d = *end.decided;
+  } else {
+    // Nobody saw the launch end (the job vanished, or the controller
+    // restarted meanwhile): the restart budget alone decides.
+    auto spec = ctx_.ParseStoredSpec(*run);
+    RestartDecision r = DecideRestart(run->restarts, spec.ok() ? spec->restart
+                                                                : spec::RestartSection{},
+                                      end.why, now);
+    d.kind = r.requeue ? RecoveryDecision::kNewAttempt : RecoveryDecision::kFail;
+    d.not_before = r.not_before;
+    d.uses_restart = r.requeue;
+    d.reason = r.reason;
+  }
   std::string run_id = end.run_id;
   int attempt = end.attempt, exit_code = end.exit_code;
   std::string why = end.why;
   auto end_attempt = [=](Store& s) { return s.EndAttempt(run_id, attempt, exit_code, why, now); };
   if (run->state != RunState::kRestarting)
     fx.transitions.push_back({run_id, RunState::kRestarting, why, end.evidence_json, end_attempt});
-  int restarts = run->restarts;
-  if (d.requeue) {
+  else  // a relaunch ended the launch before: the attempt ends here
+    fx.writes.push_back({"end of attempt " + std::to_string(attempt) + " of " + run_id, end_attempt});
+  int restarts = run->restarts + (d.uses_restart ? 1 : 0);
+  if (d.kind == RecoveryDecision::kNewAttempt) {
     fx.transitions.push_back({run_id, RunState::kQueued, d.reason, end.evidence_json,
                               [=](Store& s) {
-                                return s.SetRestartBackoff(run_id, restarts + 1, d.not_before);
+                                return s.SetRestartBackoff(run_id, restarts, d.not_before);
                               }});
   } else {
     fx.transitions.push_back({run_id, RunState::kFailed, d.reason, end.evidence_json});

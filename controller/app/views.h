@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "common/step_record.h"
 #include "controller/app/gate_json.h"
+#include "controller/core/failure_class.h"
 #include "controller/core/quarantine.h"
 #include "controller/core/rank_latest.h"
 #include "controller/store/records.h"
@@ -20,6 +21,8 @@ struct RunView {
   std::vector<AttemptRecord> attempts;
   std::vector<EventRecord> events;
   std::vector<StepRow> recent_steps;
+  std::vector<LaunchRecord> launches;
+  std::vector<HealthEventRecord> health_events;  // the newest
   int64_t last_step = -1;
   double last_loss = 0;
   // GetRun with RanksQuery::include only; none when the controller holds no
@@ -38,6 +41,16 @@ struct SubmitResult {
   std::string run_id;                    // empty on dry run
   std::string batch_script;              // dry run only
   std::vector<std::string> sbatch_args;  // dry run only
+};
+
+// A rank's exit as the controller keeps it (one definition: RankEnd of
+// controller/core/failure_class.h).
+using RankExitInfo = RankEnd;
+
+// The srun step a worker runs in (from its environment; empty outside Slurm).
+struct SlurmStep {
+  std::string job_id;
+  std::string step_id;
 };
 
 // Who is calling, from the worker's side of the API.
@@ -71,7 +84,7 @@ struct GateAnswer {
 struct NextLaunchAnswer {
   bool relaunch = false;
   int next_launch = 0;
-  std::vector<std::string> exclude_nodes;
+  std::vector<std::string> nodes;  // on relaunch: where the next srun step runs
   int exit_code = 0;
   std::string reason;
 };

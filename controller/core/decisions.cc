@@ -103,36 +103,6 @@ GateOutcome DecideGate(const std::vector<NodeVerdict>& registered,
   return out;
 }
 
-LaunchOutcome SettleLaunch(int step_exit_code, const std::vector<RankExitInfo>& rank_exits,
-                           int workers_reported, int workers_expected) {
-  // Name the cause, not the cleanup: a rank that ended while its worker was
-  // already stopping the ranks (or a peer's collective broke) is a
-  // consequence; so, usually, is a rank killed by SIGTERM/SIGKILL. Among
-  // equals, the lowest rank.
-  auto is_cleanup = [](int code) { return code == 128 + 15 || code == 128 + 9; };
-  auto rank_key = [&](const RankExitInfo& r) {
-    return std::make_tuple(r.after_stop, is_cleanup(r.exit_code), r.rank);
-  };
-  const RankExitInfo* first_bad = nullptr;
-  for (const auto& r : rank_exits) {
-    if (r.exit_code == 0) continue;
-    if (first_bad == nullptr || rank_key(r) < rank_key(*first_bad)) first_bad = &r;
-  }
-  if (first_bad != nullptr) {
-    std::string how = first_bad->exit_code > 128
-                          ? "was killed by signal " + std::to_string(first_bad->exit_code - 128)
-                          : "exited with " + std::to_string(first_bad->exit_code);
-    return {false, first_bad->exit_code,
-            "rank " + std::to_string(first_bad->rank) + " on " + first_bad->node + " " + how};
-  }
-  if (step_exit_code != 0)
-    return {false, step_exit_code, "srun step ended with " + std::to_string(step_exit_code)};
-  if (workers_reported < workers_expected)
-    return {false, 1, "only " + std::to_string(workers_reported) + " of " +
-                          std::to_string(workers_expected) + " workers reported their exit"};
-  return {true, 0, "all " + std::to_string(rank_exits.size()) + " ranks exited 0"};
-}
-
 RestartDecision DecideRestart(int restarts_so_far, const spec::RestartSection& policy,
                               const std::string& failure, WallTime now) {
   if (restarts_so_far >= policy.max_restarts) {

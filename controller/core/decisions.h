@@ -50,21 +50,7 @@ GateOutcome DecideGate(const std::vector<NodeVerdict>& registered,
 // node2 < node10: digit runs compare as numbers.
 bool NaturalLess(const std::string& a, const std::string& b);
 
-// --- How a launch ended ---
-struct RankExitInfo {
-  std::string node;
-  int rank = 0;
-  int exit_code = 0;
-  bool after_stop = false;  // ended while its worker was stopping the ranks
-};
-struct LaunchOutcome {
-  bool succeeded = false;
-  int exit_code = 0;
-  std::string reason;
-};
-// From srun's status and the workers' reports (the first failing rank names the cause).
-LaunchOutcome SettleLaunch(int step_exit_code, const std::vector<RankExitInfo>& rank_exits,
-                           int workers_reported, int workers_expected);
+// How a launch ended: ClassifyLaunch in failure_class.h.
 
 // --- After a failure ---
 // Requeue with RestartBackoff() (recovery.h) until max_restarts are used.

@@ -95,34 +95,6 @@ TEST(NaturalLessTest, DigitRunsCompareAsNumbers) {
   EXPECT_FALSE(NaturalLess("n1", "n1"));
 }
 
-TEST(SettleLaunchTest, Table) {
-  auto ok = SettleLaunch(0, {{"n1", 0, 0}, {"n2", 1, 0}}, 2, 2);
-  EXPECT_TRUE(ok.succeeded);
-  EXPECT_EQ(ok.reason, "all 2 ranks exited 0");
-  auto bad = SettleLaunch(3, {{"n1", 0, 143}, {"n2", 1, 3}, {"n2", 2, 0}}, 2, 2);
-  EXPECT_FALSE(bad.succeeded);
-  // The rank that failed on its own is named, not the one killed in the cleanup.
-  EXPECT_EQ(bad.reason, "rank 1 on n2 exited with 3");
-  auto killed = SettleLaunch(137, {{"n1", 3, 137}, {"n1", 2, 143}}, 1, 1);
-  EXPECT_EQ(killed.reason, "rank 2 on n1 was killed by signal 15");
-  // A rank killed from outside (a node failure) is the cause; the ranks whose
-  // collectives broke afterwards, or that their workers stopped, are not.
-  auto node_failure = SettleLaunch(
-      137, {{"n2", 3, 1, /*after_stop=*/true}, {"n1", 0, 137, false}, {"n1", 1, 143, true},
-            {"n2", 2, 1, true}},
-      2, 2);
-  EXPECT_EQ(node_failure.reason, "rank 0 on n1 was killed by signal 9");
-  EXPECT_EQ(node_failure.exit_code, 137);
-  auto only = SettleLaunch(0, {{"n1", 1, 3}}, 1, 2);
-  EXPECT_EQ(only.reason, "rank 1 on n1 exited with 3");
-  EXPECT_EQ(only.exit_code, 3);
-  auto lost = SettleLaunch(0, {{"n1", 0, 0}}, 1, 2);
-  EXPECT_FALSE(lost.succeeded);
-  EXPECT_EQ(lost.reason, "only 1 of 2 workers reported their exit");
-  auto srun = SettleLaunch(137, {}, 0, 2);
-  EXPECT_EQ(srun.reason, "srun step ended with 137");
-}
-
 TEST(DecideRestartTest, BacksOffExponentiallyThenGivesUp) {
   spec::RestartSection p;
   p.max_restarts = 2;

@@ -64,11 +64,12 @@ class StepStreamReactor final : public grpc::ServerReadReactor<v1::AgentReport> 
         controller_->RecordStep(id, report_.step().rank(), FromProto(report_.step().record()));
         break;
       case v1::AgentReport::kRankExit:
-        controller_->RecordRankExit(id, {id.node, report_.rank_exit().rank(),
-                                         report_.rank_exit().exit_code(),
-                                         report_.rank_exit().after_stop()});
+        controller_->RecordRankExit(id, FromProto(report_.rank_exit(), id.node));
         break;
-      default:  // heartbeat: liveness is the stream itself for now
+      case v1::AgentReport::kHeartbeat:
+        controller_->Heartbeat(id);
+        break;
+      default:  // a report of a newer worker: ignored
         break;
     }
     StartRead(&report_);
@@ -98,8 +99,17 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Register(grpc::CallbackServerContext
                                  "255 characters"));
     return reactor;
   }
+  // They name a Slurm step on scancel's command line: digits only.
+  auto is_id = [](const std::string& s) {
+    return s.size() <= 20 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!is_id(req->slurm_job_id()) || !is_id(req->slurm_step_id())) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "slurm_job_id, slurm_step_id: digits only, at most 20"));
+    return reactor;
+  }
   controller_->Register(FromProto(req->id()), req->version(), req->hostname(),
-                        FromProto(req->probe()),
+                        FromProto(req->probe()), SlurmStep{req->slurm_job_id(), req->slurm_step_id()},
                         [reactor, resp](absl::StatusOr<GateAnswer> a) {
                           if (!a.ok()) return reactor->Finish(ToGrpc(a.status()));
                           ToProto(*a, resp);
@@ -125,9 +135,9 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportExit(grpc::CallbackServerConte
     return reactor;
   }
   std::vector<RankExitInfo> exits;
-  for (const auto& r : req->ranks())
-    exits.push_back({req->id().node(), r.rank(), r.exit_code(), r.after_stop()});
-  controller_->ReportExit(FromProto(req->id()), std::move(exits), req->exit_code(),
+  for (const auto& r : req->ranks()) exits.push_back(FromProto(r, req->id().node()));
+  controller_->ReportExit(FromProto(req->id()), std::move(exits), req->oom_kills(),
+                          req->exit_code(),
                           req->reason().substr(0, 1024), [reactor](absl::StatusOr<bool> r) {
                             reactor->Finish(ToGrpc(r.status()));
                           });

@@ -26,6 +26,55 @@ void ToProto(const RunView& v, v1::RunSummary* out) {
   out->set_updated_unix_ms(ToUnixMillis(r.updated));
   out->set_last_step(v.last_step);
   out->set_last_loss(v.last_loss);
+  out->set_restarts(r.restarts);
+  int relaunches = 0, restart_attempts = 0;
+  for (const auto& l : v.launches) {
+    relaunches += l.recovery == "relaunch";
+    restart_attempts += l.recovery == "new_attempt" && l.failure_class != "gate" &&
+                        l.failure_class != "time_limit" && l.failure_class != "preemption";
+  }
+  out->set_relaunches(relaunches);
+  out->set_restart_attempts(restart_attempts);
+}
+
+namespace {
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+}  // namespace
+
+void ToProto(const LaunchRecord& l, v1::Launch* out) {
+  out->set_attempt(l.attempt);
+  out->set_launch(l.launch);
+  for (const auto& n : SplitCommas(l.nodes)) out->add_nodes(n);
+  out->set_started_unix_ms(ToUnixMillis(l.started));
+  out->set_ended_unix_ms(l.ended ? ToUnixMillis(*l.ended) : 0);
+  out->set_failure_class(l.failure_class);
+  out->set_exit_code(l.exit_code.value_or(0));
+  out->set_reason(l.reason);
+  out->set_blamed_node(l.blamed_node);
+  out->set_evidence_json(l.evidence_json);
+  out->set_recovery(l.recovery);
+}
+
+void ToProto(const HealthEventRecord& e, v1::HealthEvent* out) {
+  out->set_attempt(e.attempt);
+  out->set_launch(e.launch);
+  out->set_unix_ms(ToUnixMillis(e.time));
+  out->set_kind(e.kind);
+  out->set_rank(e.rank);
+  out->set_node(e.node);
+  out->set_detail(e.detail);
+  out->set_detail_json(e.detail_json);
 }
 
 void ToProto(const EventRecord& e, v1::RunEvent* out) {
@@ -98,15 +147,7 @@ void ToProto(const RunView& v, v1::Run* out) {
     pa->set_slurm_job_id(a.slurm_job_id);
     pa->set_launches(a.launches);
     for (const auto& arg : a.sbatch_args) pa->add_sbatch_args(arg);
-    if (!a.nodelist.empty()) {
-      size_t start = 0;
-      while (start <= a.nodelist.size()) {
-        size_t end = a.nodelist.find(',', start);
-        if (end == std::string::npos) end = a.nodelist.size();
-        pa->add_nodes(a.nodelist.substr(start, end - start));
-        start = end + 1;
-      }
-    }
+    for (const auto& n : SplitCommas(a.nodelist)) pa->add_nodes(n);
     pa->set_exit_code(a.exit_code.value_or(0));
     pa->set_end_reason(a.end_reason);
     pa->set_submitted_unix_ms(ToUnixMillis(a.submitted));
@@ -114,6 +155,8 @@ void ToProto(const RunView& v, v1::Run* out) {
   }
   for (const auto& e : v.events) ToProto(e, out->add_events());
   for (const auto& s : v.recent_steps) ToProto(s, out->add_recent_steps());
+  for (const auto& l : v.launches) ToProto(l, out->add_launches());
+  for (const auto& e : v.health_events) ToProto(e, out->add_health_events());
   if (v.ranks) {
     out->set_ranks_world(v.ranks->world);
     out->set_ranks_reported(v.ranks->reported);
@@ -152,9 +195,23 @@ void ToProto(const NextLaunchAnswer& a, v1::NextLaunchResponse* out) {
   out->set_action(a.relaunch ? v1::NextLaunchResponse::ACTION_RELAUNCH
                              : v1::NextLaunchResponse::ACTION_EXIT);
   out->set_next_launch(a.next_launch);
-  for (const auto& n : a.exclude_nodes) out->add_exclude_nodes(n);
+  for (const auto& n : a.nodes) out->add_nodes(n);
   out->set_exit_code(a.exit_code);
   out->set_reason(a.reason);
+}
+
+RankExitInfo FromProto(const v1::RankExit& r, const std::string& node) {
+  RankExitInfo e;
+  e.node = node;
+  e.rank = r.rank();
+  e.exit_code = r.exit_code();
+  e.signal = r.signal();
+  e.after_stop = r.after_stop();
+  // Bounded: evidence from a worker is data, never trusted for size.
+  for (int i = 0; i < r.markers_size() && i < 16; ++i)
+    e.markers.push_back(r.markers(i).substr(0, 32));
+  e.evidence_line = r.evidence().substr(0, 512);
+  return e;
 }
 
 WorkerId FromProto(const v1::WorkerIdentity& id) {

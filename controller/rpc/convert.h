@@ -16,12 +16,16 @@ void ToProto(const RunView& view, v1::RunSummary* out);
 void ToProto(const RunView& view, v1::Run* out);
 void ToProto(const EventRecord& event, v1::RunEvent* out);
 void ToProto(const StepRow& step, v1::StepSummary* out);
+void ToProto(const LaunchRecord& launch, v1::Launch* out);
+void ToProto(const HealthEventRecord& event, v1::HealthEvent* out);
 void ToProto(const StepRecord& record, v1::StepRecord* out);
 void ToProto(const RankLatest& rank, v1::RankLatest* out);
 void ToProto(const GateAnswer& answer, v1::GateDecision* out);
 void ToProto(const NextLaunchAnswer& answer, v1::NextLaunchResponse* out);
 StepRecord FromProto(const v1::StepRecord& record);
 WorkerId FromProto(const v1::WorkerIdentity& id);
+// `node`: the reporting worker's node (from its identity).
+RankExitInfo FromProto(const v1::RankExit& r, const std::string& node);
 NodeProbeFigures FromProto(const v1::NodeProbe& probe);
 void ToProto(const NodeProbeFigures& probe, v1::NodeProbe* out);
 void ToProto(const NodeStatusView& node, WallTime now, v1::NodeStatus* out);

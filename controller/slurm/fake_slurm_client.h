@@ -48,6 +48,16 @@ class FakeSlurmClient : public SlurmClient {
     if (jobs.count(id)) jobs[id].state = "CANCELLED";
     return absl::OkStatus();
   }
+  absl::Status SignalStep(const std::string& job, const std::string& step,
+                          const std::string& signal) override {
+    std::lock_guard<std::mutex> lock(mu);
+    signalled.push_back(job + "." + step + " " + signal);
+    return absl::OkStatus();
+  }
+  std::vector<std::string> Signalled() {
+    std::lock_guard<std::mutex> lock(mu);
+    return signalled;
+  }
   absl::Status Drain(const std::string& node, const std::string& reason) override {
     std::lock_guard<std::mutex> lock(mu);
     drained.push_back(node + ": " + reason);
@@ -80,6 +90,7 @@ class FakeSlurmClient : public SlurmClient {
   std::map<std::string, bool> forgotten;  // as if past MinJobAge
   std::vector<std::string> cancelled;
   std::vector<std::string> drained;
+  std::vector<std::string> signalled;  // "JOB.STEP SIGNAL"
   std::vector<SlurmNode> nodes;
 };
 

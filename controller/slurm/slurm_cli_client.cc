@@ -101,6 +101,18 @@ absl::Status SlurmCliClient::Cancel(const std::string& id) {
   return absl::OkStatus();
 }
 
+absl::Status SlurmCliClient::SignalStep(const std::string& job_id, const std::string& step_id,
+                                        const std::string& signal) {
+  std::vector<std::string> argv = {Bin("scancel"), "--signal=" + signal, job_id + "." + step_id};
+  auto r = Run(argv, options_.timeout);
+  if (!r.ok()) return r.status();
+  // A step that ended meanwhile is what the signal was for.
+  if (r->exit_code != 0 && r->err.find("Invalid job id") == std::string::npos &&
+      r->err.find("does not exist") == std::string::npos)
+    return Failed(argv, *r);
+  return absl::OkStatus();
+}
+
 absl::Status SlurmCliClient::Drain(const std::string& node, const std::string& reason) {
   std::vector<std::string> argv = {Bin("scontrol"), "update", "nodename=" + node, "state=drain",
                                    "reason=trellis: " + reason};

@@ -25,6 +25,8 @@ class SlurmCliClient : public SlurmClient {
   absl::StatusOr<std::optional<SlurmJob>> ShowJob(const std::string& id) override;
   absl::StatusOr<std::optional<SlurmJob>> AccountingJob(const std::string& id) override;
   absl::Status Cancel(const std::string& id) override;
+  absl::Status SignalStep(const std::string& job_id, const std::string& step_id,
+                          const std::string& signal) override;
   absl::Status Drain(const std::string& node, const std::string& reason) override;
   absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string& partition) override;
 

@@ -24,6 +24,10 @@ class SlurmClient {
   // From accounting; Unimplemented where the site has none.
   virtual absl::StatusOr<std::optional<SlurmJob>> AccountingJob(const std::string& id) = 0;
   virtual absl::Status Cancel(const std::string& id) = 0;
+  // scancel --signal=SIG JOB.STEP: one srun step of a job (a launch), which
+  // ends while the job goes on. `signal` is a name without SIG: "TERM", "KILL".
+  virtual absl::Status SignalStep(const std::string& job_id, const std::string& step_id,
+                                  const std::string& signal) = 0;
   // scontrol update state=drain (needs Slurm operator rights).
   virtual absl::Status Drain(const std::string& node, const std::string& reason) = 0;
   // Nodes of a partition ("" = the default partition).

@@ -87,6 +87,38 @@ CREATE TABLE gate_records (
 );
 CREATE INDEX gate_records_run ON gate_records(run_id, attempt, launch);
 )sql",
+      // 3: how each launch ended (class, blamed node, evidence, what followed)
+      // and health events (stragglers).
+      R"sql(
+CREATE TABLE launches (
+  run_id TEXT NOT NULL REFERENCES runs(run_id),
+  attempt INTEGER NOT NULL,
+  launch INTEGER NOT NULL,
+  nodes TEXT NOT NULL DEFAULT '',
+  started_ms INTEGER NOT NULL,
+  ended_ms INTEGER,
+  failure_class TEXT NOT NULL DEFAULT '',
+  exit_code INTEGER,
+  reason TEXT NOT NULL DEFAULT '',
+  blamed_node TEXT NOT NULL DEFAULT '',
+  evidence_json TEXT NOT NULL DEFAULT '{}',
+  recovery TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (run_id, attempt, launch)
+);
+CREATE TABLE health_events (
+  id INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL REFERENCES runs(run_id),
+  attempt INTEGER NOT NULL,
+  launch INTEGER NOT NULL,
+  unix_ms INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  rank INTEGER NOT NULL,
+  node TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  detail_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX health_events_run ON health_events(run_id, id);
+)sql",
   };
   return kMigrations;
 }

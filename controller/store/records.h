@@ -60,6 +60,35 @@ struct GateRecordRow {
   std::string nodes_json;  // [{node, decision, reasons, score, probe}]
 };
 
+// One launch (srun step) of an attempt: recorded at GO, completed when it ends.
+struct LaunchRecord {
+  std::string run_id;
+  int attempt = 0;
+  int launch = 0;
+  std::string nodes;  // the nodes that ran ranks, in rank order
+  WallTime started;
+  std::optional<WallTime> ended;
+  std::string failure_class;  // FailureClassName(); "succeeded" when it did
+  std::optional<int> exit_code;
+  std::string reason;
+  std::string blamed_node;  // empty: no node blamed
+  std::string evidence_json = "{}";
+  std::string recovery;  // what followed: "relaunch", "new_attempt", "fail", "succeed"
+};
+
+// Something noticed about a running launch that is not a state change.
+struct HealthEventRecord {
+  std::string run_id;
+  int attempt = 0;
+  int launch = 0;
+  WallTime time;
+  std::string kind;  // "straggler", "hang", "node_lost"
+  int rank = -1;
+  std::string node;
+  std::string detail;  // one line for people
+  std::string detail_json = "{}";
+};
+
 struct StepRow {
   int attempt = 0;
   int launch = 0;

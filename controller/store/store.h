@@ -59,6 +59,14 @@ class Store {
   absl::StatusOr<std::optional<QuarantineEntry>> FindQuarantine(const std::string& node);
   absl::Status PutQuarantine(const QuarantineEntry& entry);
 
+  // Inserts or replaces the launch's row.
+  absl::Status PutLaunch(const LaunchRecord& launch);
+  absl::StatusOr<std::vector<LaunchRecord>> Launches(const std::string& run_id);
+  absl::Status AddHealthEvent(const HealthEventRecord& event);
+  // The newest `limit`, oldest first.
+  absl::StatusOr<std::vector<HealthEventRecord>> HealthEvents(const std::string& run_id,
+                                                              int limit);
+
   absl::Status AddGateRecord(const std::string& run_id, const GateRecordRow& record);
   absl::StatusOr<std::vector<GateRecordRow>> GateRecords(const std::string& run_id, int attempt);
 

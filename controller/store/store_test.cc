@@ -148,5 +148,49 @@ TEST_F(StoreTest, GateRecordsByAttempt) {
   EXPECT_EQ((*second)[0].decision, "GO");
 }
 
+TEST_F(StoreTest, LaunchesAreUpsertedAndListedInOrder) {
+  RunRecord r = NewRun("hello");
+  LaunchRecord l;
+  l.run_id = r.run_id;
+  l.attempt = 1;
+  l.launch = 1;
+  l.nodes = "node1,node2";
+  l.started = clock_.Now();
+  ASSERT_TRUE(store_->PutLaunch(l).ok());
+  LaunchRecord second = l;
+  second.launch = 2;
+  second.nodes = "node1,node3";
+  ASSERT_TRUE(store_->PutLaunch(second).ok());
+  l.ended = clock_.Now();
+  l.failure_class = "node_lost";
+  l.exit_code = 137;
+  l.blamed_node = "node2";
+  l.evidence_json = R"({"node":"node2"})";
+  l.recovery = "relaunch";
+  ASSERT_TRUE(store_->PutLaunch(l).ok());
+  auto all = store_->Launches(r.run_id);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].failure_class, "node_lost");
+  EXPECT_EQ(*(*all)[0].exit_code, 137);
+  EXPECT_EQ((*all)[0].blamed_node, "node2");
+  EXPECT_EQ((*all)[0].recovery, "relaunch");
+  EXPECT_TRUE((*all)[0].ended.has_value());
+  EXPECT_FALSE((*all)[1].ended.has_value());
+  EXPECT_FALSE((*all)[1].exit_code.has_value());
+}
+
+TEST_F(StoreTest, HealthEventsKeepTheNewestInOrder) {
+  RunRecord r = NewRun("hello");
+  for (int rank = 0; rank < 5; ++rank)
+    ASSERT_TRUE(store_->AddHealthEvent({r.run_id, 1, 1, clock_.Now(), "straggler", rank, "node1",
+                                        "slow", "{}"}).ok());
+  auto last = store_->HealthEvents(r.run_id, 3);
+  ASSERT_TRUE(last.ok()) << last.status();
+  ASSERT_EQ(last->size(), 3u);
+  EXPECT_EQ((*last)[0].rank, 2);
+  EXPECT_EQ((*last)[2].rank, 4);
+}
+
 }  // namespace
 }  // namespace trellis::controller

@@ -1,0 +1,82 @@
+// Launches (how each srun step of an attempt ended) and health events.
+#include "common/status.h"
+#include "controller/store/store.h"
+
+namespace trellis::controller {
+
+absl::Status Store::PutLaunch(const LaunchRecord& l) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "INSERT OR REPLACE INTO launches (run_id, attempt, launch, nodes, started_ms, ended_ms, "
+      "failure_class, exit_code, reason, blamed_node, evidence_json, recovery) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  st.Bind(1, l.run_id).Bind(2, l.attempt).Bind(3, l.launch).Bind(4, l.nodes)
+      .Bind(5, ToUnixMillis(l.started));
+  if (l.ended)
+    st.Bind(6, ToUnixMillis(*l.ended));
+  else
+    st.BindNull(6);
+  st.Bind(7, l.failure_class);
+  if (l.exit_code)
+    st.Bind(8, *l.exit_code);
+  else
+    st.BindNull(8);
+  return st.Bind(9, l.reason).Bind(10, l.blamed_node)
+      .Bind(11, l.evidence_json.empty() ? "{}" : l.evidence_json).Bind(12, l.recovery).Run();
+}
+
+absl::StatusOr<std::vector<LaunchRecord>> Store::Launches(const std::string& run_id) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "SELECT attempt, launch, nodes, started_ms, ended_ms, failure_class, exit_code, reason, "
+      "blamed_node, evidence_json, recovery FROM launches WHERE run_id = ? "
+      "ORDER BY attempt, launch"));
+  st.Bind(1, run_id);
+  std::vector<LaunchRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    LaunchRecord l;
+    l.run_id = run_id;
+    l.attempt = static_cast<int>(st.ColumnInt(0));
+    l.launch = static_cast<int>(st.ColumnInt(1));
+    l.nodes = st.ColumnText(2);
+    l.started = FromUnixMillis(st.ColumnInt(3));
+    if (!st.ColumnIsNull(4)) l.ended = FromUnixMillis(st.ColumnInt(4));
+    l.failure_class = st.ColumnText(5);
+    if (!st.ColumnIsNull(6)) l.exit_code = static_cast<int>(st.ColumnInt(6));
+    l.reason = st.ColumnText(7);
+    l.blamed_node = st.ColumnText(8);
+    l.evidence_json = st.ColumnText(9);
+    l.recovery = st.ColumnText(10);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+absl::Status Store::AddHealthEvent(const HealthEventRecord& e) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "INSERT INTO health_events (run_id, attempt, launch, unix_ms, kind, rank, node, detail, "
+      "detail_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  return st.Bind(1, e.run_id).Bind(2, e.attempt).Bind(3, e.launch).Bind(4, ToUnixMillis(e.time))
+      .Bind(5, e.kind).Bind(6, e.rank).Bind(7, e.node).Bind(8, e.detail)
+      .Bind(9, e.detail_json.empty() ? "{}" : e.detail_json).Run();
+}
+
+absl::StatusOr<std::vector<HealthEventRecord>> Store::HealthEvents(const std::string& run_id,
+                                                                   int limit) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "SELECT attempt, launch, unix_ms, kind, rank, node, detail, detail_json FROM "
+      "(SELECT * FROM health_events WHERE run_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id"));
+  st.Bind(1, run_id).Bind(2, limit);
+  std::vector<HealthEventRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back({run_id, static_cast<int>(st.ColumnInt(0)), static_cast<int>(st.ColumnInt(1)),
+                   FromUnixMillis(st.ColumnInt(2)), st.ColumnText(3),
+                   static_cast<int>(st.ColumnInt(4)), st.ColumnText(5), st.ColumnText(6),
+                   st.ColumnText(7)});
+  }
+  return out;
+}
+
+}  // namespace trellis::controller
