@@ -56,10 +56,15 @@ class Table {
 Json SummaryToJson(const v1::RunSummary& s);
 Json AttemptToJson(const v1::Attempt& a);
 Json EventToJson(const v1::RunEvent& e);
+// A launch: its evidence_json as sent (text) and, parsed, under "evidence".
+Json LaunchToJson(const v1::Launch& l);
+Json HealthEventToJson(const v1::HealthEvent& e);
 Json StepRecordToJson(const v1::StepRecord& r);
 Json StepToJson(const v1::StepSummary& s);
-// With `with_ranks` (show, which asks GetRun for them), also "ranks" (the
-// latest record of each rank), "ranks_world", "ranks_reported" and "ranks_next".
+// Also "launches", "health_events" and "max_restarts" (the spec's; null when
+// this binary cannot read the spec). With `with_ranks` (show, which asks
+// GetRun for them), also "ranks" (the latest record of each rank),
+// "ranks_world", "ranks_reported" and "ranks_next".
 Json RunToJson(const v1::Run& run, bool with_ranks = false);
 Json RankLatestToJson(const v1::RankLatest& r);
 Json RunListToJson(const v1::ListRunsResponse& list);

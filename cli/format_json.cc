@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cli/format.h"
+#include "cli/render_launches.h"
 
 namespace trellis::cli {
 
@@ -41,7 +42,10 @@ Json SummaryToJson(const v1::RunSummary& s) {
               {"created_unix_ms", s.created_unix_ms()},
               {"updated_unix_ms", s.updated_unix_ms()},
               {"last_step", s.last_step()},
-              {"last_loss", s.last_step() < 0 ? Json(nullptr) : Number(s.last_loss())}};
+              {"last_loss", s.last_step() < 0 ? Json(nullptr) : Number(s.last_loss())},
+              {"restarts", s.restarts()},
+              {"relaunches", s.relaunches()},
+              {"restart_attempts", s.restart_attempts()}};
 }
 
 Json AttemptToJson(const v1::Attempt& a) {
@@ -62,6 +66,28 @@ Json EventToJson(const v1::RunEvent& e) {
               {"to", StateName(e.to())},
               {"reason", e.reason()},
               {"evidence", Evidence(e.evidence_json())}};
+}
+
+Json LaunchToJson(const v1::Launch& l) {
+  return Json{{"attempt", l.attempt()},
+              {"launch", l.launch()},
+              {"nodes", Strings(l.nodes())},
+              {"started_unix_ms", l.started_unix_ms()},
+              {"ended_unix_ms", l.ended_unix_ms()},
+              {"failure_class", l.failure_class()},
+              {"exit_code", l.exit_code()},
+              {"reason", l.reason()},
+              {"blamed_node", l.blamed_node()},
+              {"recovery", l.recovery()},
+              {"evidence_json", l.evidence_json()},
+              {"evidence", Evidence(l.evidence_json())}};
+}
+
+Json HealthEventToJson(const v1::HealthEvent& e) {
+  return Json{{"attempt", e.attempt()}, {"launch", e.launch()},
+              {"unix_ms", e.unix_ms()}, {"kind", e.kind()},
+              {"rank", e.rank()},       {"node", e.node()},
+              {"detail", e.detail()},   {"detail_json", e.detail_json()}};
 }
 
 Json StepRecordToJson(const v1::StepRecord& r) {
@@ -122,6 +148,14 @@ Json RunToJson(const v1::Run& run, bool with_ranks) {
   Json attempts = Json::array();
   for (const auto& a : run.attempts()) attempts.push_back(AttemptToJson(a));
   out["attempts"] = std::move(attempts);
+  std::optional<int> max_restarts = MaxRestarts(run.spec_toml());
+  out["max_restarts"] = max_restarts ? Json(*max_restarts) : Json(nullptr);
+  Json launches = Json::array();
+  for (const auto& l : run.launches()) launches.push_back(LaunchToJson(l));
+  out["launches"] = std::move(launches);
+  Json health = Json::array();
+  for (const auto& e : run.health_events()) health.push_back(HealthEventToJson(e));
+  out["health_events"] = std::move(health);
   Json events = Json::array();
   for (const auto& e : run.events()) events.push_back(EventToJson(e));
   out["events"] = std::move(events);

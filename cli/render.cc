@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/format.h"
+#include "cli/render_launches.h"
 #include "common/spec/run_spec.h"
 
 namespace trellis::cli {
@@ -186,7 +187,10 @@ std::string RenderRun(const v1::Run& run, const TextOptions& opt) {
   out += "updated    " + TimeAndAge(s.updated_unix_ms(), opt) + "\n";
   out += "last step  " + StepText(s.last_step()) +
          (s.last_step() < 0 ? "" : "  loss " + FormatLoss(s.last_loss())) + "\n";
+  out += RenderRestarts(run);
   RenderAttempts(run, opt, &out);
+  out += RenderLaunches(run, opt);
+  out += RenderHealthEvents(run, opt);
   RenderEvents(run, opt, &out);
   RenderSteps(run, &out);
   RenderRanks(run, opt, &out);

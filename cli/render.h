@@ -21,7 +21,9 @@ inline constexpr size_t kReasonWidth = 48;
 // `ls`: RUN, STATE, NODES, ATTEMPTS, STEP, LOSS, AGE, REASON.
 std::string RenderRunList(const v1::ListRunsResponse& list, const TextOptions& opt);
 
-// `show`: the run, its attempts, its event history and its recent steps;
+// `show`: the run (with its restarts, when it may restart), its attempts,
+// its launches and health events (render_launches.h), its event history and
+// its recent steps;
 // then, when the run carries its ranks' latest records (GetRun's
 // include_ranks) and one of them has a GPU figure (StepColumns below), a
 // table of them, a row per rank. CPU runs' output is as it always was.

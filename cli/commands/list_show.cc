@@ -58,7 +58,11 @@ int RunShow(const GlobalOptions& global, const ShowOptions& opt) {
   grpc::Status status = client.stub().GetRun(ctx.get(), req, &run);
   if (!status.ok()) return client.Fail(status);
   if (opt.json) {
-    std::cout << RunToJson(run, /*with_ranks=*/true).dump(2) << "\n";
+    // Log lines quoted in reasons and evidence may be cut inside a UTF-8
+    // character: print a replacement character rather than fail.
+    std::cout << RunToJson(run, /*with_ranks=*/true)
+                     .dump(2, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace)
+              << "\n";
   } else {
     std::cout << RenderRun(run, TextOptions{ToUnixMillis(SystemClock().Now()), opt.utc});
   }

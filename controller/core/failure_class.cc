@@ -13,6 +13,14 @@
 namespace trellis::controller {
 namespace {
 
+// At most `max` bytes, not ending inside a UTF-8 sequence.
+std::string Utf8Prefix(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+  return s.substr(0, end);
+}
+
 using nlohmann::json;
 
 constexpr std::pair<FailureClass, std::string_view> kNames[] = {
@@ -101,7 +109,8 @@ LaunchVerdict Verdict(FailureClass cls, int exit_code, std::string reason, json 
   v.blamed_node = std::move(blamed);
   v.retryable = !v.succeeded && cls != FailureClass::kUserError && cls != FailureClass::kCancel;
   evidence["class"] = FailureClassName(cls);
-  v.evidence_json = evidence.dump();
+  // The log line comes from a worker: invalid UTF-8 is replaced, never thrown on.
+  v.evidence_json = evidence.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return v;
 }
 
@@ -182,7 +191,7 @@ LaunchVerdict RankVerdict(const LaunchEvidence& e, const RankEnd& cause, bool st
   }
   std::string reason = where + how + (what.empty() ? "" : ": " + what);
   if (!cause.evidence_line.empty())
-    reason += "; log: " + cause.evidence_line.substr(0, kMaxLogInReason);
+    reason += "; log: " + Utf8Prefix(cause.evidence_line, kMaxLogInReason);
 
   std::vector<std::string> failing_nodes;
   for (const auto& r : e.rank_ends)
@@ -195,7 +204,7 @@ LaunchVerdict RankVerdict(const LaunchEvidence& e, const RankEnd& cause, bool st
              {"signal", sig},
              {"after_stop", cause.after_stop},
              {"markers", cause.markers},
-             {"evidence_line", cause.evidence_line.substr(0, kMaxLogInEvidence)},
+             {"evidence_line", Utf8Prefix(cause.evidence_line, kMaxLogInEvidence)},
              {"failing_nodes", failing_nodes}});
   if (oom_known) ev["oom_kills"] = oom_count;
   int code = cause.exit_code != 0 ? cause.exit_code : kExitSignalBase + sig;

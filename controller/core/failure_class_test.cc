@@ -233,5 +233,16 @@ TEST(ClassifyLaunchTest, LongLogLinesAreCutInTheReason) {
             1024u);
 }
 
+TEST(ClassifyLaunchTest, CutsNeverSplitAUtf8CharacterAndBadBytesDoNotThrow) {
+  // "é" is two bytes: 1023 of them followed by one cut at 1024 would split it.
+  std::string line = "x";
+  for (int i = 0; i < 700; ++i) line += "\xc3\xa9";
+  auto v = ClassifyLaunch(Ranks(1, {End("n1", 0, 1, 0, false, {}, line)}));
+  auto cut = nlohmann::json::parse(v.evidence_json)["evidence_line"].get<std::string>();
+  EXPECT_EQ(cut.size() % 2, 1u);  // "x" plus whole two-byte characters
+  auto bad = ClassifyLaunch(Ranks(1, {End("n1", 0, 1, 0, false, {}, "bad \xff\xfe bytes")}));
+  EXPECT_TRUE(nlohmann::json::accept(bad.evidence_json));
+}
+
 }  // namespace
 }  // namespace trellis::controller

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# A [model] run on 2 nodes x 2 ranks: trellis-rank hosts trainer_core in
-# each rank. One rank is SIGKILLed after the first checkpoint; the controller
-# restarts the run, the new attempt resumes from that checkpoint and the run
-# SUCCEEDS with every step's records at the controller and a falling loss.
+# A [model] run on 2 nodes x 2 ranks and a spare: trellis-rank hosts
+# trainer_core in each rank. One rank is SIGKILLed after the first checkpoint;
+# the controller relaunches inside the same Slurm job (launch 2), which resumes
+# from that checkpoint, and the run SUCCEEDS with every step's records at the
+# controller and a falling loss.
 . "$(dirname "$0")/lib.sh"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 
@@ -12,6 +13,7 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 spec="$E2E_DIR/tiny-moe.toml"
 sed -e "s|^data = .*|data = \"$E2E_DIR/licenses.corpus\"|" -e 's/^steps = .*/steps = 30/' \
   -e 's/^every_steps = .*/every_steps = 10/' -e 's/^backoff_s = .*/backoff_s = 1/' \
+  -e 's/^ranks_per_node = 2$/ranks_per_node = 2\nspare_nodes = 1/' \
   "$REPO/examples/tiny-moe-2x2.toml" >"$spec"
 
 start_controller
@@ -33,26 +35,28 @@ log "killed rank process $victim after the step-10 checkpoint"
 
 wait_state "$id" SUCCEEDED 240
 show=$(run_json "$id")
-[ "$(json_get "$show" "len(d['attempts'])")" = 2 ] || fail "expected 2 attempts"
-[ "$(json_get "$show" "d['attempts'][0]['exit_code']")" = 137 ] || fail "attempt 1 exit is not 137"
-[ "$(json_get "$show" "d['attempts'][1]['exit_code']")" = 0 ] || fail "attempt 2 exit is not 0"
+[ "$(json_get "$show" "len(d['attempts'])")" = 1 ] || fail "expected 1 attempt (one Slurm job)"
+[ "$(json_get "$show" "[l['recovery'] for l in d['launches']]")" = "['relaunch', 'succeed']" ] ||
+  fail "launches: $(json_get "$show" "d['launches']")"
+[ "$(json_get "$show" "d['launches'][0]['failure_class']")" = signal ] ||
+  fail "launch 1 is not classed a signal: $(json_get "$show" "d['launches'][0]")"
 [ "$(json_get "$show" "d['last_step']")" = 30 ] || fail "last step is not 30"
 [ "$(json_get "$show" "d['recent_steps'][-1]['ranks']")" = 4 ] || fail "step 30 not from 4 ranks"
 
-# Attempt 2 started from the checkpoint (step >= 10), not from scratch.
+# Launch 2 started from the checkpoint (step >= 10), not from scratch.
 first2=$(sqlite3 "$E2E_DIR/controller.db" \
-  "SELECT MIN(step) FROM steps WHERE run_id='$id' AND attempt=2")
-[ -n "$first2" ] && [ "$first2" -gt 10 ] || fail "attempt 2 began at step '$first2', expected > 10"
-grep -q "starting at step 10" "$run_dir"/attempt-2/launch-1/rank-0.log ||
-  fail "attempt 2's rank 0 did not resume from step 10"
+  "SELECT MIN(step) FROM steps WHERE run_id='$id' AND launch=2")
+[ -n "$first2" ] && [ "$first2" -gt 10 ] || fail "launch 2 began at step '$first2', expected > 10"
+grep -q "starting at step 10" "$run_dir"/attempt-1/launch-2/rank-0.log ||
+  fail "launch 2's rank 0 did not resume from step 10"
 # Every step of the run reached the controller from all 4 ranks, and the model learned.
 steps=$(sqlite3 "$E2E_DIR/controller.db" \
   "SELECT COUNT(DISTINCT step) FROM steps WHERE run_id='$id' AND ranks=4")
 [ "$steps" = 30 ] || fail "$steps of 30 steps have records from all 4 ranks"
 read -r first last < <(sqlite3 -separator ' ' "$E2E_DIR/controller.db" \
   "SELECT (SELECT loss_sum/ranks FROM steps WHERE run_id='$id' AND step=1),
-          (SELECT loss_sum/ranks FROM steps WHERE run_id='$id' AND step=30 AND attempt=2)")
+          (SELECT loss_sum/ranks FROM steps WHERE run_id='$id' AND step=30 AND launch=2)")
 python3 -c "import sys; f, l = map(float, sys.argv[1:]); sys.exit(0 if l < f - 1.0 else 1)" \
   "$first" "$last" || fail "loss did not fall: step 1 $first, step 30 $last"
 [ -f "$run_dir/checkpoints/step-00000030/manifest.json" ] || fail "no final checkpoint"
-log "PASS: $id resumed at step 10 after a rank was killed; loss $first -> $last"
+log "PASS: $id relaunched in its allocation, resumed at step 10 after a rank was killed; loss $first -> $last"
