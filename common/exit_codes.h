@@ -1,6 +1,6 @@
 #pragma once
 // Exit codes shared by the worker, the ranks, the batch script and the
-// controller (docs/architecture.md, "Exit codes"). The batch script's copies
+// controller (docs/architecture.md, "The controller's parts"). The batch script's copies
 // are literals; tests/e2e check they agree.
 
 namespace trellis {
