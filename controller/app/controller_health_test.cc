@@ -1,0 +1,231 @@
+// Healing end to end through the controller: hangs, lost and killed workers,
+// user errors, stragglers and the gate's timeout, on the fake clock.
+
+#include <future>
+
+#include "common/exit_codes.h"
+#include "controller/app/controller_health_fixture.h"
+
+namespace trellis::controller {
+namespace {
+
+constexpr char kRun[] = "heal-1";
+
+std::string Spec(const std::string& more) {
+  return "[job]\nname = \"heal\"\ncommand = \"train\"\n"
+         "[slurm]\nnodes = 2\nranks_per_node = 2\n" +
+         more;
+}
+
+class HealingTest : public HealthTest {
+ protected:
+  // Submits the run and registers `nodes` for launch 1: node1 and node2 go
+  // (ranks 0, 1 and 2, 3), any other node stands by.
+  void StartRun(const std::string& spec, const std::vector<std::string>& nodes) {
+    v1::SubmitRunResponse resp;
+    ASSERT_TRUE(Submit(spec, &resp).ok());
+    ASSERT_EQ(resp.run_id(), kRun);
+    WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+    for (const auto& [node, d] : Register(kRun, 1, nodes))
+      EXPECT_EQ(d.decision(), node == "node3" ? v1::GateDecision::DECISION_STANDBY
+                                              : v1::GateDecision::DECISION_GO)
+          << node << ": " << d.reason();
+    WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  }
+
+  // Every rank reports step 1; then ranks 0..2 go on, both workers beating,
+  // while rank 3 (node2) stays at step 1 until the controller stops the
+  // launch (hang_timeout_s = 60): TERM to its srun step, 100.0.
+  void HangRank3() {
+    Send(Id(kRun, "node1", 1), {StepReport(0, 1, 0.5), StepReport(1, 1, 0.5)});
+    Send(Id(kRun, "node2", 1), {StepReport(2, 1, 0.5), StepReport(3, 1, 0.5)});
+    int64_t step = 1;
+    auto work = [&] {
+      ++step;
+      Send(Id(kRun, "node1", 1),
+           {HeartbeatReport(2), StepReport(0, step, 0.5), StepReport(1, step, 0.5)});
+      Send(Id(kRun, "node2", 1), {HeartbeatReport(2), StepReport(2, step, 0.5)});
+    };
+    Pass(58, work);
+    EXPECT_TRUE(slurm_->Signalled().empty());
+    Pass(4, work);
+    ASSERT_TRUE(WaitSignalled("100.0 TERM"));
+    EXPECT_FALSE(Signalled("100.0 KILL"));
+    EXPECT_TRUE(HealthEvents(kRun, "node_lost").empty());
+  }
+
+  // The workers' final reports once their ranks were stopped.
+  void StoppedExits() {
+    ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
+    ReportExit(kRun, "node2", 1, {RankEnded(2, 143, 15, true), RankEnded(3, 137, 9, true)}, 137);
+  }
+};
+
+TEST_F(HealingTest, AHungRankIsStoppedBlamedAndFailsTheRunWithoutBudget) {
+  StartRun(Spec("[restart]\nhang_timeout_s = 60\nmax_restarts = 0\n"), {"node1", "node2"});
+  HangRank3();
+  // The workers get kStopGrace (30 s) to stop their ranks, then the step is killed.
+  Pass(30);
+  ASSERT_TRUE(WaitSignalled("100.0 KILL"));
+  EXPECT_EQ(slurm_->Signalled(), (std::vector<std::string>{"100.0 TERM", "100.0 KILL"}));
+
+  StoppedExits();
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 143);
+  EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
+  EXPECT_NE(next.exit_code(), 0);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_FAILED);
+  ASSERT_EQ(run.launches_size(), 1);
+  const v1::Launch& l = run.launches(0);
+  EXPECT_EQ(l.failure_class(), "hang");
+  EXPECT_EQ(l.blamed_node(), "node2");
+  EXPECT_EQ(l.recovery(), "fail");
+  EXPECT_NE(l.reason().find("rank 3 on node2 hung"), std::string::npos) << l.reason();
+  EXPECT_NE(l.evidence_json().find("\"rank\":3"), std::string::npos) << l.evidence_json();
+  auto hangs = HealthEvents(kRun, "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].rank(), 3);
+  EXPECT_EQ(hangs[0].node(), "node2");
+  EXPECT_EQ(slurm_->Submissions().size(), 1u);
+
+  auto nodes = Nodes();
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).name(), "node2");
+  EXPECT_EQ(nodes.nodes(0).state(), "quarantined");
+}
+
+TEST_F(HealingTest, AHungRankIsRelaunchedOnTheSpareInTheAllocation) {
+  StartRun(Spec("spare_nodes = 1\n[restart]\nhang_timeout_s = 60\nmax_restarts = 2\n"),
+           {"node1", "node2", "node3"});
+  HangRank3();
+  StoppedExits();  // node3 stood by: its worker exited at once
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 143);
+  ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
+  EXPECT_EQ(next.next_launch(), 2);
+  EXPECT_EQ(std::vector<std::string>(next.nodes().begin(), next.nodes().end()),
+            (std::vector<std::string>{"node1", "node3"}));
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).failure_class(), "hang");
+  EXPECT_EQ(run.launches(0).blamed_node(), "node2");
+  EXPECT_EQ(run.launches(0).recovery(), "relaunch");
+
+  // The gate of launch 2 waits for the named nodes only.
+  auto d = Register(kRun, 2, {"node1", "node3"});
+  EXPECT_EQ(d["node1"].decision(), v1::GateDecision::DECISION_GO) << d["node1"].reason();
+  EXPECT_EQ(d["node3"].decision(), v1::GateDecision::DECISION_GO) << d["node3"].reason();
+  EXPECT_EQ(d["node1"].rank_offset(), 0);
+  EXPECT_EQ(d["node3"].rank_offset(), 2);
+  run = WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(run.summary().restarts(), 1);
+  EXPECT_EQ(run.summary().relaunches(), 1);
+  EXPECT_EQ(run.attempts_size(), 1);
+  EXPECT_EQ(slurm_->Submissions().size(), 1u);
+}
+
+TEST_F(HealingTest, ASilentWorkerIsALostNode) {
+  StartRun(Spec("[restart]\nheartbeat_timeout_s = 10\n"), {"node1", "node2"});
+  Pass(12, [&] { Send(Id(kRun, "node1", 1), {HeartbeatReport(2)}); });
+  ASSERT_TRUE(WaitSignalled("100.0 TERM"));
+  auto lost = HealthEvents(kRun, "node_lost");
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].node(), "node2");
+  EXPECT_EQ(lost[0].rank(), -1);
+
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 143);
+  EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_FAILED);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).failure_class(), "node_lost");
+  EXPECT_EQ(run.launches(0).blamed_node(), "node2");
+}
+
+TEST_F(HealingTest, AWorkerWithoutAFinalReportIsALostNodeAndItsSpareTakesOver) {
+  StartRun(Spec("spare_nodes = 1\n[restart]\nmax_restarts = 1\n"), {"node1", "node2", "node3"});
+  // node2's worker was killed: only node1 reports, its ranks stopped by srun.
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 137);
+  ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
+  EXPECT_EQ(next.next_launch(), 2);
+  EXPECT_EQ(std::vector<std::string>(next.nodes().begin(), next.nodes().end()),
+            (std::vector<std::string>{"node1", "node3"}));
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).failure_class(), "node_lost");
+  EXPECT_EQ(run.launches(0).blamed_node(), "node2");
+  EXPECT_TRUE(slurm_->Signalled().empty());
+}
+
+TEST_F(HealingTest, AUserErrorFailsAtOnceBlamingNoNode) {
+  StartRun(Spec("[restart]\nmax_restarts = 3\n"), {"node1", "node2"});
+  ReportExit(kRun, "node1", 1,
+             {RankEnded(0, kExitDoNotRetry, 0, false), RankEnded(1, kExitDoNotRetry, 0, false)},
+             kExitDoNotRetry);
+  ReportExit(kRun, "node2", 1,
+             {RankEnded(2, kExitDoNotRetry, 0, false), RankEnded(3, kExitDoNotRetry, 0, false)},
+             kExitDoNotRetry);
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, kExitDoNotRetry);
+  EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
+  EXPECT_EQ(next.exit_code(), kExitDoNotRetry);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_FAILED);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).failure_class(), "user_error");
+  EXPECT_EQ(run.launches(0).blamed_node(), "");
+  EXPECT_EQ(run.launches(0).recovery(), "fail");
+  EXPECT_EQ(run.summary().restarts(), 0);
+  EXPECT_EQ(run.attempts_size(), 1);
+  EXPECT_EQ(slurm_->Submissions().size(), 1u);
+  EXPECT_EQ(Nodes().nodes_size(), 0);
+}
+
+TEST_F(HealingTest, ASlowRankIsOneStragglerEventAndNothingElse) {
+  StartRun(Spec("[health]\nstraggler_window = 5\nstraggler_min_slow = 3\n"), {"node1", "node2"});
+  for (int64_t step = 1; step <= 8; ++step) {
+    Send(Id(kRun, "node1", 1), {StepReport(0, step, 0.5), StepReport(1, step, 0.5)});
+    Send(Id(kRun, "node2", 1), {StepReport(2, step, 1.5), StepReport(3, step, 0.5)});
+  }
+  Pass(5, [&] {
+    Send(Id(kRun, "node1", 1), {HeartbeatReport(2)});
+    Send(Id(kRun, "node2", 1), {HeartbeatReport(2)});
+  });
+  v1::Run run = Get(kRun);
+  std::vector<v1::HealthEvent> events(run.health_events().begin(), run.health_events().end());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind(), "straggler");
+  EXPECT_EQ(events[0].rank(), 2);
+  EXPECT_EQ(events[0].node(), "node2");
+  EXPECT_NE(events[0].detail().find("rank 2 on node2"), std::string::npos) << events[0].detail();
+  EXPECT_EQ(run.summary().state(), v1::RUN_STATE_RUNNING);
+  EXPECT_TRUE(slurm_->Signalled().empty());
+  EXPECT_EQ(Nodes().nodes_size(), 0);  // straggler_strike is off
+}
+
+TEST_F(HealingTest, TheGateTimesOutOnTheClock) {
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit(Spec("[gate]\ntimeout_s = 120\n"), &resp).ok());
+  WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  auto registered = std::async(std::launch::async, [&] { return Register(kRun, 1, {"node1"}); });
+  WaitFor(kRun, v1::RUN_STATE_GATING);
+  clock_.Advance(std::chrono::seconds(119));
+  Sync();
+  EXPECT_EQ(registered.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  EXPECT_EQ(Get(kRun).summary().state(), v1::RUN_STATE_GATING);
+  clock_.Advance(std::chrono::seconds(2));
+  ASSERT_EQ(registered.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  v1::GateDecision d = registered.get()["node1"];
+  EXPECT_EQ(d.decision(), v1::GateDecision::DECISION_ABORT);
+  EXPECT_NE(d.reason().find("1 of 2 nodes passed, 2 needed"), std::string::npos) << d.reason();
+
+  // The attempt ended as a gate abort and the run went back to the queue.
+  v1::Run run = Get(kRun);
+  EXPECT_EQ(run.attempts(0).exit_code(), kExitGateAbort);
+  bool requeued = false;
+  for (const auto& e : run.events())
+    requeued = requeued || (e.from() == v1::RUN_STATE_GATING && e.to() == v1::RUN_STATE_QUEUED);
+  EXPECT_TRUE(requeued);
+  // node2 was never seen, so it is not struck: the next attempt goes at once.
+  EXPECT_EQ(WaitFor(kRun, v1::RUN_STATE_SUBMITTED).attempts_size(), 2);
+}
+
+}  // namespace
+}  // namespace trellis::controller
