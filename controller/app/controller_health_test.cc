@@ -156,6 +156,20 @@ TEST_F(HealingTest, AWorkerWithoutAFinalReportIsALostNodeAndItsSpareTakesOver) {
   EXPECT_TRUE(slurm_->Signalled().empty());
 }
 
+TEST_F(HealingTest, ARelaunchWhoseStepNeverStartsEndsTheAttempt) {
+  StartRun(Spec("spare_nodes = 1\n[restart]\nmax_restarts = 2\nbackoff_s = 1\n"),
+           {"node1", "node2", "node3"});
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
+  ASSERT_EQ(NextLaunch(kRun, 1, 137).action(), v1::NextLaunchResponse::ACTION_RELAUNCH);
+  // Slurm refused launch 2's srun step: no worker ever registers.
+  v1::NextLaunchResponse next = NextLaunch(kRun, 2, 1);
+  EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
+  EXPECT_NE(next.reason().find("relaunch 2 did not start"), std::string::npos) << next.reason();
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_QUEUED);
+  EXPECT_EQ(run.attempts(0).exit_code(), 1);
+  EXPECT_NE(run.attempts(0).ended_unix_ms(), 0);
+}
+
 TEST_F(HealingTest, AUserErrorFailsAtOnceBlamingNoNode) {
   StartRun(Spec("[restart]\nmax_restarts = 3\n"), {"node1", "node2"});
   ReportExit(kRun, "node1", 1,

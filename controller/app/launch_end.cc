@@ -263,6 +263,16 @@ Effects Launches::NextLaunch(const WorkerId& id, int step_exit_code,
                                    "{\"step_exit_code\":" + std::to_string(step_exit_code) + "}",
                                    std::nullopt});
     }
+  } else if (run->state == RunState::kRestarting && a->live() && planned_.count(KeyOf(id))) {
+    // A relaunch whose srun step ended before its workers registered (Slurm
+    // refused the step, or the nodes died meanwhile): the attempt ends now.
+    planned_.erase(KeyOf(id));
+    ans.exit_code = step_exit_code == 0 ? kExitError : step_exit_code;
+    ans.reason = "relaunch " + std::to_string(id.launch) + " did not start: srun step exited " +
+                 std::to_string(step_exit_code);
+    fx.ended_attempts.push_back({id.run_id, id.attempt, ans.exit_code, ans.reason,
+                                 "{\"step_exit_code\":" + std::to_string(step_exit_code) + "}",
+                                 std::nullopt});
   } else {
     ans.reason = "run is " + std::string(StateName(run->state));
   }
