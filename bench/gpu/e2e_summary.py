@@ -100,9 +100,11 @@ def controller_run(work, name, ngpu, warmup):
             k = (s["attempt"], s["launch"], s["step"])
             if k not in steps or s["ranks"] >= steps[k]["ranks"]:
                 steps[k] = s
-    first_attempt = min((k[0] for k in steps), default=1)
+    # The first launch; after a failure the run goes on in a relaunch inside
+    # the same Slurm job (a later launch) or in a new attempt.
+    first = min(((k[0], k[1]) for k in steps), default=(1, 1))
     per_step = {k[2]: (s["tokens"], s["step_seconds"]) for k, s in steps.items()
-                if k[0] == first_attempt and s["ranks"] == ngpu}
+                if (k[0], k[1]) == first and s["ranks"] == ngpu}
     rate, n = median_rate(per_step, ngpu, warmup)
     submitted = float(open(os.path.join(d, "submitted_at")).read()) if os.path.exists(
         os.path.join(d, "submitted_at")) else None
@@ -119,6 +121,8 @@ def controller_run(work, name, ngpu, warmup):
             ranks = [dict(rank_figures(None, last), note="the latest rank record only")]
     attempts = [{"attempt": a["attempt"], "exit_code": a["exit_code"], "end_reason": a["end_reason"],
                  "nodes": a["nodes"]} for a in show.get("attempts", [])]
+    launches = [{k: l.get(k) for k in ("attempt", "launch", "failure_class", "blamed_node",
+                                       "recovery", "reason")} for l in show.get("launches", [])]
     out = {
         "devices": device_lines(glob.glob(os.path.join(d, "attempt-1", "launch-1", "rank-*.log"))),
         "run_id": show.get("run_id"),
@@ -126,6 +130,7 @@ def controller_run(work, name, ngpu, warmup):
         "last_step": show.get("last_step"),
         "events": events,
         "attempts": attempts,
+        "launches": launches,
         "tokens_per_s_per_gpu": rate,
         "steps_measured": n,
         "ranks": ranks,
@@ -133,9 +138,10 @@ def controller_run(work, name, ngpu, warmup):
     if os.path.exists(os.path.join(d, "killed")):
         killed = open(os.path.join(d, "killed")).read().split()
         out["killed_at_s"] = round(float(killed[0]) - submitted, 1) if submitted else None
-        later = [k[2] for k in steps if k[0] > first_attempt]
+        later = [k[2] for k in steps if (k[0], k[1]) > first]
         out["resumed_first_step"] = min(later) if later else None
-        logs = glob.glob(os.path.join(d, "attempt-2", "launch-*", "rank-0.log"))
+        logs = [f for f in sorted(glob.glob(os.path.join(d, "attempt-*", "launch-*", "rank-0.log")))
+                if not f.endswith(os.path.join("attempt-1", "launch-1", "rank-0.log"))]
         out["resume_line"] = next((l.strip() for f in logs for l in open(f, errors="replace")
                                    if "starting at step" in l), None)
     gate = load_json(os.path.join(d, "gate.json"))
@@ -202,7 +208,9 @@ def main():
         md.append(f"- {name} ({r['run_id']}): {path}; attempts: "
                   + "; ".join(f"#{a['attempt']} exit {a['exit_code']} on {','.join(a['nodes'])}" for a in r["attempts"]))
         if "killed_at_s" in r:
-            md.append(f"  - rank killed at {r['killed_at_s']} s; attempt 2 first step {r['resumed_first_step']}; "
+            then = "; ".join(f"launch {l['attempt']}.{l['launch']}: {l['failure_class']} -> {l['recovery']}"
+                             for l in r.get("launches", []) if l.get("recovery") != "succeed")
+            md.append(f"  - rank killed at {r['killed_at_s']} s ({then}); first step after it {r['resumed_first_step']}; "
                       f"rank 0 said: `{r['resume_line']}`")
     md += ["", "## The gate's report of this host (`trellis gate-report`)", "",
            "Each node's worker probed this host's real /sys (local-cluster --host-sysfs); the JSON beside "
