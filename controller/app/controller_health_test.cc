@@ -64,8 +64,10 @@ class HealingTest : public HealthTest {
 TEST_F(HealingTest, AHungRankIsStoppedBlamedAndFailsTheRunWithoutBudget) {
   StartRun(Spec("[restart]\nhang_timeout_s = 60\nmax_restarts = 0\n"), {"node1", "node2"});
   HangRank3();
-  // The workers get kStopGrace (30 s) to stop their ranks, then the step is killed.
-  Pass(30);
+  // The workers get kStopGrace (20 s) to stop their ranks, then the step is killed.
+  Pass(16);  // TERM went out 1 to 3 s before HangRank3 returned
+  EXPECT_FALSE(Signalled("100.0 KILL"));
+  Pass(6);
   ASSERT_TRUE(WaitSignalled("100.0 KILL"));
   EXPECT_EQ(slurm_->Signalled(), (std::vector<std::string>{"100.0 TERM", "100.0 KILL"}));
 

@@ -14,8 +14,9 @@ namespace trellis::controller {
 namespace {
 
 // How long the workers of a stopped launch get to stop their ranks (TERM,
-// their own grace, KILL) before the step itself is killed.
-constexpr std::chrono::seconds kStopGrace{30};
+// their own grace of 10 s by default, KILL) and report, before the step
+// itself is killed (a stopped or lost worker cannot act on TERM).
+constexpr std::chrono::seconds kStopGrace{20};
 
 std::string_view RecoveryName(RecoveryDecision::Kind k) {
   switch (k) {
