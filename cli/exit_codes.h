@@ -1,5 +1,5 @@
 #pragma once
-// The CLI's exit-code contract (ARCHITECTURE.md, "Contracts between the parts")
+// The CLI's exit-code contract (docs/architecture.md and the README)
 // and how a failed call is told to the user. Pure: no I/O, no channel.
 
 #include <grpcpp/support/status_code_enum.h>

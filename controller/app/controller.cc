@@ -212,8 +212,8 @@ void Controller::Unwatch(std::string run_id, WatchSink* sink, std::function<void
 
 // --- workers ---
 
-void Controller::Register(WorkerId id, std::string version, std::string hostname,
-                          NodeProbeFigures probe, SlurmStep step, Reply<GateAnswer> reply) {
+void Controller::Register(WorkerId id, std::string version, std::string hostname, NodeProbe probe,
+                          SlurmStep step, Reply<GateAnswer> reply) {
   asio::post(io_, [this, id = std::move(id), version = std::move(version),
                    hostname = std::move(hostname), probe = std::move(probe),
                    step = std::move(step), reply = std::move(reply)] {

@@ -60,7 +60,7 @@ class Controller {
 
   // --- workers ---
   // `hostname` is what rank 0's node is reached by (MASTER_ADDR).
-  void Register(WorkerId id, std::string version, std::string hostname, NodeProbeFigures probe,
+  void Register(WorkerId id, std::string version, std::string hostname, NodeProbe probe,
                 SlurmStep step, Reply<GateAnswer> reply);
   void AuthenticateWorker(WorkerId id, Reply<bool> reply);
   // Summarized per step in the store, and kept as the rank's latest record.

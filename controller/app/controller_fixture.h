@@ -130,6 +130,8 @@ inline void AddSocket(v1::NodeProbe* probe, double free_gib, double unattributed
   s->set_unattributed_bytes(static_cast<int64_t>(unattributed_gib * kGiB));
 }
 
+inline constexpr int64_t kProbedUnixMs = 1700000000123;
+
 inline const char* kSpec = R"(
 [job]
 name = "hello"
@@ -156,6 +158,7 @@ class GateTest : public ControllerTest {
         req.set_hostname("host-" + node);
         AddSocket(req.mutable_probe(), 108.0, 8.0);
         AddSocket(req.mutable_probe(), node == "node3" ? 72.7 : 106.0, node == "node3" ? 39.9 : 9.0);
+        req.mutable_probe()->set_probed_unix_ms(kProbedUnixMs);
         v1::GateDecision d;
         EXPECT_TRUE(agent_stub_->Register(&ctx, req, &d).ok());
         std::lock_guard<std::mutex> l(mu);

@@ -1,4 +1,5 @@
 #include "controller/app/controller_fixture.h"
+#include "controller/rpc/convert.h"
 
 namespace trellis::controller {
 namespace {
@@ -217,6 +218,7 @@ TEST_F(GateTest, AShortNodeIsReplacedByTheSpareAndQuarantined) {
   ASSERT_EQ(report.gates(0).nodes_size(), 3);
   for (const auto& n : report.gates(0).nodes()) {
     EXPECT_EQ(n.probe().sockets_size(), 2);
+    EXPECT_EQ(n.probe().probed_unix_ms(), kProbedUnixMs);  // kept through the store
     EXPECT_EQ(n.decision(), n.node() == "node3" ? "fail" : "go");
   }
 
@@ -301,6 +303,18 @@ TEST_F(GateTest, UsersQuarantineAndReleaseByName) {
   rel.set_node("node9");
   EXPECT_EQ(user_stub_->ReleaseNode(&missing_ctx, rel, &status).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+TEST(ProbeFromWorkerTest, BoundsTheErrorAndKeepsTheFigures) {
+  v1::NodeProbe p;
+  AddSocket(&p, 108.0, 8.0);
+  p.set_error(std::string(5000, 'x'));
+  p.set_probed_unix_ms(kProbedUnixMs);
+  NodeProbe got = ProbeFromWorker(p);
+  EXPECT_EQ(got.error, std::string(1024, 'x'));
+  ASSERT_EQ(got.sockets.size(), 1u);
+  EXPECT_EQ(got.sockets[0].free_bytes, static_cast<int64_t>(108.0 * kGiB));
+  EXPECT_EQ(got.probed_unix_ms, kProbedUnixMs);
 }
 
 }  // namespace

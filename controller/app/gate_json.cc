@@ -7,7 +7,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-Json ProbeJson(const NodeProbeFigures& p) {
+Json ProbeJson(const NodeProbe& p) {
   Json sockets = Json::array();
   for (const auto& s : p.sockets) {
     Json j{{"numa_node", s.numa_node},
@@ -31,13 +31,14 @@ Json ProbeJson(const NodeProbeFigures& p) {
         {{"numa_node", d.numa_node}, {"total_bytes", d.total_bytes}, {"free_bytes", d.free_bytes}});
   Json out{{"sockets", sockets}, {"device_nodes", devices}};
   if (!p.error.empty()) out["error"] = p.error;
+  if (p.probed_unix_ms != 0) out["probed_unix_ms"] = p.probed_unix_ms;
   return out;
 }
 
-NodeProbeFigures ProbeFrom(const Json& j) {
-  NodeProbeFigures p;
+NodeProbe ProbeFrom(const Json& j) {
+  NodeProbe p;
   for (const auto& s : j.value("sockets", Json::array())) {
-    SocketFigures f;
+    SocketProbe f;
     f.numa_node = s.value("numa_node", 0);
     f.cpulist = s.value("cpulist", "");
     f.total_bytes = s.value("total_bytes", int64_t{0});
@@ -58,12 +59,13 @@ NodeProbeFigures ProbeFrom(const Json& j) {
     p.device_nodes.push_back({d.value("numa_node", 0), d.value("total_bytes", int64_t{0}),
                               d.value("free_bytes", int64_t{0})});
   p.error = j.value("error", "");
+  p.probed_unix_ms = j.value("probed_unix_ms", int64_t{0});
   return p;
 }
 
 }  // namespace
 
-std::string ProbeToJson(const NodeProbeFigures& probe) { return ProbeJson(probe).dump(); }
+std::string ProbeToJson(const NodeProbe& probe) { return ProbeJson(probe).dump(); }
 
 std::string PolicyToJson(const GatePolicy& p) {
   return Json{{"min_free_gib_per_socket", p.min_free_gib_per_socket},

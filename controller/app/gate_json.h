@@ -15,10 +15,10 @@ struct NodeGateView {
   std::string decision;  // "go", "standby", "fail", "missing"
   std::vector<std::string> reasons;
   double score = 0;
-  NodeProbeFigures probe;
+  NodeProbe probe;
 };
 
-std::string ProbeToJson(const NodeProbeFigures& probe);
+std::string ProbeToJson(const NodeProbe& probe);
 std::string PolicyToJson(const GatePolicy& policy);
 std::string NodeGatesToJson(const std::vector<NodeGateView>& nodes);
 absl::StatusOr<std::vector<NodeGateView>> NodeGatesFromJson(const std::string& text);

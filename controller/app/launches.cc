@@ -76,7 +76,7 @@ Launches::LaunchState* Launches::Create(const WorkerId& id, const spec::RunSpec&
 }
 
 Effects Launches::Register(const WorkerId& id, const std::string& version,
-                           const std::string& hostname, const NodeProbeFigures& probe,
+                           const std::string& hostname, const NodeProbe& probe,
                            const SlurmStep& step, Reply<GateAnswer> reply) {
   auto refuse = [&](absl::StatusOr<GateAnswer> answer) {
     return Effects::Reply([reply, answer] { reply(answer); });

@@ -26,7 +26,7 @@ class Launches {
   // launches.cc: registration and the gate.
   absl::StatusOr<AttemptRecord> CheckWorker(const WorkerId& id);
   Effects Register(const WorkerId& id, const std::string& version, const std::string& hostname,
-                   const NodeProbeFigures& probe, const SlurmStep& step, Reply<GateAnswer> reply);
+                   const NodeProbe& probe, const SlurmStep& step, Reply<GateAnswer> reply);
   // Ends the run's launches: waiting workers get ABORT, undecided gates decide no more.
   void AbortRun(const std::string& run_id, const std::string& reason);
   // The controller is stopping: waiting workers are told to register again.
@@ -60,7 +60,7 @@ class Launches {
     // Nodes this launch may run on, where known: a relaunch's nodes.
     std::vector<std::string> planned;
     std::vector<NodeVerdict> registered;  // in registration order
-    std::map<std::string, NodeProbeFigures> probes;
+    std::map<std::string, NodeProbe> probes;
     std::map<std::string, std::string> hostnames;
     std::string secret;  // the attempt's, cached for the registrations after the first
     std::vector<PendingRegistration> waiting;

@@ -12,8 +12,7 @@ std::string FormatGiB(double bytes) {
   return buf;
 }
 
-NodeVerdict JudgeNode(const std::string& node, const NodeProbeFigures& probe,
-                      const GatePolicy& policy) {
+NodeVerdict JudgeNode(const std::string& node, const NodeProbe& probe, const GatePolicy& policy) {
   NodeVerdict v;
   v.node = node;
   if (!probe.error.empty()) {

@@ -4,9 +4,10 @@
 // whole job and fails hours later, so a node is judged by its worst socket.
 
 #include <chrono>
-#include <optional>
 #include <string>
 #include <vector>
+
+#include "common/node_probe.h"
 
 namespace trellis::controller {
 
@@ -17,35 +18,6 @@ struct GatePolicy {
   double max_unattributed_gib_per_socket = 24.0;
   std::chrono::seconds timeout{120};
   bool touch_probe = false;
-};
-
-struct SocketFigures {
-  int numa_node = 0;
-  std::string cpulist;
-  int64_t total_bytes = 0;
-  int64_t free_bytes = 0;
-  int64_t file_pages_bytes = 0;
-  int64_t anon_pages_bytes = 0;
-  int64_t slab_bytes = 0;
-  int64_t kernel_stack_bytes = 0;
-  int64_t page_tables_bytes = 0;
-  int64_t shmem_bytes = 0;
-  int64_t hugepages_bytes = 0;
-  int64_t unattributed_bytes = 0;
-  std::optional<int64_t> touch_obtainable_bytes;
-};
-
-struct DeviceNodeFigures {
-  int numa_node = 0;
-  int64_t total_bytes = 0;
-  int64_t free_bytes = 0;
-};
-
-// What one worker reported at registration.
-struct NodeProbeFigures {
-  std::vector<SocketFigures> sockets;
-  std::vector<DeviceNodeFigures> device_nodes;
-  std::string error;  // the probe itself failed
 };
 
 struct NodeVerdict {
@@ -59,8 +31,7 @@ struct NodeVerdict {
 
 // "socket 2: 72.7 GiB free < 100.0 GiB required", "socket 1: 39.9 GiB
 // unattributed > 24.0 GiB allowed", "probe failed: ...".
-NodeVerdict JudgeNode(const std::string& node, const NodeProbeFigures& probe,
-                      const GatePolicy& policy);
+NodeVerdict JudgeNode(const std::string& node, const NodeProbe& probe, const GatePolicy& policy);
 
 std::string FormatGiB(double bytes);  // "72.7 GiB"
 

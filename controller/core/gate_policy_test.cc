@@ -5,8 +5,8 @@
 namespace trellis::controller {
 namespace {
 
-SocketFigures Socket(int node, double free_gib, double unattributed_gib) {
-  SocketFigures s;
+SocketProbe Socket(int node, double free_gib, double unattributed_gib) {
+  SocketProbe s;
   s.numa_node = node;
   s.total_bytes = static_cast<int64_t>(119.7 * kGiB);
   s.free_bytes = static_cast<int64_t>(free_gib * kGiB);
@@ -15,7 +15,7 @@ SocketFigures Socket(int node, double free_gib, double unattributed_gib) {
 }
 
 TEST(JudgeNodeTest, HealthyGh200NodePassesScoredByItsWorstSocket) {
-  NodeProbeFigures p;
+  NodeProbe p;
   for (int i = 0; i < 4; ++i) p.sockets.push_back(Socket(i, 108.0 - i, 8.0));
   auto v = JudgeNode("node1", p, GatePolicy{});
   EXPECT_TRUE(v.passed);
@@ -24,7 +24,7 @@ TEST(JudgeNodeTest, HealthyGh200NodePassesScoredByItsWorstSocket) {
 }
 
 TEST(JudgeNodeTest, ReportsEveryFailingSocketInHumanTerms) {
-  NodeProbeFigures p;
+  NodeProbe p;
   p.sockets = {Socket(0, 108, 8), Socket(1, 100.7, 39.9), Socket(2, 72.7, 10.9)};
   auto v = JudgeNode("node3", p, GatePolicy{});
   EXPECT_FALSE(v.passed);
@@ -34,18 +34,18 @@ TEST(JudgeNodeTest, ReportsEveryFailingSocketInHumanTerms) {
 }
 
 TEST(JudgeNodeTest, ProbeErrorsAndEmptyProbesFail) {
-  NodeProbeFigures p;
+  NodeProbe p;
   p.error = "node0/meminfo: MemFree missing";
   auto v = JudgeNode("n", p, GatePolicy{});
   EXPECT_FALSE(v.passed);
   EXPECT_EQ(v.reasons[0], "probe failed: node0/meminfo: MemFree missing");
-  EXPECT_FALSE(JudgeNode("n", NodeProbeFigures{}, GatePolicy{}).passed);
+  EXPECT_FALSE(JudgeNode("n", NodeProbe{}, GatePolicy{}).passed);
 }
 
 TEST(JudgeNodeTest, TouchProbeFigureDecidesWhenRequested) {
   GatePolicy policy;
   policy.touch_probe = true;
-  NodeProbeFigures p;
+  NodeProbe p;
   p.sockets = {Socket(0, 108, 8)};
   EXPECT_EQ(JudgeNode("n", p, policy).reasons[0],
             "socket 0: touch probe requested but not reported");

@@ -7,7 +7,7 @@ namespace trellis::controller {
 
 const std::vector<RunStateInfo>& AllRunStates() {
   using S = RunState;
-  // ARCHITECTURE.md, "States and transitions": anything not listed is refused.
+  // docs/architecture.md, "A run's life, as implemented": anything not listed is refused.
   static const std::vector<RunStateInfo> kTable = {
       {S::kQueued, "QUEUED", false, {S::kSubmitted, S::kCancelled, S::kFailed}},
       {S::kSubmitted, "SUBMITTED", false, {S::kGating, S::kRestarting, S::kCancelled}},

@@ -61,7 +61,8 @@ class StepStreamReactor final : public grpc::ServerReadReactor<v1::AgentReport> 
     WorkerId id = FromProto(identity_);
     switch (report_.body_case()) {
       case v1::AgentReport::kStep:
-        controller_->RecordStep(id, report_.step().rank(), FromProto(report_.step().record()));
+        controller_->RecordStep(id, report_.step().rank(),
+                                trellis::FromProto(report_.step().record()));
         break;
       case v1::AgentReport::kRankExit:
         controller_->RecordRankExit(id, FromProto(report_.rank_exit(), id.node));
@@ -109,7 +110,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Register(grpc::CallbackServerContext
     return reactor;
   }
   controller_->Register(FromProto(req->id()), req->version(), req->hostname(),
-                        FromProto(req->probe()), SlurmStep{req->slurm_job_id(), req->slurm_step_id()},
+                        ProbeFromWorker(req->probe()),
+                        SlurmStep{req->slurm_job_id(), req->slurm_step_id()},
                         [reactor, resp](absl::StatusOr<GateAnswer> a) {
                           if (!a.ok()) return reactor->Finish(ToGrpc(a.status()));
                           ToProto(*a, resp);

@@ -85,46 +85,6 @@ void ToProto(const EventRecord& e, v1::RunEvent* out) {
   out->set_evidence_json(e.evidence_json);
 }
 
-void ToProto(const StepRecord& r, v1::StepRecord* out) {
-  out->set_step(r.step);
-  out->set_loss(r.loss);
-  out->set_tokens(r.tokens);
-  out->set_step_seconds(r.step_seconds);
-  if (r.grad_norm) out->set_grad_norm(*r.grad_norm);
-  if (r.fwd_seconds) out->set_fwd_seconds(*r.fwd_seconds);
-  if (r.bwd_seconds) out->set_bwd_seconds(*r.bwd_seconds);
-  if (r.optim_seconds) out->set_optim_seconds(*r.optim_seconds);
-  if (r.comm_seconds) out->set_comm_seconds(*r.comm_seconds);
-  if (r.exposed_comm_seconds) out->set_exposed_comm_seconds(*r.exposed_comm_seconds);
-  if (r.alloc_retries) out->set_alloc_retries(*r.alloc_retries);
-  if (r.mem_allocated_peak_bytes) out->set_mem_allocated_peak_bytes(*r.mem_allocated_peak_bytes);
-  if (r.mem_reserved_peak_bytes) out->set_mem_reserved_peak_bytes(*r.mem_reserved_peak_bytes);
-  if (r.host_arena_bytes) out->set_host_arena_bytes(*r.host_arena_bytes);
-  if (r.nccl_max_ctas) out->set_nccl_max_ctas(*r.nccl_max_ctas);
-  if (r.checkpoint_step) out->set_checkpoint_step(*r.checkpoint_step);
-}
-
-StepRecord FromProto(const v1::StepRecord& p) {
-  StepRecord r;
-  r.step = p.step();
-  r.loss = p.loss();
-  r.tokens = p.tokens();
-  r.step_seconds = p.step_seconds();
-  if (p.has_grad_norm()) r.grad_norm = p.grad_norm();
-  if (p.has_fwd_seconds()) r.fwd_seconds = p.fwd_seconds();
-  if (p.has_bwd_seconds()) r.bwd_seconds = p.bwd_seconds();
-  if (p.has_optim_seconds()) r.optim_seconds = p.optim_seconds();
-  if (p.has_comm_seconds()) r.comm_seconds = p.comm_seconds();
-  if (p.has_exposed_comm_seconds()) r.exposed_comm_seconds = p.exposed_comm_seconds();
-  if (p.has_alloc_retries()) r.alloc_retries = p.alloc_retries();
-  if (p.has_mem_allocated_peak_bytes()) r.mem_allocated_peak_bytes = p.mem_allocated_peak_bytes();
-  if (p.has_mem_reserved_peak_bytes()) r.mem_reserved_peak_bytes = p.mem_reserved_peak_bytes();
-  if (p.has_host_arena_bytes()) r.host_arena_bytes = p.host_arena_bytes();
-  if (p.has_nccl_max_ctas()) r.nccl_max_ctas = p.nccl_max_ctas();
-  if (p.has_checkpoint_step()) r.checkpoint_step = p.checkpoint_step();
-  return r;
-}
-
 void ToProto(const StepRow& s, v1::StepSummary* out) {
   out->set_attempt(s.attempt);
   out->set_launch(s.launch);
@@ -222,55 +182,11 @@ WorkerId FromProto(const v1::WorkerIdentity& id) {
 
 namespace trellis::controller {
 
-NodeProbeFigures FromProto(const v1::NodeProbe& p) {
-  NodeProbeFigures out;
-  for (const auto& s : p.sockets()) {
-    SocketFigures f;
-    f.numa_node = s.numa_node();
-    f.cpulist = s.cpulist();
-    f.total_bytes = s.total_bytes();
-    f.free_bytes = s.free_bytes();
-    f.file_pages_bytes = s.file_pages_bytes();
-    f.anon_pages_bytes = s.anon_pages_bytes();
-    f.slab_bytes = s.slab_bytes();
-    f.kernel_stack_bytes = s.kernel_stack_bytes();
-    f.page_tables_bytes = s.page_tables_bytes();
-    f.shmem_bytes = s.shmem_bytes();
-    f.hugepages_bytes = s.hugepages_bytes();
-    f.unattributed_bytes = s.unattributed_bytes();
-    if (s.has_touch_obtainable_bytes()) f.touch_obtainable_bytes = s.touch_obtainable_bytes();
-    out.sockets.push_back(std::move(f));
-  }
-  for (const auto& d : p.device_nodes())
-    out.device_nodes.push_back({d.numa_node(), d.total_bytes(), d.free_bytes()});
-  out.error = p.error().substr(0, 1024);
+NodeProbe ProbeFromWorker(const v1::NodeProbe& p) {
+  NodeProbe out = trellis::FromProto(p);
+  // Bounded: a worker's text is data, never trusted for size.
+  if (out.error.size() > 1024) out.error.resize(1024);
   return out;
-}
-
-void ToProto(const NodeProbeFigures& p, v1::NodeProbe* out) {
-  for (const auto& s : p.sockets) {
-    auto* o = out->add_sockets();
-    o->set_numa_node(s.numa_node);
-    o->set_cpulist(s.cpulist);
-    o->set_total_bytes(s.total_bytes);
-    o->set_free_bytes(s.free_bytes);
-    o->set_file_pages_bytes(s.file_pages_bytes);
-    o->set_anon_pages_bytes(s.anon_pages_bytes);
-    o->set_slab_bytes(s.slab_bytes);
-    o->set_kernel_stack_bytes(s.kernel_stack_bytes);
-    o->set_page_tables_bytes(s.page_tables_bytes);
-    o->set_shmem_bytes(s.shmem_bytes);
-    o->set_hugepages_bytes(s.hugepages_bytes);
-    o->set_unattributed_bytes(s.unattributed_bytes);
-    if (s.touch_obtainable_bytes) o->set_touch_obtainable_bytes(*s.touch_obtainable_bytes);
-  }
-  for (const auto& d : p.device_nodes) {
-    auto* o = out->add_device_nodes();
-    o->set_numa_node(d.numa_node);
-    o->set_total_bytes(d.total_bytes);
-    o->set_free_bytes(d.free_bytes);
-  }
-  out->set_error(p.error);
 }
 
 void ToProto(const NodeStatusView& n, WallTime now, v1::NodeStatus* out) {

@@ -1,10 +1,13 @@
 #pragma once
 // The only place that converts between proto messages and controller types.
+// The shapes the controller shares with workers (StepRecord, NodeProbe) are
+// converted in proto/convert; what a worker sends is bounded here.
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "controller/app/views.h"
+#include "proto/convert.h"
 #include "trellis/v1/agent.pb.h"
 #include "trellis/v1/controller.pb.h"
 
@@ -18,16 +21,14 @@ void ToProto(const EventRecord& event, v1::RunEvent* out);
 void ToProto(const StepRow& step, v1::StepSummary* out);
 void ToProto(const LaunchRecord& launch, v1::Launch* out);
 void ToProto(const HealthEventRecord& event, v1::HealthEvent* out);
-void ToProto(const StepRecord& record, v1::StepRecord* out);
 void ToProto(const RankLatest& rank, v1::RankLatest* out);
 void ToProto(const GateAnswer& answer, v1::GateDecision* out);
 void ToProto(const NextLaunchAnswer& answer, v1::NextLaunchResponse* out);
-StepRecord FromProto(const v1::StepRecord& record);
 WorkerId FromProto(const v1::WorkerIdentity& id);
 // `node`: the reporting worker's node (from its identity).
 RankExitInfo FromProto(const v1::RankExit& r, const std::string& node);
-NodeProbeFigures FromProto(const v1::NodeProbe& probe);
-void ToProto(const NodeProbeFigures& probe, v1::NodeProbe* out);
+// A worker's probe, its error bounded (the counts are checked before, in Register).
+NodeProbe ProbeFromWorker(const v1::NodeProbe& probe);
 void ToProto(const NodeStatusView& node, WallTime now, v1::NodeStatus* out);
 void ToProto(const GateReportView& report, v1::GateReportResponse* out);
 

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "worker/core/memory_probe.h"
 #include "worker/io/sysfs_probe.h"
 #include "worker/io/touch_probe.h"
 
@@ -15,7 +16,7 @@ int64_t UnixMillisNow() {
       .count();
 }
 
-void LogSocket(const SocketMemory& s) {
+void LogSocket(const SocketProbe& s) {
   spdlog::info(
       "socket {} (CPUs {}): {} GiB total, {} GiB free, {} GiB unattributed (file {}, anon {}, "
       "slab {}, kernel stack {}, page tables {}, hugepages {}; shmem {} inside file)",
@@ -26,11 +27,11 @@ void LogSocket(const SocketMemory& s) {
 }
 
 // Touches every socket in turn; the first failure ends the probe with an error.
-std::string TouchSockets(NodeProbeResult& result, const AgentArgs& args) {
+std::string TouchSockets(NodeProbe& probe, const AgentArgs& args) {
   TouchProbeLimits limits;
   limits.max_bytes = static_cast<int64_t>(args.touch_probe_gib * (int64_t{1} << 30));
-  limits.budget = args.touch_probe_budget / static_cast<double>(result.sockets.size());
-  for (SocketMemory& s : result.sockets) {
+  limits.budget = args.touch_probe_budget / static_cast<double>(probe.sockets.size());
+  for (SocketProbe& s : probe.sockets) {
     auto touched = TouchProbe(s.numa_node, limits);
     if (!touched.ok())
       return "memory probe, socket " + std::to_string(s.numa_node) + ": " +
@@ -45,30 +46,29 @@ std::string TouchSockets(NodeProbeResult& result, const AgentArgs& args) {
 
 }  // namespace
 
-NodeProbeReport ProbeMemoryForRegister(const std::string& sysfs_root, bool touch,
-                                       const AgentArgs& args) {
-  NodeProbeReport report;
-  report.probed_unix_ms = UnixMillisNow();
-  auto probe = ProbeNode(sysfs_root);
-  if (!probe.ok()) {
-    report.error = "memory probe: " + std::string(probe.status().message());
-    spdlog::error("{}", report.error);
-    return report;
+NodeProbe ProbeMemoryForRegister(const std::string& sysfs_root, bool touch, const AgentArgs& args) {
+  const int64_t probed_unix_ms = UnixMillisNow();
+  absl::StatusOr<NodeProbe> read = ProbeNode(sysfs_root);
+  NodeProbe probe = read.ok() ? std::move(*read) : NodeProbe{};
+  probe.probed_unix_ms = probed_unix_ms;
+  if (!read.ok()) {
+    probe.error = "memory probe: " + std::string(read.status().message());
+    spdlog::error("{}", probe.error);
+    return probe;
   }
-  report.result = std::move(*probe);
   spdlog::info("memory probe of {}: {} socket(s), {} device memory node(s)", sysfs_root,
-               report.result.sockets.size(), report.result.device_nodes.size());
-  for (const SocketMemory& s : report.result.sockets) LogSocket(s);
-  for (const DeviceMemory& d : report.result.device_nodes)
+               probe.sockets.size(), probe.device_nodes.size());
+  for (const SocketProbe& s : probe.sockets) LogSocket(s);
+  for (const DeviceMemoryProbe& d : probe.device_nodes)
     spdlog::info("device memory node {}: {} GiB total, {} GiB free", d.numa_node,
                  FormatGib(d.total_bytes), FormatGib(d.free_bytes));
   if (touch) {
-    if (std::string error = TouchSockets(report.result, args); !error.empty()) {
-      report.error = error;
-      spdlog::error("{}", report.error);
+    if (std::string error = TouchSockets(probe, args); !error.empty()) {
+      probe.error = error;
+      spdlog::error("{}", probe.error);
     }
   }
-  return report;
+  return probe;
 }
 
 }  // namespace trellis::worker

@@ -5,15 +5,14 @@
 
 #include <string>
 
+#include "common/node_probe.h"
 #include "worker/core/args.h"
-#include "worker/core/memory_probe.h"
 
 namespace trellis::worker {
 
 // `touch`: the spec's gate.touch_probe; each socket then gets
 // args.touch_probe_gib and an equal share of args.touch_probe_budget. Runs
 // before the process starts gRPC threads (the touch probe forks).
-NodeProbeReport ProbeMemoryForRegister(const std::string& sysfs_root, bool touch,
-                                       const AgentArgs& args);
+NodeProbe ProbeMemoryForRegister(const std::string& sysfs_root, bool touch, const AgentArgs& args);
 
 }  // namespace trellis::worker

@@ -32,7 +32,7 @@ struct AgentArgs {
   std::optional<Seconds> gate_wait;  // default: the spec's gate.timeout_s + kGateWaitMargin
   Seconds stream_flush{10};          // at exit: time to deliver what is still queued
   int max_queued_reports = 10000;
-  // The memory probe (ARCHITECTURE.md, "The memory probe").
+  // The memory probe (docs/architecture.md, "A run's life, as implemented", step 4).
   std::string sysfs_root;          // empty: $TRELLIS_SYSFS_ROOT, else /sys
   double touch_probe_gib = 8;      // gate.touch_probe: bytes touched per socket, at most
   Seconds touch_probe_budget{20};  // gate.touch_probe: for all sockets together

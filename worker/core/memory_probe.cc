@@ -179,9 +179,9 @@ int64_t HugepagesBytes(const NodeMeminfo& meminfo, const std::map<int64_t, int64
   return total;
 }
 
-SocketMemory MakeSocket(int numa_node, const CpuList& cpus, const NodeMeminfo& m,
-                        int64_t hugepages_bytes) {
-  SocketMemory s;
+SocketProbe MakeSocket(int numa_node, const CpuList& cpus, const NodeMeminfo& m,
+                       int64_t hugepages_bytes) {
+  SocketProbe s;
   s.numa_node = numa_node;
   s.cpulist = cpus.text;
   s.total_bytes = m.mem_total_kb * 1024;
@@ -202,7 +202,7 @@ SocketMemory MakeSocket(int numa_node, const CpuList& cpus, const NodeMeminfo& m
   return s;
 }
 
-DeviceMemory MakeDeviceMemory(int numa_node, const NodeMeminfo& m) {
+DeviceMemoryProbe MakeDeviceMemory(int numa_node, const NodeMeminfo& m) {
   return {numa_node, m.mem_total_kb * 1024, m.mem_free_kb * 1024};
 }
 

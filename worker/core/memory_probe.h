@@ -1,8 +1,9 @@
 #pragma once
-// The memory probe's pure half (ARCHITECTURE.md, "The memory probe"): parses
-// one NUMA node's sysfs `meminfo` and `cpulist` text and turns them into the
-// per-socket figures the launch gate judges. The shell (worker/io/sysfs_probe)
-// reads the files; nothing here touches the file system.
+// The memory probe's pure half (docs/architecture.md, "A run's life, as
+// implemented", step 4): parses one NUMA node's sysfs `meminfo` and `cpulist`
+// text and turns them into the per-socket figures the launch gate judges
+// (common/node_probe.h). The shell (worker/io/sysfs_probe) reads the files;
+// nothing here touches the file system.
 //
 //   attributed   = FilePages + AnonPages + Slab + KernelStack + PageTables + hugepages
 //   unattributed = max(0, (MemTotal - MemFree) - attributed)
@@ -15,12 +16,11 @@
 
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/node_probe.h"
 
 namespace trellis::worker {
 
@@ -48,43 +48,6 @@ struct CpuList {
   int count = 0;     // 0: a CPU-less node (device memory)
 };
 
-// One socket: a NUMA node with CPUs. Bytes throughout.
-struct SocketMemory {
-  int numa_node = 0;
-  std::string cpulist;
-  int64_t total_bytes = 0;
-  int64_t free_bytes = 0;
-  int64_t file_pages_bytes = 0;
-  int64_t anon_pages_bytes = 0;
-  int64_t slab_bytes = 0;
-  int64_t kernel_stack_bytes = 0;
-  int64_t page_tables_bytes = 0;
-  int64_t shmem_bytes = 0;  // inside file_pages_bytes
-  int64_t hugepages_bytes = 0;
-  int64_t unattributed_bytes = 0;
-  std::optional<int64_t> touch_obtainable_bytes;  // gate.touch_probe only
-};
-
-// A NUMA node without CPUs (a GH200 Hopper's HBM).
-struct DeviceMemory {
-  int numa_node = 0;
-  int64_t total_bytes = 0;
-  int64_t free_bytes = 0;
-};
-
-struct NodeProbeResult {
-  std::vector<SocketMemory> sockets;       // ascending numa_node
-  std::vector<DeviceMemory> device_nodes;  // ascending numa_node
-};
-
-// What the worker sends in RegisterRequest.probe. A non-empty error fails the
-// node at the gate; the figures read before it still travel (for the report).
-struct NodeProbeReport {
-  NodeProbeResult result;
-  std::string error;
-  int64_t probed_unix_ms = 0;
-};
-
 // Parses `<path>` = nodeN/meminfo. Strict: every line must read
 // "Node <node_id> <Field>: <digits>[ kB]" and end in a newline (a missing
 // final newline means a truncated read); the fields of NodeMeminfo must each
@@ -108,9 +71,9 @@ int64_t HugepagesBytes(const NodeMeminfo& meminfo, const std::map<int64_t, int64
                        int64_t default_size);
 
 // unattributed = max(0, (MemTotal - MemFree) - attributed); see the top of the file.
-SocketMemory MakeSocket(int numa_node, const CpuList& cpus, const NodeMeminfo& meminfo,
-                        int64_t hugepages_bytes);
-DeviceMemory MakeDeviceMemory(int numa_node, const NodeMeminfo& meminfo);
+SocketProbe MakeSocket(int numa_node, const CpuList& cpus, const NodeMeminfo& meminfo,
+                       int64_t hugepages_bytes);
+DeviceMemoryProbe MakeDeviceMemory(int numa_node, const NodeMeminfo& meminfo);
 
 // The sysfs root (the directory holding devices/system/node): the flag when
 // given, else $TRELLIS_SYSFS_ROOT with every "%n" replaced by the node name,

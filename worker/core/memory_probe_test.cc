@@ -53,7 +53,7 @@ TEST(MemoryProbeTest, UnattributedLeavesShmemOutAndCountsHugepages) {
   m.kernel_stack_kb = 10;
   m.page_tables_kb = 20;
   m.hugepages_total = 0;
-  SocketMemory s = MakeSocket(3, {"0-1", 2}, m, 200 * kKiB);
+  SocketProbe s = MakeSocket(3, {"0-1", 2}, m, 200 * kKiB);
   EXPECT_EQ(s.numa_node, 3);
   EXPECT_EQ(s.cpulist, "0-1");
   EXPECT_EQ(s.total_bytes, 1000 * kKiB);

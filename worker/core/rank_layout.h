@@ -1,6 +1,6 @@
 #pragma once
 // Rank layout: which global ranks a node runs and the environment each one
-// gets (ARCHITECTURE.md, "Rank start"). Pure: the shell passes the worker's
+// gets (docs/architecture.md, "A run's life, as implemented", step 5). Pure: the shell passes the worker's
 // own environment in and spawns what comes out.
 
 #include <cstdint>

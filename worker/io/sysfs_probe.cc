@@ -128,9 +128,9 @@ int64_t DefaultHugepageSize(const std::string& root) {
 
 }  // namespace
 
-absl::StatusOr<NodeProbeResult> ProbeNode(const std::string& sysfs_root) {
+absl::StatusOr<NodeProbe> ProbeNode(const std::string& sysfs_root) {
   ASSIGN_OR_RETURN(std::vector<int> ids, NodeIds(sysfs_root));
-  NodeProbeResult result;
+  NodeProbe result;
   for (int id : ids) {
     const std::string dir = absl::StrCat(NodeBase(sysfs_root), "/node", id);
     const std::string meminfo_path = dir + "/meminfo";

@@ -21,7 +21,7 @@ namespace trellis::worker {
 // nr_hugepages when that directory exists (every page size); else meminfo's
 // HugePages_Total times the size that <root>/kernel/mm/hugepages/ names when
 // it names exactly one, else times 2 MiB.
-absl::StatusOr<NodeProbeResult> ProbeNode(const std::string& sysfs_root);
+absl::StatusOr<NodeProbe> ProbeNode(const std::string& sysfs_root);
 
 // The NUMA node ids that have CPUs, ascending: the sockets ranks are bound to.
 absl::StatusOr<std::vector<int>> SocketNodes(const std::string& sysfs_root);

@@ -43,7 +43,7 @@ TEST_P(FixtureTest, FiguresToTheKilobyte) {
   ASSERT_TRUE(probe.ok()) << probe.status();
   ASSERT_EQ(probe->sockets.size(), c.sockets.size());
   for (size_t i = 0; i < c.sockets.size(); ++i) {
-    const SocketMemory& got = probe->sockets[i];
+    const SocketProbe& got = probe->sockets[i];
     const Socket& want = c.sockets[i];
     SCOPED_TRACE(want.node);
     EXPECT_EQ(got.numa_node, want.node);
@@ -96,7 +96,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest,
 TEST(SysfsProbeTest, EveryCategoryOfOneSocket) {
   auto probe = ProbeNode(kFixtures + "/gh200-node");
   ASSERT_TRUE(probe.ok()) << probe.status();
-  const SocketMemory& s = probe->sockets[1];  // node1/meminfo
+  const SocketProbe& s = probe->sockets[1];  // node1/meminfo
   EXPECT_EQ(s.file_pages_bytes, 4246732 * kKiB);
   EXPECT_EQ(s.anon_pages_bytes, 2123366 * kKiB);
   EXPECT_EQ(s.slab_bytes, 1783627 * kKiB);

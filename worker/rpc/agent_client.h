@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/node_probe.h"
 #include "trellis/v1/agent.grpc.pb.h"
 #include "worker/core/args.h"
-#include "worker/core/memory_probe.h"
 #include "worker/core/outcome.h"
 #include "worker/core/rank_layout.h"
 #include "worker/core/retry.h"
@@ -24,7 +24,7 @@ struct NodeFacts {
   std::string hostname;
   int gpus = 0;
   int cpus = 0;
-  NodeProbeReport probe;  // per-socket host memory, or the probe's error
+  NodeProbe probe;  // per-socket host memory, or the probe's error
   // SLURM_JOB_ID and SLURM_STEP_ID of the worker's environment (empty outside Slurm).
   std::string slurm_job_id = {};
   std::string slurm_step_id = {};
