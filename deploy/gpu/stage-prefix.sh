@@ -33,6 +33,8 @@ ROOTS=(
   libgrpc++-dev libgrpc-dev libgrpc++1.51 libgrpc29 protobuf-compiler-grpc
   libabsl-dev libabsl20220623 libc-ares-dev libc-ares2 libre2-dev libre2-9
   libsqlite3-dev libtomlplusplus-dev libtomlplusplus3
+  prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcivetweb1
+  libcivetweb-dev
   slurmctld slurmd slurm-client slurm-wlm-basic-plugins
   munge libmunge2
 )
