@@ -90,6 +90,12 @@ int main(int argc, char** argv) {
   AddSeconds(agent_cmd, "--touch-probe-seconds", &agent.touch_probe_budget,
              "With the spec's gate.touch_probe: time budget of the touch probe, all sockets "
              "together");
+  agent_cmd
+      ->add_option("--metrics-listen", agent.metrics_listen,
+                   "HOST:PORT where this node's ranks' Prometheus metrics are served on "
+                   "/metrics (port 0: any free port; the address goes to the controller with "
+                   "the registration), or 'off'")
+      ->capture_default_str();
 
   trellis::worker::NextLaunchArgs next;
   CLI::App* next_cmd = app.add_subcommand(

@@ -2,14 +2,17 @@
 // node's ranks, stream their steps, report the exit.
 #include "worker/app/agent.h"
 
+#include <prometheus/registry.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <sstream>
 
 #include "common/log.h"
@@ -20,11 +23,13 @@
 #include "worker/app/spec_file.h"
 #include "worker/core/rank_layout.h"
 #include "worker/io/cgroup_oom.h"
+#include "worker/io/metrics_server.h"
 #include "worker/io/node_info.h"
 #include "worker/io/rank_channel.h"
 #include "worker/io/socket_dir.h"
 #include "worker/io/supervisor.h"
 #include "worker/io/sysfs_probe.h"
+#include "worker/metrics/rank_metrics.h"
 #include "worker/rpc/agent_client.h"
 #include "worker/rpc/step_stream.h"
 
@@ -91,8 +96,29 @@ std::vector<std::string> RankArgv(const spec::RunSpec& spec, const AgentArgs& ar
   return {RankBinary(args), "--run-dir", args.run_dir};
 }
 
+// The node's /metrics: up before Register, so that its address goes with the
+// registration, and until the worker exits. A bind failure does not keep the
+// worker from registering: a GO then fails the launch with it, so the
+// controller learns why. Null when metrics are off.
+absl::StatusOr<std::unique_ptr<MetricsServer>> ServeMetrics(
+    const AgentArgs& args, const std::shared_ptr<prometheus::Registry>& registry,
+    NodeFacts* facts) {
+  if (args.metrics_listen == kMetricsOff) return nullptr;
+  auto server = MetricsServer::Start(args.metrics_listen, registry);
+  if (!server.ok()) {
+    spdlog::error("{}; the launch fails if this node gets GO",
+                  std::string(server.status().message()));
+    return server;
+  }
+  facts->metrics_addr =
+      AdvertisedMetricsAddress(args.metrics_listen, facts->hostname, (*server)->port());
+  spdlog::info("serving the ranks' metrics on {} (http://{}/metrics)", args.metrics_listen,
+               facts->metrics_addr);
+  return server;
+}
+
 int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision& go,
-              AgentClient& client) {
+              AgentClient& client, RankMetrics& metrics) {
   auto socket_dir = SocketDir::Create();
   if (!socket_dir.ok()) return FailLaunch(client, std::string(socket_dir.status().message()));
 
@@ -112,7 +138,10 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   asio::io_context io;
   StepStream stream(client.stub(), client.id(), static_cast<size_t>(args.max_queued_reports));
   stream.Start();
-  RankChannel channel(io, [&](int rank, const StepRecord& r) { stream.SendStep(rank, r); });
+  RankChannel channel(io, [&](int rank, const StepRecord& r) {
+    metrics.OnStep(rank, r, std::chrono::system_clock::now());
+    stream.SendStep(rank, r);
+  });
   for (const RankPlan& p : *plans) {
     if (absl::Status st = channel.Listen(p.global_rank, p.step_socket); !st.ok()) {
       stream.Close(Steady(args.stream_flush));
@@ -123,7 +152,11 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   asio::steady_timer heartbeat(io);
   asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR1);
   Supervisor supervisor(
-      io, Steady(args.kill_grace), [&](const RankExit& e) { stream.SendRankExit(e); },
+      io, Steady(args.kill_grace),
+      [&](const RankExit& e) {
+        metrics.OnRankEnded(e.rank);
+        stream.SendRankExit(e);
+      },
       [&] {
         heartbeat.cancel();
         boost::system::error_code ignored;
@@ -155,9 +188,11 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   spdlog::info("GO: ranks {}..{} of {}, master {}:{}, resume step {}", go.rank_offset,
                go.rank_offset + go.ranks_per_node - 1, go.world_size, go.master_addr,
                go.master_port, go.resume_step);
-  for (const RankPlan& p : *plans)
+  for (const RankPlan& p : *plans) {
     if (p.numa_node >= 0)
       spdlog::info("rank {}: CPUs and memory bound to socket {}", p.global_rank, p.numa_node);
+    metrics.OnStart(p.global_rank, RankInfoFor(p));
+  }
   wait_signal();
   const std::optional<int64_t> oom_kills_at_go = ReadJobOomKills();
   if (!oom_kills_at_go)
@@ -226,6 +261,12 @@ int RunAgent(const AgentArgs& args) {
   facts.probe = ProbeMemoryForRegister(
       ResolveSysfsRoot(args.sysfs_root, std::getenv("TRELLIS_SYSFS_ROOT"), args.id.node),
       spec->gate.touch_probe, args);
+  // After the touch probe too (it forks): the metrics server's threads start here.
+  auto registry = std::make_shared<prometheus::Registry>();
+  AddBuildInfo(*registry, kVersion);
+  RankMetrics metrics(*registry, args.id.run_id, args.id.node);
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics_server =
+      ServeMetrics(args, registry, &facts);
   AgentClient client(ControllerChannel(args.id.controller), *id);
   Seconds gate_wait = args.gate_wait.value_or(Seconds(spec->gate.timeout_s) + kGateWaitMargin);
   spdlog::info("registering node {} with {} (run {}, attempt {}, launch {}; {} GPU(s), {} CPU(s))",
@@ -250,7 +291,9 @@ int RunAgent(const AgentArgs& args) {
     case GateResult::kGo:
       break;
   }
-  return Supervise(args, *spec, gate->go, client);
+  if (!metrics_server.ok())
+    return FailLaunch(client, std::string(metrics_server.status().message()));
+  return Supervise(args, *spec, gate->go, client, metrics);
 }
 
 }  // namespace trellis::worker

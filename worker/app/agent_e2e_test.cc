@@ -1,6 +1,9 @@
 // The trellis-worker binary against an in-test AgentService on 127.0.0.1:0.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -8,11 +11,14 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
+#include "common/exit_codes.h"
 #include "common/subprocess.h"
 #include "common/version.h"
 #include "trellis/v1/agent.grpc.pb.h"
 #include "worker/testing/fake_agent_service.h"
+#include "worker/testing/http_get.h"
 #ifdef TRELLIS_WORKER_HOSTS_TRAINER
 #include "trainer_core/data/corpus.h"
 #endif
@@ -25,9 +31,10 @@ using testing::FakeAgentService;
 using namespace std::chrono_literals;
 
 // Each rank prints its environment, writes 3 step records and a bad line to
-// its socket, and exits 0; or with FAIL_CODE when it is FAIL_RANK (others then
-// sleep until stopped); or STOP_WORKER_FROM sends SIGTERM to the worker (as
-// scancel would) and every rank sleeps until stopped.
+// its socket, waits for the file HOLD_FILE names (if set), and exits 0; or
+// with FAIL_CODE when it is FAIL_RANK (others then sleep until stopped); or
+// STOP_WORKER_FROM sends SIGTERM to the worker (as scancel would) and every
+// rank sleeps until stopped.
 constexpr const char* kRankScript = R"(
 import json, os, signal, socket, sys, time
 for k in sorted(os.environ):
@@ -41,6 +48,10 @@ for i in range(3):
     s.sendall((json.dumps(rec) + "\n").encode())
 s.sendall(b"garbage\n")
 s.close()
+if os.environ.get("HOLD_FILE"):
+    deadline = time.time() + 20
+    while not os.path.exists(os.environ["HOLD_FILE"]) and time.time() < deadline:
+        time.sleep(0.02)
 if os.environ.get("FAIL_RANK") == str(rank):
     print("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
           "unhandled system error", file=sys.stderr)
@@ -199,6 +210,81 @@ TEST_F(AgentE2eTest, GoRunsTwoRanksAndStreamsTheirSteps) {
     EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(socket).parent_path())) << socket;
   }
   EXPECT_NE(r.err.find("bad step record"), std::string::npos) << r.err;
+}
+
+TEST_F(AgentE2eTest, MetricsAddressIsSentAndServesTheRanks) {
+  WriteSpec("");
+  const std::string hold = dir_ + "/hold";
+  CommandResult r;
+  // Default --metrics-listen: every interface, any free port.
+  std::thread agent([&] { r = RunAgent({}, {{"HOLD_FILE", hold}}); });
+  // The ranks hold until the file exists: their series are there meanwhile.
+  const bool streamed = service_.WaitFor(
+      [&] {
+        int steps = 0;
+        for (const v1::AgentReport& rep : service_.reports) steps += rep.has_step() ? 1 : 0;
+        return steps == 6;
+      },
+      20s);
+  std::string addr, hostname;
+  {
+    std::lock_guard<std::mutex> l(service_.mu);
+    if (!service_.registers.empty()) {
+      addr = service_.registers[0].metrics_addr();
+      hostname = service_.registers[0].hostname();
+    }
+  }
+  testing::HttpResponse scrape;
+  const size_t colon = addr.rfind(':');
+  if (streamed && colon != std::string::npos)
+    scrape = testing::HttpGet("127.0.0.1", std::stoi(addr.substr(colon + 1)), "/metrics");
+  std::ofstream(hold).close();
+  agent.join();
+  ASSERT_TRUE(streamed);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  EXPECT_EQ(addr.substr(0, colon), hostname) << addr;
+  ASSERT_EQ(scrape.error, "") << addr;
+  EXPECT_NE(scrape.status_line.find(" 200"), std::string::npos) << scrape.status_line;
+  for (const char* want :
+       {"trellis_rank_steps_total{node=\"node2\",rank=\"2\",run=\"r1\"} 3\n",
+        "trellis_rank_tokens_total{node=\"node2\",rank=\"3\",run=\"r1\"} 3009\n",
+        "trellis_rank_info{gpu=\"none\",node=\"node2\",rank=\"3\",run=\"r1\",socket=\"",
+        "trellis_build_info{version=\""})
+    EXPECT_NE(scrape.body.find(want), std::string::npos) << want << " in\n" << scrape.body;
+
+  // Off: no server, an empty address.
+  r = RunAgent({"--metrics-listen", "off"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::lock_guard<std::mutex> l(service_.mu);
+  ASSERT_EQ(service_.registers.size(), 2u);
+  EXPECT_EQ(service_.registers[1].metrics_addr(), "");
+}
+
+TEST_F(AgentE2eTest, MetricsBindFailureFailsTheLaunchWithTheAddress) {
+  WriteSpec("");
+  // A port some other program holds.
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string taken = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+
+  CommandResult r = RunAgent({"--metrics-listen", taken});
+  ::close(fd);
+  EXPECT_EQ(r.exit_code, kExitError) << r.err;
+  std::lock_guard<std::mutex> l(service_.mu);
+  // It still registers (empty address), so that a GO ends with the reason at the controller.
+  ASSERT_EQ(service_.registers.size(), 1u);
+  EXPECT_EQ(service_.registers[0].metrics_addr(), "");
+  ASSERT_EQ(service_.exits.size(), 1u);
+  EXPECT_NE(service_.exits[0].reason().find("cannot serve metrics on " + taken), std::string::npos)
+      << service_.exits[0].reason();
+  EXPECT_EQ(service_.reports.size(), 0u);  // no rank started
 }
 
 TEST_F(AgentE2eTest, RegisterCarriesTheMemoryProbe) {

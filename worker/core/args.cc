@@ -15,22 +15,34 @@ absl::Status Positive(const char* flag, Seconds value) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-bool IsValidControllerAddress(std::string_view address) {
+// HOST:PORT or [IPv6]:PORT with a port in [min_port, 65535].
+bool IsHostPort(std::string_view address, int min_port) {
   size_t colon = address.rfind(':');
   if (colon == std::string_view::npos || colon == 0) return false;
   std::string_view host = address.substr(0, colon);
   std::string_view port_text = address.substr(colon + 1);
-  int port = 0;
+  int port = -1;
   auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 || port > 65535)
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < min_port ||
+      port > 65535)
     return false;
   if (host.front() == '[') return host.size() > 2 && host.back() == ']';
   for (char c : host)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_'))
       return false;
   return true;
+}
+
+}  // namespace
+
+bool IsValidControllerAddress(std::string_view address) { return IsHostPort(address, 1); }
+
+bool IsValidListenAddress(std::string_view address) { return IsHostPort(address, 0); }
+
+std::string AdvertisedMetricsAddress(std::string_view listen, std::string_view hostname, int port) {
+  std::string_view host = listen.substr(0, listen.rfind(':'));
+  if (host == "0.0.0.0" || host == "[::]") host = hostname;
+  return std::string(host) + ":" + std::to_string(port);
 }
 
 bool IsSafeName(std::string_view name) {
@@ -79,6 +91,10 @@ absl::Status ValidateAgentArgs(const AgentArgs& a) {
     return absl::InvalidArgumentError(absl::StrCat("--touch-probe-seconds must be in (0, ",
                                                    kMaxTouchProbeBudget.count(), "], got ",
                                                    a.touch_probe_budget.count()));
+  if (a.metrics_listen != kMetricsOff && !IsValidListenAddress(a.metrics_listen))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics-listen must be HOST:PORT with a port in [0, 65535] (0: any free port) or '",
+        kMetricsOff, "', got '", a.metrics_listen, "'"));
   return absl::OkStatus();
 }
 

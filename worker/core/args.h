@@ -38,7 +38,12 @@ struct AgentArgs {
   Seconds touch_probe_budget{20};  // gate.touch_probe: for all sockets together
   // [model] ranks run this program (default: trellis-rank beside trellis-worker).
   std::string rank_binary;
+  // Where the node's ranks' metrics are served: HOST:PORT (port 0: any free
+  // one, as several workers may share a host) or kMetricsOff.
+  std::string metrics_listen = "0.0.0.0:0";
 };
+
+inline constexpr char kMetricsOff[] = "off";
 
 // Bounds of the touch probe flags: it runs before Register, so the gate waits on it.
 inline constexpr double kMaxTouchProbeGib = 1024;
@@ -54,6 +59,11 @@ struct NextLaunchArgs {
 
 // HOST:PORT or [IPv6]:PORT with a port in [1, 65535].
 bool IsValidControllerAddress(std::string_view address);
+// HOST:PORT or [IPv6]:PORT with a port in [0, 65535] (0: any free port).
+bool IsValidListenAddress(std::string_view address);
+// The metrics address sent to the controller: `hostname` when `listen` binds
+// every interface (0.0.0.0, [::]), else the host it binds, with `port`.
+std::string AdvertisedMetricsAddress(std::string_view listen, std::string_view hostname, int port);
 // Run ids and node names travel in file names and the batch script's words:
 // [A-Za-z0-9._-], 1..128 characters, not starting with '-' or '.'.
 bool IsSafeName(std::string_view name);

@@ -33,6 +33,30 @@ TEST(ArgsTest, ControllerAddress) {
   EXPECT_FALSE(IsValidControllerAddress("[]:80"));
 }
 
+TEST(ArgsTest, MetricsListenAddress) {
+  EXPECT_TRUE(IsValidListenAddress("0.0.0.0:0"));
+  EXPECT_TRUE(IsValidListenAddress("127.0.0.1:9400"));
+  EXPECT_TRUE(IsValidListenAddress("[::]:0"));
+  EXPECT_FALSE(IsValidListenAddress("9400"));
+  EXPECT_FALSE(IsValidListenAddress("host:65536"));
+  EXPECT_FALSE(IsValidListenAddress("host:-1"));
+  EXPECT_FALSE(IsValidListenAddress("0.0.0.0:0,127.0.0.1:0"));  // one address only
+
+  AgentArgs a = Good();
+  EXPECT_EQ(a.metrics_listen, "0.0.0.0:0");
+  a.metrics_listen = "off";
+  EXPECT_TRUE(ValidateAgentArgs(a).ok());
+}
+
+TEST(ArgsTest, AdvertisedMetricsAddress) {
+  // Every interface: the host name, which the controller's host can resolve.
+  EXPECT_EQ(AdvertisedMetricsAddress("0.0.0.0:0", "node7", 41234), "node7:41234");
+  EXPECT_EQ(AdvertisedMetricsAddress("[::]:9400", "node7", 9400), "node7:9400");
+  // One interface: that one.
+  EXPECT_EQ(AdvertisedMetricsAddress("10.1.2.3:0", "node7", 41234), "10.1.2.3:41234");
+  EXPECT_EQ(AdvertisedMetricsAddress("[fd00::7]:9400", "node7", 9400), "[fd00::7]:9400");
+}
+
 struct BadArgs {
   const char* name;
   void (*mutate)(AgentArgs*);
@@ -73,7 +97,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadArgs{"TouchSeconds", [](AgentArgs* a) { a->touch_probe_budget = Seconds(0); },
                 "--touch-probe-seconds"},
         BadArgs{"TouchSecondsLong", [](AgentArgs* a) { a->touch_probe_budget = Seconds(601); },
-                "--touch-probe-seconds must be in (0, 600]"}),
+                "--touch-probe-seconds must be in (0, 600]"},
+        BadArgs{"MetricsListen", [](AgentArgs* a) { a->metrics_listen = "on"; },
+                "--metrics-listen must be HOST:PORT with a port in [0, 65535] (0: any free "
+                "port) or 'off', got 'on'"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ArgsTest, NextLaunchStepExitCodeRange) {

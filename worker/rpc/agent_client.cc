@@ -71,6 +71,7 @@ absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds
   req.set_cpus(facts.cpus);
   req.set_slurm_job_id(facts.slurm_job_id);
   req.set_slurm_step_id(facts.slurm_step_id);
+  req.set_metrics_addr(facts.metrics_addr);
   ToProto(facts.probe, req.mutable_probe());
   v1::GateDecision decision;
   grpc::Status st =

@@ -28,6 +28,8 @@ struct NodeFacts {
   // SLURM_JOB_ID and SLURM_STEP_ID of the worker's environment (empty outside Slurm).
   std::string slurm_job_id = {};
   std::string slurm_step_id = {};
+  // host:port of this worker's /metrics; empty when metrics are off.
+  std::string metrics_addr = {};
 };
 
 struct GateResult {

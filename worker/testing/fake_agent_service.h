@@ -5,6 +5,9 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -18,6 +21,7 @@ class FakeAgentService final : public v1::AgentService::Service {
                         v1::GateDecision* out) override {
     std::lock_guard<std::mutex> l(mu);
     registers.push_back(*req);
+    changed.notify_all();
     if (!register_status.ok()) return register_status;
     *out = decision;
     return grpc::Status::OK;
@@ -28,6 +32,7 @@ class FakeAgentService final : public v1::AgentService::Service {
     while (reader->Read(&r)) {
       std::lock_guard<std::mutex> l(mu);
       reports.push_back(r);
+      changed.notify_all();
     }
     return grpc::Status::OK;
   }
@@ -35,6 +40,7 @@ class FakeAgentService final : public v1::AgentService::Service {
                           v1::ReportExitResponse*) override {
     std::lock_guard<std::mutex> l(mu);
     exits.push_back(*req);
+    changed.notify_all();
     return grpc::Status::OK;
   }
   grpc::Status NextLaunch(grpc::ServerContext*, const v1::NextLaunchRequest* req,
@@ -50,7 +56,14 @@ class FakeAgentService final : public v1::AgentService::Service {
     return reports.size();
   }
 
+  // Waits until `done` (called under the lock) holds, or `limit` passes.
+  bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+    std::unique_lock<std::mutex> l(mu);
+    return changed.wait_for(l, limit, done);
+  }
+
   std::mutex mu;
+  std::condition_variable changed;  // on every call recorded
   grpc::Status register_status;
   v1::GateDecision decision;
   v1::NextLaunchResponse next;

@@ -1,0 +1,84 @@
+#include "worker/io/metrics_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <prometheus/exposer.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace trellis::worker {
+namespace {
+
+// Prometheus scrapes one request at a time; a second thread answers a person's
+// curl meanwhile.
+constexpr size_t kServerThreads = 2;
+
+// The IPv4 address a connection to the server can use: the one it binds, or
+// loopback when it binds every interface (or a name or an IPv6 address).
+in_addr WakeAddress(const std::string& listen) {
+  in_addr addr{};
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  if (host == "0.0.0.0" || ::inet_pton(AF_INET, host.c_str(), &addr) != 1)
+    addr.s_addr = htonl(INADDR_LOOPBACK);
+  return addr;
+}
+
+// Connects and hangs up at once.
+void Knock(in_addr addr, int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr = addr;
+  (void)::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to));  // refused once it is gone
+  ::close(fd);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const std::string& listen, std::weak_ptr<prometheus::Collectable> metrics) {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(listen, kServerThreads);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", listen, " (--metrics-listen): ", e.what()));
+  }
+  std::vector<int> ports = exposer->GetListeningPorts();
+  if (ports.size() != 1)
+    return absl::InternalError(absl::StrCat("metrics server on ", listen, " listens on ",
+                                            ports.size(), " ports, expected 1"));
+  exposer->RegisterCollectable(metrics);
+  return std::unique_ptr<MetricsServer>(
+      new MetricsServer(std::move(exposer), ports[0], WakeAddress(listen)));
+}
+
+MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port, in_addr wake)
+    : exposer_(std::move(exposer)), port_(port), wake_(wake) {}
+
+MetricsServer::~MetricsServer() {
+  // The server's stop waits for its listening thread, which wakes every 2 s
+  // or on a connection: knocking until it is gone saves the worker those 2 s
+  // at every exit.
+  std::atomic<bool> stopped{false};
+  std::thread stop([&] {
+    exposer_.reset();
+    stopped = true;
+  });
+  while (!stopped) {
+    Knock(wake_, port_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  stop.join();
+}
+
+}  // namespace trellis::worker
