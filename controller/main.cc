@@ -8,9 +8,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "controller/app/controller.h"
+#include "controller/app/metrics.h"
 #include "controller/app/sbatch_template.h"
 #include "controller/rpc/agent_service.h"
 #include "controller/rpc/controller_service.h"
@@ -79,6 +81,14 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{365} * 86400));
   app.add_flag("--slurm-can-drain", config.can_drain,
                "also drain quarantined nodes with scontrol (needs Slurm operator rights)");
+  std::string metrics_listen = "127.0.0.1:9152";
+  app.add_option("--metrics-listen", metrics_listen,
+                 "host:port to serve Prometheus /metrics on (an IP address; port 0: any free "
+                 "port; off: no metrics)")
+      ->capture_default_str();
+  app.add_option("--prometheus-sd-file", config.prometheus_sd_file,
+                 "write the live workers' /metrics addresses here, for Prometheus's file-based "
+                 "service discovery (default: none)");
   app.add_option("--port-file", port_file, "write the bound port to this file once serving");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   app.set_version_flag("--version", std::string(kVersion));
@@ -90,19 +100,38 @@ int main(int argc, char** argv) {
   fs::create_directories(config.output_root, ec);
   if (ec || access(config.output_root.c_str(), W_OK) != 0) {
     spdlog::error("--output-root {}: not a writable directory", config.output_root);
-    return 2;
+    return kExitUsage;
   }
   if (config.worker_bin.empty()) config.worker_bin = SelfDir() + "/trellis-worker";
   if (config.worker_bin[0] != '/') {
     spdlog::error("--worker-bin {}: must be an absolute path", config.worker_bin);
-    return 2;
+    return kExitUsage;
+  }
+  if (!config.prometheus_sd_file.empty()) {
+    fs::path dir = fs::absolute(config.prometheus_sd_file, ec).parent_path();
+    if (ec || !fs::is_directory(dir, ec) || access(dir.c_str(), W_OK) != 0) {
+      spdlog::error("--prometheus-sd-file {}: {} is not a writable directory",
+                    config.prometheus_sd_file, dir.string());
+      return kExitUsage;
+    }
+  }
+  // Bound before anything else starts, so that a taken address stops the
+  // program at once.
+  std::unique_ptr<MetricsServer> metrics_server;
+  if (metrics_listen != "off") {
+    auto server = MetricsServer::Start(metrics_listen);
+    if (!server.ok()) {
+      spdlog::error("--metrics-listen {}", std::string(server.status().message()));
+      return kExitUsage;
+    }
+    metrics_server = std::move(*server);
   }
   config.sbatch_template = kSbatchTemplate;
   if (!template_file.empty()) {
     std::ifstream in(template_file);
     if (!in) {
       spdlog::error("--sbatch-template {}: cannot read it", template_file);
-      return 2;
+      return kExitUsage;
     }
     std::stringstream ss;
     ss << in.rdbuf();
@@ -117,7 +146,7 @@ int main(int argc, char** argv) {
   auto store = Store::Open(db_path);
   if (!store.ok()) {
     spdlog::error("{}", std::string(store.status().message()));
-    return 2;
+    return kExitUsage;
   }
   SlurmCliOptions slurm_options{slurm_bin_dir, std::chrono::seconds(slurm_timeout_s), false};
   slurm_options.accounting = SlurmCliClient::DetectAccounting(slurm_options);
@@ -134,6 +163,7 @@ int main(int argc, char** argv) {
   SystemClock clock;
   Controller controller(config, std::move(*store),
                         std::make_shared<SlurmCliClient>(slurm_options), &clock);
+  if (metrics_server) metrics_server->Serve(controller.metrics().registry());
   ControllerServiceImpl user_api(&controller);
   AgentServiceImpl agent_api(&controller);
   int port = 0;
@@ -145,7 +175,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     spdlog::error("--listen {}: cannot bind", listen);
-    return 2;
+    return kExitUsage;
   }
   if (advertise.empty()) {
     std::string host = listen.substr(0, listen.rfind(':'));
@@ -157,6 +187,10 @@ int main(int argc, char** argv) {
   controller.Start();
   spdlog::info("trellis-controller {} serving on port {} (workers dial {}), db {}, output root {}",
                kVersion, port, advertise, db_path, config.output_root);
+  if (metrics_server) {
+    std::string host = metrics_listen.substr(0, metrics_listen.rfind(':'));
+    spdlog::info("metrics on http://{}:{}/metrics", host, metrics_server->port());
+  }
   if (!port_file.empty()) {
     std::ofstream(port_file + ".tmp") << port << "\n";
     fs::rename(port_file + ".tmp", port_file, ec);

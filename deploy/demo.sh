@@ -16,6 +16,7 @@
 #   TRELLIS_DEMO_PORT_BASE  the cluster's ports: slurmctld on it, nodeK's slurmd
 #                           on it + K (default 17400)
 #   TRELLIS_DEMO_PORT       controller port (default 50151)
+#   TRELLIS_DEMO_METRICS_PORT  the controller's /metrics port (default 9152)
 #   TRELLIS_DEMO_MASTER_PORT_BASE  first rendezvous port of the ranks (default
 #                           the controller's, 29500; an offset below 2000 is added)
 #   TRELLIS_DEMO_STEPS      training steps (default the example's, 150)
@@ -26,6 +27,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${TRELLIS_BUILD_DIR:-$REPO/build}
 STATE=${TRELLIS_DEMO_DIR:-$BUILD/demo}
 PORT=${TRELLIS_DEMO_PORT:-50151}
+METRICS_PORT=${TRELLIS_DEMO_METRICS_PORT:-9152}
 PORT_BASE=${TRELLIS_DEMO_PORT_BASE:-17400}
 MASTER_PORT_BASE=${TRELLIS_DEMO_MASTER_PORT_BASE:-}
 EXAMPLE=$REPO/examples/tiny-moe-2x2.toml
@@ -70,7 +72,7 @@ if [ "${1:-}" = "--down" ]; then
   exit 0
 fi
 [ $# -eq 0 ] || { echo "usage: deploy/demo.sh [--down]" >&2; exit 2; }
-for v in PORT PORT_BASE STEPS ${MASTER_PORT_BASE:+MASTER_PORT_BASE}; do
+for v in PORT METRICS_PORT PORT_BASE STEPS ${MASTER_PORT_BASE:+MASTER_PORT_BASE}; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "TRELLIS_DEMO_$v must be a positive integer, got '${!v}'"
 done
 
@@ -83,7 +85,7 @@ ninja -C "$BUILD" trellis trellis-controller trellis-worker trellis-rank trellis
 
 BESIDE="stop that one (deploy/demo.sh --down, with its TRELLIS_DEMO_* settings), or run this one
 beside it with TRELLIS_DEMO_PORT_BASE=P (ports P..P+4 free, below 32768) and a TRELLIS_DEMO_PORT,
-TRELLIS_DEMO_CLUSTER and TRELLIS_DEMO_DIR of its own"
+TRELLIS_DEMO_METRICS_PORT, TRELLIS_DEMO_CLUSTER and TRELLIS_DEMO_DIR of its own"
 if ! controller_pid >/dev/null && port_in_use "$PORT"; then
   die "port $PORT, the controller's, is in use (another demo?): $BESIDE"
 fi
@@ -103,6 +105,7 @@ if pid=$(controller_pid); then
 else
   rm -f "$STATE/controller.port"
   "$BUILD/bin/trellis-controller" --listen "127.0.0.1:$PORT" --port-file "$STATE/controller.port" \
+    --metrics-listen "127.0.0.1:$METRICS_PORT" \
     --db "$STATE/controller.db" --output-root "$STATE/runs" \
     ${MASTER_PORT_BASE:+--master-port-base "$MASTER_PORT_BASE"} \
     >>"$STATE/controller.log" 2>&1 &

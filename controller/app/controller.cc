@@ -4,37 +4,55 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "controller/app/timed_slurm_client.h"
 
 namespace trellis::controller {
 
 namespace asio = boost::asio;
 
+namespace {
+// Store latency is measured on the real steady clock: it is the controller's
+// own speed, not a schedule the fake clock drives.
+using Stopwatch = std::chrono::steady_clock;
+}  // namespace
+
 Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
                        std::shared_ptr<SlurmClient> slurm, Clock* clock)
     : config_(std::move(config)),
       store_(std::move(store)),
-      slurm_(std::move(slurm)),
+      slurm_(std::make_shared<TimedSlurmClient>(std::move(slurm), metrics_)),
       clock_(clock),
-      ctx_{config_, *store_, *clock_},
+      ctx_{config_, *store_, *clock_, metrics_},
       work_(asio::make_work_guard(io_)),
       schedule_timer_(io_),
       reconcile_timer_(io_),
       scheduler_(ctx_),
       launches_(ctx_, [this](std::function<Effects()> work) { OnLoop(std::move(work)); }),
       reconciler_(ctx_),
-      health_(ctx_, [this](std::function<Effects()> work) { OnLoop(std::move(work)); }) {}
+      health_(ctx_, [this](std::function<Effects()> work) { OnLoop(std::move(work)); }),
+      targets_(config_.prometheus_sd_file) {}
 
 Controller::~Controller() { Stop(); }
 
 void Controller::Start() {
   loop_thread_ = std::thread([this] { io_.run(); });
   asio::post(io_, [this] {
+    auto runs = store_->CountRunsByState();
+    if (runs.ok())
+      metrics_.SetRuns(*runs);
+    else
+      spdlog::error("runs by state not counted: {}", std::string(runs.status().message()));
+    CountQuarantined();
+    FlushTargets();  // no launch is known yet: empty
     // Settle what finished or vanished while the controller was down before
     // accepting new work for those runs.
     Apply(reconciler_.Tick(/*startup=*/true));
     ArmTimer(schedule_timer_, config_.schedule_interval, [this] { return scheduler_.Tick(); });
-    ArmTimer(reconcile_timer_, config_.reconcile_interval,
-             [this] { return reconciler_.Tick(/*startup=*/false); });
+    // Quarantines also end by time alone: counted again with every reconciliation.
+    ArmTimer(reconcile_timer_, config_.reconcile_interval, [this] {
+      CountQuarantined();
+      return reconciler_.Tick(/*startup=*/false);
+    });
   });
 }
 
@@ -81,7 +99,9 @@ void Controller::OnLoop(std::function<Effects()> work) {
 
 void Controller::Apply(Effects fx) {
   for (const auto& w : fx.writes) {
+    auto start = Stopwatch::now();
     absl::Status st = w.write(*store_);
+    metrics_.ObserveStoreWrite(Stopwatch::now() - start);
     if (!st.ok()) spdlog::error("{}: not stored: {}", w.what, std::string(st.message()));
   }
   for (auto& t : fx.transitions) {
@@ -91,10 +111,19 @@ void Controller::Apply(Effects fx) {
   for (const auto& [run_id, why] : fx.aborted_runs) {
     launches_.AbortRun(run_id, why);
     health_.StopWatching(run_id);
+    targets_.RemoveRun(run_id);
   }
   for (const auto& end : fx.ended_attempts) Apply(scheduler_.EndAttempt(end));
-  for (const auto& started : fx.started_launches) health_.Start(started);
-  for (const auto& ref : fx.settled_launches) health_.End(ref);
+  for (const auto& started : fx.started_launches) {
+    health_.Start(started);
+    targets_.Add(started.ref, started.metrics_addresses);
+    metrics_.LaunchStarted();
+  }
+  for (const auto& ref : fx.settled_launches) {
+    health_.End(ref);
+    targets_.Remove(ref);
+  }
+  FlushTargets();
   for (const auto& fault : fx.faults) Apply(launches_.Fault(fault));
   for (const auto& s : fx.strikes) ApplyStrike(s);
   for (auto& call : fx.slurm) RunOnSlurm(std::move(call));
@@ -110,7 +139,9 @@ absl::Status Controller::ApplyTransition(const TransitionEffect& t) {
     return before.status();
   }
   WallTime now = clock_->Now();
+  auto start = Stopwatch::now();
   absl::Status st = store_->Transition(t.run_id, t.to, t.reason, t.evidence_json, now, t.also);
+  metrics_.ObserveStoreWrite(Stopwatch::now() - start);
   if (!st.ok()) {
     spdlog::warn("run {}: {} -> {} refused: {}", t.run_id, StateName(before->state),
                  StateName(t.to), std::string(st.message()));
@@ -118,9 +149,18 @@ absl::Status Controller::ApplyTransition(const TransitionEffect& t) {
   }
   spdlog::info("run {}: {} -> {}: {}", t.run_id, StateName(before->state), StateName(t.to),
                t.reason);
-  if (IsTerminal(t.to)) health_.RunEnded(t.run_id);
+  metrics_.Transition(t.run_id, before->state, t.to);
+  if (IsTerminal(t.to)) {
+    health_.RunEnded(t.run_id);
+    targets_.RemoveRun(t.run_id);
+  }
   watchers_.Transition(t.run_id, EventRecord{now, before->state, t.to, t.reason, t.evidence_json});
   return absl::OkStatus();
+}
+
+void Controller::FlushTargets() {
+  absl::Status st = targets_.Flush();
+  if (!st.ok()) spdlog::error("--prometheus-sd-file not written: {}", std::string(st.message()));
 }
 
 void Controller::RunOnSlurm(SlurmCall call) {
@@ -213,11 +253,11 @@ void Controller::Unwatch(std::string run_id, WatchSink* sink, std::function<void
 // --- workers ---
 
 void Controller::Register(WorkerId id, std::string version, std::string hostname, NodeProbe probe,
-                          SlurmStep step, Reply<GateAnswer> reply) {
+                          SlurmStep step, std::string metrics_addr, Reply<GateAnswer> reply) {
   asio::post(io_, [this, id = std::move(id), version = std::move(version),
-                   hostname = std::move(hostname), probe = std::move(probe),
-                   step = std::move(step), reply = std::move(reply)] {
-    Apply(launches_.Register(id, version, hostname, probe, step, reply));
+                   hostname = std::move(hostname), probe = std::move(probe), step = std::move(step),
+                   metrics_addr = std::move(metrics_addr), reply = std::move(reply)] {
+    Apply(launches_.Register(id, version, hostname, probe, step, metrics_addr, reply));
   });
 }
 

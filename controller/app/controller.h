@@ -15,9 +15,11 @@
 #include "controller/app/effects.h"
 #include "controller/app/launches.h"
 #include "controller/app/loop_context.h"
+#include "controller/app/metrics.h"
 #include "controller/app/reconciler.h"
 #include "controller/app/run_health.h"
 #include "controller/app/scheduler.h"
+#include "controller/app/scrape_targets.h"
 #include "controller/app/views.h"
 #include "controller/app/watchers.h"
 #include "controller/slurm/slurm_client.h"
@@ -40,6 +42,8 @@ class Controller {
   boost::asio::io_context& io() { return io_; }
   // Known only once the server is bound (port 0 in tests); call before Start().
   void SetAdvertiseAddress(std::string addr) { config_.advertise_addr = std::move(addr); }
+  // For any thread: registry() to serve, and the Observe* durations.
+  Metrics& metrics() { return metrics_; }
 
   // --- users ---
   void SubmitRun(std::string spec_toml, bool dry_run, std::string user, Reply<SubmitResult> reply);
@@ -59,9 +63,10 @@ class Controller {
   void GateReport(std::string run_id, int attempt, Reply<GateReportView> reply);
 
   // --- workers ---
-  // `hostname` is what rank 0's node is reached by (MASTER_ADDR).
+  // `hostname` is what rank 0's node is reached by (MASTER_ADDR);
+  // `metrics_addr` the host:port of the worker's /metrics, or empty.
   void Register(WorkerId id, std::string version, std::string hostname, NodeProbe probe,
-                SlurmStep step, Reply<GateAnswer> reply);
+                SlurmStep step, std::string metrics_addr, Reply<GateAnswer> reply);
   void AuthenticateWorker(WorkerId id, Reply<bool> reply);
   // Summarized per step in the store, and kept as the rank's latest record.
   void RecordStep(WorkerId id, int rank, StepRecord record);
@@ -84,12 +89,16 @@ class Controller {
   void Apply(Effects fx);
   absl::Status ApplyTransition(const TransitionEffect& t);
   void ApplyStrike(const StrikeEffect& s);  // controller_nodes.cc
+  void CountQuarantined();                  // controller_nodes.cc
+  // Rewrites the service-discovery file when its targets changed.
+  void FlushTargets();
   void RunOnSlurm(SlurmCall call);
   absl::StatusOr<RunView> BuildView(const RunRecord& run, int steps);
   void ArmTimer(boost::asio::steady_timer& timer, std::chrono::milliseconds every,
                 std::function<Effects()> tick);
 
   ControllerConfig config_;
+  Metrics metrics_;
   std::unique_ptr<Store> store_;
   std::shared_ptr<SlurmClient> slurm_;
   Clock* clock_;
@@ -105,6 +114,7 @@ class Controller {
   Launches launches_;
   Reconciler reconciler_;
   RunHealth health_;
+  ScrapeTargets targets_;
   bool stopped_ = false;  // loop thread only
   std::atomic<bool> shutdown_begun_{false};
 };

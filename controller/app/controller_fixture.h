@@ -42,6 +42,7 @@ class ControllerTest : public ::testing::Test {
     config.schedule_interval = std::chrono::milliseconds(20);
     config.reconcile_interval = std::chrono::milliseconds(50);
     config.can_drain = can_drain_;
+    config.prometheus_sd_file = (dir_ / "targets.json").string();
     auto store = Store::Open((dir_ / "t.db").string());
     ASSERT_TRUE(store.ok());
     controller_ = std::make_unique<Controller>(config, std::move(*store), slurm_, &clock_);

@@ -63,6 +63,8 @@ class HealthTest : public GateTest {
       req.set_slurm_step_id(std::to_string(launch - 1));
       AddSocket(req.mutable_probe(), 108.0, 8.0);
       AddSocket(req.mutable_probe(), 106.0, 9.0);
+      if (auto addr = metrics_addrs_.find(node); addr != metrics_addrs_.end())
+        req.set_metrics_addr(addr->second);
       workers.emplace_back([&, node, req] {
         grpc::ClientContext ctx;
         v1::GateDecision d;
@@ -146,6 +148,9 @@ class HealthTest : public GateTest {
       if (e.kind() == kind) out.push_back(e);
     return out;
   }
+
+  // node -> the metrics_addr its worker sends in Register (none when absent).
+  std::map<std::string, std::string> metrics_addrs_;
 };
 
 }  // namespace trellis::controller

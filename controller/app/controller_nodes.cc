@@ -27,6 +27,8 @@ void Controller::ApplyStrike(const StrikeEffect& s) {
     return spdlog::error("quarantine of {} not stored: {}", s.node, std::string(st.message()));
   spdlog::warn("node {} quarantined (strike {}{}): {}", s.node, e.strikes,
                e.expiry ? "" : ", until released", s.reason);
+  metrics_.NodeStruck(s.node);
+  CountQuarantined();
   if (!config_.can_drain) return;
   RunOnSlurm([node = s.node, reason = s.reason](SlurmClient& slurm) -> std::function<Effects()> {
     absl::Status drained = slurm.Drain(node, reason);
@@ -36,6 +38,8 @@ void Controller::ApplyStrike(const StrikeEffect& s) {
     };
   });
 }
+
+void Controller::CountQuarantined() { metrics_.SetQuarantinedNodes(ctx_.ExcludedNow().size()); }
 
 void Controller::ListNodes(Reply<std::vector<NodeStatusView>> reply) {
   asio::post(io_, [this, reply = std::move(reply)] {
@@ -75,6 +79,7 @@ void Controller::ReleaseNode(std::string node, Reply<NodeStatusView> reply) {
     absl::Status st = store_->PutQuarantine(released);
     if (!st.ok()) return reply(st);
     spdlog::info("node {} released (on probation, {} strike(s))", node, released.strikes);
+    CountQuarantined();
     reply(NodeStatusView{released, HealthAt(released, clock_->Now(), config_.quarantine)});
     Apply(scheduler_.Tick());  // runs waiting for nodes may fit now
   });

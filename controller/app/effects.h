@@ -73,6 +73,7 @@ struct AttemptEndEffect {
   std::string why;
   std::string evidence_json = "{}";
   std::optional<RecoveryDecision> decided;
+  std::optional<FailureClass> failure_class;  // of the launch, where one was classified
 };
 
 // Which launch: (run, attempt, launch).
@@ -95,6 +96,8 @@ struct LaunchStartedEffect {
   bool model = false;                   // [model] ranks report steps from the start
   spec::RestartSection restart;
   spec::HealthSection health;
+  // GO node -> host:port of its worker's /metrics, where the worker sent one.
+  std::map<std::string, std::string> metrics_addresses;
 };
 
 // Run health found a launch that cannot go on: its workers' nodes lost, or a

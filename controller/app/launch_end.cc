@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "controller/app/launches.h"
+#include "controller/app/metrics.h"
 #include "controller/slurm/slurm_client.h"
 
 namespace trellis::controller {
@@ -217,6 +218,7 @@ Effects Launches::Settle(LaunchState& l, const RunRecord& run, int step_exit_cod
                                 [=](Store& s) {
                                   return s.SetRestartBackoff(run_id, restarts, now);
                                 }});
+      ctx_.metrics.Restart(v.cls, /*relaunch=*/true);
       answer->relaunch = true;
       answer->next_launch = l.launch + 1;
       answer->nodes = d.nodes;
@@ -227,7 +229,7 @@ Effects Launches::Settle(LaunchState& l, const RunRecord& run, int step_exit_cod
     case RecoveryDecision::kNewAttempt:
     case RecoveryDecision::kFail:
       fx.ended_attempts.push_back({run_id, attempt, v.exit_code == 0 ? kExitError : v.exit_code,
-                                   d.reason, v.evidence_json, d});
+                                   d.reason, v.evidence_json, d, v.cls});
       break;
   }
   return fx;
@@ -262,7 +264,7 @@ Effects Launches::NextLaunch(const WorkerId& id, int step_exit_code,
                    " (the controller restarted during the launch: no rank reports)";
       fx.ended_attempts.push_back({run_id, attempt, step_exit_code, ans.reason,
                                    "{\"step_exit_code\":" + std::to_string(step_exit_code) + "}",
-                                   std::nullopt});
+                                   std::nullopt, std::nullopt});
     }
   } else if (run->state == RunState::kRestarting && a->live() && planned_.count(KeyOf(id))) {
     // A relaunch whose srun step ended before its workers registered (Slurm
@@ -273,7 +275,7 @@ Effects Launches::NextLaunch(const WorkerId& id, int step_exit_code,
                  std::to_string(step_exit_code);
     fx.ended_attempts.push_back({id.run_id, id.attempt, ans.exit_code, ans.reason,
                                  "{\"step_exit_code\":" + std::to_string(step_exit_code) + "}",
-                                 std::nullopt});
+                                 std::nullopt, std::nullopt});
   } else {
     ans.reason = "run is " + std::string(StateName(run->state));
   }

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "common/version.h"
 #include "controller/app/gate_json.h"
+#include "controller/app/metrics.h"
 #include "controller/slurm/parsers.h"
 #include "controller/slurm/slurm_client.h"
 
@@ -77,7 +78,8 @@ Launches::LaunchState* Launches::Create(const WorkerId& id, const spec::RunSpec&
 
 Effects Launches::Register(const WorkerId& id, const std::string& version,
                            const std::string& hostname, const NodeProbe& probe,
-                           const SlurmStep& step, Reply<GateAnswer> reply) {
+                           const SlurmStep& step, const std::string& metrics_addr,
+                           Reply<GateAnswer> reply) {
   auto refuse = [&](absl::StatusOr<GateAnswer> answer) {
     return Effects::Reply([reply, answer] { reply(answer); });
   };
@@ -127,6 +129,10 @@ Effects Launches::Register(const WorkerId& id, const std::string& version,
     *same = verdict;
   l->probes[id.node] = probe;
   l->hostnames[id.node] = hostname.empty() ? id.node : hostname;
+  if (metrics_addr.empty())
+    l->metrics_addrs.erase(id.node);
+  else
+    l->metrics_addrs[id.node] = metrics_addr;
   if (!verdict.passed)
     spdlog::warn("run {}: node {} fails the gate: {}", id.run_id, id.node, verdict.reasons[0]);
   // A worker that retries (e.g. after a controller restart) replaces its old call.
@@ -172,6 +178,7 @@ Effects Launches::EvaluateGate(LaunchState* l, bool timed_out) {
   if (l->gate_timer) ctx_.clock.Cancel(l->gate_timer);
   l->gate_timer = 0;
   fx.writes.push_back(GateRecord(*l, out));
+  ctx_.metrics.GateDecided(l->run_id, out.kind == GateOutcome::kGo, l->probes);
   for (const auto& v : out.verdicts) {
     if (v.passed) continue;
     std::string reason;
@@ -225,8 +232,11 @@ Effects Launches::Started(LaunchState* l, const GateOutcome& out) {
                        [row](Store& s) { return s.PutLaunch(row); }});
   LaunchStartedEffect started;
   started.ref = {l->run_id, l->attempt, l->launch};
-  for (const auto& node : l->go_nodes)
+  for (const auto& node : l->go_nodes) {
     for (int r = 0; r < l->ranks_per_node; ++r) started.rank_nodes.push_back(node);
+    auto addr = l->metrics_addrs.find(node);
+    if (addr != l->metrics_addrs.end()) started.metrics_addresses[node] = addr->second;
+  }
   auto run = ctx_.store.GetRun(l->run_id);
   auto spec = run.ok() ? ctx_.ParseStoredSpec(*run) : absl::StatusOr<spec::RunSpec>(run.status());
   if (spec.ok()) {

@@ -26,7 +26,8 @@ class Launches {
   // launches.cc: registration and the gate.
   absl::StatusOr<AttemptRecord> CheckWorker(const WorkerId& id);
   Effects Register(const WorkerId& id, const std::string& version, const std::string& hostname,
-                   const NodeProbe& probe, const SlurmStep& step, Reply<GateAnswer> reply);
+                   const NodeProbe& probe, const SlurmStep& step, const std::string& metrics_addr,
+                   Reply<GateAnswer> reply);
   // Ends the run's launches: waiting workers get ABORT, undecided gates decide no more.
   void AbortRun(const std::string& run_id, const std::string& reason);
   // The controller is stopping: waiting workers are told to register again.
@@ -62,6 +63,7 @@ class Launches {
     std::vector<NodeVerdict> registered;  // in registration order
     std::map<std::string, NodeProbe> probes;
     std::map<std::string, std::string> hostnames;
+    std::map<std::string, std::string> metrics_addrs;  // node -> its worker's /metrics
     std::string secret;  // the attempt's, cached for the registrations after the first
     std::vector<PendingRegistration> waiting;
     std::optional<GateOutcome> outcome;

@@ -1,6 +1,10 @@
 #include "controller/app/loop_context.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "common/log.h"
+#include "common/status.h"
 
 namespace trellis::controller {
 
@@ -25,6 +29,17 @@ std::vector<std::string> LoopContext::ExcludedNow() const {
     return {};
   }
   return ExcludedNodes(*entries, clock.Now(), config.quarantine);
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text, mode_t mode) {
+  std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return ErrnoStatus("cannot write " + tmp);
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = fsync(fd) == 0 && ok;
+  close(fd);
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("cannot write " + path);
+  return absl::OkStatus();
 }
 
 }  // namespace trellis::controller

@@ -1,6 +1,9 @@
 #pragma once
-// What every part of the controller reads: its configuration, the store and
-// the clock (all used on the loop thread only), and the reads they share.
+// What every part of the controller reads: its configuration, the store, the
+// clock and the metrics (all used on the loop thread only), and the reads and
+// writes they share.
+
+#include <sys/types.h>
 
 #include <string>
 #include <vector>
@@ -13,6 +16,8 @@
 
 namespace trellis::controller {
 
+class Metrics;
+
 struct ControllerConfig {
   std::string output_root;     // absolute; every run directory lives under it
   std::string worker_bin;      // absolute path of trellis-worker on compute nodes
@@ -24,12 +29,16 @@ struct ControllerConfig {
   int master_port = 29500;
   QuarantineConfig quarantine;
   bool can_drain = false;  // also `scontrol update state=drain` quarantined nodes
+  // Where the live workers' /metrics addresses are written for Prometheus's
+  // file-based service discovery; empty: nowhere.
+  std::string prometheus_sd_file;
 };
 
 struct LoopContext {
   ControllerConfig& config;
   Store& store;
   Clock& clock;
+  Metrics& metrics;
 
   // The stored spec with the controller's defaults filled in.
   absl::StatusOr<spec::RunSpec> ParseStoredSpec(const RunRecord& run) const;
@@ -37,5 +46,9 @@ struct LoopContext {
   // Quarantined nodes now: every submission excludes them.
   std::vector<std::string> ExcludedNow() const;
 };
+
+// Writes `text` beside `path` and renames it over `path`, so that readers see
+// the old file or the new one, never a part.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text, mode_t mode);
 
 }  // namespace trellis::controller

@@ -122,8 +122,8 @@ Effects Reconciler::SettleEnded(const RunRecord& run, const AttemptRecord& attem
     return fx;
   }
   std::string why = r.succeeded ? "Slurm job ended before the run started: " + r.reason : r.reason;
-  fx.ended_attempts.push_back(
-      {run.run_id, attempt.attempt, r.succeeded ? 1 : r.exit_code, why, evidence, std::nullopt});
+  fx.ended_attempts.push_back({run.run_id, attempt.attempt, r.succeeded ? 1 : r.exit_code, why,
+                               evidence, std::nullopt, std::nullopt});
   return fx;
 }
 

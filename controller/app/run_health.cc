@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "controller/app/metrics.h"
 
 namespace trellis::controller {
 
@@ -76,6 +77,9 @@ RunHealth::StepResult RunHealth::RecordStep(const WorkerId& id, int rank,
     p.last_change = ctx_.clock.SteadyNow();
   }
   w.stragglers->Add(rank, id.node, record.step, PhasesOf(record));
+  // This record completed its step (the summary row is of the same step).
+  if (auto done = w.stragglers->TakeCompleted(); done && out.row && out.row->step == done->step)
+    ctx_.metrics.StepComplete(id.run_id, *done, out.row->tokens);
   for (const StragglerEvent& e : w.stragglers->TakeEvents()) {
     std::string detail = "rank " + std::to_string(e.rank) + " on " + e.node + " took " +
                          std::to_string(e.rank_s).substr(0, 6) + " s per step, the others " +
@@ -88,6 +92,7 @@ RunHealth::StepResult RunHealth::RecordStep(const WorkerId& id, int rank,
                         {"rank_phases", PhasesJson(e.rank_phases)},
                         {"others_phases", PhasesJson(e.others_phases)}};
     spdlog::warn("run {}: straggler: {}", id.run_id, detail);
+    ctx_.metrics.Straggler(id.run_id);
     HealthEventRecord ev = Event(w, "straggler", e.rank, e.node, detail, j.dump());
     out.fx.writes.push_back({"straggler event of " + id.run_id,
                              [ev](Store& s) { return s.AddHealthEvent(ev); }});

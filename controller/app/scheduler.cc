@@ -1,6 +1,5 @@
 #include "controller/app/scheduler.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "controller/app/metrics.h"
 #include "controller/core/batch_script.h"
 #include "controller/core/decisions.h"
 #include "controller/slurm/parsers.h"
@@ -31,17 +31,6 @@ std::string RandomSecret() {
     s += kHex[(v >> 4) & 15];
   }
   return s;
-}
-
-absl::Status WriteFile(const std::string& path, const std::string& text, mode_t mode) {
-  std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return ErrnoStatus("cannot write " + tmp);
-  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ok = fsync(fd) == 0 && ok;
-  close(fd);
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("cannot write " + path);
-  return absl::OkStatus();
 }
 
 // The ranks start in the run directory on other hosts, so the corpus must
@@ -96,6 +85,7 @@ Effects Scheduler::Submit(const std::string& spec_toml, bool dry_run, const std:
                                   [&](const std::string& id) { return ctx_.RunDirFor(*spec, id); },
                                   ctx_.clock.Now());
   if (!run.ok()) return Effects::Reply([=] { reply(run.status()); });
+  ctx_.metrics.RunQueued();
   spdlog::info("run {} queued by {}: {} node(s) x {} rank(s)", run->run_id, user,
                spec->slurm.nodes, spec->slurm.ranks_per_node);
   Effects fx = Effects::Reply([reply, id = run->run_id] { reply(SubmitResult{id, "", {}}); });
@@ -252,9 +242,9 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
   fs::create_directories(attempt_dir, ec);
   absl::Status st = ec ? absl::InternalError("cannot create " + attempt_dir + ": " + ec.message())
                        : script.status();
-  if (st.ok()) st = WriteFile(run.run_dir + "/spec.toml", run.spec_toml, 0644);
-  if (st.ok()) st = WriteFile(paths.secret_file, secret + "\n", 0600);
-  if (st.ok()) st = WriteFile(attempt_dir + "/batch.sh", *script, 0755);
+  if (st.ok()) st = WriteFileAtomically(run.run_dir + "/spec.toml", run.spec_toml, 0644);
+  if (st.ok()) st = WriteFileAtomically(paths.secret_file, secret + "\n", 0600);
+  if (st.ok()) st = WriteFileAtomically(attempt_dir + "/batch.sh", *script, 0755);
   if (!st.ok()) {
     fx.transitions.push_back({run.run_id, RunState::kFailed,
                               "cannot prepare attempt: " + std::string(st.message())});
@@ -346,6 +336,7 @@ Effects Scheduler::EndAttempt(const AttemptEndEffect& end) {
     fx.writes.push_back({"end of attempt " + std::to_string(attempt) + " of " + run_id, end_attempt});
   int restarts = run->restarts + (d.uses_restart ? 1 : 0);
   if (d.kind == RecoveryDecision::kNewAttempt) {
+    ctx_.metrics.Restart(end.failure_class, /*relaunch=*/false);
     fx.transitions.push_back({run_id, RunState::kQueued, d.reason, end.evidence_json,
                               [=](Store& s) {
                                 return s.SetRestartBackoff(run_id, restarts, d.not_before);

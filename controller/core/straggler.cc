@@ -45,6 +45,21 @@ std::vector<double> OthersMedians(const std::vector<double>& values) {
 
 }  // namespace
 
+StepSpread SpreadOf(int64_t step, const std::vector<PhaseTimes>& times) {
+  StepSpread s;
+  s.step = step;
+  std::vector<double> step_s;
+  for (size_t r = 0; r < times.size(); ++r) {
+    step_s.push_back(times[r].step_s);
+    if (times[r].step_s > s.slowest_s) {
+      s.slowest_s = times[r].step_s;
+      s.slowest_rank = static_cast<int>(r);
+    }
+  }
+  s.median_s = Median(std::move(step_s));
+  return s;
+}
+
 StragglerWindow::StragglerWindow(int world_size, int window, int min_slow, double factor)
     : world_(std::max(world_size, 0)),
       window_(std::max(window, 1)),
@@ -91,6 +106,7 @@ void StragglerWindow::OnComplete(int64_t step, std::vector<PhaseTimes> times) {
   }
   c.times = std::move(times);
   complete_.emplace(step, std::move(c));
+  newest_complete_ = std::max(newest_complete_, step);
   if (static_cast<int>(complete_.size()) > window_) {
     const Complete& old = complete_.begin()->second;
     for (int r = 0; r < world_; ++r)
@@ -142,5 +158,13 @@ StragglerEvent StragglerWindow::MakeEvent(int rank) const {
 }
 
 std::vector<StragglerEvent> StragglerWindow::TakeEvents() { return std::exchange(events_, {}); }
+
+std::optional<StepSpread> StragglerWindow::TakeCompleted() {
+  if (newest_complete_ <= taken_complete_) return std::nullopt;
+  taken_complete_ = newest_complete_;
+  auto it = complete_.find(newest_complete_);
+  if (it == complete_.end()) return std::nullopt;
+  return SpreadOf(it->first, it->second.times);
+}
 
 }  // namespace trellis::controller

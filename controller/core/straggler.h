@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,17 @@ struct PhaseTimes {  // seconds; 0 = not reported
   double optim_s = 0;
   double comm_s = 0;
 };
+
+// One complete step over the ranks: the slowest rank and its step_s, and the
+// median step_s (of the reported, non-zero values). The step took as long as
+// its slowest rank: the others wait for it in the step's collectives.
+struct StepSpread {
+  int64_t step = -1;
+  int slowest_rank = -1;  // -1: no rank reported a time
+  double slowest_s = 0;
+  double median_s = 0;
+};
+StepSpread SpreadOf(int64_t step, const std::vector<PhaseTimes>& times);
 
 struct StragglerEvent {
   int rank = 0;
@@ -48,6 +60,9 @@ class StragglerWindow {
   void Add(int rank, const std::string& node, int64_t step, const PhaseTimes& t);
   // The events raised since the last call.
   std::vector<StragglerEvent> TakeEvents();
+  // The newest step completed since the last call, if it is newer than any
+  // returned before, with its spread over the ranks.
+  std::optional<StepSpread> TakeCompleted();
 
   int complete_steps() const { return static_cast<int>(complete_.size()); }
   int pending_steps() const { return static_cast<int>(pending_.size()); }
@@ -73,6 +88,8 @@ class StragglerWindow {
   int min_slow_;
   double factor_;
   int64_t newest_ = -1;
+  int64_t newest_complete_ = -1;
+  int64_t taken_complete_ = -1;
   std::vector<std::string> nodes_;
   std::vector<int> slow_count_;  // per rank, over complete_
   std::vector<bool> armed_;

@@ -125,5 +125,36 @@ TEST(StragglerWindowTest, UnreportedTimesAreNotSlow) {
   EXPECT_TRUE(alone.TakeEvents().empty());  // nobody to compare with
 }
 
+TEST(StepSpreadTest, SlowestRankAndMedianOfTheReportedTimes) {
+  StepSpread s = SpreadOf(7, {Times(1.0), Times(0.0), Times(3.0), Times(1.2), Times(1.1)});
+  EXPECT_EQ(s.step, 7);
+  EXPECT_EQ(s.slowest_rank, 2);
+  EXPECT_DOUBLE_EQ(s.slowest_s, 3.0);
+  EXPECT_DOUBLE_EQ(s.median_s, 1.15);  // of 1.0, 1.1, 1.2, 3.0: rank 1 reported none
+  EXPECT_EQ(SpreadOf(0, {Times(0.0)}).slowest_rank, -1);
+}
+
+TEST(StragglerWindowTest, TakeCompletedGivesEachNewerCompleteStepOnce) {
+  StragglerWindow w(2, 4, 2, 1.5);
+  EXPECT_FALSE(w.TakeCompleted());
+  w.Add(0, "n1", 1, Times(1.0));
+  EXPECT_FALSE(w.TakeCompleted()) << "step 1 is not complete yet";
+  w.Add(1, "n1", 1, Times(2.0));
+  auto s = w.TakeCompleted();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->step, 1);
+  EXPECT_EQ(s->slowest_rank, 1);
+  EXPECT_FALSE(w.TakeCompleted());
+  // Steps 3 and 2 complete in that order: 3 is given, 2 (older) is not.
+  w.Add(0, "n1", 2, Times(1.0));
+  w.Add(0, "n1", 3, Times(1.0));
+  w.Add(1, "n1", 3, Times(1.0));
+  w.Add(1, "n1", 2, Times(1.0));
+  s = w.TakeCompleted();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->step, 3);
+  EXPECT_FALSE(w.TakeCompleted());
+}
+
 }  // namespace
 }  // namespace trellis::controller

@@ -3,7 +3,9 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "controller/app/scrape_targets.h"
 #include "controller/rpc/convert.h"
+#include "controller/rpc/rpc_timer.h"
 
 namespace trellis::controller {
 
@@ -109,14 +111,25 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Register(grpc::CallbackServerContext
                                  "slurm_job_id, slurm_step_id: digits only, at most 20"));
     return reactor;
   }
-  controller_->Register(FromProto(req->id()), req->version(), req->hostname(),
-                        ProbeFromWorker(req->probe()),
-                        SlurmStep{req->slurm_job_id(), req->slurm_step_id()},
-                        [reactor, resp](absl::StatusOr<GateAnswer> a) {
-                          if (!a.ok()) return reactor->Finish(ToGrpc(a.status()));
-                          ToProto(*a, resp);
-                          reactor->Finish(grpc::Status::OK);
-                        });
+  // Only a scrape target's address: anything else is dropped, not refused
+  // (metrics are not worth failing a launch for).
+  std::string metrics_addr = req->metrics_addr();
+  if (!metrics_addr.empty() && !IsHostPort(metrics_addr)) {
+    spdlog::debug(
+        "run {}: node {}: metrics_addr is not HOST:PORT (at most 255 characters); "
+        "ignored",
+        req->id().run_id(), req->id().node());
+    metrics_addr.clear();
+  }
+  controller_->Register(
+      FromProto(req->id()), req->version(), req->hostname(), ProbeFromWorker(req->probe()),
+      SlurmStep{req->slurm_job_id(), req->slurm_step_id()}, std::move(metrics_addr),
+      Timed(controller_->metrics(), RpcMethod::kRegister,
+            [reactor, resp](absl::StatusOr<GateAnswer> a) {
+              if (!a.ok()) return reactor->Finish(ToGrpc(a.status()));
+              ToProto(*a, resp);
+              reactor->Finish(grpc::Status::OK);
+            }));
   return reactor;
 }
 
@@ -138,11 +151,11 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportExit(grpc::CallbackServerConte
   }
   std::vector<RankExitInfo> exits;
   for (const auto& r : req->ranks()) exits.push_back(FromProto(r, req->id().node()));
-  controller_->ReportExit(FromProto(req->id()), std::move(exits), req->oom_kills(),
-                          req->exit_code(),
-                          req->reason().substr(0, 1024), [reactor](absl::StatusOr<bool> r) {
-                            reactor->Finish(ToGrpc(r.status()));
-                          });
+  controller_->ReportExit(
+      FromProto(req->id()), std::move(exits), req->oom_kills(), req->exit_code(),
+      req->reason().substr(0, 1024),
+      Timed(controller_->metrics(), RpcMethod::kReportExit,
+            [reactor](absl::StatusOr<bool> r) { reactor->Finish(ToGrpc(r.status())); }));
   return reactor;
 }
 
@@ -156,11 +169,12 @@ grpc::ServerUnaryReactor* AgentServiceImpl::NextLaunch(grpc::CallbackServerConte
     return reactor;
   }
   controller_->NextLaunch(FromProto(req->id()), req->step_exit_code(),
-                          [reactor, resp](absl::StatusOr<NextLaunchAnswer> a) {
-                            if (!a.ok()) return reactor->Finish(ToGrpc(a.status()));
-                            ToProto(*a, resp);
-                            reactor->Finish(grpc::Status::OK);
-                          });
+                          Timed(controller_->metrics(), RpcMethod::kNextLaunch,
+                                [reactor, resp](absl::StatusOr<NextLaunchAnswer> a) {
+                                  if (!a.ok()) return reactor->Finish(ToGrpc(a.status()));
+                                  ToProto(*a, resp);
+                                  reactor->Finish(grpc::Status::OK);
+                                }));
   return reactor;
 }
 

@@ -3,6 +3,7 @@
 #include "common/spec/run_spec.h"
 #include "controller/rpc/convert.h"
 #include "controller/rpc/log_reactor.h"
+#include "controller/rpc/rpc_timer.h"
 #include "controller/rpc/watch_reactor.h"
 
 namespace trellis::controller {
@@ -29,13 +30,14 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::SubmitRun(grpc::CallbackServerC
     return reactor;
   }
   controller_->SubmitRun(req->spec_toml(), req->dry_run(), CallerOf(ctx),
-                         [reactor, resp](absl::StatusOr<SubmitResult> r) {
-                           if (!r.ok()) return reactor->Finish(ToGrpc(r.status()));
-                           resp->set_run_id(r->run_id);
-                           resp->set_batch_script(r->batch_script);
-                           for (const auto& a : r->sbatch_args) resp->add_sbatch_args(a);
-                           reactor->Finish(grpc::Status::OK);
-                         });
+                         Timed(controller_->metrics(), RpcMethod::kSubmitRun,
+                               [reactor, resp](absl::StatusOr<SubmitResult> r) {
+                                 if (!r.ok()) return reactor->Finish(ToGrpc(r.status()));
+                                 resp->set_run_id(r->run_id);
+                                 resp->set_batch_script(r->batch_script);
+                                 for (const auto& a : r->sbatch_args) resp->add_sbatch_args(a);
+                                 reactor->Finish(grpc::Status::OK);
+                               }));
   return reactor;
 }
 
@@ -44,14 +46,14 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GetRun(grpc::CallbackServerCont
                                                         v1::Run* resp) {
   auto* reactor = ctx->DefaultReactor();
   RanksQuery ranks{req->include_ranks(), req->ranks_from(), req->ranks_limit()};
-  controller_->GetRun(
-      req->run_id(),
-      [reactor, resp](absl::StatusOr<RunView> v) {
-        if (!v.ok()) return reactor->Finish(ToGrpc(v.status()));
-        ToProto(*v, resp);
-        reactor->Finish(grpc::Status::OK);
-      },
-      ranks);
+  controller_->GetRun(req->run_id(),
+                      Timed(controller_->metrics(), RpcMethod::kGetRun,
+                            [reactor, resp](absl::StatusOr<RunView> v) {
+                              if (!v.ok()) return reactor->Finish(ToGrpc(v.status()));
+                              ToProto(*v, resp);
+                              reactor->Finish(grpc::Status::OK);
+                            }),
+                      ranks);
   return reactor;
 }
 
@@ -61,11 +63,12 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ListRuns(grpc::CallbackServerCo
   auto* reactor = ctx->DefaultReactor();
   int limit = req->limit() <= 0 ? 100 : std::min(req->limit(), 10000);
   controller_->ListRuns(limit, req->active_only(),
-                        [reactor, resp](absl::StatusOr<std::vector<RunView>> views) {
-                          if (!views.ok()) return reactor->Finish(ToGrpc(views.status()));
-                          for (const auto& v : *views) ToProto(v, resp->add_runs());
-                          reactor->Finish(grpc::Status::OK);
-                        });
+                        Timed(controller_->metrics(), RpcMethod::kListRuns,
+                              [reactor, resp](absl::StatusOr<std::vector<RunView>> views) {
+                                if (!views.ok()) return reactor->Finish(ToGrpc(views.status()));
+                                for (const auto& v : *views) ToProto(v, resp->add_runs());
+                                reactor->Finish(grpc::Status::OK);
+                              }));
   return reactor;
 }
 
@@ -79,11 +82,12 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::CancelRun(grpc::CallbackServerC
     return reactor;
   }
   controller_->CancelRun(req->run_id(), req->reason(),
-                         [reactor, resp](absl::StatusOr<RunState> s) {
-                           if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
-                           resp->set_state(ToProto(*s));
-                           reactor->Finish(grpc::Status::OK);
-                         });
+                         Timed(controller_->metrics(), RpcMethod::kCancelRun,
+                               [reactor, resp](absl::StatusOr<RunState> s) {
+                                 if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
+                                 resp->set_state(ToProto(*s));
+                                 reactor->Finish(grpc::Status::OK);
+                               }));
   return reactor;
 }
 
@@ -101,11 +105,13 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ListNodes(grpc::CallbackServerC
                                                            const v1::ListNodesRequest* req,
                                                            v1::ListNodesResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
-  controller_->ListNodes([reactor, resp](absl::StatusOr<std::vector<NodeStatusView>> nodes) {
-    if (!nodes.ok()) return reactor->Finish(ToGrpc(nodes.status()));
-    for (const auto& n : *nodes) ToProto(n, WallTime(), resp->add_nodes());
-    reactor->Finish(grpc::Status::OK);
-  });
+  controller_->ListNodes(Timed(controller_->metrics(), RpcMethod::kListNodes,
+                               [reactor, resp](absl::StatusOr<std::vector<NodeStatusView>> nodes) {
+                                 if (!nodes.ok()) return reactor->Finish(ToGrpc(nodes.status()));
+                                 for (const auto& n : *nodes)
+                                   ToProto(n, WallTime(), resp->add_nodes());
+                                 reactor->Finish(grpc::Status::OK);
+                               }));
   return reactor;
 }
 
@@ -113,11 +119,12 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::QuarantineNode(
     grpc::CallbackServerContext* ctx, const v1::QuarantineNodeRequest* req, v1::NodeStatus* resp) {
   auto* reactor = ctx->DefaultReactor();
   controller_->QuarantineNode(req->node(), req->reason(), "user:" + CallerOf(ctx),
-                              [reactor, resp](absl::StatusOr<NodeStatusView> n) {
-                                if (!n.ok()) return reactor->Finish(ToGrpc(n.status()));
-                                ToProto(*n, WallTime(), resp);
-                                reactor->Finish(grpc::Status::OK);
-                              });
+                              Timed(controller_->metrics(), RpcMethod::kQuarantineNode,
+                                    [reactor, resp](absl::StatusOr<NodeStatusView> n) {
+                                      if (!n.ok()) return reactor->Finish(ToGrpc(n.status()));
+                                      ToProto(*n, WallTime(), resp);
+                                      reactor->Finish(grpc::Status::OK);
+                                    }));
   return reactor;
 }
 
@@ -125,11 +132,13 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ReleaseNode(grpc::CallbackServe
                                                              const v1::ReleaseNodeRequest* req,
                                                              v1::NodeStatus* resp) {
   auto* reactor = ctx->DefaultReactor();
-  controller_->ReleaseNode(req->node(), [reactor, resp](absl::StatusOr<NodeStatusView> n) {
-    if (!n.ok()) return reactor->Finish(ToGrpc(n.status()));
-    ToProto(*n, WallTime(), resp);
-    reactor->Finish(grpc::Status::OK);
-  });
+  controller_->ReleaseNode(req->node(), Timed(controller_->metrics(), RpcMethod::kReleaseNode,
+                                              [reactor, resp](absl::StatusOr<NodeStatusView> n) {
+                                                if (!n.ok())
+                                                  return reactor->Finish(ToGrpc(n.status()));
+                                                ToProto(*n, WallTime(), resp);
+                                                reactor->Finish(grpc::Status::OK);
+                                              }));
   return reactor;
 }
 
@@ -138,11 +147,12 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GateReport(grpc::CallbackServer
                                                             v1::GateReportResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
   controller_->GateReport(req->run_id(), std::max(0, req->attempt()),
-                          [reactor, resp](absl::StatusOr<GateReportView> r) {
-                            if (!r.ok()) return reactor->Finish(ToGrpc(r.status()));
-                            ToProto(*r, resp);
-                            reactor->Finish(grpc::Status::OK);
-                          });
+                          Timed(controller_->metrics(), RpcMethod::kGateReport,
+                                [reactor, resp](absl::StatusOr<GateReportView> r) {
+                                  if (!r.ok()) return reactor->Finish(ToGrpc(r.status()));
+                                  ToProto(*r, resp);
+                                  reactor->Finish(grpc::Status::OK);
+                                }));
   return reactor;
 }
 

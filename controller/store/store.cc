@@ -133,6 +133,19 @@ absl::StatusOr<std::vector<RunRecord>> Store::ListRuns(int limit, bool active_on
   return runs;
 }
 
+absl::StatusOr<std::map<RunState, int64_t>> Store::CountRunsByState() {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare("SELECT state, COUNT(*) FROM runs GROUP BY state"));
+  std::map<RunState, int64_t> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    auto state = ParseRunState(st.ColumnText(0));
+    if (!state) return absl::DataLossError("runs: unknown state " + st.ColumnText(0));
+    out[*state] = st.ColumnInt(1);
+  }
+  return out;
+}
+
 absl::Status Store::Transition(const std::string& run_id, RunState to, const std::string& reason,
                                const std::string& evidence_json, WallTime now,
                                const std::function<absl::Status(Store&)>& also) {

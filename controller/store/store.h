@@ -3,6 +3,7 @@
 // work over NFS/Lustre). One writer: the controller's loop thread.
 
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -26,6 +27,8 @@ class Store {
                                       WallTime now);
   absl::StatusOr<RunRecord> GetRun(const std::string& run_id);
   absl::StatusOr<std::vector<RunRecord>> ListRuns(int limit, bool active_only);
+  // How many runs are in each state (states without runs are absent).
+  absl::StatusOr<std::map<RunState, int64_t>> CountRunsByState();
 
   // One transaction: checks the table, updates the run, appends the event,
   // then runs `also` (more writes that must land with the transition).

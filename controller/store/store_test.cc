@@ -61,6 +61,18 @@ TEST_F(StoreTest, TransitionWritesStateAndEventTogether) {
   EXPECT_EQ(store_->GetRun(r.run_id)->state, RunState::kSubmitted);
 }
 
+TEST_F(StoreTest, CountsRunsByState) {
+  EXPECT_TRUE(store_->CountRunsByState()->empty());
+  NewRun("a");
+  RunRecord b = NewRun("b");
+  NewRun("c");
+  ASSERT_TRUE(store_->Transition(b.run_id, RunState::kCancelled, "x", "{}", clock_.Now()).ok());
+  auto counts = store_->CountRunsByState();
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(*counts,
+            (std::map<RunState, int64_t>{{RunState::kQueued, 2}, {RunState::kCancelled, 1}}));
+}
+
 TEST_F(StoreTest, FailedSideEffectRollsTheTransitionBack) {
   RunRecord r = NewRun("hello");
   auto st = store_->Transition(r.run_id, RunState::kSubmitted, "x", "", clock_.Now(),

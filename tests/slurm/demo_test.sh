@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's two commands on one machine, in both orders. A user's demo
 # (deploy/demo.sh with the ports a user gets: cluster 17400-17404, controller
-# 50151; directories of its own) and the suite's demo (the same script with the
+# 50151, its metrics 9152; directories of its own) and the suite's demo (the same script with the
 # suite's TRELLIS_DEMO_* from tests/CMakeLists.txt, the README's full run) run
 # side by side, and stopping either leaves the other up and answering:
 #
@@ -39,17 +39,19 @@ SUITE_STATE=$TRELLIS_DEMO_DIR
 SUITE_CLUSTER=$TRELLIS_DEMO_CLUSTER
 SUITE_ADDR=127.0.0.1:$TRELLIS_DEMO_PORT
 SUITE_PORTS="$(seq -s ' ' "$TRELLIS_DEMO_PORT_BASE" $((TRELLIS_DEMO_PORT_BASE + 4))) $TRELLIS_DEMO_PORT"
+SUITE_PORTS+=" ${TRELLIS_DEMO_METRICS_PORT:?}"
 # What a user gets from deploy/demo.sh, except for the directories.
 USER_PORT_BASE=17400
 USER_PORT=50151
 USER_ADDR=127.0.0.1:$USER_PORT
-USER_PORTS="$(seq -s ' ' $USER_PORT_BASE $((USER_PORT_BASE + 4))) $USER_PORT"
+USER_PORTS="$(seq -s ' ' $USER_PORT_BASE $((USER_PORT_BASE + 4))) $USER_PORT 9152"
 USER_STATE=$TRELLIS_BUILD_DIR/demo-user-test
 USER_CLUSTER=/tmp/trellis-ctest-userdemo
 
 suite_demo() { "$DEMO" "$@"; }
 user_demo() {
   env -u TRELLIS_DEMO_PORT -u TRELLIS_DEMO_PORT_BASE -u TRELLIS_DEMO_MASTER_PORT_BASE \
+    -u TRELLIS_DEMO_METRICS_PORT \
     TRELLIS_DEMO_DIR="$USER_STATE" TRELLIS_DEMO_CLUSTER="$USER_CLUSTER" TRELLIS_DEMO_STEPS=20 \
     "$DEMO" "$@"
 }

@@ -1,0 +1,170 @@
+#pragma once
+// The controller's own /metrics (docs/architecture.md, "Metrics"): runs by
+// state, attempts, launches, restarts by failure class, the gate's decisions
+// and socket figures, quarantine, run health's figures per run, and the
+// controller's own latency. Prometheus naming: base units, `_total` counters,
+// trellis_build_info. Labels stay bounded: run, node, socket and small enums
+// (state, class, decision, method, command); never a step, a Slurm job id, an
+// attempt number or free text. A run's series are removed when it ends.
+//
+// Threads: the hooks are called on the controller's loop thread, from the
+// places that already see the facts (Controller::Apply, the gate's outcome, a
+// launch's settlement, run health's steps). The Observe* durations may come
+// from other threads (gRPC's, the Slurm thread): they touch only histograms
+// made at construction, and prometheus-cpp locks each metric.
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/node_probe.h"
+#include "controller/core/failure_class.h"
+#include "controller/core/run_state.h"
+#include "controller/core/straggler.h"
+#include "prometheus/collectable.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace prometheus {
+class Exposer;
+}  // namespace prometheus
+
+namespace trellis::controller {
+
+// The unary gRPC methods whose time from request to reply is measured. The
+// streams (WatchRun, ReadLogs, StreamSteps) are not: they last as long as
+// their client wants. Register's time includes the wait for the gate.
+enum class RpcMethod {
+  kSubmitRun,
+  kGetRun,
+  kListRuns,
+  kCancelRun,
+  kListNodes,
+  kQuarantineNode,
+  kReleaseNode,
+  kGateReport,
+  kRegister,
+  kReportExit,
+  kNextLaunch,
+};
+inline constexpr size_t kRpcMethods = 11;
+
+enum class SlurmCommand { kSbatch, kSqueue, kScontrol, kSacct, kScancel, kSinfo };
+inline constexpr size_t kSlurmCommands = 6;
+
+class Metrics {
+ public:
+  using Duration = std::chrono::steady_clock::duration;
+
+  Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  // --- the loop thread ---
+  // At start: the store's runs by state.
+  void SetRuns(const std::map<RunState, int64_t>& by_state);
+  void RunQueued();  // a new run
+  // A stored transition: runs by state; -> SUBMITTED is a new attempt; a
+  // terminal state removes the run's series.
+  void Transition(const std::string& run_id, RunState from, RunState to);
+  // The gate of a launch decided: its figures per probed socket replace the
+  // run's previous gate's.
+  void GateDecided(const std::string& run_id, bool go,
+                   const std::map<std::string, NodeProbe>& probes);
+  void LaunchStarted();
+  // A relaunch inside the allocation, or a new attempt after a failure, by
+  // the failure class of the launch (nullopt: unclassified, e.g. the job
+  // ended unseen).
+  void Restart(std::optional<FailureClass> cls, bool relaunch);
+  void NodeStruck(const std::string& node);
+  void SetQuarantinedNodes(size_t nodes);
+  void Straggler(const std::string& run_id);
+  // Every rank of the run's running launch reported `spread.step`; `tokens`
+  // is their sum.
+  void StepComplete(const std::string& run_id, const StepSpread& spread, int64_t tokens);
+
+  // --- any thread ---
+  void ObserveRpc(RpcMethod method, Duration d);
+  void ObserveSlurm(SlurmCommand command, Duration d);
+  void ObserveStoreWrite(Duration d);
+
+ private:
+  using Gauges = prometheus::Family<prometheus::Gauge>;
+  using Counters = prometheus::Family<prometheus::Counter>;
+  using Histograms = prometheus::Family<prometheus::Histogram>;
+  // A run's series, made when first needed.
+  struct RunSeries {
+    std::vector<prometheus::Gauge*> socket_free, socket_unattributed;
+    prometheus::Counter* stragglers = nullptr;
+    prometheus::Gauge* tokens_per_second = nullptr;
+    prometheus::Gauge* slowest_step = nullptr;
+    prometheus::Gauge* median_step = nullptr;
+    prometheus::Gauge* slowest_rank = nullptr;
+    prometheus::Gauge* last_step = nullptr;
+  };
+  void RemoveGate(RunSeries& r);
+  void RemoveRun(const std::string& run_id);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  Gauges& runs_;
+  prometheus::Counter& attempts_;
+  prometheus::Counter& launches_;
+  Counters& restarts_;
+  prometheus::Counter& relaunches_;
+  Counters& gate_decisions_;
+  Gauges& socket_free_;
+  Gauges& socket_unattributed_;
+  prometheus::Gauge& quarantined_;
+  Counters& strikes_;
+  Counters& stragglers_;
+  Gauges& tokens_per_second_;
+  Gauges& slowest_step_;
+  Gauges& median_step_;
+  Gauges& slowest_rank_;
+  Gauges& last_step_;
+  Histograms& rpc_duration_;
+  Histograms& slurm_duration_;
+  prometheus::Histogram& store_write_;
+
+  std::map<RunState, prometheus::Gauge*> runs_by_state_;
+  std::map<std::string, prometheus::Counter*, std::less<>> restarts_by_class_;
+  prometheus::Counter* go_ = nullptr;
+  prometheus::Counter* abort_ = nullptr;
+  std::array<prometheus::Histogram*, kRpcMethods> rpc_{};
+  std::array<prometheus::Histogram*, kSlurmCommands> slurm_{};
+  std::map<std::string, RunSeries> run_series_;
+};
+
+// Serves collectables on http://HOST:PORT/metrics (prometheus-cpp's exposer:
+// a small HTTP server on threads of its own).
+class MetricsServer {
+ public:
+  // `listen` is HOST:PORT (an IP address; port 0: any free port). The error
+  // names the address when it is invalid or cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  void Serve(std::weak_ptr<prometheus::Collectable> metrics);
+  int port() const { return port_; }
+
+ private:
+  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port);
+
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_;
+};
+
+}  // namespace trellis::controller
