@@ -35,6 +35,9 @@ ROOTS=(
   libsqlite3-dev libtomlplusplus-dev libtomlplusplus3
   prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcivetweb1
   libcivetweb-dev
+  # prometheus-cpp's CMake package looks for CURL and ZLIB (push, compression)
+  # even where only core and pull are linked: their headers must be there.
+  libcurl4-openssl-dev zlib1g-dev
   slurmctld slurmd slurm-client slurm-wlm-basic-plugins
   munge libmunge2
 )
@@ -73,7 +76,11 @@ packages=("${ROOTS[@]}")
 for round in 1 2 3 4 5 6; do
   download "${packages[@]}"
   rm -rf "$work/root"; mkdir -p "$work/root"
-  for d in "$DEBS"/*.deb; do dpkg-deb -x "$d" "$work/root"; done
+  # Only the packages wanted so far: those of an earlier staging must not
+  # hide a missing soname (they would then be dropped below as stale).
+  for p in "${packages[@]}"; do
+    for d in "$DEBS/${p}_"*.deb; do dpkg-deb -x "$d" "$work/root"; done
+  done
   # Sonames the staged packages provide, and the ones their ELF files need.
   find "$work/root" \( -type f -o -type l \) -name '*.so*' -printf '%f\n' | sort -u >"$work/provided"
   : >"$work/needed"
