@@ -31,21 +31,31 @@ Json Evidence(const std::string& text) {
 }  // namespace
 
 Json SummaryToJson(const v1::RunSummary& s) {
-  return Json{{"run_id", s.run_id()},
-              {"name", s.name()},
-              {"user", s.user()},
-              {"state", StateName(s.state())},
-              {"state_reason", s.state_reason()},
-              {"nodes", s.nodes()},
-              {"ranks_per_node", s.ranks_per_node()},
-              {"attempts", s.attempts()},
-              {"created_unix_ms", s.created_unix_ms()},
-              {"updated_unix_ms", s.updated_unix_ms()},
-              {"last_step", s.last_step()},
-              {"last_loss", s.last_step() < 0 ? Json(nullptr) : Number(s.last_loss())},
-              {"restarts", s.restarts()},
-              {"relaunches", s.relaunches()},
-              {"restart_attempts", s.restart_attempts()}};
+  Json out{{"run_id", s.run_id()},
+           {"name", s.name()},
+           {"user", s.user()},
+           {"state", StateName(s.state())},
+           {"state_reason", s.state_reason()},
+           {"nodes", s.nodes()},
+           {"ranks_per_node", s.ranks_per_node()},
+           {"attempts", s.attempts()},
+           {"created_unix_ms", s.created_unix_ms()},
+           {"updated_unix_ms", s.updated_unix_ms()},
+           {"last_step", s.last_step()},
+           {"last_loss", s.last_step() < 0 ? Json(nullptr) : Number(s.last_loss())},
+           {"restarts", s.restarts()},
+           {"relaunches", s.relaunches()},
+           {"restart_attempts", s.restart_attempts()}};
+  if (s.has_state_seconds()) {  // GetRun's and WatchRun's, not ListRuns'
+    const v1::StateSeconds& t = s.state_seconds();
+    out["goodput_ratio"] = Number(s.goodput_ratio());
+    out["state_seconds"] = Json{{"queued", Number(t.queued())},
+                                {"gating", Number(t.gating())},
+                                {"running", Number(t.running())},
+                                {"redone", Number(t.redone())},
+                                {"restarting", Number(t.restarting())}};
+  }
+  return out;
 }
 
 Json AttemptToJson(const v1::Attempt& a) {

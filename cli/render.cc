@@ -188,6 +188,7 @@ std::string RenderRun(const v1::Run& run, const TextOptions& opt) {
   out += "last step  " + StepText(s.last_step()) +
          (s.last_step() < 0 ? "" : "  loss " + FormatLoss(s.last_loss())) + "\n";
   out += RenderRestarts(run);
+  out += RenderGoodput(run);
   RenderAttempts(run, opt, &out);
   out += RenderLaunches(run, opt);
   out += RenderHealthEvents(run, opt);

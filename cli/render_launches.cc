@@ -1,6 +1,7 @@
 #include "cli/render_launches.h"
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <set>
@@ -199,6 +200,29 @@ std::string RenderRestarts(const v1::Run& run) {
            Plural(s.restart_attempts(), "new attempt", "new attempts") + ")";
   }
   return out + "\n";
+}
+
+namespace {
+// FormatDuration without a trailing zero unit: "6m", "3h12m", "2h".
+std::string Span(double seconds) {
+  if (!(seconds > 0)) return "0s";
+  std::string out = FormatDuration(std::chrono::milliseconds(std::llround(seconds * 1000)));
+  for (const char* zero : {"00s", "00m", "00h"}) {
+    if (out.size() > 3 && out.compare(out.size() - 3, 3, zero) == 0) out.resize(out.size() - 3);
+  }
+  return out;
+}
+}  // namespace
+
+std::string RenderGoodput(const v1::Run& run) {
+  const v1::RunSummary& s = run.summary();
+  if (!s.has_state_seconds()) return "";
+  const v1::StateSeconds& t = s.state_seconds();
+  char pct[32];
+  std::snprintf(pct, sizeof(pct), "%.1f%%", 100 * s.goodput_ratio());
+  return "goodput    " + std::string(pct) + " (running " + Span(t.running()) + ", redone " +
+         Span(t.redone()) + ", restarting " + Span(t.restarting()) + ", gating " +
+         Span(t.gating()) + ", queued " + Span(t.queued()) + ")\n";
 }
 
 std::string RenderLaunches(const v1::Run& run, const TextOptions& opt) {

@@ -19,6 +19,11 @@ std::optional<int> MaxRestarts(const std::string& spec_toml);
 // when the run may not restart and has not (the header stays as it was).
 std::string RenderRestarts(const v1::Run& run);
 
+// "goodput    87.3% (running 3h12m, redone 6m, restarting 2m, gating 1m, queued 20m)\n":
+// the run's time since submission by category (docs/architecture.md,
+// "Goodput"), or "" when the controller sent none (an older controller).
+std::string RenderGoodput(const v1::Run& run);
+
 // "launches": ATTEMPT.LAUNCH NODES STARTED DURATION CLASS EXIT BLAMED THEN,
 // and under each launch that ended other than "succeeded" its reason and the
 // useful fields of its evidence. "" when the controller sent no launches.

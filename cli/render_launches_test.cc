@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "cli/format.h"
 
 namespace trellis::cli {
@@ -121,6 +123,39 @@ TEST(CliRenderLaunchesTest, RestartsOnlyWhenTheRunMayRestart) {
   EXPECT_EQ(RenderRestarts(run), "restarts   2 (1 relaunch in the allocation, 1 new attempt)\n");
 }
 
+void SetGoodput(v1::Run* run) {
+  v1::RunSummary* s = run->mutable_summary();
+  v1::StateSeconds* t = s->mutable_state_seconds();
+  t->set_queued(1200);
+  t->set_gating(60);
+  t->set_running(3 * 3600 + 12 * 60);
+  t->set_redone(6 * 60);
+  t->set_restarting(125.4);
+  s->set_goodput_ratio(11520.0 / (1200 + 60 + 11520 + 360 + 125.4));
+}
+
+TEST(CliRenderLaunchesTest, GoodputFollowsTheRestarts) {
+  v1::Run run = RelaunchedRun();
+  EXPECT_EQ(RenderGoodput(run), "") << "an older controller sends none";
+  EXPECT_FALSE(Has(RenderRun(run, TextOptions{kT0, true}), "goodput"));
+  SetGoodput(&run);
+  EXPECT_EQ(RenderGoodput(run),
+            "goodput    86.8% (running 3h12m, redone 6m, restarting 2m05s, gating 1m, queued 20m)\n");
+  std::string show = RenderRun(run, TextOptions{kT0, true});
+  EXPECT_TRUE(Has(show, "restarts   1 of 3 (1 relaunch in the allocation, 0 new attempts)\n"
+                        "goodput    86.8% (running 3h12m,"))
+      << show;
+
+  // A short run: seconds; nothing yet: 0s.
+  v1::StateSeconds* t = run.mutable_summary()->mutable_state_seconds();
+  *t = v1::StateSeconds();
+  t->set_running(14.6);
+  t->set_gating(0.4);
+  run.mutable_summary()->set_goodput_ratio(14.6 / 15);
+  EXPECT_EQ(RenderGoodput(run),
+            "goodput    97.3% (running 14s, redone 0s, restarting 0s, gating 400ms, queued 0s)\n");
+}
+
 TEST(CliRenderLaunchesTest, HangUserErrorMalformedAndRunning) {
   v1::Run run;
   auto* hang =
@@ -194,6 +229,22 @@ TEST(CliRenderLaunchesJsonTest, LaunchesHealthAndRestarts) {
   EXPECT_EQ(j["relaunches"], 1);
   EXPECT_EQ(j["restart_attempts"], 0);
   EXPECT_EQ(j["max_restarts"], 3);
+  EXPECT_FALSE(j.contains("goodput_ratio")) << "none sent";
+  SetGoodput(&run);
+  j = RunToJson(run);
+  EXPECT_NEAR(j["goodput_ratio"].get<double>(), 0.868, 0.001);
+  EXPECT_EQ(j["state_seconds"], (Json{{"queued", 1200.0},
+                                      {"gating", 60.0},
+                                      {"running", 11520.0},
+                                      {"redone", 360.0},
+                                      {"restarting", 125.4}}));
+  // Next to the restarts, at the top level.
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : j.items()) keys.push_back(key);
+  auto at = std::find(keys.begin(), keys.end(), "restart_attempts");
+  ASSERT_LT(at + 2, keys.end());
+  EXPECT_EQ(at[1], "goodput_ratio");
+  EXPECT_EQ(at[2], "state_seconds");
   ASSERT_EQ(j["launches"].size(), 2u);
   const Json& l = j["launches"][0];
   EXPECT_EQ(l["attempt"], 1);

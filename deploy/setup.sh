@@ -9,11 +9,15 @@ PACKAGES=(
   prometheus-cpp-dev libsqlite3-dev sqlite3 libboost-dev libgtest-dev libgmock-dev
   libtorch-dev libgloo-dev libopenblas0-openmp
   slurm-wlm munge
-  prometheus
+  prometheus curl nodejs
   libnuma-dev numactl libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libbenchmark-dev
   procps psmisc sqlite3 rsync
 )
+
+# node and npm run the dashboards' schema check (dashboards/check_schema.sh).
+# Debian's npm is a package of its own; a NodeSource nodejs carries npm inside.
+command -v npm >/dev/null || PACKAGES+=(npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -48,9 +48,12 @@ void Controller::Start() {
     // accepting new work for those runs.
     Apply(reconciler_.Tick(/*startup=*/true));
     ArmTimer(schedule_timer_, config_.schedule_interval, [this] { return scheduler_.Tick(); });
-    // Quarantines also end by time alone: counted again with every reconciliation.
+    // Quarantines also end by time alone, and a live run's goodput moves
+    // with time: both counted again with every reconciliation.
+    ExportGoodputOfLiveRuns();
     ArmTimer(reconcile_timer_, config_.reconcile_interval, [this] {
       CountQuarantined();
+      ExportGoodputOfLiveRuns();
       return reconciler_.Tick(/*startup=*/false);
     });
   });
@@ -153,6 +156,8 @@ absl::Status Controller::ApplyTransition(const TransitionEffect& t) {
   if (IsTerminal(t.to)) {
     health_.RunEnded(t.run_id);
     targets_.RemoveRun(t.run_id);
+  } else {
+    ExportGoodput(t.run_id);
   }
   watchers_.Transition(t.run_id, EventRecord{now, before->state, t.to, t.reason, t.evidence_json});
   return absl::OkStatus();
@@ -172,7 +177,7 @@ void Controller::RunOnSlurm(SlurmCall call) {
   });
 }
 
-absl::StatusOr<RunView> Controller::BuildView(const RunRecord& run, int steps) {
+absl::StatusOr<RunView> Controller::BuildView(const RunRecord& run, int steps, bool goodput) {
   RunView v;
   v.run = run;
   ASSIGN_OR_RETURN(v.attempts, store_->Attempts(run.run_id));
@@ -185,7 +190,39 @@ absl::StatusOr<RunView> Controller::BuildView(const RunRecord& run, int steps) {
     v.last_step = last.step;
     v.last_loss = last.ranks > 0 ? last.loss_sum / last.ranks : 0;
   }
+  if (goodput) {
+    ASSIGN_OR_RETURN(v.goodput, GoodputOf(run.run_id, v.events));
+  }
   return v;
+}
+
+absl::StatusOr<Goodput> Controller::GoodputOf(const std::string& run_id,
+                                              const std::vector<EventRecord>& events) {
+  std::vector<StateChange> changes;
+  changes.reserve(events.size());
+  for (const auto& e : events) changes.push_back({e.time, e.to});
+  ASSIGN_OR_RETURN(auto steps, store_->GoodputSteps(run_id));
+  return ComputeGoodput(changes, steps, clock_->Now());
+}
+
+void Controller::ExportGoodput(const std::string& run_id) {
+  auto events = store_->Events(run_id);
+  auto goodput = events.ok() ? GoodputOf(run_id, *events) : events.status();
+  if (!goodput.ok()) {
+    spdlog::error("run {}: goodput not computed: {}", run_id,
+                  std::string(goodput.status().message()));
+    return;
+  }
+  metrics_.SetGoodput(run_id, *goodput);
+}
+
+void Controller::ExportGoodputOfLiveRuns() {
+  auto runs = store_->ListRuns(10000, /*active_only=*/true);
+  if (!runs.ok()) {
+    spdlog::error("goodput not computed: {}", std::string(runs.status().message()));
+    return;
+  }
+  for (const auto& r : *runs) ExportGoodput(r.run_id);
 }
 
 // --- users ---
@@ -202,7 +239,7 @@ void Controller::GetRun(std::string run_id, Reply<RunView> reply, RanksQuery ran
   asio::post(io_, [this, run_id = std::move(run_id), reply = std::move(reply), ranks] {
     auto run = store_->GetRun(run_id);
     if (!run.ok()) return reply(run.status());
-    auto view = BuildView(*run, 20);
+    auto view = BuildView(*run, 20, /*goodput=*/true);
     if (view.ok() && ranks.include) view->ranks = health_.RanksPage(run_id, ranks.from, ranks.limit);
     reply(std::move(view));
   });
@@ -231,7 +268,7 @@ void Controller::Watch(std::string run_id, WatchSink* sink, Reply<RunView> reply
   asio::post(io_, [this, run_id = std::move(run_id), sink, reply = std::move(reply)] {
     auto run = store_->GetRun(run_id);
     if (!run.ok()) return reply(run.status());
-    auto view = BuildView(*run, 20);
+    auto view = BuildView(*run, 20, /*goodput=*/true);
     if (!view.ok()) return reply(view.status());
     bool terminal = IsTerminal(run->state);
     reply(std::move(*view));

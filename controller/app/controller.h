@@ -93,7 +93,14 @@ class Controller {
   // Rewrites the service-discovery file when its targets changed.
   void FlushTargets();
   void RunOnSlurm(SlurmCall call);
-  absl::StatusOr<RunView> BuildView(const RunRecord& run, int steps);
+  // `goodput`: with the run's goodput to now (a few more reads).
+  absl::StatusOr<RunView> BuildView(const RunRecord& run, int steps, bool goodput = false);
+  absl::StatusOr<Goodput> GoodputOf(const std::string& run_id,
+                                    const std::vector<EventRecord>& events);
+  // Recomputes a live run's goodput series (at its transitions and every
+  // reconciliation); failures are logged.
+  void ExportGoodput(const std::string& run_id);
+  void ExportGoodputOfLiveRuns();
   void ArmTimer(boost::asio::steady_timer& timer, std::chrono::milliseconds every,
                 std::function<Effects()> tick);
 

@@ -1,7 +1,9 @@
 // The controller's metrics and its service-discovery file through a run's
 // life: submission, the gate, steps, a relaunch after a lost worker, the end.
 
+#include <cmath>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 
 #include "controller/app/controller_health_fixture.h"
@@ -132,6 +134,92 @@ TEST_F(ControllerMetricsTest, ALostWorkerIsARestartOfItsClassAndTheTargetsFollow
   ASSERT_TRUE(user_stub_->CancelRun(&ctx, req, &resp).ok());
   EXPECT_EQ(Targets(), nlohmann::json::array());
   EXPECT_EQ(Value("trellis_runs{state=\"CANCELLED\"}"), 1);
+}
+
+// Goodput through the controller on the fake clock: 10 s SUBMITTED, 5 s
+// GATING, launch 1 steps every 10 s from 25 s (step 10 at 115 s, the step the
+// relaunch resumes from; step 12 at 135 s) and loses node2 at 150 s; 20 s
+// RESTARTING; launch 2 runs steps 11 on from 180 s and succeeds at 200 s.
+TEST_F(ControllerMetricsTest, GoodputFromTheStatesAndTheStepsKept) {
+  using std::chrono::seconds;
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit(Spec("spare_nodes = 1\n[restart]\nmax_restarts = 1\n"), &resp).ok());
+  WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  clock_.Advance(seconds(10));
+  auto first = std::async(std::launch::async, [&] { Register(kRun, 1, {"node1", "node2"}); });
+  WaitFor(kRun, v1::RUN_STATE_GATING);
+  clock_.Advance(seconds(5));
+  Register(kRun, 1, {"node3"});  // the spare: the gate has all three now
+  first.get();
+  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+
+  auto steps = [&](int launch, const std::vector<std::string>& nodes, int64_t from, int64_t to) {
+    for (int64_t step = from; step <= to; ++step) {
+      clock_.Advance(seconds(10));
+      Send(Id(kRun, nodes[0], launch), {StepReport(0, step, 10), StepReport(1, step, 10)});
+      Send(Id(kRun, nodes[1], launch), {StepReport(2, step, 10), StepReport(3, step, 10)});
+      Sync();  // recorded at this second
+    }
+  };
+  auto seconds_of = [&](const char* state) {
+    return Value("trellis_run_state_seconds_total{run=\"met-1\",state=\"" + std::string(state) +
+                 "\"}");
+  };
+  steps(1, {"node1", "node2"}, 1, 12);  // at 25 .. 135 s
+  clock_.Advance(seconds(15));
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
+  ASSERT_EQ(NextLaunch(kRun, 1, 137).action(), v1::NextLaunchResponse::ACTION_RELAUNCH);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
+  // No later launch has run a step: all of launch 1's steps still count as
+  // kept; the step in flight (10 s, as its last) is lost, the rest restarting.
+  const v1::StateSeconds& at150 = run.summary().state_seconds();
+  EXPECT_EQ(at150.queued(), 10);
+  EXPECT_EQ(at150.gating(), 5);
+  EXPECT_EQ(at150.running(), 120);
+  EXPECT_EQ(at150.redone(), 10);
+  EXPECT_EQ(at150.restarting(), 5);
+  EXPECT_DOUBLE_EQ(run.summary().goodput_ratio(), 120.0 / 150);
+  EXPECT_EQ(seconds_of("queued"), 10);
+  EXPECT_EQ(seconds_of("redone"), 10);
+  EXPECT_EQ(seconds_of("restarting"), 5);
+  EXPECT_EQ(Value("trellis_run_running_seconds{run=\"met-1\"}"), 120);
+  EXPECT_DOUBLE_EQ(Value("trellis_run_goodput_ratio{run=\"met-1\"}"), 120.0 / 150);
+
+  clock_.Advance(seconds(20));
+  Register(kRun, 2, {"node1", "node3"});
+  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  steps(2, {"node1", "node3"}, 11, 12);  // at 180, 190 s: resumed from step 10
+  run = Get(kRun);
+  // Launch 1's steps 11 and 12 were redone: 115 .. 135 s moved out of running.
+  const v1::StateSeconds& at190 = run.summary().state_seconds();
+  EXPECT_EQ(at190.queued(), 10);
+  EXPECT_EQ(at190.gating(), 5);
+  EXPECT_EQ(at190.running(), 100 + 20);
+  EXPECT_EQ(at190.redone(), 20 + 10);
+  EXPECT_EQ(at190.restarting(), 5 + 20);
+  EXPECT_DOUBLE_EQ(run.summary().goodput_ratio(), 120.0 / 190);
+  // The series follow at the next reconciliation (every 50 ms here); the
+  // ratio was 120/170 at 170 s and 110/180 at 180 s.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::abs(Value("trellis_run_goodput_ratio{run=\"met-1\"}") - 120.0 / 190) > 1e-9 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(seconds_of("queued"), 10);
+  EXPECT_EQ(seconds_of("gating"), 5);
+  EXPECT_EQ(seconds_of("redone"), 30);
+  EXPECT_EQ(seconds_of("restarting"), 25);
+  EXPECT_EQ(Value("trellis_run_running_seconds{run=\"met-1\"}"), 120);
+  EXPECT_DOUBLE_EQ(Value("trellis_run_goodput_ratio{run=\"met-1\"}"), 120.0 / 190);
+
+  clock_.Advance(seconds(10));
+  for (const char* node : {"node1", "node3"}) ReportExit(kRun, node, 2, {}, 0);
+  ASSERT_EQ(NextLaunch(kRun, 2, 0).action(), v1::NextLaunchResponse::ACTION_EXIT);
+  run = WaitFor(kRun, v1::RUN_STATE_SUCCEEDED);
+  EXPECT_EQ(run.summary().state_seconds().running(), 130);
+  EXPECT_DOUBLE_EQ(run.summary().goodput_ratio(), 130.0 / 200);
+  EXPECT_EQ(Text().find("run=\"met-1\""), std::string::npos) << "the run's series are gone";
+  clock_.Advance(seconds(100));
+  EXPECT_EQ(Get(kRun).summary().state_seconds().running(), 130) << "an ended run stays ended";
 }
 
 }  // namespace

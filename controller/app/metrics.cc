@@ -18,6 +18,8 @@ constexpr std::string_view kSlurmNames[] = {"sbatch", "squeue",  "scontrol",
                                             "sacct",  "scancel", "sinfo"};
 static_assert(std::size(kSlurmNames) == kSlurmCommands);
 constexpr std::string_view kUnclassified = "unknown";
+// The goodput categories that only grow (counters), in RunSeries order.
+constexpr std::string_view kGrowingStates[] = {"queued", "gating", "redone", "restarting"};
 
 // Register waits for the gate (up to gate.timeout_s), hence the long tail.
 const prometheus::Histogram::BucketBoundaries kRpcBuckets = {
@@ -83,6 +85,19 @@ Metrics::Metrics()
                           *registry_)),
       last_step_(Build(prometheus::BuildGauge(), "trellis_run_last_step",
                        "The run's latest step every rank reported", *registry_)),
+      state_seconds_(Build(prometheus::BuildCounter(), "trellis_run_state_seconds_total",
+                           "Seconds of a live run since submission by goodput category "
+                           "(docs/architecture.md, Goodput): queued, gating, redone, restarting. "
+                           "Each only grows (advanced by positive differences); kept training "
+                           "time, which a restart lowers, is trellis_run_running_seconds",
+                           *registry_)),
+      running_seconds_(Build(prometheus::BuildGauge(), "trellis_run_running_seconds",
+                             "Seconds of a live run's RUNNING time whose progress was kept; falls "
+                             "when a restart finds steps lost and redone",
+                             *registry_)),
+      goodput_ratio_(Build(prometheus::BuildGauge(), "trellis_run_goodput_ratio",
+                           "Kept running time over a live run's time since submission (0..1)",
+                           *registry_)),
       rpc_duration_(Build(prometheus::BuildHistogram(), "trellis_rpc_duration_seconds",
                           "Time from a gRPC request to its reply", *registry_)),
       slurm_duration_(Build(prometheus::BuildHistogram(), "trellis_slurm_command_duration_seconds",
@@ -150,6 +165,11 @@ void Metrics::RemoveRun(const std::string& run_id) {
     slowest_rank_.Remove(r.slowest_rank);
     last_step_.Remove(r.last_step);
   }
+  if (r.goodput_ratio) {
+    for (auto* c : r.state_seconds) state_seconds_.Remove(c);
+    running_seconds_.Remove(r.running_seconds);
+    goodput_ratio_.Remove(r.goodput_ratio);
+  }
   run_series_.erase(it);
 }
 
@@ -209,6 +229,28 @@ void Metrics::StepComplete(const std::string& run_id, const StepSpread& spread, 
   r.median_step->Set(spread.median_s);
   r.slowest_rank->Set(spread.slowest_rank);
   r.last_step->Set(static_cast<double>(spread.step));
+}
+
+void Metrics::SetGoodput(const std::string& run_id, const Goodput& g) {
+  RunSeries& r = run_series_[run_id];
+  if (!r.goodput_ratio) {
+    for (size_t i = 0; i < std::size(kGrowingStates); ++i)
+      r.state_seconds[i] =
+          &state_seconds_.Add({{"run", run_id}, {"state", std::string(kGrowingStates[i])}});
+    r.running_seconds = &running_seconds_.Add({{"run", run_id}});
+    r.goodput_ratio = &goodput_ratio_.Add({{"run", run_id}});
+  }
+  const Goodput::Span now[] = {g.queued, g.gating, g.redone, g.restarting};
+  static_assert(std::size(now) == std::size(kGrowingStates) &&
+                std::size(now) == std::tuple_size_v<decltype(r.state_seconds)>);
+  for (size_t i = 0; i < std::size(now); ++i) {
+    double value = std::chrono::duration<double>(now[i]).count();
+    if (value <= r.state_exported[i]) continue;
+    r.state_seconds[i]->Increment(value - r.state_exported[i]);
+    r.state_exported[i] = value;
+  }
+  r.running_seconds->Set(std::chrono::duration<double>(g.running).count());
+  r.goodput_ratio->Set(g.ratio());
 }
 
 void Metrics::ObserveRpc(RpcMethod method, Duration d) {

@@ -1,11 +1,12 @@
 #pragma once
-// The controller's own /metrics (docs/architecture.md, "Metrics"): runs by
+// The controller's own /metrics (docs/architecture.md, "The controller's metrics"): runs by
 // state, attempts, launches, restarts by failure class, the gate's decisions
 // and socket figures, quarantine, run health's figures per run, and the
-// controller's own latency. Prometheus naming: base units, `_total` counters,
-// trellis_build_info. Labels stay bounded: run, node, socket and small enums
-// (state, class, decision, method, command); never a step, a Slurm job id, an
-// attempt number or free text. A run's series are removed when it ends.
+// controller's own latency, and each live run's goodput. Prometheus naming:
+// base units, `_total` counters, trellis_build_info. Labels stay bounded:
+// run, node, socket and small enums (state, class, decision, method,
+// command); never a step, a Slurm job id, an attempt number or free text. A
+// run's series are removed when it ends.
 //
 // Threads: the hooks are called on the controller's loop thread, from the
 // places that already see the facts (Controller::Apply, the gate's outcome, a
@@ -25,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "common/node_probe.h"
 #include "controller/core/failure_class.h"
+#include "controller/core/goodput.h"
 #include "controller/core/run_state.h"
 #include "controller/core/straggler.h"
 #include "prometheus/collectable.h"
@@ -93,6 +95,12 @@ class Metrics {
   // Every rank of the run's running launch reported `spread.step`; `tokens`
   // is their sum.
   void StepComplete(const std::string& run_id, const StepSpread& spread, int64_t tokens);
+  // A live run's goodput as computed now (at its transitions and every
+  // reconciliation). queued, gating, redone and restarting only grow: they
+  // are counters, each advanced by the difference to what it exported (a
+  // value computed lower, which only a late step record can make, waits until
+  // passed). running falls at a restart (goodput.h): a gauge, as the ratio.
+  void SetGoodput(const std::string& run_id, const Goodput& g);
 
   // --- any thread ---
   void ObserveRpc(RpcMethod method, Duration d);
@@ -112,6 +120,12 @@ class Metrics {
     prometheus::Gauge* median_step = nullptr;
     prometheus::Gauge* slowest_rank = nullptr;
     prometheus::Gauge* last_step = nullptr;
+    // Goodput: the counters of queued, gating, redone and restarting, what
+    // each exported, and the gauges.
+    std::array<prometheus::Counter*, 4> state_seconds{};
+    std::array<double, 4> state_exported{};
+    prometheus::Gauge* running_seconds = nullptr;
+    prometheus::Gauge* goodput_ratio = nullptr;
   };
   void RemoveGate(RunSeries& r);
   void RemoveRun(const std::string& run_id);
@@ -133,6 +147,9 @@ class Metrics {
   Gauges& median_step_;
   Gauges& slowest_rank_;
   Gauges& last_step_;
+  Counters& state_seconds_;
+  Gauges& running_seconds_;
+  Gauges& goodput_ratio_;
   Histograms& rpc_duration_;
   Histograms& slurm_duration_;
   prometheus::Histogram& store_write_;

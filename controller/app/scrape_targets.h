@@ -1,6 +1,6 @@
 #pragma once
 // The Prometheus file-based service-discovery file of the live workers'
-// /metrics (docs/architecture.md, "Metrics"): one entry per worker of a
+// /metrics (docs/architecture.md, "The controller's metrics"): one entry per worker of a
 // running launch (a GO node) that sent its address in Register, labelled with
 // its run and node:
 //   [{"targets": ["host-a:9400"], "labels": {"run": "hello-1", "node": "node1"}}, ...]

@@ -10,6 +10,7 @@
 #include "common/step_record.h"
 #include "controller/app/gate_json.h"
 #include "controller/core/failure_class.h"
+#include "controller/core/goodput.h"
 #include "controller/core/quarantine.h"
 #include "controller/core/rank_latest.h"
 #include "controller/store/records.h"
@@ -25,6 +26,9 @@ struct RunView {
   std::vector<HealthEventRecord> health_events;  // the newest
   int64_t last_step = -1;
   double last_loss = 0;
+  // GetRun and WatchRun's snapshot only (ListRuns leaves it out): the run's
+  // time since submission by category, to now.
+  std::optional<Goodput> goodput;
   // GetRun with RanksQuery::include only; none when the controller holds no
   // set for the run.
   std::optional<RankLatestPage> ranks;

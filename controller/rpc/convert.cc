@@ -35,6 +35,16 @@ void ToProto(const RunView& v, v1::RunSummary* out) {
   }
   out->set_relaunches(relaunches);
   out->set_restart_attempts(restart_attempts);
+  if (v.goodput) {
+    auto seconds = [](Goodput::Span d) { return std::chrono::duration<double>(d).count(); };
+    v1::StateSeconds* st = out->mutable_state_seconds();
+    st->set_queued(seconds(v.goodput->queued));
+    st->set_gating(seconds(v.goodput->gating));
+    st->set_running(seconds(v.goodput->running));
+    st->set_redone(seconds(v.goodput->redone));
+    st->set_restarting(seconds(v.goodput->restarting));
+    out->set_goodput_ratio(v.goodput->ratio());
+  }
 }
 
 namespace {

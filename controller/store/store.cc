@@ -1,6 +1,8 @@
 #include "controller/store/store.h"
 
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/status.h"
 
@@ -294,6 +296,74 @@ absl::StatusOr<std::vector<StepRow>> Store::RecentSteps(const std::string& run_i
                    st.ColumnInt(5), st.ColumnDouble(6), st.ColumnText(7)});
   }
   std::reverse(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+struct StepFound {
+  StepMark mark;
+  double seconds = 0;  // the slowest rank's step time
+};
+
+// The newest step of a launch below `limit`, with `below` prepared by
+// Store::GoodputSteps.
+absl::StatusOr<std::optional<StepFound>> NewestBelow(sqlite::Statement& below,
+                                                     const std::string& run_id,
+                                                     const LaunchSteps& l, int64_t limit) {
+  below.Bind(1, run_id).Bind(2, l.attempt).Bind(3, l.launch).Bind(4, limit);
+  ASSIGN_OR_RETURN(bool row, below.Step());
+  std::optional<StepFound> out;
+  if (row)
+    out =
+        StepFound{{below.ColumnInt(0), FromUnixMillis(below.ColumnInt(1))}, below.ColumnDouble(2)};
+  below.Reset();
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<LaunchSteps>> Store::GoodputSteps(const std::string& run_id) {
+  // Each lookup is a seek on the primary key (run_id, attempt, launch, step).
+  ASSIGN_OR_RETURN(auto next, db_->Prepare(
+      "SELECT attempt, launch, step, updated_ms FROM steps WHERE run_id = ? "
+      "AND (attempt, launch) > (?, ?) ORDER BY attempt, launch, step LIMIT 1"));
+  ASSIGN_OR_RETURN(auto below, db_->Prepare(
+      "SELECT step, updated_ms, step_seconds_max FROM steps WHERE run_id = ? AND attempt = ? "
+      "AND launch = ? AND step < ? ORDER BY step DESC LIMIT 1"));
+  std::vector<LaunchSteps> out;
+  int64_t attempt = -1, launch = -1;
+  while (true) {  // each launch's first step
+    next.Bind(1, run_id).Bind(2, attempt).Bind(3, launch);
+    ASSIGN_OR_RETURN(bool row, next.Step());
+    if (!row) break;
+    attempt = next.ColumnInt(0);
+    launch = next.ColumnInt(1);
+    LaunchSteps l;
+    l.attempt = static_cast<int>(attempt);
+    l.launch = static_cast<int>(launch);
+    l.marks.push_back({next.ColumnInt(2), FromUnixMillis(next.ColumnInt(3))});
+    out.push_back(std::move(l));
+    next.Reset();
+  }
+  // Walking back: each launch's newest step below the later launches' lowest
+  // first step (its newest kept), then its last step.
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  int64_t redo_from = kNone;
+  for (size_t i = out.size(); i-- > 0;) {
+    LaunchSteps& l = out[i];
+    const int64_t first = l.marks.front().step;
+    if (redo_from != kNone) {
+      ASSIGN_OR_RETURN(auto kept, NewestBelow(below, run_id, l, redo_from));
+      if (kept && kept->mark.step > l.marks.back().step) l.marks.push_back(kept->mark);
+    }
+    ASSIGN_OR_RETURN(auto last, NewestBelow(below, run_id, l, kNone));
+    if (last && last->mark.step > l.marks.back().step) l.marks.push_back(last->mark);
+    if (last)
+      l.last_step_time = std::chrono::duration_cast<WallTime::duration>(
+          std::chrono::duration<double>(std::max(last->seconds, 0.0)));
+    redo_from = std::min(redo_from, first);
+  }
   return out;
 }
 

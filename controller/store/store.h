@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/sqlite.h"
+#include "controller/core/goodput.h"
 #include "controller/core/quarantine.h"
 #include "controller/store/records.h"
 
@@ -56,6 +57,9 @@ class Store {
                                      double step_seconds, const std::string& record_json,
                                      WallTime now);
   absl::StatusOr<std::vector<StepRow>> RecentSteps(const std::string& run_id, int limit);
+  // What goodput needs of the run's steps (LaunchSteps, controller/core/goodput.h):
+  // per launch that recorded one, a few index lookups, never a scan of every step.
+  absl::StatusOr<std::vector<LaunchSteps>> GoodputSteps(const std::string& run_id);
 
   // The quarantine list (one per controller).
   absl::StatusOr<std::vector<QuarantineEntry>> QuarantineEntries();

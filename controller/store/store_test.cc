@@ -110,6 +110,56 @@ TEST_F(StoreTest, AttemptsAndStepSummaries) {
   EXPECT_EQ(store_->RecentSteps(r.run_id, 10)->size(), 1u);
 }
 
+// Per launch: its first step, its newest kept step (below the later launches'
+// lowest first step) and its last, with the last one's time.
+TEST_F(StoreTest, GoodputStepsReadTheMarksThatMatter) {
+  RunRecord r = NewRun("hello");
+  EXPECT_TRUE(store_->GoodputSteps(r.run_id)->empty());
+  auto step = [&](int attempt, int launch, int64_t step, double seconds) {
+    clock_.Advance(std::chrono::seconds(1));
+    ASSERT_TRUE(
+        store_->RecordStep(r.run_id, attempt, launch, step, 2.0, 100, seconds, "{}", clock_.Now())
+            .ok());
+  };
+  const WallTime t0 = clock_.Now();
+  auto at = [&](int s) { return t0 + std::chrono::seconds(s); };
+  for (int64_t s = 1; s <= 14; ++s) step(1, 1, s, 0.5);    // at 1..14 s
+  for (int64_t s = 11; s <= 12; ++s) step(1, 2, s, 0.75);  // at 15, 16 s
+  for (int64_t s = 1; s <= 3; ++s) step(2, 1, s, 1.0);     // at 17..19 s: afresh
+  step(2, 1, 3, 1.25);                                     // a second rank: at 20 s
+  auto got = store_->GoodputSteps(r.run_id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 3u);
+  auto marks = [](const LaunchSteps& l) {
+    std::vector<std::pair<int64_t, WallTime>> out;
+    for (const auto& m : l.marks) out.push_back({m.step, m.time});
+    return out;
+  };
+  using Marks = std::vector<std::pair<int64_t, WallTime>>;
+  // Attempt 2 began at step 1: nothing of attempt 1 was kept.
+  EXPECT_EQ(marks((*got)[0]), (Marks{{1, at(1)}, {14, at(14)}}));
+  EXPECT_EQ((*got)[0].last_step_time, std::chrono::milliseconds(500));
+  EXPECT_EQ(marks((*got)[1]), (Marks{{11, at(15)}, {12, at(16)}}));
+  EXPECT_EQ(marks((*got)[2]), (Marks{{1, at(17)}, {3, at(20)}}));
+  EXPECT_EQ((*got)[2].last_step_time, std::chrono::milliseconds(1250));
+
+  // Without attempt 2, launch 2 resumed from step 10: launch 1's newest kept step is 10.
+  RunRecord other = NewRun("other");
+  for (int64_t s = 1; s <= 12; ++s) {
+    clock_.Advance(std::chrono::seconds(1));
+    ASSERT_TRUE(store_->RecordStep(other.run_id, 1, 1, s, 2, 1, 0.5, "{}", clock_.Now()).ok());
+  }
+  clock_.Advance(std::chrono::seconds(1));
+  ASSERT_TRUE(store_->RecordStep(other.run_id, 1, 2, 11, 2, 1, 0.5, "{}", clock_.Now()).ok());
+  auto two = store_->GoodputSteps(other.run_id);
+  ASSERT_TRUE(two.ok());
+  ASSERT_EQ(two->size(), 2u);
+  ASSERT_EQ((*two)[0].marks.size(), 3u);
+  EXPECT_EQ((*two)[0].marks[1].step, 10);
+  EXPECT_EQ((*two)[0].marks[2].step, 12);
+  ASSERT_EQ((*two)[1].marks.size(), 1u);
+}
+
 TEST_F(StoreTest, SurvivesReopenAndRefusesNewerSchema) {
   RunRecord r = NewRun("hello");
   store_.reset();

@@ -42,6 +42,11 @@ show=$(run_json "$id")
   fail "launch 1 is not classed a signal: $(json_get "$show" "d['launches'][0]")"
 [ "$(json_get "$show" "d['last_step']")" = 30 ] || fail "last step is not 30"
 [ "$(json_get "$show" "d['recent_steps'][-1]['ranks']")" = 4 ] || fail "step 30 not from 4 ranks"
+# Goodput: the kill cost the work after the step-10 checkpoint (redone) and the restart.
+[ "$(json_get "$show" "d['state_seconds']['redone'] > 0")" = True ] ||
+  fail "no redone time: $(json_get "$show" "d['state_seconds']")"
+[ "$(json_get "$show" "0 < d['goodput_ratio'] < 1")" = True ] ||
+  fail "goodput ratio $(json_get "$show" "d['goodput_ratio']") not in (0, 1)"
 
 # Launch 2 started from the checkpoint (step >= 10), not from scratch.
 first2=$(sqlite3 "$E2E_DIR/controller.db" \
@@ -59,4 +64,4 @@ read -r first last < <(sqlite3 -separator ' ' "$E2E_DIR/controller.db" \
 python3 -c "import sys; f, l = map(float, sys.argv[1:]); sys.exit(0 if l < f - 1.0 else 1)" \
   "$first" "$last" || fail "loss did not fall: step 1 $first, step 30 $last"
 [ -f "$run_dir/checkpoints/step-00000030/manifest.json" ] || fail "no final checkpoint"
-log "PASS: $id relaunched in its allocation, resumed at step 10 after a rank was killed; loss $first -> $last"
+log "PASS: $id relaunched in its allocation, resumed at step 10 after a rank was killed; loss $first -> $last; $(trellis show "$id" | grep '^goodput')"
