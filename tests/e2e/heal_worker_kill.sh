@@ -7,13 +7,6 @@
 . "$(dirname "$0")/lib.sh"
 STEPS_PY="$(cd "$(dirname "$0")" && pwd)/steps.py"
 
-worker_pid_on() {  # ID NODE: the pid of the run's worker on NODE
-  local p
-  for p in $(pgrep -f "trellis-worker agent .*--run $1 "); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURMD_NODENAME=$2" && { echo "$p"; return; }
-  done
-}
-
 start_controller
 spec=$(write_spec lost "exec python3 $STEPS_PY" 'spare_nodes = 1' '[restart]' 'max_restarts = 1' \
   '[env]' 'STEPS = "60"' 'STEP_S = "0.1"')
@@ -33,12 +26,7 @@ kill -KILL "$pid"
 log "killed the worker on $victim_node (pid $pid)"
 
 wait_state "$id" SUCCEEDED 120
-show=$(run_json "$id")
-[ "$(json_get "$show" "len(d['attempts'])")" = 1 ] || fail "expected one attempt (one Slurm job)"
-[ "$(json_get "$show" "d['launches'][0]['failure_class']")" = node_lost ] ||
-  fail "launch 1: $(json_get "$show" "d['launches'][0]")"
-[ "$(json_get "$show" "d['launches'][0]['blamed_node']")" = "$victim_node" ] ||
-  fail "the blamed node is not $victim_node"
+show=$(expect_node_lost_relaunch "$id" "$victim_node")
 [ "$(json_get "$show" "d['launches'][1]['launch']")" = 2 ] || fail "no launch 2"
 nodes2=$(json_get "$show" "','.join(d['launches'][1]['nodes'])")
 case ",$nodes2," in *",$victim_node,"*) fail "launch 2 ran on the lost node ($nodes2)" ;; esac

@@ -13,22 +13,14 @@ spec=$(write_spec silent "exec python3 $STEPS_PY" 'spare_nodes = 1' '[restart]' 
 id=$(trellis submit "$spec") || fail "submit failed"
 wait_state "$id" RUNNING 60
 victim_node=$(json_get "$(run_json "$id")" "d['attempts'][0]['nodes'][1]")
-pid=""
-for p in $(pgrep -f "trellis-worker agent .*--run $id "); do
-  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURMD_NODENAME=$victim_node" && pid=$p
-done
+pid=$(worker_pid_on "$id" "$victim_node")
 [ -n "$pid" ] || fail "no worker of $id found on $victim_node"
 stop_ms=$(date +%s%3N)
 kill -STOP "$pid"
 log "stopped the worker on $victim_node (pid $pid)"
 
 wait_state "$id" SUCCEEDED 120
-show=$(run_json "$id")
-[ "$(json_get "$show" "len(d['attempts'])")" = 1 ] || fail "expected one attempt (one Slurm job)"
-[ "$(json_get "$show" "d['launches'][0]['failure_class']")" = node_lost ] ||
-  fail "launch 1: $(json_get "$show" "d['launches'][0]")"
-[ "$(json_get "$show" "d['launches'][0]['blamed_node']")" = "$victim_node" ] ||
-  fail "the blamed node is not $victim_node"
+show=$(expect_node_lost_relaunch "$id" "$victim_node")
 lost_ms=$(json_get "$show" "[e['unix_ms'] for e in d['health_events'] if e['kind']=='node_lost'][0]")
 detect_s=$(( (lost_ms - stop_ms) / 1000 ))
 [ "$detect_s" -le $((BEAT_S + 10)) ] || fail "node lost after $detect_s s (heartbeat_timeout_s $BEAT_S)"

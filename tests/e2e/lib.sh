@@ -99,6 +99,26 @@ write_spec() {  # NAME COMMAND [extra toml...] -> path
   echo "$path"
 }
 
+worker_pid_on() {  # ID NODE: the pid of the run's worker on NODE (nodes share this host)
+  local p
+  for p in $(pgrep -f "trellis-worker agent .*--run $1 "); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURMD_NODENAME=$2" && { echo "$p"; return; }
+  done
+}
+
+# Asserts what a node_lost relaunch leaves: one attempt (one Slurm job), launch
+# 1 classed node_lost and blamed on NODE. Prints the path of the show dump.
+expect_node_lost_relaunch() {  # ID NODE
+  local show
+  show=$(run_json "$1")
+  [ "$(json_get "$show" "len(d['attempts'])")" = 1 ] || fail "expected one attempt (one Slurm job)"
+  [ "$(json_get "$show" "d['launches'][0]['failure_class']")" = node_lost ] ||
+    fail "launch 1: $(json_get "$show" "d['launches'][0]")"
+  [ "$(json_get "$show" "d['launches'][0]['blamed_node']")" = "$2" ] ||
+    fail "the blamed node is not $2"
+  echo "$show"
+}
+
 wait_job_gone() {  # JOB_ID TIMEOUT_S: until Slurm's queue no longer lists the job
   local deadline=$((SECONDS + $2))
   while squeue -h -j "$1" 2>/dev/null | grep -q .; do
