@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   AddLogsCommand(app, global, &exit_code);
   AddCancelCommand(app, global, &exit_code);
   AddNodeCommands(app, global, &exit_code);
+  AddReportCommand(app, global, &exit_code);
 
   try {
     app.parse(argc, argv);
@@ -41,7 +42,7 @@ int main(int argc, char** argv) {
     if (app.get_subcommands().empty() && !rest.empty() && rest.front().rfind('-', 0) != 0) {
       PrintError("unknown verb '" + rest.front() +
                  "'; the verbs are submit, ls, show, watch, logs, cancel, nodes, quarantine, release, "
-                 "gate-report (see 'trellis --help')");
+                 "gate-report, report (see 'trellis --help')");
     } else {
       PrintError(std::string(e.what()) + " (see 'trellis --help')");
     }

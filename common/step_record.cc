@@ -1,6 +1,7 @@
 #include "common/step_record.h"
 
 #include <cmath>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -40,7 +41,45 @@ bool ReadCount(const Json& j, const char* key, int64_t* out, std::string* error)
   return true;
 }
 
+bool CheckCount(const char* key, int64_t v, std::string* error) {
+  if (v >= 0) return true;
+  *error = std::string(key) + ": must be an integer >= 0";
+  return false;
+}
+
+bool CheckTime(const char* key, double v, std::string* error) {
+  if (std::isfinite(v) && v >= 0) return true;
+  *error = std::string(key) + ": must be finite and >= 0";
+  return false;
+}
+
 }  // namespace
+
+bool CheckStepRecord(const StepRecord& r, std::string* error) {
+  if (!CheckCount("step", r.step, error) || !CheckCount("tokens", r.tokens, error) ||
+      !CheckTime("step_seconds", r.step_seconds, error))
+    return false;
+  if (!std::isfinite(r.loss)) {
+    *error = "loss: must be finite";
+    return false;
+  }
+  const std::pair<const char*, const std::optional<double>*> doubles[] = {
+      {"grad_norm", &r.grad_norm},         {"fwd_seconds", &r.fwd_seconds},
+      {"bwd_seconds", &r.bwd_seconds},     {"optim_seconds", &r.optim_seconds},
+      {"comm_seconds", &r.comm_seconds},   {"exposed_comm_seconds", &r.exposed_comm_seconds}};
+  for (const auto& [key, v] : doubles)
+    if (*v && !CheckTime(key, **v, error)) return false;
+  const std::pair<const char*, const std::optional<int64_t>*> counts[] = {
+      {"alloc_retries", &r.alloc_retries},
+      {"mem_allocated_peak_bytes", &r.mem_allocated_peak_bytes},
+      {"mem_reserved_peak_bytes", &r.mem_reserved_peak_bytes},
+      {"host_arena_bytes", &r.host_arena_bytes},
+      {"nccl_max_ctas", &r.nccl_max_ctas},
+      {"checkpoint_step", &r.checkpoint_step}};
+  for (const auto& [key, v] : counts)
+    if (*v && !CheckCount(key, **v, error)) return false;
+  return true;
+}
 
 std::string EncodeStepRecord(const StepRecord& r) {
   Json j;

@@ -33,6 +33,11 @@ struct StepRecord {
   std::optional<int64_t> checkpoint_step;
 };
 
+// The decoder's bounds on a record that arrived another way (the
+// controller's copy of a worker's record): counts >= 0, times and norms
+// finite and >= 0, loss finite. On failure sets *error naming the field.
+bool CheckStepRecord(const StepRecord& record, std::string* error);
+
 // One line, no trailing newline.
 std::string EncodeStepRecord(const StepRecord& record);
 

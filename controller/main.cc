@@ -90,7 +90,21 @@ int main(int argc, char** argv) {
                  "write the live workers' /metrics addresses here, for Prometheus's file-based "
                  "service discovery (default: none)");
   app.add_option("--port-file", port_file, "write the bound port to this file once serving");
+  std::string metrics_port_file;
+  app.add_option("--metrics-port-file", metrics_port_file,
+                 "write the bound /metrics port to this file once serving");
+  int64_t steps_keep_full = config.step_retention.keep_full;
+  int64_t steps_thin_every = config.step_retention.thin_every;
+  app.add_option("--steps-keep-full", steps_keep_full,
+                 "step retention: every step of a run's newest N steps is kept")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--steps-thin-every", steps_thin_every,
+                 "step retention: of older steps, those that are a multiple of M are kept "
+                 "(and each launch's first and last)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  // For tests only (tests/e2e/crash_after_sbatch.sh); not in --help.
+  app.add_flag("--test-kill-after-sbatch", config.test_kill_after_sbatch)->group("");
   app.set_version_flag("--version", std::string(kVersion));
   CLI11_PARSE(app, argc, argv);
 
@@ -141,6 +155,7 @@ int main(int argc, char** argv) {
   config.quarantine.max_duration = std::chrono::seconds(quarantine_max_s);
   config.quarantine.probation = std::chrono::seconds(probation_s);
   config.schedule_interval = std::chrono::milliseconds(schedule_ms);
+  config.step_retention = {steps_keep_full, steps_thin_every};
   config.reconcile_interval = std::chrono::milliseconds(reconcile_ms);
 
   auto store = Store::Open(db_path);
@@ -184,17 +199,24 @@ int main(int argc, char** argv) {
   }
   // The workers' address must be known before any attempt is rendered.
   controller.SetAdvertiseAddress(advertise);
-  controller.Start();
+  if (absl::Status st = controller.Start(); !st.ok()) {
+    spdlog::error("{}", std::string(st.message()));
+    server->Shutdown();
+    return kExitUsage;
+  }
   spdlog::info("trellis-controller {} serving on port {} (workers dial {}), db {}, output root {}",
                kVersion, port, advertise, db_path, config.output_root);
   if (metrics_server) {
     std::string host = metrics_listen.substr(0, metrics_listen.rfind(':'));
     spdlog::info("metrics on http://{}:{}/metrics", host, metrics_server->port());
   }
-  if (!port_file.empty()) {
-    std::ofstream(port_file + ".tmp") << port << "\n";
-    fs::rename(port_file + ".tmp", port_file, ec);
-  }
+  auto write_port = [&ec](const std::string& file, int value) {
+    if (file.empty()) return;
+    std::ofstream(file + ".tmp") << value << "\n";
+    fs::rename(file + ".tmp", file, ec);
+  };
+  write_port(port_file, port);
+  if (metrics_server) write_port(metrics_port_file, metrics_server->port());
 
   int sig = 0;
   sigwait(&signals, &sig);

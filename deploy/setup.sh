@@ -13,6 +13,7 @@ PACKAGES=(
   libnuma-dev numactl libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libbenchmark-dev
   procps psmisc sqlite3 rsync
+  chromium   # headless: tests/report/report_e2e.sh renders `trellis report`'s page
 )
 
 # node and npm run the dashboards' schema check (dashboards/check_schema.sh).

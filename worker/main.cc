@@ -69,11 +69,11 @@ int main(int argc, char** argv) {
           "+ 60)")
       ->type_name("SECONDS");
   AddSeconds(agent_cmd, "--stream-flush", &agent.stream_flush,
-             "Seconds to deliver queued step records at exit");
+             "Seconds at exit for the controller to store what is still held");
   agent_cmd
       ->add_option("--max-queued-reports", agent.max_queued_reports,
-                   "Bound of the outgoing queue; the oldest step records are dropped "
-                   "beyond it")
+                   "Step records kept until the controller has stored them (sent again "
+                   "after a broken stream); beyond it the oldest are dropped and counted")
       ->capture_default_str();
 
   agent_cmd->add_option("--rank-binary", agent.rank_binary,

@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
   b.RegisterService(&agents);
   auto server = b.BuildAndStart();
   controller.SetAdvertiseAddress("127.0.0.1:" + std::to_string(port));
-  controller.Start();
+  if (!controller.Start().ok()) return 1;
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_MAX_CONCURRENT_STREAMS, 100000);
   auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),

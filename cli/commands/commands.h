@@ -18,5 +18,7 @@ void AddWatchCommand(CLI::App& app, const GlobalOptions& global, int* exit_code)
 void AddLogsCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
 // nodes, quarantine, release, gate-report
 void AddNodeCommands(CLI::App& app, const GlobalOptions& global, int* exit_code);
+// report RUN --html FILE: one self-contained HTML page of the run
+void AddReportCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
 
 }  // namespace trellis::cli

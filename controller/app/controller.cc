@@ -19,6 +19,7 @@ using Stopwatch = std::chrono::steady_clock;
 Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
                        std::shared_ptr<SlurmClient> slurm, Clock* clock)
     : config_(std::move(config)),
+      ingest_metrics_(*metrics_.registry()),
       store_(std::move(store)),
       slurm_(std::make_shared<TimedSlurmClient>(std::move(slurm), metrics_)),
       clock_(clock),
@@ -34,7 +35,22 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
 
 Controller::~Controller() { Stop(); }
 
-void Controller::Start() {
+absl::Status Controller::Start() {
+  Ingester::Options ingest;
+  ingest.db_path = store_->db().path();
+  ingest.retention = config_.step_retention;
+  ingest.prune_every = config_.step_prune_every;
+  auto ingester = Ingester::Start(ingest, clock_, &ingest_metrics_,
+                                  [this](std::vector<StepBatch> b, std::vector<StoredStep> rows) {
+                                    asio::post(io_, [this, b = std::move(b),
+                                                     rows = std::move(rows)]() mutable {
+                                      StepsStored(std::move(b), std::move(rows));
+                                    });
+                                  });
+  if (!ingester.ok())
+    return absl::Status(ingester.status().code(),
+                        "step pipeline: " + std::string(ingester.status().message()));
+  ingester_ = std::move(*ingester);
   loop_thread_ = std::thread([this] { io_.run(); });
   asio::post(io_, [this] {
     auto runs = store_->CountRunsByState();
@@ -44,8 +60,9 @@ void Controller::Start() {
       spdlog::error("runs by state not counted: {}", std::string(runs.status().message()));
     CountQuarantined();
     FlushTargets();  // no launch is known yet: empty
-    // Settle what finished or vanished while the controller was down before
-    // accepting new work for those runs.
+    // Runs left between two states by a stop, then what finished or
+    // vanished while the controller was down, before new work for those runs.
+    Apply(scheduler_.RepairAtStartup());
     Apply(reconciler_.Tick(/*startup=*/true));
     ArmTimer(schedule_timer_, config_.schedule_interval, [this] { return scheduler_.Tick(); });
     // Quarantines also end by time alone, and a live run's goodput moves
@@ -57,6 +74,7 @@ void Controller::Start() {
       return reconciler_.Tick(/*startup=*/false);
     });
   });
+  return absl::OkStatus();
 }
 
 void Controller::BeginShutdown() {
@@ -77,6 +95,8 @@ void Controller::BeginShutdown() {
 void Controller::Stop() {
   if (!loop_thread_.joinable()) return;  // never started, or stopped already
   BeginShutdown();
+  // What the workers sent is committed (and answered) before the loop ends.
+  if (ingester_) ingester_->Stop();
   asio::post(io_, [this] { work_.reset(); });
   // Slurm commands still running post their results to the loop, which
   // drains them before it returns.
@@ -120,7 +140,7 @@ void Controller::Apply(Effects fx) {
   for (const auto& started : fx.started_launches) {
     health_.Start(started);
     targets_.Add(started.ref, started.metrics_addresses);
-    metrics_.LaunchStarted();
+    metrics_.LaunchStarted(started.ref.run_id);
   }
   for (const auto& ref : fx.settled_launches) {
     health_.End(ref);
@@ -287,6 +307,14 @@ void Controller::Unwatch(std::string run_id, WatchSink* sink, std::function<void
   });
 }
 
+void Controller::RunSteps(std::string run_id, int max_points, Reply<StepSeries> reply) {
+  asio::post(io_, [this, run_id = std::move(run_id), max_points, reply = std::move(reply)] {
+    auto run = store_->GetRun(run_id);
+    if (!run.ok()) return reply(run.status());
+    reply(ReadStepSeries(*store_, run_id, max_points));
+  });
+}
+
 // --- workers ---
 
 void Controller::Register(WorkerId id, std::string version, std::string hostname, NodeProbe probe,
@@ -310,17 +338,27 @@ void Controller::AuthenticateWorker(WorkerId id, Reply<bool> reply) {
   });
 }
 
-void Controller::RecordStep(WorkerId id, int rank, StepRecord record) {
-  asio::post(io_, [this, id = std::move(id), rank, record] {
-    RunHealth::StepResult r = health_.RecordStep(id, rank, record);
-    Apply(std::move(r.fx));
-    if (!r.row) return;
+bool Controller::SubmitSteps(StepBatch batch, Ingester::Done done) {
+  return ingester_ && ingester_->Submit(std::move(batch), std::move(done));
+}
+
+void Controller::StepsStored(std::vector<StepBatch> batches, std::vector<StoredStep> rows) {
+  if (stopped_) return;
+  for (const StepBatch& b : batches) {
+    WorkerId id{b.source.run_id, b.source.attempt, b.source.launch, b.source.node, ""};
+    for (const RankStepRecord& r : b.records) {
+      Effects fx = health_.ObserveStep(id, r.rank, r.record);  // straggler events only
+      if (!fx.writes.empty() || !fx.strikes.empty()) Apply(std::move(fx));
+    }
+  }
+  for (const StoredStep& s : rows) {
+    health_.StepStored(s.run_id, s.row);
     // Watchers see a step once every rank has reported it (the summary is
     // then complete); when the world size is unknown (after a controller
     // restart), every update.
-    int world = launches_.WorldSize(id);
-    if (world == 0 || r.row->ranks == world) watchers_.Step(id.run_id, *r.row);
-  });
+    int world = launches_.WorldSize({s.run_id, s.row.attempt, s.row.launch, "", ""});
+    if (world == 0 || s.row.ranks == world) watchers_.Step(s.run_id, s.row);
+  }
 }
 
 void Controller::RecordRankExit(WorkerId id, RankExitInfo exit) {

@@ -13,6 +13,8 @@
 
 #include "common/clock.h"
 #include "controller/app/effects.h"
+#include "controller/app/ingest_metrics.h"
+#include "controller/app/ingester.h"
 #include "controller/app/launches.h"
 #include "controller/app/loop_context.h"
 #include "controller/app/metrics.h"
@@ -33,8 +35,10 @@ class Controller {
              std::shared_ptr<SlurmClient> slurm, Clock* clock);
   ~Controller();
 
-  // Reconciles with Slurm once, then starts the loop and its timers.
-  void Start();
+  // Starts the step pipeline's thread (its own store connection: the error
+  // when it cannot open), reconciles with Slurm once, then starts the loop
+  // and its timers.
+  absl::Status Start();
   // Ends watch streams and answers waiting registrations (workers retry), so
   // the gRPC server can shut down; the loop keeps running until Stop().
   void BeginShutdown();
@@ -54,6 +58,9 @@ class Controller {
   void Watch(std::string run_id, WatchSink* sink, Reply<RunView> reply);
   // `done` runs on the loop once the sink will never be called again.
   void Unwatch(std::string run_id, WatchSink* sink, std::function<void()> done);
+  // `trellis report`'s step history: at most `max_points` (>= 1) points
+  // (ReadStepSeries, controller/store/store.h); NOT_FOUND for an unknown run.
+  void RunSteps(std::string run_id, int max_points, Reply<StepSeries> reply);
 
   // --- nodes (controller_nodes.cc) ---
   void ListNodes(Reply<std::vector<NodeStatusView>> reply);
@@ -68,8 +75,11 @@ class Controller {
   void Register(WorkerId id, std::string version, std::string hostname, NodeProbe probe,
                 SlurmStep step, std::string metrics_addr, Reply<GateAnswer> reply);
   void AuthenticateWorker(WorkerId id, Reply<bool> reply);
-  // Summarized per step in the store, and kept as the rank's latest record.
-  void RecordStep(WorkerId id, int rank, StepRecord record);
+  // A batch of step records that passed CheckBatch, for the step pipeline;
+  // `done` runs on its thread once the batch is stored or found stored
+  // before. False: not taken (the pipeline is full or stopped), `done` dropped.
+  bool SubmitSteps(StepBatch batch, Ingester::Done done);
+  IngestMetrics& ingest_metrics() { return ingest_metrics_; }
   // A worker's heartbeat: it is alive (any report counts the same).
   void Heartbeat(WorkerId id);
   void RecordRankExit(WorkerId id, RankExitInfo exit);
@@ -93,6 +103,9 @@ class Controller {
   // Rewrites the service-discovery file when its targets changed.
   void FlushTargets();
   void RunOnSlurm(SlurmCall call);
+  // What the step pipeline stored (posted to the loop): run health sees each
+  // record, watchers each step every rank has reported.
+  void StepsStored(std::vector<StepBatch> batches, std::vector<StoredStep> rows);
   // `goodput`: with the run's goodput to now (a few more reads).
   absl::StatusOr<RunView> BuildView(const RunRecord& run, int steps, bool goodput = false);
   absl::StatusOr<Goodput> GoodputOf(const std::string& run_id,
@@ -106,6 +119,7 @@ class Controller {
 
   ControllerConfig config_;
   Metrics metrics_;
+  IngestMetrics ingest_metrics_;
   std::unique_ptr<Store> store_;
   std::shared_ptr<SlurmClient> slurm_;
   Clock* clock_;
@@ -122,6 +136,7 @@ class Controller {
   Reconciler reconciler_;
   RunHealth health_;
   ScrapeTargets targets_;
+  std::unique_ptr<Ingester> ingester_;  // made by Start
   bool stopped_ = false;  // loop thread only
   std::atomic<bool> shutdown_begun_{false};
 };

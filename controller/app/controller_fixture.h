@@ -35,6 +35,14 @@ class ControllerTest : public ::testing::Test {
     fs::create_directories(dir_);
     slurm_ = std::make_shared<FakeSlurmClient>();
     for (int i = 1; i <= 3; ++i) slurm_->nodes.push_back({"node" + std::to_string(i), "idle"});
+    StartController();
+  }
+  void TearDown() override {
+    StopController();
+    fs::remove_all(dir_);
+  }
+  // A controller on the fixture's database and fake Slurm, serving on a new port.
+  void StartController() {
     ControllerConfig config;
     config.output_root = (dir_ / "out").string();
     config.worker_bin = "/opt/trellis/bin/trellis-worker";
@@ -55,17 +63,19 @@ class ControllerTest : public ::testing::Test {
     b.RegisterService(agents_.get());
     server_ = b.BuildAndStart();
     controller_->SetAdvertiseAddress("127.0.0.1:" + std::to_string(port));
-    controller_->Start();
+    ASSERT_TRUE(controller_->Start().ok());
     auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
                                        grpc::InsecureChannelCredentials());
     user_stub_ = v1::ControllerService::NewStub(channel);
     agent_stub_ = v1::AgentService::NewStub(channel);
   }
-  void TearDown() override {
+  void StopController() {
+    if (!controller_) return;
     controller_->BeginShutdown();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     controller_->Stop();
-    fs::remove_all(dir_);
+    server_.reset();
+    controller_.reset();
   }
 
   grpc::Status Submit(const std::string& spec, v1::SubmitRunResponse* resp, bool dry = false) {
@@ -110,7 +120,35 @@ class ControllerTest : public ::testing::Test {
     return id;
   }
 
+  // One Report stream of a worker: each report is written with `id`; a
+  // batch gets the worker's next seq. Returns the acks, once every batch is
+  // answered (by then the controller has posted what was stored to its
+  // loop), after the stream ended.
+  std::vector<v1::ReportAck> SendReports(const v1::WorkerIdentity& id,
+                                         std::vector<v1::AgentReport> reports) {
+    grpc::ClientContext ctx;
+    auto stream = agent_stub_->Report(&ctx);
+    size_t batches = 0;
+    for (auto& rep : reports) {
+      *rep.mutable_id() = id;
+      if (rep.has_batch()) {
+        rep.mutable_batch()->set_seq(++seqs_[id.run_id() + "/" + std::to_string(id.attempt()) +
+                                             "/" + std::to_string(id.launch()) + "/" + id.node()]);
+        ++batches;
+      }
+      EXPECT_TRUE(stream->Write(rep));
+    }
+    std::vector<v1::ReportAck> acks;
+    v1::ReportAck ack;
+    while (acks.size() < batches && stream->Read(&ack)) acks.push_back(ack);
+    stream->WritesDone();
+    EXPECT_TRUE(stream->Finish().ok());
+    EXPECT_EQ(acks.size(), batches);
+    return acks;
+  }
+
   bool can_drain_ = false;  // set by a subclass's constructor
+  std::map<std::string, uint64_t> seqs_;  // SendReports' next seq per worker
   fs::path dir_;
   FakeClock clock_;
   std::shared_ptr<FakeSlurmClient> slurm_;
@@ -121,6 +159,15 @@ class ControllerTest : public ::testing::Test {
   std::unique_ptr<v1::ControllerService::Stub> user_stub_;
   std::unique_ptr<v1::AgentService::Stub> agent_stub_;
 };
+
+// A batch of one step record.
+inline v1::AgentReport StepBatchOf(int rank, const v1::StepRecord& record) {
+  v1::AgentReport r;
+  v1::RankStep* s = r.mutable_batch()->add_steps();
+  s->set_rank(rank);
+  *s->mutable_record() = record;
+  return r;
+}
 
 inline void AddSocket(v1::NodeProbe* probe, double free_gib, double unattributed_gib) {
   auto* s = probe->add_sockets();

@@ -13,14 +13,12 @@
 namespace trellis::controller {
 
 inline v1::AgentReport StepReport(int rank, int64_t step, double step_seconds) {
-  v1::AgentReport r;
-  r.mutable_step()->set_rank(rank);
-  v1::StepRecord* rec = r.mutable_step()->mutable_record();
-  rec->set_step(step);
-  rec->set_loss(2.0);
-  rec->set_tokens(100);
-  rec->set_step_seconds(step_seconds);
-  return r;
+  v1::StepRecord rec;
+  rec.set_step(step);
+  rec.set_loss(2.0);
+  rec.set_tokens(100);
+  rec.set_step_seconds(step_seconds);
+  return StepBatchOf(rank, rec);
 }
 
 inline v1::AgentReport HeartbeatReport(int ranks_alive) {
@@ -80,15 +78,8 @@ class HealthTest : public GateTest {
   // One stream of a worker's reports, closed before this returns: by then
   // the controller has queued every report for its loop.
   void Send(const v1::WorkerIdentity& id, std::vector<v1::AgentReport> reports) {
-    grpc::ClientContext ctx;
-    v1::StreamStepsResponse r;
-    auto stream = agent_stub_->StreamSteps(&ctx, &r);
-    for (auto& rep : reports) {
-      *rep.mutable_id() = id;
-      ASSERT_TRUE(stream->Write(rep));
-    }
-    stream->WritesDone();
-    EXPECT_TRUE(stream->Finish().ok());
+    for (const v1::ReportAck& a : SendReports(id, std::move(reports)))
+      EXPECT_EQ(a.result(), v1::ReportAck::RESULT_STORED) << a.error();
   }
 
   void ReportExit(const std::string& run_id, const std::string& node, int launch,

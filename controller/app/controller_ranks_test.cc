@@ -10,20 +10,12 @@ class RanksTest : public GateTest {
   // One worker stream carrying step records: (rank, record) in order.
   void SendSteps(const std::string& run_id, const std::string& node, int launch,
                  const std::vector<std::pair<int, v1::StepRecord>>& steps) {
-    grpc::ClientContext ctx;
-    v1::StreamStepsResponse r;
-    auto stream = agent_stub_->StreamSteps(&ctx, &r);
     v1::WorkerIdentity id = Identity(run_id, node);
     id.set_launch(launch);
-    for (const auto& [rank, record] : steps) {
-      v1::AgentReport rep;
-      *rep.mutable_id() = id;
-      rep.mutable_step()->set_rank(rank);
-      *rep.mutable_step()->mutable_record() = record;
-      ASSERT_TRUE(stream->Write(rep));
-    }
-    stream->WritesDone();
-    EXPECT_TRUE(stream->Finish().ok());
+    std::vector<v1::AgentReport> reports;
+    for (const auto& [rank, record] : steps) reports.push_back(StepBatchOf(rank, record));
+    for (const v1::ReportAck& a : SendReports(id, reports))
+      EXPECT_EQ(a.result(), v1::ReportAck::RESULT_STORED) << a.error();
   }
   v1::Run GetRanks(const std::string& id, int from = 0, int limit = 0) {
     grpc::ClientContext ctx;

@@ -38,21 +38,17 @@ TEST_F(ControllerTest, ARunGoesFromSubmitToSucceeded) {
 
   // A step record from each rank of node1, then the exits and the batch script's question.
   {
-    grpc::ClientContext ctx;
-    v1::StreamStepsResponse r;
-    auto stream = agent_stub_->StreamSteps(&ctx, &r);
+    std::vector<v1::AgentReport> reports;
     for (int rank : {0, 1}) {
-      v1::AgentReport rep;
-      *rep.mutable_id() = Identity("hello-1", "node1");
-      rep.mutable_step()->set_rank(rank);
-      rep.mutable_step()->mutable_record()->set_step(1);
-      rep.mutable_step()->mutable_record()->set_loss(2.0 + rank);
-      rep.mutable_step()->mutable_record()->set_tokens(100);
-      rep.mutable_step()->mutable_record()->set_step_seconds(0.5);
-      ASSERT_TRUE(stream->Write(rep));
+      v1::StepRecord rec;
+      rec.set_step(1);
+      rec.set_loss(2.0 + rank);
+      rec.set_tokens(100);
+      rec.set_step_seconds(0.5);
+      reports.push_back(StepBatchOf(rank, rec));
     }
-    stream->WritesDone();
-    EXPECT_TRUE(stream->Finish().ok());
+    for (const v1::ReportAck& a : SendReports(Identity("hello-1", "node1"), reports))
+      EXPECT_EQ(a.result(), v1::ReportAck::RESULT_STORED) << a.error();
   }
   for (const char* node : {"node1", "node2"}) {
     grpc::ClientContext ctx;

@@ -218,7 +218,7 @@ Effects Launches::Settle(LaunchState& l, const RunRecord& run, int step_exit_cod
                                 [=](Store& s) {
                                   return s.SetRestartBackoff(run_id, restarts, now);
                                 }});
-      ctx_.metrics.Restart(v.cls, /*relaunch=*/true);
+      ctx_.metrics.Restart(run_id, v.cls, /*relaunch=*/true);
       answer->relaunch = true;
       answer->next_launch = l.launch + 1;
       answer->nodes = d.nodes;

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/spec/run_spec.h"
 #include "controller/core/quarantine.h"
+#include "controller/store/step_writer.h"
 #include "controller/store/store.h"
 
 namespace trellis::controller {
@@ -32,6 +33,12 @@ struct ControllerConfig {
   // Where the live workers' /metrics addresses are written for Prometheus's
   // file-based service discovery; empty: nowhere.
   std::string prometheus_sd_file;
+  // The step pipeline (docs/architecture.md, "The step pipeline").
+  StepRetention step_retention;
+  std::chrono::milliseconds step_prune_every{60000};
+  // Test hook (tests/e2e/crash_after_sbatch.sh): SIGKILL the controller right
+  // after sbatch returns a new job's id, before it is stored.
+  bool test_kill_after_sbatch = false;
 };
 
 struct LoopContext {

@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::string_view kRpcNames[] = {
     "SubmitRun",   "GetRun",     "ListRuns", "CancelRun",  "ListNodes", "QuarantineNode",
-    "ReleaseNode", "GateReport", "Register", "ReportExit", "NextLaunch"};
+    "ReleaseNode", "GateReport", "RunSteps", "Register", "ReportExit", "NextLaunch"};
 static_assert(std::size(kRpcNames) == kRpcMethods);
 constexpr std::string_view kSlurmNames[] = {"sbatch", "squeue",  "scontrol",
                                             "sacct",  "scancel", "sinfo"};
@@ -52,6 +52,8 @@ Metrics::Metrics()
       restarts_(Build(prometheus::BuildCounter(), "trellis_restarts_total",
                       "Relaunches and new attempts after a failure, by the launch's failure class",
                       *registry_)),
+      run_restarts_(Build(prometheus::BuildCounter(), "trellis_run_restarts_total",
+                          "Relaunches and new attempts after a failure, of one run", *registry_)),
       relaunches_(Build(prometheus::BuildCounter(), "trellis_relaunches_total",
                         "Relaunches inside a Slurm allocation", *registry_)
                       .Add({})),
@@ -158,6 +160,7 @@ void Metrics::RemoveRun(const std::string& run_id) {
   RunSeries& r = it->second;
   RemoveGate(r);
   if (r.stragglers) stragglers_.Remove(r.stragglers);
+  if (r.restarts) run_restarts_.Remove(r.restarts);
   if (r.tokens_per_second) {
     tokens_per_second_.Remove(r.tokens_per_second);
     slowest_step_.Remove(r.slowest_step);
@@ -192,9 +195,20 @@ void Metrics::GateDecided(const std::string& run_id, bool go,
   }
 }
 
-void Metrics::LaunchStarted() { launches_.Increment(); }
+Metrics::RunSeries& Metrics::RunCounters(const std::string& run_id) {
+  RunSeries& r = run_series_[run_id];
+  if (!r.stragglers) r.stragglers = &stragglers_.Add({{"run", run_id}});
+  if (!r.restarts) r.restarts = &run_restarts_.Add({{"run", run_id}});
+  return r;
+}
 
-void Metrics::Restart(std::optional<FailureClass> cls, bool relaunch) {
+void Metrics::LaunchStarted(const std::string& run_id) {
+  launches_.Increment();
+  RunCounters(run_id);
+}
+
+void Metrics::Restart(const std::string& run_id, std::optional<FailureClass> cls, bool relaunch) {
+  RunCounters(run_id).restarts->Increment();
   std::string_view name = cls ? FailureClassName(*cls) : kUnclassified;
   auto it = restarts_by_class_.find(name);
   if (it == restarts_by_class_.end())  // kSucceeded: never a restart
@@ -207,11 +221,7 @@ void Metrics::NodeStruck(const std::string& node) { strikes_.Add({{"node", node}
 
 void Metrics::SetQuarantinedNodes(size_t nodes) { quarantined_.Set(static_cast<double>(nodes)); }
 
-void Metrics::Straggler(const std::string& run_id) {
-  RunSeries& r = run_series_[run_id];
-  if (!r.stragglers) r.stragglers = &stragglers_.Add({{"run", run_id}});
-  r.stragglers->Increment();
-}
+void Metrics::Straggler(const std::string& run_id) { RunCounters(run_id).stragglers->Increment(); }
 
 void Metrics::StepComplete(const std::string& run_id, const StepSpread& spread, int64_t tokens) {
   RunSeries& r = run_series_[run_id];

@@ -43,7 +43,7 @@ class Exposer;
 namespace trellis::controller {
 
 // The unary gRPC methods whose time from request to reply is measured. The
-// streams (WatchRun, ReadLogs, StreamSteps) are not: they last as long as
+// streams (WatchRun, ReadLogs, Report) are not: they last as long as
 // their client wants. Register's time includes the wait for the gate.
 enum class RpcMethod {
   kSubmitRun,
@@ -54,11 +54,12 @@ enum class RpcMethod {
   kQuarantineNode,
   kReleaseNode,
   kGateReport,
+  kRunSteps,
   kRegister,
   kReportExit,
   kNextLaunch,
 };
-inline constexpr size_t kRpcMethods = 11;
+inline constexpr size_t kRpcMethods = 12;
 
 enum class SlurmCommand { kSbatch, kSqueue, kScontrol, kSacct, kScancel, kSinfo };
 inline constexpr size_t kSlurmCommands = 6;
@@ -84,11 +85,13 @@ class Metrics {
   // run's previous gate's.
   void GateDecided(const std::string& run_id, bool go,
                    const std::map<std::string, NodeProbe>& probes);
-  void LaunchStarted();
+  // A launch of the run passed its gate: the run's counters of restarts and
+  // straggler events exist from here (at 0), so increase() sees their first.
+  void LaunchStarted(const std::string& run_id);
   // A relaunch inside the allocation, or a new attempt after a failure, by
   // the failure class of the launch (nullopt: unclassified, e.g. the job
-  // ended unseen).
-  void Restart(std::optional<FailureClass> cls, bool relaunch);
+  // ended unseen): counted for all runs by class, and for the run.
+  void Restart(const std::string& run_id, std::optional<FailureClass> cls, bool relaunch);
   void NodeStruck(const std::string& node);
   void SetQuarantinedNodes(size_t nodes);
   void Straggler(const std::string& run_id);
@@ -115,6 +118,7 @@ class Metrics {
   struct RunSeries {
     std::vector<prometheus::Gauge*> socket_free, socket_unattributed;
     prometheus::Counter* stragglers = nullptr;
+    prometheus::Counter* restarts = nullptr;
     prometheus::Gauge* tokens_per_second = nullptr;
     prometheus::Gauge* slowest_step = nullptr;
     prometheus::Gauge* median_step = nullptr;
@@ -129,12 +133,15 @@ class Metrics {
   };
   void RemoveGate(RunSeries& r);
   void RemoveRun(const std::string& run_id);
+  // The run's counters that exist from its first launch.
+  RunSeries& RunCounters(const std::string& run_id);
 
   std::shared_ptr<prometheus::Registry> registry_;
   Gauges& runs_;
   prometheus::Counter& attempts_;
   prometheus::Counter& launches_;
   Counters& restarts_;
+  Counters& run_restarts_;
   prometheus::Counter& relaunches_;
   Counters& gate_decisions_;
   Gauges& socket_free_;

@@ -75,11 +75,14 @@ TEST(MetricsTest, RunsAttemptsLaunchesRestartsAndNodes) {
   m.Transition("a-1", RunState::kQueued, RunState::kSubmitted);
   m.Transition("a-1", RunState::kSubmitted, RunState::kGating);
   m.GateDecided("a-1", /*go=*/true, {});
-  m.LaunchStarted();
+  m.LaunchStarted("a-1");
   m.Transition("a-1", RunState::kGating, RunState::kRunning);
-  m.Restart(FailureClass::kNodeLost, /*relaunch=*/true);
-  m.Restart(FailureClass::kNodeLost, /*relaunch=*/false);
-  m.Restart(std::nullopt, /*relaunch=*/false);
+  t = Text(m);
+  EXPECT_EQ(Value(t, "trellis_run_restarts_total{run=\"a-1\"}"), 0) << "exists from the launch";
+  EXPECT_EQ(Value(t, "trellis_straggler_events_total{run=\"a-1\"}"), 0);
+  m.Restart("a-1", FailureClass::kNodeLost, /*relaunch=*/true);
+  m.Restart("a-1", FailureClass::kNodeLost, /*relaunch=*/false);
+  m.Restart("a-1", std::nullopt, /*relaunch=*/false);
   m.NodeStruck("node3");
   m.NodeStruck("node3");
   m.SetQuarantinedNodes(1);
@@ -99,6 +102,7 @@ TEST(MetricsTest, RunsAttemptsLaunchesRestartsAndNodes) {
   EXPECT_EQ(Value(t, "trellis_restarts_total{class=\"node_lost\"}"), 2);
   EXPECT_EQ(Value(t, "trellis_restarts_total{class=\"unknown\"}"), 1);
   EXPECT_EQ(Value(t, "trellis_relaunches_total"), 1);
+  EXPECT_EQ(Value(t, "trellis_run_restarts_total{run=\"a-1\"}"), 3);
   EXPECT_EQ(Value(t, "trellis_node_strikes_total{node=\"node3\"}"), 2);
   EXPECT_EQ(Value(t, "trellis_quarantined_nodes"), 1);
   EXPECT_EQ(Value(t, "trellis_rpc_duration_seconds_count{method=\"SubmitRun\"}"), 1);

@@ -54,19 +54,10 @@ HealthEventRecord RunHealth::Event(const Watch& w, std::string kind, int rank, s
           std::move(kind), rank, std::move(node), std::move(detail), std::move(detail_json)};
 }
 
-RunHealth::StepResult RunHealth::RecordStep(const WorkerId& id, int rank,
-                                            const StepRecord& record) {
-  StepResult out;
+Effects RunHealth::ObserveStep(const WorkerId& id, int rank, const StepRecord& record) {
+  Effects out;
   KeepLatest(id, rank, record);
   Heard(id);
-  auto row = ctx_.store.RecordStep(id.run_id, id.attempt, id.launch, record.step, record.loss,
-                                   record.tokens, record.step_seconds, EncodeStepRecord(record),
-                                   ctx_.clock.Now());
-  if (!row.ok())
-    spdlog::warn("run {}: step not stored: {}", id.run_id, std::string(row.status().message()));
-  else
-    out.row = *row;
-
   auto it = watches_.find({id.run_id, id.attempt, id.launch});
   if (it == watches_.end()) return out;
   Watch& w = it->second;
@@ -77,9 +68,7 @@ RunHealth::StepResult RunHealth::RecordStep(const WorkerId& id, int rank,
     p.last_change = ctx_.clock.SteadyNow();
   }
   w.stragglers->Add(rank, id.node, record.step, PhasesOf(record));
-  // This record completed its step (the summary row is of the same step).
-  if (auto done = w.stragglers->TakeCompleted(); done && out.row && out.row->step == done->step)
-    ctx_.metrics.StepComplete(id.run_id, *done, out.row->tokens);
+  if (auto done = w.stragglers->TakeCompleted()) w.completed = *done;
   for (const StragglerEvent& e : w.stragglers->TakeEvents()) {
     std::string detail = "rank " + std::to_string(e.rank) + " on " + e.node + " took " +
                          std::to_string(e.rank_s).substr(0, 6) + " s per step, the others " +
@@ -94,13 +83,22 @@ RunHealth::StepResult RunHealth::RecordStep(const WorkerId& id, int rank,
     spdlog::warn("run {}: straggler: {}", id.run_id, detail);
     ctx_.metrics.Straggler(id.run_id);
     HealthEventRecord ev = Event(w, "straggler", e.rank, e.node, detail, j.dump());
-    out.fx.writes.push_back({"straggler event of " + id.run_id,
+    out.writes.push_back({"straggler event of " + id.run_id,
                              [ev](Store& s) { return s.AddHealthEvent(ev); }});
     if (w.launch.health.straggler_strike)
-      out.fx.strikes.push_back({e.node, "straggler: " + detail, j.dump(),
+      out.strikes.push_back({e.node, "straggler: " + detail, j.dump(),
                                 "run " + id.run_id + " (straggler)"});
   }
   return out;
+}
+
+void RunHealth::StepStored(const std::string& run_id, const StepRow& row) {
+  auto it = watches_.find({run_id, row.attempt, row.launch});
+  if (it == watches_.end()) return;
+  Watch& w = it->second;
+  if (!w.completed || w.completed->step != row.step) return;
+  ctx_.metrics.StepComplete(run_id, *w.completed, row.tokens);
+  w.completed.reset();
 }
 
 void RunHealth::Heard(const WorkerId& id) {

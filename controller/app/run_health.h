@@ -1,7 +1,7 @@
 #pragma once
 // Run health: what the workers and ranks report while a launch runs. Keeps
-// every rank's latest step record (memory only), folds records into the
-// store's per-step summary, and watches each running launch: a worker silent
+// every rank's latest step record (memory only; the step pipeline stores
+// them, docs/architecture.md), and watches each running launch: a worker silent
 // for restart.heartbeat_timeout_s is a lost node, a rank with no new step for
 // restart.hang_timeout_s (startup_timeout_s before its first) hangs, a rank
 // slower than the others is a straggler. A part of the controller
@@ -31,11 +31,12 @@ class RunHealth {
   RunHealth(LoopContext ctx, Defer defer) : ctx_(ctx), defer_(std::move(defer)) {}
   ~RunHealth();
 
-  struct StepResult {
-    std::optional<StepRow> row;  // nullopt: not stored (logged)
-    Effects fx;                  // straggler events
-  };
-  StepResult RecordStep(const WorkerId& id, int rank, const StepRecord& record);
+  // A stored rank record (the step pipeline stored it): kept as the rank's
+  // latest, and watched for progress and stragglers.
+  Effects ObserveStep(const WorkerId& id, int rank, const StepRecord& record);
+  // A step's summary row as a commit left it: a step every rank reported
+  // sets the run's step figures.
+  void StepStored(const std::string& run_id, const StepRow& row);
   // A report of any kind from a worker (heartbeats, steps, exits).
   void Heard(const WorkerId& id);
   void Start(const LaunchStartedEffect& started);
@@ -56,6 +57,8 @@ class RunHealth {
     std::map<std::string, SteadyTime> last_heard;  // node -> last report
     std::vector<RankProgress> ranks;               // by global rank
     std::unique_ptr<StragglerWindow> stragglers;
+    // The newest step every rank reported, until its summary row is stored.
+    std::optional<StepSpread> completed;
     bool faulted = false;  // reported once; the launch is being stopped
   };
   void KeepLatest(const WorkerId& id, int rank, const StepRecord& record);

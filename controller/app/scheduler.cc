@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "common/exit_codes.h"
@@ -226,17 +228,22 @@ Effects Scheduler::OnEligibility(const std::vector<RunRecord>& queued, const Usa
 Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec,
                                  const std::vector<std::string>& excluded) {
   Effects fx;
-  auto attempts = ctx_.store.Attempts(run.run_id);
-  if (!attempts.ok()) {
+  auto latest = ctx_.store.LatestAttempt(run.run_id);
+  if (!latest.ok()) {
     spdlog::error("run {}: attempts unreadable: {}", run.run_id,
-                  std::string(attempts.status().message()));
+                  std::string(latest.status().message()));
     return fx;
   }
-  int attempt = static_cast<int>(attempts->size()) + 1;
+  // Written ahead: an attempt is stored (no job id yet) before its sbatch
+  // runs. One still without a job id was being submitted when sbatch failed
+  // or the controller stopped: it is submitted again under its own number,
+  // after a look for a job of its name (docs/architecture.md, "A run's life").
+  const bool resume = latest->has_value() && (*latest)->live() && (*latest)->slurm_job_id.empty();
+  int attempt = resume ? (*latest)->attempt : (latest->has_value() ? (*latest)->attempt : 0) + 1;
   std::string attempt_dir = run.run_dir + "/attempt-" + std::to_string(attempt);
   AttemptPaths paths{run.run_id, attempt, run.run_dir, ctx_.config.worker_bin,
                      ctx_.config.advertise_addr, attempt_dir + "/secret"};
-  std::string secret = RandomSecret();
+  std::string secret = resume ? (*latest)->secret : RandomSecret();
   auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);
   std::error_code ec;
   fs::create_directories(attempt_dir, ec);
@@ -251,47 +258,110 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
     return fx;
   }
   std::vector<std::string> args = SbatchArgs(spec, paths, excluded);
+  if (!resume) {
+    AttemptRecord a;
+    a.run_id = run.run_id;
+    a.attempt = attempt;
+    a.sbatch_args = args;
+    a.secret = secret;
+    a.submitted = ctx_.clock.Now();
+    if (absl::Status created = ctx_.store.CreateAttempt(a); !created.ok()) {
+      spdlog::error("run {}: attempt {} not stored, not submitted: {}", run.run_id, attempt,
+                    std::string(created.message()));
+      return fx;
+    }
+  }
   submitting_.insert(run.run_id);
   fx.writes.push_back(SetReason(run.run_id, "submitting attempt " + std::to_string(attempt)));
-  fx.slurm.push_back([this, run_id = run.run_id, attempt, args, secret,
-                      script_path = attempt_dir + "/batch.sh"](SlurmClient& slurm)
+  fx.slurm.push_back([this, run_id = run.run_id, attempt, args, name = AttemptJobName(run.run_id, attempt),
+                      script_path = attempt_dir + "/batch.sh",
+                      kill_after = ctx_.config.test_kill_after_sbatch](SlurmClient& slurm)
                          -> std::function<Effects()> {
-    auto job = slurm.Submit(args, script_path);
-    return [=] { return OnSubmitted(run_id, attempt, args, secret, job); };
+    SubmitOutcome out = SubmitOnce(slurm, name, args, script_path);
+    if (kill_after && out.job.ok() && out.adopted.empty()) {
+      spdlog::warn("--test-kill-after-sbatch: killed after sbatch returned job {}", *out.job);
+      raise(SIGKILL);
+    }
+    return [=] { return OnSubmitted(run_id, attempt, out); };
   });
   return fx;
 }
 
-Effects Scheduler::OnSubmitted(const std::string& run_id, int attempt,
-                               const std::vector<std::string>& args, const std::string& secret,
-                               const absl::StatusOr<std::string>& job_id) {
+Scheduler::SubmitOutcome Scheduler::SubmitOnce(SlurmClient& slurm, const std::string& name,
+                                               const std::vector<std::string>& args,
+                                               const std::string& script_path) {
+  SubmitOutcome out;
+  auto named = slurm.JobsNamed(name);
+  if (!named.ok()) {
+    out.job = absl::UnavailableError("cannot look for a job named " + name + ": " +
+                                     std::string(named.status().message()));
+    return out;
+  }
+  if (named->empty()) {
+    out.job = slurm.Submit(args, script_path);
+    return out;
+  }
+  // Submitted before the controller heard the id: keep the oldest job of
+  // the name, cancel any other (an attempt has one job).
+  auto oldest = std::min_element(named->begin(), named->end(), [](const auto& a, const auto& b) {
+    return std::stoll(a.id) < std::stoll(b.id);
+  });
+  out.job = oldest->id;
+  out.adopted = oldest->id;
+  for (const auto& j : *named)
+    if (j.id != oldest->id) {
+      absl::Status c = slurm.Cancel(j.id);
+      out.cancelled.push_back(j.id + (c.ok() ? "" : " (scancel failed: " + std::string(c.message()) + ")"));
+    }
+  return out;
+}
+
+Effects Scheduler::OnSubmitted(const std::string& run_id, int attempt, const SubmitOutcome& out) {
   submitting_.erase(run_id);
   Effects fx;
+  const absl::StatusOr<std::string>& job_id = out.job;
   if (!job_id.ok()) {
     std::string why = std::string(job_id.status().message());
     // sbatch refusing the job is final (bad partition, account, node count);
-    // anything else (controller unreachable, timeout) is retried next tick.
-    if (why.find("Batch job submission failed") != std::string::npos)
-      fx.transitions.push_back({run_id, RunState::kFailed, "sbatch refused the job: " + why});
-    else
+    // anything else (controller unreachable, timeout) is retried next tick
+    // (the attempt stays stored without a job id).
+    if (why.find("Batch job submission failed") != std::string::npos) {
+      WallTime now = ctx_.clock.Now();
+      std::string reason = "sbatch refused the job: " + why;
+      fx.transitions.push_back({run_id, RunState::kFailed, reason, "{}", [=](Store& s) {
+                                  return s.EndAttempt(run_id, attempt, 1, reason, now);
+                                }});
+    } else {
       fx.writes.push_back(SetReason(run_id, "sbatch failed, retrying: " + why));
+    }
     return fx;
   }
-  AttemptRecord a;
-  a.run_id = run_id;
-  a.attempt = attempt;
-  a.slurm_job_id = *job_id;
-  a.sbatch_args = args;
-  a.secret = secret;
-  a.submitted = ctx_.clock.Now();
   std::string job = *job_id;
+  if (!out.adopted.empty())
+    spdlog::warn("run {}: attempt {} already had Slurm job {} (submitted before a controller "
+                 "restart): adopted{}",
+                 run_id, attempt, job,
+                 out.cancelled.empty() ? "" : "; cancelled " + std::to_string(out.cancelled.size()) +
+                                                  " more of its name");
+  nlohmann::json evidence = {{"slurm_job_id", job}};
+  if (!out.adopted.empty()) evidence["adopted"] = true;
+  if (!out.cancelled.empty()) evidence["cancelled_duplicates"] = out.cancelled;
   fx.transitions.push_back(
-      {run_id, RunState::kSubmitted, "attempt " + std::to_string(attempt) + " is Slurm job " + job,
-       "{\"slurm_job_id\":\"" + job + "\"}", [a](Store& s) { return s.CreateAttempt(a); },
-       [job](const absl::Status& st) {
+      {run_id, RunState::kSubmitted,
+       "attempt " + std::to_string(attempt) + " is Slurm job " + job +
+           (out.adopted.empty() ? "" : " (found by name after a restart)"),
+       evidence.dump(), [run_id, attempt, job](Store& s) { return s.SetAttemptJob(run_id, attempt, job); },
+       [job, run_id, attempt, now = ctx_.clock.Now()](const absl::Status& st) {
          Effects undo;
          if (st.ok()) return undo;
          // Cancelled meanwhile (or the store failed): do not leave the job behind.
+         undo.writes.push_back({"end of attempt " + std::to_string(attempt) + " of " + run_id,
+                                [=](Store& s) {
+                                  absl::Status set = s.SetAttemptJob(run_id, attempt, job);
+                                  if (!set.ok()) return set;
+                                  return s.EndAttempt(run_id, attempt, 1,
+                                                      "the run ended while it was submitted", now);
+                                }});
          undo.slurm.push_back([job](SlurmClient& slurm) -> std::function<Effects()> {
            absl::Status cancelled = slurm.Cancel(job);
            return [cancelled, job] {
@@ -303,6 +373,29 @@ Effects Scheduler::OnSubmitted(const std::string& run_id, int attempt,
          });
          return undo;
        }});
+  return fx;
+}
+
+Effects Scheduler::RepairAtStartup() {
+  Effects fx;
+  auto runs = ctx_.store.ListRuns(100000, /*active_only=*/true);
+  if (!runs.ok()) {
+    spdlog::error("start-up repair: {}", std::string(runs.status().message()));
+    return fx;
+  }
+  for (const RunRecord& run : *runs) {
+    if (run.state != RunState::kRestarting) continue;
+    auto latest = ctx_.store.LatestAttempt(run.run_id);
+    if (!latest.ok() || !latest->has_value() || (*latest)->live()) continue;  // a relaunch goes on
+    const AttemptRecord& a = **latest;
+    spdlog::warn("run {}: left RESTARTING after attempt {} ended; deciding its requeue now",
+                 run.run_id, a.attempt);
+    AttemptEndEffect end{run.run_id, a.attempt, a.exit_code.value_or(1),
+                         a.end_reason.empty() ? "attempt " + std::to_string(a.attempt) + " ended"
+                                              : a.end_reason,
+                         "{\"repaired_at_start\":true}", std::nullopt, std::nullopt};
+    fx += EndAttempt(end);
+  }
   return fx;
 }
 
@@ -336,7 +429,7 @@ Effects Scheduler::EndAttempt(const AttemptEndEffect& end) {
     fx.writes.push_back({"end of attempt " + std::to_string(attempt) + " of " + run_id, end_attempt});
   int restarts = run->restarts + (d.uses_restart ? 1 : 0);
   if (d.kind == RecoveryDecision::kNewAttempt) {
-    ctx_.metrics.Restart(end.failure_class, /*relaunch=*/false);
+    ctx_.metrics.Restart(end.run_id, end.failure_class, /*relaunch=*/false);
     fx.transitions.push_back({run_id, RunState::kQueued, d.reason, end.evidence_json,
                               [=](Store& s) {
                                 return s.SetRestartBackoff(run_id, restarts, d.not_before);

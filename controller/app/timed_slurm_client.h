@@ -22,6 +22,9 @@ class TimedSlurmClient : public SlurmClient {
   absl::StatusOr<std::vector<SlurmJob>> ListJobs() override {
     return Timed(SlurmCommand::kSqueue, [&] { return slurm_->ListJobs(); });
   }
+  absl::StatusOr<std::vector<SlurmJob>> JobsNamed(const std::string& name) override {
+    return Timed(SlurmCommand::kSqueue, [&] { return slurm_->JobsNamed(name); });
+  }
   absl::StatusOr<std::optional<SlurmJob>> ShowJob(const std::string& id) override {
     return Timed(SlurmCommand::kScontrol, [&] { return slurm_->ShowJob(id); });
   }

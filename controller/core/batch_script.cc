@@ -68,12 +68,16 @@ absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
   return out;
 }
 
+std::string AttemptJobName(const std::string& run_id, int attempt) {
+  return "trellis-" + run_id + "." + std::to_string(attempt);
+}
+
 std::vector<std::string> SbatchArgs(const spec::RunSpec& spec, const AttemptPaths& p,
                                     const std::vector<std::string>& exclude_nodes) {
   const auto& sl = spec.slurm;
   std::string attempt_dir = p.run_dir + "/attempt-" + std::to_string(p.attempt);
   std::vector<std::string> args = {
-      "--job-name=trellis-" + p.run_id,
+      "--job-name=" + AttemptJobName(p.run_id, p.attempt),
       "--nodes=" + std::to_string(spec.total_nodes()),
       "--ntasks-per-node=1",
       "--output=" + attempt_dir + "/slurm-%j.out",

@@ -27,6 +27,11 @@ std::string ShellQuote(const std::string& value);
 absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
                                               const AttemptPaths& paths);
 
+// The Slurm job name of an attempt, "trellis-<run>.<attempt>": it identifies
+// the attempt's job before sbatch has returned its id (a controller killed in
+// between finds the job by this name at its next submission).
+std::string AttemptJobName(const std::string& run_id, int attempt);
+
 // The sbatch arguments (without "sbatch --parsable" and the script path).
 std::vector<std::string> SbatchArgs(const spec::RunSpec& spec, const AttemptPaths& paths,
                                     const std::vector<std::string>& exclude_nodes);

@@ -79,7 +79,7 @@ extra_args = ["--qos=high"]
   ASSERT_TRUE(spec) << spec::JoinErrors(errors);
   auto args = SbatchArgs(*spec, Paths(), {"node4", "node5"});
   std::vector<std::string> want = {
-      "--job-name=trellis-hello-1",
+      "--job-name=trellis-hello-1.2",
       "--nodes=3",
       "--ntasks-per-node=1",
       "--output=/srv/trellis/out/hello-1/attempt-2/slurm-%j.out",

@@ -1,11 +1,14 @@
 #include "controller/rpc/agent_service.h"
 
+#include <deque>
 #include <mutex>
+#include <optional>
 
 #include "common/log.h"
 #include "controller/app/scrape_targets.h"
 #include "controller/rpc/convert.h"
 #include "controller/rpc/rpc_timer.h"
+#include "proto/convert.h"
 
 namespace trellis::controller {
 
@@ -29,31 +32,62 @@ bool SameIdentity(const v1::WorkerIdentity& a, const v1::WorkerIdentity& b) {
          a.node() == b.node() && a.secret() == b.secret();
 }
 
-// A worker's stream: authenticated on its first report, every later report
-// must carry the same identity.
-class StepStreamReactor final : public grpc::ServerReadReactor<v1::AgentReport> {
+// A worker's report stream for one launch (docs/architecture.md, "The step
+// pipeline"): authenticated on its first report, every later report must
+// carry the same identity. Batches are checked here and answered either at
+// once (refused) or by the step pipeline once stored. Reads go on while
+// batches are stored; one ack is written at a time. Finish comes only when
+// no batch is in the pipeline and no ack is being written, so the reactor
+// outlives every callback that may touch it.
+class ReportReactor final : public grpc::ServerBidiReactor<v1::AgentReport, v1::ReportAck> {
  public:
-  explicit StepStreamReactor(Controller* controller) : controller_(controller) {
+  explicit ReportReactor(Controller* controller) : controller_(controller) {
     StartRead(&report_);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) return Finish(grpc::Status::OK);  // the worker closed its side
+    if (!ok) return Close(grpc::Status::OK);  // the worker closed its side
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closing_) ok = false;  // a batch failed meanwhile: read no more
+    }
+    if (!ok) return Close(grpc::Status::OK);
     if (!authenticated_) {
       grpc::Status st = CheckIdentity(report_.id());
-      if (!st.ok()) return Finish(st);
+      if (!st.ok()) return Close(st);
       identity_ = report_.id();
       controller_->AuthenticateWorker(FromProto(identity_), [this](absl::StatusOr<bool> r) {
-        if (!r.ok()) return Finish(ToGrpc(r.status()));
+        if (!r.ok()) return Close(ToGrpc(r.status()));
         authenticated_ = true;
         Handle();
       });
       return;
     }
     if (!SameIdentity(identity_, report_.id()))
-      return Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                                 "id: differs from the stream's first report"));
+      return Close(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                "id: differs from the stream's first report"));
     Handle();
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::optional<grpc::Status> finish;
+    const v1::ReportAck* next = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      acks_.pop_front();
+      if (!ok) {  // the worker is gone: its acks go nowhere
+        closing_ = true;
+        acks_.clear();
+      }
+      if (!acks_.empty()) {
+        next = &acks_.front();
+      } else {
+        writing_ = false;
+        finish = FinishIfIdle();
+      }
+    }
+    if (next) StartWrite(next);
+    if (finish) Finish(*finish);
   }
 
   void OnDone() override { delete this; }
@@ -62,9 +96,8 @@ class StepStreamReactor final : public grpc::ServerReadReactor<v1::AgentReport> 
   void Handle() {
     WorkerId id = FromProto(identity_);
     switch (report_.body_case()) {
-      case v1::AgentReport::kStep:
-        controller_->RecordStep(id, report_.step().rank(),
-                                trellis::FromProto(report_.step().record()));
+      case v1::AgentReport::kBatch:
+        if (!Submit(id)) return;  // closing
         break;
       case v1::AgentReport::kRankExit:
         controller_->RecordRankExit(id, FromProto(report_.rank_exit(), id.node));
@@ -78,10 +111,124 @@ class StepStreamReactor final : public grpc::ServerReadReactor<v1::AgentReport> 
     StartRead(&report_);
   }
 
+  // False when the stream is being closed (the pipeline is full).
+  bool Submit(const WorkerId& id) {
+    const v1::StepBatch& in = report_.batch();
+    StepBatch batch;
+    batch.source = {id.run_id, id.attempt, id.launch, id.node};
+    batch.seq = in.seq();
+    // Counted before converting: a huge batch is not copied.
+    if (in.steps_size() <= static_cast<int>(kMaxBatchRecords)) {
+      batch.records.reserve(in.steps_size());
+      for (const v1::RankStep& r : in.steps())
+        batch.records.push_back({r.rank(), trellis::FromProto(r.record())});
+    } else {
+      batch.records.resize(in.steps_size());  // for CheckBatch's message only
+    }
+    // Taken only while the stream is open; Finish waits for every batch taken.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closing_) return false;
+      ++in_flight_;
+    }
+    if (auto refusal = CheckBatch(batch)) {
+      controller_->ingest_metrics().Refused(refusal->fault);
+      controller_->ingest_metrics().Batch(IngestResult::kRefused, batch.records.size());
+      v1::ReportAck ack;
+      ack.set_seq(in.seq());
+      ack.set_result(v1::ReportAck::RESULT_REFUSED);
+      ack.set_error(refusal->error);
+      Answer(std::move(ack));
+      return true;
+    }
+    uint64_t seq = in.seq();
+    bool taken = controller_->SubmitSteps(
+        std::move(batch), [this, seq](absl::StatusOr<BatchResult> r) {
+          if (!r.ok()) return Fail(ToGrpc(r.status()));
+          v1::ReportAck ack;
+          ack.set_seq(seq);
+          ack.set_result(*r == BatchResult::kStored ? v1::ReportAck::RESULT_STORED
+                                                    : v1::ReportAck::RESULT_DUPLICATE);
+          Answer(std::move(ack));
+        });
+    if (taken) return true;
+    Fail(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "the controller's step pipeline is full; send again later"));
+    return false;
+  }
+
+  // One batch answered: queue its ack (unless closing).
+  void Answer(v1::ReportAck ack) {
+    std::optional<grpc::Status> finish;
+    const v1::ReportAck* write = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --in_flight_;
+      if (!closing_) {
+        acks_.push_back(std::move(ack));
+        if (!writing_) {
+          writing_ = true;
+          write = &acks_.front();  // stays until OnWriteDone pops it
+        }
+      }
+      if (!write) finish = FinishIfIdle();
+    }
+    if (write) StartWrite(write);
+    if (finish) Finish(*finish);
+  }
+
+  // One batch not stored: the stream ends with `status` once idle; the
+  // worker sends its unanswered batches again on a new one.
+  void Fail(grpc::Status status) {
+    std::optional<grpc::Status> finish;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --in_flight_;
+      if (!closing_) status_ = status;
+      closing_ = true;
+      finish = FinishIfIdle();
+    }
+    if (finish) Finish(*finish);
+  }
+
+  // No more reads (the worker closed its side, or the stream is refused).
+  void Close(grpc::Status status) {
+    std::optional<grpc::Status> finish;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reads_done_ = true;
+      if (!status.ok()) {
+        if (!closing_) status_ = status;
+        closing_ = true;
+      }
+      finish = FinishIfIdle();
+    }
+    if (finish) Finish(*finish);
+  }
+
+  // Under mu_: the status to finish with, once, when no batch is taken and
+  // no ack is being written, and either no read is pending or the stream is
+  // closing (Finish then cancels the pending read).
+  std::optional<grpc::Status> FinishIfIdle() {
+    if (finished_ || in_flight_ > 0 || writing_ || !(reads_done_ || closing_))
+      return std::nullopt;
+    finished_ = true;
+    return status_;
+  }
+
   Controller* controller_;
   v1::AgentReport report_;
   v1::WorkerIdentity identity_;
   bool authenticated_ = false;
+
+  std::mutex mu_;
+  std::deque<v1::ReportAck> acks_;  // the front is being written
+  int in_flight_ = 0;               // batches taken and not yet answered
+  bool writing_ = false;
+  bool reads_done_ = false;
+  bool closing_ = false;  // no more batches or acks: finish once idle
+  bool finished_ = false;
+  grpc::Status status_;
 };
 
 }  // namespace
@@ -133,9 +280,9 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Register(grpc::CallbackServerContext
   return reactor;
 }
 
-grpc::ServerReadReactor<v1::AgentReport>* AgentServiceImpl::StreamSteps(
-    grpc::CallbackServerContext* ctx, v1::StreamStepsResponse* resp) {
-  return new StepStreamReactor(controller_);
+grpc::ServerBidiReactor<v1::AgentReport, v1::ReportAck>* AgentServiceImpl::Report(
+    grpc::CallbackServerContext* ctx) {
+  return new ReportReactor(controller_);
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::ReportExit(grpc::CallbackServerContext* ctx,

@@ -13,8 +13,8 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const v1::RegisterRequest* req,
                                      v1::GateDecision* resp) override;
-  grpc::ServerReadReactor<v1::AgentReport>* StreamSteps(grpc::CallbackServerContext* ctx,
-                                                        v1::StreamStepsResponse* resp) override;
+  grpc::ServerBidiReactor<v1::AgentReport, v1::ReportAck>* Report(
+      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* ReportExit(grpc::CallbackServerContext* ctx,
                                        const v1::ReportExitRequest* req,
                                        v1::ReportExitResponse* resp) override;

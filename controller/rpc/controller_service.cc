@@ -156,4 +156,56 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GateReport(grpc::CallbackServer
   return reactor;
 }
 
+namespace {
+
+void ToProto(const StepPointRow& p, v1::StepPoint* out) {
+  out->set_attempt(p.attempt);
+  out->set_launch(p.launch);
+  out->set_step(p.step);
+  out->set_first_step(p.first_step);
+  out->set_steps(p.steps);
+  out->set_ranks(p.ranks);
+  out->set_loss(p.loss);
+  out->set_loss_min(p.loss_min);
+  out->set_loss_max(p.loss_max);
+  out->set_tokens(p.tokens);
+  out->set_step_seconds_sum(p.step_seconds_sum);
+  out->set_step_seconds(p.step_seconds);
+  out->set_step_seconds_max(p.step_seconds_max);
+  if (p.fwd_seconds) out->set_fwd_seconds(*p.fwd_seconds);
+  if (p.bwd_seconds) out->set_bwd_seconds(*p.bwd_seconds);
+  if (p.optim_seconds) out->set_optim_seconds(*p.optim_seconds);
+  if (p.comm_seconds) out->set_comm_seconds(*p.comm_seconds);
+  out->set_updated_unix_ms(ToUnixMillis(p.updated));
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* ControllerServiceImpl::RunSteps(grpc::CallbackServerContext* ctx,
+                                                          const v1::RunStepsRequest* req,
+                                                          v1::RunStepsResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  int max_points = req->max_points() == 0 ? kDefaultStepPoints : req->max_points();
+  if (max_points < 1 || max_points > kMaxStepPoints) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "max_points: must be between 1 and " +
+                                     std::to_string(kMaxStepPoints) + " (0: " +
+                                     std::to_string(kDefaultStepPoints) + "); got " +
+                                     std::to_string(req->max_points())));
+    return reactor;
+  }
+  controller_->RunSteps(
+      req->run_id(), max_points,
+      Timed(controller_->metrics(), RpcMethod::kRunSteps,
+            [reactor, resp, run_id = req->run_id()](absl::StatusOr<StepSeries> s) {
+              if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
+              resp->set_run_id(run_id);
+              resp->set_total_steps(s->total_steps);
+              resp->set_steps_per_point(s->steps_per_point);
+              for (const auto& p : s->points) ToProto(p, resp->add_points());
+              reactor->Finish(grpc::Status::OK);
+            }));
+  return reactor;
+}
+
 }  // namespace trellis::controller

@@ -38,10 +38,18 @@ class ControllerServiceImpl final : public v1::ControllerService::CallbackServic
   grpc::ServerUnaryReactor* GateReport(grpc::CallbackServerContext* ctx,
                                        const v1::GateReportRequest* req,
                                        v1::GateReportResponse* resp) override;
+  grpc::ServerUnaryReactor* RunSteps(grpc::CallbackServerContext* ctx,
+                                     const v1::RunStepsRequest* req,
+                                     v1::RunStepsResponse* resp) override;
 
  private:
   Controller* controller_;
 };
+
+// RunStepsRequest.max_points: 0 asks for the default; more than the most is
+// refused rather than cut, so a caller learns the bound.
+inline constexpr int kDefaultStepPoints = 2000;
+inline constexpr int kMaxStepPoints = 100000;
 
 // Runs are owned by users; until token authentication lands the caller names
 // itself in the "trellis-user" metadata (the CLI sends $USER).

@@ -23,6 +23,8 @@ class FakeSlurmClient : public SlurmClient {
     if (!submit_error.ok()) return submit_error;
     std::string id = std::to_string(next_id++);
     submissions.push_back({args, script_path});
+    for (const auto& a : args)
+      if (a.rfind("--job-name=", 0) == 0) names[id] = a.substr(11);
     jobs[id] = {id, "PENDING", "None", "", std::nullopt};
     return id;
   }
@@ -31,6 +33,14 @@ class FakeSlurmClient : public SlurmClient {
     std::vector<SlurmJob> out;
     for (const auto& [id, j] : jobs)
       if (!forgotten.count(id) && !IsTerminalJobState(j.state)) out.push_back(j);
+    return out;
+  }
+  absl::StatusOr<std::vector<SlurmJob>> JobsNamed(const std::string& name) override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!jobs_named_error.ok()) return jobs_named_error;
+    std::vector<SlurmJob> out;
+    for (const auto& [id, j] : jobs)
+      if (!forgotten.count(id) && names.count(id) && names.at(id) == name) out.push_back(j);
     return out;
   }
   absl::StatusOr<std::optional<SlurmJob>> ShowJob(const std::string& id) override {
@@ -87,6 +97,8 @@ class FakeSlurmClient : public SlurmClient {
   absl::Status submit_error;
   std::vector<Submission> submissions;
   std::map<std::string, SlurmJob> jobs;
+  std::map<std::string, std::string> names;  // job id -> --job-name
+  absl::Status jobs_named_error;
   std::map<std::string, bool> forgotten;  // as if past MinJobAge
   std::vector<std::string> cancelled;
   std::vector<std::string> drained;

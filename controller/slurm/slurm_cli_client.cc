@@ -64,6 +64,30 @@ absl::StatusOr<std::vector<SlurmJob>> SlurmCliClient::ListJobs() {
   return ParseSqueue(r->out);
 }
 
+absl::StatusOr<std::vector<SlurmJob>> SlurmCliClient::JobsNamed(const std::string& name) {
+  std::vector<std::string> argv = {Bin("squeue"), "-h", "-u", std::to_string(getuid()),
+                                   "-n", name, "-o", "%i|%T|%N|%r"};
+  auto r = Run(argv, options_.timeout);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return Failed(argv, *r);
+  auto jobs = ParseSqueue(r->out);
+  if (!jobs.ok() || !options_.accounting) return jobs;
+  // A job that already ended is no longer listed: accounting has it.
+  std::vector<std::string> acct = {Bin("sacct"), "-n", "-P", "-X", "-S", "now-7days",
+                                   "--name", name, "-o", "JobID,State,ExitCode,NodeList"};
+  auto a = Run(acct, options_.timeout);
+  if (!a.ok()) return a.status();
+  if (a->exit_code != 0) return Failed(acct, *a);
+  auto ended = ParseSacct(a->out);
+  if (!ended.ok()) return ended.status();
+  for (auto& j : *ended) {
+    bool listed = false;
+    for (const auto& l : *jobs) listed = listed || l.id == j.id;
+    if (!listed) jobs->push_back(std::move(j));
+  }
+  return jobs;
+}
+
 absl::StatusOr<std::optional<SlurmJob>> SlurmCliClient::ShowJob(const std::string& id) {
   std::vector<std::string> argv = {Bin("scontrol"), "show", "job", "-o", id};
   auto r = Run(argv, options_.timeout);

@@ -22,6 +22,7 @@ class SlurmCliClient : public SlurmClient {
   absl::StatusOr<std::string> Submit(const std::vector<std::string>& args,
                                      const std::string& script_path) override;
   absl::StatusOr<std::vector<SlurmJob>> ListJobs() override;
+  absl::StatusOr<std::vector<SlurmJob>> JobsNamed(const std::string& name) override;
   absl::StatusOr<std::optional<SlurmJob>> ShowJob(const std::string& id) override;
   absl::StatusOr<std::optional<SlurmJob>> AccountingJob(const std::string& id) override;
   absl::Status Cancel(const std::string& id) override;

@@ -19,6 +19,9 @@ class SlurmClient {
                                              const std::string& script_path) = 0;
   // The jobs of this account that Slurm still lists.
   virtual absl::StatusOr<std::vector<SlurmJob>> ListJobs() = 0;
+  // The jobs of this account named `name`: those Slurm lists and, where there
+  // is accounting, those that ended in the last week.
+  virtual absl::StatusOr<std::vector<SlurmJob>> JobsNamed(const std::string& name) = 0;
   // One job's details; nullopt when Slurm no longer knows it.
   virtual absl::StatusOr<std::optional<SlurmJob>> ShowJob(const std::string& id) = 0;
   // From accounting; Unimplemented where the site has none.

@@ -119,6 +119,18 @@ CREATE TABLE health_events (
 );
 CREATE INDEX health_events_run ON health_events(run_id, id);
 )sql",
+      // 4: the newest batch of step records stored per launch and node, so a
+      // batch sent again is not stored twice.
+      R"sql(
+CREATE TABLE step_batches (
+  run_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  launch INTEGER NOT NULL,
+  node TEXT NOT NULL,
+  last_seq INTEGER NOT NULL,
+  PRIMARY KEY (run_id, attempt, launch, node)
+) WITHOUT ROWID;
+)sql",
   };
   return kMigrations;
 }

@@ -259,29 +259,6 @@ absl::StatusOr<std::vector<EventRecord>> Store::Events(const std::string& run_id
   return out;
 }
 
-absl::StatusOr<StepRow> Store::RecordStep(const std::string& run_id, int attempt, int launch,
-                                          int64_t step, double loss, int64_t tokens,
-                                          double step_seconds, const std::string& record_json,
-                                          WallTime now) {
-  ASSIGN_OR_RETURN(auto up, db_->Prepare(
-      "INSERT INTO steps (run_id, attempt, launch, step, ranks, loss_sum, tokens, "
-      "step_seconds_max, last_json, updated_ms) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?) "
-      "ON CONFLICT (run_id, attempt, launch, step) DO UPDATE SET ranks = ranks + 1, "
-      "loss_sum = loss_sum + excluded.loss_sum, tokens = tokens + excluded.tokens, "
-      "step_seconds_max = MAX(step_seconds_max, excluded.step_seconds_max), "
-      "last_json = excluded.last_json, updated_ms = excluded.updated_ms "
-      "RETURNING attempt, launch, step, ranks, loss_sum, tokens, step_seconds_max, last_json"));
-  up.Bind(1, run_id).Bind(2, attempt).Bind(3, launch).Bind(4, step).Bind(5, loss)
-      .Bind(6, tokens).Bind(7, step_seconds).Bind(8, record_json).Bind(9, ToUnixMillis(now));
-  ASSIGN_OR_RETURN(bool row, up.Step());
-  if (!row) return absl::InternalError("step upsert returned no row");
-  StepRow s{static_cast<int>(up.ColumnInt(0)), static_cast<int>(up.ColumnInt(1)), up.ColumnInt(2),
-            static_cast<int>(up.ColumnInt(3)), up.ColumnDouble(4), up.ColumnInt(5),
-            up.ColumnDouble(6), up.ColumnText(7)};
-  up.Reset();
-  return s;
-}
-
 absl::StatusOr<std::vector<StepRow>> Store::RecentSteps(const std::string& run_id, int limit) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
       "SELECT attempt, launch, step, ranks, loss_sum, tokens, step_seconds_max, last_json "

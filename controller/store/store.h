@@ -1,6 +1,8 @@
 #pragma once
 // The controller's durable state in one SQLite file (local disk: WAL does not
-// work over NFS/Lustre). One writer: the controller's loop thread.
+// work over NFS/Lustre). Written by the controller's loop thread, except the
+// step rows: the step pipeline's StepWriter writes those with a connection of
+// its own.
 
 #include <functional>
 #include <map>
@@ -51,11 +53,7 @@ class Store {
 
   absl::StatusOr<std::vector<EventRecord>> Events(const std::string& run_id);
 
-  // Folds one rank's record into its step's summary row and returns the row.
-  absl::StatusOr<StepRow> RecordStep(const std::string& run_id, int attempt, int launch,
-                                     int64_t step, double loss, int64_t tokens,
-                                     double step_seconds, const std::string& record_json,
-                                     WallTime now);
+  // Step rows are written by the step pipeline (step_writer.h).
   absl::StatusOr<std::vector<StepRow>> RecentSteps(const std::string& run_id, int limit);
   // What goodput needs of the run's steps (LaunchSteps, controller/core/goodput.h):
   // per launch that recorded one, a few index lookups, never a scan of every step.
@@ -84,6 +82,36 @@ class Store {
   absl::StatusOr<RunRecord> ReadRun(sqlite::Statement& st);
   std::unique_ptr<sqlite::Db> db_;
 };
+
+// --- `trellis report`'s step history (store_steps_report.cc; docs/architecture.md,
+// "Store"). The run's step summaries in (attempt, launch, step) order, folded
+// into at most `max_points` points of consecutive rows: one index-ordered scan
+// of the run's rows; a stored record is parsed only for each point's last row.
+struct StepPointRow {
+  int attempt = 0;  // of the bucket's last row
+  int launch = 0;
+  int64_t step = 0;
+  int64_t first_step = 0;
+  int steps = 0;  // rows in the bucket
+  int ranks = 0;  // of the last row
+  double loss = 0;  // the last row's loss_sum / ranks; NaN without ranks
+  double loss_min = 0;  // finite mean losses of the bucket; NaN when none is finite
+  double loss_max = 0;
+  int64_t tokens = 0;  // sums over the bucket
+  double step_seconds_sum = 0;
+  double step_seconds = 0;  // the last row's step_seconds_max
+  double step_seconds_max = 0;  // the bucket's largest
+  // Phase times of the last row's latest rank record (its last_json).
+  std::optional<double> fwd_seconds, bwd_seconds, optim_seconds, comm_seconds;
+  WallTime updated;
+};
+struct StepSeries {
+  int64_t total_steps = 0;  // the run's step rows
+  int steps_per_point = 1;
+  std::vector<StepPointRow> points;
+};
+absl::StatusOr<StepSeries> ReadStepSeries(Store& store, const std::string& run_id,
+                                          int max_points);
 
 // The ordered schema migrations (exposed for the migration test).
 const std::vector<const char*>& Migrations();

@@ -25,14 +25,14 @@ fail() {
   exit 1
 }
 
-start_controller() {  # a restart keeps the port: workers and batch scripts dial it
+start_controller() {  # [extra flags]: a restart keeps the port: workers and batch scripts dial it
   rm -f "$E2E_DIR/port"
   "$TRELLIS_BIN/trellis-controller" --listen "127.0.0.1:${CONTROLLER_PORT:-0}" \
     --port-file "$E2E_DIR/port" \
     --db "$E2E_DIR/controller.db" --output-root "$E2E_DIR/runs" \
     --schedule-interval-ms 200 --reconcile-interval-ms 1000 \
     --master-port-base "$E2E_MASTER_PORT_BASE" \
-    --metrics-listen 127.0.0.1:0 --prometheus-sd-file "$E2E_DIR/targets.json" \
+    --metrics-listen 127.0.0.1:0 --prometheus-sd-file "$E2E_DIR/targets.json" "$@" \
     >>"$E2E_DIR/controller.log" 2>&1 &
   CONTROLLER_PID=$!
   local deadline=$((SECONDS + 20))

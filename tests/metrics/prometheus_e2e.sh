@@ -125,7 +125,7 @@ unattributed() {  # FIXTURE -> MemTotal - MemFree - attributed, in bytes
 end=$(date +%s)
 H='trellis-host-memory|Free memory per socket|A'
 U='trellis-host-memory|Unattributed memory per socket|A'
-R='trellis-run-overview|Restarts in range (all runs)'
+R='trellis-run-overview|Restarts in range'
 python3 "$HERE/check_dashboards.py" --prom "$PROM" --dashboards "$REPO/dashboards" \
   --readme "$REPO/dashboards/README.md" --run "$id" --start "$T0" --end "$end" \
   --exposition "$E2E_DIR/controller.prom" --exposition "$E2E_DIR/worker.prom" \
@@ -134,7 +134,7 @@ python3 "$HERE/check_dashboards.py" --prom "$PROM" --dashboards "$REPO/dashboard
   --expect "$H|node=node1,socket=0|$(kib gh200-healthy MemFree)" \
   --expect-seen "$U|node=node3,socket=0|$(unattributed gh200-short)" \
   --expect "$U|node=node2,socket=0|$(unattributed gh200-healthy)" \
-  --expect "$R|A||1" --expect "$R|B||1" \
+  --expect "$R|A||1" --expect "$R|B||1" --expect "$R|C||1" \
   --expect "trellis-fleet|Strikes per node|A|node=node3|1" \
   --expect "trellis-fleet|Quarantined nodes|A||1" \
   --expect "trellis-host-memory|Gate decisions in range|A|decision=GO|2" \
@@ -155,3 +155,8 @@ show=$(run_json "$id")
 touch "$E2E_DIR/release"
 wait_state "$id" SUCCEEDED 60
 log "PASS: $(grep -c '^ok' "$E2E_DIR/check.txt") checks of dashboards/*.json against Prometheus"
+
+# The series count the README states, from the live families.
+counts=$(python3 "$HERE/series_count.py" --controller "$E2E_DIR/controller.prom" \
+  --worker "$E2E_DIR/worker.prom" --readme "$REPO/README.md" 2>&1) || fail "series count: $counts"
+log "series at 1,536 GPUs: $counts"

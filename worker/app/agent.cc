@@ -136,7 +136,9 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   if (!plans.ok()) return FailLaunch(client, std::string(plans.status().message()));
 
   asio::io_context io;
-  StepStream stream(client.stub(), client.id(), static_cast<size_t>(args.max_queued_reports));
+  StepStream::Options stream_options;
+  stream_options.max_held = static_cast<size_t>(args.max_queued_reports);
+  StepStream stream(client.stub(), client.id(), stream_options);
   stream.Start();
   RankChannel channel(io, [&](int rank, const StepRecord& r) {
     metrics.OnStep(rank, r, std::chrono::system_clock::now());
@@ -214,9 +216,10 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
                cs.bad_lines);
   stream.Close(Steady(args.stream_flush));
   StepStream::Stats ss = stream.stats();
-  if (ss.dropped > 0 || ss.reconnects > 0)
-    spdlog::warn("step stream: {} record(s) dropped (queue full), {} reconnect(s)", ss.dropped,
-                 ss.reconnects);
+  if (ss.dropped > 0 || ss.refused > 0 || ss.reconnects > 0)
+    spdlog::warn("step records: {} stored, {} dropped (--max-queued-reports reached), {} "
+                 "refused by the controller; {} reconnect(s)",
+                 ss.stored, ss.dropped, ss.refused, ss.reconnects);
   if (absl::Status st =
           client.ReportExit(supervisor.exits(), outcome, oom_kills, kReportExitTimeout);
       !st.ok())

@@ -26,12 +26,12 @@ TEST_F(AgentE2eTest, GoRunsTwoRanksAndStreamsTheirSteps) {
   std::set<int> exited;
   for (const v1::AgentReport& rep : service_.reports) {
     EXPECT_EQ(rep.id().secret(), "s3cret");
-    if (rep.has_step()) {
-      steps.insert({rep.step().rank(), rep.step().record().step()});
-      EXPECT_EQ(rep.step().record().tokens(), 1000 + rep.step().rank());
-    }
     if (rep.has_heartbeat()) ++heartbeats;
     if (rep.has_rank_exit()) exited.insert(rep.rank_exit().rank());
+  }
+  for (const v1::RankStep& s : service_.steps) {  // stored, each once
+    steps.insert({s.rank(), s.record().step()});
+    EXPECT_EQ(s.record().tokens(), 1000 + s.rank());
   }
   EXPECT_EQ(steps, (std::multiset<std::pair<int, int64_t>>{
                        {2, 1}, {2, 2}, {2, 3}, {3, 1}, {3, 2}, {3, 3}}));
@@ -162,11 +162,10 @@ TEST_F(AgentE2eTest, ModelRunTrainsInTheRanksAndStreamsSteps) {
   ASSERT_EQ(r.exit_code, 0) << r.err << RankLog(0);
   std::lock_guard<std::mutex> l(service_.mu);
   std::set<std::pair<int, int64_t>> steps;
-  for (const v1::AgentReport& rep : service_.reports) {
-    if (!rep.has_step()) continue;
-    steps.insert({rep.step().rank(), rep.step().record().step()});
-    EXPECT_GT(rep.step().record().loss(), 0);
-    EXPECT_GT(rep.step().record().tokens(), 0);
+  for (const v1::RankStep& s : service_.steps) {
+    steps.insert({s.rank(), s.record().step()});
+    EXPECT_GT(s.record().loss(), 0);
+    EXPECT_GT(s.record().tokens(), 0);
   }
   EXPECT_EQ(steps, (std::set<std::pair<int, int64_t>>{{0, 1}, {0, 2}, {0, 3}, {1, 1}, {1, 2},
                                                       {1, 3}}));

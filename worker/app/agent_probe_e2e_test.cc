@@ -13,11 +13,7 @@ TEST_F(AgentE2eTest, MetricsAddressIsSentAndServesTheRanks) {
   std::thread agent([&] { r = RunAgent({}, {{"HOLD_FILE", hold}}); });
   // The ranks hold until the file exists: their series are there meanwhile.
   const bool streamed = service_.WaitFor(
-      [&] {
-        int steps = 0;
-        for (const v1::AgentReport& rep : service_.reports) steps += rep.has_step() ? 1 : 0;
-        return steps == 6;
-      },
+      [&] { return service_.steps.size() == 6; },
       20s);
   std::string addr, hostname;
   {

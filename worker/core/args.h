@@ -31,7 +31,7 @@ struct AgentArgs {
   Seconds register_retry{120};       // total time to keep retrying an unreachable controller
   std::optional<Seconds> gate_wait;  // default: the spec's gate.timeout_s + kGateWaitMargin
   Seconds stream_flush{10};          // at exit: time to deliver what is still queued
-  int max_queued_reports = 10000;
+  int max_queued_reports = 65536;  // step records held until stored
   // The memory probe (docs/architecture.md, "A run's life, as implemented", step 4).
   std::string sysfs_root;          // empty: $TRELLIS_SYSFS_ROOT, else /sys
   double touch_probe_gib = 8;      // gate.touch_probe: bytes touched per socket, at most

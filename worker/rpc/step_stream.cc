@@ -3,13 +3,18 @@
 #include <random>
 
 #include "common/log.h"
+#include "proto/convert.h"
 #include "worker/rpc/convert.h"
 
 namespace trellis::worker {
 
-StepStream::StepStream(v1::AgentService::Stub* stub, v1::WorkerIdentity id, size_t max_queued,
-                       BackoffPolicy backoff)
-    : stub_(stub), id_(std::move(id)), max_queued_(max_queued), backoff_(backoff) {}
+namespace {
+// Rank exits are few and always kept; heartbeats beyond this are dropped.
+constexpr size_t kMaxQueuedHeartbeats = 4;
+}  // namespace
+
+StepStream::StepStream(v1::AgentService::Stub* stub, v1::WorkerIdentity id, Options options)
+    : stub_(stub), id_(std::move(id)), options_(options) {}
 
 StepStream::~StepStream() { Close(std::chrono::steady_clock::duration::zero()); }
 
@@ -18,100 +23,162 @@ void StepStream::Start() {
 }
 
 void StepStream::SendStep(int rank, const StepRecord& record) {
-  v1::AgentReport r;
-  r.mutable_step()->set_rank(rank);
-  ToProto(record, r.mutable_step()->mutable_record());
-  Enqueue(std::move(r));
+  v1::RankStep step;
+  step.set_rank(rank);
+  ToProto(record, step.mutable_record());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closing_) return;
+  if (open_.empty()) open_since_ = std::chrono::steady_clock::now();
+  open_.push_back(std::move(step));
+  ++held_;
+  if (open_.size() >= options_.max_batch_records) SealLocked();
+  while (held_ > options_.max_held && !batches_.empty()) DropOldestLocked();
+  cv_.notify_all();
 }
 
 void StepStream::SendRankExit(const RankExit& exit) {
   v1::AgentReport r;
+  *r.mutable_id() = id_;
   ToProto(exit, r.mutable_rank_exit());
-  Enqueue(std::move(r));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closing_) return;
+  control_.push_back(std::move(r));
+  cv_.notify_all();
 }
 
 void StepStream::SendHeartbeat(int ranks_alive) {
   v1::AgentReport r;
+  *r.mutable_id() = id_;
   r.mutable_heartbeat()->set_ranks_alive(ranks_alive);
-  Enqueue(std::move(r));
-}
-
-void StepStream::Enqueue(v1::AgentReport report) {
-  *report.mutable_id() = id_;
   std::lock_guard<std::mutex> lock(mu_);
   if (closing_) return;
-  if (queue_.size() >= max_queued_) {
-    // Drop the oldest step record (the freshest steps matter most); failing
-    // that the oldest heartbeat. Rank exits are few and always kept.
-    auto victim = std::find_if(queue_.begin(), queue_.end(),
-                               [](const Item& i) { return i.report.has_step(); });
-    if (victim == queue_.end())
-      victim = std::find_if(queue_.begin(), queue_.end(),
-                            [](const Item& i) { return i.report.has_heartbeat(); });
-    if (victim != queue_.end()) {
-      if (victim->report.has_step()) ++stats_.dropped;
-      queue_.erase(victim);
-    }
-  }
-  queue_.push_back({next_seq_++, std::move(report)});
+  size_t heartbeats = 0;
+  for (const auto& c : control_) heartbeats += c.has_heartbeat() ? 1 : 0;
+  if (heartbeats >= kMaxQueuedHeartbeats) return;  // the queued ones say the same
+  control_.push_back(std::move(r));
   cv_.notify_all();
 }
 
-bool StepStream::Deliver(grpc::ClientWriter<v1::AgentReport>* writer) {
+void StepStream::SealLocked() {
+  if (open_.empty()) return;
+  Batch b{next_seq_++, open_.size(), {}};
+  *b.report.mutable_id() = id_;
+  v1::StepBatch* batch = b.report.mutable_batch();
+  batch->set_seq(b.seq);
+  for (auto& s : open_) *batch->add_steps() = std::move(s);
+  open_.clear();
+  batches_.push_back(std::move(b));
+}
+
+void StepStream::DropOldestLocked() {
+  stats_.dropped += batches_.front().records;
+  held_ -= batches_.front().records;
+  batches_.pop_front();
+}
+
+void StepStream::OnAck(const v1::ReportAck& ack) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find_if(batches_.begin(), batches_.end(),
+                         [&](const Batch& b) { return b.seq == ack.seq(); });
+  if (it == batches_.end()) return;  // dropped meanwhile, or answered twice
+  switch (ack.result()) {
+    case v1::ReportAck::RESULT_STORED: stats_.stored += it->records; break;
+    case v1::ReportAck::RESULT_DUPLICATE: stats_.duplicate += it->records; break;
+    default:
+      stats_.refused += it->records;
+      spdlog::warn("the controller refused {} step record(s): {}", it->records, ack.error());
+      break;
+  }
+  held_ -= it->records;
+  batches_.erase(it);
+  cv_.notify_all();
+}
+
+bool StepStream::Deliver(Stream* stream, const bool* reader_done) {
   for (;;) {
-    Item item;
+    v1::AgentReport report;
+    bool is_batch = false, is_control = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return !queue_.empty() || closing_ || abandon_; });
-      if (abandon_ || queue_.empty()) return true;  // closing with nothing left
-      item = queue_.front();
+      for (;;) {
+        if (abandon_ || *reader_done) return false;
+        if (!open_.empty() &&
+            (closing_ || std::chrono::steady_clock::now() >= open_since_ + options_.batch_interval))
+          SealLocked();
+        if (!control_.empty()) {
+          report = control_.front();  // popped once written (only this thread pops)
+          is_control = true;
+          break;
+        }
+        auto unsent = std::find_if(batches_.begin(), batches_.end(),
+                                   [&](const Batch& b) { return b.seq > sent_upto_; });
+        if (unsent != batches_.end()) {
+          report = unsent->report;
+          sent_upto_ = unsent->seq;
+          is_batch = true;
+          break;
+        }
+        if (closing_ && DrainedLocked()) return true;
+        if (open_.empty())
+          cv_.wait(lock);
+        else
+          cv_.wait_until(lock, open_since_ + options_.batch_interval);
+      }
     }
-    if (!writer->Write(item.report)) return false;
+    if (!stream->Write(report)) return false;
     std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.sent;
-    // The item may have been dropped from a full queue while it was written.
-    if (!queue_.empty() && queue_.front().seq == item.seq) queue_.pop_front();
+    if (is_batch) ++stats_.batches_sent;
+    if (is_control) control_.pop_front();
   }
 }
 
 void StepStream::WaitBeforeReconnect(int retry) {
   static thread_local std::mt19937 rng(std::random_device{}());
-  auto delay = BackoffDelay(backoff_, retry, std::uniform_real_distribution<double>(0, 1)(rng));
+  auto delay =
+      BackoffDelay(options_.backoff, retry, std::uniform_real_distribution<double>(0, 1)(rng));
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, delay, [&] { return abandon_; });
 }
 
 void StepStream::Run() {
   for (int retry = 0;; ++retry) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (abandon_ || (closing_ && queue_.empty() && retry > 0)) break;
-    }
     grpc::ClientContext ctx;
-    v1::StreamStepsResponse resp;
-    std::unique_ptr<grpc::ClientWriter<v1::AgentReport>> writer = stub_->StreamSteps(&ctx, &resp);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ctx_ = &ctx;
-      if (abandon_) ctx.TryCancel();
+      if (abandon_) break;
+      ctx_ = &ctx;  // Close may cancel it from here on
+      sent_upto_ = 0;  // a new stream: every batch not yet stored is sent again
     }
-    bool clean = Deliver(writer.get());
-    if (clean) writer->WritesDone();
-    grpc::Status st = writer->Finish();
+    std::unique_ptr<Stream> stream = stub_->Report(&ctx);
+    bool reader_done = false;
+    std::thread reader([&] {
+      v1::ReportAck ack;
+      while (stream->Read(&ack)) OnAck(ack);
+      std::lock_guard<std::mutex> lock(mu_);
+      reader_done = true;
+      cv_.notify_all();
+    });
+    bool clean = Deliver(stream.get(), &reader_done);
+    if (clean) {
+      stream->WritesDone();  // the controller ends its side in turn
+    } else {
+      ctx.TryCancel();
+    }
+    reader.join();
+    grpc::Status st = stream->Finish();
     {
       std::lock_guard<std::mutex> lock(mu_);
       ctx_ = nullptr;
-      if (clean && st.ok()) break;
-      if (abandon_) break;
+      if ((clean && st.ok()) || abandon_) break;
       ++stats_.reconnects;
     }
-    spdlog::warn("step stream to the controller broke ({}: {}); reconnecting",
+    spdlog::warn("report stream to the controller broke ({}: {}); reconnecting",
                  static_cast<int>(st.error_code()), st.error_message());
     if (clean) retry = 0;  // it had worked: start the backoff over
     WaitBeforeReconnect(retry);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  stats_.undelivered = queue_.size();
+  stats_.undelivered = held_;
   done_ = true;
   cv_.notify_all();
 }
@@ -129,8 +196,9 @@ void StepStream::Close(std::chrono::steady_clock::duration flush) {
   }
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
+  if (!thread_.joinable() && !done_) stats_.undelivered = held_;  // never started
   if (stats_.undelivered > 0)
-    spdlog::warn("{} report(s) to the controller not delivered at exit", stats_.undelivered);
+    spdlog::warn("{} step record(s) not stored by the controller at exit", stats_.undelivered);
 }
 
 StepStream::Stats StepStream::stats() const {

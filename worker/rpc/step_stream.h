@@ -1,9 +1,13 @@
 #pragma once
-// The StreamSteps client stream, on its own thread: step records, rank exits
-// and heartbeats go into a bounded queue (when full, the oldest step record is
-// dropped and counted); one write is in flight at a time; a broken stream is
-// reopened with capped backoff for as long as the worker runs, so a restarting
-// controller costs records, never the training.
+// The worker's end of the step pipeline (docs/architecture.md, "The step
+// pipeline"): the Report stream, on threads of its own. Step records are
+// gathered into numbered batches (sealed at max_batch_records or after
+// batch_interval); each batch is kept until the controller answers that it is
+// stored, and sent again, unchanged, on the next stream when one breaks, so a
+// restarting controller costs no record. At most max_held records are kept:
+// beyond that the oldest batch is dropped and counted. Rank exits and
+// heartbeats go on the same stream, unanswered. A broken stream is reopened
+// with capped backoff for as long as the worker runs.
 
 #include <grpcpp/client_context.h>
 
@@ -14,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "common/step_record.h"
 #include "trellis/v1/agent.grpc.pb.h"
@@ -24,15 +29,23 @@ namespace trellis::worker {
 
 class StepStream {
  public:
+  struct Options {
+    size_t max_held = 65536;  // records kept until stored
+    size_t max_batch_records = 512;
+    std::chrono::milliseconds batch_interval{200};
+    BackoffPolicy backoff;
+  };
   struct Stats {
-    uint64_t sent = 0;
-    uint64_t dropped = 0;  // step records dropped because the queue was full
+    uint64_t stored = 0;     // records the controller stored
+    uint64_t duplicate = 0;  // records of batches it had stored already
+    uint64_t refused = 0;    // records of batches it refused (logged)
+    uint64_t dropped = 0;    // records dropped because max_held was reached
+    uint64_t batches_sent = 0;  // writes of a batch, first or again
     uint64_t reconnects = 0;
-    uint64_t undelivered = 0;  // left in the queue at Close
+    uint64_t undelivered = 0;  // records not stored at Close
   };
 
-  StepStream(v1::AgentService::Stub* stub, v1::WorkerIdentity id, size_t max_queued,
-             BackoffPolicy backoff = {});
+  StepStream(v1::AgentService::Stub* stub, v1::WorkerIdentity id, Options options);
   ~StepStream();  // Close(0) if still open
   StepStream(const StepStream&) = delete;
   StepStream& operator=(const StepStream&) = delete;
@@ -43,30 +56,42 @@ class StepStream {
   void SendRankExit(const RankExit& exit);
   void SendHeartbeat(int ranks_alive);
 
-  // Delivers what is queued, within `flush`, then ends the stream.
+  // Waits, within `flush`, until every batch is stored and every report
+  // sent, then ends the stream.
   void Close(std::chrono::steady_clock::duration flush);
 
   Stats stats() const;
 
  private:
-  struct Item {
+  struct Batch {
     uint64_t seq;
+    size_t records;
     v1::AgentReport report;
   };
-  void Enqueue(v1::AgentReport report);
+  using Stream = grpc::ClientReaderWriter<v1::AgentReport, v1::ReportAck>;
+  // Under mu_.
+  void SealLocked();
+  void DropOldestLocked();
+  bool DrainedLocked() const { return open_.empty() && batches_.empty() && control_.empty(); }
+  void OnAck(const v1::ReportAck& ack);
+  // Writes until the stream breaks (false) or everything is stored at Close (true).
+  bool Deliver(Stream* stream, const bool* reader_done);
   void Run();
-  bool Deliver(grpc::ClientWriter<v1::AgentReport>* writer);
   void WaitBeforeReconnect(int retry);
 
   v1::AgentService::Stub* stub_;
   v1::WorkerIdentity id_;
-  size_t max_queued_;
-  BackoffPolicy backoff_;
+  Options options_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Item> queue_;
-  uint64_t next_seq_ = 0;
+  std::vector<v1::RankStep> open_;  // the batch being filled
+  std::chrono::steady_clock::time_point open_since_;
+  std::deque<Batch> batches_;  // sealed, not yet stored, by seq
+  size_t held_ = 0;            // records in open_ and batches_
+  uint64_t next_seq_ = 1;
+  uint64_t sent_upto_ = 0;  // batches up to this seq were written on the open stream
+  std::deque<v1::AgentReport> control_;  // rank exits and heartbeats to send
   bool closing_ = false;
   bool abandon_ = false;  // Close's flush time is over
   bool done_ = false;

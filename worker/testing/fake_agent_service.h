@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "trellis/v1/agent.grpc.pb.h"
@@ -26,13 +27,36 @@ class FakeAgentService final : public v1::AgentService::Service {
     *out = decision;
     return grpc::Status::OK;
   }
-  grpc::Status StreamSteps(grpc::ServerContext*, grpc::ServerReader<v1::AgentReport>* reader,
-                           v1::StreamStepsResponse*) override {
+  // Like the controller: a batch is stored once (a batch sent again is a
+  // duplicate) and answered. `lose_ack_of_seq`: that batch is stored but the
+  // stream breaks before its answer, once; `refuse_seq`: refused.
+  grpc::Status Report(grpc::ServerContext*,
+                      grpc::ServerReaderWriter<v1::ReportAck, v1::AgentReport>* stream) override {
     v1::AgentReport r;
-    while (reader->Read(&r)) {
-      std::lock_guard<std::mutex> l(mu);
-      reports.push_back(r);
-      changed.notify_all();
+    while (stream->Read(&r)) {
+      v1::ReportAck ack;
+      {
+        std::lock_guard<std::mutex> l(mu);
+        reports.push_back(r);
+        changed.notify_all();
+        if (!r.has_batch()) continue;
+        const uint64_t seq = r.batch().seq();
+        ack.set_seq(seq);
+        if (seq == refuse_seq) {
+          ack.set_result(v1::ReportAck::RESULT_REFUSED);
+          ack.set_error("refused by the test");
+        } else if (stored_seqs.insert(seq).second) {
+          for (const auto& s : r.batch().steps()) steps.push_back(s);
+          ack.set_result(v1::ReportAck::RESULT_STORED);
+        } else {
+          ack.set_result(v1::ReportAck::RESULT_DUPLICATE);
+        }
+        if (seq == lose_ack_of_seq) {
+          lose_ack_of_seq = 0;
+          return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the test lost the answer");
+        }
+      }
+      if (!stream->Write(ack)) break;
     }
     return grpc::Status::OK;
   }
@@ -55,6 +79,10 @@ class FakeAgentService final : public v1::AgentService::Service {
     std::lock_guard<std::mutex> l(mu);
     return reports.size();
   }
+  size_t step_count() {
+    std::lock_guard<std::mutex> l(mu);
+    return steps.size();
+  }
 
   // Waits until `done` (called under the lock) holds, or `limit` passes.
   bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit) {
@@ -68,7 +96,11 @@ class FakeAgentService final : public v1::AgentService::Service {
   v1::GateDecision decision;
   v1::NextLaunchResponse next;
   std::vector<v1::RegisterRequest> registers;
-  std::vector<v1::AgentReport> reports;
+  std::vector<v1::AgentReport> reports;  // as received, batches sent again included
+  std::vector<v1::RankStep> steps;       // stored, in order, each once
+  std::set<uint64_t> stored_seqs;
+  uint64_t lose_ack_of_seq = 0;
+  uint64_t refuse_seq = 0;
   std::vector<v1::ReportExitRequest> exits;
   std::vector<v1::NextLaunchRequest> next_requests;
 };

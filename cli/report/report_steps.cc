@@ -1,0 +1,232 @@
+// The step charts: loss, tokens/s and phase times over steps, with the run's
+// events marked where they happened.
+#include <cmath>
+#include <limits>
+
+#include "cli/format.h"
+#include "cli/report/html_text.h"
+#include "cli/report/report_page.h"
+#include "cli/report/svg_chart.h"
+
+namespace trellis::cli::report {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr const char* kNoSteps = "no steps recorded";
+
+std::string LaunchName(int attempt, int launch) {
+  return std::to_string(attempt) + "." + std::to_string(launch);
+}
+
+bool NewLaunch(const v1::StepPoint& prev, const v1::StepPoint& p) {
+  return prev.attempt() != p.attempt() || prev.launch() != p.launch();
+}
+
+std::string PointName(const v1::StepPoint& p) {
+  std::string where = "step " + std::to_string(p.step());
+  if (p.steps() > 1)
+    where = "steps " + std::to_string(p.first_step()) + "-" + std::to_string(p.step());
+  return where + " (launch " + LaunchName(p.attempt(), p.launch()) + ")";
+}
+
+double TokensPerSecond(const v1::StepPoint& p) {
+  return p.step_seconds_sum() > 0 ? static_cast<double>(p.tokens()) / p.step_seconds_sum() : kNaN;
+}
+
+// The newest point (of launch `attempt.launch` when given) that had arrived
+// by `unix_ms`: where an event happened on the step axis.
+const v1::StepPoint* PointAt(const v1::RunStepsResponse& steps, int64_t unix_ms, int attempt = 0,
+                             int launch = 0) {
+  const v1::StepPoint* found = nullptr;
+  for (const auto& p : steps.points()) {
+    if (attempt != 0 && (p.attempt() != attempt || p.launch() != launch)) continue;
+    if (p.updated_unix_ms() <= unix_ms) found = &p;
+  }
+  return found;
+}
+
+const v1::Launch* FindLaunch(const v1::Run& run, int attempt, int launch) {
+  for (const auto& l : run.launches())
+    if (l.attempt() == attempt && l.launch() == launch) return &l;
+  return nullptr;
+}
+
+// Launch starts, the state changes that matter once steps run (a restart, the
+// end) and health events, placed at the step they followed.
+std::vector<Mark> EventMarks(const ReportInput& in) {
+  const v1::RunStepsResponse& steps = *in.steps;
+  std::vector<Mark> marks;
+  const v1::StepPoint* prev = nullptr;
+  for (const auto& p : steps.points()) {
+    if (prev != nullptr && NewLaunch(*prev, p)) {
+      std::string label = "launch " + LaunchName(p.attempt(), p.launch()) + " starts";
+      if (const v1::Launch* before = FindLaunch(in.run, prev->attempt(), prev->launch()))
+        label += "; launch " + LaunchName(before->attempt(), before->launch()) + " ended " +
+                 (before->failure_class().empty() ? "-" : before->failure_class()) +
+                 (before->reason().empty() ? "" : ": " + before->reason());
+      marks.push_back({static_cast<double>(p.first_step()), label, "#888888"});
+    }
+    prev = &p;
+  }
+  for (const auto& e : in.run.events()) {
+    v1::RunState to = e.to();
+    if (to != v1::RUN_STATE_RESTARTING && !IsTerminal(to)) continue;
+    const v1::StepPoint* at = PointAt(steps, e.unix_ms());
+    if (at == nullptr) continue;
+    std::string color = to == v1::RUN_STATE_SUCCEEDED ? "#2e7d32" : "#c62828";
+    marks.push_back({static_cast<double>(at->step()),
+                     PageTime(in, e.unix_ms()) + " " + StateName(e.from()) + " -> " +
+                         StateName(to) + (e.reason().empty() ? "" : ": " + e.reason()),
+                     to == v1::RUN_STATE_RESTARTING ? "#f28e2b" : color});
+  }
+  for (const auto& h : in.run.health_events()) {
+    const v1::StepPoint* at = PointAt(steps, h.unix_ms(), h.attempt(), h.launch());
+    if (at == nullptr) continue;
+    marks.push_back({static_cast<double>(at->step()),
+                     PageTime(in, h.unix_ms()) + " " + h.kind() + ": " + h.detail(), "#b07aa1"});
+  }
+  return marks;
+}
+
+// One line over the points; gaps where a new launch begins.
+Series Line(const v1::RunStepsResponse& steps, std::string name, std::string color,
+            std::string css_class, double (*value)(const v1::StepPoint&),
+            std::string (*tip)(const v1::StepPoint&, double)) {
+  Series s{std::move(name), std::move(color), std::move(css_class), {}, {}};
+  const v1::StepPoint* prev = nullptr;
+  for (const auto& p : steps.points()) {
+    double y = value(p);
+    s.points.push_back(
+        {static_cast<double>(p.step()), y, prev != nullptr && NewLaunch(*prev, p), tip(p, y)});
+    prev = &p;
+  }
+  return s;
+}
+
+std::string Tip(const v1::StepPoint& p, const std::string& what) {
+  return PointName(p) + ": " + what;
+}
+
+std::string LossChart(const ReportInput& in, const std::vector<Mark>& marks) {
+  const v1::RunStepsResponse& steps = *in.steps;
+  LineChart c;
+  c.id = "chart-loss";
+  c.title = "loss over steps";
+  c.x_label = "step";
+  c.y_label = "loss (mean over ranks)";
+  c.empty_text = steps.points().empty() ? kNoSteps : "no finite loss recorded";
+  c.marks = marks;
+  c.series.push_back(Line(
+      steps, "loss", "#4e79a7", "loss", [](const v1::StepPoint& p) { return p.loss(); },
+      [](const v1::StepPoint& p, double y) {
+        return Tip(p, "loss " + FormatLoss(y) + ", " + std::to_string(p.ranks()) + " ranks");
+      }));
+  if (steps.steps_per_point() > 1) {
+    const v1::StepPoint* prev = nullptr;
+    for (const auto& p : steps.points()) {
+      c.series.back().band.push_back({static_cast<double>(p.step()), p.loss_min(), p.loss_max(),
+                                      prev != nullptr && NewLaunch(*prev, p)});
+      prev = &p;
+    }
+  }
+  return RenderLineChart(c);
+}
+
+std::string TokensChart(const ReportInput& in, const std::vector<Mark>& marks) {
+  LineChart c;
+  c.id = "chart-tokens";
+  c.title = "tokens per second over steps";
+  c.x_label = "step";
+  c.y_label = "tokens/s";
+  c.y_from_zero = true;
+  c.empty_text = kNoSteps;
+  c.marks = marks;
+  c.series.push_back(Line(*in.steps, "tokens/s", "#59a14f", "tokens", TokensPerSecond,
+                          [](const v1::StepPoint& p, double y) {
+                            return Tip(p, Compact(y) + " tokens/s, " + std::to_string(p.tokens()) +
+                                              " tokens");
+                          }));
+  return RenderLineChart(c);
+}
+
+template <double (v1::StepPoint::*Get)() const, bool (v1::StepPoint::*Has)() const>
+double PhaseOf(const v1::StepPoint& p) {
+  return (p.*Has)() ? (p.*Get)() : kNaN;
+}
+
+std::string PhaseTip(const v1::StepPoint& p, double y) { return Tip(p, Seconds(y)); }
+
+std::string PhaseChart(const ReportInput& in, const std::vector<Mark>& marks) {
+  const v1::RunStepsResponse& steps = *in.steps;
+  LineChart c;
+  c.id = "chart-phases";
+  c.title = "step phase times over steps";
+  c.x_label = "step";
+  c.y_label = "seconds";
+  c.y_from_zero = true;
+  c.empty_text = kNoSteps;
+  c.marks = marks;
+  c.series.push_back(Line(
+      steps, "step (slowest rank)", "#333333", "phase-step",
+      [](const v1::StepPoint& p) {
+        return p.steps() > 0 ? p.step_seconds_sum() / p.steps() : p.step_seconds();
+      },
+      PhaseTip));
+  struct Phase {
+    const char* name;
+    const char* color;
+    double (*value)(const v1::StepPoint&);
+  };
+  const Phase phases[] = {
+      {"fwd", "#4e79a7", PhaseOf<&v1::StepPoint::fwd_seconds, &v1::StepPoint::has_fwd_seconds>},
+      {"bwd", "#f28e2b", PhaseOf<&v1::StepPoint::bwd_seconds, &v1::StepPoint::has_bwd_seconds>},
+      {"optim", "#59a14f",
+       PhaseOf<&v1::StepPoint::optim_seconds, &v1::StepPoint::has_optim_seconds>},
+      {"comm", "#e15759", PhaseOf<&v1::StepPoint::comm_seconds, &v1::StepPoint::has_comm_seconds>},
+  };
+  for (const Phase& ph : phases) {
+    bool any = false;
+    for (const auto& p : steps.points()) any = any || std::isfinite(ph.value(p));
+    if (any)
+      c.series.push_back(
+          Line(steps, ph.name, ph.color, std::string("phase-") + ph.name, ph.value, PhaseTip));
+  }
+  return RenderLineChart(c);
+}
+
+std::string FoldNote(const v1::RunStepsResponse& steps, const std::string& folded) {
+  if (steps.points().empty()) return "";
+  std::string out = Grouped(steps.total_steps()) + " step summaries stored";
+  if (steps.steps_per_point() <= 1) return out + "; a point per step.";
+  return out + "; each point folds " + Grouped(steps.steps_per_point()) +
+         " consecutive steps: " + folded;
+}
+
+}  // namespace
+
+std::string StepSections(const ReportInput& in) {
+  if (!in.steps) {
+    std::string why = "<p class=\"empty\">" + Escape(in.steps_note) + "</p>\n";
+    return Section("loss", "Loss", why, "") + Section("throughput", "Tokens per second", why, "") +
+           Section("phases", "Step phase times", why, "");
+  }
+  std::vector<Mark> marks = EventMarks(in);
+  const v1::RunStepsResponse& steps = *in.steps;
+  std::string marks_note =
+      marks.empty() ? "" : " Dashed lines: launches starting, restarts, the end, health events.";
+  return Section("loss", "Loss", LossChart(in, marks),
+                 FoldNote(steps,
+                          "the line is each fold's last step, the band its lowest and "
+                          "highest.") +
+                     marks_note) +
+         Section("throughput", "Tokens per second", TokensChart(in, marks),
+                 FoldNote(steps, "tokens over step time of each fold.") +
+                     " Tokens summed over the ranks, over the slowest rank's step time.") +
+         Section("phases", "Step phase times", PhaseChart(in, marks),
+                 FoldNote(steps, "the step line is the fold's mean, the phases its last step's.") +
+                     " Phases are one rank's (the step's latest record); the step is the "
+                     "slowest rank's.");
+}
+
+}  // namespace trellis::cli::report
