@@ -1,0 +1,196 @@
+// The simulator's own pieces: the trace, the evidence it shows the
+// controller, and the ledger's arithmetic on traces whose cost is known.
+#include <gtest/gtest.h>
+
+#include "bench/goodput-sim/evidence.h"
+#include "bench/goodput-sim/rows.h"
+#include "bench/goodput-sim/simulator.h"
+#include "bench/goodput-sim/trace.h"
+
+namespace trellis::bench {
+namespace {
+
+constexpr int64_t kSegmentS = 305;  // 300 s of training, then a 5 s checkpoint stall
+
+// A small cluster with no queue wait and no start-up, so that costs are exact.
+Scenario Small() {
+  Scenario s;
+  s.nodes_needed = 4;
+  s.ranks_per_node = 2;
+  s.cluster_nodes = 8;
+  s.horizon_s = 100 * kSegmentS;
+  s.interruptions = 0;
+  s.queue_median_s = 0;
+  s.job_start_s = 0;
+  s.time_limit_s = 0;
+  return s;
+}
+
+Strategy Trellis(int spares) {
+  Strategy st;
+  st.key = "t";
+  st.spares = spares;
+  return st;
+}
+
+std::vector<TraceEvent> One(FaultKind kind, int64_t at_s) { return {{at_s * 1000, kind, 0.5}}; }
+
+void ExpectConsistent(const SimResult& r) {
+  EXPECT_EQ(r.ledger.total_ms(), r.horizon_ms);
+  EXPECT_TRUE(r.check.agrees) << r.check.mismatch;
+}
+
+TEST(GoodputSimTest, NoFailuresLeavesAllButTheCheckpointStalls) {
+  SimResult r = Simulate(Small(), Trellis(2), {}, 1);
+  EXPECT_EQ(r.ledger.productive_ms, 100 * 300 * 1000);
+  EXPECT_EQ(r.ledger.stall_ms, 100 * 5 * 1000);
+  EXPECT_DOUBLE_EQ(r.effective_ratio(), 300.0 / 305.0);
+  ExpectConsistent(r);
+}
+
+TEST(GoodputSimTest, OneInterruptionCostsDetectionRedoneAndRelaunch) {
+  // 200 s into the 11th segment: those 200 s are redone.
+  for (FaultKind kind : {FaultKind::kNcclEverywhere, FaultKind::kDeviceError}) {
+    SimResult r = Simulate(Small(), Trellis(2), One(kind, 10 * kSegmentS + 200), 1);
+    EXPECT_EQ(r.ledger.redone_ms, 200'000);
+    EXPECT_EQ(r.ledger.detection_ms, 30'000);
+    EXPECT_EQ(r.ledger.relaunch_ms, 120'000);
+    EXPECT_EQ(r.ledger.productive_ms + r.ledger.stall_ms, (100 * kSegmentS - 350) * 1000);
+    EXPECT_EQ(r.counts.relaunches, 1);
+    EXPECT_EQ(r.counts.new_attempts_after_failure, 0);
+    EXPECT_EQ(r.counts.strikes, kind == FaultKind::kDeviceError ? 1 : 0);
+    ExpectConsistent(r);
+  }
+}
+
+TEST(GoodputSimTest, AHangIsNoticedAfterTheHangTimeout) {
+  SimResult r = Simulate(Small(), Trellis(2), One(FaultKind::kHang, 10 * kSegmentS + 200), 1);
+  EXPECT_EQ(r.ledger.detection_ms, 300'000);
+  EXPECT_EQ(r.counts.strikes, 1);  // the hung rank's node
+  EXPECT_EQ(r.counts.relaunches, 1);
+  ExpectConsistent(r);
+}
+
+TEST(GoodputSimTest, ABlamedNodeWithoutSparesNeedsANewAttempt) {
+  Scenario s = Small();
+  s.job_start_s = 300;
+  SimResult r = Simulate(s, Trellis(0), One(FaultKind::kDeviceError, 10 * kSegmentS), 1);
+  EXPECT_EQ(r.counts.relaunches, 0);
+  EXPECT_EQ(r.counts.new_attempts_after_failure, 1);
+  EXPECT_EQ(r.counts.attempts, 2);
+  EXPECT_EQ(r.ledger.backoff_ms, 30'000);  // RestartBackoff of the first restart
+  EXPECT_EQ(r.ledger.start_ms, 2 * 300'000);
+  ExpectConsistent(r);
+}
+
+TEST(GoodputSimTest, TheTimeLimitContinuesWithoutLosingWorkOrARestart) {
+  Scenario s = Small();
+  s.time_limit_s = 3600;
+  s.horizon_s = 3 * 3600;
+  SimResult r = Simulate(s, Trellis(2), {}, 1);
+  EXPECT_EQ(r.counts.time_limit_stops, 2);
+  EXPECT_EQ(r.counts.attempts, 3);
+  EXPECT_EQ(r.counts.restarts_used, 0);
+  EXPECT_EQ(r.ledger.productive_ms + r.ledger.stall_ms, s.horizon_s * 1000);
+  ExpectConsistent(r);
+}
+
+TEST(GoodputSimTest, EdgesAgreeWithComputeGoodput) {
+  Scenario s = Small();
+  s.time_limit_s = 3600;
+  // A failure whose detection the time limit cuts: the time limit decides.
+  SimResult cut = Simulate(s, Trellis(2), One(FaultKind::kSameExit, 3600 - 10), 1);
+  EXPECT_EQ(cut.counts.time_limit_stops, 8);  // one an hour in the 8.5 h
+  EXPECT_EQ(cut.ledger.detection_ms, 10'000);
+  ExpectConsistent(cut);
+  // A failure the horizon comes before the controller notices.
+  SimResult late = Simulate(Small(), Trellis(2), One(FaultKind::kHang, 100 * kSegmentS - 10), 1);
+  EXPECT_EQ(late.ledger.undetected_at_end_ms, (kSegmentS - 10) * 1000 + 10'000);
+  ExpectConsistent(late);
+}
+
+TEST(GoodputSimTest, TheRunFailsOnceItsRestartsAreUsed) {
+  Strategy st = Trellis(2);
+  st.max_restarts = 1;
+  std::vector<TraceEvent> trace = {{1000 * 1000, FaultKind::kSameExit, 0.1},
+                                   {5000 * 1000, FaultKind::kSameExit, 0.1}};
+  SimResult r = Simulate(Small(), st, trace, 1);
+  EXPECT_TRUE(r.counts.run_failed);
+  EXPECT_EQ(r.counts.relaunches, 1);
+  EXPECT_EQ(r.ledger.after_fail_ms, (100 * kSegmentS - 5030) * 1000);
+  ExpectConsistent(r);
+}
+
+TEST(GoodputSimTest, AFaultyNodeComesBackWithoutQuarantineOnly) {
+  Scenario s = Small();
+  s.cluster_nodes = 5;  // one node more than an allocation: a faulty one mostly returns
+  s.horizon_s = 2 * 86400;
+  s.repeat_mean_s = 600;
+  s.site_repair_s = 100 * 86400;
+  const auto trace = One(FaultKind::kDeviceError, 3600);
+  Strategy plain = Trellis(0);
+  plain.quarantine = false;
+  plain.relaunch_in_allocation = false;
+  SimResult without = Simulate(s, plain, trace, 7);
+  SimResult with = Simulate(s, Trellis(0), trace, 7);
+  EXPECT_GT(without.counts.repeats["device_error"], 0);
+  EXPECT_EQ(with.counts.repeats.size(), 0u);
+  EXPECT_EQ(with.counts.nodes_quarantined, 1);
+  ExpectConsistent(without);
+  ExpectConsistent(with);
+}
+
+TEST(GoodputSimTest, TheEvidenceBlamesWhatTheScenarioSays) {
+  const std::vector<std::string> go = {"node1", "node2", "node3", "node4"};
+  struct Case {
+    FaultKind kind;
+    const char* cls;
+    bool blames;
+  } cases[] = {{FaultKind::kDeviceError, "device_error", true},
+               {FaultKind::kNodeLost, "node_lost", true},
+               {FaultKind::kNcclOneNode, "nccl", true},
+               {FaultKind::kNcclEverywhere, "nccl", false},
+               {FaultKind::kSameExit, "rank_exit", false},
+               {FaultKind::kHang, "hang", true}};
+  for (const Case& c : cases) {
+    auto v = controller::ClassifyLaunch(EvidenceOf(c.kind, "node3", go, 8, 12, 30));
+    EXPECT_EQ(controller::FailureClassName(v.cls), c.cls) << FaultKindName(c.kind);
+    EXPECT_EQ(v.blamed_node, c.blames ? "node3" : "") << FaultKindName(c.kind);
+    EXPECT_TRUE(v.retryable);
+  }
+  auto limit = controller::ClassifyLaunch(TimeLimitEvidence(go));
+  EXPECT_EQ(limit.cls, controller::FailureClass::kTimeLimit);
+}
+
+TEST(GoodputSimTest, TheTraceHasItsCountInTheHorizonAndDependsOnlyOnTheSeed) {
+  Scenario s;
+  auto a = MakeTrace(s, 1), b = MakeTrace(s, 1), c = MakeTrace(s, 2);
+  ASSERT_EQ(a.size(), 419u);
+  int node = 0, none = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_GE(a[i].at_ms, i ? a[i - 1].at_ms : 0);
+    EXPECT_LT(a[i].at_ms, s.horizon_s * 1000);
+    EXPECT_EQ(a[i].at_ms, b[i].at_ms);
+    node += GroupOf(a[i].kind) == FaultGroup::kNodeEvidence;
+    none += GroupOf(a[i].kind) == FaultGroup::kNoEvidence;
+  }
+  EXPECT_NE(a[0].at_ms, c[0].at_ms);
+  EXPECT_NEAR(node / 419.0, 0.60, 0.08);
+  EXPECT_NEAR(none / 419.0, 0.25, 0.08);
+}
+
+TEST(GoodputSimTest, EveryRowAgreesWithComputeGoodputOnAShortTrace) {
+  for (Row row : BenchRows()) {
+    row.scenario.nodes_needed = 16;
+    row.scenario.cluster_nodes = row.strategy.spares > 16 ? 256 : 24;
+    row.scenario.horizon_s = 6 * 86400;
+    row.scenario.interruptions = 60;
+    SimResult r = Simulate(row.scenario, row.strategy, MakeTrace(row.scenario, 3), 3);
+    SCOPED_TRACE(row.strategy.key);
+    ExpectConsistent(r);
+    EXPECT_GT(r.effective_ratio(), 0.1);
+  }
+}
+
+}  // namespace
+}  // namespace trellis::bench

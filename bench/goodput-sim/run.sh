@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Goodput of a 54-day failure trace (2,048 nodes x 8 GPUs, 419 interruptions)
+# under the controller's own decision code, per strategy and seed. Writes
+# bench/results/goodput-sim-<date>.{md,json}.
+#
+#   bench/goodput-sim/run.sh                       # uses build/ (TRELLIS_BUILD_DIR to change)
+#   GOODPUT_SIM_SEEDS="1 2" bench/goodput-sim/run.sh
+#   TRELLIS_BUILD_LOCK=FILE bench/goodput-sim/run.sh  # build under flock FILE (a shared build dir)
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${TRELLIS_BUILD_DIR:-$REPO/build}
+SEEDS=${GOODPUT_SIM_SEEDS:-1 2 3 4 5}
+build=(ninja -C "$BUILD" goodput_sim)
+if [[ -n "${TRELLIS_BUILD_LOCK:-}" ]]; then build=(flock "$TRELLIS_BUILD_LOCK" "${build[@]}"); fi
+"${build[@]}" >/dev/null
+
+day=$(date -u +%F)
+out_md="$REPO/bench/results/goodput-sim-$day.md"
+out_json="$REPO/bench/results/goodput-sim-$day.json"
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+raw=$(mktemp)
+trap 'rm -f "$raw"' EXIT
+start=$(date +%s)
+# shellcheck disable=SC2086  # the seeds are separate arguments
+"$BUILD/bin/goodput_sim" --seeds $SEEDS >"$raw"
+wall=$(($(date +%s) - start))
+cmd="bench/goodput-sim/run.sh"
+[[ -n "${GOODPUT_SIM_SEEDS:-}" ]] && cmd="GOODPUT_SIM_SEEDS=\"$SEEDS\" $cmd"
+python3 "$REPO/bench/goodput-sim/report.py" --raw "$raw" --md "$out_md" --json "$out_json" \
+  --date "$day" --cores "$(nproc)" --cpu "$cpu" --command "$cmd" --wall-s "$wall"
+cat "$out_md"

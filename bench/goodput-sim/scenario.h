@@ -1,0 +1,61 @@
+#pragma once
+// The goodput simulation's inputs: the physics and costs of the failure
+// scenario (Scenario) and what the run does about failures (Strategy). Plain
+// values; the defaults are the scenario the benchmark reports.
+
+#include <cstdint>
+#include <string>
+
+namespace trellis::bench {
+
+struct Scenario {
+  int nodes_needed = 2048;
+  int ranks_per_node = 8;  // GPUs per node
+  // The partition the allocations come from; Slurm picks an allocation's nodes
+  // uniformly among the eligible ones (assumption).
+  int cluster_nodes = 2304;
+  int64_t horizon_s = 54 * 86400;  // wall time from the first submission
+
+  // The failure trace: this many interruptions in the horizon, at exponential
+  // intervals; an interruption that comes while no launch runs hits nothing.
+  int interruptions = 419;
+  double share_node_evidence = 0.60;  // device error, lost worker, NCCL on one node
+  double share_no_evidence = 0.25;    // NCCL error everywhere, same exit everywhere
+  // the rest hang
+
+  int64_t crash_detect_s = 30;   // a crash, or a lost worker's heartbeat timeout
+  int64_t hang_timeout_s = 300;  // restart.hang_timeout_s
+  int64_t checkpoint_every_s = 300;
+  int64_t checkpoint_stall_s = 5;
+  int64_t relaunch_s = 120;      // relaunch inside the allocation, to training again
+  double queue_median_s = 3600;  // a new attempt's queue wait: lognormal
+  double queue_sigma = 1.0;
+  int64_t job_start_s = 300;     // a new allocation, to training again
+  int64_t time_limit_s = 86400;  // the partition's; 0: none
+
+  // Physics of a faulty node (assumption): the node an interruption points at
+  // (node evidence, or the hung rank's) stays faulty; while it runs ranks it
+  // fails the launch again after an exponential time of this mean.
+  double repeat_mean_s = 4 * 3600;
+  // The site's own health checks repair a faulty node this long after its
+  // first failure, whatever the run does (without it nothing ever heals).
+  int64_t site_repair_s = 86400;
+};
+
+struct Strategy {
+  std::string key;                     // stable, for the JSON
+  std::string label;                   // for people
+  int spares = 0;                      // extra nodes per allocation, refilled only by a new attempt
+  bool quarantine = true;              // strike blamed nodes, exclude them at submission
+  bool relaunch_in_allocation = true;  // restart.relaunch_in_allocation
+  int backoff_s = 30;                  // restart.backoff_s
+  int max_restarts = 1000;             // restart.max_restarts (the spec's maximum)
+  // Physics: a node comes back from its quarantine repaired (the brief's
+  // "faulty until quarantined"); false: only the site repair heals it.
+  bool quarantine_repairs = true;
+  // A change of the scenario's assumptions this row makes; empty for the
+  // rows the brief asks for.
+  std::string assumption_change;
+};
+
+}  // namespace trellis::bench

@@ -1,0 +1,345 @@
+#include "bench/goodput-sim/simulator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+
+#include "bench/goodput-sim/cluster.h"
+#include "bench/goodput-sim/evidence.h"
+#include "bench/goodput-sim/rng.h"
+#include "common/clock.h"
+#include "controller/core/decisions.h"
+#include "controller/core/failure_class.h"
+#include "controller/core/quarantine.h"
+#include "controller/core/recovery.h"
+
+namespace trellis::bench {
+
+double SimResult::effective_ratio() const {
+  return horizon_ms > 0 ? static_cast<double>(ledger.productive_ms) / horizon_ms : 0;
+}
+
+namespace {
+
+using controller::RecoveryDecision;
+using controller::RunState;
+using std::chrono::milliseconds;
+
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+int64_t Ms(int64_t s) { return s * 1000; }
+
+// How a launch's RUNNING ended.
+struct LaunchEnd {
+  enum How { kHorizon, kTimeLimit, kFailure } how = kHorizon;
+  int64_t at_ms = 0;
+  int64_t lost_ms = 0;  // training since its last checkpoint (kFailure)
+  FaultKind kind = FaultKind::kDeviceError;
+  std::string culprit;
+};
+
+class Simulation {
+ public:
+  Simulation(const Scenario& sc, const Strategy& st, const std::vector<TraceEvent>& trace,
+             uint64_t seed)
+      : sc_(sc),
+        st_(st),
+        trace_(trace),
+        cluster_(sc.cluster_nodes),
+        queue_rng_(seed, 3),
+        alloc_rng_(seed, 4),
+        repeat_rng_(seed, 5),
+        horizon_(Ms(sc.horizon_s)),
+        start_(clock_.Now()) {
+    policy_.max_restarts = st.max_restarts;
+    policy_.backoff_s = st.backoff_s;
+    policy_.hang_timeout_s = static_cast<int>(sc.hang_timeout_s);
+    policy_.heartbeat_timeout_s = static_cast<int>(sc.crash_detect_s);
+    policy_.relaunch_in_allocation = st.relaunch_in_allocation;
+  }
+
+  SimResult Run() {
+    log_.Change(Wall(0), RunState::kQueued);
+    int64_t not_before = 0;
+    for (;;) {
+      if (!Spend(not_before, &led_.backoff_ms)) break;
+      log_.Change(Wall(now_), RunState::kSubmitted);
+      std::vector<std::string> excluded = Excluded();  // sbatch --exclude
+      int64_t wait = std::llround(queue_rng_.LogNormal(sc_.queue_median_s, sc_.queue_sigma) * 1000);
+      if (!Spend(now_ + wait, &led_.queue_ms)) break;
+      std::optional<int64_t> next = RunAttempt(excluded);
+      if (!next) break;
+      not_before = *next;
+    }
+    return Finish();
+  }
+
+ private:
+  WallTime Wall(int64_t ms) const { return start_ + milliseconds(ms); }
+  int64_t MsOf(WallTime t) const {
+    return std::chrono::duration_cast<milliseconds>(t - start_).count();
+  }
+
+  // Time passes to `until` (at most the horizon), charged to `bucket`; false
+  // once the horizon is reached.
+  bool Spend(int64_t until, int64_t* bucket) {
+    int64_t to = std::min(until, horizon_);
+    if (to > now_) {
+      *bucket += to - now_;
+      clock_.Advance(milliseconds(to - now_));
+      now_ = to;
+    }
+    return until < horizon_;
+  }
+
+  std::vector<std::string> Excluded() const {
+    if (!st_.quarantine) return {};
+    std::vector<controller::QuarantineEntry> entries;
+    for (const auto& [node, e] : quarantine_) entries.push_back(e);
+    return controller::ExcludedNodes(entries, clock_.Now(), qconfig_);
+  }
+
+  // One allocation: its launches until it ends. Returns when the next attempt
+  // may be submitted; nullopt when the simulation is over.
+  std::optional<int64_t> RunAttempt(const std::vector<std::string>& excluded) {
+    ++counts_.attempts;
+    ++attempt_;
+    const int64_t job_end = sc_.time_limit_s > 0 ? now_ + Ms(sc_.time_limit_s) : kNever;
+    std::vector<std::string> allocation =
+        cluster_.Allocate(excluded, sc_.nodes_needed + st_.spares, alloc_rng_);
+    log_.Change(Wall(now_), RunState::kGating);
+    int64_t ready = now_ + Ms(sc_.job_start_s);
+    int64_t* setup = &led_.start_ms;
+    for (int launch = 1;; ++launch) {
+      if (!Spend(std::min(ready, job_end), setup)) return std::nullopt;
+      if (now_ >= job_end) return TimeLimit(allocation);
+      std::vector<std::string> go = Gate(allocation);
+      log_.Change(Wall(now_), RunState::kRunning);
+      LaunchEnd end = RunLaunch(go, job_end, launch);
+      if (end.how == LaunchEnd::kHorizon) return std::nullopt;
+      if (end.how == LaunchEnd::kTimeLimit) return TimeLimit(go);
+      std::optional<RecoveryDecision> d = AfterFailure(end, go, allocation, job_end);
+      if (!d) return std::nullopt;
+      if (d->kind != RecoveryDecision::kRelaunch) return EndAttempt(*d);
+      ++counts_.relaunches;
+      allocation = d->nodes;
+      ready = now_ + Ms(sc_.relaunch_s);
+      setup = &led_.relaunch_ms;
+    }
+  }
+
+  // The launch gate: every node passes (the memory probe does not see these
+  // faults); DecideGate picks which go and which stand by as spares.
+  std::vector<std::string> Gate(const std::vector<std::string>& allocation) const {
+    std::vector<controller::NodeVerdict> verdicts;
+    for (const auto& n : allocation) verdicts.push_back({n, true, {}, 1.0});
+    controller::GateOutcome g = controller::DecideGate(
+        verdicts, {}, static_cast<int>(allocation.size()), sc_.nodes_needed, sc_.ranks_per_node,
+        /*timed_out=*/false, std::chrono::seconds(120));
+    if (g.kind != controller::GateOutcome::kGo)
+      throw std::runtime_error("gate: " + g.reason + " (too few eligible nodes in the cluster)");
+    std::vector<std::string> go;
+    for (const auto& a : g.assignments)
+      if (a.go) go.push_back(a.node);
+    return go;
+  }
+
+  // Training from now to the first of: the next interruption of the trace,
+  // a faulty node failing again, the time limit, the horizon.
+  LaunchEnd RunLaunch(const std::vector<std::string>& go, int64_t job_end, int launch) {
+    const int64_t run_start = now_;
+    for (; next_trace_ < trace_.size() && trace_[next_trace_].at_ms < run_start; ++next_trace_)
+      ++counts_.trace_idle;  // it came while nothing of this run ran
+    int64_t at_trace = next_trace_ < trace_.size() ? trace_[next_trace_].at_ms : kNever;
+    auto repeat = cluster_.NextRepeat(go, run_start, sc_.repeat_mean_s, repeat_rng_);
+    int64_t at_fail = std::min(at_trace, repeat ? repeat->at_ms : kNever);
+
+    LaunchEnd end;
+    end.at_ms = std::min({at_fail, job_end, horizon_});
+    end.how = end.at_ms == horizon_  ? LaunchEnd::kHorizon
+              : end.at_ms == at_fail ? LaunchEnd::kFailure
+                                     : LaunchEnd::kTimeLimit;
+    if (end.how == LaunchEnd::kFailure && at_fail == at_trace) {
+      const TraceEvent& e = trace_[next_trace_++];
+      end.kind = e.kind;
+      end.culprit = go[std::min<size_t>(go.size() - 1, e.culprit_u * go.size())];
+      ++counts_.interruptions[std::string(FaultKindName(e.kind))];
+    } else if (end.how == LaunchEnd::kFailure) {
+      end.kind = repeat->kind;
+      end.culprit = repeat->node;
+      ++counts_.repeats[std::string(FaultKindName(repeat->kind))];
+    }
+    Train(run_start, end, launch);
+    return end;
+  }
+
+  // Checkpointed segments (compute, then the stall) from `from` to end.at_ms;
+  // each is one step in the controller's record. The partial segment at the
+  // end is lost (a failure), checkpointed (the time limit: the stall takes
+  // its last seconds) or still running (the horizon).
+  void Train(int64_t from, LaunchEnd& end, int launch) {
+    const int64_t every = Ms(sc_.checkpoint_every_s), stall = Ms(sc_.checkpoint_stall_s);
+    const int64_t segment = every + stall;
+    const int64_t full = (end.at_ms - from) / segment;
+    const int64_t rest = end.at_ms - from - full * segment;
+    controller::LaunchSteps steps;
+    steps.attempt = attempt_;
+    steps.launch = launch;
+    steps.last_step_time = milliseconds(segment);
+    for (int64_t i = 1; i <= full; ++i) steps.marks.push_back({++step_, Wall(from + i * segment)});
+    led_.productive_ms += full * every;
+    led_.stall_ms += full * stall;
+    switch (end.how) {
+      case LaunchEnd::kFailure:
+        end.lost_ms = rest;
+        led_.redone_ms += rest;
+        break;
+      case LaunchEnd::kTimeLimit:
+        led_.productive_ms += std::max<int64_t>(0, rest - stall);
+        led_.stall_ms += std::min(rest, stall);
+        if (rest > 0) {
+          steps.marks.push_back({++step_, Wall(end.at_ms)});
+          steps.last_step_time = milliseconds(rest);
+        }
+        break;
+      case LaunchEnd::kHorizon:
+        led_.productive_ms += std::min(rest, every);
+        led_.stall_ms += rest - std::min(rest, every);
+        break;
+    }
+    if (!steps.marks.empty()) log_.launches.push_back(std::move(steps));
+    clock_.Advance(milliseconds(end.at_ms - now_));
+    now_ = end.at_ms;
+  }
+
+  // Noticing the failure, classifying it, striking the blamed node and asking
+  // DecideRecovery; nullopt when the horizon came first.
+  std::optional<RecoveryDecision> AfterFailure(const LaunchEnd& end,
+                                               const std::vector<std::string>& go,
+                                               const std::vector<std::string>& allocation,
+                                               int64_t job_end) {
+    if (LeavesNodeFaulty(end.kind))
+      cluster_.MarkFaulty(end.culprit, end.kind, now_, now_ + Ms(sc_.site_repair_s));
+    const int64_t detect =
+        Ms(end.kind == FaultKind::kHang ? sc_.hang_timeout_s : sc_.crash_detect_s);
+    if (!Spend(std::min(end.at_ms + detect, job_end), &led_.detection_ms)) {
+      led_.undetected_at_end_ms = end.lost_ms + (now_ - end.at_ms);
+      return std::nullopt;
+    }
+    log_.Change(Wall(now_), RunState::kRestarting);
+    controller::LaunchEvidence ev =
+        EvidenceOf(end.kind, end.culprit, go, sc_.ranks_per_node, step_, detect / 1000.0);
+    if (now_ >= job_end) {  // Slurm ended the job before the failure was noticed
+      ev.time_limit = true;
+      ev.hang.reset();  // the hang detector had not fired yet
+    }
+    controller::LaunchVerdict v = controller::ClassifyLaunch(ev);
+    if (v.cls == controller::FailureClass::kTimeLimit)
+      ++counts_.time_limit_stops;
+    else
+      ++counts_.verdicts[std::string(controller::FailureClassName(v.cls))];
+    // As the controller's shell: lost and quarantined nodes are unhealthy;
+    // the decision comes before this launch's strike is applied.
+    std::set<std::string> unhealthy(ev.lost_nodes.begin(), ev.lost_nodes.end());
+    for (const auto& n : Excluded()) unhealthy.insert(n);
+    RecoveryDecision d = Decide(v, allocation, unhealthy);
+    if (st_.quarantine && !v.blamed_node.empty()) StrikeNode(v);
+    if (d.kind == RecoveryDecision::kNewAttempt && v.cls != controller::FailureClass::kTimeLimit)
+      ++counts_.new_attempts_after_failure;
+    return d;
+  }
+
+  RecoveryDecision Decide(const controller::LaunchVerdict& v,
+                          const std::vector<std::string>& allocation,
+                          std::set<std::string> unhealthy) {
+    controller::RecoveryInput in;
+    in.verdict = v;
+    in.allocation_nodes = allocation;
+    in.unhealthy = std::move(unhealthy);
+    in.nodes_needed = sc_.nodes_needed;
+    in.restarts_so_far = restarts_;
+    in.policy = policy_;
+    in.now = clock_.Now();
+    RecoveryDecision d = controller::DecideRecovery(in);
+    if (d.uses_restart) ++restarts_;
+    return d;
+  }
+
+  void StrikeNode(const controller::LaunchVerdict& v) {
+    const std::string& node = v.blamed_node;
+    auto it = quarantine_.find(node);
+    std::optional<controller::QuarantineEntry> existing;
+    if (it != quarantine_.end()) existing = it->second;
+    quarantine_[node] = controller::Strike(existing, node, v.reason, v.evidence_json, "goodput-sim",
+                                           /*until_released=*/false, clock_.Now(), qconfig_);
+    ++counts_.strikes;
+    struck_.insert(node);
+    if (st_.quarantine_repairs) cluster_.Repair(node);
+  }
+
+  std::optional<int64_t> TimeLimit(const std::vector<std::string>& nodes) {
+    ++counts_.time_limit_stops;
+    log_.Change(Wall(now_), RunState::kRestarting);
+    return EndAttempt(Decide(controller::ClassifyLaunch(TimeLimitEvidence(nodes)), nodes, {}));
+  }
+
+  // The attempt ends: back to QUEUED until `not_before`, or FAILED.
+  std::optional<int64_t> EndAttempt(const RecoveryDecision& d) {
+    if (d.kind == RecoveryDecision::kNewAttempt) {
+      log_.Change(Wall(now_), RunState::kQueued);
+      return MsOf(d.not_before);
+    }
+    log_.Change(Wall(now_), RunState::kFailed);
+    counts_.run_failed = true;
+    counts_.fail_reason = d.reason;
+    led_.after_fail_ms = horizon_ - now_;
+    return std::nullopt;
+  }
+
+  SimResult Finish() {
+    counts_.trace_idle += static_cast<int>(trace_.size() - next_trace_);
+    counts_.restarts_used = restarts_;
+    counts_.nodes_quarantined = static_cast<int>(struck_.size());
+    SimResult r;
+    r.ledger = led_;
+    r.counts = counts_;
+    r.horizon_ms = horizon_;
+    r.check = CheckAgainstComputeGoodput(led_, log_, Wall(horizon_));
+    return r;
+  }
+
+  const Scenario& sc_;
+  const Strategy& st_;
+  const std::vector<TraceEvent>& trace_;
+  Cluster cluster_;
+  Rng queue_rng_, alloc_rng_, repeat_rng_;
+  const int64_t horizon_;
+  FakeClock clock_;
+  const WallTime start_;
+  int64_t now_ = 0;  // ms since start_, what clock_ shows
+  spec::RestartSection policy_;
+  controller::QuarantineConfig qconfig_;  // the controller's defaults
+  std::map<std::string, controller::QuarantineEntry> quarantine_;
+  std::set<std::string> struck_;
+  size_t next_trace_ = 0;
+  int attempt_ = 0;
+  int64_t step_ = 0;  // the newest checkpoint's step
+  int restarts_ = 0;
+  Ledger led_;
+  Counts counts_;
+  GoodputLog log_;
+};
+
+}  // namespace
+
+SimResult Simulate(const Scenario& scenario, const Strategy& strategy,
+                   const std::vector<TraceEvent>& trace, uint64_t seed) {
+  return Simulation(scenario, strategy, trace, seed).Run();
+}
+
+}  // namespace trellis::bench

@@ -1,0 +1,39 @@
+#pragma once
+// Drives the controller's own decisions (controller/core: DecideGate,
+// ClassifyLaunch, DecideRecovery, RestartBackoff, Strike, ExcludedNodes) with
+// a fake clock through a failure trace, and keeps the ledger of where the
+// wall time went. Pure: no I/O; randomness from the seed.
+//
+// One run's life (docs/architecture.md, "A run's life, as implemented"):
+// QUEUED (the backoff DecideRecovery asked for) -> sbatch with the quarantine
+// as --exclude -> SUBMITTED (the queue wait) -> the allocation starts: GATING
+// (the job start) -> RUNNING (training: a checkpoint every checkpoint_every_s,
+// stalling checkpoint_stall_s) until an interruption, the time limit or the
+// horizon. An interruption is noticed after the detection time (RESTARTING),
+// classified from its evidence, its blamed node struck, and DecideRecovery
+// says relaunch (relaunch_s on the allocation's healthy nodes, RESTARTING) or
+// a new attempt (back to QUEUED). The time limit checkpoints and continues
+// as a new attempt.
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/goodput-sim/ledger.h"
+#include "bench/goodput-sim/scenario.h"
+#include "bench/goodput-sim/trace.h"
+
+namespace trellis::bench {
+
+struct SimResult {
+  Ledger ledger;
+  Counts counts;
+  GoodputCheck check;
+  int64_t horizon_ms = 0;
+
+  double effective_ratio() const;  // productive / horizon
+};
+
+SimResult Simulate(const Scenario& scenario, const Strategy& strategy,
+                   const std::vector<TraceEvent>& trace, uint64_t seed);
+
+}  // namespace trellis::bench
