@@ -9,6 +9,7 @@ PACKAGES=(
   prometheus-cpp-dev libsqlite3-dev sqlite3 libboost-dev libgtest-dev libgmock-dev
   libtorch-dev libgloo-dev libopenblas0-openmp
   slurm-wlm munge
+  slurmdbd mariadb-server   # local-cluster up --accounting: its own slurmdbd and MariaDB
   prometheus curl nodejs
   libnuma-dev numactl libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libbenchmark-dev
@@ -45,6 +46,20 @@ else
     fi
   done
 fi
+
+# slurmdbd and mariadb-server enable and start system services of their own
+# (the system's MariaDB on 3306 and /run/mysqld); `local-cluster up
+# --accounting` runs its own under the cluster's directory, so stop and
+# disable the system ones, also where an earlier run installed them.
+for svc in slurmdbd mariadb; do
+  if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    if systemctl is-active --quiet "$svc" 2>/dev/null; then $SUDO systemctl stop "$svc" || true; fi
+    if systemctl is-enabled --quiet "$svc" 2>/dev/null; then $SUDO systemctl disable --quiet "$svc" || true; fi
+  elif [ -x "/etc/init.d/$svc" ] && "/etc/init.d/$svc" status >/dev/null 2>&1; then
+    # No systemd (a container): the package's init script may have started it.
+    $SUDO "/etc/init.d/$svc" stop >/dev/null 2>&1 || true
+  fi
+done
 
 # LibTorch (Debian's) does its fp32 matmuls through whatever libblas.so.3 the
 # alternatives system points to. The reference BLAS makes an fp32 CPU training

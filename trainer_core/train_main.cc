@@ -12,6 +12,7 @@
 #include "trainer_core/error.h"
 #include "trainer_core/parallel/comm.h"
 #include "trainer_core/parallel/nccl_log_file.h"
+#include "trainer_core/stop_signal.h"
 #include "trainer_core/trainer.h"
 
 namespace {
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   app.add_option("--resume", resume, "latest, or a step number")->envname("TRELLIS_RESUME_STEP");
   CLI11_PARSE(app, argc, argv);
 
+  trellis::train::InstallStopSignal();  // SIGUSR1: stop at the next step, with a checkpoint
   auto spec = LoadSpec(spec_path);
   if (!spec) return 2;
   if (!data.empty()) spec->training.data = data;
@@ -93,6 +95,7 @@ int main(int argc, char** argv) {
       std::cout << trellis::EncodeStepRecord(r) << std::endl;  // a line per step, flushed
     };
     options.nccl_log = nccl_log.follow;
+    options.stop_requested = trellis::train::StopSignalled;
     options.on_note = [](const std::string& line) {
       std::cerr << "trellis-train: " << line << std::endl;
     };
@@ -101,7 +104,9 @@ int main(int argc, char** argv) {
               << "\n";
     std::cerr << "trellis-train: " << trainer.DescribeDevice() << "\n";
     if (!nccl_log.note.empty()) std::cerr << "trellis-train: " << nccl_log.note << "\n";
-    trainer.Run(steps >= 0 ? steps : spec->training.steps);
+    if (trainer.Run(steps >= 0 ? steps : spec->training.steps))
+      std::cerr << "trellis-train: stopped at step " << trainer.step()
+                << " for SIGUSR1 (a wall-time warning)" << std::endl;
   } catch (const CLI::ValidationError& e) {
     std::cerr << "trellis-train: " << e.what() << "\n";
     return 2;

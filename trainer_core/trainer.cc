@@ -247,14 +247,33 @@ std::string Trainer::DescribeDevice() const {
   });
 }
 
-void Trainer::Run(int64_t last_step) {
+bool Trainer::Run(int64_t last_step) {
+  bool stopped = false;
   Guard([&] {
     last_step = std::min(last_step, s_->spec.training.steps);
-    while (s_->step < last_step) Step();
-    if (!s_->options.checkpoint_dir.empty() && s_->spec.checkpoint.at_end &&
+    while (s_->step < last_step && !stopped) {
+      Step();
+      stopped = s_->step < last_step && StopAgreed();
+    }
+    if (!s_->options.checkpoint_dir.empty() && (s_->spec.checkpoint.at_end || stopped) &&
         s_->checkpoint_step != s_->step)
       SaveCheckpoint();
   });
+  return stopped;
+}
+
+// Every rank must leave at the same step boundary (the next step's
+// collectives would wait for the missing ones), so each rank's wish is summed
+// over the world.
+bool Trainer::StopAgreed() {
+  State& s = *s_;
+  if (!s.options.stop_requested) return false;
+  const bool mine = s.options.stop_requested();
+  if (s.comm->size() == 1) return mine;
+  at::Tensor flag = torch::full({1}, mine ? 1.0f : 0.0f,
+                                torch::TensorOptions().dtype(torch::kFloat32).device(s.device));
+  s.comm->AllReduceSum(flag);
+  return flag.item<float>() > 0;
 }
 
 // One step, top to bottom: batch, forward, backward, clip, optimizers, record.

@@ -43,6 +43,11 @@ struct TrainerOptions {
   // A line of news for the rank's log (stderr), without a newline: NCCL's
   // channel count once found. None: not said.
   std::function<void(const std::string&)> on_note;
+  // Asked after every step: true on any rank stops all of them at that step
+  // boundary (one all-reduce of a flag a step agrees on it), with a
+  // checkpoint. The rank host sets it from Slurm's wall-time warning
+  // (SIGUSR1). None: Run goes to its last step.
+  std::function<bool()> stop_requested;
 };
 
 // True when `comm` meets its peers over NCCL (a CUDA world of 2 or more):
@@ -66,15 +71,18 @@ class Trainer {
   // run's logs show every rank on a GPU of its own; else that it is the CPU.
   std::string DescribeDevice() const;
 
-  // Trains until step() == min(last_step, training.steps). Checkpoints every
-  // checkpoint.every_steps and when it returns (if a directory is set).
-  void Run(int64_t last_step);
+  // Trains until step() == min(last_step, training.steps), or until the
+  // ranks agree to stop (options.stop_requested). Checkpoints every
+  // checkpoint.every_steps and when it returns (if a directory is set; on a
+  // stop always). True when it stopped before its last step.
+  bool Run(int64_t last_step);
   void SaveCheckpoint();
 
  private:
   struct State;
   std::unique_ptr<State> s_;
   void Step();
+  bool StopAgreed();
 };
 
 }  // namespace trellis::train

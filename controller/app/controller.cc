@@ -369,11 +369,14 @@ void Controller::RecordRankExit(WorkerId id, RankExitInfo exit) {
 }
 
 void Controller::ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int oom_kills,
-                            int exit_code, std::string reason, Reply<bool> reply) {
-  asio::post(io_, [this, id = std::move(id), exits = std::move(exits), oom_kills, exit_code,
-                   reason = std::move(reason), reply = std::move(reply)] {
+                            bool time_limit_warned, int exit_code, std::string reason,
+                            Reply<bool> reply) {
+  asio::post(io_, [this, id = std::move(id), exits = std::move(exits), oom_kills,
+                   time_limit_warned, exit_code, reason = std::move(reason),
+                   reply = std::move(reply)] {
     health_.Heard(id);
-    Apply(launches_.ReportExit(id, exits, oom_kills, exit_code, reason, reply));
+    Apply(launches_.ReportExit(id, exits, oom_kills, time_limit_warned, exit_code, reason,
+                               reply));
   });
 }
 

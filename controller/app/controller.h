@@ -85,8 +85,10 @@ class Controller {
   void RecordRankExit(WorkerId id, RankExitInfo exit);
   // `oom_kills`: how many processes the kernel's OOM killer ended in the job's
   // cgroup on that node during the launch; -1 unknown.
-  void ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int oom_kills, int exit_code,
-                  std::string reason, Reply<bool> reply);
+  // `time_limit_warned`: the worker passed Slurm's wall-time warning on to
+  // its ranks (a planned stop: the run continues in a new attempt).
+  void ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int oom_kills,
+                  bool time_limit_warned, int exit_code, std::string reason, Reply<bool> reply);
   void NextLaunch(WorkerId id, int step_exit_code, Reply<NextLaunchAnswer> reply);
 
  private:

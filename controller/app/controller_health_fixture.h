@@ -83,13 +83,15 @@ class HealthTest : public GateTest {
   }
 
   void ReportExit(const std::string& run_id, const std::string& node, int launch,
-                  const std::vector<v1::RankExit>& ranks, int worker_exit_code) {
+                  const std::vector<v1::RankExit>& ranks, int worker_exit_code,
+                  const std::string& planned_stop = "") {
     grpc::ClientContext ctx;
     v1::ReportExitRequest req;
     *req.mutable_id() = Id(run_id, node, launch);
     for (const auto& r : ranks) *req.add_ranks() = r;
     req.set_exit_code(worker_exit_code);
     req.set_oom_kills(0);
+    req.set_planned_stop(planned_stop);
     v1::ReportExitResponse resp;
     EXPECT_TRUE(agent_stub_->ReportExit(&ctx, req, &resp).ok()) << node;
   }

@@ -52,8 +52,8 @@ void Launches::RecordRankExit(const WorkerId& id, const RankExitInfo& exit) {
 }
 
 Effects Launches::ReportExit(const WorkerId& id, const std::vector<RankExitInfo>& exits,
-                             int oom_kills, int exit_code, const std::string& reason,
-                             Reply<bool> reply) {
+                             int oom_kills, bool time_limit_warned, int exit_code,
+                             const std::string& reason, Reply<bool> reply) {
   auto a = CheckWorker(id);
   if (!a.ok()) return Effects::Reply([reply, st = a.status()] { reply(st); });
   spdlog::info("run {} attempt {} launch {}: worker on {} exited {}: {}", id.run_id, id.attempt,
@@ -63,6 +63,7 @@ Effects Launches::ReportExit(const WorkerId& id, const std::vector<RankExitInfo>
     LaunchState& l = it->second;
     l.reported[id.node] = true;
     if (oom_kills >= 0) l.oom_kills[id.node] = oom_kills;
+    l.time_limit_warned = l.time_limit_warned || time_limit_warned;
     for (const auto& e : exits) {
       // The final report replaces what the stream said, keeping arrival order.
       auto known = std::find_if(l.rank_exits.begin(), l.rank_exits.end(),
@@ -161,6 +162,7 @@ Effects Launches::Settle(LaunchState& l, const RunRecord& run, int step_exit_cod
       ev.lost_nodes.push_back(n);
   ev.hang = l.fault.hang;
   ev.oom_kills = l.oom_kills;
+  ev.time_limit = l.time_limit_warned;
   LaunchVerdict v = ClassifyLaunch(ev);
 
   auto spec = ctx_.ParseStoredSpec(run);

@@ -38,7 +38,8 @@ class Launches {
   // launch_end.cc: how launches end.
   void RecordRankExit(const WorkerId& id, const RankExitInfo& exit);
   Effects ReportExit(const WorkerId& id, const std::vector<RankExitInfo>& exits, int oom_kills,
-                     int exit_code, const std::string& reason, Reply<bool> reply);
+                     bool time_limit_warned, int exit_code, const std::string& reason,
+                     Reply<bool> reply);
   // Run health's finding: the launch is stopped (its srun step signalled)
   // and the finding kept as evidence for NextLaunch.
   Effects Fault(const LaunchFaultEffect& fault);
@@ -75,6 +76,7 @@ class Launches {
     std::map<std::string, bool> reported;  // node -> ReportExit received
     std::vector<RankExitInfo> rank_exits;
     std::map<std::string, int> oom_kills;  // node -> increase during the launch
+    bool time_limit_warned = false;        // a worker passed Slurm's warning on
     LaunchFaultEffect fault;               // lost nodes and hang, from run health
     bool stopping = false;
     TimerId kill_timer = 0;

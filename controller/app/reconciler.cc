@@ -122,8 +122,16 @@ Effects Reconciler::SettleEnded(const RunRecord& run, const AttemptRecord& attem
     return fx;
   }
   std::string why = r.succeeded ? "Slurm job ended before the run started: " + r.reason : r.reason;
+  std::optional<RecoveryDecision> decided;
+  if (r.stopped_by) {
+    // Unseen by the launch path (the controller was down, or the ranks did
+    // not end before the limit): a continuation all the same.
+    decided = RecoveryDecision{RecoveryDecision::kNewAttempt, {}, ctx_.clock.Now(), false,
+                               std::string(FailureClassName(*r.stopped_by)) +
+                                   ": a new attempt continues from the newest checkpoint"};
+  }
   fx.ended_attempts.push_back({run.run_id, attempt.attempt, r.succeeded ? 1 : r.exit_code, why,
-                               evidence, std::nullopt, std::nullopt});
+                               evidence, decided, r.stopped_by});
   return fx;
 }
 

@@ -125,6 +125,10 @@ Reconciliation Reconcile(const std::optional<SlurmJob>& job,
   }
   r.kind = Reconciliation::kEnded;
   if (job) r.nodelist = job->nodelist;
+  if (job && job->state == "TIMEOUT") r.stopped_by = FailureClass::kTimeLimit;
+  if (job && job->state == "PREEMPTED") r.stopped_by = FailureClass::kPreemption;
+  if (exit_file && exit_file->reason == "wall-time warning")
+    r.stopped_by = FailureClass::kTimeLimit;
   if (exit_file) {
     // The batch script's own record is the most precise one.
     r.exit_code = exit_file->exit_code;

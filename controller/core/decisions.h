@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/spec/run_spec.h"
+#include "controller/core/failure_class.h"
 #include "controller/core/gate_policy.h"
 #include "controller/slurm/slurm_types.h"
 
@@ -75,6 +76,10 @@ struct Reconciliation {
   int exit_code = 0;
   std::string reason;
   std::string nodelist;  // when Slurm says where it ran
+  // Ended by its time limit (Slurm's TIMEOUT, or the batch script's
+  // "wall-time warning") or preempted: not the program's fault, the run
+  // continues in a new attempt at once, using no restart.
+  std::optional<FailureClass> stopped_by;
 };
 // `job` is what Slurm knows (nullopt: forgotten or never seen), `exit_file`
 // what the batch script left.

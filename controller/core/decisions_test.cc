@@ -135,6 +135,15 @@ TEST(ReconcileTest, Table) {
   EXPECT_EQ(r.kind, Reconciliation::kEnded);
   EXPECT_FALSE(r.succeeded);
   EXPECT_EQ(r.reason, "Slurm job vanished and left no exit.json");
+  EXPECT_FALSE(r.stopped_by);
+  // Not the program's fault: continued without a restart.
+  SlurmJob timeout{"7", "TIMEOUT", "TimeLimit", "node1", 0};
+  EXPECT_EQ(Reconcile(timeout, std::nullopt).stopped_by, FailureClass::kTimeLimit);
+  SlurmJob preempted{"7", "PREEMPTED", "None", "node1", 0};
+  EXPECT_EQ(Reconcile(preempted, std::nullopt).stopped_by, FailureClass::kPreemption);
+  EXPECT_EQ(Reconcile(std::nullopt, ExitFile{1, 1, "wall-time warning"}).stopped_by,
+            FailureClass::kTimeLimit);
+  EXPECT_FALSE(Reconcile(failed, bad).stopped_by);
 }
 
 }  // namespace

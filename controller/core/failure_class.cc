@@ -230,9 +230,22 @@ LaunchVerdict ClassifyLaunch(const LaunchEvidence& e) {
   // Whatever the step said, a launch that did not succeed ends non-zero.
   int failed_code = e.step_exit_code != 0 ? e.step_exit_code : kExitError;
   if (e.cancelled) return Verdict(FailureClass::kCancel, kExitCancelled, "cancelled", ev);
-  if (e.time_limit)
-    return Verdict(FailureClass::kTimeLimit, failed_code, "reached the Slurm time limit", ev);
-  if (e.preempted) return Verdict(FailureClass::kPreemption, failed_code, "preempted", ev);
+  if (e.time_limit || e.preempted) {
+    // Not the program's fault: the run continues without a restart. A node
+    // lost or a rank hung before that is still blamed, so its strike keeps
+    // it out of the continuation.
+    LaunchVerdict v = Verdict(e.time_limit ? FailureClass::kTimeLimit : FailureClass::kPreemption,
+                              failed_code,
+                              e.time_limit ? "reached the Slurm time limit" : "preempted", ev);
+    std::optional<LaunchVerdict> fault;
+    if (!e.lost_nodes.empty()) fault = LostVerdict(e, failed_code, ev);
+    else if (e.hang) fault = HangVerdict(*e.hang, failed_code, ev);
+    if (fault) {
+      v.blamed_node = fault->blamed_node;
+      v.reason += "; before that, " + fault->reason;
+    }
+    return v;
+  }
   if (e.gate_aborted)
     return Verdict(FailureClass::kGate, kExitGateAbort, "the launch gate aborted", ev);
   if (!e.lost_nodes.empty()) return LostVerdict(e, failed_code, std::move(ev));

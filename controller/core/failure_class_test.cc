@@ -90,6 +90,23 @@ TEST(ClassifyLaunchTest, Table) {
       {"time limit beats preemption and gate",
        With(failing, [](auto& e) { e.time_limit = e.preempted = e.gate_aborted = true; }),
        FC::kTimeLimit, 1, true, "", "reached the Slurm time limit"},
+      {"time limit, a worker lost before it: still blamed",
+       With(Ranks(0, {}),
+            [](auto& e) {
+              e.time_limit = true;
+              e.lost_nodes = {"node7"};
+              e.lost_silent_s = {{"node7", 30.0}};
+            }),
+       FC::kTimeLimit, 1, true, "node7",
+       "reached the Slurm time limit; before that, node node7 lost: worker silent for 30 s"},
+      {"preemption, a rank hung before it: its node blamed",
+       With(Ranks(0, {}),
+            [&](auto& e) {
+              e.preempted = true;
+              e.hang = hang;
+            }),
+       FC::kPreemption, 1, true, "node1",
+       "preempted; before that, rank 0 on node1 hung: no step for 62 s after step 17"},
       {"preemption beats gate",
        With(Ranks(0, {}), [](auto& e) { e.preempted = e.gate_aborted = true; }), FC::kPreemption, 1,
        true, "", "preempted"},

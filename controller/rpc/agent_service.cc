@@ -296,11 +296,16 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportExit(grpc::CallbackServerConte
                             : st);
     return reactor;
   }
+  if (!req->planned_stop().empty() && req->planned_stop() != "time_limit") {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "planned_stop: \"time_limit\" or empty"));
+    return reactor;
+  }
   std::vector<RankExitInfo> exits;
   for (const auto& r : req->ranks()) exits.push_back(FromProto(r, req->id().node()));
   controller_->ReportExit(
-      FromProto(req->id()), std::move(exits), req->oom_kills(), req->exit_code(),
-      req->reason().substr(0, 1024),
+      FromProto(req->id()), std::move(exits), req->oom_kills(),
+      req->planned_stop() == "time_limit", req->exit_code(), req->reason().substr(0, 1024),
       Timed(controller_->metrics(), RpcMethod::kReportExit,
             [reactor](absl::StatusOr<bool> r) { reactor->Finish(ToGrpc(r.status())); }));
   return reactor;

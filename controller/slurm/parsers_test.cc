@@ -109,3 +109,30 @@ TEST(ParsersTest, RealSlurm2205Outputs) {
 
 }  // namespace
 }  // namespace trellis::controller
+
+namespace trellis::controller {
+namespace {
+
+// sacct of a real Slurm 22.05 with accounting (deploy/slurm/local-cluster up --accounting:
+// slurmdbd and MariaDB), asked as SlurmCliClient::AccountingJob asks, for a 2-node job that
+// exited 3 and one that succeeded, after both left squeue. tests/slurm/accounting_test.sh
+// checks that the cluster still prints exactly this (job ids renumbered from 1).
+TEST(ParsersTest, RealSlurm2205Sacct) {
+  auto jobs = ParseSacct(Fixture("sacct_2205.txt"));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].id, "1");
+  EXPECT_EQ((*jobs)[0].state, "FAILED");
+  EXPECT_TRUE(IsTerminalJobState((*jobs)[0].state));
+  EXPECT_EQ((*jobs)[0].exit_code, 3);
+  EXPECT_EQ((*jobs)[0].nodelist, "node[1-2]");
+  EXPECT_EQ((*jobs)[1].id, "2");
+  EXPECT_EQ((*jobs)[1].state, "COMPLETED");
+  EXPECT_TRUE(IsTerminalJobState((*jobs)[1].state));
+  EXPECT_EQ((*jobs)[1].exit_code, 0);
+  EXPECT_EQ(*ExpandHostlist((*jobs)[1].nodelist),
+            (std::vector<std::string>{"node1", "node2"}));
+}
+
+}  // namespace
+}  // namespace trellis::controller

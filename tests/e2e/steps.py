@@ -2,12 +2,28 @@
 """A generic rank for the healing tests: reports STEPS step records on
 $TRELLIS_STEP_SOCKET, one every STEP_S seconds (SLOW_FACTOR times longer on
 rank SLOW_RANK), and exits EXIT_CODE (0 unless set). Prints its pid and
-launch first, so a test can find and signal it."""
+launch first, so a test can find and signal it.
+
+It keeps the rank contract's time limits (README, "Time limits"): it starts
+after $TRELLIS_RESUME_STEP, and on SIGUSR1 (Slurm's wall-time warning) it
+ends its step, rank 0 writes a checkpoint of it (step-NNNNNNNN/manifest.json
+under $TRELLIS_CHECKPOINT_DIR), and it exits 0."""
 import json
 import os
+import signal
 import socket
 import sys
 import time
+
+warned = False
+
+
+def on_warning(signum, frame):
+    global warned
+    warned = True
+
+
+signal.signal(signal.SIGUSR1, on_warning)
 
 rank = int(os.environ["RANK"])
 steps = int(os.environ.get("STEPS", "20"))
@@ -19,12 +35,25 @@ print("rank %d pid %d launch %s on %s" % (rank, os.getpid(), os.environ.get("TRE
                                           os.environ.get("SLURMD_NODENAME")), flush=True)
 s = socket.socket(socket.AF_UNIX)
 s.connect(os.environ["TRELLIS_STEP_SOCKET"])
-for step in range(1, steps + 1):
+resume = int(os.environ.get("TRELLIS_RESUME_STEP", "-1") or "-1")
+first = max(resume, 0) + 1
+print("rank %d starts at step %d" % (rank, first), flush=True)
+for step in range(first, steps + 1):
     t0 = time.time()
     time.sleep(step_s)
     rec = {"v": 1, "step": step, "loss": 5.0 / step, "tokens": 1024,
            "step_seconds": time.time() - t0}
     s.sendall((json.dumps(rec) + "\n").encode())
+    if warned and step < steps:
+        ckpt = os.environ.get("TRELLIS_CHECKPOINT_DIR", "")
+        if rank == 0 and ckpt:
+            d = os.path.join(ckpt, "step-%08d" % step)
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, ".manifest.tmp"), "w") as f:
+                json.dump({"step": step}, f)
+            os.rename(os.path.join(d, ".manifest.tmp"), os.path.join(d, "manifest.json"))
+        print("rank %d: wall-time warning: stopped after step %d" % (rank, step), flush=True)
+        sys.exit(0)
 if exit_code == 79:
     print("bad input: refusing to go on (exit 79: do not retry)", file=sys.stderr, flush=True)
 sys.exit(exit_code)

@@ -13,6 +13,7 @@
 #include "trainer_core/error.h"
 #include "trainer_core/parallel/comm.h"
 #include "trainer_core/parallel/nccl_log_file.h"
+#include "trainer_core/stop_signal.h"
 #include "trainer_core/trainer.h"
 
 namespace trellis::train {
@@ -75,6 +76,7 @@ int64_t ResumeStep(const std::string& text) {
 }  // namespace
 
 int RunHostedRank(const spec::TrainerSpec& spec) {
+  InstallStopSignal();  // first: a warning during start-up must not kill the rank
   try {
     CommOptions comm_options = CommOptionsFromEnv();
     ChooseRankDevice(spec.training, &comm_options);
@@ -95,12 +97,17 @@ int RunHostedRank(const spec::TrainerSpec& spec) {
     };
     options.resume_step = ResumeStep(Env("TRELLIS_RESUME_STEP"));
     options.on_step = [&socket](const StepRecord& r) { socket.Write(EncodeStepRecord(r) + "\n"); };
+    options.stop_requested = StopSignalled;
     Trainer trainer(spec, std::move(options));
     std::fprintf(stderr, "trellis rank: %s; starting at step %ld\n", trainer.Describe().c_str(),
                  static_cast<long>(trainer.step()));
     std::fprintf(stderr, "trellis rank: %s\n", trainer.DescribeDevice().c_str());
     if (!nccl_log.note.empty()) std::fprintf(stderr, "trellis rank: %s\n", nccl_log.note.c_str());
-    trainer.Run(spec.training.steps);
+    if (trainer.Run(spec.training.steps))
+      std::fprintf(stderr,
+                   "trellis rank: stopped at step %ld for Slurm's wall-time warning, with a "
+                   "checkpoint; the run continues in a new attempt\n",
+                   static_cast<long>(trainer.step()));
     return 0;
   } catch (const TrainError& e) {
     std::fprintf(stderr, "trellis rank: %s\n", e.what());

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cmath>
 #include <fstream>
 
@@ -173,6 +175,40 @@ TEST_F(MultiRankTest, AStoppedPeerIsNamedWithinTheCollectiveTimeout) {
             std::string::npos)
       << runs[0].err;
   EXPECT_LT(waited, 8s) << "named only after the collective timeout";
+}
+
+// Slurm's wall-time warning reaches one rank only (SIGUSR1 to rank 1): both
+// stop at the same step boundary (they agree on it), checkpoint there and
+// exit 0, and a resume from that checkpoint goes on from the next step.
+TEST_F(MultiRankTest, AStopSignalOnOneRankStopsAllAtOneStepWithACheckpoint) {
+  const std::string spec = Spec(Corpus()), ckpt = JoinPath(dir_, "ckpt");
+  testing::WorldOptions o;
+  o.timeout = 180s;
+  bool signalled = false;
+  o.on_record = [&](int rank, const StepRecord& rec, const std::vector<pid_t>& pids) {
+    if (signalled || rank != 0 || rec.step < 2) return;
+    ::kill(pids[1], SIGUSR1);
+    signalled = true;
+  };
+  auto runs = testing::RunWorld(TRELLIS_TRAIN_BIN, 2,
+                                {spec, "--json", "--steps", "100000", "--checkpoint-dir", ckpt},
+                                dir_, o);
+  std::string why;
+  ASSERT_TRUE(signalled);
+  ASSERT_TRUE(AllExitedZero(runs, &why)) << why;
+  const int64_t stopped = runs[0].records.back().step;
+  EXPECT_EQ(runs[1].records.back().step, stopped) << "the ranks stopped at different steps";
+  EXPECT_LT(stopped, 10) << "ran to the end: the signal did not stop it";
+  EXPECT_NE(runs[1].err.find("stopped at step " + std::to_string(stopped)), std::string::npos)
+      << runs[1].err;
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08ld/manifest.json", static_cast<long>(stopped));
+  EXPECT_TRUE(std::ifstream(JoinPath(ckpt, name)).good()) << "no checkpoint at step " << stopped;
+  auto resumed =
+      RunWorld(2, {spec, "--json", "--checkpoint-dir", ckpt, "--resume", "latest"}, dir_, 180s);
+  ASSERT_TRUE(AllExitedZero(resumed, &why)) << why;
+  ASSERT_FALSE(resumed[0].records.empty());
+  EXPECT_EQ(resumed[0].records.front().step, stopped + 1);
 }
 
 }  // namespace

@@ -59,7 +59,8 @@ bool IsRefusal(absl::StatusCode code) {
 int FailLaunch(AgentClient& client, const std::string& why) {
   spdlog::error("{}", why);
   WorkerOutcome outcome{kExitError, why};
-  if (absl::Status st = client.ReportExit({}, outcome, /*oom_kills=*/-1, kReportExitTimeout);
+  if (absl::Status st = client.ReportExit({}, outcome, /*oom_kills=*/-1, /*planned_stop=*/"",
+                                          kReportExitTimeout);
       !st.ok())
     spdlog::warn("ReportExit failed: {}", std::string(st.message()));
   return kExitError;
@@ -153,6 +154,7 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
 
   asio::steady_timer heartbeat(io);
   asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR1);
+  std::string planned_stop;  // "time_limit" once Slurm's warning came
   Supervisor supervisor(
       io, Steady(args.kill_grace),
       [&](const RankExit& e) {
@@ -170,8 +172,12 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
     signals.async_wait([&](boost::system::error_code ec, int sig) {
       if (ec) return;
       if (sig == SIGUSR1) {
-        // Slurm's wall-time warning: the ranks checkpoint and end on their own.
-        spdlog::info("SIGUSR1 (wall-time warning): forwarding to the ranks");
+        // Slurm's wall-time warning: the ranks checkpoint at their next step
+        // boundary and exit (the rank contract, README "Time limits"); the
+        // launch ends as a time-limit stop and the run continues in a new
+        // attempt from its newest checkpoint.
+        spdlog::info("SIGUSR1 (wall-time warning): passing it on to the ranks");
+        planned_stop = "time_limit";
         supervisor.Forward(SIGUSR1);
       } else {
         supervisor.Stop(std::string("worker received SIG") + sigabbrev_np(sig));
@@ -221,7 +227,8 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
                  "refused by the controller; {} reconnect(s)",
                  ss.stored, ss.dropped, ss.refused, ss.reconnects);
   if (absl::Status st =
-          client.ReportExit(supervisor.exits(), outcome, oom_kills, kReportExitTimeout);
+          client.ReportExit(supervisor.exits(), outcome, oom_kills, planned_stop,
+                            kReportExitTimeout);
       !st.ok())
     spdlog::warn("ReportExit failed: {}", std::string(st.message()));
   return outcome.exit_code;

@@ -103,13 +103,14 @@ absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds
 
 absl::Status AgentClient::ReportExit(const std::vector<RankExit>& exits,
                                      const WorkerOutcome& outcome, int oom_kills,
-                                     Seconds timeout) {
+                                     const std::string& planned_stop, Seconds timeout) {
   v1::ReportExitRequest req;
   *req.mutable_id() = id_;
   for (const RankExit& e : exits) ToProto(e, req.add_ranks());
   req.set_exit_code(outcome.exit_code);
   req.set_reason(outcome.reason);
   req.set_oom_kills(oom_kills);
+  req.set_planned_stop(planned_stop);
   grpc::Status st =
       WithRetries("ReportExit", backoff_, timeout, timeout, false, [&](Seconds budget) {
         grpc::ClientContext ctx;

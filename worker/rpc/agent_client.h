@@ -49,8 +49,9 @@ class AgentClient {
   absl::StatusOr<GateResult> Register(const NodeFacts& facts, Seconds retry_window,
                                       Seconds gate_wait);
   // oom_kills: the job cgroup's OOM kills during the launch, -1 when unknown.
+  // `planned_stop`: ReportExitRequest.planned_stop ("time_limit" or empty).
   absl::Status ReportExit(const std::vector<RankExit>& exits, const WorkerOutcome& outcome,
-                          int oom_kills, Seconds timeout);
+                          int oom_kills, const std::string& planned_stop, Seconds timeout);
   absl::StatusOr<NextLaunchChoice> NextLaunch(int step_exit_code, Seconds timeout);
 
   v1::AgentService::Stub* stub() { return stub_.get(); }

@@ -1,0 +1,63 @@
+// The time limit as a planned stop: workers that passed Slurm's wall-time
+// warning on to their ranks report it; the launch ends as a time-limit stop
+// and the run continues in a new attempt at once, using no restart, resuming
+// from the newest checkpoint (tests/e2e/time_limit.sh runs it on Slurm). A
+// job that Slurm ended TIMEOUT unseen is continued the same way.
+
+#include "controller/app/controller_health_fixture.h"
+
+namespace trellis::controller {
+namespace {
+
+constexpr char kRun[] = "wall-1";
+
+class TimeLimitTest : public HealthTest {
+ protected:
+  void StartRun() {
+    v1::SubmitRunResponse resp;
+    ASSERT_TRUE(Submit("[job]\nname = \"wall\"\ncommand = \"train\"\n"
+                       "[slurm]\nnodes = 2\nranks_per_node = 2\n"
+                       "[restart]\nmax_restarts = 0\nbackoff_s = 600\n",
+                       &resp)
+                    .ok());
+    ASSERT_EQ(resp.run_id(), kRun);
+    WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+    Register(kRun, 1, {"node1", "node2"});
+    WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  }
+};
+
+TEST_F(TimeLimitTest, AWarnedLaunchContinuesInANewAttemptWithoutARestart) {
+  StartRun();
+  Send(Id(kRun, "node1", 1), {StepReport(0, 7, 0.5), StepReport(1, 7, 0.5)});
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
+             "time_limit");
+  // A generic rank without a handler dies of the signal: still a planned stop.
+  ReportExit(kRun, "node2", 1, {RankEnded(2, 138, 10, true), RankEnded(3, 0, 0, true)}, 138,
+             "time_limit");
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 138);
+  EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).failure_class(), "time_limit");
+  EXPECT_EQ(run.launches(0).blamed_node(), "");
+  EXPECT_EQ(run.summary().restarts(), 0) << "max_restarts = 0, and the run goes on";
+  ASSERT_EQ(run.attempts_size(), 2) << "submitted at once: no backoff";
+  EXPECT_EQ(slurm_->Submissions().size(), 2u);
+}
+
+TEST_F(TimeLimitTest, AJobEndedTimeoutUnseenIsContinuedToo) {
+  StartRun();
+  {
+    std::lock_guard<std::mutex> l(slurm_->mu);
+    slurm_->jobs["100"].state = "TIMEOUT";
+  }
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);  // from RUNNING: a new attempt
+  ASSERT_EQ(run.attempts_size(), 2);
+  EXPECT_EQ(run.summary().restarts(), 0);
+  EXPECT_NE(run.attempts(0).end_reason().find("TIMEOUT"), std::string::npos)
+      << run.attempts(0).end_reason();
+}
+
+}  // namespace
+}  // namespace trellis::controller
