@@ -9,8 +9,9 @@
 #                 before and after the others)
 #   ctas16        through the controller (the worker's default NCCL_MAX_CTAS=16)
 #   ctas_default  through the controller, NCCL's own CTA count ([env] NCCL_MAX_CTAS = "")
-#   kill          through the controller, a rank SIGKILLed after the step-10
-#                 checkpoint: the run restarts and resumes from it
+#   kill          through the controller, a rank crashed (SIGSEGV) after the step-10
+#                 checkpoint: the run restarts and resumes from it (a crash blames no
+#                 node; a SIGKILL would, and quarantine a one-node cluster's only node)
 #
 # It writes OUT_DIR/gpu-e2e-<date>.{md,json} (gpu-e2e-<N>gpu-<date> for N != 2;
 # bench/gpu/e2e_summary.py) and
@@ -185,7 +186,7 @@ trap stop_all EXIT
 
 # ----------------------------------------------------- through the controller --
 # run_controller NAME [env lines]: submit, watch to the end, save what the
-# controller and the CLI show. The kill run SIGKILLs a rank after step 10's checkpoint.
+# controller and the CLI show. The kill run crashes a rank (SIGSEGV) after step 10's checkpoint.
 run_controller() {
   local name=$1 path id run_dir rc=0; shift
   path=$(spec "$name" "$@")
@@ -205,9 +206,9 @@ run_controller() {
     done
     victim=$(pgrep -f "trellis-rank --run-dir $run_dir" | head -1)
     if [ -n "$victim" ]; then
-      kill -KILL "$victim"
+      kill -SEGV "$victim"
       echo "$(date +%s.%N) $victim $(tr '\0' ' ' <"/proc/$victim/cmdline" 2>/dev/null)" >"$WORK/$name/killed"
-      log "kill: SIGKILLed rank process $victim after the step-10 checkpoint"
+      log "kill: SIGSEGV to rank process $victim after the step-10 checkpoint"
     fi
   fi
   # The text view a user watches (its exit status is the run's outcome). A run

@@ -35,6 +35,9 @@ ROOTS=(
   libsqlite3-dev libtomlplusplus-dev libtomlplusplus3
   prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcivetweb1
   libcivetweb-dev
+  # Their CMake packages import every target, so the files behind them must
+  # exist: civetweb's server binary and prometheus-cpp's push library.
+  civetweb libprometheus-cpp-push1.0
   # prometheus-cpp's CMake package looks for CURL and ZLIB (push, compression)
   # even where only core and pull are linked: their headers must be there.
   libcurl4-openssl-dev zlib1g-dev
