@@ -109,6 +109,14 @@ int main(int argc, char** argv) {
       ->required();
   AddSeconds(next_cmd, "--timeout", &next.timeout,
              "Seconds to keep trying to reach the controller");
+  next_cmd->add_option("--requeued", next.requeue_count,
+                       "Slurm requeued the job ($SLURM_RESTART_COUNT): the batch script starts "
+                       "over with --launch 0 and asks which launch comes next");
+  next_cmd->add_option("--allocation", next.allocation_nodelist,
+                       "With --requeued: the allocation's nodes ($SLURM_JOB_NODELIST)");
+  next_cmd->add_flag("--terminated-by-slurm", next.terminated_by_slurm,
+                     "Slurm signalled the batch script (scancel, requeue, preemption, the time "
+                     "limit): the job's end in Slurm decides what follows, not this launch");
 
   CLI11_PARSE(app, argc, argv);
   trellis::InitLogging("trellis-worker", log_level);

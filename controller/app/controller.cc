@@ -380,9 +380,10 @@ void Controller::ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int oo
   });
 }
 
-void Controller::NextLaunch(WorkerId id, int step_exit_code, Reply<NextLaunchAnswer> reply) {
-  asio::post(io_, [this, id = std::move(id), step_exit_code, reply = std::move(reply)] {
-    Apply(launches_.NextLaunch(id, step_exit_code, reply));
+void Controller::NextLaunch(WorkerId id, NextLaunchQuestion question,
+                            Reply<NextLaunchAnswer> reply) {
+  asio::post(io_, [this, id = std::move(id), q = std::move(question), reply = std::move(reply)] {
+    Apply(launches_.NextLaunch(id, q, reply));
   });
 }
 

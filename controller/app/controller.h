@@ -89,7 +89,7 @@ class Controller {
   // its ranks (a planned stop: the run continues in a new attempt).
   void ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int oom_kills,
                   bool time_limit_warned, int exit_code, std::string reason, Reply<bool> reply);
-  void NextLaunch(WorkerId id, int step_exit_code, Reply<NextLaunchAnswer> reply);
+  void NextLaunch(WorkerId id, NextLaunchQuestion question, Reply<NextLaunchAnswer> reply);
 
  private:
   // Runs `work` on the loop and applies what it returns.

@@ -237,15 +237,23 @@ Effects Launches::Settle(LaunchState& l, const RunRecord& run, int step_exit_cod
   return fx;
 }
 
-Effects Launches::NextLaunch(const WorkerId& id, int step_exit_code,
+Effects Launches::NextLaunch(const WorkerId& id, const NextLaunchQuestion& q,
                              Reply<NextLaunchAnswer> reply) {
   auto a = CheckWorker(id);
   if (!a.ok()) return Effects::Reply([reply, st = a.status()] { reply(st); });
   auto run = ctx_.store.GetRun(id.run_id);
   if (!run.ok()) return Effects::Reply([reply, st = run.status()] { reply(st); });
+  const int step_exit_code = q.step_exit_code;
   Effects fx;
   NextLaunchAnswer ans;
   ans.exit_code = step_exit_code;
+  bool live = !IsTerminal(run->state) && a->live();
+  if (q.requeue_count > 0 || (q.terminated_by_slurm && live)) {
+    fx = q.requeue_count > 0 ? Requeued(id, *run, *a, q, &ans)
+                             : Terminated(id, *run, *a, step_exit_code, &ans);
+    fx.replies.push_back([reply, ans] { reply(ans); });
+    return fx;
+  }
   auto it = launches_.find(KeyOf(id));
   bool known = it != launches_.end() && it->second.outcome &&
                it->second.outcome->kind == GateOutcome::kGo;

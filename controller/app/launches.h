@@ -43,7 +43,8 @@ class Launches {
   // Run health's finding: the launch is stopped (its srun step signalled)
   // and the finding kept as evidence for NextLaunch.
   Effects Fault(const LaunchFaultEffect& fault);
-  Effects NextLaunch(const WorkerId& id, int step_exit_code, Reply<NextLaunchAnswer> reply);
+  Effects NextLaunch(const WorkerId& id, const NextLaunchQuestion& question,
+                     Reply<NextLaunchAnswer> reply);
 
  private:
   struct PendingRegistration {
@@ -95,6 +96,11 @@ class Launches {
                  NextLaunchAnswer* answer);
   SlurmCall SignalStep(const LaunchState& launch, const std::string& signal) const;
   void Forget(std::map<LaunchKey, LaunchState>::iterator it);
+  // launch_requeue.cc: Slurm ending or restarting the job under a launch.
+  Effects Terminated(const WorkerId& id, const RunRecord& run, const AttemptRecord& attempt,
+                     int step_exit_code, NextLaunchAnswer* answer);
+  Effects Requeued(const WorkerId& id, const RunRecord& run, const AttemptRecord& attempt,
+                   const NextLaunchQuestion& question, NextLaunchAnswer* answer);
 
   LoopContext ctx_;
   Defer defer_;

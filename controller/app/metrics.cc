@@ -111,7 +111,8 @@ Metrics::Metrics()
   // increases see their first events.
   for (const RunStateInfo& s : AllRunStates())
     runs_by_state_[s.state] = &runs_.Add({{"state", std::string(s.name)}});
-  for (int c = 0; c <= static_cast<int>(FailureClass::kCancel); ++c) {  // kCancel is the last
+  // The classes a restart can have: kTerminated, after kCancel, never restarts.
+  for (int c = 0; c <= static_cast<int>(FailureClass::kCancel); ++c) {
     auto cls = static_cast<FailureClass>(c);
     if (cls == FailureClass::kSucceeded) continue;
     std::string name(FailureClassName(cls));
@@ -143,7 +144,8 @@ void Metrics::RunQueued() { runs_by_state_.at(RunState::kQueued)->Increment(); }
 void Metrics::Transition(const std::string& run_id, RunState from, RunState to) {
   runs_by_state_.at(from)->Decrement();
   runs_by_state_.at(to)->Increment();
-  if (to == RunState::kSubmitted) attempts_.Increment();
+  // A new attempt's sbatch; SUBMITTED after a later state is Slurm's requeue.
+  if (to == RunState::kSubmitted && from == RunState::kQueued) attempts_.Increment();
   if (IsTerminal(to)) RemoveRun(run_id);
 }
 

@@ -90,6 +90,10 @@ Effects Reconciler::OnSnapshot(const absl::StatusOr<std::vector<SlurmJob>>& list
       }
       job = *it->second;
     }
+    if (RequeuedBySlurm(run.state, *job)) {
+      fx += Requeued(run, attempt, *job);
+      continue;
+    }
     Reconciliation r = Reconcile(job, ReadExitFile(run, attempt.attempt));
     if (!r.nodelist.empty() && attempt.nodelist.empty()) {
       fx.writes.push_back({"nodes of " + run.run_id,
@@ -103,6 +107,17 @@ Effects Reconciler::OnSnapshot(const absl::StatusOr<std::vector<SlurmJob>>& list
       fx += SettleEnded(run, attempt, r);
     }
   }
+  return fx;
+}
+
+Effects Reconciler::Requeued(const RunRecord& run, const AttemptRecord& attempt,
+                             const SlurmJob& job) {
+  Effects fx;
+  std::string reason = "Slurm requeued job " + attempt.slurm_job_id + ": pending again (" +
+                       job.reason + "); its batch script starts over and is gated again";
+  spdlog::info("run {}: {}", run.run_id, reason);
+  fx.aborted_runs.push_back({run.run_id, "Slurm requeued the job"});
+  fx.transitions.push_back({run.run_id, RunState::kSubmitted, reason});
   return fx;
 }
 

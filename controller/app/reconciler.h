@@ -25,6 +25,8 @@ class Reconciler {
   using Shown = std::map<std::string, absl::StatusOr<std::optional<SlurmJob>>>;
   Effects OnSnapshot(const absl::StatusOr<std::vector<SlurmJob>>& listed, const Shown& shown,
                      bool startup);
+  // Pending again after it started: the run waits as SUBMITTED.
+  Effects Requeued(const RunRecord& run, const AttemptRecord& attempt, const SlurmJob& job);
   Effects SettleEnded(const RunRecord& run, const AttemptRecord& attempt,
                       const Reconciliation& r);
   std::optional<ExitFile> ReadExitFile(const RunRecord& run, int attempt) const;

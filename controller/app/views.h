@@ -85,6 +85,14 @@ struct GateAnswer {
   }
 };
 
+// The batch script's question after a launch (NextLaunchRequest).
+struct NextLaunchQuestion {
+  int step_exit_code = 0;
+  int requeue_count = 0;            // > 0: Slurm requeued the job; no launch yet
+  std::string allocation_nodelist;  // with requeue_count
+  bool terminated_by_slurm = false;
+};
+
 struct NextLaunchAnswer {
   bool relaunch = false;
   int next_launch = 0;

@@ -116,6 +116,12 @@ RestartDecision DecideRestart(int restarts_so_far, const spec::RestartSection& p
               std::to_string(policy.max_restarts) + " in " + std::to_string(delay) + " s"};
 }
 
+bool RequeuedBySlurm(RunState run_state, const SlurmJob& job) {
+  bool started = run_state == RunState::kGating || run_state == RunState::kRunning ||
+                 run_state == RunState::kRestarting;
+  return started && job.state == "PENDING";
+}
+
 Reconciliation Reconcile(const std::optional<SlurmJob>& job,
                          const std::optional<ExitFile>& exit_file) {
   Reconciliation r;

@@ -11,6 +11,7 @@
 #include "common/spec/run_spec.h"
 #include "controller/core/failure_class.h"
 #include "controller/core/gate_policy.h"
+#include "controller/core/run_state.h"
 #include "controller/slurm/slurm_types.h"
 
 namespace trellis::controller {
@@ -85,5 +86,11 @@ struct Reconciliation {
 // what the batch script left.
 Reconciliation Reconcile(const std::optional<SlurmJob>& job,
                          const std::optional<ExitFile>& exit_file);
+
+// Slurm put the job back in its queue after its batch script had started
+// (scontrol requeue, preemption with PreemptMode=REQUEUE, a failed node with
+// --requeue): pending again while the run was past SUBMITTED. The run waits
+// as SUBMITTED; the batch script, started again, asks for its next launch.
+bool RequeuedBySlurm(RunState run_state, const SlurmJob& job);
 
 }  // namespace trellis::controller

@@ -38,6 +38,7 @@ constexpr std::pair<FailureClass, std::string_view> kNames[] = {
     {FailureClass::kTimeLimit, "time_limit"},
     {FailureClass::kPreemption, "preemption"},
     {FailureClass::kCancel, "cancel"},
+    {FailureClass::kTerminated, "terminated"},
 };
 
 constexpr size_t kMaxLogInReason = 200;

@@ -72,6 +72,10 @@ enum class FailureClass {
   kTimeLimit,
   kPreemption,
   kCancel,
+  // Not a verdict of ClassifyLaunch: Slurm signalled the batch script
+  // (scancel, requeue, preemption, the time limit) and the launch ended under
+  // it; how the job ends decides what follows (launch_requeue.cc).
+  kTerminated,
 };
 
 // Stable snake_case names ("rank_exit", "device_oom", ...): stored per launch.

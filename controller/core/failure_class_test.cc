@@ -43,6 +43,7 @@ TEST(FailureClassTest, NamesRoundTrip) {
                                               {FC::kGate, "gate"},
                                               {FC::kTimeLimit, "time_limit"},
                                               {FC::kPreemption, "preemption"},
+                                              {FC::kTerminated, "terminated"},
                                               {FC::kCancel, "cancel"}};
   for (const auto& [cls, name] : names) {
     EXPECT_EQ(FailureClassName(cls), name);

@@ -11,10 +11,13 @@ const std::vector<RunStateInfo>& AllRunStates() {
   static const std::vector<RunStateInfo> kTable = {
       {S::kQueued, "QUEUED", false, {S::kSubmitted, S::kCancelled, S::kFailed}},
       {S::kSubmitted, "SUBMITTED", false, {S::kGating, S::kRestarting, S::kCancelled}},
-      {S::kGating, "GATING", false, {S::kRunning, S::kQueued, S::kRestarting, S::kCancelled}},
-      {S::kRunning, "RUNNING", false, {S::kSucceeded, S::kRestarting, S::kCancelled}},
+      // -> SUBMITTED: Slurm requeued the job (launch_requeue.cc).
+      {S::kGating, "GATING", false,
+       {S::kRunning, S::kQueued, S::kRestarting, S::kSubmitted, S::kCancelled}},
+      {S::kRunning, "RUNNING", false,
+       {S::kSucceeded, S::kRestarting, S::kSubmitted, S::kCancelled}},
       {S::kRestarting, "RESTARTING", false,
-       {S::kGating, S::kQueued, S::kFailed, S::kCancelled}},
+       {S::kGating, S::kQueued, S::kFailed, S::kSubmitted, S::kCancelled}},
       {S::kSucceeded, "SUCCEEDED", true, {}},
       {S::kFailed, "FAILED", true, {}},
       {S::kCancelled, "CANCELLED", true, {}},

@@ -26,6 +26,9 @@ TEST(RunStateTest, ExactlyTheDocumentedTransitionsAreAllowed) {
       {S::kRunning, S::kCancelled},    {S::kRestarting, S::kGating},
       {S::kRestarting, S::kQueued},    {S::kRestarting, S::kFailed},
       {S::kRestarting, S::kCancelled},
+      // Slurm requeued the job: pending again.
+      {S::kGating, S::kSubmitted},     {S::kRunning, S::kSubmitted},
+      {S::kRestarting, S::kSubmitted},
   };
   int checked = 0;
   for (const auto& from : AllRunStates()) {

@@ -27,6 +27,25 @@ grpc::Status CheckIdentity(const v1::WorkerIdentity& id) {
   return grpc::Status::OK;
 }
 
+// Launch 0 is the question of a requeued job's batch script, which starts over.
+grpc::Status CheckNextLaunchRequest(const v1::NextLaunchRequest& req) {
+  auto bad = [](const std::string& what) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what);
+  };
+  if (req.requeue_count() < 0 || req.requeue_count() > 1000)
+    return bad("requeue_count: must be in [0, 1000]");
+  if (req.allocation_nodelist().size() > 65536)
+    return bad("allocation_nodelist: at most 65536 characters");
+  if (req.step_exit_code() < 0 || req.step_exit_code() > 255)
+    return bad("step_exit_code: must be in [0, 255]");
+  if (req.requeue_count() == 0) return CheckIdentity(req.id());
+  if (req.id().launch() != 0) return bad("id.launch: must be 0 with requeue_count");
+  if (req.terminated_by_slurm()) return bad("terminated_by_slurm: not with requeue_count");
+  v1::WorkerIdentity id = req.id();
+  id.set_launch(1);  // the other fields as for any identity
+  return CheckIdentity(id);
+}
+
 bool SameIdentity(const v1::WorkerIdentity& a, const v1::WorkerIdentity& b) {
   return a.run_id() == b.run_id() && a.attempt() == b.attempt() && a.launch() == b.launch() &&
          a.node() == b.node() && a.secret() == b.secret();
@@ -315,12 +334,14 @@ grpc::ServerUnaryReactor* AgentServiceImpl::NextLaunch(grpc::CallbackServerConte
                                                        const v1::NextLaunchRequest* req,
                                                        v1::NextLaunchResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
-  grpc::Status st = CheckIdentity(req->id());
+  grpc::Status st = CheckNextLaunchRequest(*req);
   if (!st.ok()) {
     reactor->Finish(st);
     return reactor;
   }
-  controller_->NextLaunch(FromProto(req->id()), req->step_exit_code(),
+  NextLaunchQuestion q{req->step_exit_code(), req->requeue_count(), req->allocation_nodelist(),
+                       req->terminated_by_slurm()};
+  controller_->NextLaunch(FromProto(req->id()), std::move(q),
                           Timed(controller_->metrics(), RpcMethod::kNextLaunch,
                                 [reactor, resp](absl::StatusOr<NextLaunchAnswer> a) {
                                   if (!a.ok()) return reactor->Finish(ToGrpc(a.status()));

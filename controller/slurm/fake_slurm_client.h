@@ -25,7 +25,9 @@ class FakeSlurmClient : public SlurmClient {
     submissions.push_back({args, script_path});
     for (const auto& a : args)
       if (a.rfind("--job-name=", 0) == 0) names[id] = a.substr(11);
-    jobs[id] = {id, "PENDING", "None", "", std::nullopt};
+    // Started at once: the tests drive the workers. A test of Slurm's
+    // requeue sets the job PENDING again.
+    jobs[id] = {id, "RUNNING", "None", "", std::nullopt};
     return id;
   }
   absl::StatusOr<std::vector<SlurmJob>> ListJobs() override {

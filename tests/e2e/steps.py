@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A generic rank for the healing tests: reports STEPS step records on
 $TRELLIS_STEP_SOCKET, one every STEP_S seconds (SLOW_FACTOR times longer on
-rank SLOW_RANK), and exits EXIT_CODE (0 unless set). Prints its pid and
+rank SLOW_RANK), and exits EXIT_CODE (0 unless set). With CKPT_EVERY=n,
+rank 0 writes a checkpoint after every n-th step. Prints its pid and
 launch first, so a test can find and signal it.
 
 It keeps the rank contract's time limits (README, "Time limits"): it starts
@@ -33,6 +34,21 @@ if os.environ.get("SLOW_RANK") == str(rank):
 exit_code = int(os.environ.get("EXIT_CODE", "0"))
 print("rank %d pid %d launch %s on %s" % (rank, os.getpid(), os.environ.get("TRELLIS_LAUNCH"),
                                           os.environ.get("SLURMD_NODENAME")), flush=True)
+ckpt_every = int(os.environ.get("CKPT_EVERY", "0"))
+
+
+def checkpoint(step):
+    """A complete checkpoint is a directory whose manifest.json exists."""
+    ckpt = os.environ.get("TRELLIS_CHECKPOINT_DIR", "")
+    if not ckpt:
+        return
+    d = os.path.join(ckpt, "step-%08d" % step)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, ".manifest.tmp"), "w") as f:
+        json.dump({"step": step}, f)
+    os.rename(os.path.join(d, ".manifest.tmp"), os.path.join(d, "manifest.json"))
+
+
 s = socket.socket(socket.AF_UNIX)
 s.connect(os.environ["TRELLIS_STEP_SOCKET"])
 resume = int(os.environ.get("TRELLIS_RESUME_STEP", "-1") or "-1")
@@ -44,14 +60,11 @@ for step in range(first, steps + 1):
     rec = {"v": 1, "step": step, "loss": 5.0 / step, "tokens": 1024,
            "step_seconds": time.time() - t0}
     s.sendall((json.dumps(rec) + "\n").encode())
+    if rank == 0 and ckpt_every > 0 and step % ckpt_every == 0:
+        checkpoint(step)
     if warned and step < steps:
-        ckpt = os.environ.get("TRELLIS_CHECKPOINT_DIR", "")
-        if rank == 0 and ckpt:
-            d = os.path.join(ckpt, "step-%08d" % step)
-            os.makedirs(d, exist_ok=True)
-            with open(os.path.join(d, ".manifest.tmp"), "w") as f:
-                json.dump({"step": step}, f)
-            os.rename(os.path.join(d, ".manifest.tmp"), os.path.join(d, "manifest.json"))
+        if rank == 0:
+            checkpoint(step)
         print("rank %d: wall-time warning: stopped after step %d" % (rank, step), flush=True)
         sys.exit(0)
 if exit_code == 79:

@@ -19,7 +19,9 @@ int RunNextLaunch(const NextLaunchArgs& args) {
   auto id = LoadIdentity(args.id);
   if (!id.ok()) return fallback(std::string(id.status().message()));
   AgentClient client(ControllerChannel(args.id.controller), *id);
-  auto choice = client.NextLaunch(args.step_exit_code, args.timeout);
+  NextLaunchAsk ask{args.step_exit_code, args.requeue_count, args.allocation_nodelist,
+                   args.terminated_by_slurm};
+  auto choice = client.NextLaunch(ask, args.timeout);
   if (!choice.ok())
     return fallback("the controller did not answer: " + std::string(choice.status().message()));
   std::string line = FormatNextLaunchLine(*choice, args.step_exit_code);

@@ -1,5 +1,6 @@
 #include "worker/core/args.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -99,7 +100,31 @@ absl::Status ValidateAgentArgs(const AgentArgs& a) {
 }
 
 absl::Status ValidateNextLaunchArgs(const NextLaunchArgs& a) {
-  if (absl::Status st = ValidateIdentityArgs(a.id); !st.ok()) return st;
+  if (a.requeue_count < 0 || a.requeue_count > 1000)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--requeued must be in [0, 1000], got ", a.requeue_count));
+  IdentityArgs id = a.id;
+  if (a.requeue_count > 0) {
+    // A requeued job's batch script starts over: it has run no launch yet.
+    if (a.id.launch != 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--launch must be 0 with --requeued, got ", a.id.launch));
+    if (a.terminated_by_slurm)
+      return absl::InvalidArgumentError("--terminated-by-slurm and --requeued exclude each other");
+    id.launch = 1;
+  } else if (!a.allocation_nodelist.empty()) {
+    return absl::InvalidArgumentError("--allocation is only for --requeued");
+  }
+  bool hostlist = a.allocation_nodelist.size() <= 65536 &&
+                  std::all_of(a.allocation_nodelist.begin(), a.allocation_nodelist.end(), [](char c) {
+                    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                           c == '-' || c == ',' || c == '[' || c == ']';
+                  });
+  if (!hostlist)
+    return absl::InvalidArgumentError(
+        "--allocation must be a Slurm hostlist (e.g. node[1-4],gpu7) of at most 65536 "
+        "characters of [A-Za-z0-9._,[]-]");
+  if (absl::Status st = ValidateIdentityArgs(id); !st.ok()) return st;
   if (a.step_exit_code < 0 || a.step_exit_code > 255)
     return absl::InvalidArgumentError(
         absl::StrCat("--step-exit-code must be in [0, 255], got ", a.step_exit_code));

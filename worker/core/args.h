@@ -52,9 +52,12 @@ inline constexpr Seconds kMaxTouchProbeBudget{600};
 inline constexpr Seconds kGateWaitMargin{60};
 
 struct NextLaunchArgs {
-  IdentityArgs id;
+  IdentityArgs id;  // launch 0 exactly with requeue_count: no launch yet
   int step_exit_code = 0;
   Seconds timeout{60};
+  int requeue_count = 0;            // SLURM_RESTART_COUNT of a requeued job
+  std::string allocation_nodelist;  // SLURM_JOB_NODELIST, with requeue_count
+  bool terminated_by_slurm = false;  // Slurm signalled the batch script
 };
 
 // HOST:PORT or [IPv6]:PORT with a port in [1, 65535].

@@ -19,6 +19,14 @@ struct BackoffPolicy {
 // Delay before retry number `retry` (0 for the first retry); unit_random in [0, 1).
 std::chrono::milliseconds BackoffDelay(const BackoffPolicy& policy, int retry, double unit_random);
 
+// The batch script's question (NextLaunchRequest, see proto/trellis/v1/agent.proto).
+struct NextLaunchAsk {
+  int step_exit_code = 0;
+  int requeue_count = 0;
+  std::string allocation_nodelist;
+  bool terminated_by_slurm = false;
+};
+
 // What the batch script reads after a launch (one line, see FormatNextLaunchLine).
 struct NextLaunchChoice {
   bool relaunch = false;

@@ -121,10 +121,14 @@ absl::Status AgentClient::ReportExit(const std::vector<RankExit>& exits,
   return FromGrpc(st);
 }
 
-absl::StatusOr<NextLaunchChoice> AgentClient::NextLaunch(int step_exit_code, Seconds timeout) {
+absl::StatusOr<NextLaunchChoice> AgentClient::NextLaunch(const NextLaunchAsk& ask,
+                                                        Seconds timeout) {
   v1::NextLaunchRequest req;
   *req.mutable_id() = id_;
-  req.set_step_exit_code(step_exit_code);
+  req.set_step_exit_code(ask.step_exit_code);
+  req.set_requeue_count(ask.requeue_count);
+  req.set_allocation_nodelist(ask.allocation_nodelist);
+  req.set_terminated_by_slurm(ask.terminated_by_slurm);
   v1::NextLaunchResponse resp;
   grpc::Status st =
       WithRetries("NextLaunch", backoff_, timeout, timeout, false, [&](Seconds budget) {

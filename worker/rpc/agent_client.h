@@ -52,7 +52,7 @@ class AgentClient {
   // `planned_stop`: ReportExitRequest.planned_stop ("time_limit" or empty).
   absl::Status ReportExit(const std::vector<RankExit>& exits, const WorkerOutcome& outcome,
                           int oom_kills, const std::string& planned_stop, Seconds timeout);
-  absl::StatusOr<NextLaunchChoice> NextLaunch(int step_exit_code, Seconds timeout);
+  absl::StatusOr<NextLaunchChoice> NextLaunch(const NextLaunchAsk& ask, Seconds timeout);
 
   v1::AgentService::Stub* stub() { return stub_.get(); }
   const v1::WorkerIdentity& id() const { return id_; }

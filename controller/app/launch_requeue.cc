@@ -1,0 +1,149 @@
+// Slurm ending or restarting a job under a launch (docs/architecture.md,
+// "Requeue and preemption"). A batch script that Slurm signalled (scancel,
+// requeue, preemption, the time limit) says so after its launch ends: the
+// launch is recorded as terminated and nothing is decided, because how the
+// job ends (squeue, sacct) says what follows. A requeued job's batch script
+// starts over and asks for its first launch: it gets the attempt's next
+// launch number and is gated again, using no restart.
+#include <algorithm>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "controller/app/launches.h"
+#include "controller/slurm/parsers.h"
+
+namespace trellis::controller {
+
+namespace {
+
+LaunchRecord TerminatedRow(const std::string& run_id, int attempt, int launch,
+                           const std::vector<std::string>& nodes, WallTime started, WallTime now,
+                           std::optional<int> exit_code, const std::string& reason) {
+  LaunchRecord row;
+  row.run_id = run_id;
+  row.attempt = attempt;
+  row.launch = launch;
+  for (const auto& n : nodes) row.nodes += (row.nodes.empty() ? "" : ",") + n;
+  row.started = started;
+  row.ended = now;
+  row.failure_class = std::string(FailureClassName(FailureClass::kTerminated));
+  row.exit_code = exit_code;
+  row.reason = reason;
+  row.recovery = "slurm_decides";
+  return row;
+}
+
+}  // namespace
+
+Effects Launches::Terminated(const WorkerId& id, const RunRecord& run,
+                             const AttemptRecord& attempt, int step_exit_code,
+                             NextLaunchAnswer* answer) {
+  Effects fx;
+  (void)attempt;
+  answer->exit_code = step_exit_code;
+  answer->reason = "launch " + std::to_string(id.launch) +
+                   " ended under a Slurm signal; the job's end in Slurm decides what follows";
+  spdlog::info("run {} attempt {} launch {}: the batch script was signalled by Slurm (step "
+               "exited {}); waiting for the job's end state",
+               run.run_id, id.attempt, id.launch, step_exit_code);
+  auto it = launches_.find(KeyOf(id));
+  if (it == launches_.end()) return fx;  // the controller restarted: nothing to record
+  LaunchState& l = it->second;
+  if (l.outcome && l.outcome->kind == GateOutcome::kGo) {
+    LaunchRecord row = TerminatedRow(l.run_id, l.attempt, l.launch, l.go_nodes, l.started,
+                                     ctx_.clock.Now(), step_exit_code,
+                                     "Slurm signalled the batch script (scancel, requeue, "
+                                     "preemption or the time limit)");
+    fx.writes.push_back({"launch record of " + l.run_id,
+                         [row](Store& s) { return s.PutLaunch(row); }});
+  }
+  for (auto& w : l.waiting) {
+    fx.replies.push_back([r = std::move(w.reply)] {
+      r(GateAnswer::Abort("the Slurm job is ending"));
+    });
+  }
+  l.waiting.clear();
+  fx.settled_launches.push_back({id.run_id, id.attempt, id.launch});
+  Forget(it);
+  return fx;
+}
+
+Effects Launches::Requeued(const WorkerId& id, const RunRecord& run, const AttemptRecord& attempt,
+                           const NextLaunchQuestion& q, NextLaunchAnswer* answer) {
+  Effects fx;
+  answer->exit_code = q.step_exit_code;
+  if (IsTerminal(run.state) || !attempt.live()) {
+    answer->reason = "run is " + std::string(StateName(run.state)) + ", attempt " +
+                     std::to_string(attempt.attempt) + " ended: nothing to run after the requeue";
+    return fx;
+  }
+  // The next launch number: past every launch of the attempt stored or known here.
+  int last = attempt.launches;
+  auto rows = ctx_.store.Launches(run.run_id);
+  if (rows.ok())
+    for (const auto& r : *rows)
+      if (r.attempt == attempt.attempt) last = std::max(last, r.launch);
+  WallTime now = ctx_.clock.Now();
+  for (auto it = launches_.begin(); it != launches_.end();) {
+    LaunchState& l = it->second;
+    if (l.run_id != run.run_id || l.attempt != attempt.attempt) {
+      ++it;
+      continue;
+    }
+    last = std::max(last, l.launch);
+    // Killed by the requeue: recorded, never settled as a failure.
+    if (l.outcome && l.outcome->kind == GateOutcome::kGo) {
+      LaunchRecord row = TerminatedRow(l.run_id, l.attempt, l.launch, l.go_nodes, l.started, now,
+                                       std::nullopt, "Slurm requeued the job");
+      fx.writes.push_back({"launch record of " + l.run_id,
+                           [row](Store& s) { return s.PutLaunch(row); }});
+    }
+    for (auto& w : l.waiting)
+      fx.replies.push_back(
+          [r = std::move(w.reply)] { r(GateAnswer::Abort("Slurm requeued the job")); });
+    l.waiting.clear();
+    fx.settled_launches.push_back({l.run_id, l.attempt, l.launch});
+    Forget(it++);
+  }
+  for (auto it = planned_.begin(); it != planned_.end();) {
+    const auto& [run_id, attempt_no, launch] = it->first;
+    if (run_id == run.run_id && attempt_no == attempt.attempt) {
+      last = std::max(last, launch);
+      it = planned_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  const int next = last + 1;
+  // The new allocation's nodes name the nodes that never register; a list
+  // that does not parse is left out (the reconciler fills it from squeue).
+  std::string nodes = q.allocation_nodelist;
+  if (!nodes.empty() && !ExpandHostlist(nodes).ok()) {
+    spdlog::warn("run {}: requeued job's nodelist '{}' does not parse; not stored", run.run_id,
+                 nodes);
+    nodes.clear();
+  }
+  std::string reason = "Slurm requeued job " + attempt.slurm_job_id + " (restart " +
+                       std::to_string(q.requeue_count) + "): launch " + std::to_string(next) +
+                       " is gated again" + (nodes.empty() ? "" : " on " + nodes);
+  spdlog::info("run {}: {}", run.run_id, reason);
+  std::string run_id = run.run_id;
+  int attempt_no = attempt.attempt;
+  auto store_nodes = [=](Store& s) { return s.SetAttemptNodes(run_id, attempt_no, nodes); };
+  if (run.state == RunState::kSubmitted) {
+    fx.writes.push_back({"requeue of " + run_id, [=](Store& s) {
+                           RETURN_IF_ERROR(store_nodes(s));
+                           return s.SetStateReason(run_id, reason);
+                         }});
+  } else {
+    fx.transitions.push_back({run_id, RunState::kSubmitted, reason, "{}", store_nodes});
+    fx.aborted_runs.push_back({run_id, "Slurm requeued the job"});
+  }
+  answer->relaunch = true;
+  answer->next_launch = next;
+  answer->exit_code = 0;
+  answer->reason = reason;
+  return fx;
+}
+
+}  // namespace trellis::controller
