@@ -83,6 +83,29 @@ TEST(GoodputSimTest, ABlamedNodeWithoutSparesNeedsANewAttempt) {
   ExpectConsistent(r);
 }
 
+TEST(GoodputSimTest, TheBackoffStartsAgainAfterAHealthyStretch) {
+  Scenario s = Small();
+  s.cluster_nodes = 20;  // room for the struck nodes' quarantine
+  // Six failures 40 min apart, a launch of about 2.7 h, then one of 39 min:
+  // every failure blames a node of an allocation without spares, so each is
+  // a new attempt after the backoff.
+  std::vector<TraceEvent> trace;
+  for (int k = 1; k <= 6; ++k) trace.push_back({k * 2400 * 1000LL, FaultKind::kDeviceError, 0.5});
+  trace.push_back({25200 * 1000LL, FaultKind::kDeviceError, 0.5});
+  trace.push_back({27600 * 1000LL, FaultKind::kDeviceError, 0.5});
+  Strategy never = Trellis(0);
+  never.backoff_reset_s = 7 * 86400;  // longer than any launch: the doubling never resets
+  SimResult reset = Simulate(s, Trellis(0), trace, 1), old = Simulate(s, never, trace, 1);
+  EXPECT_EQ(reset.counts.new_attempts_after_failure, 8);
+  EXPECT_EQ(old.counts.new_attempts_after_failure, 8);
+  const int64_t first_six = (30 + 60 + 120 + 240 + 480 + 960) * 1000;
+  EXPECT_EQ(reset.ledger.backoff_ms, first_six + 30'000 + 60'000);
+  EXPECT_EQ(old.ledger.backoff_ms, first_six + 1920'000 + 1920'000);
+  EXPECT_EQ(reset.counts.restarts_used, 8);  // the budget counts every restart
+  ExpectConsistent(reset);
+  ExpectConsistent(old);
+}
+
 TEST(GoodputSimTest, TheTimeLimitContinuesWithoutLosingWorkOrARestart) {
   Scenario s = Small();
   s.time_limit_s = 3600;
@@ -160,6 +183,18 @@ TEST(GoodputSimTest, TheEvidenceBlamesWhatTheScenarioSays) {
   }
   auto limit = controller::ClassifyLaunch(TimeLimitEvidence(go));
   EXPECT_EQ(limit.cls, controller::FailureClass::kTimeLimit);
+  // Noticed only after the time limit (simulator.cc): a lost worker and a
+  // device error are still blamed; a network error is not (a stop leaves
+  // those on healthy ranks too).
+  for (const Case& c : cases) {
+    auto e = EvidenceOf(c.kind, "node3", go, 8, 12, 30);
+    e.time_limit = true;
+    e.hang.reset();
+    auto v = controller::ClassifyLaunch(e);
+    EXPECT_EQ(v.cls, controller::FailureClass::kTimeLimit) << FaultKindName(c.kind);
+    bool kept = c.kind == FaultKind::kDeviceError || c.kind == FaultKind::kNodeLost;
+    EXPECT_EQ(v.blamed_node, kept ? "node3" : "") << FaultKindName(c.kind);
+  }
 }
 
 TEST(GoodputSimTest, TheTraceHasItsCountInTheHorizonAndDependsOnlyOnTheSeed) {

@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
                              {"quarantine", st.quarantine},
                              {"relaunch_in_allocation", st.relaunch_in_allocation},
                              {"backoff_s", st.backoff_s},
+                             {"backoff_reset_s", st.backoff_reset_s},
                              {"max_restarts", st.max_restarts},
                              {"quarantine_repairs", st.quarantine_repairs}}},
                            {"scenario_changes", changes},

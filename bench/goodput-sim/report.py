@@ -20,9 +20,19 @@ def main():
         p.add_argument("--" + a, required=True)
     p.add_argument("--cores", type=int, required=True)
     p.add_argument("--wall-s", type=int, required=True)
+    # Results of the same scenario and seeds from earlier code, for the
+    # findings to compare with; --before-name says where they came from.
+    p.add_argument("--before")
+    p.add_argument("--before-name", default="")
     a = p.parse_args()
     sim = json.load(open(a.raw))
     rows = {r["key"]: r for r in sim["rows"]}
+    before = None
+    if a.before:
+        old = json.load(open(a.before))
+        if old["seeds"] == sim["seeds"] and old["scenario"] == sim["scenario"]:
+            before = {"name": a.before_name or a.before,
+                      "rows": {r["key"]: r for r in old["rows"]}}
     target = rows.get(TARGET_ROW)
     met = bool(target) and target["effective_pct_min"] >= TARGET_PCT
     doc = {"date": a.date, "machine": {"cores": a.cores, "cpu": a.cpu}, "command": a.command,
@@ -34,17 +44,18 @@ def main():
         json.dump(doc, f, indent=2)
         f.write("\n")
     with open(a.md, "w") as f:
-        f.write(Markdown(doc, rows, met))
+        f.write(Markdown(doc, rows, met, before))
 
 
 def Pct(x):
     return f"{x:.1f}"
 
 
-def Markdown(doc, rows, met):
+def Markdown(doc, rows, met, before):
     s = doc["scenario"]
     seeds = " ".join(str(x) for x in doc["seeds"])
-    out = [f"# Goodput under failures: a simulated {s['horizon_days']:.0f}-day run, {doc['date']}\n",
+    out = [f"# Goodput under failures: a simulated {s['horizon_days']:.0f}-day run, "
+           f"{doc['date']}\n",
            f"Machine: {doc['machine']['cores']} cores, {doc['machine']['cpu']}. Command: "
            f"`{doc['command']}` (seeds {seeds}; {doc['wall_s']} s).\n",
            f"A fake clock drives the controller's own decision code (`controller/core`: "
@@ -101,7 +112,7 @@ def Markdown(doc, rows, met):
             out.append(f"- *{r['label']}* (`{r['key']}`): {r['assumption_change']}.")
         out.append("")
 
-    findings = Findings(rows)
+    findings = Findings(rows, before, s)
     if findings:
         out.append("## Findings\n")
         out += [f"- {x}" for x in findings]
@@ -138,7 +149,7 @@ def Why(rows):
     return " ".join(parts)
 
 
-def Findings(rows):
+def Findings(rows, before, s):
     """What the rows say about the controller's decisions, where they ran."""
     out = []
     t, nospare, plain = (rows.get(k) for k in (TARGET_ROW, "trellis_no_spares",
@@ -147,7 +158,8 @@ def Findings(rows):
         m = t["mean"]
         out.append(f"Relaunching in the allocation and quarantining is what pays: plain "
                    f"resubmission {Pct(plain['mean']['effective_pct'])}% (a faulty node comes "
-                   f"back and fails again {plain['mean']['interruptions']['repeat_of_faulty_node']:.0f} "
+                   f"back and fails again "
+                   f"{plain['mean']['interruptions']['repeat_of_faulty_node']:.0f} "
                    f"times), Trellis without spares {Pct(nospare['mean']['effective_pct'])}%, with "
                    f"2 spares {Pct(m['effective_pct'])}%. Two spares do not last: "
                    f"{m['new_attempts_after_failure']:.0f} of the "
@@ -155,6 +167,8 @@ def Findings(rows):
                    f"failure were new attempts because the spares were used up, and the queue "
                    f"waits (new attempts and time-limit continuations: "
                    f"{Pct(m['lost_pct']['queue_wait'])}%) are the largest loss.")
+    if before and t and TARGET_ROW in before["rows"]:
+        out.append(Compared(rows, before))
     many = rows.get("x_16_spares")
     if many:
         n = many["mean"]["new_attempts_after_failure"]
@@ -162,22 +176,36 @@ def Findings(rows):
                    f"two time limits: "
                    f"{n:.1f} new attempts after a failure a run, "
                    f"{Pct(many['mean']['effective_pct'])}%.")
-    nob = rows.get("x_backoff_0")
-    if nob and t:
-        out.append(f"The restart backoff costs {Pct(t['mean']['lost_pct']['backoff'])} points in "
-                   f"row (3): `RestartBackoff` doubles with the run's restarts so far "
-                   f"(controller/core/recovery.cc), a count that never resets however long the "
-                   f"run trained since, so after the sixth restart every new attempt waits "
-                   f"64 x backoff_s (32 min at the default 30 s) before its sbatch, on top of the "
-                   f"queue (restart.backoff_s = 0: {Pct(nob['mean']['effective_pct'])}%).")
-    if many and many["mean"]["interruptions"]["repeat_of_faulty_node"] > 0:
-        out.append(f"A node that fails within the detection time before the time limit is never "
-                   f"struck: `ClassifyLaunch` ranks the time limit above a lost worker, a hang "
-                   f"or a device error (controller/core/failure_class.h, rule 2), so the verdict "
-                   f"blames nobody, and the faulty node can come back in the next attempt (the "
-                   f"\"faulty node again\" of the 16-spares row: "
-                   f"{many['mean']['interruptions']['repeat_of_faulty_node']:.1f} a run; hangs "
-                   f"are the most exposed, being noticed only after the hang timeout).")
+    nob, never = rows.get("x_backoff_0"), rows.get("x_backoff_never_resets")
+    if t and never:
+        tb, nb = t["mean"]["lost_pct"]["backoff"], never["mean"]["lost_pct"]["backoff"]
+        gain = t["mean"]["effective_pct"] - never["mean"]["effective_pct"]
+        out.append(f"The restart backoff costs {Pct(tb)} points in row (3): `RestartBackoff` "
+                   f"doubles only with the restarts since the run last trained "
+                   f"restart.backoff_reset_s (1 h) in one launch (`BackoffRestarts`, "
+                   f"controller/core/recovery.cc), and max_restarts still counts every restart. "
+                   f"Doubling with every restart of the run, as before (row "
+                   f"x_backoff_never_resets: after the sixth restart every new attempt waits "
+                   f"64 x backoff_s, 32 min, before its sbatch), it costs {Pct(nb)} points and "
+                   f"leaves {Pct(never['mean']['effective_pct'])}%: the reset gains "
+                   f"{Pct(gain)} points"
+                   + (f" (restart.backoff_s = 0: {Pct(nob['mean']['effective_pct'])}%)."
+                      if nob else "."))
+    if many:
+        m = many["mean"]
+        again = m["interruptions"]["repeat_of_faulty_node"]
+        hangs = m["repeats_by_kind"]["hang"]
+        out.append(f"Blame under the time limit: `ClassifyLaunch` keeps the blame of a lost "
+                   f"worker, of a hung rank the hang detector named, and of a rank ended by a "
+                   f"device error or SIGBUS (controller/core/failure_class.h, rule 2), so that "
+                   f"node is struck and kept out of the continuation. A failure that the limit "
+                   f"cuts is rare here (it must come within the detection time before it), and "
+                   f"what still comes back is the \"faulty node again\" of the 16-spares row, "
+                   f"{again:.1f} a run, "
+                   + ("all of them" if hangs == again else f"{hangs:.1f} of them") +
+                   f" hangs: a hang that starts less than the hang timeout "
+                   f"({s['hang_timeout_s']} s) before the limit leaves no finding, so no verdict "
+                   f"can name its node.")
     unrep = rows.get("x_unrepaired_quarantine")
     if unrep and t:
         out.append(f"If a quarantined node is not repaired while out, the 1 h first quarantine "
@@ -187,10 +215,32 @@ def Findings(rows):
                    f"{Pct(t['mean']['effective_pct'])}% (the controller's --quarantine-s sets "
                    f"the first quarantine).")
     if t:
-        out.append(f"`ComputeGoodput` reports {Pct(t['mean']['compute_goodput_pct'])}% for row (3), "
+        out.append(f"`ComputeGoodput` reports {Pct(t['mean']['compute_goodput_pct'])}% for "
+                   f"row (3), "
                    f"above the effective {Pct(t['mean']['effective_pct'])}% by the checkpoint "
                    f"stalls, which it counts as running.")
     return out
+
+
+def Compared(rows, before):
+    """The rows against the same rows of `before` (earlier code, same scenario and seeds)."""
+    eff = lambda r: r["mean"]["effective_pct"]
+    t, b = rows[TARGET_ROW], before["rows"][TARGET_ROW]
+    parts = [f"Against `{before['name']}` (earlier code, the same scenario and seeds): row (3) "
+             f"{Pct(eff(b))}% -> {Pct(eff(t))}%, its restart backoff "
+             f"{Pct(b['mean']['lost_pct']['backoff'])} -> "
+             f"{Pct(t['mean']['lost_pct']['backoff'])} points"]
+    never = rows.get("x_backoff_never_resets")
+    if never:
+        parts.append(f"of the {Pct(eff(t) - eff(b))} points, the backoff reset gives "
+                     f"{Pct(eff(t) - eff(never))} (row x_backoff_never_resets, the old backoff "
+                     f"with today's blame: {Pct(eff(never))}%) and the blame under the time "
+                     f"limit {Pct(eff(never) - eff(b))}")
+    for key in ("trellis_no_spares", "x_unrepaired_quarantine", "x_16_spares"):
+        if key in rows and key in before["rows"]:
+            parts.append(f"{rows[key]['label']}: {Pct(eff(before['rows'][key]))}% -> "
+                         f"{Pct(eff(rows[key]))}%")
+    return "; ".join(parts) + "."
 
 
 def Assumptions(s):
@@ -227,7 +277,8 @@ def Assumptions(s):
         f"complete checkpoint (a stall in progress included).",
         f"Relaunch inside the allocation: {s['relaunch_s']} s to training again. A new attempt: "
         f"the backoff `DecideRecovery` asks for (restart.backoff_s 30 by default, doubled per "
-        f"restart of the run, at most 1 h; 0 for plain resubmission), then a lognormal queue "
+        f"restart since the run last trained 1 h in one launch, at most 1 h; 0 for plain "
+        f"resubmission), then a lognormal queue "
         f"wait (median {h(s['queue_median_s'])}, sigma {s['queue_sigma']:g}), then "
         f"{s['job_start_s']} s to training.",
         f"Time limit: {h(s['time_limit_s'])} of job time (the start and relaunches count); the "

@@ -6,6 +6,8 @@
 #   bench/goodput-sim/run.sh                       # uses build/ (TRELLIS_BUILD_DIR to change)
 #   GOODPUT_SIM_SEEDS="1 2" bench/goodput-sim/run.sh
 #   TRELLIS_BUILD_LOCK=FILE bench/goodput-sim/run.sh  # build under flock FILE (a shared build dir)
+#   GOODPUT_SIM_BEFORE=REV:PATH bench/goodput-sim/run.sh  # the findings compare with the results
+#                                  # PATH held at git revision REV (earlier code, same scenario)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${TRELLIS_BUILD_DIR:-$REPO/build}
@@ -19,13 +21,22 @@ out_md="$REPO/bench/results/goodput-sim-$day.md"
 out_json="$REPO/bench/results/goodput-sim-$day.json"
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
+before=$(mktemp)
+trap 'rm -f "$raw" "$before"' EXIT
+# Read before the run: PATH may be the file this run overwrites.
+before_args=()
+if [[ -n "${GOODPUT_SIM_BEFORE:-}" ]]; then
+  git -C "$REPO" show "$GOODPUT_SIM_BEFORE" >"$before"
+  before_args=(--before "$before" --before-name "$GOODPUT_SIM_BEFORE")
+fi
 start=$(date +%s)
 # shellcheck disable=SC2086  # the seeds are separate arguments
 "$BUILD/bin/goodput_sim" --seeds $SEEDS >"$raw"
 wall=$(($(date +%s) - start))
 cmd="bench/goodput-sim/run.sh"
 [[ -n "${GOODPUT_SIM_SEEDS:-}" ]] && cmd="GOODPUT_SIM_SEEDS=\"$SEEDS\" $cmd"
+[[ -n "${GOODPUT_SIM_BEFORE:-}" ]] && cmd="GOODPUT_SIM_BEFORE=$GOODPUT_SIM_BEFORE $cmd"
 python3 "$REPO/bench/goodput-sim/report.py" --raw "$raw" --md "$out_md" --json "$out_json" \
-  --date "$day" --cores "$(nproc)" --cpu "$cpu" --command "$cmd" --wall-s "$wall"
+  --date "$day" --cores "$(nproc)" --cpu "$cpu" --command "$cmd" --wall-s "$wall" \
+  "${before_args[@]}"
 cat "$out_md"

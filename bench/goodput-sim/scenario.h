@@ -49,6 +49,7 @@ struct Strategy {
   bool quarantine = true;              // strike blamed nodes, exclude them at submission
   bool relaunch_in_allocation = true;  // restart.relaunch_in_allocation
   int backoff_s = 30;                  // restart.backoff_s
+  int backoff_reset_s = 3600;          // restart.backoff_reset_s
   int max_restarts = 1000;             // restart.max_restarts (the spec's maximum)
   // Physics: a node comes back from its quarantine repaired (the brief's
   // "faulty until quarantined"); false: only the site repair heals it.

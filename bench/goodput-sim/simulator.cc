@@ -61,6 +61,7 @@ class Simulation {
     policy_.hang_timeout_s = static_cast<int>(sc.hang_timeout_s);
     policy_.heartbeat_timeout_s = static_cast<int>(sc.crash_detect_s);
     policy_.relaunch_in_allocation = st.relaunch_in_allocation;
+    policy_.backoff_reset_s = st.backoff_reset_s;
   }
 
   SimResult Run() {
@@ -117,13 +118,14 @@ class Simulation {
     int64_t* setup = &led_.start_ms;
     for (int launch = 1;; ++launch) {
       if (!Spend(std::min(ready, job_end), setup)) return std::nullopt;
-      if (now_ >= job_end) return TimeLimit(allocation);
+      if (now_ >= job_end) return TimeLimit(allocation, std::nullopt);
       std::vector<std::string> go = Gate(allocation);
       log_.Change(Wall(now_), RunState::kRunning);
+      const int64_t go_at = now_;
       LaunchEnd end = RunLaunch(go, job_end, launch);
       if (end.how == LaunchEnd::kHorizon) return std::nullopt;
-      if (end.how == LaunchEnd::kTimeLimit) return TimeLimit(go);
-      std::optional<RecoveryDecision> d = AfterFailure(end, go, allocation, job_end);
+      if (end.how == LaunchEnd::kTimeLimit) return TimeLimit(go, go_at);
+      std::optional<RecoveryDecision> d = AfterFailure(end, go, allocation, job_end, go_at);
       if (!d) return std::nullopt;
       if (d->kind != RecoveryDecision::kRelaunch) return EndAttempt(*d);
       ++counts_.relaunches;
@@ -222,7 +224,7 @@ class Simulation {
   std::optional<RecoveryDecision> AfterFailure(const LaunchEnd& end,
                                                const std::vector<std::string>& go,
                                                const std::vector<std::string>& allocation,
-                                               int64_t job_end) {
+                                               int64_t job_end, int64_t go_at) {
     if (LeavesNodeFaulty(end.kind))
       cluster_.MarkFaulty(end.culprit, end.kind, now_, now_ + Ms(sc_.site_repair_s));
     const int64_t detect =
@@ -247,26 +249,32 @@ class Simulation {
     // the decision comes before this launch's strike is applied.
     std::set<std::string> unhealthy(ev.lost_nodes.begin(), ev.lost_nodes.end());
     for (const auto& n : Excluded()) unhealthy.insert(n);
-    RecoveryDecision d = Decide(v, allocation, unhealthy);
+    RecoveryDecision d = Decide(v, allocation, unhealthy, go_at);
     if (st_.quarantine && !v.blamed_node.empty()) StrikeNode(v);
     if (d.kind == RecoveryDecision::kNewAttempt && v.cls != controller::FailureClass::kTimeLimit)
       ++counts_.new_attempts_after_failure;
     return d;
   }
 
+  // `go_at`: when the launch that ended started training (nullopt: it never
+  // did); with its end and class it joins the run's launches, as the store
+  // keeps them, for the backoff.
   RecoveryDecision Decide(const controller::LaunchVerdict& v,
                           const std::vector<std::string>& allocation,
-                          std::set<std::string> unhealthy) {
+                          std::set<std::string> unhealthy, std::optional<int64_t> go_at) {
     controller::RecoveryInput in;
     in.verdict = v;
     in.allocation_nodes = allocation;
     in.unhealthy = std::move(unhealthy);
     in.nodes_needed = sc_.nodes_needed;
     in.restarts_so_far = restarts_;
+    in.earlier_launches = launches_;
+    if (go_at) in.launch_started = Wall(*go_at);
     in.policy = policy_;
     in.now = clock_.Now();
     RecoveryDecision d = controller::DecideRecovery(in);
     if (d.uses_restart) ++restarts_;
+    if (go_at) launches_.push_back({Wall(*go_at), clock_.Now(), v.cls});
     return d;
   }
 
@@ -282,10 +290,12 @@ class Simulation {
     if (st_.quarantine_repairs) cluster_.Repair(node);
   }
 
-  std::optional<int64_t> TimeLimit(const std::vector<std::string>& nodes) {
+  std::optional<int64_t> TimeLimit(const std::vector<std::string>& nodes,
+                                   std::optional<int64_t> go_at) {
     ++counts_.time_limit_stops;
     log_.Change(Wall(now_), RunState::kRestarting);
-    return EndAttempt(Decide(controller::ClassifyLaunch(TimeLimitEvidence(nodes)), nodes, {}));
+    return EndAttempt(
+        Decide(controller::ClassifyLaunch(TimeLimitEvidence(nodes)), nodes, {}, go_at));
   }
 
   // The attempt ends: back to QUEUED until `not_before`, or FAILED.
@@ -330,6 +340,7 @@ class Simulation {
   int attempt_ = 0;
   int64_t step_ = 0;  // the newest checkpoint's step
   int restarts_ = 0;
+  std::vector<controller::PastLaunch> launches_;  // settled, oldest first
   Ledger led_;
   Counts counts_;
   GoodputLog log_;

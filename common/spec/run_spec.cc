@@ -137,6 +137,7 @@ void ParseGateAndRestart(const toml::table& root, RunSpec* s, FieldErrors* error
   TableReader r(root["restart"].as_table(), "restart", errors);
   r.Int("max_restarts", &s->restart.max_restarts, 0, 1000);
   r.Int("backoff_s", &s->restart.backoff_s, 0, 86400);
+  r.Int("backoff_reset_s", &s->restart.backoff_reset_s, 0, 7 * 86400);
   r.Int("hang_timeout_s", &s->restart.hang_timeout_s, 10, 7 * 86400);
   r.Int("heartbeat_timeout_s", &s->restart.heartbeat_timeout_s, 5, 3600);
   r.Int("startup_timeout_s", &s->restart.startup_timeout_s, 10, 7 * 86400);

@@ -46,6 +46,9 @@ struct GateSection {
 struct RestartSection {
   int max_restarts = 0;  // relaunches and new attempts after a failure together
   int backoff_s = 30;
+  // The backoff doubles only with the restarts since a launch last trained
+  // this long (recovery.h); 0: it never doubles.
+  int backoff_reset_s = 3600;
   int hang_timeout_s = 600;        // no newer step from a rank for this long: hung
   int heartbeat_timeout_s = 30;    // a worker silent this long is lost
   int startup_timeout_s = 900;     // before the first step: model load, data, NCCL init

@@ -98,6 +98,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{kJob + "[restart]\nstartup_timeout_s=9\n", "restart.startup_timeout_s: must be an integer in [10, 604800], got 9"},
         BadSpec{kJob + "[restart]\nstartup_timeout_s=604801\n", "restart.startup_timeout_s: must be an integer in [10, 604800], got 604801"},
         BadSpec{kJob + "[restart]\nrelaunch_in_allocation='yes'\n", "restart.relaunch_in_allocation: must be true or false, got a string"},
+        BadSpec{kJob + "[restart]\nbackoff_reset_s=-1\n", "restart.backoff_reset_s: must be an integer in [0, 604800], got -1"},
+        BadSpec{kJob + "[restart]\nbackoff_reset_s=604801\n", "restart.backoff_reset_s: must be an integer in [0, 604800], got 604801"},
+        BadSpec{kJob + "[restart]\nbackoff_reset_s='1h'\n", "restart.backoff_reset_s: must be an integer"},
         BadSpec{kJob + "[health]\nstraggler_window=2\n", "health.straggler_window: must be an integer in [3, 1000], got 2"},
         BadSpec{kJob + "[health]\nstraggler_window=1001\n", "health.straggler_window: must be an integer in [3, 1000], got 1001"},
         BadSpec{kJob + "[health]\nstraggler_min_slow=0\n", "health.straggler_min_slow: must be an integer in [1, 20], got 0 (at most health.straggler_window)"},
@@ -114,6 +117,7 @@ TEST(RunSpecTest, HealingKeysHaveDefaults) {
   EXPECT_EQ(s->restart.hang_timeout_s, 600);
   EXPECT_EQ(s->restart.heartbeat_timeout_s, 30);
   EXPECT_EQ(s->restart.startup_timeout_s, 900);
+  EXPECT_EQ(s->restart.backoff_reset_s, 3600);
   EXPECT_TRUE(s->restart.relaunch_in_allocation);
   EXPECT_EQ(s->health.straggler_window, 20);
   EXPECT_EQ(s->health.straggler_min_slow, 10);
@@ -125,7 +129,7 @@ TEST(RunSpecTest, ParsesHealingKeys) {
   FieldErrors errors;
   auto s = ParseRunSpec(kJob +
                             "[restart]\nheartbeat_timeout_s=5\nstartup_timeout_s=604800\n"
-                            "relaunch_in_allocation=false\n"
+                            "relaunch_in_allocation=false\nbackoff_reset_s=0\n"
                             "[health]\nstraggler_window=1000\nstraggler_min_slow=1000\n"
                             "straggler_factor=2\nstraggler_strike=true\n",
                         &errors);
@@ -133,6 +137,7 @@ TEST(RunSpecTest, ParsesHealingKeys) {
   EXPECT_EQ(s->restart.heartbeat_timeout_s, 5);
   EXPECT_EQ(s->restart.startup_timeout_s, 604800);
   EXPECT_FALSE(s->restart.relaunch_in_allocation);
+  EXPECT_EQ(s->restart.backoff_reset_s, 0);
   EXPECT_EQ(s->health.straggler_window, 1000);
   EXPECT_EQ(s->health.straggler_min_slow, 1000);
   EXPECT_DOUBLE_EQ(s->health.straggler_factor, 2.0);

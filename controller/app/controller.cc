@@ -162,24 +162,31 @@ absl::Status Controller::ApplyTransition(const TransitionEffect& t) {
     return before.status();
   }
   WallTime now = clock_->Now();
+  std::vector<Store::Step> steps = {{t.to, t.reason, t.evidence_json, t.also}};
+  if (t.next) steps.push_back({t.next->to, t.next->reason, t.evidence_json, t.next->also});
   auto start = Stopwatch::now();
-  absl::Status st = store_->Transition(t.run_id, t.to, t.reason, t.evidence_json, now, t.also);
+  absl::Status st = store_->Transitions(t.run_id, steps, now);
   metrics_.ObserveStoreWrite(Stopwatch::now() - start);
   if (!st.ok()) {
     spdlog::warn("run {}: {} -> {} refused: {}", t.run_id, StateName(before->state),
                  StateName(t.to), std::string(st.message()));
     return st;
   }
-  spdlog::info("run {}: {} -> {}: {}", t.run_id, StateName(before->state), StateName(t.to),
-               t.reason);
-  metrics_.Transition(t.run_id, before->state, t.to);
-  if (IsTerminal(t.to)) {
+  RunState from = before->state;
+  for (const Store::Step& step : steps) {
+    spdlog::info("run {}: {} -> {}: {}", t.run_id, StateName(from), StateName(step.to),
+                 step.reason);
+    metrics_.Transition(t.run_id, from, step.to);
+    watchers_.Transition(t.run_id,
+                         EventRecord{now, from, step.to, step.reason, t.evidence_json});
+    from = step.to;
+  }
+  if (IsTerminal(from)) {
     health_.RunEnded(t.run_id);
     targets_.RemoveRun(t.run_id);
   } else {
     ExportGoodput(t.run_id);
   }
-  watchers_.Transition(t.run_id, EventRecord{now, before->state, t.to, t.reason, t.evidence_json});
   return absl::OkStatus();
 }
 

@@ -46,6 +46,14 @@ struct TransitionEffect {
   // Told the outcome (to reply, or to undo what the transition would have
   // recorded); its effects are applied in turn.
   std::function<Effects(const absl::Status&)> then;
+  // A second state change in the same transaction (an attempt's end and what
+  // follows it), so that no stop can leave the run between the two.
+  struct Next {
+    RunState to;
+    std::string reason;
+    std::function<absl::Status(Store&)> also;
+  };
+  std::optional<Next> next;
 };
 
 // A write that is not a transition (a wait reason, a gate record).

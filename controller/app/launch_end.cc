@@ -170,6 +170,12 @@ Effects Launches::Settle(LaunchState& l, const RunRecord& run, int step_exit_cod
   in.verdict = v;
   in.nodes_needed = l.needed_nodes;
   in.restarts_so_far = run.restarts;
+  // The backoff's facts (recovery.h): this launch's GO, the run's others as stored.
+  in.launch_started = l.started;
+  if (auto past = ctx_.store.Launches(l.run_id); past.ok())
+    for (const auto& p : *past)
+      if (p.attempt != l.attempt || p.launch != l.launch)
+        in.earlier_launches.push_back({p.started, p.ended, ParseFailureClass(p.failure_class)});
   in.policy = spec.ok() ? spec->restart : spec::RestartSection{};
   in.now = ctx_.clock.Now();
   // The allocation: every node whose worker registered for this launch (the

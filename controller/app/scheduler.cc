@@ -411,9 +411,16 @@ Effects Scheduler::EndAttempt(const AttemptEndEffect& end) {
     // Nobody saw the launch end (the job vanished, or the controller
     // restarted meanwhile): the restart budget alone decides.
     auto spec = ctx_.ParseStoredSpec(*run);
+    // For the backoff (recovery.h): the run's launches before the one that
+    // ended, which is this attempt's launch not ended by a relaunch.
+    std::vector<PastLaunch> earlier;
+    if (auto past = ctx_.store.Launches(end.run_id); past.ok())
+      for (const auto& p : *past)
+        if (p.attempt != end.attempt || p.recovery == "relaunch")
+          earlier.push_back({p.started, p.ended, ParseFailureClass(p.failure_class)});
     RestartDecision r = DecideRestart(run->restarts, spec.ok() ? spec->restart
                                                                 : spec::RestartSection{},
-                                      end.why, now);
+                                      end.why, now, earlier);
     d.kind = r.requeue ? RecoveryDecision::kNewAttempt : RecoveryDecision::kFail;
     d.not_before = r.not_before;
     d.uses_restart = r.requeue;
@@ -423,19 +430,27 @@ Effects Scheduler::EndAttempt(const AttemptEndEffect& end) {
   int attempt = end.attempt, exit_code = end.exit_code;
   std::string why = end.why;
   auto end_attempt = [=](Store& s) { return s.EndAttempt(run_id, attempt, exit_code, why, now); };
-  if (run->state != RunState::kRestarting)
-    fx.transitions.push_back({run_id, RunState::kRestarting, why, end.evidence_json, end_attempt});
-  else  // a relaunch ended the launch before: the attempt ends here
-    fx.writes.push_back({"end of attempt " + std::to_string(attempt) + " of " + run_id, end_attempt});
   int restarts = run->restarts + (d.uses_restart ? 1 : 0);
+  // The attempt's end and what follows are one transaction: no stop can
+  // leave the run RESTARTING with its attempt ended.
+  TransitionEffect::Next follow{RunState::kFailed, d.reason, nullptr};
   if (d.kind == RecoveryDecision::kNewAttempt) {
     ctx_.metrics.Restart(end.run_id, end.failure_class, /*relaunch=*/false);
-    fx.transitions.push_back({run_id, RunState::kQueued, d.reason, end.evidence_json,
-                              [=](Store& s) {
-                                return s.SetRestartBackoff(run_id, restarts, d.not_before);
-                              }});
+    follow = {RunState::kQueued, d.reason, [=](Store& s) {
+                return s.SetRestartBackoff(run_id, restarts, d.not_before);
+              }};
+  }
+  if (run->state != RunState::kRestarting) {
+    TransitionEffect t{run_id, RunState::kRestarting, why, end.evidence_json, end_attempt};
+    t.next = std::move(follow);
+    fx.transitions.push_back(std::move(t));
   } else {
-    fx.transitions.push_back({run_id, RunState::kFailed, d.reason, end.evidence_json});
+    // A relaunch ended the launch before (RESTARTING): the attempt ends here.
+    fx.transitions.push_back({run_id, follow.to, follow.reason, end.evidence_json,
+                              [=, also = follow.also](Store& s) {
+                                RETURN_IF_ERROR(end_attempt(s));
+                                return also ? also(s) : absl::OkStatus();
+                              }});
   }
   return fx;
 }

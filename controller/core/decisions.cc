@@ -104,13 +104,15 @@ GateOutcome DecideGate(const std::vector<NodeVerdict>& registered,
 }
 
 RestartDecision DecideRestart(int restarts_so_far, const spec::RestartSection& policy,
-                              const std::string& failure, WallTime now) {
+                              const std::string& failure, WallTime now,
+                              const std::vector<PastLaunch>& earlier_launches) {
   if (restarts_so_far >= policy.max_restarts) {
     return {false, now,
             failure + " (" + std::to_string(restarts_so_far) + " of " +
                 std::to_string(policy.max_restarts) + " restarts used)"};
   }
-  int64_t delay = RestartBackoff(restarts_so_far, policy).count();
+  int64_t delay =
+      RestartBackoff(BackoffRestarts(earlier_launches, restarts_so_far, policy), policy).count();
   return {true, now + std::chrono::seconds(delay),
           failure + "; restart " + std::to_string(restarts_so_far + 1) + " of " +
               std::to_string(policy.max_restarts) + " in " + std::to_string(delay) + " s"};

@@ -11,6 +11,7 @@
 #include "common/spec/run_spec.h"
 #include "controller/core/failure_class.h"
 #include "controller/core/gate_policy.h"
+#include "controller/core/recovery.h"
 #include "controller/core/run_state.h"
 #include "controller/slurm/slurm_types.h"
 
@@ -57,13 +58,17 @@ bool NaturalLess(const std::string& a, const std::string& b);
 // --- After a failure ---
 // Requeue with RestartBackoff() (recovery.h) until max_restarts are used.
 // DecideRecovery (recovery.h) supersedes this once launches are classified.
+// `earlier_launches`: the run's launches before the one that ended, oldest
+// first, for BackoffRestarts (recovery.h); none: the backoff doubles with
+// restarts_so_far.
 struct RestartDecision {
   bool requeue = false;
   WallTime not_before;
   std::string reason;
 };
 RestartDecision DecideRestart(int restarts_so_far, const spec::RestartSection& policy,
-                              const std::string& failure, WallTime now);
+                              const std::string& failure, WallTime now,
+                              const std::vector<PastLaunch>& earlier_launches = {});
 
 // --- Reconciling an attempt with Slurm ---
 struct ExitFile {  // <attempt dir>/exit.json, written last by the batch script

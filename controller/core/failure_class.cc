@@ -212,6 +212,19 @@ LaunchVerdict RankVerdict(const LaunchEvidence& e, const RankEnd& cause, bool st
   return Verdict(cls, code, reason, std::move(ev), blame && !stopped ? cause.node : "");
 }
 
+// Under a time limit or a preemption (rule 2): the first failing rank, not
+// ended after_stop, whose end no stop explains (a device error, or SIGBUS).
+std::optional<LaunchVerdict> NodeFaultBeforeStop(const LaunchEvidence& e, const json& ev) {
+  for (const auto& r : e.rank_ends) {
+    if (!IsFailing(r) || r.after_stop) continue;
+    LaunchVerdict v = RankVerdict(e, r, false, ev);
+    bool own = v.cls == FailureClass::kDeviceError ||
+               (v.cls == FailureClass::kSignal && SignalOf(r) == SIGBUS);
+    if (own && !v.blamed_node.empty()) return v;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string_view FailureClassName(FailureClass c) {
@@ -233,14 +246,15 @@ LaunchVerdict ClassifyLaunch(const LaunchEvidence& e) {
   if (e.cancelled) return Verdict(FailureClass::kCancel, kExitCancelled, "cancelled", ev);
   if (e.time_limit || e.preempted) {
     // Not the program's fault: the run continues without a restart. A node
-    // lost or a rank hung before that is still blamed, so its strike keeps
-    // it out of the continuation.
+    // lost, a rank hung or a node's own fault before that is still blamed,
+    // so its strike keeps it out of the continuation.
     LaunchVerdict v = Verdict(e.time_limit ? FailureClass::kTimeLimit : FailureClass::kPreemption,
                               failed_code,
                               e.time_limit ? "reached the Slurm time limit" : "preempted", ev);
     std::optional<LaunchVerdict> fault;
     if (!e.lost_nodes.empty()) fault = LostVerdict(e, failed_code, ev);
     else if (e.hang) fault = HangVerdict(*e.hang, failed_code, ev);
+    else fault = NodeFaultBeforeStop(e, ev);
     if (fault) {
       v.blamed_node = fault->blamed_node;
       v.reason += "; before that, " + fault->reason;

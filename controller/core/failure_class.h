@@ -7,7 +7,12 @@
 //
 // Precedence, first match wins:
 //   1. cancelled                      -> kCancel      (not retryable)
-//   2. time_limit, then preempted     -> kTimeLimit, kPreemption
+//   2. time_limit, then preempted     -> kTimeLimit, kPreemption; blaming,
+//      as rules 4-6 would, a lost worker, a hung rank, or else the first
+//      failing rank (not after_stop) with a device error or SIGBUS. A rank
+//      end carries no time, so its kind decides: a stop never causes those
+//      two, so they are its node's fault from before the stop; NCCL/network
+//      errors and kills are what a stop leaves on healthy ranks too.
 //   3. gate_aborted                   -> kGate
 //   4. a lost worker                  -> kNodeLost    blames the first lost node
 //   5. a hung rank                    -> kHang        blames the hung rank's node
@@ -45,8 +50,8 @@
 //   - Never: kUserError, kRankExit (an exit code is the program's decision; a
 //     bug only rank 0 reaches would otherwise strike node 0, and the same code
 //     on several nodes is plainly the program), kDeviceOom and kHostOom (a
-//     configuration problem), kGate (the gate strikes its own), kCancel,
-//     kTimeLimit, kPreemption.
+//     configuration problem), kGate (the gate strikes its own), kCancel; and
+//     kTimeLimit, kPreemption only for what rule 2 says.
 
 #include <cstdint>
 #include <map>

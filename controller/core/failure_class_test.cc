@@ -1,5 +1,7 @@
 #include "controller/core/failure_class.h"
 
+#include <csignal>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -108,6 +110,26 @@ TEST(ClassifyLaunchTest, Table) {
             }),
        FC::kPreemption, 1, true, "node1",
        "preempted; before that, rank 0 on node1 hung: no step for 62 s after step 17"},
+      {"time limit, a device error before it: its node blamed, not the peer's NCCL error",
+       With(Ranks(1, {End("node4", 8, 1, 0, false, {"nccl_error"}),
+                      End("node3", 4, 1, 0, false, {"device_error"}, "Xid 79"),
+                      End("node5", 12, 1, 0, true, {"device_error"})}),
+            [](auto& e) { e.time_limit = true; }),
+       FC::kTimeLimit, 1, true, "node3",
+       "reached the Slurm time limit; before that, rank 4 on node3 exited with 1: device error; "
+       "log: Xid 79"},
+      {"preemption, SIGBUS before it: blamed",
+       With(Ranks(1, {End("node2", 1, 0, SIGBUS)}), [](auto& e) { e.preempted = true; }),
+       FC::kPreemption, 1, true, "node2",
+       "preempted; before that, rank 1 on node2 was killed by signal 7 (SIGBUS)"},
+      {"time limit: kills, one node's NCCL error and a device error after the stop blame nobody",
+       With(Ranks(137, {End("node2", 1, 137, SIGKILL), End("node3", 4, 1, 0, false, {"network"}),
+                        End("node4", 8, 1, 0, true, {"device_error"})}),
+            [](auto& e) {
+              e.time_limit = true;
+              e.oom_kills = {{"node2", 0}};
+            }),
+       FC::kTimeLimit, 137, true, "", "reached the Slurm time limit"},
       {"preemption beats gate",
        With(Ranks(0, {}), [](auto& e) { e.preempted = e.gate_aborted = true; }), FC::kPreemption, 1,
        true, "", "preempted"},

@@ -1,6 +1,7 @@
 #include "controller/core/recovery.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "controller/core/decisions.h"
 
@@ -15,9 +16,32 @@ std::string Join(const std::vector<std::string>& v) {
 
 }  // namespace
 
-std::chrono::seconds RestartBackoff(int restarts_so_far, const spec::RestartSection& policy) {
-  int64_t delay = static_cast<int64_t>(policy.backoff_s) << std::clamp(restarts_so_far, 0, 6);
+std::chrono::seconds RestartBackoff(int backoff_restarts, const spec::RestartSection& policy) {
+  int64_t delay = static_cast<int64_t>(policy.backoff_s) << std::clamp(backoff_restarts, 0, 6);
   return std::chrono::seconds(std::min<int64_t>(delay, 3600));
+}
+
+bool UsesRestart(FailureClass cls) {
+  // A list, not "retryable and not a continuation": a class added later
+  // uses no restart until someone says it does.
+  constexpr FailureClass kRestarted[] = {
+      FailureClass::kRankExit, FailureClass::kSignal,      FailureClass::kDeviceOom,
+      FailureClass::kHostOom,  FailureClass::kDeviceError, FailureClass::kNccl,
+      FailureClass::kNodeLost, FailureClass::kHang};
+  return std::find(std::begin(kRestarted), std::end(kRestarted), cls) != std::end(kRestarted);
+}
+
+int BackoffRestarts(const std::vector<PastLaunch>& launches, int restarts_so_far,
+                    const spec::RestartSection& policy) {
+  if (policy.backoff_reset_s <= 0) return 0;
+  const std::chrono::seconds reset(policy.backoff_reset_s);
+  int since = 0;
+  for (auto it = launches.rbegin(); it != launches.rend(); ++it) {
+    bool settled = it->ended.has_value() && it->cls.has_value();
+    if (!settled || UsesRestart(*it->cls)) ++since;
+    if (settled && *it->ended - it->started >= reset) return std::min(since, restarts_so_far);
+  }
+  return restarts_so_far;  // no healthy stretch on record: every restart counts
 }
 
 RecoveryDecision DecideRecovery(const RecoveryInput& in) {
@@ -63,7 +87,13 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
     d.reason = v.reason + "; relaunch " + nth + " in the allocation on " + Join(d.nodes);
     return d;
   }
-  std::chrono::seconds delay = RestartBackoff(in.restarts_so_far, in.policy);
+  // This launch's own stretch counts too: one that trained long enough
+  // before failing starts the doubling again.
+  bool healthy_now = in.launch_started &&
+                     in.now - *in.launch_started >= std::chrono::seconds(in.policy.backoff_reset_s);
+  int exponent =
+      healthy_now ? 0 : BackoffRestarts(in.earlier_launches, in.restarts_so_far, in.policy);
+  std::chrono::seconds delay = RestartBackoff(exponent, in.policy);
   d.kind = RecoveryDecision::kNewAttempt;
   d.not_before = in.now + delay;
   d.reason =

@@ -17,8 +17,15 @@
 //      again), at once: the nodes are already ours.
 //   6. otherwise kNewAttempt after RestartBackoff().
 // Relaunches and new attempts after a failure share max_restarts.
+//
+// The backoff doubles with the restarts since the run last trained
+// restart.backoff_reset_s without interruption (BackoffRestarts), not with all
+// of them: a crash loop waits longer and longer, a run that fails once a day
+// waits backoff_s each time. max_restarts still counts every restart (the
+// user's budget).
 
 #include <chrono>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,12 +36,24 @@
 
 namespace trellis::controller {
 
+// One launch of the run as the store keeps it (`launches`), for the backoff.
+struct PastLaunch {
+  WallTime started;                 // GO
+  std::optional<WallTime> ended;    // nullopt: never settled (the controller restarted)
+  std::optional<FailureClass> cls;  // how it ended; nullopt: unknown
+};
+
 struct RecoveryInput {
   LaunchVerdict verdict;
   std::vector<std::string> allocation_nodes;  // the Slurm job's nodes; empty if unknown
   std::set<std::string> unhealthy;            // blamed, lost, quarantined now
   int nodes_needed = 1;
-  int restarts_so_far = 0;
+  int restarts_so_far = 0;  // all of the run's restarts: max_restarts is their budget
+  // For the backoff: the run's launches before this one, oldest first, and
+  // this one's GO (nullopt: unknown). Without them the backoff doubles with
+  // restarts_so_far.
+  std::vector<PastLaunch> earlier_launches;
+  std::optional<WallTime> launch_started;
   spec::RestartSection policy;
   WallTime now;
 };
@@ -49,7 +68,22 @@ struct RecoveryDecision {
 
 RecoveryDecision DecideRecovery(const RecoveryInput& in);
 
-// Exponential backoff before a new attempt: backoff_s, 2x, 4x, ... capped at one hour.
-std::chrono::seconds RestartBackoff(int restarts_so_far, const spec::RestartSection& policy);
+// Exponential backoff before a new attempt: backoff_s, 2x, 4x, ... capped at
+// one hour, for the restarts BackoffRestarts counts.
+std::chrono::seconds RestartBackoff(int backoff_restarts, const spec::RestartSection& policy);
+
+// Whether a launch that ended so used a restart (DecideRecovery's
+// uses_restart): the failures rule 5 or 6 retries. Not: success, user error,
+// cancel, gate, time limit, preemption, or a class ClassifyLaunch never gives.
+bool UsesRestart(FailureClass cls);
+
+// The restarts the backoff doubles for: those that ended the run's newest
+// launch that trained policy.backoff_reset_s or longer (GO to its end) and
+// every launch after it; restarts_so_far when no launch did (as if the run had
+// just started), and at most restarts_so_far. A launch that never settled
+// has an unknown length and class: not a healthy stretch, and counted as a
+// restart (erring towards the wait). backoff_reset_s 0: always 0.
+int BackoffRestarts(const std::vector<PastLaunch>& launches, int restarts_so_far,
+                    const spec::RestartSection& policy);
 
 }  // namespace trellis::controller

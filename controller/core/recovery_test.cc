@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "controller/core/decisions.h"
+
 namespace trellis::controller {
 namespace {
 
@@ -112,6 +114,130 @@ TEST(RestartBackoffTest, DoublesAndCapsAtAnHour) {
   EXPECT_EQ(RestartBackoff(0, p), seconds(3600));
   p.backoff_s = 0;
   EXPECT_EQ(RestartBackoff(3, p), seconds(0));
+}
+
+// The backoff's exponent resets after a healthy stretch; max_restarts still
+// counts every restart.
+class BackoffResetTest : public ::testing::Test {
+ protected:
+  BackoffResetTest() {
+    policy.max_restarts = 100;
+    policy.backoff_s = 30;
+    policy.backoff_reset_s = 3600;
+  }
+  // A launch that trained `minutes` and ended as `cls`, right after the last.
+  void Add(int minutes, std::optional<FailureClass> cls, bool settled = true) {
+    WallTime started = t + seconds(60);
+    t = started + seconds(60 * minutes);
+    history.push_back({started, settled ? std::optional<WallTime>(t) : std::nullopt,
+                       settled ? cls : std::nullopt});
+  }
+  // DecideRecovery for a launch that started now and failed `minutes` later,
+  // with no allocation to relaunch in: a new attempt after the backoff.
+  RecoveryDecision Decide(int restarts_so_far, int minutes) {
+    RecoveryInput in;
+    in.verdict = Failed(FailureClass::kRankExit, "rank 0 on node1 exited with 1");
+    in.restarts_so_far = restarts_so_far;
+    in.earlier_launches = history;
+    in.launch_started = t + seconds(60);
+    in.now = *in.launch_started + seconds(60 * minutes);
+    in.policy = policy;
+    RecoveryDecision d = DecideRecovery(in);
+    EXPECT_EQ(d.kind, Kind::kNewAttempt);
+    EXPECT_TRUE(d.uses_restart);
+    return d;
+  }
+  seconds Wait(const RecoveryDecision& d, int minutes) {
+    return std::chrono::duration_cast<seconds>(d.not_before - t - seconds(60 + 60 * minutes));
+  }
+
+  spec::RestartSection policy;
+  WallTime t = FakeClock().Now();
+  std::vector<PastLaunch> history;
+};
+
+TEST_F(BackoffResetTest, OnlyRestartsSinceAHealthyStretchDouble) {
+  for (int i = 0; i < 6; ++i) Add(10, FailureClass::kDeviceError);  // a bad first day
+  Add(120, FailureClass::kNodeLost);  // two healthy hours, then a failure: restart 7
+  Add(10, FailureClass::kHang);       // restart 8
+  // Before: 2^min(8, 6) x 30 s = 1920 s. Now: the two restarts since the stretch.
+  EXPECT_EQ(BackoffRestarts(history, 8, policy), 2);
+  RecoveryDecision d = Decide(8, 5);
+  EXPECT_EQ(Wait(d, 5), seconds(120));
+  EXPECT_NE(d.reason.find("(restart 9 of 100) in 120 s"), std::string::npos) << d.reason;
+}
+
+TEST_F(BackoffResetTest, ALongLaunchBeforeTheFailureStartsAgainAtBackoffS) {
+  for (int i = 0; i < 8; ++i) Add(10, FailureClass::kNccl);
+  EXPECT_EQ(Wait(Decide(8, 59), 59), seconds(1920));  // not quite an hour
+  EXPECT_EQ(Wait(Decide(8, 60), 60), seconds(30));
+}
+
+TEST_F(BackoffResetTest, TimeLimitsCountAsTrainingButNotAsRestarts) {
+  for (int i = 0; i < 4; ++i) Add(10, FailureClass::kSignal);
+  Add(24 * 60, FailureClass::kTimeLimit);  // a whole day, continued without a restart
+  Add(5, FailureClass::kTimeLimit);        // a short continuation: no restart either
+  Add(10, FailureClass::kHostOom);
+  EXPECT_EQ(BackoffRestarts(history, 5, policy), 1);
+  EXPECT_EQ(Wait(Decide(5, 10), 10), seconds(60));
+}
+
+TEST_F(BackoffResetTest, NoHealthyStretchOnRecordDoublesAsBefore) {
+  for (int i = 0; i < 3; ++i) Add(30, FailureClass::kRankExit);
+  EXPECT_EQ(BackoffRestarts(history, 3, policy), 3);
+  EXPECT_EQ(BackoffRestarts({}, 7, policy), 7);
+  EXPECT_EQ(Wait(Decide(7, 10), 10), seconds(1920));
+}
+
+TEST_F(BackoffResetTest, AnUnsettledLaunchIsNotHealthyAndCountsAsARestart) {
+  Add(180, FailureClass::kDeviceError);
+  Add(600, std::nullopt, /*settled=*/false);  // the controller restarted during it
+  Add(10, FailureClass::kNccl);
+  EXPECT_EQ(BackoffRestarts(history, 9, policy), 3);
+  // Never more than the run's restarts.
+  EXPECT_EQ(BackoffRestarts(history, 1, policy), 1);
+}
+
+TEST_F(BackoffResetTest, ZeroNeverDoubles) {
+  policy.backoff_reset_s = 0;
+  for (int i = 0; i < 8; ++i) Add(1, FailureClass::kHang);
+  EXPECT_EQ(BackoffRestarts(history, 8, policy), 0);
+  EXPECT_EQ(Wait(Decide(8, 1), 1), seconds(30));
+}
+
+TEST_F(BackoffResetTest, TheBudgetStillCountsEveryRestart) {
+  policy.max_restarts = 8;
+  Add(600, FailureClass::kDeviceError);
+  RecoveryInput in;
+  in.verdict = Failed(FailureClass::kRankExit, "rank 0 on node1 exited with 1");
+  in.restarts_so_far = 8;
+  in.earlier_launches = history;
+  in.launch_started = t;
+  in.now = t + seconds(7200);
+  in.policy = policy;
+  RecoveryDecision d = DecideRecovery(in);
+  EXPECT_EQ(d.kind, Kind::kFail);
+  EXPECT_EQ(d.reason, "rank 0 on node1 exited with 1 (8 of 8 restarts used)");
+}
+
+TEST_F(BackoffResetTest, DecideRestartTakesTheHistoryToo) {
+  for (int i = 0; i < 6; ++i) Add(10, FailureClass::kDeviceError);
+  Add(90, FailureClass::kNodeLost);
+  RestartDecision r = DecideRestart(7, policy, "job vanished", t, history);
+  EXPECT_TRUE(r.requeue);
+  EXPECT_EQ(r.not_before, t + seconds(60));  // the 90-minute launch's own restart counts
+  EXPECT_EQ(DecideRestart(7, policy, "job vanished", t).not_before, t + seconds(1920));
+}
+
+TEST(UsesRestartTest, FailuresDoContinuationsAndEndsDoNot) {
+  for (FailureClass c : {FailureClass::kRankExit, FailureClass::kSignal, FailureClass::kDeviceOom,
+                         FailureClass::kHostOom, FailureClass::kDeviceError, FailureClass::kNccl,
+                         FailureClass::kNodeLost, FailureClass::kHang})
+    EXPECT_TRUE(UsesRestart(c)) << FailureClassName(c);
+  for (FailureClass c : {FailureClass::kSucceeded, FailureClass::kUserError, FailureClass::kGate,
+                         FailureClass::kTimeLimit, FailureClass::kPreemption,
+                         FailureClass::kCancel})
+    EXPECT_FALSE(UsesRestart(c)) << FailureClassName(c);
 }
 
 }  // namespace

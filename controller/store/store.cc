@@ -151,21 +151,31 @@ absl::StatusOr<std::map<RunState, int64_t>> Store::CountRunsByState() {
 absl::Status Store::Transition(const std::string& run_id, RunState to, const std::string& reason,
                                const std::string& evidence_json, WallTime now,
                                const std::function<absl::Status(Store&)>& also) {
+  return Transitions(run_id, {Step{to, reason, evidence_json, also}}, now);
+}
+
+absl::Status Store::Transitions(const std::string& run_id, const std::vector<Step>& steps,
+                                WallTime now) {
   sqlite::Transaction tx(db_.get());
   RETURN_IF_ERROR(tx.status());
   ASSIGN_OR_RETURN(RunRecord run, GetRun(run_id));
-  RETURN_IF_ERROR(CheckTransition(run.state, to));
   int64_t ms = ToUnixMillis(now);
-  ASSIGN_OR_RETURN(auto up, db_->Prepare(
-      "UPDATE runs SET state = ?, state_reason = ?, updated_ms = ? WHERE run_id = ?"));
-  RETURN_IF_ERROR(up.Bind(1, StateName(to)).Bind(2, reason).Bind(3, ms).Bind(4, run_id).Run());
-  ASSIGN_OR_RETURN(auto ev, db_->Prepare(
-      "INSERT INTO run_events (run_id, unix_ms, from_state, to_state, reason, evidence_json) "
-      "VALUES (?, ?, ?, ?, ?, ?)"));
-  RETURN_IF_ERROR(ev.Bind(1, run_id).Bind(2, ms).Bind(3, StateName(run.state))
-                      .Bind(4, StateName(to)).Bind(5, reason)
-                      .Bind(6, evidence_json.empty() ? "{}" : evidence_json).Run());
-  if (also) RETURN_IF_ERROR(also(*this));
+  RunState from = run.state;
+  for (const Step& step : steps) {
+    RETURN_IF_ERROR(CheckTransition(from, step.to));
+    ASSIGN_OR_RETURN(auto up, db_->Prepare(
+        "UPDATE runs SET state = ?, state_reason = ?, updated_ms = ? WHERE run_id = ?"));
+    RETURN_IF_ERROR(
+        up.Bind(1, StateName(step.to)).Bind(2, step.reason).Bind(3, ms).Bind(4, run_id).Run());
+    ASSIGN_OR_RETURN(auto ev, db_->Prepare(
+        "INSERT INTO run_events (run_id, unix_ms, from_state, to_state, reason, evidence_json) "
+        "VALUES (?, ?, ?, ?, ?, ?)"));
+    RETURN_IF_ERROR(ev.Bind(1, run_id).Bind(2, ms).Bind(3, StateName(from))
+                        .Bind(4, StateName(step.to)).Bind(5, step.reason)
+                        .Bind(6, step.evidence_json.empty() ? "{}" : step.evidence_json).Run());
+    if (step.also) RETURN_IF_ERROR(step.also(*this));
+    from = step.to;
+  }
   return tx.Commit();
 }
 

@@ -38,6 +38,15 @@ class Store {
   absl::Status Transition(const std::string& run_id, RunState to, const std::string& reason,
                           const std::string& evidence_json, WallTime now,
                           const std::function<absl::Status(Store&)>& also = nullptr);
+  // Several transitions of one run, in order, in one transaction: all land or none.
+  struct Step {
+    RunState to;
+    std::string reason;
+    std::string evidence_json = "{}";
+    std::function<absl::Status(Store&)> also;
+  };
+  absl::Status Transitions(const std::string& run_id, const std::vector<Step>& steps,
+                           WallTime now);
   // Updates the reason a run waits in its state (no transition, no event).
   absl::Status SetStateReason(const std::string& run_id, const std::string& reason);
   absl::Status SetRestartBackoff(const std::string& run_id, int restarts, WallTime not_before);

@@ -104,6 +104,36 @@ TEST_F(StoreTest, FailedSideEffectRollsTheTransitionBack) {
   EXPECT_EQ(store_->Events(r.run_id)->size(), 1u);
 }
 
+// An attempt's end and what follows land together or not at all.
+TEST_F(StoreTest, ChainedTransitionsLandTogetherOrNotAtAll) {
+  RunRecord r = NewRun("hello");
+  bool second_ran = false;
+  auto st = store_->Transitions(
+      r.run_id,
+      {{RunState::kSubmitted, "attempt 1 is Slurm job 7"},
+       {RunState::kSucceeded, "not from SUBMITTED", "{}", [&](Store&) {
+          second_ran = true;
+          return absl::OkStatus();
+        }}},
+      clock_.Now());
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_FALSE(second_ran);
+  EXPECT_EQ(store_->GetRun(r.run_id)->state, RunState::kQueued) << "the first step rolled back";
+  EXPECT_EQ(store_->Events(r.run_id)->size(), 1u);
+
+  ASSERT_TRUE(store_->Transitions(r.run_id,
+                                  {{RunState::kSubmitted, "attempt 1 is Slurm job 7"},
+                                   {RunState::kGating, "node1 registered"}},
+                                  clock_.Now())
+                  .ok());
+  auto events = store_->Events(r.run_id);
+  ASSERT_EQ(events->size(), 3u);
+  EXPECT_EQ((*events)[1].to, RunState::kSubmitted);
+  EXPECT_EQ((*events)[2].from, RunState::kSubmitted);
+  EXPECT_EQ((*events)[2].to, RunState::kGating);
+  EXPECT_EQ(store_->GetRun(r.run_id)->state_reason, "node1 registered");
+}
+
 TEST_F(StoreTest, AttemptsAndStepSummaries) {
   RunRecord r = NewRun("hello");
   AttemptRecord a;

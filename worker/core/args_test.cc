@@ -113,6 +113,36 @@ TEST(ArgsTest, NextLaunchStepExitCodeRange) {
   EXPECT_FALSE(ValidateNextLaunchArgs(n).ok());
 }
 
+// A requeued job's batch script asks before any launch: --launch 0 then, and only then.
+TEST(ArgsTest, NextLaunchAfterARequeue) {
+  NextLaunchArgs n;
+  n.id = Good().id;
+  n.id.launch = 0;
+  n.requeue_count = 1;
+  n.allocation_nodelist = "node[1-4],gpu7";
+  EXPECT_TRUE(ValidateNextLaunchArgs(n).ok());
+  auto message = [](const NextLaunchArgs& a) {
+    return std::string(ValidateNextLaunchArgs(a).message());
+  };
+  NextLaunchArgs bad = n;
+  bad.id.launch = 1;
+  EXPECT_EQ(message(bad), "--launch must be 0 with --requeued, got 1");
+  bad = n;
+  bad.requeue_count = 1001;
+  EXPECT_EQ(message(bad), "--requeued must be in [0, 1000], got 1001");
+  bad = n;
+  bad.terminated_by_slurm = true;
+  EXPECT_EQ(message(bad), "--terminated-by-slurm and --requeued exclude each other");
+  bad = n;
+  bad.allocation_nodelist = "node1;reboot";
+  EXPECT_NE(message(bad).find("--allocation must be a Slurm hostlist"), std::string::npos);
+  bad = n;
+  bad.requeue_count = 0;
+  EXPECT_EQ(message(bad), "--allocation is only for --requeued");
+  bad.allocation_nodelist.clear();
+  EXPECT_EQ(message(bad), "--launch must be >= 1, got 0");
+}
+
 TEST(ArgsTest, TrimSecret) {
   EXPECT_EQ(TrimSecret("  s3cret\n"), "s3cret");
   EXPECT_EQ(TrimSecret("\n\t"), "");
