@@ -1,37 +1,71 @@
 #include "cli/client.h"
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <optional>
 
 #include <cstdlib>
 #include <iostream>
 
 #include "cli/exit_codes.h"
+#include "common/auth.h"
 
 namespace trellis::cli {
 
 namespace {
 
-// Until token authentication lands, the controller records who submitted a
-// run from the "trellis-user" metadata: the login name.
-std::string LoginName() {
-  if (const char* user = std::getenv("USER"); user != nullptr && *user != '\0') return user;
-  if (const passwd* pw = getpwuid(getuid()); pw != nullptr) return pw->pw_name;
-  return "";
+bool IsUnixAddress(const std::string& addr) { return addr.rfind("unix:", 0) == 0; }
+
+// A unix socket this user may not reach: its directory belongs to another
+// user and is closed (EACCES), which gRPC reports only as "unavailable".
+std::optional<std::string> ForbiddenSocket(const std::string& addr) {
+  if (!IsUnixAddress(addr)) return std::nullopt;
+  std::string path = addr.substr(addr.rfind("unix://", 0) == 0 ? 7 : 5);
+  if (::access(path.c_str(), W_OK) == 0 || errno != EACCES) return std::nullopt;
+  std::string owner;
+  struct stat st {};
+  std::string dir = path.substr(0, path.rfind('/'));
+  if (stat(dir.c_str(), &st) == 0) {
+    const passwd* pw = getpwuid(st.st_uid);
+    owner = pw != nullptr ? pw->pw_name : "uid " + std::to_string(st.st_uid);
+  }
+  return "the controller's socket " + path + " is in a directory only its owner" +
+         (owner.empty() ? "" : " (" + owner + ")") +
+         " may enter: a controller serves its owner alone; run your own, or ask its owner for "
+         "a token and dial it over TCP";
 }
 
 }  // namespace
 
+std::string DefaultAddress() { return "unix:" + auth::DefaultSocketPath(); }
+
 std::string ResolveAddress(const std::string& flag, const char* env_value) {
   if (!flag.empty()) return flag;
   if (env_value != nullptr && *env_value != '\0') return env_value;
-  return kDefaultAddr;
+  return DefaultAddress();
 }
 
 ControllerClient::ControllerClient(const GlobalOptions& options)
     : addr_(ResolveAddress(options.addr, std::getenv("TRELLIS_ADDR"))),
-      timeout_(static_cast<int64_t>(options.timeout_s * 1000)),
-      user_(LoginName()) {
+      timeout_(static_cast<int64_t>(options.timeout_s * 1000)) {
+  if (!IsUnixAddress(addr_)) {
+    // Over TCP the controller wants a token: the environment's, else the
+    // owner's file (the same user as the controller, on a shared home).
+    const char* env = std::getenv("TRELLIS_TOKEN");
+    if (env != nullptr && *env != '\0') {
+      token_ = env;
+    } else {
+      auto token = auth::LoadToken(auth::DefaultTokenPath(), /*create=*/false);
+      if (token.ok())
+        token_ = *token;
+      else
+        token_problem_ = "no token: TRELLIS_TOKEN is unset and " +
+                         std::string(token.status().message());
+    }
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   // Retry a lost connection every second or two (gRPC's default backoff grows
@@ -44,7 +78,7 @@ ControllerClient::ControllerClient(const GlobalOptions& options)
 }
 
 void ControllerClient::AddMetadata(grpc::ClientContext* ctx) const {
-  if (!user_.empty()) ctx->AddMetadata("trellis-user", user_);
+  if (!token_.empty()) ctx->AddMetadata("authorization", "Bearer " + token_);
 }
 
 std::unique_ptr<grpc::ClientContext> ControllerClient::UnaryContext() const {
@@ -66,6 +100,14 @@ bool ControllerClient::WaitForConnected(std::chrono::system_clock::time_point de
 
 int ControllerClient::Fail(const grpc::Status& status) {
   bool connected = channel_->GetState(false) == GRPC_CHANNEL_READY;
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    if (auto forbidden = ForbiddenSocket(addr_)) {
+      PrintError("not allowed: " + *forbidden);
+      return ExitCodeFor(grpc::StatusCode::PERMISSION_DENIED, false);
+    }
+  }
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED && !token_problem_.empty())
+    PrintError(token_problem_);
   for (const auto& line :
        DescribeError(status.error_code(), status.error_message(), addr_, connected)) {
     PrintError(line);

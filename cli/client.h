@@ -12,13 +12,14 @@
 
 namespace trellis::cli {
 
-inline constexpr const char* kDefaultAddr = "127.0.0.1:50151";
-
 struct GlobalOptions {
-  std::string addr;       // empty: $TRELLIS_ADDR, else kDefaultAddr
+  std::string addr;       // empty: $TRELLIS_ADDR, else DefaultAddress()
   double timeout_s = 30;  // deadline of each unary call
 };
 
+// The controller's default unix socket, as its owner's controller makes it:
+// "unix:" + auth::DefaultSocketPath().
+std::string DefaultAddress();
 // The address to dial: the flag, else $TRELLIS_ADDR, else the default.
 std::string ResolveAddress(const std::string& flag, const char* env_value);
 
@@ -29,8 +30,8 @@ class ControllerClient {
   v1::ControllerService::Stub& stub() { return *stub_; }
   const std::string& addr() const { return addr_; }
 
-  // A context for one unary call: deadline from --timeout, plus the caller's
-  // identity. Credentials (bearer tokens) are added here when they land.
+  // A context for one unary call: deadline from --timeout, plus the token
+  // when the controller is dialled over TCP.
   std::unique_ptr<grpc::ClientContext> UnaryContext() const;
   // The same for a server stream, which has no deadline: it lasts as long as
   // the run (watch) or the output (logs --follow).
@@ -49,7 +50,8 @@ class ControllerClient {
 
   std::string addr_;
   std::chrono::milliseconds timeout_;
-  std::string user_;
+  std::string token_;          // over TCP: $TRELLIS_TOKEN, else the token file
+  std::string token_problem_;  // why no token was found, told with a refusal
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ControllerService::Stub> stub_;
 };

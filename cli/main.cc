@@ -6,6 +6,7 @@
 #include "cli/client.h"
 #include "cli/commands/commands.h"
 #include "cli/exit_codes.h"
+#include "common/auth.h"
 #include "common/version.h"
 
 int main(int argc, char** argv) {
@@ -18,8 +19,9 @@ int main(int argc, char** argv) {
 
   GlobalOptions global;
   app.add_option("--addr", global.addr,
-                 std::string("controller address HOST:PORT (default: $TRELLIS_ADDR, else ") +
-                     kDefaultAddr + ")");
+                 "controller address: unix:PATH, or HOST:PORT with a token ($TRELLIS_TOKEN, "
+                 "else " + trellis::auth::DefaultTokenPath() + ") (default: $TRELLIS_ADDR, else " +
+                     trellis::cli::DefaultAddress() + ")");
   app.add_option("--timeout", global.timeout_s, "seconds allowed for each call (default 30)")
       ->check(CLI::PositiveNumber);
 

@@ -1,14 +1,21 @@
 // trellis-controller: wiring only. See controller/app for the behaviour.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "common/auth.h"
 #include "common/exit_codes.h"
+#include "common/status.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "controller/app/controller.h"
@@ -30,6 +37,28 @@ std::string SelfDir() {
   return ec ? "." : self.parent_path().string();
 }
 
+// The socket's directory is made private; a socket left by a controller that
+// died is removed, one that answers belongs to a running controller.
+absl::Status PrepareSocket(const std::string& path) {
+  RETURN_IF_ERROR(auth::CheckSocketPath(path));
+  RETURN_IF_ERROR(auth::EnsurePrivateDir(fs::path(path).parent_path().string()));
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
+  if (!S_ISSOCK(st.st_mode))
+    return absl::FailedPreconditionError(path + " exists and is not a socket");
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  if (live)
+    return absl::FailedPreconditionError(path + " is served by a running controller; stop it or "
+                                         "give this one another --socket");
+  unlink(path.c_str());
+  return absl::OkStatus();
+}
+
 std::string HostName() {
   char buf[256] = {0};
   gethostname(buf, sizeof(buf) - 1);
@@ -44,8 +73,22 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:50151", advertise, db_path, port_file, template_file;
   std::string log_level = "info", slurm_bin_dir;
   int schedule_ms = 1000, reconcile_ms = 5000, slurm_timeout_s = 30;
-  app.add_option("--listen", listen, "host:port to serve gRPC on (port 0: any free port)")
+  app.add_option("--listen", listen,
+                 "host:port to serve gRPC on for workers, and for users with a token "
+                 "(port 0: any free port); beyond loopback only with --insecure-tcp")
       ->capture_default_str();
+  std::string socket_path = auth::DefaultSocketPath();
+  app.add_option("--socket", socket_path,
+                 "unix socket for the CLI, in a directory only this user can enter (made 0700)")
+      ->capture_default_str();
+  std::string token_file = auth::DefaultTokenPath();
+  app.add_option("--token-file", token_file,
+                 "this user's token for the user API over TCP (created 0600 when missing)")
+      ->capture_default_str();
+  bool insecure_tcp = false;
+  app.add_flag("--insecure-tcp", insecure_tcp,
+               "listen beyond loopback without TLS: specs, logs and worker secrets cross the "
+               "network in clear; only on a network you trust");
   app.add_option("--advertise", advertise,
                  "host:port workers on compute nodes dial (default: this host and the bound port)");
   app.add_option("--db", db_path, "SQLite database file, on local disk (not NFS/Lustre)")
@@ -109,7 +152,26 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   InitLogging("controller", log_level);
+  // Everything the controller writes (database, run directories, specs,
+  // secrets, batch scripts; the jobs inherit it too) is its owner's alone.
+  umask(077);
   std::error_code ec;
+  if (!auth::IsLoopbackListen(listen) && !insecure_tcp) {
+    spdlog::error("--listen {}: beyond loopback, specs, logs and worker secrets would cross the "
+                  "network in clear (TLS is not built yet); listen on 127.0.0.1, or pass "
+                  "--insecure-tcp on a network you trust",
+                  listen);
+    return kExitUsage;
+  }
+  auto token = auth::LoadToken(token_file, /*create=*/true);
+  if (!token.ok()) {
+    spdlog::error("--token-file: {}", std::string(token.status().message()));
+    return kExitUsage;
+  }
+  if (absl::Status st = PrepareSocket(socket_path); !st.ok()) {
+    spdlog::error("--socket: {}", std::string(st.message()));
+    return kExitUsage;
+  }
   config.output_root = fs::absolute(config.output_root, ec).lexically_normal().string();
   fs::create_directories(config.output_root, ec);
   if (ec || access(config.output_root.c_str(), W_OK) != 0) {
@@ -179,11 +241,13 @@ int main(int argc, char** argv) {
   Controller controller(config, std::move(*store),
                         std::make_shared<SlurmCliClient>(slurm_options), &clock);
   if (metrics_server) metrics_server->Serve(controller.metrics().registry());
-  ControllerServiceImpl user_api(&controller);
+  ControllerServiceImpl user_api(
+      &controller, Authenticator(auth::OwnerName(), *token, token_file));
   AgentServiceImpl agent_api(&controller);
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(&user_api);
   builder.RegisterService(&agent_api);
   builder.SetMaxReceiveMessageSize(4 << 20);
@@ -204,8 +268,9 @@ int main(int argc, char** argv) {
     server->Shutdown();
     return kExitUsage;
   }
-  spdlog::info("trellis-controller {} serving on port {} (workers dial {}), db {}, output root {}",
-               kVersion, port, advertise, db_path, config.output_root);
+  spdlog::info("trellis-controller {} serving on port {} (workers dial {}) and {}, db {}, "
+               "output root {}",
+               kVersion, port, advertise, socket_path, db_path, config.output_root);
   if (metrics_server) {
     std::string host = metrics_listen.substr(0, metrics_listen.rfind(':'));
     spdlog::info("metrics on http://{}:{}/metrics", host, metrics_server->port());
@@ -224,5 +289,6 @@ int main(int argc, char** argv) {
   controller.BeginShutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   controller.Stop();
+  unlink(socket_path.c_str());
   return 0;
 }

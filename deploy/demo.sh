@@ -98,13 +98,16 @@ mkdir -p "$STATE"
 . "$CLUSTER/env"
 sinfo
 
-say "Starting trellis-controller on 127.0.0.1:$PORT"
-export TRELLIS_ADDR=127.0.0.1:$PORT
+say "Starting trellis-controller on $STATE/ctl/controller.sock (workers: 127.0.0.1:$PORT)"
+# The CLI meets this demo's controller on its own socket, in a directory only
+# this user may enter (a second demo beside it has its own).
+export TRELLIS_ADDR=unix:$STATE/ctl/controller.sock
 if pid=$(controller_pid); then
   echo "already running (pid $pid)"
 else
   rm -f "$STATE/controller.port"
   "$BUILD/bin/trellis-controller" --listen "127.0.0.1:$PORT" --port-file "$STATE/controller.port" \
+    --socket "$STATE/ctl/controller.sock" \
     --metrics-listen "127.0.0.1:$METRICS_PORT" \
     --db "$STATE/controller.db" --output-root "$STATE/runs" \
     ${MASTER_PORT_BASE:+--master-port-base "$MASTER_PORT_BASE"} \

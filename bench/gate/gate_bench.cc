@@ -32,6 +32,10 @@ using Steady = std::chrono::steady_clock;
 
 namespace {
 
+// The user API over TCP takes a token (controller/rpc/auth.h).
+constexpr char kBenchToken[] = "gate-bench-token-0123456789abcdef";
+
+
 constexpr double kGiBytes = 1024.0 * 1024 * 1024;
 
 // A GH200 node: 4 Grace sockets (one of them a little fuller) + 4 HBM nodes.
@@ -61,6 +65,7 @@ struct Sample {
 Sample RunOnce(v1::ControllerService::Stub& users, v1::AgentService::Stub& agents,
                const std::string& name, int nodes) {
   grpc::ClientContext sctx;
+  sctx.AddMetadata("authorization", std::string("Bearer ") + kBenchToken);
   v1::SubmitRunRequest sreq;
   sreq.set_spec_toml("[job]\nname='" + name + "'\ncommand='true'\n[slurm]\nnodes=" +
                      std::to_string(nodes) + "\nranks_per_node=4\n[gate]\ntimeout_s=600\n");
@@ -70,6 +75,7 @@ Sample RunOnce(v1::ControllerService::Stub& users, v1::AgentService::Stub& agent
   std::string run_dir;
   for (int i = 0; i < 2000 && run_dir.empty(); ++i) {  // wait for the (fake) sbatch
     grpc::ClientContext gctx;
+    gctx.AddMetadata("authorization", std::string("Bearer ") + kBenchToken);
     v1::GetRunRequest g;
     g.set_run_id(sresp.run_id());
     v1::Run run;
@@ -142,7 +148,7 @@ int main(int argc, char** argv) {
   if (!store.ok()) return 1;
   SystemClock clock;
   Controller controller(config, std::move(*store), slurm, &clock);
-  ControllerServiceImpl users(&controller);
+  ControllerServiceImpl users(&controller, Authenticator("bench", kBenchToken, "(in-process)"));
   AgentServiceImpl agents(&controller);
   grpc::ServerBuilder b;
   int port = 0;

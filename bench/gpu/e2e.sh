@@ -171,6 +171,7 @@ start_cluster_and_controller() {
   log "controller on 127.0.0.1:$CONTROLLER_PORT"
   export TRELLIS_ADDR=127.0.0.1:$CONTROLLER_PORT
   "$BIN/trellis-controller" --listen "$TRELLIS_ADDR" --port-file "$WORK/controller.port" \
+    --socket "$WORK/ctl/controller.sock" \
     --db "$WORK/controller.db" --output-root "$WORK/runs" --schedule-interval-ms 200 \
     >"$WORK/controller.log" 2>&1 &
   CONTROLLER_PID=$!

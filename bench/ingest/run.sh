@@ -29,6 +29,7 @@ for n in $SCALES; do
   mkdir -p "$dir/out"
   "$BUILD/bin/trellis-controller" --db "$dir/trellis.db" --output-root "$dir/out" \
     --slurm-bin-dir "$REPO/bench/ingest/fake-slurm" --listen 127.0.0.1:0 \
+    --socket "$dir/ctl/controller.sock" \
     --port-file "$dir/port" --metrics-listen 127.0.0.1:0 --metrics-port-file "$dir/mport" \
     --worker-bin /bin/true --log-level warn >"$dir/controller.log" 2>&1 &
   ctl_pid=$!

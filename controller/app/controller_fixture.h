@@ -26,6 +26,8 @@ namespace trellis::controller {
 
 namespace fs = std::filesystem;
 
+inline constexpr char kTestToken[] = "0123456789abcdef0123456789abcdef-test";
+
 class ControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -40,6 +42,7 @@ class ControllerTest : public ::testing::Test {
   void TearDown() override {
     StopController();
     fs::remove_all(dir_);
+    fs::remove(SocketPath());
   }
   // A controller on the fixture's database and fake Slurm, serving on a new port.
   void StartController() {
@@ -54,11 +57,14 @@ class ControllerTest : public ::testing::Test {
     auto store = Store::Open((dir_ / "t.db").string());
     ASSERT_TRUE(store.ok());
     controller_ = std::make_unique<Controller>(config, std::move(*store), slurm_, &clock_);
-    users_ = std::make_unique<ControllerServiceImpl>(controller_.get());
+    users_ = std::make_unique<ControllerServiceImpl>(
+        controller_.get(), Authenticator("tester", kTestToken, "/nonexistent/token"));
     agents_ = std::make_unique<AgentServiceImpl>(controller_.get());
     grpc::ServerBuilder b;
     int port = 0;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    // Users on the unix socket (the owner), workers over TCP, as deployed.
+    b.AddListeningPort("unix:" + SocketPath(), grpc::InsecureServerCredentials());
     b.RegisterService(users_.get());
     b.RegisterService(agents_.get());
     server_ = b.BuildAndStart();
@@ -66,8 +72,15 @@ class ControllerTest : public ::testing::Test {
     ASSERT_TRUE(controller_->Start().ok());
     auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
                                        grpc::InsecureChannelCredentials());
-    user_stub_ = v1::ControllerService::NewStub(channel);
+    user_stub_ = v1::ControllerService::NewStub(grpc::CreateChannel(
+        "unix:" + SocketPath(), grpc::InsecureChannelCredentials()));
+    tcp_user_stub_ = v1::ControllerService::NewStub(channel);
     agent_stub_ = v1::AgentService::NewStub(channel);
+  }
+  // Short: a unix socket path is at most 107 bytes, test names are long.
+  std::string SocketPath() const {
+    return "/tmp/trellis-test-" + std::to_string(getpid()) + "-" +
+           std::to_string(std::hash<std::string>{}(dir_.string()) % 1000000) + ".sock";
   }
   void StopController() {
     if (!controller_) return;
@@ -156,7 +169,8 @@ class ControllerTest : public ::testing::Test {
   std::unique_ptr<ControllerServiceImpl> users_;
   std::unique_ptr<AgentServiceImpl> agents_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<v1::ControllerService::Stub> user_stub_;
+  std::unique_ptr<v1::ControllerService::Stub> user_stub_;      // unix socket: the owner
+  std::unique_ptr<v1::ControllerService::Stub> tcp_user_stub_;  // TCP: needs kTestToken
   std::unique_ptr<v1::AgentService::Stub> agent_stub_;
 };
 

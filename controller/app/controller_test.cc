@@ -289,7 +289,7 @@ TEST_F(GateTest, UsersQuarantineAndReleaseByName) {
   ASSERT_TRUE(user_stub_->QuarantineNode(&ctx, q, &status).ok());
   EXPECT_EQ(status.state(), "quarantined");
   EXPECT_EQ(status.expiry_unix_ms(), 0);
-  EXPECT_EQ(status.actor(), "user:anonymous");
+  EXPECT_EQ(status.actor(), "user:tester");  // the socket's owner
   grpc::ClientContext bad_ctx;
   q.set_node("node2; rm -rf /");
   EXPECT_EQ(user_stub_->QuarantineNode(&bad_ctx, q, &status).error_code(),

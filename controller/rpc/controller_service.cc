@@ -8,20 +8,27 @@
 
 namespace trellis::controller {
 
-std::string CallerOf(const grpc::CallbackServerContext* ctx) {
-  auto it = ctx->client_metadata().find("trellis-user");
-  if (it == ctx->client_metadata().end()) return "anonymous";
-  std::string user(it->second.data(), it->second.size());
-  bool ok = !user.empty() && user.size() <= 64;
-  for (char c : user) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-                                  c == '-' || c == '.');
-  return ok ? user : "anonymous";
-}
+namespace {
+
+// A stream refused before it began (its caller is not authenticated).
+template <typename T>
+class RefusedStream final : public grpc::ServerWriteReactor<T> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { this->Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
 
 grpc::ServerUnaryReactor* ControllerServiceImpl::SubmitRun(grpc::CallbackServerContext* ctx,
                                                            const v1::SubmitRunRequest* req,
                                                            v1::SubmitRunResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
   if (req->spec_toml().size() > spec::kMaxSpecBytes) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                  "spec: is " + std::to_string(req->spec_toml().size()) +
@@ -29,7 +36,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::SubmitRun(grpc::CallbackServerC
                                      std::to_string(spec::kMaxSpecBytes)));
     return reactor;
   }
-  controller_->SubmitRun(req->spec_toml(), req->dry_run(), CallerOf(ctx),
+  controller_->SubmitRun(req->spec_toml(), req->dry_run(), caller->name,
                          Timed(controller_->metrics(), RpcMethod::kSubmitRun,
                                [reactor, resp](absl::StatusOr<SubmitResult> r) {
                                  if (!r.ok()) return reactor->Finish(ToGrpc(r.status()));
@@ -45,6 +52,11 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GetRun(grpc::CallbackServerCont
                                                         const v1::GetRunRequest* req,
                                                         v1::Run* resp) {
   auto* reactor = ctx->DefaultReactor();
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
   RanksQuery ranks{req->include_ranks(), req->ranks_from(), req->ranks_limit()};
   controller_->GetRun(req->run_id(),
                       Timed(controller_->metrics(), RpcMethod::kGetRun,
@@ -61,6 +73,11 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ListRuns(grpc::CallbackServerCo
                                                           const v1::ListRunsRequest* req,
                                                           v1::ListRunsResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
   int limit = req->limit() <= 0 ? 100 : std::min(req->limit(), 10000);
   controller_->ListRuns(limit, req->active_only(),
                         Timed(controller_->metrics(), RpcMethod::kListRuns,
@@ -76,6 +93,11 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::CancelRun(grpc::CallbackServerC
                                                            const v1::CancelRunRequest* req,
                                                            v1::CancelRunResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
   if (req->reason().size() > 1024) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                  "reason: must be at most 1024 characters"));
@@ -93,11 +115,15 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::CancelRun(grpc::CallbackServerC
 
 grpc::ServerWriteReactor<v1::WatchRunEvent>* ControllerServiceImpl::WatchRun(
     grpc::CallbackServerContext* ctx, const v1::WatchRunRequest* req) {
+  if (auto caller = auth_.Authenticate(*ctx); !caller.ok())
+    return new RefusedStream<v1::WatchRunEvent>(ToGrpc(caller.status()));
   return new WatchReactor(controller_, req->run_id());
 }
 
 grpc::ServerWriteReactor<v1::LogChunk>* ControllerServiceImpl::ReadLogs(
     grpc::CallbackServerContext* ctx, const v1::ReadLogsRequest* req) {
+  if (auto caller = auth_.Authenticate(*ctx); !caller.ok())
+    return new RefusedStream<v1::LogChunk>(ToGrpc(caller.status()));
   return new LogReactor(controller_, *req);
 }
 
@@ -105,6 +131,11 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ListNodes(grpc::CallbackServerC
                                                            const v1::ListNodesRequest* req,
                                                            v1::ListNodesResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
   controller_->ListNodes(Timed(controller_->metrics(), RpcMethod::kListNodes,
                                [reactor, resp](absl::StatusOr<std::vector<NodeStatusView>> nodes) {
                                  if (!nodes.ok()) return reactor->Finish(ToGrpc(nodes.status()));
@@ -118,7 +149,12 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ListNodes(grpc::CallbackServerC
 grpc::ServerUnaryReactor* ControllerServiceImpl::QuarantineNode(
     grpc::CallbackServerContext* ctx, const v1::QuarantineNodeRequest* req, v1::NodeStatus* resp) {
   auto* reactor = ctx->DefaultReactor();
-  controller_->QuarantineNode(req->node(), req->reason(), "user:" + CallerOf(ctx),
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
+  controller_->QuarantineNode(req->node(), req->reason(), "user:" + caller->name,
                               Timed(controller_->metrics(), RpcMethod::kQuarantineNode,
                                     [reactor, resp](absl::StatusOr<NodeStatusView> n) {
                                       if (!n.ok()) return reactor->Finish(ToGrpc(n.status()));
@@ -132,6 +168,11 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ReleaseNode(grpc::CallbackServe
                                                              const v1::ReleaseNodeRequest* req,
                                                              v1::NodeStatus* resp) {
   auto* reactor = ctx->DefaultReactor();
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
   controller_->ReleaseNode(req->node(), Timed(controller_->metrics(), RpcMethod::kReleaseNode,
                                               [reactor, resp](absl::StatusOr<NodeStatusView> n) {
                                                 if (!n.ok())
@@ -146,6 +187,11 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GateReport(grpc::CallbackServer
                                                             const v1::GateReportRequest* req,
                                                             v1::GateReportResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
   controller_->GateReport(req->run_id(), std::max(0, req->attempt()),
                           Timed(controller_->metrics(), RpcMethod::kGateReport,
                                 [reactor, resp](absl::StatusOr<GateReportView> r) {
@@ -185,6 +231,11 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::RunSteps(grpc::CallbackServerCo
                                                           const v1::RunStepsRequest* req,
                                                           v1::RunStepsResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
   int max_points = req->max_points() == 0 ? kDefaultStepPoints : req->max_points();
   if (max_points < 1 || max_points > kMaxStepPoints) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

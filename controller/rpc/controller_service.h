@@ -3,13 +3,15 @@
 // they hand the request to the Controller's loop and finish from its reply.
 
 #include "controller/app/controller.h"
+#include "controller/rpc/auth.h"
 #include "trellis/v1/controller.grpc.pb.h"
 
 namespace trellis::controller {
 
 class ControllerServiceImpl final : public v1::ControllerService::CallbackService {
  public:
-  explicit ControllerServiceImpl(Controller* controller) : controller_(controller) {}
+  ControllerServiceImpl(Controller* controller, Authenticator auth)
+      : controller_(controller), auth_(std::move(auth)) {}
 
   grpc::ServerUnaryReactor* SubmitRun(grpc::CallbackServerContext* ctx,
                                       const v1::SubmitRunRequest* req,
@@ -44,6 +46,7 @@ class ControllerServiceImpl final : public v1::ControllerService::CallbackServic
 
  private:
   Controller* controller_;
+  Authenticator auth_;
 };
 
 // RunStepsRequest.max_points: 0 asks for the default; more than the most is
@@ -51,8 +54,5 @@ class ControllerServiceImpl final : public v1::ControllerService::CallbackServic
 inline constexpr int kDefaultStepPoints = 2000;
 inline constexpr int kMaxStepPoints = 100000;
 
-// Runs are owned by users; until token authentication lands the caller names
-// itself in the "trellis-user" metadata (the CLI sends $USER).
-std::string CallerOf(const grpc::CallbackServerContext* ctx);
 
 }  // namespace trellis::controller

@@ -27,7 +27,9 @@ fail() {
 
 start_controller() {  # [extra flags]: a restart keeps the port: workers and batch scripts dial it
   rm -f "$E2E_DIR/port"
+  # Its own socket (the default one is a user's); the CLI dials TCP with the token.
   "$TRELLIS_BIN/trellis-controller" --listen "127.0.0.1:${CONTROLLER_PORT:-0}" \
+    --socket "$E2E_DIR/ctl/controller.sock" \
     --port-file "$E2E_DIR/port" \
     --db "$E2E_DIR/controller.db" --output-root "$E2E_DIR/runs" \
     --schedule-interval-ms 200 --reconcile-interval-ms 1000 \

@@ -18,7 +18,8 @@ class ReportCliTest : public ControllerTest {
     ControllerTest::SetUp();
     if (HasFatalFailure()) return;
     // A second server over the same controller, on a port the test knows.
-    service_ = std::make_unique<ControllerServiceImpl>(controller_.get());
+    service_ = std::make_unique<ControllerServiceImpl>(
+        controller_.get(), Authenticator("tester", kTestToken, "/nonexistent/token"));
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     b.RegisterService(service_.get());
@@ -34,6 +35,7 @@ class ReportCliTest : public ControllerTest {
     args.insert(args.begin(), {TRELLIS_CLI_PATH, "--addr", "127.0.0.1:" + std::to_string(port_)});
     CommandOptions options;
     options.timeout = std::chrono::seconds(30);
+    options.extra_env["TRELLIS_TOKEN"] = kTestToken;  // over TCP, as a team member would
     auto result = RunCommand(args, options);
     EXPECT_TRUE(result.ok()) << result.status();
     return result.ok() ? *result : CommandResult{-1, "", "", false};

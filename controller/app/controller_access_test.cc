@@ -1,0 +1,72 @@
+// Who may use the user API (controller/rpc/auth.h): the owner through the
+// unix socket; over TCP only a caller with the owner's token. The name a
+// client claims for itself is not believed.
+
+#include "controller/app/controller_fixture.h"
+
+namespace trellis::controller {
+namespace {
+
+class AccessTest : public ControllerTest {
+ protected:
+  grpc::Status ListOverTcp(const std::string& authorization) {
+    grpc::ClientContext ctx;
+    if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+    v1::ListRunsResponse resp;
+    return tcp_user_stub_->ListRuns(&ctx, v1::ListRunsRequest(), &resp);
+  }
+};
+
+TEST_F(AccessTest, TcpCallersNeedTheOwnersToken) {
+  grpc::Status st = ListOverTcp("");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(st.error_message().find("only with a token"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("/nonexistent/token"), std::string::npos)
+      << "names where the owner's token is kept: " << st.error_message();
+  st = ListOverTcp("Bearer wrong-token-of-the-right-length-0123456789");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(st.error_message().find("not one this controller knows"), std::string::npos);
+  st = ListOverTcp(kTestToken);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << "the Bearer scheme is needed";
+  EXPECT_TRUE(ListOverTcp(std::string("Bearer ") + kTestToken).ok());
+}
+
+TEST_F(AccessTest, StreamsAreRefusedToo) {
+  grpc::ClientContext ctx;
+  v1::WatchRunRequest req;
+  req.set_run_id("hello-1");
+  auto reader = tcp_user_stub_->WatchRun(&ctx, req);
+  v1::WatchRunEvent ev;
+  EXPECT_FALSE(reader->Read(&ev));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(AccessTest, TheClaimedUserNameIsNotBelieved) {
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("trellis-user", "mallory");
+  v1::SubmitRunRequest req;
+  req.set_spec_toml(kSpec);
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(user_stub_->SubmitRun(&ctx, req, &resp).ok());
+  EXPECT_EQ(Get(resp.run_id()).summary().user(), "tester") << "the socket's owner";
+}
+
+TEST_F(AccessTest, AgentCallsDoNotNeedTheToken) {
+  // Workers authenticate with their attempt's secret, over TCP.
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit(kSpec, &resp).ok());
+  WaitFor(resp.run_id(), v1::RUN_STATE_SUBMITTED);
+  grpc::ClientContext ctx;
+  v1::ReportExitRequest req;
+  *req.mutable_id() = Identity(resp.run_id(), "node1");
+  v1::ReportExitResponse exit;
+  grpc::Status st = agent_stub_->ReportExit(&ctx, req, &exit);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  *req.mutable_id()->mutable_secret() = "wrong";
+  grpc::ClientContext wrong;
+  EXPECT_EQ(agent_stub_->ReportExit(&wrong, req, &exit).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
+}  // namespace
+}  // namespace trellis::controller
