@@ -3,7 +3,9 @@
 #include <unordered_map>
 
 #include "common/checkpoint_layout.h"
+#include "common/auth.h"
 #include "common/exit_codes.h"
+#include "common/sha256.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/version.h"
@@ -15,12 +17,10 @@
 namespace trellis::controller {
 
 namespace {
-// Constant-time compare: the secret is the worker's only credential.
-bool SecretsEqual(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
+// The stored digest against the presented secret's, in constant time: the
+// secret is the worker's only credential, and the store keeps no clear copy.
+bool SecretMatches(const std::string& stored_sha256, const std::string& presented) {
+  return auth::TokensEqual(Sha256Hex(presented), stored_sha256);
 }
 
 SlurmCall CancelJob(const std::string& job) {
@@ -39,7 +39,7 @@ absl::StatusOr<AttemptRecord> Launches::CheckWorker(const WorkerId& id) {
   if (!attempt.ok()) return attempt.status();
   for (const auto& a : *attempt) {
     if (a.attempt != id.attempt) continue;
-    if (!SecretsEqual(a.secret, id.secret))
+    if (!SecretMatches(a.secret_sha256, id.secret))
       return absl::PermissionDeniedError("wrong secret for run " + id.run_id + " attempt " +
                                          std::to_string(id.attempt));
     return a;
@@ -96,7 +96,7 @@ Effects Launches::Register(const WorkerId& id, const std::string& version,
     // The launch is being gated: the store was consulted for its first
     // node; the others are checked against what it cached.
     l = &known->second;
-    if (!SecretsEqual(l->secret, id.secret))
+    if (!SecretMatches(l->secret_sha256, id.secret))
       return refuse(absl::PermissionDeniedError("wrong secret for run " + id.run_id +
                                                 " attempt " + std::to_string(id.attempt)));
   } else {
@@ -110,7 +110,7 @@ Effects Launches::Register(const WorkerId& id, const std::string& version,
     auto spec = ctx_.ParseStoredSpec(*run);
     if (!spec.ok()) return refuse(spec.status());
     l = Create(id, *spec);
-    l->secret = attempt->secret;
+    l->secret_sha256 = attempt->secret_sha256;
     // The first launch of an attempt, or a relaunch inside it.
     first = run->state == RunState::kSubmitted || run->state == RunState::kRestarting;
   }

@@ -66,7 +66,7 @@ class Launches {
     std::map<std::string, NodeProbe> probes;
     std::map<std::string, std::string> hostnames;
     std::map<std::string, std::string> metrics_addrs;  // node -> its worker's /metrics
-    std::string secret;  // the attempt's, cached for the registrations after the first
+    std::string secret_sha256;  // the attempt's, cached for the registrations after the first
     std::vector<PendingRegistration> waiting;
     std::optional<GateOutcome> outcome;
     TimerId gate_timer = 0;

@@ -5,11 +5,13 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "common/status.h"
 #include "controller/app/metrics.h"
 #include "controller/core/batch_script.h"
@@ -22,6 +24,13 @@ namespace trellis::controller {
 namespace fs = std::filesystem;
 
 namespace {
+
+std::string ReadSecret(const std::string& path) {
+  std::ifstream in(path);
+  std::string secret;
+  in >> secret;
+  return secret;
+}
 
 std::string RandomSecret() {
   std::random_device rd;  // /dev/urandom
@@ -243,15 +252,26 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
   std::string attempt_dir = run.run_dir + "/attempt-" + std::to_string(attempt);
   AttemptPaths paths{run.run_id, attempt, run.run_dir, ctx_.config.worker_bin,
                      ctx_.config.advertise_addr, attempt_dir + "/secret"};
-  std::string secret = resume ? (*latest)->secret : RandomSecret();
+  // Resumed: the secret file written before is kept (a job submitted before
+  // a stop may be running with it); the store has only its digest.
+  std::string secret = resume ? ReadSecret(paths.secret_file) : "";
+  if (resume && Sha256Hex(secret) != (*latest)->secret_sha256) {
+    spdlog::error("run {}: attempt {}'s secret file {} is missing or altered; not resubmitting",
+                  run.run_id, attempt, paths.secret_file);
+    fx.transitions.push_back({run.run_id, RunState::kFailed,
+                              "attempt " + std::to_string(attempt) + "'s secret file " +
+                                  paths.secret_file + " is missing or altered"});
+    return fx;
+  }
+  if (!resume) secret = RandomSecret();
   auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);
   std::error_code ec;
   fs::create_directories(attempt_dir, ec);
   absl::Status st = ec ? absl::InternalError("cannot create " + attempt_dir + ": " + ec.message())
                        : script.status();
-  if (st.ok()) st = WriteFileAtomically(run.run_dir + "/spec.toml", run.spec_toml, 0644);
-  if (st.ok()) st = WriteFileAtomically(paths.secret_file, secret + "\n", 0600);
-  if (st.ok()) st = WriteFileAtomically(attempt_dir + "/batch.sh", *script, 0755);
+  if (st.ok()) st = WriteFileAtomically(run.run_dir + "/spec.toml", run.spec_toml, 0600);
+  if (st.ok() && !resume) st = WriteFileAtomically(paths.secret_file, secret + "\n", 0600);
+  if (st.ok()) st = WriteFileAtomically(attempt_dir + "/batch.sh", *script, 0700);
   if (!st.ok()) {
     fx.transitions.push_back({run.run_id, RunState::kFailed,
                               "cannot prepare attempt: " + std::string(st.message())});
@@ -263,7 +283,7 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
     a.run_id = run.run_id;
     a.attempt = attempt;
     a.sbatch_args = args;
-    a.secret = secret;
+    a.secret_sha256 = Sha256Hex(secret);
     a.submitted = ctx_.clock.Now();
     if (absl::Status created = ctx_.store.CreateAttempt(a); !created.ok()) {
       spdlog::error("run {}: attempt {} not stored, not submitted: {}", run.run_id, attempt,

@@ -131,6 +131,12 @@ CREATE TABLE step_batches (
   PRIMARY KEY (run_id, attempt, launch, node)
 ) WITHOUT ROWID;
 )sql",
+      // 5: worker secrets are kept as their SHA-256 only (trellis_sha256 is
+      // registered on the connection by Store::Open).
+      R"sql(
+ALTER TABLE attempts RENAME COLUMN secret TO secret_sha256;
+UPDATE attempts SET secret_sha256 = trellis_sha256(secret_sha256);
+)sql",
   };
   return kMigrations;
 }

@@ -34,7 +34,7 @@ struct AttemptRecord {
   int launches = 0;
   std::vector<std::string> sbatch_args;
   std::string nodelist;
-  std::string secret;
+  std::string secret_sha256;  // of the attempt's secret (the clear one is in its 0600 file)
   std::optional<int> exit_code;
   std::string end_reason;
   WallTime submitted;

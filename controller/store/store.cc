@@ -4,6 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include <sqlite3.h>
+
+#include "common/sha256.h"
 #include "common/status.h"
 
 namespace trellis::controller {
@@ -13,10 +16,20 @@ constexpr const char* kRunColumns =
     "seq, run_id, name, user, spec_toml, run_dir, state, state_reason, nodes, ranks_per_node, "
     "restarts, not_before_ms, created_ms, updated_ms";
 constexpr const char* kAttemptColumns =
-    "run_id, attempt, slurm_job_id, launches, sbatch_args, nodelist, secret, exit_code, "
+    "run_id, attempt, slurm_job_id, launches, sbatch_args, nodelist, secret_sha256, exit_code, "
     "end_reason, submitted_ms, ended_ms";
 
+// trellis_sha256(text): the hex digest, for migration 5.
+void Sha256Function(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  const unsigned char* text = sqlite3_value_text(argv[0]);
+  std::string digest = Sha256Hex(text == nullptr ? "" : reinterpret_cast<const char*>(text));
+  sqlite3_result_text(ctx, digest.c_str(), static_cast<int>(digest.size()), SQLITE_TRANSIENT);
+}
+
 absl::Status Migrate(sqlite::Db& db) {
+  if (sqlite3_create_function(db.raw(), "trellis_sha256", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                              nullptr, Sha256Function, nullptr, nullptr) != SQLITE_OK)
+    return absl::InternalError("cannot register trellis_sha256 on " + db.path());
   ASSIGN_OR_RETURN(auto version_stmt, db.Prepare("PRAGMA user_version"));
   ASSIGN_OR_RETURN(bool row, version_stmt.Step());
   int64_t version = row ? version_stmt.ColumnInt(0) : 0;
@@ -47,7 +60,7 @@ AttemptRecord ReadAttempt(sqlite::Statement& st) {
   if (args.is_array())
     for (const auto& x : args) a.sbatch_args.push_back(x.get<std::string>());
   a.nodelist = st.ColumnText(5);
-  a.secret = st.ColumnText(6);
+  a.secret_sha256 = st.ColumnText(6);
   if (!st.ColumnIsNull(7)) a.exit_code = static_cast<int>(st.ColumnInt(7));
   a.end_reason = st.ColumnText(8);
   a.submitted = FromUnixMillis(st.ColumnInt(9));
@@ -193,10 +206,10 @@ absl::Status Store::SetRestartBackoff(const std::string& run_id, int restarts,
 
 absl::Status Store::CreateAttempt(const AttemptRecord& a) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
-      "INSERT INTO attempts (run_id, attempt, slurm_job_id, launches, sbatch_args, secret, "
+      "INSERT INTO attempts (run_id, attempt, slurm_job_id, launches, sbatch_args, secret_sha256, "
       "submitted_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"));
   return st.Bind(1, a.run_id).Bind(2, a.attempt).Bind(3, a.slurm_job_id).Bind(4, a.launches)
-      .Bind(5, nlohmann::json(a.sbatch_args).dump()).Bind(6, a.secret)
+      .Bind(5, nlohmann::json(a.sbatch_args).dump()).Bind(6, a.secret_sha256)
       .Bind(7, ToUnixMillis(a.submitted)).Run();
 }
 

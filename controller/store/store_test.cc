@@ -1,5 +1,7 @@
 #include "controller/store/store.h"
 #include "controller/store/step_writer.h"
+#include "common/sha256.h"
+#include "common/sqlite.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -104,6 +106,29 @@ TEST_F(StoreTest, FailedSideEffectRollsTheTransitionBack) {
   EXPECT_EQ(store_->Events(r.run_id)->size(), 1u);
 }
 
+// A database of schema 4 kept worker secrets in clear: opening it hashes them.
+TEST_F(StoreTest, ClearSecretsOfAnOlderSchemaAreHashed) {
+  std::string old_path = (dir_ / "v4.db").string();
+  {
+    auto db = sqlite::Db::Open(old_path);
+    ASSERT_TRUE(db.ok());
+    for (size_t v = 0; v < 4; ++v) ASSERT_TRUE((*db)->Exec(Migrations()[v]).ok());
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 4").ok());
+    ASSERT_TRUE((*db)->Exec("INSERT INTO runs (run_id, name, user, spec_toml, run_dir, state, "
+                            "nodes, ranks_per_node, created_ms, updated_ms) VALUES "
+                            "('x-1', 'x', 'alice', '', '/out/x-1', 'RUNNING', 1, 1, 0, 0)")
+                    .ok());
+    ASSERT_TRUE((*db)->Exec("INSERT INTO attempts (run_id, attempt, sbatch_args, secret, "
+                            "submitted_ms) VALUES ('x-1', 1, '[]', 's3cret', 0)")
+                    .ok());
+  }
+  auto store = Store::Open(old_path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto a = (*store)->LatestAttempt("x-1");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ((*a)->secret_sha256, Sha256Hex("s3cret"));
+}
+
 // An attempt's end and what follows land together or not at all.
 TEST_F(StoreTest, ChainedTransitionsLandTogetherOrNotAtAll) {
   RunRecord r = NewRun("hello");
@@ -140,7 +165,7 @@ TEST_F(StoreTest, AttemptsAndStepSummaries) {
   a.run_id = r.run_id;
   a.attempt = 1;
   a.sbatch_args = {"--nodes=2", "--exclude=node3"};
-  a.secret = "s3cret";
+  a.secret_sha256 = Sha256Hex("s3cret");
   a.submitted = clock_.Now();
   ASSERT_TRUE(store_->CreateAttempt(a).ok());
   ASSERT_TRUE(store_->SetAttemptJob(r.run_id, 1, "42").ok());

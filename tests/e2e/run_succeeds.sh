@@ -26,4 +26,10 @@ done
 # The batch script recorded the outcome where it survives Slurm forgetting the job.
 grep -q '"exit_code": 0' "$(json_get "$show" "d['run_dir']")/attempt-1/exit.json" ||
   fail "exit.json missing or not 0"
-log "PASS: $id on $nodes"
+# Owner only (umask 077 in the controller, inherited by the job): the run
+# directory, its spec, the secret, the batch script, the rank logs, the database.
+run_dir=$(json_get "$show" "d['run_dir']")
+bad=$(find "$run_dir" "$E2E_DIR/controller.db" \( -perm /077 \) -printf '%m %p\n')
+[ -z "$bad" ] || fail "readable or writable by group or others: $bad"
+[ -n "$(find "$run_dir" -name '*.log' -print -quit)" ] || fail "no rank log under $run_dir"
+log "PASS: $id on $nodes; its files are its owner's alone"

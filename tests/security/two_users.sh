@@ -20,14 +20,19 @@ fail() {
   [ -f "$WORK/controller.log" ] && tail -20 "$WORK/controller.log" >&2
   exit 1
 }
+drop_user() {  # USER: its processes (runuser does not pass TERM on) and the user go
+  pkill -KILL -u "$1" 2>/dev/null || true
+  for _ in $(seq 50); do pgrep -u "$1" >/dev/null || break; sleep 0.1; done
+  userdel -r "$1" >/dev/null 2>&1 || true
+}
 cleanup() {
-  [ -n "$CTL_PID" ] && kill "$CTL_PID" 2>/dev/null && wait "$CTL_PID" 2>/dev/null
-  for u in $A $B; do userdel -r "$u" >/dev/null 2>&1 || true; done
+  [ -n "$CTL_PID" ] && kill "$CTL_PID" 2>/dev/null
+  for u in $A $B; do id "$u" >/dev/null 2>&1 && drop_user "$u"; done
   [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
 for u in $A $B; do
-  userdel -r "$u" >/dev/null 2>&1 || true
+  id "$u" >/dev/null 2>&1 && drop_user "$u"
   useradd -m -s /bin/bash "$u"
   chmod 700 "/home/$u"
 done
