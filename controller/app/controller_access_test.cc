@@ -68,5 +68,29 @@ TEST_F(AccessTest, AgentCallsDoNotNeedTheToken) {
             grpc::StatusCode::PERMISSION_DENIED);
 }
 
+// Every field of the user API is bounded; a bad one is named.
+TEST_F(AccessTest, BadRunIdsAndLogSelectorsAreRefusedNamingTheField) {
+  for (const std::string& bad :
+       std::vector<std::string>{"", "../../etc/passwd", "Hello-1", std::string(97, 'a')}) {
+    grpc::ClientContext ctx;
+    v1::GetRunRequest req;
+    req.set_run_id(bad);
+    v1::Run run;
+    grpc::Status st = user_stub_->GetRun(&ctx, req, &run);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_EQ(st.error_message().rfind("run_id: ", 0), 0u) << st.error_message();
+  }
+  grpc::ClientContext ctx;
+  v1::ReadLogsRequest req;
+  req.set_run_id("hello-1");
+  req.set_rank(-2);
+  auto reader = user_stub_->ReadLogs(&ctx, req);
+  v1::LogChunk chunk;
+  EXPECT_FALSE(reader->Read(&chunk));
+  grpc::Status st = reader->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(st.error_message().rfind("rank: ", 0), 0u) << st.error_message();
+}
+
 }  // namespace
 }  // namespace trellis::controller

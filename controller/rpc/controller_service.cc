@@ -1,5 +1,7 @@
 #include "controller/rpc/controller_service.h"
 
+#include <algorithm>
+
 #include "common/spec/run_spec.h"
 #include "controller/rpc/convert.h"
 #include "controller/rpc/log_reactor.h"
@@ -17,6 +19,18 @@ class RefusedStream final : public grpc::ServerWriteReactor<T> {
   explicit RefusedStream(const grpc::Status& status) { this->Finish(status); }
   void OnDone() override { delete this; }
 };
+
+// A run id as the controller makes them: "<name>-<seq>", [a-z0-9-].
+grpc::Status CheckRunId(const std::string& run_id) {
+  bool ok = !run_id.empty() && run_id.size() <= 96 && run_id[0] != '-' &&
+            std::all_of(run_id.begin(), run_id.end(), [](char c) {
+              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+            });
+  if (ok) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      "run_id: expected 1 to 96 characters of [a-z0-9-] such as hello-1, got '" +
+                          run_id.substr(0, 100) + "'");
+}
 
 }  // namespace
 
@@ -55,6 +69,10 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GetRun(grpc::CallbackServerCont
   auto caller = auth_.Authenticate(*ctx);
   if (!caller.ok()) {
     reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
+  if (grpc::Status bad = CheckRunId(req->run_id()); !bad.ok()) {
+    reactor->Finish(bad);
     return reactor;
   }
   RanksQuery ranks{req->include_ranks(), req->ranks_from(), req->ranks_limit()};
@@ -98,6 +116,10 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::CancelRun(grpc::CallbackServerC
     reactor->Finish(ToGrpc(caller.status()));
     return reactor;
   }
+  if (grpc::Status bad = CheckRunId(req->run_id()); !bad.ok()) {
+    reactor->Finish(bad);
+    return reactor;
+  }
   if (req->reason().size() > 1024) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                  "reason: must be at most 1024 characters"));
@@ -117,6 +139,8 @@ grpc::ServerWriteReactor<v1::WatchRunEvent>* ControllerServiceImpl::WatchRun(
     grpc::CallbackServerContext* ctx, const v1::WatchRunRequest* req) {
   if (auto caller = auth_.Authenticate(*ctx); !caller.ok())
     return new RefusedStream<v1::WatchRunEvent>(ToGrpc(caller.status()));
+  if (grpc::Status bad = CheckRunId(req->run_id()); !bad.ok())
+    return new RefusedStream<v1::WatchRunEvent>(bad);
   return new WatchReactor(controller_, req->run_id());
 }
 
@@ -124,6 +148,12 @@ grpc::ServerWriteReactor<v1::LogChunk>* ControllerServiceImpl::ReadLogs(
     grpc::CallbackServerContext* ctx, const v1::ReadLogsRequest* req) {
   if (auto caller = auth_.Authenticate(*ctx); !caller.ok())
     return new RefusedStream<v1::LogChunk>(ToGrpc(caller.status()));
+  grpc::Status bad = CheckRunId(req->run_id());
+  if (bad.ok() && req->rank() < -1)
+    bad = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "rank: must be >= -1 (-1: every rank)");
+  if (bad.ok() && req->attempt() < 0)
+    bad = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "attempt: must be >= 0 (0: the latest)");
+  if (!bad.ok()) return new RefusedStream<v1::LogChunk>(bad);
   return new LogReactor(controller_, *req);
 }
 
@@ -192,6 +222,15 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GateReport(grpc::CallbackServer
     reactor->Finish(ToGrpc(caller.status()));
     return reactor;
   }
+  if (grpc::Status bad = CheckRunId(req->run_id()); !bad.ok()) {
+    reactor->Finish(bad);
+    return reactor;
+  }
+  if (req->attempt() < 0) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "attempt: must be >= 0 (0: every attempt)"));
+    return reactor;
+  }
   controller_->GateReport(req->run_id(), std::max(0, req->attempt()),
                           Timed(controller_->metrics(), RpcMethod::kGateReport,
                                 [reactor, resp](absl::StatusOr<GateReportView> r) {
@@ -234,6 +273,10 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::RunSteps(grpc::CallbackServerCo
   auto caller = auth_.Authenticate(*ctx);
   if (!caller.ok()) {
     reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
+  if (grpc::Status bad = CheckRunId(req->run_id()); !bad.ok()) {
+    reactor->Finish(bad);
     return reactor;
   }
   int max_points = req->max_points() == 0 ? kDefaultStepPoints : req->max_points();
