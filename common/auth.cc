@@ -6,11 +6,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 namespace trellis::auth {
 
@@ -36,6 +40,24 @@ std::string ModeText(mode_t mode) {
   char buf[8];
   std::snprintf(buf, sizeof(buf), "%04o", static_cast<unsigned>(mode & 07777));
   return buf;
+}
+
+// A credential file: regular, this user's, nothing for group or others.
+absl::Status CheckPrivateFile(const std::string& path, const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) return absl::FailedPreconditionError(path + " is not a regular file");
+  if (st.st_uid != getuid())
+    return absl::PermissionDeniedError(path + " belongs to uid " + std::to_string(st.st_uid) +
+                                       ", not to this user");
+  if ((st.st_mode & 077) != 0)
+    return absl::PermissionDeniedError(path + " has mode " + ModeText(st.st_mode) +
+                                       ": others may read it; make it 0600 (chmod 600 " + path +
+                                       ")");
+  return absl::OkStatus();
+}
+
+bool IsTokenChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+         c == '~' || c == '+' || c == '/' || c == '=';
 }
 
 }  // namespace
@@ -108,15 +130,7 @@ absl::StatusOr<std::string> LoadToken(const std::string& path, bool create) {
     }
     return LoadToken(path, false);
   }
-  if (!S_ISREG(st.st_mode)) return absl::FailedPreconditionError(path + " is not a regular file");
-  if (st.st_uid != getuid())
-    return absl::PermissionDeniedError("token file " + path + " belongs to uid " +
-                                       std::to_string(st.st_uid) + ", not to this user");
-  if ((st.st_mode & 077) != 0)
-    return absl::PermissionDeniedError("token file " + path + " has mode " +
-                                       ModeText(st.st_mode) +
-                                       ": others may read it; make it 0600 (chmod 600 " + path +
-                                       ")");
+  if (absl::Status st_ok = CheckPrivateFile(path, st); !st_ok.ok()) return st_ok;
   std::ifstream in(path);
   std::string token;
   std::getline(in, token);
@@ -125,6 +139,57 @@ absl::StatusOr<std::string> LoadToken(const std::string& path, bool create) {
     return absl::FailedPreconditionError("token file " + path +
                                          ": expected one line of 32 to 512 characters");
   return token;
+}
+
+absl::StatusOr<std::vector<TeamMember>> ParseTokensFile(std::string_view text) {
+  std::vector<TeamMember> out;
+  std::map<std::string, int> seen;  // token -> line
+  std::istringstream in{std::string(text)};
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string word; words >> word;) w.push_back(word);
+    if (w.empty()) continue;
+    std::string at = "tokens file line " + std::to_string(n) + ": ";
+    if (w.size() != 3)
+      return absl::InvalidArgumentError(at + "expected '<token> <name> <role>', got " +
+                                        std::to_string(w.size()) + " fields");
+    const std::string& token = w[0];
+    if (token.size() < 32 || token.size() > 512 ||
+        !std::all_of(token.begin(), token.end(), IsTokenChar))
+      return absl::InvalidArgumentError(
+          at + "a token is 32 to 512 characters of [A-Za-z0-9._~+/=-] (e.g. openssl rand -hex 32)");
+    const std::string& name = w[1];
+    bool name_ok = !name.empty() && name.size() <= 32 && std::islower(name[0]) &&
+                   std::all_of(name.begin(), name.end(), [](char c) {
+                     return std::islower(static_cast<unsigned char>(c)) ||
+                            std::isdigit(static_cast<unsigned char>(c)) || c == '.' ||
+                            c == '_' || c == '-';
+                   });
+    if (!name_ok)
+      return absl::InvalidArgumentError(at + "name '" + name +
+                                        "': 1 to 32 characters of [a-z0-9._-], from a letter");
+    if (w[2] != "user" && w[2] != "admin")
+      return absl::InvalidArgumentError(at + "role '" + w[2] + "': expected user or admin");
+    if (auto dup = seen.find(token); dup != seen.end())
+      return absl::InvalidArgumentError(at + "the same token as line " +
+                                        std::to_string(dup->second));
+    seen[token] = n;
+    out.push_back({token, name, w[2] == "admin"});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<TeamMember>> LoadTokensFile(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return absl::NotFoundError(Errno("tokens file " + path));
+  if (absl::Status ok = CheckPrivateFile(path, st); !ok.ok()) return ok;
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseTokensFile(text.str());
 }
 
 bool TokensEqual(std::string_view a, std::string_view b) {

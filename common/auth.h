@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -30,6 +31,20 @@ absl::Status EnsurePrivateDir(const std::string& dir);
 // random bytes in hex when missing (and `create`), its directory made
 // private first.
 absl::StatusOr<std::string> LoadToken(const std::string& path, bool create);
+
+// A team sharing one controller: the tokens file maps each token to a name
+// and a role. Users see and act on their own runs; admins on every run and
+// on nodes.
+struct TeamMember {
+  std::string token;
+  std::string name;
+  bool admin = false;
+};
+// One member a line: `<token> <name> <role>`, role `user` or `admin`; `#`
+// starts a comment. Errors name the line and what is accepted.
+absl::StatusOr<std::vector<TeamMember>> ParseTokensFile(std::string_view text);
+// The file must be this user's and closed to group and others, like a token.
+absl::StatusOr<std::vector<TeamMember>> LoadTokensFile(const std::string& path);
 
 // Compares in constant time: a token is a credential.
 bool TokensEqual(std::string_view a, std::string_view b);

@@ -85,6 +85,10 @@ int main(int argc, char** argv) {
   app.add_option("--token-file", token_file,
                  "this user's token for the user API over TCP (created 0600 when missing)")
       ->capture_default_str();
+  std::string tokens_file;
+  app.add_option("--tokens-file", tokens_file,
+                 "a team's tokens, one '<token> <name> <role>' a line (role user or admin): users "
+                 "see and act on their own runs, admins on all and on nodes; 0600");
   bool insecure_tcp = false;
   app.add_flag("--insecure-tcp", insecure_tcp,
                "listen beyond loopback without TLS: specs, logs and worker secrets cross the "
@@ -168,6 +172,16 @@ int main(int argc, char** argv) {
     spdlog::error("--token-file: {}", std::string(token.status().message()));
     return kExitUsage;
   }
+  std::vector<auth::TeamMember> team;
+  if (!tokens_file.empty()) {
+    auto loaded = auth::LoadTokensFile(tokens_file);
+    if (!loaded.ok()) {
+      spdlog::error("--tokens-file: {}", std::string(loaded.status().message()));
+      return kExitUsage;
+    }
+    team = std::move(*loaded);
+    spdlog::info("--tokens-file {}: {} team member(s)", tokens_file, team.size());
+  }
   if (absl::Status st = PrepareSocket(socket_path); !st.ok()) {
     spdlog::error("--socket: {}", std::string(st.message()));
     return kExitUsage;
@@ -242,7 +256,7 @@ int main(int argc, char** argv) {
                         std::make_shared<SlurmCliClient>(slurm_options), &clock);
   if (metrics_server) metrics_server->Serve(controller.metrics().registry());
   ControllerServiceImpl user_api(
-      &controller, Authenticator(auth::OwnerName(), *token, token_file));
+      &controller, Authenticator(auth::OwnerName(), *token, token_file, std::move(team)));
   AgentServiceImpl agent_api(&controller);
   int port = 0;
   grpc::ServerBuilder builder;

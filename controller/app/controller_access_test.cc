@@ -68,6 +68,98 @@ TEST_F(AccessTest, AgentCallsDoNotNeedTheToken) {
             grpc::StatusCode::PERMISSION_DENIED);
 }
 
+// A team sharing one controller (--tokens-file): users see and act on their
+// own runs only; admins on every run and on nodes.
+class TeamTest : public AccessTest {
+ protected:
+  const std::string kAliceToken = std::string(32, 'a');  // a user
+  const std::string kRootToken = std::string(32, 'r');   // an admin
+  void SetUp() override {
+    AccessTest::SetUp();
+    StopController();
+    team_ = {{kAliceToken, "alice", false}, {kRootToken, "root", true}};
+    StartController();
+  }
+  template <typename Call>
+  grpc::Status As(const std::string& token, Call call) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    return call(&ctx);
+  }
+  std::vector<std::string> Listed(const std::string& token) {
+    v1::ListRunsResponse resp;
+    EXPECT_TRUE(As(token, [&](grpc::ClientContext* c) {
+                  return tcp_user_stub_->ListRuns(c, v1::ListRunsRequest(), &resp);
+                }).ok());
+    std::vector<std::string> ids;
+    for (const auto& r : resp.runs()) ids.push_back(r.run_id() + ":" + r.user());
+    return ids;
+  }
+};
+
+TEST_F(TeamTest, UsersSeeTheirOwnRunsAndAdminsAll) {
+  v1::SubmitRunResponse mine, theirs;
+  v1::SubmitRunRequest req;
+  req.set_spec_toml(kSpec);
+  ASSERT_TRUE(As(kAliceToken, [&](grpc::ClientContext* c) {
+                return tcp_user_stub_->SubmitRun(c, req, &mine);
+              }).ok());
+  ASSERT_TRUE(Submit(kSpec, &theirs).ok());  // the owner, on the socket
+  EXPECT_EQ(Listed(kAliceToken), std::vector<std::string>{mine.run_id() + ":alice"});
+  EXPECT_EQ(Listed(kRootToken).size(), 2u);
+
+  v1::Run run;
+  v1::GetRunRequest get;
+  get.set_run_id(theirs.run_id());
+  grpc::Status st = As(kAliceToken, [&](grpc::ClientContext* c) {
+    return tcp_user_stub_->GetRun(c, get, &run);
+  });
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(st.error_message().find("is not alice's"), std::string::npos) << st.error_message();
+  v1::CancelRunRequest cancel;
+  cancel.set_run_id(theirs.run_id());
+  v1::CancelRunResponse cancelled;
+  EXPECT_EQ(As(kAliceToken, [&](grpc::ClientContext* c) {
+              return tcp_user_stub_->CancelRun(c, cancel, &cancelled);
+            }).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(Get(theirs.run_id()).summary().state(), v1::RUN_STATE_CANCELLED) << "not touched";
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + kAliceToken);
+    v1::WatchRunRequest watch;
+    watch.set_run_id(theirs.run_id());
+    auto reader = tcp_user_stub_->WatchRun(&ctx, watch);
+    v1::WatchRunEvent ev;
+    EXPECT_FALSE(reader->Read(&ev));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  cancel.set_run_id(mine.run_id());
+  EXPECT_TRUE(As(kAliceToken, [&](grpc::ClientContext* c) {
+                return tcp_user_stub_->CancelRun(c, cancel, &cancelled);
+              }).ok());
+  cancel.set_run_id(theirs.run_id());
+  EXPECT_TRUE(As(kRootToken, [&](grpc::ClientContext* c) {
+                return tcp_user_stub_->CancelRun(c, cancel, &cancelled);
+              }).ok());
+}
+
+TEST_F(TeamTest, QuarantineIsAnAdminActionAndAttributed) {
+  v1::QuarantineNodeRequest q;
+  q.set_node("node2");
+  q.set_reason("flaky link");
+  v1::NodeStatus status;
+  grpc::Status st = As(kAliceToken, [&](grpc::ClientContext* c) {
+    return tcp_user_stub_->QuarantineNode(c, q, &status);
+  });
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(st.error_message().find("admin actions"), std::string::npos) << st.error_message();
+  ASSERT_TRUE(As(kRootToken, [&](grpc::ClientContext* c) {
+                return tcp_user_stub_->QuarantineNode(c, q, &status);
+              }).ok());
+  EXPECT_EQ(status.actor(), "user:root");
+}
+
 // Every field of the user API is bounded; a bad one is named.
 TEST_F(AccessTest, BadRunIdsAndLogSelectorsAreRefusedNamingTheField) {
   for (const std::string& bad :

@@ -58,7 +58,7 @@ class ControllerTest : public ::testing::Test {
     ASSERT_TRUE(store.ok());
     controller_ = std::make_unique<Controller>(config, std::move(*store), slurm_, &clock_);
     users_ = std::make_unique<ControllerServiceImpl>(
-        controller_.get(), Authenticator("tester", kTestToken, "/nonexistent/token"));
+        controller_.get(), Authenticator("tester", kTestToken, "/nonexistent/token", team_));
     agents_ = std::make_unique<AgentServiceImpl>(controller_.get());
     grpc::ServerBuilder b;
     int port = 0;
@@ -169,6 +169,7 @@ class ControllerTest : public ::testing::Test {
   std::unique_ptr<ControllerServiceImpl> users_;
   std::unique_ptr<AgentServiceImpl> agents_;
   std::unique_ptr<grpc::Server> server_;
+  std::vector<auth::TeamMember> team_;  // --tokens-file, read at StartController
   std::unique_ptr<v1::ControllerService::Stub> user_stub_;      // unix socket: the owner
   std::unique_ptr<v1::ControllerService::Stub> tcp_user_stub_;  // TCP: needs kTestToken
   std::unique_ptr<v1::AgentService::Stub> agent_stub_;

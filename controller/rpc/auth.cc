@@ -27,6 +27,8 @@ absl::StatusOr<Caller> Authenticator::Authenticate(std::string_view peer,
   std::string_view token = authorization.substr(kBearer.size());
   if (!owner_token_.empty() && auth::TokensEqual(token, owner_token_))
     return Caller{owner_, true};
+  for (const auth::TeamMember& m : team_)
+    if (auth::TokensEqual(token, m.token)) return Caller{m.name, m.admin};
   return absl::UnauthenticatedError("authorization: the token is not one this controller knows");
 }
 

@@ -20,6 +20,22 @@ class RefusedStream final : public grpc::ServerWriteReactor<T> {
   void OnDone() override { delete this; }
 };
 
+// The owner a stream's run must have: none for an admin.
+std::optional<std::string> OnlyUser(const Caller& caller) {
+  if (caller.admin) return std::nullopt;
+  return caller.name;
+}
+
+}  // namespace
+
+grpc::Status NotYours(const std::string& run_id, const Caller& caller) {
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      "run " + run_id + " is not " + caller.name +
+                          "'s: a user sees and acts on their own runs only (admins on all)");
+}
+
+namespace {
+
 // A run id as the controller makes them: "<name>-<seq>", [a-z0-9-].
 grpc::Status CheckRunId(const std::string& run_id) {
   bool ok = !run_id.empty() && run_id.size() <= 96 && run_id[0] != '-' &&
@@ -33,6 +49,15 @@ grpc::Status CheckRunId(const std::string& run_id) {
 }
 
 }  // namespace
+
+void ControllerServiceImpl::IfOwnRun(const Caller& caller, const std::string& run_id,
+                                     std::function<void(grpc::Status)> act) {
+  if (caller.admin) return act(grpc::Status::OK);
+  controller_->GetRun(run_id, [caller, run_id, act](absl::StatusOr<RunView> v) {
+    if (!v.ok()) return act(ToGrpc(v.status()));
+    act(v->run.user == caller.name ? grpc::Status::OK : NotYours(run_id, caller));
+  });
+}
 
 grpc::ServerUnaryReactor* ControllerServiceImpl::SubmitRun(grpc::CallbackServerContext* ctx,
                                                            const v1::SubmitRunRequest* req,
@@ -78,8 +103,10 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GetRun(grpc::CallbackServerCont
   RanksQuery ranks{req->include_ranks(), req->ranks_from(), req->ranks_limit()};
   controller_->GetRun(req->run_id(),
                       Timed(controller_->metrics(), RpcMethod::kGetRun,
-                            [reactor, resp](absl::StatusOr<RunView> v) {
+                            [reactor, resp, who = *caller](absl::StatusOr<RunView> v) {
                               if (!v.ok()) return reactor->Finish(ToGrpc(v.status()));
+                              if (!who.admin && v->run.user != who.name)
+                                return reactor->Finish(NotYours(v->run.run_id, who));
                               ToProto(*v, resp);
                               reactor->Finish(grpc::Status::OK);
                             }),
@@ -99,9 +126,12 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ListRuns(grpc::CallbackServerCo
   int limit = req->limit() <= 0 ? 100 : std::min(req->limit(), 10000);
   controller_->ListRuns(limit, req->active_only(),
                         Timed(controller_->metrics(), RpcMethod::kListRuns,
-                              [reactor, resp](absl::StatusOr<std::vector<RunView>> views) {
+                              [reactor, resp, who = *caller](
+                                  absl::StatusOr<std::vector<RunView>> views) {
                                 if (!views.ok()) return reactor->Finish(ToGrpc(views.status()));
-                                for (const auto& v : *views) ToProto(v, resp->add_runs());
+                                for (const auto& v : *views)
+                                  if (who.admin || v.run.user == who.name)
+                                    ToProto(v, resp->add_runs());
                                 reactor->Finish(grpc::Status::OK);
                               }));
   return reactor;
@@ -125,36 +155,39 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::CancelRun(grpc::CallbackServerC
                                  "reason: must be at most 1024 characters"));
     return reactor;
   }
-  controller_->CancelRun(req->run_id(), req->reason(),
-                         Timed(controller_->metrics(), RpcMethod::kCancelRun,
-                               [reactor, resp](absl::StatusOr<RunState> s) {
-                                 if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
-                                 resp->set_state(ToProto(*s));
-                                 reactor->Finish(grpc::Status::OK);
-                               }));
+  IfOwnRun(*caller, req->run_id(), [this, reactor, req, resp](grpc::Status allowed) {
+    if (!allowed.ok()) return reactor->Finish(allowed);
+    controller_->CancelRun(req->run_id(), req->reason(),
+                           Timed(controller_->metrics(), RpcMethod::kCancelRun,
+                                 [reactor, resp](absl::StatusOr<RunState> s) {
+                                   if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
+                                   resp->set_state(ToProto(*s));
+                                   reactor->Finish(grpc::Status::OK);
+                                 }));
+  });
   return reactor;
 }
 
 grpc::ServerWriteReactor<v1::WatchRunEvent>* ControllerServiceImpl::WatchRun(
     grpc::CallbackServerContext* ctx, const v1::WatchRunRequest* req) {
-  if (auto caller = auth_.Authenticate(*ctx); !caller.ok())
-    return new RefusedStream<v1::WatchRunEvent>(ToGrpc(caller.status()));
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) return new RefusedStream<v1::WatchRunEvent>(ToGrpc(caller.status()));
   if (grpc::Status bad = CheckRunId(req->run_id()); !bad.ok())
     return new RefusedStream<v1::WatchRunEvent>(bad);
-  return new WatchReactor(controller_, req->run_id());
+  return new WatchReactor(controller_, req->run_id(), OnlyUser(*caller));
 }
 
 grpc::ServerWriteReactor<v1::LogChunk>* ControllerServiceImpl::ReadLogs(
     grpc::CallbackServerContext* ctx, const v1::ReadLogsRequest* req) {
-  if (auto caller = auth_.Authenticate(*ctx); !caller.ok())
-    return new RefusedStream<v1::LogChunk>(ToGrpc(caller.status()));
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) return new RefusedStream<v1::LogChunk>(ToGrpc(caller.status()));
   grpc::Status bad = CheckRunId(req->run_id());
   if (bad.ok() && req->rank() < -1)
     bad = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "rank: must be >= -1 (-1: every rank)");
   if (bad.ok() && req->attempt() < 0)
     bad = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "attempt: must be >= 0 (0: the latest)");
   if (!bad.ok()) return new RefusedStream<v1::LogChunk>(bad);
-  return new LogReactor(controller_, *req);
+  return new LogReactor(controller_, *req, OnlyUser(*caller));
 }
 
 grpc::ServerUnaryReactor* ControllerServiceImpl::ListNodes(grpc::CallbackServerContext* ctx,
@@ -184,6 +217,12 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::QuarantineNode(
     reactor->Finish(ToGrpc(caller.status()));
     return reactor;
   }
+  if (!caller->admin) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                 "quarantine and release are admin actions; " + caller->name +
+                                     " is a user (--tokens-file)"));
+    return reactor;
+  }
   controller_->QuarantineNode(req->node(), req->reason(), "user:" + caller->name,
                               Timed(controller_->metrics(), RpcMethod::kQuarantineNode,
                                     [reactor, resp](absl::StatusOr<NodeStatusView> n) {
@@ -201,6 +240,12 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ReleaseNode(grpc::CallbackServe
   auto caller = auth_.Authenticate(*ctx);
   if (!caller.ok()) {
     reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
+  if (!caller->admin) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                 "quarantine and release are admin actions; " + caller->name +
+                                     " is a user (--tokens-file)"));
     return reactor;
   }
   controller_->ReleaseNode(req->node(), Timed(controller_->metrics(), RpcMethod::kReleaseNode,
@@ -231,13 +276,16 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GateReport(grpc::CallbackServer
                                  "attempt: must be >= 0 (0: every attempt)"));
     return reactor;
   }
-  controller_->GateReport(req->run_id(), std::max(0, req->attempt()),
-                          Timed(controller_->metrics(), RpcMethod::kGateReport,
-                                [reactor, resp](absl::StatusOr<GateReportView> r) {
-                                  if (!r.ok()) return reactor->Finish(ToGrpc(r.status()));
-                                  ToProto(*r, resp);
-                                  reactor->Finish(grpc::Status::OK);
-                                }));
+  IfOwnRun(*caller, req->run_id(), [this, reactor, req, resp](grpc::Status allowed) {
+    if (!allowed.ok()) return reactor->Finish(allowed);
+    controller_->GateReport(req->run_id(), req->attempt(),
+                            Timed(controller_->metrics(), RpcMethod::kGateReport,
+                                  [reactor, resp](absl::StatusOr<GateReportView> r) {
+                                    if (!r.ok()) return reactor->Finish(ToGrpc(r.status()));
+                                    ToProto(*r, resp);
+                                    reactor->Finish(grpc::Status::OK);
+                                  }));
+  });
   return reactor;
 }
 
@@ -288,17 +336,20 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::RunSteps(grpc::CallbackServerCo
                                      std::to_string(req->max_points())));
     return reactor;
   }
-  controller_->RunSteps(
-      req->run_id(), max_points,
-      Timed(controller_->metrics(), RpcMethod::kRunSteps,
-            [reactor, resp, run_id = req->run_id()](absl::StatusOr<StepSeries> s) {
-              if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
-              resp->set_run_id(run_id);
-              resp->set_total_steps(s->total_steps);
-              resp->set_steps_per_point(s->steps_per_point);
-              for (const auto& p : s->points) ToProto(p, resp->add_points());
-              reactor->Finish(grpc::Status::OK);
-            }));
+  IfOwnRun(*caller, req->run_id(), [this, reactor, req, resp, max_points](grpc::Status ok) {
+    if (!ok.ok()) return reactor->Finish(ok);
+    controller_->RunSteps(
+        req->run_id(), max_points,
+        Timed(controller_->metrics(), RpcMethod::kRunSteps,
+              [reactor, resp, run_id = req->run_id()](absl::StatusOr<StepSeries> s) {
+                if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
+                resp->set_run_id(run_id);
+                resp->set_total_steps(s->total_steps);
+                resp->set_steps_per_point(s->steps_per_point);
+                for (const auto& p : s->points) ToProto(p, resp->add_points());
+                reactor->Finish(grpc::Status::OK);
+              }));
+  });
   return reactor;
 }
 

@@ -45,6 +45,11 @@ class ControllerServiceImpl final : public v1::ControllerService::CallbackServic
                                      v1::RunStepsResponse* resp) override;
 
  private:
+  // Runs `act` once the caller may see and act on `run_id`: an admin at once,
+  // a user after the run's owner is read (PERMISSION_DENIED if not theirs).
+  void IfOwnRun(const Caller& caller, const std::string& run_id,
+                std::function<void(grpc::Status)> act);
+
   Controller* controller_;
   Authenticator auth_;
 };
@@ -53,6 +58,9 @@ class ControllerServiceImpl final : public v1::ControllerService::CallbackServic
 // refused rather than cut, so a caller learns the bound.
 inline constexpr int kDefaultStepPoints = 2000;
 inline constexpr int kMaxStepPoints = 100000;
+
+// The refusal of a run that is not the caller's.
+grpc::Status NotYours(const std::string& run_id, const Caller& caller);
 
 
 }  // namespace trellis::controller

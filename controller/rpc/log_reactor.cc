@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "controller/rpc/controller_service.h"
 #include "controller/rpc/convert.h"
 
 namespace trellis::controller {
@@ -26,8 +27,12 @@ int NumberAfter(const std::string& name, const std::string& prefix) {
 }
 }  // namespace
 
-LogReactor::LogReactor(Controller* controller, v1::ReadLogsRequest request)
-    : controller_(controller), request_(std::move(request)), timer_(controller->io()) {
+LogReactor::LogReactor(Controller* controller, v1::ReadLogsRequest request,
+                       std::optional<std::string> only_user)
+    : controller_(controller),
+      request_(std::move(request)),
+      only_user_(std::move(only_user)),
+      timer_(controller->io()) {
   controller_->GetRun(request_.run_id(), [this](absl::StatusOr<RunView> v) { OnRun(std::move(v)); });
 }
 
@@ -61,6 +66,8 @@ void LogReactor::FindFiles(const RunView& view) {
 void LogReactor::OnRun(absl::StatusOr<RunView> view) {
   if (finished_) return;
   if (!view.ok()) return FinishOnce(ToGrpc(view.status()));
+  if (only_user_ && view->run.user != *only_user_)
+    return FinishOnce(NotYours(request_.run_id(), Caller{*only_user_, false}));
   run_terminal_ = IsTerminal(view->run.state);
   FindFiles(*view);
   if (files_.empty() && !request_.follow()) {

@@ -5,6 +5,7 @@
 
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
+#include <optional>
 #include <fstream>
 
 #include "controller/app/controller.h"
@@ -14,7 +15,9 @@ namespace trellis::controller {
 
 class LogReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
  public:
-  LogReactor(Controller* controller, v1::ReadLogsRequest request);
+  // `only_user`: the run must be this user's (a user's call); none: any run.
+  LogReactor(Controller* controller, v1::ReadLogsRequest request,
+             std::optional<std::string> only_user = std::nullopt);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -36,6 +39,7 @@ class LogReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
 
   Controller* controller_;
   v1::ReadLogsRequest request_;
+  std::optional<std::string> only_user_;
   boost::asio::steady_timer timer_;
   std::vector<RankFile> files_;
   std::string launch_dir_;

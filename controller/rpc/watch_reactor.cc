@@ -1,13 +1,17 @@
 #include "controller/rpc/watch_reactor.h"
+#include "controller/rpc/controller_service.h"
 
 namespace trellis::controller {
 
 namespace asio = boost::asio;
 
-WatchReactor::WatchReactor(Controller* controller, std::string run_id)
-    : controller_(controller), run_id_(std::move(run_id)) {
+WatchReactor::WatchReactor(Controller* controller, std::string run_id,
+                           std::optional<std::string> only_user)
+    : controller_(controller), run_id_(std::move(run_id)), only_user_(std::move(only_user)) {
   controller_->Watch(run_id_, this, [this](absl::StatusOr<RunView> view) {
     if (!view.ok()) return FinishOnce(ToGrpc(view.status()));
+    if (only_user_ && view->run.user != *only_user_)
+      return FinishOnce(NotYours(run_id_, Caller{*only_user_, false}));
     v1::WatchRunEvent e;
     ToProto(*view, e.mutable_snapshot());
     Enqueue(std::move(e));

@@ -4,6 +4,7 @@
 // callbacks only post there. One write in flight; a bounded queue.
 
 #include <deque>
+#include <optional>
 
 #include "controller/app/controller.h"
 #include "controller/rpc/convert.h"
@@ -13,7 +14,9 @@ namespace trellis::controller {
 
 class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchRunEvent>, public WatchSink {
  public:
-  WatchReactor(Controller* controller, std::string run_id);
+  // `only_user`: the run must be this user's (a user's call); none: any run.
+  WatchReactor(Controller* controller, std::string run_id,
+               std::optional<std::string> only_user = std::nullopt);
 
   void OnTransition(const EventRecord& event) override;
   void OnStep(const StepRow& step) override;
@@ -31,6 +34,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchRunEvent>, p
 
   Controller* controller_;
   std::string run_id_;
+  std::optional<std::string> only_user_;
   std::deque<v1::WatchRunEvent> queue_;
   v1::WatchRunEvent writing_;
   bool in_flight_ = false;

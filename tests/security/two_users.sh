@@ -87,6 +87,36 @@ out=$(runuser -u $B -- env -i PATH=/usr/bin:/bin HOME=/home/$B TRELLIS_TOKEN=not
 grep -q "not one this controller knows" <<<"$out" || fail "made-up token: $out"
 as $B cat "/home/$A/.config/trellis/token" >/dev/null 2>&1 && fail "$B read $A's token"
 
+# A team sharing A's controller (--tokens-file): B, given a user token, sees
+# and cancels only its own runs; A (the owner, an admin) sees all.
+pkill -u $A -f trellis-controller || true  # runuser does not pass TERM on
+wait "$CTL_PID" 2>/dev/null || true
+for _ in $(seq 50); do pgrep -u $A -f trellis-controller >/dev/null || break; sleep 0.1; done
+TEAM_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+as $A sh -c "umask 077; echo '$TEAM_TOKEN other user' > /home/$A/team-tokens"
+rm -f "/home/$A/port"
+as $A "$WORK/trellis-controller" --listen 127.0.0.1:0 --port-file "/home/$A/port" \
+  --db "/home/$A/trellis.db" --output-root "/home/$A/runs" --metrics-listen off \
+  --tokens-file "/home/$A/team-tokens" >>"$WORK/controller.log" 2>&1 &
+CTL_PID=$!
+for _ in $(seq 100); do [ -s "/home/$A/port" ] && break; sleep 0.1; done
+[ -s "/home/$A/port" ] || fail "the controller did not start with a tokens file"
+TCP=127.0.0.1:$(cat "/home/$A/port")
+as_member() {  # CMD...: B with its team token, over TCP
+  runuser -u $B -- env -i PATH=/usr/bin:/bin HOME=/home/$B TRELLIS_TOKEN="$TEAM_TOKEN" \
+    "$WORK/trellis" --addr "$TCP" "$@"
+}
+b_run=$(as_member submit "$WORK/intruder.toml") || fail "$B could not submit with its token"
+a_run=$(as $A "$WORK/trellis" submit "$WORK/intruder.toml") || fail "$A could not submit"
+b_sees=$(as_member ls --json | python3 -c 'import json,sys; print(" ".join(r["run_id"] for r in json.load(sys.stdin)))')
+[ "$b_sees" = "$b_run" ] || fail "$B sees '$b_sees', expected only $b_run"
+a_sees=$(as $A "$WORK/trellis" ls --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+[ "$a_sees" = 2 ] || fail "$A (admin) sees $a_sees runs, expected 2"
+rc=0; out=$(as_member cancel "$a_run" 2>&1) || rc=$?
+[ "$rc" = 4 ] && grep -q "is not other's" <<<"$out" || fail "$B cancelling $a_run: exit $rc: $out"
+as_member cancel "$b_run" >/dev/null || fail "$B could not cancel its own run"
+log "team: $B (user) sees and cancels only $b_run; $A (admin) sees both"
+
 # Modes, as the owner made them (umask 077).
 mode() { stat -c %a "$1"; }
 [ "$(mode "/home/$A/.config/trellis/token")" = 600 ] || fail "token mode $(mode "/home/$A/.config/trellis/token")"
