@@ -13,7 +13,8 @@ CONTROLLER_PORT=""
 # The ranks' rendezvous ports (base + an offset below 2000 from the run id),
 # apart from those of a demo controller on this machine (29500 up): run ids
 # repeat across controllers (the first tiny-moe run is tiny-moe-1 in each).
-E2E_MASTER_PORT_BASE=27500
+# The environment may move it, for a second suite beside this one.
+E2E_MASTER_PORT_BASE=${E2E_MASTER_PORT_BASE:-27500}
 
 log() { echo "[$(date +%H:%M:%S)] $*"; }
 fail() {
@@ -134,5 +135,6 @@ wait_job_gone() {  # JOB_ID TIMEOUT_S: until Slurm's queue no longer lists the j
 use_clean_cluster() {
   CLUSTER_CTL="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/deploy/slurm/local-cluster"
   "$CLUSTER_CTL" reset "$TRELLIS_TEST_CLUSTER" >/dev/null
-  trap '"$CLUSTER_CTL" reset "$TRELLIS_TEST_CLUSTER" >/dev/null; cleanup' EXIT
+  # cleanup runs even when the reset fails (a job Slurm still holds COMPLETING).
+  trap '"$CLUSTER_CTL" reset "$TRELLIS_TEST_CLUSTER" >/dev/null || true; cleanup' EXIT
 }

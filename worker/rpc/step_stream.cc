@@ -149,6 +149,11 @@ void StepStream::Run() {
       ctx_ = &ctx;  // Close may cancel it from here on
       sent_upto_ = 0;  // a new stream: every batch not yet stored is sent again
     }
+    // Wait for the channel: a fail-fast call fails at once for as long as the
+    // channel is reconnecting to a restarted controller (its backoff), and the
+    // retries' own backoff then outgrew the flush at exit (the kill matrix,
+    // tests/e2e/kill_matrix.sh). Close cancels a call still waiting.
+    ctx.set_wait_for_ready(true);
     std::unique_ptr<Stream> stream = stub_->Report(&ctx);
     bool reader_done = false;
     std::thread reader([&] {
