@@ -3,6 +3,7 @@
 // (never a second job for one attempt), and a run left between two states by
 // a stop is repaired at start-up.
 
+#include "common/sha256.h"
 #include "controller/app/controller_fixture.h"
 #include "controller/core/batch_script.h"
 
@@ -12,6 +13,13 @@ namespace {
 class SubmitTest : public ControllerTest {
  protected:
   // A job as if an earlier sbatch of the attempt had succeeded unseen.
+  // The job-name tag of a run's attempt 1: from its secret file's digest.
+  std::string Tag(const std::string& run_id) {
+    std::ifstream in(Get(run_id).run_dir() + "/attempt-1/secret");
+    std::string secret;
+    in >> secret;
+    return Sha256Hex(secret).substr(0, 8);
+  }
   std::string InjectJob(const std::string& name) {
     auto id = slurm_->Submit({"--job-name=" + name}, "/dev/null");
     EXPECT_TRUE(id.ok());
@@ -50,7 +58,7 @@ TEST_F(SubmitTest, TheAttemptIsStoredBeforeItsSbatchAndKeepsItsNumber) {
   auto subs = slurm_->Submissions();
   ASSERT_EQ(subs.size(), 1u);
   EXPECT_NE(std::find(subs[0].args.begin(), subs[0].args.end(),
-                      "--job-name=" + AttemptJobName("hello-1", 1)),
+                      "--job-name=" + AttemptJobName("hello-1", 1, Tag("hello-1"))),
             subs[0].args.end());
 }
 
@@ -59,17 +67,20 @@ TEST_F(SubmitTest, AJobSubmittedUnseenIsAdoptedAndDuplicatesCancelled) {
   v1::SubmitRunResponse resp;
   ASSERT_TRUE(Submit(kSpec, &resp).ok());
   WaitReason("hello-1", "sbatch failed, retrying");
+  const std::string tag = Tag("hello-1");
   StopController();
   SetSubmitError(absl::OkStatus());
   // sbatch had reached Slurm twice before the controller stopped.
-  std::string first = InjectJob(AttemptJobName("hello-1", 1));
-  std::string second = InjectJob(AttemptJobName("hello-1", 1));
-  InjectJob(AttemptJobName("other-1", 1));
+  std::string first = InjectJob(AttemptJobName("hello-1", 1, tag));
+  std::string second = InjectJob(AttemptJobName("hello-1", 1, tag));
+  InjectJob(AttemptJobName("other-1", 1, tag));
+  // Another controller's hello-1 (its ids start at 1 too): another secret, another tag.
+  InjectJob(AttemptJobName("hello-1", 1, "0badc0de"));
   StartController();
   v1::Run run = WaitFor("hello-1", v1::RUN_STATE_SUBMITTED);
   ASSERT_EQ(run.attempts_size(), 1);
   EXPECT_EQ(run.attempts(0).slurm_job_id(), first);
-  EXPECT_EQ(slurm_->Submissions().size(), 3u) << "no new sbatch";
+  EXPECT_EQ(slurm_->Submissions().size(), 4u) << "the 4 injected, no new sbatch";
   EXPECT_EQ(slurm_->Cancelled(), std::vector<std::string>{second});
   EXPECT_NE(run.events(run.events_size() - 1).reason().find("found by name"), std::string::npos);
 }

@@ -264,6 +264,7 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
     return fx;
   }
   if (!resume) secret = RandomSecret();
+  paths.job_tag = Sha256Hex(secret).substr(0, 8);
   auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);
   std::error_code ec;
   fs::create_directories(attempt_dir, ec);
@@ -293,7 +294,7 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
   }
   submitting_.insert(run.run_id);
   fx.writes.push_back(SetReason(run.run_id, "submitting attempt " + std::to_string(attempt)));
-  fx.slurm.push_back([this, run_id = run.run_id, attempt, args, name = AttemptJobName(run.run_id, attempt),
+  fx.slurm.push_back([this, run_id = run.run_id, attempt, args, name = AttemptJobName(run.run_id, attempt, paths.job_tag),
                       script_path = attempt_dir + "/batch.sh",
                       kill_after = ctx_.config.test_kill_after_sbatch](SlurmClient& slurm)
                          -> std::function<Effects()> {

@@ -68,8 +68,8 @@ absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
   return out;
 }
 
-std::string AttemptJobName(const std::string& run_id, int attempt) {
-  return "trellis-" + run_id + "." + std::to_string(attempt);
+std::string AttemptJobName(const std::string& run_id, int attempt, std::string_view tag) {
+  return "trellis-" + run_id + "." + std::to_string(attempt) + "." + std::string(tag.substr(0, 8));
 }
 
 std::vector<std::string> SbatchArgs(const spec::RunSpec& spec, const AttemptPaths& p,
@@ -77,7 +77,7 @@ std::vector<std::string> SbatchArgs(const spec::RunSpec& spec, const AttemptPath
   const auto& sl = spec.slurm;
   std::string attempt_dir = p.run_dir + "/attempt-" + std::to_string(p.attempt);
   std::vector<std::string> args = {
-      "--job-name=" + AttemptJobName(p.run_id, p.attempt),
+      "--job-name=" + AttemptJobName(p.run_id, p.attempt, p.job_tag),
       "--nodes=" + std::to_string(spec.total_nodes()),
       "--ntasks-per-node=1",
       "--output=" + attempt_dir + "/slurm-%j.out",

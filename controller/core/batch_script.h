@@ -3,6 +3,7 @@
 // Pure: inputs are validated here, outputs are strings.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,6 +18,7 @@ struct AttemptPaths {
   std::string worker_bin;   // absolute path of trellis-worker on the compute nodes
   std::string controller_addr;  // host:port the workers dial
   std::string secret_file;  // absolute
+  std::string job_tag;      // of the job name (AttemptJobName): from the secret's digest
 };
 
 // Single-quotes a value for bash ('it'"'"'s').
@@ -27,10 +29,13 @@ std::string ShellQuote(const std::string& value);
 absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
                                               const AttemptPaths& paths);
 
-// The Slurm job name of an attempt, "trellis-<run>.<attempt>": it identifies
-// the attempt's job before sbatch has returned its id (a controller killed in
-// between finds the job by this name at its next submission).
-std::string AttemptJobName(const std::string& run_id, int attempt);
+// The Slurm job name of an attempt, "trellis-<run>.<attempt>.<tag>": it
+// identifies the attempt's job before sbatch has returned its id (a controller
+// killed in between finds the job by this name at its next submission). The
+// tag, 8 hex digits of the attempt's secret's SHA-256, tells this attempt from
+// one of the same run id in another controller's database (ids start at 1 in
+// each), whose old job sacct still lists.
+std::string AttemptJobName(const std::string& run_id, int attempt, std::string_view tag);
 
 // The sbatch arguments (without "sbatch --parsable" and the script path).
 std::vector<std::string> SbatchArgs(const spec::RunSpec& spec, const AttemptPaths& paths,

@@ -9,7 +9,7 @@ namespace {
 
 AttemptPaths Paths() {
   return {"hello-1", 2, "/srv/trellis/out/hello-1", "/opt/trellis/bin/trellis-worker",
-          "login1:50151", "/srv/trellis/out/hello-1/attempt-2/secret"};
+          "login1:50151", "/srv/trellis/out/hello-1/attempt-2/secret", "5eed5eed"};
 }
 
 TEST(BatchScriptTest, FillsEveryPlaceholderQuoted) {
@@ -79,7 +79,7 @@ extra_args = ["--qos=high"]
   ASSERT_TRUE(spec) << spec::JoinErrors(errors);
   auto args = SbatchArgs(*spec, Paths(), {"node4", "node5"});
   std::vector<std::string> want = {
-      "--job-name=trellis-hello-1.2",
+      "--job-name=trellis-hello-1.2.5eed5eed",
       "--nodes=3",
       "--ntasks-per-node=1",
       "--output=/srv/trellis/out/hello-1/attempt-2/slurm-%j.out",

@@ -12,7 +12,8 @@ while kill -0 "$CONTROLLER_PID" 2>/dev/null; do
   sleep 0.1
 done
 CONTROLLER_PID=""
-name="trellis-$id.1"
+# The attempt's job name carries a tag from its secret's digest (AttemptJobName).
+name="trellis-$id.1.$(tr -d '\n' <"$E2E_DIR/runs/$id/attempt-1/secret" | sha256sum | cut -c1-8)"
 jobs=$(squeue -h -n "$name" -o %i)
 [ "$(echo "$jobs" | grep -c .)" = 1 ] || fail "expected one job named $name, got: '$jobs'"
 stored=$(sqlite3 "$E2E_DIR/controller.db" "SELECT COUNT(*) || '|' || slurm_job_id FROM attempts WHERE run_id='$id'")

@@ -187,6 +187,8 @@ def check_run(a):
     for line in open(a.jobs):
         if "|" in line:
             job, name = line.strip().split("|")[:2]
+            # "trellis-<run>.<attempt>.<tag>": grouped by attempt, whatever the tag.
+            name = re.sub(r"\.[0-9a-f]{8}$", "", name)
             jobs.setdefault(name, set()).add(job.split("_")[0].split(".")[0])
     for attempt, job, _ in attempts:
         seen = jobs.get("trellis-%s.%d" % (a.id, attempt), set())

@@ -18,8 +18,8 @@ until [ "$(sqlite3 "$db" "SELECT COALESCE(MAX(step), 0) FROM steps WHERE run_id=
   [ $SECONDS -lt $deadline ] || fail "the run did not reach step 30"
   sleep 0.5
 done
-job=$(squeue -h -n "trellis-$id.1" -o %i)
-[ -n "$job" ] || fail "no job named trellis-$id.1"
+job=$(json_get "$(run_json "$id")" "d['attempts'][0]['slurm_job_id']")
+[ -n "$job" ] || fail "attempt 1 of $id has no Slurm job"
 log "requeueing job $job"
 scontrol requeue "$job" || fail "scontrol requeue $job failed"
 wait_state "$id" SUBMITTED 60
