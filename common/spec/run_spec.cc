@@ -58,6 +58,12 @@ void ParseJob(const toml::table& root, RunSpec* s, FieldErrors* errors) {
         r.Error("command", "must be a string or an array of strings");
       s->job.command = std::move(argv);
     }
+    // Each argument reaches execve as a C string, which a NUL would cut short.
+    for (const std::string& arg : s->job.command) {
+      if (arg.find('\0') == std::string::npos) continue;
+      r.Error("command", "must not contain NUL characters");
+      break;
+    }
   }
   r.String("output_dir", &s->job.output_dir, 255);
   if (!s->job.output_dir.empty() && !IsSafeRelativePath(s->job.output_dir)) {

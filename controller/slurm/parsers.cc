@@ -81,7 +81,9 @@ absl::StatusOr<std::string> ParseSbatchParsable(std::string_view out) {
 std::optional<int> ParseExitCode(std::string_view field) {
   std::vector<std::string_view> parts = Split(field, ':');
   int code, sig;
-  if (parts.size() != 2 || !ParseNumber(parts[0], &code) || !ParseNumber(parts[1], &sig))
+  // An exit status is 0..255 and a signal at most 127, so 128 + signal is one too.
+  if (parts.size() != 2 || !ParseNumber(parts[0], &code) || !ParseNumber(parts[1], &sig) ||
+      code < 0 || code > 255 || sig < 0 || sig > 127)
     return std::nullopt;
   return sig != 0 ? 128 + sig : code;
 }
@@ -158,12 +160,17 @@ absl::StatusOr<std::vector<SlurmNode>> ParseSinfoNodes(std::string_view out) {
 }
 
 absl::StatusOr<std::vector<std::string>> ExpandHostlist(std::string_view hostlist) {
+  constexpr uint64_t kMaxNames = 100000;
+  const auto too_many = [] {
+    return absl::InvalidArgumentError("hostlist expands to more than 100000 names");
+  };
   std::vector<std::string> names;
   size_t i = 0;
   while (i < hostlist.size()) {
     size_t open = hostlist.find_first_of("[,", i);
     if (open == std::string_view::npos || hostlist[open] == ',') {
       size_t end = open == std::string_view::npos ? hostlist.size() : open;
+      if (end > i && names.size() >= kMaxNames) return too_many();
       if (end > i) names.emplace_back(hostlist.substr(i, end - i));
       i = end + 1;
       continue;
@@ -183,11 +190,12 @@ absl::StatusOr<std::vector<std::string>> ExpandHostlist(std::string_view hostlis
           !ParseNumber(ends.back(), &hi) || hi < lo)
         return absl::InvalidArgumentError("hostlist '" + std::string(hostlist) +
                                           "': bad range '" + std::string(range) + "'");
-      if (names.size() + (hi - lo) > 100000)
-        return absl::InvalidArgumentError("hostlist expands to more than 100000 names");
+      // hi - lo + 1 names. Counted from lo: `n <= hi` never ends when hi is the
+      // largest uint64_t, and names.size() + (hi - lo) can wrap.
+      if (hi - lo >= kMaxNames - names.size()) return too_many();
       size_t width = ends[0].size();
-      for (uint64_t n = lo; n <= hi; ++n) {
-        std::string num = std::to_string(n);
+      for (uint64_t k = 0; k <= hi - lo; ++k) {
+        std::string num = std::to_string(lo + k);
         if (num.size() < width) num = std::string(width - num.size(), '0') + num;
         names.push_back(prefix + num + suffix);
       }

@@ -80,6 +80,18 @@ bool SplitMeminfoLine(absl::string_view line, MeminfoLine* out) {
   return ParseBounded(value, kMaxKb, &out->value);
 }
 
+// Saturating sums and products of the (non-negative) byte figures: a corrupt
+// file's counts must not overflow int64. What saturates is clamped below like
+// any other overshoot of used memory.
+int64_t SatAdd(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+int64_t SatMul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+
 absl::Status CheckSize(absl::string_view text, absl::string_view path) {
   if (text.size() > kMaxSysfsFileBytes)
     return absl::InvalidArgumentError(
@@ -173,9 +185,9 @@ absl::StatusOr<int64_t> ParseHugepageDirName(absl::string_view name) {
 
 int64_t HugepagesBytes(const NodeMeminfo& meminfo, const std::map<int64_t, int64_t>& per_size,
                        int64_t default_size) {
-  if (per_size.empty()) return meminfo.hugepages_total * default_size;
+  if (per_size.empty()) return SatMul(meminfo.hugepages_total, default_size);
   int64_t total = 0;
-  for (const auto& [size, count] : per_size) total += size * count;
+  for (const auto& [size, count] : per_size) total = SatAdd(total, SatMul(size, count));
   return total;
 }
 
@@ -194,8 +206,10 @@ SocketProbe MakeSocket(int numa_node, const CpuList& cpus, const NodeMeminfo& m,
   s.shmem_bytes = m.shmem_kb * 1024;
   s.hugepages_bytes = hugepages_bytes;
   // Shmem is not added: it is already inside FilePages.
-  const int64_t attributed = s.file_pages_bytes + s.anon_pages_bytes + s.slab_bytes +
-                             s.kernel_stack_bytes + s.page_tables_bytes + s.hugepages_bytes;
+  int64_t attributed = 0;
+  for (int64_t part : {s.file_pages_bytes, s.anon_pages_bytes, s.slab_bytes,
+                       s.kernel_stack_bytes, s.page_tables_bytes, s.hugepages_bytes})
+    attributed = SatAdd(attributed, part);
   // Clamped: the counters are read at slightly different instants and may
   // overshoot used memory by a few pages.
   s.unattributed_bytes = std::max<int64_t>(0, (s.total_bytes - s.free_bytes) - attributed);
