@@ -96,6 +96,17 @@ class HealthTest : public GateTest {
     EXPECT_TRUE(agent_stub_->ReportExit(&ctx, req, &resp).ok()) << node;
   }
 
+  // Submits `spec`, expects `run_id`, and has node1 and node2 register for
+  // launch 1: the run is RUNNING when this returns.
+  void SubmitAndRun(const std::string& spec, const std::string& run_id) {
+    v1::SubmitRunResponse resp;
+    ASSERT_TRUE(Submit(spec, &resp).ok());
+    ASSERT_EQ(resp.run_id(), run_id);
+    WaitFor(run_id, v1::RUN_STATE_SUBMITTED);
+    Register(run_id, 1, {"node1", "node2"});
+    WaitFor(run_id, v1::RUN_STATE_RUNNING);
+  }
+
   // The batch script (on node1) asks what follows the launch.
   v1::NextLaunchResponse NextLaunch(const std::string& run_id, int launch, int step_exit_code) {
     grpc::ClientContext ctx;

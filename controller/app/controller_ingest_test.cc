@@ -16,15 +16,9 @@ class IngestTest : public HealthTest {
  protected:
   void SetUp() override {
     HealthTest::SetUp();
-    v1::SubmitRunResponse resp;
-    ASSERT_TRUE(Submit("[job]\nname = \"ing\"\ncommand = \"train\"\n"
-                       "[slurm]\nnodes = 2\nranks_per_node = 2\n",
-                       &resp)
-                    .ok());
-    ASSERT_EQ(resp.run_id(), kRun);
-    WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
-    Register(kRun, 1, {"node1", "node2"});
-    WaitFor(kRun, v1::RUN_STATE_RUNNING);
+    SubmitAndRun("[job]\nname = \"ing\"\ncommand = \"train\"\n"
+                 "[slurm]\nnodes = 2\nranks_per_node = 2\n",
+                 kRun);
   }
   double Value(const std::string& series) {
     Sync();

@@ -16,16 +16,10 @@ constexpr char kRun[] = "requeue-1";
 class RequeueTest : public HealthTest {
  protected:
   void StartRun() {
-    v1::SubmitRunResponse resp;
-    ASSERT_TRUE(Submit("[job]\nname = \"requeue\"\ncommand = \"train\"\n"
-                       "[slurm]\nnodes = 2\nranks_per_node = 2\n"
-                       "[restart]\nmax_restarts = 0\n",
-                       &resp)
-                    .ok());
-    ASSERT_EQ(resp.run_id(), kRun);
-    WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
-    Register(kRun, 1, {"node1", "node2"});
-    WaitFor(kRun, v1::RUN_STATE_RUNNING);
+    SubmitAndRun("[job]\nname = \"requeue\"\ncommand = \"train\"\n"
+                 "[slurm]\nnodes = 2\nranks_per_node = 2\n"
+                 "[restart]\nmax_restarts = 0\n",
+                 kRun);
   }
 
   void SetJob(const std::string& state, const std::string& nodelist = "node[1-2]") {

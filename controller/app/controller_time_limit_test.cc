@@ -14,16 +14,10 @@ constexpr char kRun[] = "wall-1";
 class TimeLimitTest : public HealthTest {
  protected:
   void StartRun() {
-    v1::SubmitRunResponse resp;
-    ASSERT_TRUE(Submit("[job]\nname = \"wall\"\ncommand = \"train\"\n"
-                       "[slurm]\nnodes = 2\nranks_per_node = 2\n"
-                       "[restart]\nmax_restarts = 0\nbackoff_s = 600\n",
-                       &resp)
-                    .ok());
-    ASSERT_EQ(resp.run_id(), kRun);
-    WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
-    Register(kRun, 1, {"node1", "node2"});
-    WaitFor(kRun, v1::RUN_STATE_RUNNING);
+    SubmitAndRun("[job]\nname = \"wall\"\ncommand = \"train\"\n"
+                 "[slurm]\nnodes = 2\nranks_per_node = 2\n"
+                 "[restart]\nmax_restarts = 0\nbackoff_s = 600\n",
+                 kRun);
   }
 };
 

@@ -48,6 +48,14 @@ grpc::Status CheckRunId(const std::string& run_id) {
                           run_id.substr(0, 100) + "'");
 }
 
+// Finishes a unary call with `status` unless it is OK: the checks at the
+// top of every handler (the caller, then its fields).
+bool Refused(grpc::ServerUnaryReactor* reactor, const grpc::Status& status) {
+  if (status.ok()) return false;
+  reactor->Finish(status);
+  return true;
+}
+
 }  // namespace
 
 void ControllerServiceImpl::IfOwnRun(const Caller& caller, const std::string& run_id,
@@ -64,10 +72,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::SubmitRun(grpc::CallbackServerC
                                                            v1::SubmitRunResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
-  if (!caller.ok()) {
-    reactor->Finish(ToGrpc(caller.status()));
-    return reactor;
-  }
+  if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
   if (req->spec_toml().size() > spec::kMaxSpecBytes) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                  "spec: is " + std::to_string(req->spec_toml().size()) +
@@ -92,14 +97,8 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GetRun(grpc::CallbackServerCont
                                                         v1::Run* resp) {
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
-  if (!caller.ok()) {
-    reactor->Finish(ToGrpc(caller.status()));
-    return reactor;
-  }
-  if (grpc::Status bad = CheckRunId(req->run_id()); !bad.ok()) {
-    reactor->Finish(bad);
-    return reactor;
-  }
+  if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
+  if (Refused(reactor, CheckRunId(req->run_id()))) return reactor;
   RanksQuery ranks{req->include_ranks(), req->ranks_from(), req->ranks_limit()};
   controller_->GetRun(req->run_id(),
                       Timed(controller_->metrics(), RpcMethod::kGetRun,
@@ -119,10 +118,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ListRuns(grpc::CallbackServerCo
                                                           v1::ListRunsResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
-  if (!caller.ok()) {
-    reactor->Finish(ToGrpc(caller.status()));
-    return reactor;
-  }
+  if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
   int limit = req->limit() <= 0 ? 100 : std::min(req->limit(), 10000);
   controller_->ListRuns(limit, req->active_only(),
                         Timed(controller_->metrics(), RpcMethod::kListRuns,
@@ -142,14 +138,8 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::CancelRun(grpc::CallbackServerC
                                                            v1::CancelRunResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
-  if (!caller.ok()) {
-    reactor->Finish(ToGrpc(caller.status()));
-    return reactor;
-  }
-  if (grpc::Status bad = CheckRunId(req->run_id()); !bad.ok()) {
-    reactor->Finish(bad);
-    return reactor;
-  }
+  if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
+  if (Refused(reactor, CheckRunId(req->run_id()))) return reactor;
   if (req->reason().size() > 1024) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                  "reason: must be at most 1024 characters"));
@@ -195,10 +185,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ListNodes(grpc::CallbackServerC
                                                            v1::ListNodesResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
-  if (!caller.ok()) {
-    reactor->Finish(ToGrpc(caller.status()));
-    return reactor;
-  }
+  if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
   controller_->ListNodes(Timed(controller_->metrics(), RpcMethod::kListNodes,
                                [reactor, resp](absl::StatusOr<std::vector<NodeStatusView>> nodes) {
                                  if (!nodes.ok()) return reactor->Finish(ToGrpc(nodes.status()));
@@ -213,10 +200,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::QuarantineNode(
     grpc::CallbackServerContext* ctx, const v1::QuarantineNodeRequest* req, v1::NodeStatus* resp) {
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
-  if (!caller.ok()) {
-    reactor->Finish(ToGrpc(caller.status()));
-    return reactor;
-  }
+  if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
   if (!caller->admin) {
     reactor->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                                  "quarantine and release are admin actions; " + caller->name +
@@ -238,10 +222,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ReleaseNode(grpc::CallbackServe
                                                              v1::NodeStatus* resp) {
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
-  if (!caller.ok()) {
-    reactor->Finish(ToGrpc(caller.status()));
-    return reactor;
-  }
+  if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
   if (!caller->admin) {
     reactor->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                                  "quarantine and release are admin actions; " + caller->name +
@@ -263,14 +244,8 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GateReport(grpc::CallbackServer
                                                             v1::GateReportResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
-  if (!caller.ok()) {
-    reactor->Finish(ToGrpc(caller.status()));
-    return reactor;
-  }
-  if (grpc::Status bad = CheckRunId(req->run_id()); !bad.ok()) {
-    reactor->Finish(bad);
-    return reactor;
-  }
+  if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
+  if (Refused(reactor, CheckRunId(req->run_id()))) return reactor;
   if (req->attempt() < 0) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                  "attempt: must be >= 0 (0: every attempt)"));
@@ -319,14 +294,8 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::RunSteps(grpc::CallbackServerCo
                                                           v1::RunStepsResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
-  if (!caller.ok()) {
-    reactor->Finish(ToGrpc(caller.status()));
-    return reactor;
-  }
-  if (grpc::Status bad = CheckRunId(req->run_id()); !bad.ok()) {
-    reactor->Finish(bad);
-    return reactor;
-  }
+  if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
+  if (Refused(reactor, CheckRunId(req->run_id()))) return reactor;
   int max_points = req->max_points() == 0 ? kDefaultStepPoints : req->max_points();
   if (max_points < 1 || max_points > kMaxStepPoints) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
