@@ -12,6 +12,7 @@
 
 #include "cli/exit_codes.h"
 #include "common/auth.h"
+#include "common/tls.h"
 
 namespace trellis::cli {
 
@@ -66,6 +67,17 @@ ControllerClient::ControllerClient(const GlobalOptions& options)
                          std::string(token.status().message());
     }
   }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!IsUnixAddress(addr_)) {
+    std::string ca = options.tls_ca;
+    const char* env_ca = std::getenv("TRELLIS_TLS_CA");
+    if (ca.empty() && env_ca != nullptr) ca = env_ca;
+    auto loaded = tls::ChannelCredentials(options.tls_ca.empty() ? "TRELLIS_TLS_CA" : "--tls-ca",
+                                          ca);
+    if (!loaded.ok()) throw UsageError(std::string(loaded.status().message()));
+    credentials = *loaded;
+    tls_ = !ca.empty();
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   // Retry a lost connection every second or two (gRPC's default backoff grows
@@ -73,7 +85,7 @@ ControllerClient::ControllerClient(const GlobalOptions& options)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 250);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  channel_ = grpc::CreateCustomChannel(addr_, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(addr_, credentials, args);
   stub_ = v1::ControllerService::NewStub(channel_);
 }
 
@@ -111,6 +123,14 @@ int ControllerClient::Fail(const grpc::Status& status) {
   for (const auto& line :
        DescribeError(status.error_code(), status.error_message(), addr_, connected)) {
     PrintError(line);
+  }
+  // A TLS port dialled in plain TCP, or a certificate this CA did not sign,
+  // looks like an unreachable controller to gRPC.
+  if (!IsUnixAddress(addr_) && !connected && status.error_code() != grpc::StatusCode::OK) {
+    PrintError(tls_ ? "if the controller is up, check that its certificate is signed by the CA "
+                      "given (--tls-ca / TRELLIS_TLS_CA) and names the host dialled"
+                    : "if the controller serves TLS, give its CA certificate with --tls-ca or "
+                      "TRELLIS_TLS_CA");
   }
   return ExitCodeFor(status.error_code(), connected);
 }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "trellis/v1/controller.grpc.pb.h"
@@ -14,6 +15,7 @@ namespace trellis::cli {
 
 struct GlobalOptions {
   std::string addr;       // empty: $TRELLIS_ADDR, else DefaultAddress()
+  std::string tls_ca;     // empty: $TRELLIS_TLS_CA, else plain TCP
   double timeout_s = 30;  // deadline of each unary call
 };
 
@@ -23,8 +25,15 @@ std::string DefaultAddress();
 // The address to dial: the flag, else $TRELLIS_ADDR, else the default.
 std::string ResolveAddress(const std::string& flag, const char* env_value);
 
+// A global option that cannot be used (an unreadable CA file): main prints it
+// and exits with the usage code before any call is made.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class ControllerClient {
  public:
+  // Throws UsageError when the TLS CA file cannot be used.
   explicit ControllerClient(const GlobalOptions& options);
 
   v1::ControllerService::Stub& stub() { return *stub_; }
@@ -52,6 +61,7 @@ class ControllerClient {
   std::chrono::milliseconds timeout_;
   std::string token_;          // over TCP: $TRELLIS_TOKEN, else the token file
   std::string token_problem_;  // why no token was found, told with a refusal
+  bool tls_ = false;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ControllerService::Stub> stub_;
 };

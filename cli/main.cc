@@ -22,6 +22,9 @@ int main(int argc, char** argv) {
                  "controller address: unix:PATH, or HOST:PORT with a token ($TRELLIS_TOKEN, "
                  "else " + trellis::auth::DefaultTokenPath() + ") (default: $TRELLIS_ADDR, else " +
                      trellis::cli::DefaultAddress() + ")");
+  app.add_option("--tls-ca", global.tls_ca,
+                 "over TCP: CA certificate file to verify the controller's TLS certificate with "
+                 "(default: $TRELLIS_TLS_CA, else plain TCP)");
   app.add_option("--timeout", global.timeout_s, "seconds allowed for each call (default 30)")
       ->check(CLI::PositiveNumber);
 
@@ -37,6 +40,9 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const UsageError& e) {
+    PrintError(e.what());
+    return kExitUsage;
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version
   } catch (const CLI::ParseError& e) {

@@ -16,6 +16,7 @@
 #include "common/auth.h"
 #include "common/exit_codes.h"
 #include "common/status.h"
+#include "common/tls.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "controller/app/controller.h"
@@ -89,6 +90,14 @@ int main(int argc, char** argv) {
   app.add_option("--tokens-file", tokens_file,
                  "a team's tokens, one '<token> <name> <role>' a line (role user or admin): users "
                  "see and act on their own runs, admins on all and on nodes; 0600");
+  std::string tls_cert, tls_key, tls_ca;
+  app.add_option("--tls-cert", tls_cert,
+                 "PEM certificate (chain) to serve TLS with on --listen; with --tls-key. "
+                 "deploy/tls/make-self-signed.sh makes a pair");
+  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert (mode 0600)");
+  app.add_option("--tls-ca", tls_ca,
+                 "CA certificate the workers verify --tls-cert with (default: --tls-cert "
+                 "itself, right for a self-signed pair); copied under --output-root for them");
   bool insecure_tcp = false;
   app.add_flag("--insecure-tcp", insecure_tcp,
                "listen beyond loopback without TLS: specs, logs and worker secrets cross the "
@@ -160,12 +169,33 @@ int main(int argc, char** argv) {
   // secrets, batch scripts; the jobs inherit it too) is its owner's alone.
   umask(077);
   std::error_code ec;
-  if (!auth::IsLoopbackListen(listen) && !insecure_tcp) {
-    spdlog::error("--listen {}: beyond loopback, specs, logs and worker secrets would cross the "
-                  "network in clear (TLS is not built yet); listen on 127.0.0.1, or pass "
+  if (tls_cert.empty() != tls_key.empty() || (!tls_ca.empty() && tls_cert.empty())) {
+    spdlog::error("TLS needs both --tls-cert and --tls-key (and --tls-ca only with them)");
+    return kExitUsage;
+  }
+  const bool tls = !tls_cert.empty();
+  if (!tls && !auth::IsLoopbackListen(listen) && !insecure_tcp) {
+    spdlog::error("--listen {}: beyond loopback without TLS, specs, logs, tokens and worker "
+                  "secrets would cross the network in clear; give --tls-cert and --tls-key "
+                  "(deploy/tls/make-self-signed.sh makes a pair), listen on 127.0.0.1, or pass "
                   "--insecure-tcp on a network you trust",
                   listen);
     return kExitUsage;
+  }
+  std::shared_ptr<grpc::ServerCredentials> tcp_credentials = grpc::InsecureServerCredentials();
+  std::string worker_ca_pem;
+  if (tls) {
+    auto credentials = tls::ServerCredentials({tls_cert, tls_key});
+    auto ca = tls::ReadPem(tls_ca.empty() ? "--tls-cert" : "--tls-ca",
+                           tls_ca.empty() ? tls_cert : tls_ca, "CERTIFICATE");
+    for (const absl::Status& st : {credentials.status(), ca.status()}) {
+      if (!st.ok()) {
+        spdlog::error("{}", std::string(st.message()));
+        return kExitUsage;
+      }
+    }
+    tcp_credentials = *credentials;
+    worker_ca_pem = *ca;
   }
   auto token = auth::LoadToken(token_file, /*create=*/true);
   if (!token.ok()) {
@@ -191,6 +221,15 @@ int main(int argc, char** argv) {
   if (ec || access(config.output_root.c_str(), W_OK) != 0) {
     spdlog::error("--output-root {}: not a writable directory", config.output_root);
     return kExitUsage;
+  }
+  if (tls) {
+    // Where the compute nodes read it: the output root is shared with them.
+    config.worker_tls_ca = config.output_root + "/controller-ca.pem";
+    if (absl::Status st = WriteFileAtomically(config.worker_tls_ca, worker_ca_pem, 0600);
+        !st.ok()) {
+      spdlog::error("--output-root: {}", std::string(st.message()));
+      return kExitUsage;
+    }
   }
   if (config.worker_bin.empty()) config.worker_bin = SelfDir() + "/trellis-worker";
   if (config.worker_bin[0] != '/') {
@@ -260,14 +299,16 @@ int main(int argc, char** argv) {
   AgentServiceImpl agent_api(&controller);
   int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, tcp_credentials, &port);
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(&user_api);
   builder.RegisterService(&agent_api);
   builder.SetMaxReceiveMessageSize(4 << 20);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
-    spdlog::error("--listen {}: cannot bind", listen);
+    spdlog::error("--listen {}: cannot bind{}", listen,
+                  tls ? " (or the TLS pair is unusable: does --tls-key belong to --tls-cert?)"
+                      : "");
     return kExitUsage;
   }
   if (advertise.empty()) {
@@ -282,9 +323,10 @@ int main(int argc, char** argv) {
     server->Shutdown();
     return kExitUsage;
   }
-  spdlog::info("trellis-controller {} serving on port {} (workers dial {}) and {}, db {}, "
+  spdlog::info("trellis-controller {} serving on port {} ({}; workers dial {}) and {}, db {}, "
                "output root {}",
-               kVersion, port, advertise, socket_path, db_path, config.output_root);
+               kVersion, port, tls ? "TLS" : "plain TCP", advertise, socket_path, db_path,
+               config.output_root);
   if (metrics_server) {
     std::string host = metrics_listen.substr(0, metrics_listen.rfind(':'));
     spdlog::info("metrics on http://{}:{}/metrics", host, metrics_server->port());

@@ -14,6 +14,7 @@ PACKAGES=(
   libnuma-dev numactl libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libbenchmark-dev
   procps psmisc sqlite3 rsync
+  openssl   # deploy/tls/make-self-signed.sh and the TLS tests
   chromium   # headless: tests/report/report_e2e.sh renders `trellis report`'s page
 )
 

@@ -21,6 +21,9 @@ void AddIdentityFlags(CLI::App* cmd, IdentityArgs* id) {
   cmd->add_option("--secret-file", id->secret_file,
                   "File holding the attempt's secret (surrounding whitespace is ignored)")
       ->required();
+  cmd->add_option("--tls-ca", id->tls_ca,
+                  "CA certificate file to verify the controller's TLS certificate with "
+                  "(the controller serves TLS); without it, plain TCP");
   cmd->add_option("--node", id->node,
                   "This node's name (default: $SLURMD_NODENAME, else the "
                   "host name)");

@@ -23,6 +23,9 @@ struct ControllerConfig {
   std::string output_root;     // absolute; every run directory lives under it
   std::string worker_bin;      // absolute path of trellis-worker on compute nodes
   std::string advertise_addr;  // host:port workers dial
+  // The CA file workers verify the controller's certificate with (a copy
+  // under output_root); empty: they dial plain TCP.
+  std::string worker_tls_ca;
   std::string sbatch_template;
   std::string default_partition;
   std::chrono::milliseconds schedule_interval{1000};

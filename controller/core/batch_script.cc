@@ -46,6 +46,9 @@ absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
     if (!IsSafeAbsolutePath(*path))
       return absl::InvalidArgumentError("path '" + *path +
                                         "' must be absolute, without control characters");
+  if (!p.tls_ca.empty() && !IsSafeAbsolutePath(p.tls_ca))
+    return absl::InvalidArgumentError("TLS CA path '" + p.tls_ca +
+                                      "' must be absolute, without control characters");
   if (!IsSafeAddress(p.controller_addr))
     return absl::InvalidArgumentError("controller address '" + p.controller_addr +
                                       "' must be host:port");
@@ -56,6 +59,7 @@ absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
   ReplaceAll(&out, "@CONTROLLER@", ShellQuote(p.controller_addr));
   ReplaceAll(&out, "@RUN_DIR@", ShellQuote(p.run_dir));
   ReplaceAll(&out, "@SECRET_FILE@", ShellQuote(p.secret_file));
+  ReplaceAll(&out, "@TLS_CA@", ShellQuote(p.tls_ca));
   if (out.find('@') != std::string::npos) {
     size_t at = out.find('@');
     size_t end = out.find('@', at + 1);

@@ -19,6 +19,7 @@ struct AttemptPaths {
   std::string controller_addr;  // host:port the workers dial
   std::string secret_file;  // absolute
   std::string job_tag;      // of the job name (AttemptJobName): from the secret's digest
+  std::string tls_ca;       // absolute CA file the workers verify TLS with; empty: plain TCP
 };
 
 // Single-quotes a value for bash ('it'"'"'s').

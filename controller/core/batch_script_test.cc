@@ -9,7 +9,7 @@ namespace {
 
 AttemptPaths Paths() {
   return {"hello-1", 2, "/srv/trellis/out/hello-1", "/opt/trellis/bin/trellis-worker",
-          "login1:50151", "/srv/trellis/out/hello-1/attempt-2/secret", "5eed5eed"};
+          "login1:50151", "/srv/trellis/out/hello-1/attempt-2/secret", "5eed5eed", ""};
 }
 
 TEST(BatchScriptTest, FillsEveryPlaceholderQuoted) {
@@ -60,6 +60,30 @@ TEST(BatchScriptTest, TheShippedTemplateRendersAndParses) {
   auto syntax = RunCommand({"bash", "-n", "-c", *s});
   ASSERT_TRUE(syntax.ok());
   EXPECT_EQ(syntax->exit_code, 0) << syntax->err;
+}
+
+// The worker lines of the shipped script, run with `echo` as the worker.
+TEST(BatchScriptTest, WorkersGetTheTlsCaOnlyWhenThereIsOne) {
+  auto r = RunCommand({"cat", std::string(TRELLIS_SOURCE_DIR) + "/deploy/slurm/trellis.sbatch.in"});
+  ASSERT_TRUE(r.ok());
+  const size_t at = r->out.find("tls=()");  // and the line after it
+  ASSERT_NE(at, std::string::npos);
+  const size_t end = r->out.find('\n', r->out.find('\n', at) + 1);
+  const std::string probe = "TLS_CA=@TLS_CA@\n" + r->out.substr(at, end - at) +
+                            "\nprintf '<%s>' \"${tls[@]}\"";
+  AttemptPaths p = Paths();
+  auto plain = RenderBatchScript(probe, p);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  p.tls_ca = "/srv/trellis/out/controller ca.pem";
+  auto tls = RenderBatchScript(probe, p);
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  auto plain_out = RunCommand({"bash", "-uc", *plain});
+  auto tls_out = RunCommand({"bash", "-uc", *tls});
+  ASSERT_TRUE(plain_out.ok() && tls_out.ok());
+  EXPECT_EQ(plain_out->out, "<>");  // printf with no argument
+  EXPECT_EQ(tls_out->out, "<--tls-ca></srv/trellis/out/controller ca.pem>");
+  p.tls_ca = "relative.pem";
+  EXPECT_FALSE(RenderBatchScript(probe, p).ok());
 }
 
 TEST(SbatchArgsTest, DerivedFromTheSpec) {

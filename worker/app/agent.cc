@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/spec/run_spec.h"
+#include "common/tls.h"
 #include "common/version.h"
 #include "worker/app/identity.h"
 #include "worker/app/node_probe.h"
@@ -277,7 +278,12 @@ int RunAgent(const AgentArgs& args) {
   RankMetrics metrics(*registry, args.id.run_id, args.id.node);
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics_server =
       ServeMetrics(args, registry, &facts);
-  AgentClient client(ControllerChannel(args.id.controller), *id);
+  auto credentials = tls::ChannelCredentials("--tls-ca", args.id.tls_ca);
+  if (!credentials.ok()) {
+    spdlog::error("{}", std::string(credentials.status().message()));
+    return kExitUsage;
+  }
+  AgentClient client(ControllerChannel(args.id.controller, *credentials), *id);
   Seconds gate_wait = args.gate_wait.value_or(Seconds(spec->gate.timeout_s) + kGateWaitMargin);
   spdlog::info("registering node {} with {} (run {}, attempt {}, launch {}; {} GPU(s), {} CPU(s))",
                args.id.node, args.id.controller, args.id.run_id, args.id.attempt, args.id.launch,

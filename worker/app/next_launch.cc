@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "common/log.h"
+#include "common/tls.h"
 #include "worker/app/agent.h"
 #include "worker/app/identity.h"
 #include "worker/rpc/agent_client.h"
@@ -18,7 +19,9 @@ int RunNextLaunch(const NextLaunchArgs& args) {
   };
   auto id = LoadIdentity(args.id);
   if (!id.ok()) return fallback(std::string(id.status().message()));
-  AgentClient client(ControllerChannel(args.id.controller), *id);
+  auto credentials = tls::ChannelCredentials("--tls-ca", args.id.tls_ca);
+  if (!credentials.ok()) return fallback(std::string(credentials.status().message()));
+  AgentClient client(ControllerChannel(args.id.controller, *credentials), *id);
   NextLaunchAsk ask{args.step_exit_code, args.requeue_count, args.allocation_nodelist,
                    args.terminated_by_slurm};
   auto choice = client.NextLaunch(ask, args.timeout);

@@ -21,6 +21,7 @@ struct IdentityArgs {
   int launch = 0;
   std::string node;
   std::string secret_file;
+  std::string tls_ca;  // CA file to verify the controller's TLS certificate; empty: plain TCP
 };
 
 struct AgentArgs {

@@ -50,11 +50,12 @@ grpc::Status WithRetries(const char* what, const BackoffPolicy& backoff, Seconds
 
 }  // namespace
 
-std::shared_ptr<grpc::Channel> ControllerChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> ControllerChannel(
+    const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments args;
   // Reconnect quickly once the controller is back.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, std::move(credentials), args);
 }
 
 AgentClient::AgentClient(std::shared_ptr<grpc::Channel> channel, v1::WorkerIdentity id,

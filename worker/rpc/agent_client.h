@@ -4,6 +4,7 @@
 // worker's event loop runs.
 
 #include <grpcpp/channel.h>
+#include <grpcpp/security/credentials.h>
 
 #include <memory>
 #include <string>
@@ -63,7 +64,10 @@ class AgentClient {
   BackoffPolicy backoff_;
 };
 
-// A channel to HOST:PORT (plaintext; the per-attempt secret authenticates).
-std::shared_ptr<grpc::Channel> ControllerChannel(const std::string& address);
+// A channel to HOST:PORT, TLS when `credentials` say so (the per-attempt
+// secret authenticates the worker either way).
+std::shared_ptr<grpc::Channel> ControllerChannel(
+    const std::string& address,
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials());
 
 }  // namespace trellis::worker
