@@ -109,6 +109,9 @@ int main(int argc, char** argv) {
   app.add_option("--output-root", config.output_root,
                  "directory (shared with the compute nodes) that holds every run directory")
       ->required();
+  app.add_option("--data-root", config.data_roots,
+                 "a [model] run's training.data must lie under one of these, links and '..' "
+                 "resolved (repeatable; default: this user's home directory and --output-root)");
   app.add_option("--worker-bin", config.worker_bin,
                  "absolute path of trellis-worker as seen from the compute nodes "
                  "(default: next to this binary)");
@@ -228,6 +231,12 @@ int main(int argc, char** argv) {
     if (absl::Status st = WriteFileAtomically(config.worker_tls_ca, worker_ca_pem, 0600);
         !st.ok()) {
       spdlog::error("--output-root: {}", std::string(st.message()));
+      return kExitUsage;
+    }
+  }
+  for (const std::string& root : config.data_roots) {
+    if (root.empty() || root[0] != '/') {
+      spdlog::error("--data-root {}: must be an absolute path", root);
       return kExitUsage;
     }
   }

@@ -109,7 +109,7 @@ else
   "$BUILD/bin/trellis-controller" --listen "127.0.0.1:$PORT" --port-file "$STATE/controller.port" \
     --socket "$STATE/ctl/controller.sock" \
     --metrics-listen "127.0.0.1:$METRICS_PORT" \
-    --db "$STATE/controller.db" --output-root "$STATE/runs" \
+    --db "$STATE/controller.db" --output-root "$STATE/runs" --data-root "$STATE" \
     ${MASTER_PORT_BASE:+--master-port-base "$MASTER_PORT_BASE"} \
     >>"$STATE/controller.log" 2>&1 &
   echo $! >"$STATE/controller.pid"

@@ -138,6 +138,10 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
   auto slurm = std::make_shared<FakeSlurmClient>();
   for (int i = 0; i < nodes; ++i) slurm->nodes.push_back({"node" + std::to_string(i), "idle"});
+  // The job's allocation: the names RunOnce's workers claim (node00000, ...).
+  char last[32];
+  std::snprintf(last, sizeof(last), "%05d", nodes - 1);
+  slurm->allocation = std::string("node[00000-") + last + "]";
   ControllerConfig config;
   config.output_root = (dir / "out").string();
   config.worker_bin = "/opt/trellis/bin/trellis-worker";

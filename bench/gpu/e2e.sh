@@ -172,7 +172,8 @@ start_cluster_and_controller() {
   export TRELLIS_ADDR=127.0.0.1:$CONTROLLER_PORT
   "$BIN/trellis-controller" --listen "$TRELLIS_ADDR" --port-file "$WORK/controller.port" \
     --socket "$WORK/ctl/controller.sock" \
-    --db "$WORK/controller.db" --output-root "$WORK/runs" --schedule-interval-ms 200 \
+    --db "$WORK/controller.db" --output-root "$WORK/runs" --data-root "$WORK" \
+    --schedule-interval-ms 200 \
     >"$WORK/controller.log" 2>&1 &
   CONTROLLER_PID=$!
   for _ in $(seq 100); do [ -s "$WORK/controller.port" ] && break; sleep 0.1; done

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "controller/app/spec_paths.h"
 #include "controller/app/timed_slurm_client.h"
 
 namespace trellis::controller {
@@ -29,13 +30,20 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
       reconcile_timer_(io_),
       scheduler_(ctx_),
       launches_(ctx_, [this](std::function<Effects()> work) { OnLoop(std::move(work)); }),
-      reconciler_(ctx_),
+      allocations_(ctx_),
+      reconciler_(ctx_, &allocations_),
       health_(ctx_, [this](std::function<Effects()> work) { OnLoop(std::move(work)); }),
-      targets_(config_.prometheus_sd_file) {}
+      targets_(config_.prometheus_sd_file) {
+  if (config_.data_roots.empty()) config_.data_roots = DefaultDataRoots(config_.output_root);
+}
 
 Controller::~Controller() { Stop(); }
 
 absl::Status Controller::Start() {
+  if (absl::Status bad = CheckDataRoots(config_.data_roots); !bad.ok()) return bad;
+  std::string roots;
+  for (const auto& r : config_.data_roots) roots += (roots.empty() ? "" : ", ") + r;
+  spdlog::info("data roots ([model] corpora must lie under one): {}", roots);
   Ingester::Options ingest;
   ingest.db_path = store_->db().path();
   ingest.retention = config_.step_retention;
@@ -329,8 +337,17 @@ void Controller::Register(WorkerId id, std::string version, std::string hostname
   asio::post(io_, [this, id = std::move(id), version = std::move(version),
                    hostname = std::move(hostname), probe = std::move(probe), step = std::move(step),
                    metrics_addr = std::move(metrics_addr), reply = std::move(reply)] {
-    Apply(launches_.Register(id, version, hostname, probe, step, metrics_addr, reply));
+    AsWorker(id, /*fresh=*/false, [=](absl::Status allowed) {
+      if (!allowed.ok()) return Effects::Reply([reply, allowed] { reply(allowed); });
+      return launches_.Register(id, version, hostname, probe, step, metrics_addr, reply);
+    });
   });
+}
+
+void Controller::AsWorker(const WorkerId& id, bool fresh, Allocations::Then then) {
+  auto job = launches_.AuthenticatedJob(id);
+  if (!job.ok()) return Apply(then(job.status()));
+  Apply(allocations_.Check(*job, id.node, fresh, std::move(then)));
 }
 
 void Controller::Heartbeat(WorkerId id) {
@@ -339,9 +356,12 @@ void Controller::Heartbeat(WorkerId id) {
 
 void Controller::AuthenticateWorker(WorkerId id, Reply<bool> reply) {
   asio::post(io_, [this, id = std::move(id), reply = std::move(reply)] {
-    auto a = launches_.CheckWorker(id);
-    if (!a.ok()) return reply(a.status());
-    reply(true);
+    AsWorker(id, /*fresh=*/false, [reply](absl::Status allowed) {
+      return Effects::Reply([reply, allowed] {
+        if (!allowed.ok()) return reply(allowed);
+        reply(true);
+      });
+    });
   });
 }
 
@@ -381,16 +401,23 @@ void Controller::ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int oo
   asio::post(io_, [this, id = std::move(id), exits = std::move(exits), oom_kills,
                    time_limit_warned, exit_code, reason = std::move(reason),
                    reply = std::move(reply)] {
-    health_.Heard(id);
-    Apply(launches_.ReportExit(id, exits, oom_kills, time_limit_warned, exit_code, reason,
-                               reply));
+    AsWorker(id, /*fresh=*/false, [=](absl::Status allowed) {
+      if (!allowed.ok()) return Effects::Reply([reply, allowed] { reply(allowed); });
+      health_.Heard(id);
+      return launches_.ReportExit(id, exits, oom_kills, time_limit_warned, exit_code, reason,
+                                  reply);
+    });
   });
 }
 
 void Controller::NextLaunch(WorkerId id, NextLaunchQuestion question,
                             Reply<NextLaunchAnswer> reply) {
   asio::post(io_, [this, id = std::move(id), q = std::move(question), reply = std::move(reply)] {
-    Apply(launches_.NextLaunch(id, q, reply));
+    // A requeued job's batch script runs on its new allocation.
+    AsWorker(id, /*fresh=*/q.requeue_count > 0, [=](absl::Status allowed) {
+      if (!allowed.ok()) return Effects::Reply([reply, allowed] { reply(allowed); });
+      return launches_.NextLaunch(id, q, reply);
+    });
   });
 }
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "controller/app/allocations.h"
 #include "controller/app/effects.h"
 #include "controller/app/ingest_metrics.h"
 #include "controller/app/ingester.h"
@@ -105,6 +106,10 @@ class Controller {
   // Rewrites the service-discovery file when its targets changed.
   void FlushTargets();
   void RunOnSlurm(SlurmCall call);
+  // Applies `then` told whether the worker may act: its attempt's secret,
+  // then its node against the job's allocation (Allocations::Check; `fresh`
+  // asks Slurm again). Loop thread.
+  void AsWorker(const WorkerId& id, bool fresh, Allocations::Then then);
   // What the step pipeline stored (posted to the loop): run health sees each
   // record, watchers each step every rank has reported.
   void StepsStored(std::vector<StepBatch> batches, std::vector<StoredStep> rows);
@@ -135,6 +140,7 @@ class Controller {
   Watchers watchers_;
   Scheduler scheduler_;
   Launches launches_;
+  Allocations allocations_;
   Reconciler reconciler_;
   RunHealth health_;
   ScrapeTargets targets_;

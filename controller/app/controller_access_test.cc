@@ -68,6 +68,104 @@ TEST_F(AccessTest, AgentCallsDoNotNeedTheToken) {
             grpc::StatusCode::PERMISSION_DENIED);
 }
 
+// A worker acts for its attempt only with the attempt's secret, and only for
+// a node of the allocation Slurm gave the attempt's job, on every agent call.
+class WorkerAccessTest : public ControllerTest {
+ protected:
+  void SetUp() override {
+    ControllerTest::SetUp();
+    v1::SubmitRunResponse resp;
+    ASSERT_TRUE(Submit(kSpec, &resp).ok());
+    run_ = resp.run_id();
+    WaitFor(run_, v1::RUN_STATE_SUBMITTED);  // job 100 on node[1-2]
+  }
+  // Refused calls answer at once; an accepted Register waits for the gate.
+  grpc::Status Register(const v1::WorkerIdentity& id) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::RegisterRequest req;
+    *req.mutable_id() = id;
+    req.set_version(kVersion);
+    AddSocket(req.mutable_probe(), 108.0, 8.0);
+    v1::GateDecision d;
+    return agent_stub_->Register(&ctx, req, &d);
+  }
+  grpc::Status Heartbeat(const v1::WorkerIdentity& id) {
+    grpc::ClientContext ctx;
+    auto stream = agent_stub_->Report(&ctx);
+    v1::AgentReport r;
+    *r.mutable_id() = id;
+    r.mutable_heartbeat()->set_ranks_alive(2);
+    stream->Write(r);
+    stream->WritesDone();
+    return stream->Finish();
+  }
+  grpc::Status ReportExit(const v1::WorkerIdentity& id) {
+    grpc::ClientContext ctx;
+    v1::ReportExitRequest req;
+    *req.mutable_id() = id;
+    v1::ReportExitResponse resp;
+    return agent_stub_->ReportExit(&ctx, req, &resp);
+  }
+  grpc::Status NextLaunch(const v1::WorkerIdentity& id) {
+    grpc::ClientContext ctx;
+    v1::NextLaunchRequest req;
+    *req.mutable_id() = id;
+    v1::NextLaunchResponse resp;
+    return agent_stub_->NextLaunch(&ctx, req, &resp);
+  }
+  // Every agent call with `id`: each status, in the order above.
+  std::vector<grpc::Status> EveryCall(const v1::WorkerIdentity& id) {
+    return {Register(id), Heartbeat(id), ReportExit(id), NextLaunch(id)};
+  }
+  std::string run_;
+};
+
+TEST_F(WorkerAccessTest, AWrongSecretCannotRegisterOrReport) {
+  v1::WorkerIdentity id = Identity(run_, "node1");
+  id.set_secret("guess");
+  for (const grpc::Status& st : EveryCall(id)) {
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+    EXPECT_NE(st.error_message().find("wrong secret"), std::string::npos) << st.error_message();
+  }
+  EXPECT_EQ(Get(run_).summary().state(), v1::RUN_STATE_SUBMITTED) << "nothing happened";
+}
+
+TEST_F(WorkerAccessTest, ANodeOutsideTheAllocationIsRefusedNamingBoth) {
+  for (const grpc::Status& st : EveryCall(Identity(run_, "node9"))) {
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+    EXPECT_NE(st.error_message().find("id.node: node9 is not in the allocation of Slurm job "
+                                      "100 (node[1-2])"),
+              std::string::npos)
+        << st.error_message();
+  }
+  EXPECT_EQ(Get(run_).summary().state(), v1::RUN_STATE_SUBMITTED) << "no gate began";
+  // The allocation's nodes pass; Slurm was asked once, whatever was claimed.
+  std::vector<std::thread> workers;
+  for (const char* node : {"node1", "node2"})
+    workers.emplace_back([&, node] { EXPECT_TRUE(Register(Identity(run_, node)).ok()) << node; });
+  for (auto& t : workers) t.join();
+  WaitFor(run_, v1::RUN_STATE_RUNNING);
+  std::lock_guard<std::mutex> lock(slurm_->mu);
+  EXPECT_EQ(slurm_->show_job_calls, 1);
+}
+
+TEST_F(WorkerAccessTest, WhileSlurmCannotSayTheWorkerRetries) {
+  {
+    std::lock_guard<std::mutex> lock(slurm_->mu);
+    slurm_->show_job_error = absl::UnavailableError("slurmctld is not answering");
+  }
+  grpc::Status st = ReportExit(Identity(run_, "node1"));
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE) << "the worker retries on it";
+  EXPECT_NE(st.error_message().find("allocation of Slurm job 100 is unknown"), std::string::npos)
+      << st.error_message();
+  {
+    std::lock_guard<std::mutex> lock(slurm_->mu);
+    slurm_->show_job_error = absl::OkStatus();
+  }
+  EXPECT_TRUE(ReportExit(Identity(run_, "node1")).ok());
+}
+
 // A team sharing one controller (--tokens-file): users see and act on their
 // own runs only; admins on every run and on nodes.
 class TeamTest : public AccessTest {

@@ -48,6 +48,7 @@ class ControllerTest : public ::testing::Test {
   void StartController() {
     ControllerConfig config;
     config.output_root = (dir_ / "out").string();
+    config.data_roots = data_roots_.empty() ? std::vector<std::string>{dir_.string()} : data_roots_;
     config.worker_bin = "/opt/trellis/bin/trellis-worker";
     config.sbatch_template = kSbatchTemplate;
     config.schedule_interval = std::chrono::milliseconds(20);
@@ -161,6 +162,7 @@ class ControllerTest : public ::testing::Test {
   }
 
   bool can_drain_ = false;  // set by a subclass's constructor
+  std::vector<std::string> data_roots_;  // --data-root; empty: the test's directory
   std::map<std::string, uint64_t> seqs_;  // SendReports' next seq per worker
   fs::path dir_;
   FakeClock clock_;

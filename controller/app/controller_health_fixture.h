@@ -107,11 +107,12 @@ class HealthTest : public GateTest {
     WaitFor(run_id, v1::RUN_STATE_RUNNING);
   }
 
-  // The batch script (on node1) asks what follows the launch.
-  v1::NextLaunchResponse NextLaunch(const std::string& run_id, int launch, int step_exit_code) {
+  // The batch script (on the allocation's first node) asks what follows the launch.
+  v1::NextLaunchResponse NextLaunch(const std::string& run_id, int launch, int step_exit_code,
+                                    const std::string& batch_host = "node1") {
     grpc::ClientContext ctx;
     v1::NextLaunchRequest req;
-    *req.mutable_id() = Id(run_id, "node1", launch);
+    *req.mutable_id() = Id(run_id, batch_host, launch);
     req.set_step_exit_code(step_exit_code);
     v1::NextLaunchResponse resp;
     EXPECT_TRUE(agent_stub_->NextLaunch(&ctx, req, &resp).ok());

@@ -6,14 +6,6 @@ namespace trellis::controller {
 
 namespace asio = boost::asio;
 
-namespace {
-bool IsValidNodeName(const std::string& n) {
-  return !n.empty() && n.size() <= 255 && std::all_of(n.begin(), n.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-  });
-}
-}  // namespace
-
 void Controller::ApplyStrike(const StrikeEffect& s) {
   auto existing = store_->FindQuarantine(s.node);
   if (!existing.ok()) {
@@ -58,7 +50,7 @@ void Controller::QuarantineNode(std::string node, std::string reason, std::strin
                                 Reply<NodeStatusView> reply) {
   asio::post(io_, [this, node = std::move(node), reason = std::move(reason),
                    actor = std::move(actor), reply = std::move(reply)] {
-    if (!IsValidNodeName(node))
+    if (!IsNodeName(node))
       return reply(absl::InvalidArgumentError("node: must match [A-Za-z0-9._-]{1,255}"));
     if (reason.empty() || reason.size() > 1024)
       return reply(absl::InvalidArgumentError("reason: required, at most 1024 characters"));

@@ -84,7 +84,7 @@ TEST_F(RequeueTest, ARequeuedJobIsGatedAgainAndSucceedsWithoutARestart) {
   WaitFor(kRun, v1::RUN_STATE_RUNNING);
   ReportExit(kRun, "node3", 2, {RankEnded(0, 0, 0, false), RankEnded(1, 0, 0, false)}, 0);
   ReportExit(kRun, "node4", 2, {RankEnded(2, 0, 0, false), RankEnded(3, 0, 0, false)}, 0);
-  next = NextLaunch(kRun, 2, 0);
+  next = NextLaunch(kRun, 2, 0, /*batch_host=*/"node3");
   EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
   run = WaitFor(kRun, v1::RUN_STATE_SUCCEEDED);
   EXPECT_EQ(run.summary().restarts(), 0) << "max_restarts = 0, and the run went on";
@@ -98,18 +98,31 @@ TEST_F(RequeueTest, TheRestartedBatchScriptMayAskBeforeTheRequeueIsSeen) {
   StartRun();
   // The controller missed the pending spell (it was down, or Slurm was quick):
   // the question alone moves the run back to SUBMITTED and numbers launch 2.
+  // Its node is checked against Slurm's allocation now, not the one known.
   v1::NextLaunchResponse again;
-  ASSERT_TRUE(AskAfterRequeue(2, "node[1-2]", &again).ok());
+  EXPECT_EQ(AskAfterRequeue(2, "node[3-4]", &again).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED)
+      << "node3 is not in job 100's allocation yet";
+  SetJob("RUNNING", "node[3-4]");
+  ASSERT_TRUE(AskAfterRequeue(2, "node[3-4]", &again).ok());
   ASSERT_EQ(again.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << again.reason();
   EXPECT_EQ(again.next_launch(), 2);
   v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
   ASSERT_EQ(run.launches_size(), 1);
   EXPECT_EQ(run.launches(0).failure_class(), "terminated");
-  // A late question of launch 1 (its batch script was killed) decides nothing.
-  v1::NextLaunchResponse late = NextLaunch(kRun, 1, 143);
-  EXPECT_EQ(late.action(), v1::NextLaunchResponse::ACTION_EXIT);
+  // A late question of launch 1 (its batch script, on node1 of the old
+  // allocation, was killed) is refused and decides nothing.
+  {
+    grpc::ClientContext ctx;
+    v1::NextLaunchRequest req;
+    *req.mutable_id() = Id(kRun, "node1", 1);
+    req.set_step_exit_code(143);
+    v1::NextLaunchResponse late;
+    EXPECT_EQ(agent_stub_->NextLaunch(&ctx, req, &late).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
   EXPECT_EQ(Get(kRun).summary().state(), v1::RUN_STATE_SUBMITTED);
-  Register(kRun, 2, {"node1", "node2"});
+  Register(kRun, 2, {"node3", "node4"});
   WaitFor(kRun, v1::RUN_STATE_RUNNING);
   EXPECT_EQ(Get(kRun).summary().restarts(), 0);
 }

@@ -106,6 +106,31 @@ TEST_F(ControllerTest, ModelRunNeedsAnAbsoluteReadableCorpus) {
   EXPECT_EQ(resp.run_id(), "m-1");
 }
 
+// The ranks read the corpus as the controller's owner, whoever submitted:
+// only under a data root (--data-root; here the test's directory).
+TEST_F(ControllerTest, ACorpusOutsideTheDataRootsIsRefusedLinksResolved) {
+  const std::string model = "[job]\nname='m'\n[model]\nlayers=1\n[training]\n";
+  fs::path outside = fs::temp_directory_path() / ("outside_" + std::to_string(getpid()));
+  fs::create_directories(outside);
+  std::ofstream(outside / "private.corpus") << "bytes";
+  v1::SubmitRunResponse resp;
+  for (const std::string& path : {(outside / "private.corpus").string(),
+                                  (dir_ / "link.corpus").string(),
+                                  (dir_ / ".." / outside.filename() / "private.corpus").string()}) {
+    if (path == (dir_ / "link.corpus").string())
+      fs::create_symlink(outside / "private.corpus", dir_ / "link.corpus");
+    grpc::Status st = Submit(model + "data='" + path + "'\n", &resp, /*dry=*/true);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << path;
+    EXPECT_EQ(st.error_message().rfind("training.data: " + path, 0), 0u) << st.error_message();
+    EXPECT_NE(st.error_message().find("is not under a data root of this controller "
+                                      "(--data-root) (" + dir_.string() + ")"),
+              std::string::npos)
+        << st.error_message();
+  }
+  fs::remove_all(outside);
+  EXPECT_TRUE(slurm_->Submissions().empty());
+}
+
 TEST_F(ControllerTest, DryRunShowsTheScriptAndStoresNothing) {
   v1::SubmitRunResponse resp;
   ASSERT_TRUE(Submit(kSpec, &resp, /*dry=*/true).ok());

@@ -47,6 +47,19 @@ absl::StatusOr<AttemptRecord> Launches::CheckWorker(const WorkerId& id) {
   return absl::NotFoundError("run " + id.run_id + " has no attempt " + std::to_string(id.attempt));
 }
 
+absl::StatusOr<std::string> Launches::AuthenticatedJob(const WorkerId& id) {
+  auto known = launches_.find(KeyOf(id));
+  if (known != launches_.end() && !known->second.slurm_job_id.empty()) {
+    if (!SecretMatches(known->second.secret_sha256, id.secret))
+      return absl::PermissionDeniedError("wrong secret for run " + id.run_id + " attempt " +
+                                         std::to_string(id.attempt));
+    return known->second.slurm_job_id;
+  }
+  auto attempt = CheckWorker(id);
+  if (!attempt.ok()) return attempt.status();
+  return attempt->slurm_job_id;
+}
+
 Launches::LaunchState* Launches::Create(const WorkerId& id, const spec::RunSpec& spec) {
   LaunchKey key = KeyOf(id);
   LaunchState& l = launches_[key];
@@ -111,6 +124,7 @@ Effects Launches::Register(const WorkerId& id, const std::string& version,
     if (!spec.ok()) return refuse(spec.status());
     l = Create(id, *spec);
     l->secret_sha256 = attempt->secret_sha256;
+    l->slurm_job_id = attempt->slurm_job_id;
     // The first launch of an attempt, or a relaunch inside it.
     first = run->state == RunState::kSubmitted || run->state == RunState::kRestarting;
   }

@@ -25,6 +25,10 @@ class Launches {
 
   // launches.cc: registration and the gate.
   absl::StatusOr<AttemptRecord> CheckWorker(const WorkerId& id);
+  // The Slurm job id of the worker's attempt ("" before sbatch answered),
+  // once its secret is checked: against the launch's cached digest while the
+  // launch is known here (thousands of nodes register at once), else the store.
+  absl::StatusOr<std::string> AuthenticatedJob(const WorkerId& id);
   Effects Register(const WorkerId& id, const std::string& version, const std::string& hostname,
                    const NodeProbe& probe, const SlurmStep& step, const std::string& metrics_addr,
                    Reply<GateAnswer> reply);
@@ -67,6 +71,7 @@ class Launches {
     std::map<std::string, std::string> hostnames;
     std::map<std::string, std::string> metrics_addrs;  // node -> its worker's /metrics
     std::string secret_sha256;  // the attempt's, cached for the registrations after the first
+    std::string slurm_job_id;   // the attempt's, cached likewise
     std::vector<PendingRegistration> waiting;
     std::optional<GateOutcome> outcome;
     TimerId gate_timer = 0;

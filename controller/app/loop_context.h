@@ -21,6 +21,10 @@ class Metrics;
 
 struct ControllerConfig {
   std::string output_root;     // absolute; every run directory lives under it
+  // --data-root (repeatable): a [model] run's corpus must lie under one of
+  // these, symlinks and ".." resolved (app/spec_paths.h). Empty: the owner's
+  // home directory and output_root.
+  std::vector<std::string> data_roots;
   std::string worker_bin;      // absolute path of trellis-worker on compute nodes
   std::string advertise_addr;  // host:port workers dial
   // The CA file workers verify the controller's certificate with (a copy

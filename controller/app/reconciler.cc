@@ -68,6 +68,7 @@ Effects Reconciler::OnSnapshot(const absl::StatusOr<std::vector<SlurmJob>>& list
     spdlog::warn("reconcile: squeue: {}", std::string(listed.status().message()));
     return fx;
   }
+  allocations_->Observe(*listed);
   auto runs = ctx_.store.ListRuns(10000, true);
   if (!runs.ok()) {
     spdlog::error("reconcile: {}", std::string(runs.status().message()));

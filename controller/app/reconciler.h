@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/app/allocations.h"
 #include "controller/app/effects.h"
 #include "controller/app/loop_context.h"
 #include "controller/core/decisions.h"
@@ -17,7 +18,8 @@ namespace trellis::controller {
 
 class Reconciler {
  public:
-  explicit Reconciler(LoopContext ctx) : ctx_(ctx) {}
+  // Every squeue is shown to `allocations` too.
+  Reconciler(LoopContext ctx, Allocations* allocations) : ctx_(ctx), allocations_(allocations) {}
   // Asks Slurm about every live attempt's job; `startup` only changes the log.
   Effects Tick(bool startup);
 
@@ -32,6 +34,7 @@ class Reconciler {
   std::optional<ExitFile> ReadExitFile(const RunRecord& run, int attempt) const;
 
   LoopContext ctx_;
+  Allocations* allocations_;
   bool in_flight_ = false;
 };
 

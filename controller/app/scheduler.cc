@@ -14,6 +14,7 @@
 #include "common/sha256.h"
 #include "common/status.h"
 #include "controller/app/metrics.h"
+#include "controller/app/spec_paths.h"
 #include "controller/core/batch_script.h"
 #include "controller/core/decisions.h"
 #include "controller/slurm/parsers.h"
@@ -44,23 +45,6 @@ std::string RandomSecret() {
   return s;
 }
 
-// The ranks start in the run directory on other hosts, so the corpus must
-// be named by an absolute path on the shared file system, and it must be
-// readable here (the login node sees the same file system).
-absl::Status CheckTrainingData(const std::string& path) {
-  if (path.empty())
-    return absl::InvalidArgumentError(
-        "training.data: a [model] run needs a corpus (a file written by trellis-corpus)");
-  if (path.front() != '/')
-    return absl::InvalidArgumentError("training.data: must be an absolute path (ranks start in "
-                                      "the run directory), got \"" + path + "\"");
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), R_OK) != 0)
-    return absl::InvalidArgumentError("training.data: " + path +
-                                      " is not a readable file on the controller's host");
-  return absl::OkStatus();
-}
-
 StoreEffect SetReason(const std::string& run_id, std::string reason) {
   return {"wait reason of " + run_id,
           [run_id, reason = std::move(reason)](Store& s) { return s.SetStateReason(run_id, reason); }};
@@ -73,10 +57,10 @@ Effects Scheduler::Submit(const std::string& spec_toml, bool dry_run, const std:
   spec::FieldErrors errors;
   auto spec = spec::ParseRunSpec(spec_toml, &errors);
   if (!spec) return Effects::Reply([=] { reply(absl::InvalidArgumentError(spec::JoinErrors(errors))); });
-  if (spec->has_model) {
-    if (absl::Status st = CheckTrainingData(spec->trainer.training.data); !st.ok())
-      return Effects::Reply([=] { reply(st); });
-  }
+  if (absl::Status st =
+          CheckSpecPaths(*spec, ctx_.config.data_roots, ctx_.config.output_root);
+      !st.ok())
+    return Effects::Reply([=] { reply(st); });
   if (spec->slurm.partition.empty()) spec->slurm.partition = ctx_.config.default_partition;
   if (dry_run) {
     // Show exactly what would be submitted for the run's first attempt.

@@ -8,43 +8,12 @@
 #include "controller/app/scrape_targets.h"
 #include "controller/rpc/convert.h"
 #include "controller/rpc/rpc_timer.h"
+#include "controller/rpc/validate.h"
 #include "proto/convert.h"
 
 namespace trellis::controller {
 
 namespace {
-
-// Bounds on untrusted identity fields, checked before anything is looked up.
-grpc::Status CheckIdentity(const v1::WorkerIdentity& id) {
-  auto bad = [](const std::string& what) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what);
-  };
-  if (id.run_id().empty() || id.run_id().size() > 128) return bad("id.run_id: 1..128 characters");
-  if (id.attempt() < 1) return bad("id.attempt: must be >= 1");
-  if (id.launch() < 1) return bad("id.launch: must be >= 1");
-  if (id.node().empty() || id.node().size() > 255) return bad("id.node: 1..255 characters");
-  if (id.secret().size() > 256) return bad("id.secret: at most 256 characters");
-  return grpc::Status::OK;
-}
-
-// Launch 0 is the question of a requeued job's batch script, which starts over.
-grpc::Status CheckNextLaunchRequest(const v1::NextLaunchRequest& req) {
-  auto bad = [](const std::string& what) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what);
-  };
-  if (req.requeue_count() < 0 || req.requeue_count() > 1000)
-    return bad("requeue_count: must be in [0, 1000]");
-  if (req.allocation_nodelist().size() > 65536)
-    return bad("allocation_nodelist: at most 65536 characters");
-  if (req.step_exit_code() < 0 || req.step_exit_code() > 255)
-    return bad("step_exit_code: must be in [0, 255]");
-  if (req.requeue_count() == 0) return CheckIdentity(req.id());
-  if (req.id().launch() != 0) return bad("id.launch: must be 0 with requeue_count");
-  if (req.terminated_by_slurm()) return bad("terminated_by_slurm: not with requeue_count");
-  v1::WorkerIdentity id = req.id();
-  id.set_launch(1);  // the other fields as for any identity
-  return CheckIdentity(id);
-}
 
 bool SameIdentity(const v1::WorkerIdentity& a, const v1::WorkerIdentity& b) {
   return a.run_id() == b.run_id() && a.attempt() == b.attempt() && a.launch() == b.launch() &&
@@ -71,9 +40,8 @@ class ReportReactor final : public grpc::ServerBidiReactor<v1::AgentReport, v1::
       if (closing_) ok = false;  // a batch failed meanwhile: read no more
     }
     if (!ok) return Close(grpc::Status::OK);
+    if (grpc::Status st = Check(report_); !st.ok()) return Close(st);
     if (!authenticated_) {
-      grpc::Status st = CheckIdentity(report_.id());
-      if (!st.ok()) return Close(st);
       identity_ = report_.id();
       controller_->AuthenticateWorker(FromProto(identity_), [this](absl::StatusOr<bool> r) {
         if (!r.ok()) return Close(ToGrpc(r.status()));
@@ -256,25 +224,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Register(grpc::CallbackServerContext
                                                      const v1::RegisterRequest* req,
                                                      v1::GateDecision* resp) {
   auto* reactor = ctx->DefaultReactor();
-  grpc::Status st = CheckIdentity(req->id());
-  if (!st.ok()) {
+  if (grpc::Status st = Check(*req); !st.ok()) {
     reactor->Finish(st);
-    return reactor;
-  }
-  if (req->probe().sockets_size() > 1024 || req->probe().device_nodes_size() > 1024 ||
-      req->hostname().size() > 255) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 "probe: at most 1024 sockets and device nodes; hostname: at most "
-                                 "255 characters"));
-    return reactor;
-  }
-  // They name a Slurm step on scancel's command line: digits only.
-  auto is_id = [](const std::string& s) {
-    return s.size() <= 20 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-  };
-  if (!is_id(req->slurm_job_id()) || !is_id(req->slurm_step_id())) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 "slurm_job_id, slurm_step_id: digits only, at most 20"));
     return reactor;
   }
   // Only a scrape target's address: anything else is dropped, not refused
@@ -308,16 +259,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportExit(grpc::CallbackServerConte
                                                        const v1::ReportExitRequest* req,
                                                        v1::ReportExitResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
-  grpc::Status st = CheckIdentity(req->id());
-  if (!st.ok() || req->ranks_size() > 4096) {
-    reactor->Finish(st.ok() ? grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                           "ranks: at most 4096 entries")
-                            : st);
-    return reactor;
-  }
-  if (!req->planned_stop().empty() && req->planned_stop() != "time_limit") {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 "planned_stop: \"time_limit\" or empty"));
+  if (grpc::Status st = Check(*req); !st.ok()) {
+    reactor->Finish(st);
     return reactor;
   }
   std::vector<RankExitInfo> exits;
@@ -334,8 +277,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::NextLaunch(grpc::CallbackServerConte
                                                        const v1::NextLaunchRequest* req,
                                                        v1::NextLaunchResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
-  grpc::Status st = CheckNextLaunchRequest(*req);
-  if (!st.ok()) {
+  if (grpc::Status st = Check(*req); !st.ok()) {
     reactor->Finish(st);
     return reactor;
   }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "common/spec/run_spec.h"
 #include "controller/rpc/convert.h"
 #include "controller/rpc/log_reactor.h"
 #include "controller/rpc/rpc_timer.h"
@@ -36,18 +35,6 @@ grpc::Status NotYours(const std::string& run_id, const Caller& caller) {
 
 namespace {
 
-// A run id as the controller makes them: "<name>-<seq>", [a-z0-9-].
-grpc::Status CheckRunId(const std::string& run_id) {
-  bool ok = !run_id.empty() && run_id.size() <= 96 && run_id[0] != '-' &&
-            std::all_of(run_id.begin(), run_id.end(), [](char c) {
-              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-            });
-  if (ok) return grpc::Status::OK;
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                      "run_id: expected 1 to 96 characters of [a-z0-9-] such as hello-1, got '" +
-                          run_id.substr(0, 100) + "'");
-}
-
 // Finishes a unary call with `status` unless it is OK: the checks at the
 // top of every handler (the caller, then its fields).
 bool Refused(grpc::ServerUnaryReactor* reactor, const grpc::Status& status) {
@@ -73,13 +60,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::SubmitRun(grpc::CallbackServerC
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
   if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
-  if (req->spec_toml().size() > spec::kMaxSpecBytes) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 "spec: is " + std::to_string(req->spec_toml().size()) +
-                                     " bytes; the limit is " +
-                                     std::to_string(spec::kMaxSpecBytes)));
-    return reactor;
-  }
+  if (Refused(reactor, Check(*req))) return reactor;
   controller_->SubmitRun(req->spec_toml(), req->dry_run(), caller->name,
                          Timed(controller_->metrics(), RpcMethod::kSubmitRun,
                                [reactor, resp](absl::StatusOr<SubmitResult> r) {
@@ -98,7 +79,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GetRun(grpc::CallbackServerCont
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
   if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
-  if (Refused(reactor, CheckRunId(req->run_id()))) return reactor;
+  if (Refused(reactor, Check(*req))) return reactor;
   RanksQuery ranks{req->include_ranks(), req->ranks_from(), req->ranks_limit()};
   controller_->GetRun(req->run_id(),
                       Timed(controller_->metrics(), RpcMethod::kGetRun,
@@ -119,7 +100,8 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ListRuns(grpc::CallbackServerCo
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
   if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
-  int limit = req->limit() <= 0 ? 100 : std::min(req->limit(), 10000);
+  if (Refused(reactor, Check(*req))) return reactor;
+  int limit = req->limit() == 0 ? kDefaultListRuns : req->limit();
   controller_->ListRuns(limit, req->active_only(),
                         Timed(controller_->metrics(), RpcMethod::kListRuns,
                               [reactor, resp, who = *caller](
@@ -139,12 +121,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::CancelRun(grpc::CallbackServerC
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
   if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
-  if (Refused(reactor, CheckRunId(req->run_id()))) return reactor;
-  if (req->reason().size() > 1024) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 "reason: must be at most 1024 characters"));
-    return reactor;
-  }
+  if (Refused(reactor, Check(*req))) return reactor;
   IfOwnRun(*caller, req->run_id(), [this, reactor, req, resp](grpc::Status allowed) {
     if (!allowed.ok()) return reactor->Finish(allowed);
     controller_->CancelRun(req->run_id(), req->reason(),
@@ -162,7 +139,7 @@ grpc::ServerWriteReactor<v1::WatchRunEvent>* ControllerServiceImpl::WatchRun(
     grpc::CallbackServerContext* ctx, const v1::WatchRunRequest* req) {
   auto caller = auth_.Authenticate(*ctx);
   if (!caller.ok()) return new RefusedStream<v1::WatchRunEvent>(ToGrpc(caller.status()));
-  if (grpc::Status bad = CheckRunId(req->run_id()); !bad.ok())
+  if (grpc::Status bad = Check(*req); !bad.ok())
     return new RefusedStream<v1::WatchRunEvent>(bad);
   return new WatchReactor(controller_, req->run_id(), OnlyUser(*caller));
 }
@@ -171,12 +148,7 @@ grpc::ServerWriteReactor<v1::LogChunk>* ControllerServiceImpl::ReadLogs(
     grpc::CallbackServerContext* ctx, const v1::ReadLogsRequest* req) {
   auto caller = auth_.Authenticate(*ctx);
   if (!caller.ok()) return new RefusedStream<v1::LogChunk>(ToGrpc(caller.status()));
-  grpc::Status bad = CheckRunId(req->run_id());
-  if (bad.ok() && req->rank() < -1)
-    bad = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "rank: must be >= -1 (-1: every rank)");
-  if (bad.ok() && req->attempt() < 0)
-    bad = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "attempt: must be >= 0 (0: the latest)");
-  if (!bad.ok()) return new RefusedStream<v1::LogChunk>(bad);
+  if (grpc::Status bad = Check(*req); !bad.ok()) return new RefusedStream<v1::LogChunk>(bad);
   return new LogReactor(controller_, *req, OnlyUser(*caller));
 }
 
@@ -207,6 +179,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::QuarantineNode(
                                      " is a user (--tokens-file)"));
     return reactor;
   }
+  if (Refused(reactor, Check(*req))) return reactor;
   controller_->QuarantineNode(req->node(), req->reason(), "user:" + caller->name,
                               Timed(controller_->metrics(), RpcMethod::kQuarantineNode,
                                     [reactor, resp](absl::StatusOr<NodeStatusView> n) {
@@ -229,6 +202,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ReleaseNode(grpc::CallbackServe
                                      " is a user (--tokens-file)"));
     return reactor;
   }
+  if (Refused(reactor, Check(*req))) return reactor;
   controller_->ReleaseNode(req->node(), Timed(controller_->metrics(), RpcMethod::kReleaseNode,
                                               [reactor, resp](absl::StatusOr<NodeStatusView> n) {
                                                 if (!n.ok())
@@ -245,12 +219,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::GateReport(grpc::CallbackServer
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
   if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
-  if (Refused(reactor, CheckRunId(req->run_id()))) return reactor;
-  if (req->attempt() < 0) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 "attempt: must be >= 0 (0: every attempt)"));
-    return reactor;
-  }
+  if (Refused(reactor, Check(*req))) return reactor;
   IfOwnRun(*caller, req->run_id(), [this, reactor, req, resp](grpc::Status allowed) {
     if (!allowed.ok()) return reactor->Finish(allowed);
     controller_->GateReport(req->run_id(), req->attempt(),
@@ -295,16 +264,8 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::RunSteps(grpc::CallbackServerCo
   auto* reactor = ctx->DefaultReactor();
   auto caller = auth_.Authenticate(*ctx);
   if (Refused(reactor, ToGrpc(caller.status()))) return reactor;
-  if (Refused(reactor, CheckRunId(req->run_id()))) return reactor;
+  if (Refused(reactor, Check(*req))) return reactor;
   int max_points = req->max_points() == 0 ? kDefaultStepPoints : req->max_points();
-  if (max_points < 1 || max_points > kMaxStepPoints) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 "max_points: must be between 1 and " +
-                                     std::to_string(kMaxStepPoints) + " (0: " +
-                                     std::to_string(kDefaultStepPoints) + "); got " +
-                                     std::to_string(req->max_points())));
-    return reactor;
-  }
   IfOwnRun(*caller, req->run_id(), [this, reactor, req, resp, max_points](grpc::Status ok) {
     if (!ok.ok()) return reactor->Finish(ok);
     controller_->RunSteps(

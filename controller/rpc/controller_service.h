@@ -4,6 +4,7 @@
 
 #include "controller/app/controller.h"
 #include "controller/rpc/auth.h"
+#include "controller/rpc/validate.h"
 #include "trellis/v1/controller.grpc.pb.h"
 
 namespace trellis::controller {
@@ -53,11 +54,6 @@ class ControllerServiceImpl final : public v1::ControllerService::CallbackServic
   Controller* controller_;
   Authenticator auth_;
 };
-
-// RunStepsRequest.max_points: 0 asks for the default; more than the most is
-// refused rather than cut, so a caller learns the bound.
-inline constexpr int kDefaultStepPoints = 2000;
-inline constexpr int kMaxStepPoints = 100000;
 
 // The refusal of a run that is not the caller's.
 grpc::Status NotYours(const std::string& run_id, const Caller& caller);

@@ -23,11 +23,16 @@ class FakeSlurmClient : public SlurmClient {
     if (!submit_error.ok()) return submit_error;
     std::string id = std::to_string(next_id++);
     submissions.push_back({args, script_path});
-    for (const auto& a : args)
+    std::string nodelist = allocation;
+    for (const auto& a : args) {
       if (a.rfind("--job-name=", 0) == 0) names[id] = a.substr(11);
+      // node1..nodeN unless the test names the allocation.
+      if (a.rfind("--nodes=", 0) == 0 && nodelist.empty())
+        nodelist = a == "--nodes=1" ? "node1" : "node[1-" + a.substr(8) + "]";
+    }
     // Started at once: the tests drive the workers. A test of Slurm's
     // requeue sets the job PENDING again.
-    jobs[id] = {id, "RUNNING", "None", "", std::nullopt};
+    jobs[id] = {id, "RUNNING", "None", nodelist, std::nullopt};
     return id;
   }
   absl::StatusOr<std::vector<SlurmJob>> ListJobs() override {
@@ -47,6 +52,8 @@ class FakeSlurmClient : public SlurmClient {
   }
   absl::StatusOr<std::optional<SlurmJob>> ShowJob(const std::string& id) override {
     std::lock_guard<std::mutex> lock(mu);
+    ++show_job_calls;
+    if (!show_job_error.ok()) return show_job_error;
     auto it = jobs.find(id);
     if (it == jobs.end() || forgotten.count(id)) return std::nullopt;
     return std::optional<SlurmJob>(it->second);
@@ -97,6 +104,9 @@ class FakeSlurmClient : public SlurmClient {
 
   int next_id = 100;
   absl::Status submit_error;
+  std::string allocation;  // every job's nodelist; "": node[1-N] of --nodes=N
+  absl::Status show_job_error;
+  int show_job_calls = 0;
   std::vector<Submission> submissions;
   std::map<std::string, SlurmJob> jobs;
   std::map<std::string, std::string> names;  // job id -> --job-name

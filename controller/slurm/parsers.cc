@@ -1,7 +1,7 @@
 #include "controller/slurm/parsers.h"
 
+#include <algorithm>
 #include <cctype>
-
 #include <charconv>
 
 namespace trellis::controller {
@@ -66,6 +66,12 @@ bool IsUsableNodeState(std::string_view s) {
                                "unknown", "not_responding", "future", "maint", "reboot"})
     if (s.substr(0, bad.size()) == bad) return false;
   return true;
+}
+
+bool IsNodeName(std::string_view n) {
+  return !n.empty() && n.size() <= 255 && std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
 }
 
 absl::StatusOr<std::string> ParseSbatchParsable(std::string_view out) {

@@ -26,5 +26,8 @@ struct SlurmNode {
 bool IsTerminalJobState(std::string_view state);
 // A node Slurm would place work on (not down, drained, draining or failing).
 bool IsUsableNodeState(std::string_view state);
+// A name a node may have here: [A-Za-z0-9._-]{1,255}. It reaches Slurm's
+// command lines (scontrol, --exclude) and the quarantine list.
+bool IsNodeName(std::string_view name);
 
 }  // namespace trellis::controller

@@ -1,0 +1,101 @@
+#include "controller/app/allocations.h"
+
+#include "common/log.h"
+#include "controller/slurm/slurm_client.h"
+
+namespace trellis::controller {
+
+Effects Allocations::Check(const std::string& job_id, const std::string& node, bool fresh,
+                           Then then) {
+  if (job_id.empty())
+    return then(absl::UnavailableError(
+        "the attempt's Slurm job id is not recorded yet, so its allocation is unknown; "
+        "register again"));
+  Job& job = jobs_[job_id];
+  const Allocation* known = job.known ? &*job.known : nullptr;
+  switch (JudgeNodeClaim(known, node, fresh, ctx_.clock.SteadyNow() - job.asked, kReaskAfter)) {
+    case NodeClaim::kInside: return then(absl::OkStatus());
+    case NodeClaim::kOutside: return then(OutsideAllocation(node, job_id, *known));
+    case NodeClaim::kAsk: break;
+  }
+  if (job.in_flight) {
+    // A fresh question must not be answered by one asked before it came.
+    (fresh ? job.next : job.waiting).push_back({node, std::move(then)});
+    return {};
+  }
+  job.waiting.push_back({node, std::move(then)});
+  return Ask(job_id, job);
+}
+
+Effects Allocations::Ask(const std::string& job_id, Job& job) {
+  job.in_flight = true;
+  job.asked = ctx_.clock.SteadyNow();
+  Effects fx;
+  fx.slurm.push_back([this, job_id](SlurmClient& slurm) -> std::function<Effects()> {
+    auto shown = slurm.ShowJob(job_id);
+    return [this, job_id, shown] { return Answered(job_id, shown); };
+  });
+  return fx;
+}
+
+Effects Allocations::Answered(const std::string& job_id,
+                              const absl::StatusOr<std::optional<SlurmJob>>& shown) {
+  Job& job = jobs_[job_id];
+  job.in_flight = false;
+  absl::Status error;
+  if (!shown.ok()) {
+    error = absl::UnavailableError("the allocation of Slurm job " + job_id +
+                                   " is unknown (scontrol: " +
+                                   std::string(shown.status().message()) + "); try again");
+  } else {
+    // A job Slurm no longer knows has no nodes.
+    auto a = AllocationOf(shown->has_value() ? (*shown)->nodelist : "");
+    if (a.ok()) {
+      job.known = std::move(*a);
+    } else {
+      spdlog::warn("job {}: Slurm's nodelist does not parse: {}", job_id,
+                   std::string(a.status().message()));
+      error = absl::UnavailableError("the allocation of Slurm job " + job_id +
+                                     " does not parse; try again");
+    }
+  }
+  Effects fx;
+  std::vector<Waiter> decided = std::move(job.waiting);
+  job.waiting = std::move(job.next);
+  job.next.clear();
+  for (Waiter& w : decided) {
+    absl::Status st = !error.ok()                     ? error
+                      : job.known->nodes.count(w.node) ? absl::OkStatus()
+                                                       : OutsideAllocation(w.node, job_id,
+                                                                           *job.known);
+    fx += w.then(st);
+  }
+  // `then` may have asked again (jobs_ is a map: `job` is still valid).
+  if (!job.waiting.empty() && !job.in_flight) fx += Ask(job_id, job);
+  return fx;
+}
+
+void Allocations::Observe(const std::vector<SlurmJob>& listed) {
+  std::map<std::string, const SlurmJob*> by_id;
+  for (const SlurmJob& j : listed) by_id[j.id] = &j;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    Job& job = it->second;
+    auto seen = by_id.find(it->first);
+    if (seen == by_id.end()) {
+      // Ended: forgotten, unless callers wait on a question about it.
+      if (!job.in_flight && job.waiting.empty()) {
+        it = jobs_.erase(it);
+        continue;
+      }
+    } else if (!job.known || job.known->nodelist != seen->second->nodelist) {
+      auto a = AllocationOf(seen->second->nodelist);
+      if (a.ok()) {
+        job.known = std::move(*a);
+        job.asked = ctx_.clock.SteadyNow();
+      }
+    }
+    ++it;
+  }
+}
+
+}  // namespace trellis::controller
