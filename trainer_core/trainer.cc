@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "common/spec/model_fit.h"
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/compat.h"
 #include "trainer_core/data/batches.h"
@@ -67,10 +68,12 @@ bool SingleDocumentRows(const HostBatch& b, int64_t first, int64_t count) {
 // one document each carry no doc_ids: their attention is plainly causal.
 TokenBatch RowsToDevice(const HostBatch& b, int64_t first, int64_t count, torch::Device device) {
   auto make = [&](const std::vector<int64_t>& v) {
-    auto rows = torch::tensor(v, torch::kLong).view({b.rows, b.seq_len}).narrow(0, first, count);
-    if (!device.is_cuda()) return rows;
+    // Only these rows are copied (a micro-batch is a small part of the batch).
+    auto rows = torch::from_blob(const_cast<int64_t*>(v.data()) + first * b.seq_len,
+                                 {count, b.seq_len}, torch::kLong);
+    if (!device.is_cuda()) return rows.clone();
     // From pinned memory the copy is queued, not waited for.
-    return rows.contiguous().pin_memory().to(device, /*non_blocking=*/true);
+    return rows.pin_memory().to(device, /*non_blocking=*/true);
   };
   TokenBatch out{make(b.inputs), make(b.targets), {}};
   if (!SingleDocumentRows(b, first, count)) out.doc_ids = make(b.doc_ids);
@@ -177,6 +180,9 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     if (t.global_batch % world != 0)
       throw TrainError("training.global_batch = " + std::to_string(t.global_batch) +
                        " is not a multiple of the world size " + std::to_string(world));
+    if (auto why = spec::MicroBatchMismatch(t, world, "world " + std::to_string(world));
+        !why.empty())
+      throw TrainError("training.micro_batch: " + why);
     s.mesh = PlanExpertMesh(world, s.comm->rank(), spec.parallel.node_size, spec.parallel.ep,
                             spec.model.experts,
                             s.options.local_world_size > 0 ? s.options.local_world_size : world);
@@ -276,21 +282,41 @@ bool Trainer::StopAgreed() {
   return flag.item<float>() > 0;
 }
 
-// One step, top to bottom: batch, forward, backward, clip, optimizers, record.
-// On a GPU the host queues the whole step and waits once, at the end, for
-// what the record needs (loss, gradient norm, the laps' events).
+// One step, top to bottom: batch, forward and backward per micro-batch, clip,
+// optimizers, record. On a GPU the host queues the whole step and waits once,
+// at the end, for what the record needs (loss, gradient norm, the laps' events).
 void Trainer::Step() {
   State& s = *s_;
   const auto& t = s.spec.training;
   compat::ResetMemoryPeaks(s.device);
   compat::StepLaps laps(s.device);
   const HostBatch batch = s.data->ForStep(s.step);
-  const int64_t rows = t.global_batch / s.comm->size();
-  TokenBatch mine = RowsToDevice(batch, s.comm->rank() * rows, rows, s.device);
+  const int world = s.comm->size();
+  const int64_t rows = t.global_batch / world;
+  const int64_t micro = t.micro_batch > 0 ? t.micro_batch : rows, parts = rows / micro;
+  const int64_t targets = Targets(batch);
   s.model->ZeroGrad();
-  ShardedForward out = s.model->ForwardBackward(mine, Targets(batch), batch.rows * batch.seq_len,
-                                                s.compute_dtype, t.aux_loss_coef, &laps);
-  laps.Mark();
+  ShardedForward out;
+  for (int64_t i = 0; i < parts; ++i) {
+    TokenBatch mine = RowsToDevice(batch, s.comm->rank() * rows + i * micro, micro, s.device);
+    // Cross entropy over the whole batch's targets, so the micro-batches'
+    // losses and gradients (accumulated in the shards) add up to the unsplit
+    // batch's. The balance loss is not linear in the batch: each
+    // micro-batch's own (its tokens over all ranks), weighted by its share of
+    // the rows, as Megatron does.
+    ShardedForward f =
+        s.model->ForwardBackward(mine, targets, micro * world * t.seq_len, s.compute_dtype,
+                                 t.aux_loss_coef / static_cast<double>(parts), &laps);
+    laps.Mark();
+    if (i == 0) {
+      out = std::move(f);
+      continue;
+    }
+    out.ce = out.ce + f.ce;
+    out.routing_changed = out.routing_changed + f.routing_changed;
+    for (size_t l = 0; l < out.expert_counts.size(); ++l)
+      out.expert_counts[l] = out.expert_counts[l] + f.expert_counts[l];
+  }
   auto grad_norm = s.optim->ClipGradNorm(t.grad_clip);
   const double lr_scale = LrScale(s.step, t.warmup_steps, t.steps, t.min_lr_ratio);
   s.optim->Step(t.muon_lr * lr_scale, t.lr * lr_scale);
@@ -298,7 +324,13 @@ void Trainer::Step() {
   laps.Mark();
   // The step's one read.
   const auto figures = torch::cat({out.ce, grad_norm, out.routing_changed}).cpu();
-  const std::vector<double> lap = laps.Finish();  // fwd, bwd, optim
+  // Forward and backward of each micro-batch, then the optimizer.
+  const std::vector<double> lap = laps.Finish();
+  double fwd = 0, bwd = 0;
+  for (int64_t i = 0; i < parts; ++i) {
+    fwd += lap[2 * i];
+    bwd += lap[2 * i + 1];
+  }
   if (figures[2].item<double>() != 0)
     throw TrainError("step " + std::to_string(s.step + 1) +
                      ": expert routing in a layer's recompute differed from its forward, so "
@@ -312,9 +344,9 @@ void Trainer::Step() {
   r.tokens = rows * t.seq_len;         // this rank's; the ranks' records add up to the step
   r.step_seconds = laps.Total();
   r.grad_norm = figures[1].item<double>();
-  r.fwd_seconds = lap[0];
-  r.bwd_seconds = lap[1];
-  r.optim_seconds = lap[2];
+  r.fwd_seconds = fwd;
+  r.bwd_seconds = bwd;
+  r.optim_seconds = lap[2 * parts];
   if (auto mem = compat::CudaMemory(s.device)) {
     r.alloc_retries = mem->alloc_retries;  // since the process started (a counter)
     r.mem_allocated_peak_bytes = mem->allocated_peak;  // this step's peaks

@@ -18,8 +18,17 @@ per-expert loop (split the sorted tokens by expert, one SwiGLU each).
 The weights and token batches are the files trellis-export writes, so both
 implementations start from the same weights and see the same tokens.
 
+Gradient accumulation as trellis-train does it (training.micro_batch, or
+--micro-batch): the step's rows run in forwards of micro_batch rows, the
+gradients add up in the parameters' .grad, then one clip and optimizer step.
+Each micro-batch's cross entropy is summed and divided by the whole batch's
+target count (the micro-batches' losses and gradients add up to the unsplit
+batch's); the balance loss is each micro-batch's own, weighted by its share
+of the rows.
+
   pytorch_moe.py train --spec S.toml --weights W.safetensors --batches B.safetensors
-                 [--experts grouped_mm|loop] [--compile] [--steps N] --out RESULT.json
+                 [--experts grouped_mm|loop] [--compile] [--steps N] [--micro-batch M]
+                 --out RESULT.json
   pytorch_moe.py peak --out PEAK.json      # bf16 matmul TFLOP/s on this GPU
 """
 import argparse
@@ -46,7 +55,7 @@ def model_spec(path):
     t = dict(seq_len=128, global_batch=8, steps=100, lr=3e-3, warmup_steps=10, min_lr_ratio=0.1,
              weight_decay=0.1, grad_clip=1.0, adam_beta1=0.9, adam_beta2=0.95, adam_eps=1e-8,
              muon_lr=0.02, muon_momentum=0.95, muon_ns_steps=5, aux_loss_coef=0.01,
-             router_bias_rate=0.0)
+             router_bias_rate=0.0, micro_batch=0)
     t.update(root.get("training", {}))
     if m["shared_expert"] or t["router_bias_rate"] != 0:
         sys.exit("pytorch_moe.py: shared_expert and router_bias_rate are not implemented here")
@@ -127,10 +136,12 @@ def layer(m, run_experts, x, cos, sin, attn_norm, wq, wk, wv, wo, ffn_norm, rout
 
 
 def head_loss(x, norm, head, targets, eps):
+    """The summed cross entropy: the caller divides by the step's target
+    count, which micro-batches share."""
     bf = torch.bfloat16
     logits = F.rms_norm(x, (x.shape[-1],), norm.to(bf), eps) @ head.to(bf).t()
     return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.view(-1),
-                           ignore_index=-1)
+                           ignore_index=-1, reduction="sum")
 
 
 class MoeModel:
@@ -147,7 +158,9 @@ class MoeModel:
         self.layer = torch.compile(layer) if compiled else layer
         self.head_loss = torch.compile(head_loss) if compiled else head_loss
 
-    def forward(self, inputs, targets, aux_coef):
+    def forward(self, inputs, targets, aux_coef, step_targets):
+        """This micro-batch's share of the step's mean cross entropy (over
+        `step_targets`), and the loss to run backward on."""
         m, p = self.m, self.p
         x = F.embedding(inputs, p["embed.weight"].to(torch.bfloat16))
         auxes = []
@@ -156,6 +169,7 @@ class MoeModel:
             x, aux = self.layer(m, self.run_experts, x, self.cos, self.sin, *ws)
             auxes.append(aux)
         ce = self.head_loss(x, p["final.norm"], p["final.head"], targets, m["norm_eps"])
+        ce = ce / max(1, step_targets)
         return ce, ce + aux_coef * torch.stack(auxes).mean()
 
 
@@ -233,6 +247,13 @@ def train(args):
     batches = load_file(args.batches)
     inputs, targets = batches["inputs"].long(), batches["targets"].long()
     steps = min(args.steps, inputs.shape[0])
+    rows = inputs.shape[1]
+    micro = args.micro_batch if args.micro_batch is not None else t["micro_batch"]
+    micro = micro or rows
+    if micro < 1 or rows % micro:
+        sys.exit(f"pytorch_moe.py: micro_batch = {micro} does not divide the {rows} rows of "
+                 f"a step; accepted: a divisor of {rows}, or 0 (all in one forward)")
+    parts = rows // micro
     model = MoeModel(m, inputs.shape[-1], params, args.experts, args.compile)
     muon, adamw = make_optimizers(params, t)
     plist = list(params.values())
@@ -243,10 +264,16 @@ def train(args):
         torch.cuda.synchronize()
         start = time.perf_counter()
         x, y = inputs[step].to(dev, non_blocking=True), targets[step].to(dev, non_blocking=True)
+        step_targets = int((targets[step] != -1).sum())  # on the host: no sync
         for p in plist:
             p.grad = None
-        ce, loss = model.forward(x, y, t["aux_loss_coef"])
-        loss.backward()
+        ce = 0
+        for i in range(parts):  # backward adds into .grad
+            rows_i = slice(i * micro, (i + 1) * micro)
+            ce_i, loss = model.forward(x[rows_i], y[rows_i], t["aux_loss_coef"] / parts,
+                                       step_targets)
+            loss.backward()
+            ce = ce + ce_i.detach()
         clip_grad_norm(plist, t["grad_clip"])
         scale = lr_scale(step, t["warmup_steps"], t["steps"], t["min_lr_ratio"])
         for g in muon.param_groups:
@@ -263,6 +290,7 @@ def train(args):
     result = dict(
         implementation="pytorch " + ("compile" if args.compile else "eager") + " " + args.experts,
         torch=torch.__version__, steps=steps, warmup_steps_untimed=args.warmup,
+        global_batch=rows, micro_batch=micro,
         tokens_per_step=tokens, tokens_per_s=tokens * len(timed) / sum(timed),
         step_seconds_median=statistics.median(timed), losses=losses,
         peak_mem_bytes=torch.cuda.max_memory_allocated(),
@@ -306,6 +334,9 @@ def main():
     tr.add_argument("--compile", action="store_true")
     tr.add_argument("--steps", type=int, default=50)
     tr.add_argument("--warmup", type=int, default=5, help="first steps left out of the timing")
+    tr.add_argument("--micro-batch", type=int, default=None,
+                    help="rows per forward (gradient accumulation); default training.micro_batch "
+                         "of the spec, 0 or absent: the whole batch")
     tr.add_argument("--out", required=True)
     pk = sub.add_parser("peak")
     pk.add_argument("--out", required=True)

@@ -5,16 +5,23 @@
 #   1. builds trainer_core there (TRELLIS_TRAINER_ONLY)
 #   2. runs bench/gpu/kernels/run.sh if it exists (KERNELS=0 skips it)
 #   3. CHECK=1: the GPU path against the CPU fp32 reference on a tiny config
-#   4. writes the moe-bench corpus, initial weights and token batches once
-#      (trellis-export), measures the bf16 matmul peak, then trains moe-bench
-#      STEPS steps with trellis-train (ATen Newton-Schulz, and the one from
-#      kernels/ when built with it), PyTorch eager (torch._grouped_mm and the
-#      per-expert loop) and PyTorch torch.compile, one process after another
-#   5. prints the table and writes OUT_DIR/trainer-gpu-<date>.{md,json}
-# Usage: bench/gpu/run.sh   (env: STEPS=50 WARMUP=5 KERNELS=1 CHECK=1 CHECK_STEPS=30
-#        CHECKS="documents causal"
+#   4. writes the moe-bench corpus and initial weights once, measures the bf16
+#      matmul peak, then for each batch size of BATCHES writes its token
+#      batches (trellis-export) and trains moe-bench STEPS steps with
+#      trellis-train (ATen Newton-Schulz, and the one from kernels/ when built
+#      with it), PyTorch eager (torch._grouped_mm and the per-expert loop) and
+#      PyTorch torch.compile, one process after another
+#   5. prints a table per batch size and writes them all to
+#      OUT_DIR/trainer-gpu-<date>.{md,json}
+# BATCHES: global batches, each GLOBAL[:MICRO] (MICRO: rows per forward, the
+# gradients accumulated over GLOBAL / MICRO forwards before one optimizer step,
+# in trellis-train (training.micro_batch) and PyTorch alike; absent: one forward).
+# The default "2 16:2" is moe-bench's 2 rows, then 16 rows as 8 micro-batches of 2.
+# Usage: bench/gpu/run.sh   (env: STEPS=50 WARMUP=5 BATCHES="2 16:2" KERNELS=1 CHECK=1
+#        CHECK_STEPS=30 CHECKS="documents causal"
 #        RUNS="trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm"
-#        WITH_KERNELS=ON (OFF: trainer_core without kernels/) BUILD_DIR=build-gpu OUT_DIR=bench/results WORK=<temp dir> JOBS=$(nproc))
+#        WITH_KERNELS=ON (OFF: trainer_core without kernels/) BUILD_DIR=build-gpu
+#        OUT_DIR=bench/results WORK=<temp dir> JOBS=$(nproc))
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-50}
@@ -23,6 +30,7 @@ KERNELS=${KERNELS:-1}
 CHECK=${CHECK:-1}
 CHECK_STEPS=${CHECK_STEPS:-30}
 CHECKS=${CHECKS:-documents causal}
+BATCHES=${BATCHES:-2 16:2}
 RUNS=${RUNS:-trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm}
 WITH_KERNELS=${WITH_KERNELS:-ON}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -87,37 +95,98 @@ if [ "$CHECK" = 1 ]; then
   done
 fi
 
-log "moe-bench inputs"
-"$BIN/trellis-corpus" synthetic "$WORK/moe-bench.corpus" 32000 2000000 || die "corpus"
-"$BIN/trellis-export" "$SPEC" --data "$WORK/moe-bench.corpus" --info "$WORK/info.json" \
-  --weights "$WORK/weights.safetensors" --batches "$WORK/batches.safetensors" --steps "$STEPS" \
-  || die "export"
-python3 bench/gpu/pytorch_moe.py peak --out "$WORK/peak.json" || die "peak"
-
-for run in $RUNS; do
-  log "train $run"
-  case $run in
-    trellis|trellis_kernel_ns)
-      if [ $run = trellis_kernel_ns ] && ! grep -q TRELLIS_WITH_KERNELS "$BUILD_DIR/build.ninja"; then
-        echo "run.sh: trainer_core was built without kernels/, skipping $run"; continue
-      fi
-      TRELLIS_KERNEL_NS=$([ $run = trellis_kernel_ns ] && echo 1 || echo 0) \
-        "$BIN/trellis-train" "$SPEC" --data "$WORK/moe-bench.corpus" --steps "$STEPS" --json \
-        > "$WORK/$run.jsonl" 2> "$WORK/$run.err" \
-        || { tail -20 "$WORK/$run.err"; echo "run.sh: $run failed, continuing"; }
-      head -2 "$WORK/$run.err"; sed -n '1p;$p' "$WORK/$run.jsonl" ;;
-    eager_*|compile_*)
-      mode=${run%%_*} experts=${run#*_}
-      python3 bench/gpu/pytorch_moe.py train --spec "$SPEC" --weights "$WORK/weights.safetensors" \
-        --batches "$WORK/batches.safetensors" --experts "$experts" --steps "$STEPS" \
-        --warmup "$WARMUP" $([ "$mode" = compile ] && echo --compile) \
-        --out "$WORK/pytorch_$run.json" > "$WORK/pytorch_$run.log" 2>&1 \
-        || { tail -30 "$WORK/pytorch_$run.log"; echo "run.sh: $run failed, continuing"; }
-      sed -n '1p;$p' "$WORK/pytorch_$run.log" ;;
-  esac
+for b in $BATCHES; do  # refuse a bad list before hours of work
+  [[ $b =~ ^[1-9][0-9]*(:[1-9][0-9]*)?$ ]] || die "BATCHES entry '$b' is not GLOBAL or GLOBAL:MICRO"
+  global=${b%%:*} micro=${b#*:}; [ "$micro" = "$b" ] && micro=0
+  [ "$micro" = 0 ] || [ $((global % micro)) = 0 ] \
+    || die "BATCHES entry '$b': micro batch $micro does not divide global batch $global"
 done
 
+log "moe-bench inputs"
+"$BIN/trellis-corpus" synthetic "$WORK/moe-bench.corpus" 32000 2000000 || die "corpus"
+# The weights do not depend on the batch: written once, for every size.
+"$BIN/trellis-export" "$SPEC" --data "$WORK/moe-bench.corpus" \
+  --weights "$WORK/weights.safetensors" || die "export weights"
+python3 bench/gpu/pytorch_moe.py peak --out "$WORK/peak.json" || die "peak"
+
+# One batch size: its spec, batches and runs in $WORK/$tag (summarize.py's inputs).
+bench_size() {
+  local global=$1 micro=$2 tag=$3 dir="$WORK/$3" spec="$WORK/$3/moe-bench.toml"
+  mkdir -p "$dir"
+  cp "$WORK/peak.json" "$dir/"
+  sed -e "s/^global_batch = .*/global_batch = $global\nmicro_batch = $micro/" "$SPEC" > "$spec"
+  grep -q "^micro_batch = $micro$" "$spec" || die "$spec: no global_batch line to set"
+  "$BIN/trellis-export" "$spec" --data "$WORK/moe-bench.corpus" --info "$dir/info.json" \
+    --batches "$dir/batches.safetensors" --steps "$STEPS" || die "export $tag"
+  for run in $RUNS; do
+    log "train $run ($tag)"
+    case $run in
+      trellis|trellis_kernel_ns)
+        if [ $run = trellis_kernel_ns ] &&
+          ! grep -q TRELLIS_WITH_KERNELS "$BUILD_DIR/build.ninja"; then
+          echo "run.sh: trainer_core was built without kernels/, skipping $run"; continue
+        fi
+        TRELLIS_KERNEL_NS=$([ $run = trellis_kernel_ns ] && echo 1 || echo 0) \
+          "$BIN/trellis-train" "$spec" --data "$WORK/moe-bench.corpus" --steps "$STEPS" --json \
+          > "$dir/$run.jsonl" 2> "$dir/$run.err" \
+          || { tail -20 "$dir/$run.err"; echo "run.sh: $run ($tag) failed, continuing"; }
+        head -2 "$dir/$run.err"; sed -n '1p;$p' "$dir/$run.jsonl" ;;
+      eager_*|compile_*)
+        mode=${run%%_*} experts=${run#*_}
+        python3 bench/gpu/pytorch_moe.py train --spec "$spec" \
+          --weights "$WORK/weights.safetensors" --batches "$dir/batches.safetensors" \
+          --experts "$experts" --steps "$STEPS" --warmup "$WARMUP" \
+          $([ "$mode" = compile ] && echo --compile) \
+          --out "$dir/pytorch_$run.json" > "$dir/pytorch_$run.log" 2>&1 \
+          || { tail -30 "$dir/pytorch_$run.log"; echo "run.sh: $run ($tag) failed, continuing"; }
+        sed -n '1p;$p' "$dir/pytorch_$run.log" ;;
+    esac
+  done
+  log "summary ($tag)"
+  python3 bench/gpu/summarize.py "$dir" "$dir/summary" \
+    "bench/gpu/run.sh (STEPS=$STEPS WARMUP=$WARMUP, global_batch $global, micro_batch $micro)" \
+    "$WARMUP" || echo "run.sh: summary of $tag failed, continuing"
+}
+
+tags=()
+for b in $BATCHES; do
+  global=${b%%:*} micro=${b#*:}; [ "$micro" = "$b" ] && micro=0
+  tag=gb$global$([ "$micro" = 0 ] || echo "_mb$micro")
+  bench_size "$global" "$micro" "$tag"
+  tags+=("$tag")
+done
+
+# Every size's table in one file: Markdown sections, and the JSON summaries
+# in a list, each with its global and micro batch.
 day=$(date -u +%Y-%m-%d)
-log "summary"
-python3 bench/gpu/summarize.py "$WORK" "$OUT_DIR/trainer-gpu-$day" \
-  "bench/gpu/run.sh (STEPS=$STEPS WARMUP=$WARMUP)" "$WARMUP"
+log "summary -> $OUT_DIR/trainer-gpu-$day.{md,json}"
+command="bench/gpu/run.sh (STEPS=$STEPS WARMUP=$WARMUP BATCHES=\"$BATCHES\")"
+python3 - "$WORK" "$OUT_DIR/trainer-gpu-$day" "$command" "${tags[@]}" <<'PY'
+import json, os, sys
+work, prefix, command, tags = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+md = ["# trainer-gpu: moe-bench on one GPU, trellis-train vs PyTorch, by batch size", "",
+      f"- Command: `{command}`",
+      "- Each size: `training.global_batch` rows per optimizer step; with a micro batch, "
+      "gradients accumulated over global / micro forwards of that many rows (trellis-train's "
+      "`training.micro_batch`, the same in PyTorch)", ""]
+sizes = []
+for tag in tags:
+    path = os.path.join(work, tag, "summary")
+    if not os.path.exists(path + ".json"):
+        md += [f"## {tag}", "", "no summary (see the log above)", ""]
+        continue
+    s = json.load(open(path + ".json"))
+    info = s["model"]
+    micro = info.get("micro_batch", 0)
+    title = (f"global_batch {info['global_batch']}" +
+             (f", micro_batch {micro} ({info['global_batch'] // micro} forwards per step)"
+              if micro else ", one forward per step"))
+    sizes.append(dict(global_batch=info["global_batch"], micro_batch=micro, **s))
+    body = "\n".join(l for l in open(path + ".md").read().splitlines() if not l.startswith("# "))
+    md += [f"## {title}", "", body.strip("\n"), ""]
+with open(prefix + ".json", "w") as f:
+    json.dump(dict(benchmark="trainer-gpu", command=command, sizes=sizes), f, indent=1)
+with open(prefix + ".md", "w") as f:
+    f.write("\n".join(md).rstrip("\n") + "\n")
+print("\n".join(md))
+PY

@@ -4,15 +4,28 @@
 
 namespace trellis::spec {
 
+std::string MicroBatchMismatch(const TrainingSpec& t, int world, const std::string& world_text) {
+  const int64_t rows = t.global_batch / world;
+  if (t.micro_batch <= 0 || rows % t.micro_batch == 0) return "";
+  const std::string r = std::to_string(rows);
+  return std::to_string(t.micro_batch) + " does not divide the " + r +
+         " rows per rank (training.global_batch " + std::to_string(t.global_batch) + " over " +
+         world_text + "); accepted: a divisor of " + r + ", or 0 (all " + r +
+         " rows in one forward)";
+}
+
 void CheckModelFitsWorld(const TrainerSpec& t, int nodes, int ranks_per_node,
                          FieldErrors* errors) {
   auto n = [](int64_t v) { return std::to_string(v); };
   const int world = nodes * ranks_per_node;
   const std::string world_text =
       "the world size " + n(world) + " (" + n(nodes) + " nodes x " + n(ranks_per_node) + " ranks)";
-  if (t.training.global_batch % world != 0)
+  if (t.training.global_batch % world != 0) {
     errors->push_back({"training.global_batch", "must be a multiple of " + world_text + ", got " +
                                                     n(t.training.global_batch)});
+  } else if (auto why = MicroBatchMismatch(t.training, world, world_text); !why.empty()) {
+    errors->push_back({"training.micro_batch", why});
+  }
   const int node_size = t.parallel.node_size > 0 ? t.parallel.node_size : ranks_per_node;
   if (world % node_size != 0) {
     errors->push_back({"parallel.node_size", "must divide " + world_text + ", got " + n(node_size)});

@@ -4,10 +4,18 @@
 // start (trainer_core/parallel/expert_parallel.cc, trainer.cc), checked at
 // submit so a bad spec is refused before it queues for hours.
 
+#include <string>
+
 #include "common/spec/field_errors.h"
 #include "common/spec/trainer_spec.h"
 
 namespace trellis::spec {
+
+// Empty when training.micro_batch (0: all) divides the rows each rank trains
+// per step (global_batch / world, already known to divide evenly); else the
+// message for the field, naming both numbers. `world_text` says what the
+// world is ("world 2", or how a spec's nodes make it).
+std::string MicroBatchMismatch(const TrainingSpec& t, int world, const std::string& world_text);
 
 // world = nodes * ranks_per_node; parallel.node_size defaults to
 // ranks_per_node and parallel.ep to node_size, as in the trainer.

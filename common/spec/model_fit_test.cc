@@ -52,5 +52,27 @@ TEST(CheckModelFitsWorld, ExpertsMustSplitOnExpertBoundaries) {
   EXPECT_EQ(Check(t, 4, 2), "");
 }
 
+TEST(CheckModelFitsWorld, MicroBatchMustDivideTheRowsPerRank) {
+  auto t = Tiny();  // global_batch 16
+  t.training.micro_batch = 3;
+  EXPECT_EQ(Check(t, 1, 2),
+            "training.micro_batch: 3 does not divide the 8 rows per rank (training.global_batch 16 "
+            "over the world size 2 (1 nodes x 2 ranks)); accepted: a divisor of 8, or 0 (all 8 "
+            "rows in one forward)");
+  t.training.micro_batch = 8;  // divides 16, but not the 4 rows of each of 4 ranks
+  EXPECT_NE(Check(t, 2, 2).find("training.micro_batch: 8 does not divide the 4 rows per rank"),
+            std::string::npos);
+  for (int ok : {0, 1, 2, 4}) {
+    t.training.micro_batch = ok;
+    EXPECT_EQ(Check(t, 2, 2), "") << ok;
+  }
+  // A global batch that does not split over the world is the one error.
+  t.training.global_batch = 6;
+  t.training.micro_batch = 4;
+  EXPECT_EQ(Check(t, 2, 2).find("training.micro_batch"), std::string::npos);
+  t.training.micro_batch = 2;  // the 2 rows of each of 3 ranks
+  EXPECT_EQ(MicroBatchMismatch(t.training, 3, "world 3"), "");
+}
+
 }  // namespace
 }  // namespace trellis::spec

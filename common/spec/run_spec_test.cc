@@ -91,6 +91,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"[job\nname=", "spec: TOML syntax error at line 1"},
         BadSpec{"[job]\nname='m'\n[model]\nexperts=4\n[slurm]\nnodes=2\nranks_per_node=2\n[training]\nglobal_batch=6\n",
                 "training.global_batch: must be a multiple of the world size 4 (2 nodes x 2 ranks), got 6"},
+        BadSpec{"[job]\nname='m'\n[model]\nexperts=4\n[slurm]\nnodes=1\nranks_per_node=2\n"
+                "[training]\nglobal_batch=16\nmicro_batch=3\n",
+                "training.micro_batch: 3 does not divide the 8 rows per rank (training.global_batch "
+                "16 over the world size 2 (1 nodes x 2 ranks)); accepted: a divisor of 8"},
+        BadSpec{"[job]\nname='m'\n[model]\nexperts=4\n[training]\nglobal_batch=4\nmicro_batch=5\n",
+                "training.micro_batch: must be at most training.global_batch (4), got 5"},
         BadSpec{kJob + "[slurm]\nranks_per_node=4\ngpus_per_node=2\n", "slurm.ranks_per_node: must be <= slurm.gpus_per_node"},
         BadSpec{kJob + "[colour]\nx=1\n", "accepted: job, slurm, gate, restart, health, env"},
         BadSpec{kJob + "[restart]\nheartbeat_timeout_s=4\n", "restart.heartbeat_timeout_s: must be an integer in [5, 3600], got 4"},

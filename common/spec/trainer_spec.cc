@@ -49,6 +49,7 @@ void ParseTraining(const toml::table& root, TrainingSpec* t, FieldErrors* errors
   TableReader r(root["training"].as_table(), "training", errors);
   r.Int("seq_len", &t->seq_len, 2, 1 << 20);
   r.Int("global_batch", &t->global_batch, 1, 1 << 20);
+  r.Int("micro_batch", &t->micro_batch, 0, 1 << 20);
   r.Int("steps", &t->steps, 1, int64_t{1} << 40);
   r.Double("lr", &t->lr, 0, 10);
   int64_t seed = static_cast<int64_t>(t->seed);
@@ -71,6 +72,11 @@ void ParseTraining(const toml::table& root, TrainingSpec* t, FieldErrors* errors
   Choice(&r, "dtype", &t->dtype, {"auto", "float32", "bfloat16"});
   Choice(&r, "device", &t->device, {"auto", "cpu", "cuda"});
   r.Finish();
+  // Whether it divides each rank's rows needs the world (model_fit.h).
+  if (t->micro_batch > t->global_batch)
+    r.Error("micro_batch", "must be at most training.global_batch (" +
+                               std::to_string(t->global_batch) + "), got " +
+                               std::to_string(t->micro_batch));
 }
 
 }  // namespace

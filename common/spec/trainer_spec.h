@@ -45,7 +45,11 @@ struct ParallelSpec {
 
 struct TrainingSpec {
   int seq_len = 128;
-  int global_batch = 8;
+  int global_batch = 8;  // rows per step, over all ranks
+  // Rows per forward on each rank (gradient accumulation): a rank runs its
+  // global_batch / world rows in micro-batches of this many, accumulating
+  // gradients, then takes one optimizer step. 0: all of them in one forward.
+  int micro_batch = 0;
   int64_t steps = 100;  // also the horizon of the learning-rate schedule
   double lr = 3e-3;     // AdamW (embedding, head, router, norms)
   uint64_t seed = 1234;

@@ -27,6 +27,7 @@ lr = 0.01
   EXPECT_TRUE(s.parallel.activation_checkpointing);
   EXPECT_EQ(s.parallel.expert_gather_dtype, "float32");
   EXPECT_EQ(s.training.dtype, "auto");
+  EXPECT_EQ(s.training.micro_batch, 0);  // all of a rank's rows in one forward
 }
 
 TEST(TrainerSpecTest, DtypeTakesAutoAndTheTwoNames) {
@@ -67,6 +68,8 @@ activation_checkpointing = false
 expert_gather_dtype = "fp8"
 [training]
 warmup_steps = 7
+global_batch = 16
+micro_batch = 2
 muon_lr = 0.01
 muon_ns_dtype = "float32"
 aux_loss_coef = 0
@@ -85,6 +88,8 @@ at_end = false
   EXPECT_FALSE(s.parallel.activation_checkpointing);
   EXPECT_EQ(s.parallel.expert_gather_dtype, "fp8");
   EXPECT_EQ(s.training.warmup_steps, 7);
+  EXPECT_EQ(s.training.global_batch, 16);
+  EXPECT_EQ(s.training.micro_batch, 2);
   EXPECT_DOUBLE_EQ(s.training.muon_lr, 0.01);
   EXPECT_EQ(s.training.muon_ns_dtype, "float32");
   EXPECT_DOUBLE_EQ(s.training.aux_loss_coef, 0);
@@ -135,6 +140,24 @@ muon_momentum = 1.5
   EXPECT_NE(all.find("training.muon_momentum: must be a number in [0, 0.9999], got 1.5"),
             std::string::npos)
       << all;
+}
+
+// What the spec alone can say about micro_batch; whether it divides each
+// rank's rows needs the world (model_fit_test).
+TEST(TrainerSpecTest, MicroBatchIsAtMostTheGlobalBatch) {
+  auto parse = [](const std::string& training) {
+    FieldErrors errors;
+    ParseTrainerSections(toml::parse("[training]\n" + training), &errors);
+    return JoinErrors(errors);
+  };
+  EXPECT_EQ(parse("global_batch = 8\nmicro_batch = 8\n"), "");
+  EXPECT_EQ(parse("global_batch = 8\nmicro_batch = 0\n"), "");
+  EXPECT_EQ(parse("global_batch = 8\nmicro_batch = 9\n"),
+            "training.micro_batch: must be at most training.global_batch (8), got 9");
+  EXPECT_EQ(parse("micro_batch = -1\n"),
+            "training.micro_batch: must be an integer in [0, 1048576], got -1");
+  EXPECT_NE(parse("micro_batch = 1.5\n").find("training.micro_batch: must be an integer"),
+            std::string::npos);
 }
 
 }  // namespace

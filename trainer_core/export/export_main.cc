@@ -82,6 +82,8 @@ void WriteInfo(const trellis::spec::TrainerSpec& spec, const std::string& path) 
       {"params", params},
       {"active_params_per_token", ActiveParamsPerToken(spec.model)},
       {"tokens_per_step", int64_t{t.global_batch} * t.seq_len},
+      {"global_batch", t.global_batch},
+      {"micro_batch", t.micro_batch},  // rows per forward per rank; 0: all of them
       {"training_flops_per_token", TrainingFlopsPerToken(spec.model, t.seq_len)},
       {"newton_schulz_flops_per_step", NewtonSchulzFlopsPerStep(spec.model, t.muon_ns_steps)}};
   std::ofstream out(path);

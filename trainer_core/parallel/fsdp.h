@@ -42,8 +42,10 @@ struct ExpertShard {
 };
 
 struct ShardedForward {
-  // Mean cross entropy over the global batch: fp64 [1] on the device, summed
-  // over ranks there (reading it is the caller's host synchronization).
+  // This forward's cross entropy over `global_targets` (the global batch's
+  // mean when the forward has all of it; micro-batches' add up to it): fp64
+  // [1] on the device, summed over ranks there (reading it is the caller's
+  // host synchronization).
   torch::Tensor ce;
   // fp64 [1] on the device: layers whose recompute routed differently from
   // their forward (must read 0; the caller checks it with the step's figures).
@@ -61,11 +63,14 @@ class ShardedModel {
                bool activation_checkpointing = true,
                const std::string& expert_gather_dtype = "float32");
 
-  // Forward and backward over this rank's rows; gradients end up in the
-  // shards' grad (summed over ranks). `global_targets` counts the positions
-  // with a target over all ranks' rows, `global_tokens` all positions.
-  // Marks `laps` (if given) between forward and backward. Waits for nothing
-  // on the device except the expert all-to-all's split sizes (EP > 1).
+  // Forward and backward over this rank's rows; gradients are added to the
+  // shards' grad (summed over ranks), so calls after one ZeroGrad accumulate
+  // (micro-batches). `global_targets` counts the positions with a target over
+  // all ranks' rows of the whole step (the cross entropy's denominator),
+  // `global_tokens` all positions of this forward over all ranks (the
+  // balance loss's). Marks `laps` (if given) between forward and backward.
+  // Waits for nothing on the device except the expert all-to-all's split
+  // sizes (EP > 1).
   ShardedForward ForwardBackward(const TokenBatch& local, int64_t global_targets,
                                  int64_t global_tokens, torch::Dtype compute_dtype,
                                  double aux_coef, compat::StepLaps* laps = nullptr);
