@@ -195,9 +195,12 @@ double Percentile(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Simulated workers streaming step records to a real trellis-controller"};
-  std::string controller, run_name = "ingest";
+  std::string controller, user_addr, run_name = "ingest";
   int nodes = 1536, ranks = 4, seconds = 600, channels = 32;
   app.add_option("--controller", controller, "host:port of the controller")->required();
+  app.add_option("--user-addr", user_addr,
+                 "the user API's address, the owner's unix:SOCKET (TCP would need a token)")
+      ->required();
   app.add_option("--nodes", nodes, "simulated nodes")->check(CLI::Range(1, 16384));
   app.add_option("--ranks", ranks, "ranks per node (records per batch)")->check(CLI::Range(1, 64));
   app.add_option("--seconds", seconds, "how long each node streams")->check(CLI::Range(1, 86400));
@@ -215,7 +218,7 @@ int main(int argc, char** argv) {
         grpc::CreateCustomChannel(controller, grpc::InsecureChannelCredentials(), args)));
   }
   auto users = v1::ControllerService::NewStub(
-      grpc::CreateChannel(controller, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(user_addr, grpc::InsecureChannelCredentials()));
 
   // The run, as a user submits it.
   grpc::ClientContext sctx;

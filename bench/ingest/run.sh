@@ -52,7 +52,8 @@ with open(out, "w") as f:
         time.sleep(1)
 PY
   sampler=$!
-  sim=$("$BUILD/bin/ingest_sim" --controller "127.0.0.1:$(cat "$dir/port")" --nodes "$n" \
+  sim=$("$BUILD/bin/ingest_sim" --controller "127.0.0.1:$(cat "$dir/port")" \
+    --user-addr "unix:$dir/ctl/controller.sock" --nodes "$n" \
         --ranks "$RANKS" --seconds "$SECS" 2>"$dir/sim.err") || { cat "$dir/sim.err"; exit 1; }
   ended=$(date +%s.%N)
   metrics=$(curl -sf "http://127.0.0.1:$(cat "$dir/mport")/metrics" | grep '^trellis_ingest' || true)
