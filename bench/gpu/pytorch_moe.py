@@ -239,6 +239,47 @@ def clip_grad_norm(params, max_norm):  # trainer_core: fp64 total, scale by max 
     return norm
 
 
+# The kinds a CUDA kernel's name tells: the GEMMs and attention are compute-bound,
+# the rest (elementwise, reductions, copies, casts, softmax) mostly memory-bound:
+# what torch.compile fuses.
+KERNEL_KINDS = (("gemm", ("gemm", "cutlass", "nvjet", "sm90_xmma", "grouped", "matmul")),
+                ("attention", ("flash", "fmha", "attention", "sdpa")),
+                ("nccl", ("nccl",)),
+                ("copy and cast", ("copy", "cast", "convert", "to_copy")))
+
+
+def kernel_kind(name):
+    low = name.lower()
+    for kind, keys in KERNEL_KINDS:
+        if any(k in low for k in keys):
+            return kind
+    return "other (elementwise, reductions)"
+
+
+def write_profile(profiler, path, steps):
+    """The CUDA kernels of `steps` steps: time per kind, then the 40 longest."""
+    rows = []
+    for e in profiler.key_averages():
+        t = getattr(e, "device_time_total", None)
+        if t is None:
+            t = getattr(e, "cuda_time_total", 0)
+        # Only CUDA activity is recorded: every event with device time is a kernel.
+        if t > 0:
+            rows.append((t / 1e3 / steps, e.count // steps, e.key))
+    rows.sort(reverse=True)
+    kinds = {}
+    for ms, _, name in rows:
+        kinds[kernel_kind(name)] = kinds.get(kernel_kind(name), 0) + ms
+    total = sum(kinds.values())
+    with open(path, "w") as f:
+        f.write(f"CUDA kernel time per step (mean of {steps} steps): {total:.1f} ms\n\n")
+        for kind, ms in sorted(kinds.items(), key=lambda kv: -kv[1]):
+            f.write(f"{kind:34s} {ms:8.1f} ms  {100 * ms / total:5.1f}%\n")
+        f.write("\nms/step  calls/step  kernel\n")
+        for ms, calls, name in rows[:40]:
+            f.write(f"{ms:7.2f}  {calls:10d}  {name[:150]}\n")
+
+
 def train(args):
     torch.manual_seed(0)
     m, t = model_spec(args.spec)
@@ -260,7 +301,15 @@ def train(args):
     tokens = inputs.shape[1] * inputs.shape[2]
     losses, seconds = [], []
     torch.cuda.reset_peak_memory_stats()
+    profiler = None
     for step in range(steps):
+        if args.profile and step == args.warmup:  # two timed steps, after the warm-up
+            profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
+            profiler.__enter__()
+        if profiler and step == args.warmup + 2:
+            profiler.__exit__(None, None, None)
+            write_profile(profiler, args.profile, 2)
+            profiler = None
         torch.cuda.synchronize()
         start = time.perf_counter()
         x, y = inputs[step].to(dev, non_blocking=True), targets[step].to(dev, non_blocking=True)
@@ -337,6 +386,10 @@ def main():
     tr.add_argument("--micro-batch", type=int, default=None,
                     help="rows per forward (gradient accumulation); default training.micro_batch "
                          "of the spec, 0 or absent: the whole batch")
+    tr.add_argument("--profile", default=None,
+                    help="write the CUDA kernels of two steps after the warm-up here, by time "
+                         "and kind (the profiled steps are timed as well; compare runs, not "
+                         "their tokens/s)")
     tr.add_argument("--out", required=True)
     pk = sub.add_parser("peak")
     pk.add_argument("--out", required=True)

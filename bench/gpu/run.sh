@@ -18,7 +18,8 @@
 # in trellis-train (training.micro_batch) and PyTorch alike; absent: one forward).
 # The default "2 16:2" is moe-bench's 2 rows, then 16 rows as 8 micro-batches of 2.
 # Usage: bench/gpu/run.sh   (env: STEPS=50 WARMUP=5 BATCHES="2 16:2" KERNELS=1 CHECK=1
-#        CHECK_STEPS=30 CHECKS="documents causal"
+#        CHECK_STEPS=30 CHECKS="documents causal micro" PROFILE=0 (1: the PyTorch runs write
+#        OUT_DIR/profile-<size>-<run>.txt, their CUDA kernels over two steps by time and kind)
 #        RUNS="trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm"
 #        WITH_KERNELS=ON (OFF: trainer_core without kernels/) BUILD_DIR=build-gpu
 #        OUT_DIR=bench/results WORK=<temp dir> JOBS=$(nproc))
@@ -29,7 +30,8 @@ WARMUP=${WARMUP:-5}
 KERNELS=${KERNELS:-1}
 CHECK=${CHECK:-1}
 CHECK_STEPS=${CHECK_STEPS:-30}
-CHECKS=${CHECKS:-documents causal}
+CHECKS=${CHECKS:-documents causal micro}
+PROFILE=${PROFILE:-0}
 BATCHES=${BATCHES:-2 16:2}
 RUNS=${RUNS:-trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm}
 WITH_KERNELS=${WITH_KERNELS:-ON}
@@ -60,12 +62,13 @@ if [ "$KERNELS" = 1 ] && [ -x bench/gpu/kernels/run.sh ]; then
 fi
 
 # Losses of trellis-train on a tiny config, GPU against the CPU fp32 reference.
-check() {
-  local corpus=$1 name=$2 steps=$CHECK_STEPS
+check() {  # CORPUS NAME [MICRO_BATCH]
+  local corpus=$1 name=$2 micro=${3:-0} steps=$CHECK_STEPS
   local base="$WORK/check_$name"
   for v in "cpu float32" "cuda float32" "cuda bfloat16"; do
     set -- $v
     sed -e "s/^dtype = .*/dtype = \"$2\"/" -e "s/^\[training\]/[training]\ndevice = \"$1\"/" \
+      -e "s/^global_batch = .*/&\nmicro_batch = $micro/" \
       examples/tiny-moe.toml > "$base.$1.$2.toml"
     "$BIN/trellis-train" "$base.$1.$2.toml" --data "$corpus" --steps $steps --json \
       > "$base.$1.$2.jsonl" 2> "$base.$1.$2.err" || { cat "$base.$1.$2.err"; die "check $name $v"; }
@@ -88,10 +91,12 @@ if [ "$CHECK" = 1 ]; then
   "$BIN/trellis-corpus" build "$WORK/licenses.corpus" /usr/share/common-licenses > /dev/null 2>&1 \
     || "$BIN/trellis-corpus" synthetic "$WORK/licenses.corpus" 256 300000 7 > /dev/null
   "$BIN/trellis-corpus" synthetic "$WORK/tiny_single.corpus" 256 300000 > /dev/null
-  # documents: several per row (masked attention); causal: one document (flash)
+  # documents: several per row (masked attention); causal: one document (flash);
+  # micro: documents in micro-batches of 4 rows (gradient accumulation)
   for c in $CHECKS; do
     [ "$c" = documents ] && check "$WORK/licenses.corpus" documents
     [ "$c" = causal ] && check "$WORK/tiny_single.corpus" causal
+    [ "$c" = micro ] && check "$WORK/licenses.corpus" micro 4
   done
 fi
 
@@ -137,6 +142,7 @@ bench_size() {
           --weights "$WORK/weights.safetensors" --batches "$dir/batches.safetensors" \
           --experts "$experts" --steps "$STEPS" --warmup "$WARMUP" \
           $([ "$mode" = compile ] && echo --compile) \
+          $([ "$PROFILE" = 1 ] && echo --profile "$OUT_DIR/profile-${tag}-$run.txt") \
           --out "$dir/pytorch_$run.json" > "$dir/pytorch_$run.log" 2>&1 \
           || { tail -30 "$dir/pytorch_$run.log"; echo "run.sh: $run ($tag) failed, continuing"; }
         sed -n '1p;$p' "$dir/pytorch_$run.log" ;;
