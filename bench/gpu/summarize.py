@@ -12,7 +12,9 @@ import statistics
 import sys
 from datetime import datetime, timezone
 
-TARGET_RATIO_EAGER, TARGET_MFU, TARGET_LOSS_REL = 1.3, 0.5, 0.01
+# Issue 17's targets: tokens/s against torch.compile, forward + backward against
+# the measured bf16 matmul peak, peak memory against compile's, losses against eager's.
+TARGET_RATIO_COMPILE, TARGET_FWD_BWD_MFU, TARGET_LOSS_REL = 1.2, 0.5, 0.01
 
 
 def trellis_result(path, warmup, tokens_per_step):
@@ -56,6 +58,11 @@ def main():
         r["mfu"] = r["tokens_per_s"] * tps_flops / (peak["peak_tflops"] * 1e12)
         r["mfu_with_newton_schulz"] = (r["tokens_per_s"] * (tps_flops + ns_per_token)
                                        / (peak["peak_tflops"] * 1e12))
+        if r.get("fwd_seconds_median") is not None:  # trellis: its own laps
+            r["fwd_bwd_mfu"] = (info["tokens_per_step"] * tps_flops
+                                / (r["fwd_seconds_median"] + r["bwd_seconds_median"])
+                                / (peak["peak_tflops"] * 1e12))
+        r["loss_mean"] = sum(r["losses"]) / len(r["losses"])
         r["loss_step_50"] = r["losses"][49] if len(r["losses"]) >= 50 else None
         r["loss_last"] = r["losses"][-1]
     ref = best_eager
@@ -64,6 +71,12 @@ def main():
         r["ratio_vs_compile"] = r["tokens_per_s"] / compiled["tokens_per_s"] if compiled else None
         if ref:
             r["loss_rel_diff_vs_pytorch"] = abs(r["loss_last"] - ref["loss_last"]) / ref["loss_last"]
+            # bf16 runs at moe-bench's learning rate drift apart step by step: the
+            # agreement is judged on step 1 and on the mean over the run.
+            r["loss_step1_rel_diff_vs_pytorch"] = (abs(r["losses"][0] - ref["losses"][0])
+                                                   / ref["losses"][0])
+            r["loss_mean_rel_diff_vs_pytorch"] = (abs(r["loss_mean"] - ref["loss_mean"])
+                                                  / ref["loss_mean"])
     # Targets on the faster trellis variant (the JSON names it).
     mine = [n for n in labels if n in runs]
     best = max(mine, key=lambda n: runs[n]["tokens_per_s"]) if mine else None
@@ -71,10 +84,15 @@ def main():
     targets = {"judged_run": best} if best else {}
     if t:
         targets |= {
-            "tokens_per_s >= 1.3 x pytorch eager": bool(ref) and t["ratio_vs_pytorch"] >= TARGET_RATIO_EAGER,
-            "mfu >= 0.5": t["mfu"] >= TARGET_MFU,
-            "ahead of torch.compile": bool(compiled) and t["ratio_vs_compile"] > 1.0,
-            "loss within 1% of pytorch eager": bool(ref) and t["loss_rel_diff_vs_pytorch"] <= TARGET_LOSS_REL,
+            "tokens_per_s >= 1.2 x torch.compile":
+                bool(compiled) and t["ratio_vs_compile"] >= TARGET_RATIO_COMPILE,
+            "forward + backward >= 0.5 of the bf16 matmul peak":
+                t.get("fwd_bwd_mfu", 0) >= TARGET_FWD_BWD_MFU,
+            "peak allocated <= torch.compile's":
+                bool(compiled) and t["peak_mem_bytes"] <= compiled["peak_mem_bytes"],
+            "loss at step 1 and mean loss within 1% of pytorch eager":
+                bool(ref) and t["loss_step1_rel_diff_vs_pytorch"] <= TARGET_LOSS_REL
+                and t["loss_mean_rel_diff_vs_pytorch"] <= TARGET_LOSS_REL,
             "alloc_retries == 0": t["alloc_retries"] == 0,
         }
     now = datetime.now(timezone.utc)
@@ -117,7 +135,8 @@ def main():
             f"{fmt(r['loss_step_50'], '.4f')} |")
     if t:
         lines += ["", f"trellis step breakdown (median s): forward {t['fwd_seconds_median']:.3f}, "
-                  f"backward {t['bwd_seconds_median']:.3f}, optimizer {t['optim_seconds_median']:.3f}",
+                  f"backward {t['bwd_seconds_median']:.3f}, optimizer {t['optim_seconds_median']:.3f}; "
+                  f"forward + backward at {t['fwd_bwd_mfu']:.3f} of the bf16 matmul peak",
                   "", "| target | met |", "|---|---|"]
         lines += [f"| {k} ({labels[best]}) | {'yes' if v else 'MISSED'} |"
                   for k, v in targets.items() if k != "judged_run"]
