@@ -86,6 +86,8 @@ out=$(runuser -u $B -- env -i PATH=/usr/bin:/bin HOME=/home/$B TRELLIS_TOKEN=not
   "$WORK/trellis" --addr "$TCP" ls 2>&1) && fail "$B listed with a made-up token"
 grep -q "not one this controller knows" <<<"$out" || fail "made-up token: $out"
 as $B cat "/home/$A/.config/trellis/token" >/dev/null 2>&1 && fail "$B read $A's token"
+as $B cat "/home/$A/trellis.db" >/dev/null 2>&1 && fail "$B read $A's database"
+as $B ls "/home/$A/runs" >/dev/null 2>&1 && fail "$B listed $A's run directories"
 
 # A team sharing A's controller (--tokens-file): B, given a user token, sees
 # and cancels only its own runs; A (the owner, an admin) sees all.
