@@ -280,9 +280,10 @@ void Controller::GetRun(std::string run_id, Reply<RunView> reply, RanksQuery ran
   });
 }
 
-void Controller::ListRuns(int limit, bool active_only, Reply<std::vector<RunView>> reply) {
-  asio::post(io_, [this, limit, active_only, reply = std::move(reply)] {
-    auto runs = store_->ListRuns(limit, active_only);
+void Controller::ListRuns(int limit, bool active_only, std::string user,
+                          Reply<std::vector<RunView>> reply) {
+  asio::post(io_, [this, limit, active_only, user = std::move(user), reply = std::move(reply)] {
+    auto runs = store_->ListRuns(limit, active_only, user);
     if (!runs.ok()) return reply(runs.status());
     std::vector<RunView> views;
     for (const auto& r : *runs) {

@@ -53,7 +53,9 @@ class Controller {
   // --- users ---
   void SubmitRun(std::string spec_toml, bool dry_run, std::string user, Reply<SubmitResult> reply);
   void GetRun(std::string run_id, Reply<RunView> reply, RanksQuery ranks = {});
-  void ListRuns(int limit, bool active_only, Reply<std::vector<RunView>> reply);
+  // `user` empty: everyone's runs.
+  void ListRuns(int limit, bool active_only, std::string user,
+                Reply<std::vector<RunView>> reply);
   void CancelRun(std::string run_id, std::string reason, Reply<RunState> reply);
   // Replies with the snapshot; the sink then gets every change until OnEnd.
   void Watch(std::string run_id, WatchSink* sink, Reply<RunView> reply);

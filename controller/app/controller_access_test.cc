@@ -205,6 +205,19 @@ TEST_F(TeamTest, UsersSeeTheirOwnRunsAndAdminsAll) {
   ASSERT_TRUE(Submit(kSpec, &theirs).ok());  // the owner, on the socket
   EXPECT_EQ(Listed(kAliceToken), std::vector<std::string>{mine.run_id() + ":alice"});
   EXPECT_EQ(Listed(kRootToken).size(), 2u);
+  {
+    // Newer runs of others do not push a user's own off a short page.
+    v1::SubmitRunResponse newer;
+    ASSERT_TRUE(Submit(kSpec, &newer).ok());
+    v1::ListRunsRequest one;
+    one.set_limit(1);
+    v1::ListRunsResponse page;
+    ASSERT_TRUE(As(kAliceToken, [&](grpc::ClientContext* c) {
+                  return tcp_user_stub_->ListRuns(c, one, &page);
+                }).ok());
+    ASSERT_EQ(page.runs_size(), 1);
+    EXPECT_EQ(page.runs(0).run_id(), mine.run_id());
+  }
 
   v1::Run run;
   v1::GetRunRequest get;

@@ -132,12 +132,16 @@ absl::StatusOr<RunRecord> Store::GetRun(const std::string& run_id) {
   return ReadRun(st);
 }
 
-absl::StatusOr<std::vector<RunRecord>> Store::ListRuns(int limit, bool active_only) {
-  std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs";
-  if (active_only) sql += " WHERE state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')";
+absl::StatusOr<std::vector<RunRecord>> Store::ListRuns(int limit, bool active_only,
+                                                      const std::string& user) {
+  std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE 1";
+  if (active_only) sql += " AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')";
+  if (!user.empty()) sql += " AND user = ?";
   sql += " ORDER BY seq DESC LIMIT ?";
   ASSIGN_OR_RETURN(auto st, db_->Prepare(sql));
-  st.Bind(1, limit);
+  int arg = 1;
+  if (!user.empty()) st.Bind(arg++, user);
+  st.Bind(arg, limit);
   std::vector<RunRecord> runs;
   while (true) {
     ASSIGN_OR_RETURN(bool row, st.Step());

@@ -29,7 +29,10 @@ class Store {
                                       const std::function<std::string(const std::string&)>& run_dir_for,
                                       WallTime now);
   absl::StatusOr<RunRecord> GetRun(const std::string& run_id);
-  absl::StatusOr<std::vector<RunRecord>> ListRuns(int limit, bool active_only);
+  // The newest `limit` runs; of `user` only when not empty (before the limit,
+  // so a team member's page is full of their own runs).
+  absl::StatusOr<std::vector<RunRecord>> ListRuns(int limit, bool active_only,
+                                                  const std::string& user = "");
   // How many runs are in each state (states without runs are absent).
   absl::StatusOr<std::map<RunState, int64_t>> CountRunsByState();
 
