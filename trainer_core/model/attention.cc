@@ -33,10 +33,14 @@ torch::Tensor DocumentCausalMask(const torch::Tensor& doc_ids) {
 namespace {
 
 // Rotates the two halves of each head's features by the position's angle.
+// x is [b, t, heads, head_dim] as the projection wrote it, before the
+// transpose to [b, heads, t, head_dim]: on the contiguous layout the
+// elementwise kernels (and their gradients) run vectorized, where on the
+// transposed view they took the strided path.
 torch::Tensor ApplyRope(const torch::Tensor& x, const RopeCache& rope) {
-  const int64_t t = x.size(2), half = x.size(3) / 2;
-  auto cos = rope.cos.narrow(0, 0, t).to(x.scalar_type());
-  auto sin = rope.sin.narrow(0, 0, t).to(x.scalar_type());
+  const int64_t t = x.size(1), half = x.size(3) / 2;
+  auto cos = rope.cos.narrow(0, 0, t).to(x.scalar_type()).unsqueeze(1);  // [t, 1, half]
+  auto sin = rope.sin.narrow(0, 0, t).to(x.scalar_type()).unsqueeze(1);
   auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
   return torch::cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, -1);
 }
@@ -46,12 +50,12 @@ torch::Tensor ApplyRope(const torch::Tensor& x, const RopeCache& rope) {
 torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w,
                                const RopeCache& rope, const torch::Tensor& mask) {
   const int64_t b = x.size(0), t = x.size(1), hd = w.wq.size(0) / w.heads;
-  auto heads = [&](const torch::Tensor& wt, int64_t n) {
-    return torch::matmul(x, wt.t()).view({b, t, n, hd}).transpose(1, 2);
+  auto heads = [&](const torch::Tensor& wt, int64_t n) {  // [b, t, n, hd]
+    return torch::matmul(x, wt.t()).view({b, t, n, hd});
   };
-  auto q = ApplyRope(heads(w.wq, w.heads), rope);
-  auto k = ApplyRope(heads(w.wk, w.kv_heads), rope);
-  auto v = heads(w.wv, w.kv_heads);
+  auto q = ApplyRope(heads(w.wq, w.heads), rope).transpose(1, 2);
+  auto k = ApplyRope(heads(w.wk, w.kv_heads), rope).transpose(1, 2);
+  auto v = heads(w.wv, w.kv_heads).transpose(1, 2);
   if (w.kv_heads != w.heads) {
     k = k.repeat_interleave(w.heads / w.kv_heads, 1);
     v = v.repeat_interleave(w.heads / w.kv_heads, 1);
