@@ -1,6 +1,7 @@
 #include "controller/core/batch_script.h"
 
 #include <algorithm>
+#include <set>
 
 namespace trellis::controller {
 namespace {
@@ -52,6 +53,24 @@ absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
   if (!IsSafeAddress(p.controller_addr))
     return absl::InvalidArgumentError("controller address '" + p.controller_addr +
                                       "' must be host:port");
+  // Every @KEY@ of the template must be known (checked before the values go
+  // in: a path may hold '@').
+  static const std::set<std::string, std::less<>> kKeys = {
+      "RUN_ID", "ATTEMPT", "WORKER", "CONTROLLER", "RUN_DIR", "SECRET_FILE", "TLS_CA"};
+  for (size_t at = template_text.find('@'); at != std::string::npos;
+       at = template_text.find('@', at + 1)) {
+    size_t end = at + 1;
+    while (end < template_text.size() &&
+           (std::isupper(static_cast<unsigned char>(template_text[end])) ||
+            template_text[end] == '_'))
+      ++end;
+    if (end == at + 1 || end == template_text.size() || template_text[end] != '@') continue;
+    const std::string_view key(template_text.data() + at + 1, end - at - 1);
+    if (!kKeys.count(key))
+      return absl::InvalidArgumentError("batch script template has an unknown placeholder @" +
+                                        std::string(key) + "@");
+    at = end;
+  }
   std::string out = template_text;
   ReplaceAll(&out, "@RUN_ID@", ShellQuote(p.run_id));
   ReplaceAll(&out, "@ATTEMPT@", std::to_string(p.attempt));
@@ -60,15 +79,6 @@ absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
   ReplaceAll(&out, "@RUN_DIR@", ShellQuote(p.run_dir));
   ReplaceAll(&out, "@SECRET_FILE@", ShellQuote(p.secret_file));
   ReplaceAll(&out, "@TLS_CA@", ShellQuote(p.tls_ca));
-  if (out.find('@') != std::string::npos) {
-    size_t at = out.find('@');
-    size_t end = out.find('@', at + 1);
-    std::string key = out.substr(at, end == std::string::npos ? 20 : end - at + 1);
-    if (key.size() > 2 && std::all_of(key.begin() + 1, key.end() - 1, [](char c) {
-          return std::isupper(static_cast<unsigned char>(c)) || c == '_';
-        }))
-      return absl::InvalidArgumentError("batch script template has an unknown placeholder " + key);
-  }
   return out;
 }
 

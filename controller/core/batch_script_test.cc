@@ -46,6 +46,13 @@ TEST(BatchScriptTest, RefusesUnsafeInputs) {
   p.run_id = "../x";
   EXPECT_FALSE(RenderBatchScript("@RUN_ID@", p).ok());
   EXPECT_FALSE(RenderBatchScript("@NOT_A_KEY@", Paths()).ok());
+  // Behind bash's own '@'s too, and not fooled by a value holding one.
+  EXPECT_FALSE(RenderBatchScript("\"$@\" ${a[@]} @RUN_ID@ @TYPO@", Paths()).ok());
+  p = Paths();
+  p.run_dir = "/data/@RUN_ID@/x@Y@";
+  auto at_in_value = RenderBatchScript("\"$@\" @RUN_DIR@ @RUN_ID@", p);
+  ASSERT_TRUE(at_in_value.ok()) << at_in_value.status();
+  EXPECT_EQ(*at_in_value, "\"$@\" '/data/@RUN_ID@/x@Y@' 'hello-1'");
 }
 
 TEST(BatchScriptTest, TheShippedTemplateRendersAndParses) {
@@ -70,7 +77,7 @@ TEST(BatchScriptTest, WorkersGetTheTlsCaOnlyWhenThereIsOne) {
   ASSERT_NE(at, std::string::npos);
   const size_t end = r->out.find('\n', r->out.find('\n', at) + 1);
   const std::string probe = "TLS_CA=@TLS_CA@\n" + r->out.substr(at, end - at) +
-                            "\nprintf '<%s>' \"${tls[@]}\"";
+                            "\nprintf '<%s>' ${tls[@]+\"${tls[@]}\"}";
   AttemptPaths p = Paths();
   auto plain = RenderBatchScript(probe, p);
   ASSERT_TRUE(plain.ok()) << plain.status();
