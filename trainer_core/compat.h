@@ -29,6 +29,8 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #endif
 #include <chrono>
 #include <cstdio>
@@ -221,6 +223,86 @@ class StepLaps {
   std::vector<Clock::time_point> times_;
 #ifdef TRELLIS_TORCH_CUDA
   std::vector<std::unique_ptr<at::cuda::CUDAEvent>> events_;
+#endif
+};
+
+// A moment of a step's work, for timing collectives: on a GPU a CUDA event
+// recorded on the current stream (read once the step is done), on the CPU the
+// host clock.
+class DeviceStamp {
+ public:
+  using Clock = std::chrono::steady_clock;
+  DeviceStamp() = default;  // not stamped
+  static DeviceStamp Now(bool cuda) {
+    DeviceStamp s;
+#ifdef TRELLIS_TORCH_CUDA
+    if (cuda) {
+      s.event_ = std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault);
+      s.event_->record();
+      s.stamped_ = true;
+      return s;
+    }
+#endif
+    (void)cuda;
+    return At(Clock::now());
+  }
+  static DeviceStamp At(Clock::time_point t) {
+    DeviceStamp s;
+    s.host_ = t;
+    s.stamped_ = true;
+    return s;
+  }
+  bool stamped() const { return stamped_; }
+  // Seconds from `origin` (a stamp of the same kind) to this one; on a GPU it
+  // waits until both events have happened.
+  double SecondsSince(const DeviceStamp& origin) const {
+#ifdef TRELLIS_TORCH_CUDA
+    if (event_ && origin.event_) {
+      event_->synchronize();
+      origin.event_->synchronize();
+      return origin.event_->elapsed_time(*event_) / 1000.0;
+    }
+#endif
+    return std::chrono::duration<double>(host_ - origin.host_).count();
+  }
+
+ private:
+  bool stamped_ = false;
+  Clock::time_point host_;
+#ifdef TRELLIS_TORCH_CUDA
+  std::shared_ptr<at::cuda::CUDAEvent> event_;
+#endif
+};
+
+// A CUDA stream of its own, to stamp when work on other streams ends: `wait`
+// (a collective's Work::wait, which makes the current stream wait for it)
+// runs with this stream current, then a stamp is recorded on it. Nothing
+// else runs there, so the stamp is the moment the awaited work ended. On the
+// CPU it runs `wait` and reads the clock.
+class SideStream {
+ public:
+  explicit SideStream(bool cuda) {
+#ifdef TRELLIS_TORCH_CUDA
+    if (cuda) stream_.emplace(c10::cuda::getStreamFromPool());
+#endif
+    (void)cuda;
+  }
+  template <typename F>
+  DeviceStamp StampAfter(F&& wait) {
+#ifdef TRELLIS_TORCH_CUDA
+    if (stream_) {
+      c10::cuda::CUDAStreamGuard guard(*stream_);
+      wait();
+      return DeviceStamp::Now(true);
+    }
+#endif
+    wait();
+    return DeviceStamp::Now(false);
+  }
+
+ private:
+#ifdef TRELLIS_TORCH_CUDA
+  std::optional<c10::cuda::CUDAStream> stream_;
 #endif
 };
 

@@ -190,7 +190,8 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     s.model = std::make_unique<ShardedModel>(spec.model, t.seq_len, t.seed, s.comm, s.mesh,
                                              s.device, wire,
                                              spec.parallel.activation_checkpointing,
-                                             spec.parallel.expert_gather_dtype);
+                                             spec.parallel.expert_gather_dtype,
+                                             spec.parallel.prefetch_layers);
 
     MuonOptions mo{t.muon_momentum, t.muon_ns_steps, torch::kFloat, t.weight_decay};
     // "auto": bf16 wherever bf16 matmuls are fast (accelerators, bf16 compute).
@@ -289,6 +290,7 @@ void Trainer::Step() {
   State& s = *s_;
   const auto& t = s.spec.training;
   compat::ResetMemoryPeaks(s.device);
+  s.comm->ResetTimes();
   compat::StepLaps laps(s.device);
   const HostBatch batch = s.data->ForStep(s.step);
   const int world = s.comm->size();
@@ -347,6 +349,12 @@ void Trainer::Step() {
   r.fwd_seconds = fwd;
   r.bwd_seconds = bwd;
   r.optim_seconds = lap[2 * parts];
+  // The step's collectives (world > 1): their time, and the part the
+  // compute stood waiting for them (before a checkpoint's barriers).
+  if (auto times = s.comm->TakeTimes()) {
+    r.comm_seconds = times->total;
+    r.exposed_comm_seconds = times->exposed;
+  }
   if (auto mem = compat::CudaMemory(s.device)) {
     r.alloc_retries = mem->alloc_retries;  // since the process started (a counter)
     r.mem_allocated_peak_bytes = mem->allocated_peak;  // this step's peaks

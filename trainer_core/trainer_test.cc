@@ -315,6 +315,8 @@ TEST_F(TrainerTest, NcclChannelCountFromItsLogGoesInTheRecords) {
   EXPECT_NE(notes[0].find(log), std::string::npos) << notes[0];
   // The record's line carries it for the worker and the CLI.
   EXPECT_NE(EncodeStepRecord(records[3]).find("\"nccl_max_ctas\":16"), std::string::npos);
+  // World 1 has no collectives to time.
+  for (const StepRecord& r : records) EXPECT_FALSE(r.comm_seconds || r.exposed_comm_seconds);
 }
 
 // The stated learning bar: the tiny config on the system's license texts

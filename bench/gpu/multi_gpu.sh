@@ -15,6 +15,14 @@
 #   grad_fp32     base with parallel.grad_reduce_dtype = "float32"
 #   visible_one   base with each rank seeing only its GPU (CUDA_VISIBLE_DEVICES,
 #                 as the workers start ranks) instead of LOCAL_RANK
+#   prefetch_off  base with parallel.prefetch_layers = 0: no gather ahead, every
+#                 collective waited for at once (the overlap's comparison)
+# Every other variant runs with parallel.prefetch_layers = PREFETCH_LAYERS
+# (default 1, the trainer's default; PREFETCH_LAYERS=0 runs them all without
+# overlap). The table gives each variant's collective time and the part the
+# compute stood waiting for (comm_seconds, exposed_comm_seconds of the step
+# records), and the comparison the overlap's aim: base's tokens/s per GPU vs
+# one_gpu (>= 0.95) with exposed communication under 5% of the step.
 # NCCL's log goes to WORK/<variant>.rank<r>.nccl (NCCL_DEBUG_FILE): its
 # channel count per communicator is the CTAs (SMs) each collective holds. A
 # failing variant prints each rank's last lines. Prints one table; writes
@@ -24,7 +32,8 @@
 # deploy/gpu/stage-headers.sh and carry .third_party (bench/gpu/README.md).
 #
 # Usage: bench/gpu/multi_gpu.sh [NGPU]   (env: STEPS=20 WARMUP=5
-#        VARIANTS="one_gpu base one_node ctas_default gather_fp8 gather_bf16 grad_fp32 visible_one"
+#        VARIANTS="one_gpu base one_node ctas_default gather_fp8 gather_bf16 grad_fp32 visible_one
+#        prefetch_off" PREFETCH_LAYERS=1
 #        BUILD_DIR=build-gpu OUT_DIR=bench/results WORK=<temp dir> TRELLIS_COMM_TIMEOUT_S=300
 #        DEVICE=cpu: the same launcher on CPU (gloo, examples/tiny-moe.toml) to check it)
 set -uo pipefail
@@ -37,7 +46,9 @@ else
 fi
 STEPS=${STEPS:-20}
 WARMUP=${WARMUP:-5}
-VARIANTS=${VARIANTS:-one_gpu base one_node ctas_default gather_fp8 gather_bf16 grad_fp32 visible_one}
+ALL_VARIANTS="one_gpu base one_node ctas_default gather_fp8 gather_bf16 grad_fp32 visible_one"
+VARIANTS=${VARIANTS:-$ALL_VARIANTS prefetch_off}
+PREFETCH_LAYERS=${PREFETCH_LAYERS:-1}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 OUT_DIR=${OUT_DIR:-bench/results}
 WORK=${WORK:-$(mktemp -d)}
@@ -73,19 +84,21 @@ ROWS_PER_GPU=$(sed -n 's/^global_batch = \([0-9]*\).*/\1/p' "$BASE_SPEC")
 
 # spec VARIANT WORLD -> path: the base spec with the variant's [parallel] and batch.
 spec() {
-  local path="$WORK/$1.toml" node=$NODE_SIZE gather=float32 grad=bfloat16
+  local path="$WORK/$1.toml" node=$NODE_SIZE gather=float32 grad=bfloat16 ahead=$PREFETCH_LAYERS
   [ "$2" = 1 ] && node=1
   [ "$1" = one_node ] && node=$2
   [ "$1" = gather_fp8 ] && gather=fp8
   [ "$1" = gather_bf16 ] && gather=bfloat16
   [ "$1" = grad_fp32 ] && grad=float32
+  [ "$1" = prefetch_off ] && ahead=0
+  # The variant's [parallel] lines (\n: newlines for sed and printf %b).
+  local block="node_size = $node\nep = $node\ngrad_reduce_dtype = \"$grad\""
+  block="$block\nexpert_gather_dtype = \"$gather\"\nprefetch_layers = $ahead"
   sed -e "s/^global_batch = .*/global_batch = $((ROWS_PER_GPU * $2))/" \
       -e "s/^steps = .*/steps = $STEPS/" -e "/^device = /d" -e "/^node_size = \|^ep = /d" \
-      -e "/^grad_reduce_dtype = \|^expert_gather_dtype = /d" \
-      -e "s/^\[parallel\]$/[parallel]\nnode_size = $node\nep = $node\ngrad_reduce_dtype = \"$grad\"\nexpert_gather_dtype = \"$gather\"/" \
-      "$BASE_SPEC" > "$path"
-  grep -q '^\[parallel\]' "$path" || printf '[parallel]\nnode_size = %s\nep = %s\ngrad_reduce_dtype = "%s"\nexpert_gather_dtype = "%s"\n' \
-    "$node" "$node" "$grad" "$gather" >> "$path"
+      -e "/^grad_reduce_dtype = \|^expert_gather_dtype = \|^prefetch_layers = /d" \
+      -e "s/^\[parallel\]$/[parallel]\n$block/" "$BASE_SPEC" > "$path"
+  grep -q '^\[parallel\]' "$path" || printf '[parallel]\n%b\n' "$block" >> "$path"
   sed -i "s/^\[training\]$/[training]\ndevice = \"$DEVICE\"/" "$path"
   echo "$path"
 }
@@ -133,6 +146,7 @@ if [ "$DEVICE" = cuda ]; then
 else
   machine="$(getconf _NPROCESSORS_ONLN) CPU cores (gloo)"
 fi
+settings="STEPS=$STEPS WARMUP=$WARMUP DEVICE=$DEVICE PREFETCH_LAYERS=$PREFETCH_LAYERS"
 python3 bench/gpu/multi_gpu_summary.py "$WORK" "$OUT_DIR/multi-gpu-${NGPU}gpu-$(date -u +%Y-%m-%d)" \
-  "bench/gpu/multi_gpu.sh $NGPU (STEPS=$STEPS WARMUP=$WARMUP DEVICE=$DEVICE)" "$NGPU" "$WARMUP" \
+  "bench/gpu/multi_gpu.sh $NGPU ($settings)" "$NGPU" "$WARMUP" \
   "$VARIANTS" "$machine"

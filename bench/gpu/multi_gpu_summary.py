@@ -65,6 +65,11 @@ for v in variants:
         "fwd_seconds_median": part("fwd_seconds"),
         "bwd_seconds_median": part("bwd_seconds"),
         "optim_seconds_median": part("optim_seconds"),
+        # The step's collective time and the part the compute stood waiting
+        # (rank 0; absent at world 1).
+        "comm_seconds_median": part("comm_seconds"),
+        "exposed_comm_seconds_median": part("exposed_comm_seconds"),
+        "exposed_comm_share_of_step": part("exposed_comm_seconds") / med,
         "tokens_per_s": tokens / med,
         "tokens_per_s_per_gpu": tokens / med / world,
         "alloc_retries_per_rank": [r[-1].get("alloc_retries", 0) for r in recs],
@@ -109,6 +114,11 @@ def final_loss_gap(a, b):
     return abs(la[-1] - lb[-1]) if la and lb and len(la) == len(lb) else None
 
 
+def ratio(a, b, key="tokens_per_s"):
+    x, y = rows.get(a, {}).get(key), rows.get(b, {}).get(key)
+    return x / y if x and y else None
+
+
 comparisons = {
     "fp8_vs_fp32_gather_max_loss_diff_10_steps": loss_gap("gather_fp8", "base"),
     "bf16_vs_fp32_gather_max_loss_diff_10_steps": loss_gap("gather_bf16", "base"),
@@ -119,6 +129,15 @@ comparisons = {
     # noise (non-deterministic GPU reductions) that the gaps above sit in.
     "same_numerics_max_loss_diff_10_steps": loss_gap("visible_one", "base"),
     "same_numerics_final_loss_diff": final_loss_gap("visible_one", "base"),
+    # The overlap's aim: base (prefetch on) at >= 0.95 of one GPU's tokens/s
+    # per GPU with exposed communication under 5% of the step; prefetch_off
+    # is the same run waiting for every collective at once (same numbers).
+    "base_tokens_per_s_per_gpu_vs_1": rows.get("base", {}).get("scaling_per_gpu_vs_1"),
+    "base_exposed_comm_share_of_step": rows.get("base", {}).get("exposed_comm_share_of_step"),
+    "prefetch_off_exposed_comm_share_of_step":
+        rows.get("prefetch_off", {}).get("exposed_comm_share_of_step"),
+    "base_vs_prefetch_off_tokens_per_s": ratio("base", "prefetch_off"),
+    "prefetch_off_vs_base_max_loss_diff_10_steps": loss_gap("prefetch_off", "base"),
     "expert_gather_bytes_per_layer_per_rank": bytes_gather,
     "grad_reduce_bytes_per_layer_per_rank": bytes_grad,
 }
@@ -139,19 +158,22 @@ name = base["job"]["name"] if base else "the spec"
 lines = [f"# multi-gpu: {name} on {ngpu} ranks (one per GPU)", "",
          f"- Date: {doc['date']}", f"- Machine: {machine}", f"- Command: `{command}`", "",
          "| variant | ranks | nodes x GPUs | tokens/s | tokens/s/GPU | vs 1 GPU | step s | fwd |"
-         " bwd | optim | NCCL CTAs | alloc retries | allocated GiB (max rank) |"
-         " reserved GiB (max rank) |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         " bwd | optim | comm | exposed | exposed % step | NCCL CTAs | alloc retries |"
+         " allocated GiB (max rank) | reserved GiB (max rank) |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for v, r in rows.items():
     if "error" in r:
-        lines.append(f"| {v} | {r['error']} |" + " |" * 12)
+        lines.append(f"| {v} | {r['error']} |" + " |" * 15)
         continue
     lines.append(
         f"| {v} | {r['world']} | {r['world'] // r['node_size']} x {r['node_size']} | "
         f"{r['tokens_per_s']:.0f} | {r['tokens_per_s_per_gpu']:.0f} | "
         f"{fmt(r.get('scaling_per_gpu_vs_1'), '{:.2f}')} | {r['step_seconds_median']:.3f} | "
         f"{r['fwd_seconds_median']:.3f} | {r['bwd_seconds_median']:.3f} | "
-        f"{r['optim_seconds_median']:.3f} | {fmt(r['nccl_ctas_per_collective'], '{}')} | "
+        f"{r['optim_seconds_median']:.3f} | {r['comm_seconds_median']:.3f} | "
+        f"{r['exposed_comm_seconds_median']:.3f} | "
+        f"{100 * r['exposed_comm_share_of_step']:.1f} | "
+        f"{fmt(r['nccl_ctas_per_collective'], '{}')} | "
         f"{max(r['alloc_retries_per_rank'])} | "
         f"{max(r['allocated_peak_bytes_per_rank']) / 2**30:.1f} | "
         f"{max(r['reserved_peak_bytes_per_rank']) / 2**30:.1f} |")

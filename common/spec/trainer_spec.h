@@ -41,6 +41,11 @@ struct ParallelSpec {
   // "bfloat16", or "fp8" (E4M3, blocks of 128 values with an fp32 scale; a
   // quarter of the bytes). Master weights and gradients stay fp32.
   std::string expert_gather_dtype = "float32";
+  // Layers whose weights are gathered ahead while another layer computes (and
+  // gradient reductions of as many layers left in flight); 0: every
+  // collective waited for at once. At most prefetch_layers + 1 gathered
+  // layers are alive. The numbers do not depend on it.
+  int prefetch_layers = 1;
 };
 
 struct TrainingSpec {

@@ -26,6 +26,7 @@ lr = 0.01
   EXPECT_EQ(s.model.experts, ModelSpec{}.experts);
   EXPECT_TRUE(s.parallel.activation_checkpointing);
   EXPECT_EQ(s.parallel.expert_gather_dtype, "float32");
+  EXPECT_EQ(s.parallel.prefetch_layers, 1);
   EXPECT_EQ(s.training.dtype, "auto");
   EXPECT_EQ(s.training.micro_batch, 0);  // all of a rank's rows in one forward
 }
@@ -66,6 +67,7 @@ shared_expert = true
 [parallel]
 activation_checkpointing = false
 expert_gather_dtype = "fp8"
+prefetch_layers = 0
 [training]
 warmup_steps = 7
 global_batch = 16
@@ -87,6 +89,7 @@ at_end = false
   EXPECT_TRUE(s.model.shared_expert);
   EXPECT_FALSE(s.parallel.activation_checkpointing);
   EXPECT_EQ(s.parallel.expert_gather_dtype, "fp8");
+  EXPECT_EQ(s.parallel.prefetch_layers, 0);
   EXPECT_EQ(s.training.warmup_steps, 7);
   EXPECT_EQ(s.training.global_batch, 16);
   EXPECT_EQ(s.training.micro_batch, 2);
@@ -140,6 +143,23 @@ muon_momentum = 1.5
   EXPECT_NE(all.find("training.muon_momentum: must be a number in [0, 0.9999], got 1.5"),
             std::string::npos)
       << all;
+}
+
+// Layers in flight are bounded: 0 (no prefetch) to 8.
+TEST(TrainerSpecTest, PrefetchLayersIsZeroToEight) {
+  for (const char* bad : {"9", "-1", "1.5"}) {
+    FieldErrors errors;
+    ParseTrainerSections(toml::parse(std::string("[parallel]\nprefetch_layers = ") + bad),
+                         &errors);
+    std::string all = JoinErrors(errors);
+    EXPECT_NE(all.find("parallel.prefetch_layers: must be an integer in [0, 8], got "),
+              std::string::npos)
+        << all;
+  }
+  FieldErrors errors;
+  auto s = ParseTrainerSections(toml::parse("[parallel]\nprefetch_layers = 8"), &errors);
+  EXPECT_TRUE(errors.empty()) << JoinErrors(errors);
+  EXPECT_EQ(s.parallel.prefetch_layers, 8);
 }
 
 // What the spec alone can say about micro_batch; whether it divides each

@@ -12,7 +12,9 @@
 #define TRELLIS_COMPAT_C10D
 #include "trainer_core/compat.h"
 #include "trainer_core/error.h"
+#include "trainer_core/parallel/comm_clock.h"
 #include "trainer_core/parallel/peer_watch.h"
+#include "trainer_core/parallel/pending.h"
 
 namespace trellis::train {
 namespace {
@@ -54,23 +56,38 @@ void CheckDevice(const at::Tensor& t, bool cuda, const char* what) {
                    (cuda ? "NCCL (tensors on the rank's GPU)" : "gloo (CPU tensors)"));
 }
 
-// World 1: every collective is a copy.
+// Nothing to wait for.
+class DoneWork final : public CommWork {
+ public:
+  void Wait() override {}
+};
+
+// World 1: every collective is a copy, done when started, and not timed.
 class SoloComm final : public Comm {
  public:
   explicit SoloComm(bool cuda) : cuda_(cuda) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
   bool cuda() const override { return cuda_; }
-  void AllGatherInto(const at::Tensor& shard, const at::Tensor& out) override {
+  std::unique_ptr<CommWork> StartAllGather(const at::Tensor& shard,
+                                           const at::Tensor& out) override {
     out.view(-1).copy_(shard.view(-1));
+    return std::make_unique<DoneWork>();
   }
-  void AllToAll(const at::Tensor& send, const std::vector<int64_t>& send_counts,
-                const at::Tensor& recv, const std::vector<int64_t>& recv_counts) override {
+  std::unique_ptr<CommWork> StartAllToAll(const at::Tensor& send,
+                                          const std::vector<int64_t>& send_counts,
+                                          const at::Tensor& recv,
+                                          const std::vector<int64_t>& recv_counts) override {
     TORCH_CHECK(send_counts.at(0) == recv_counts.at(0), "comm: all-to-all counts differ");
     recv.view(-1).narrow(0, 0, recv_counts[0]).copy_(send.view(-1).narrow(0, 0, send_counts[0]));
+    return std::make_unique<DoneWork>();
   }
-  void AllReduceSum(const at::Tensor&) override {}
+  std::unique_ptr<CommWork> StartAllReduceSum(const at::Tensor&) override {
+    return std::make_unique<DoneWork>();
+  }
   void Barrier() override {}
+  void ResetTimes() override {}
+  std::optional<CommTimes> TakeTimes() override { return std::nullopt; }
   std::unique_ptr<Comm> Subgroup(const std::string&, const std::vector<int>&) override {
     return std::make_unique<SoloComm>(cuda_);
   }
@@ -101,15 +118,45 @@ class StorePeers final : public PeerStore {
   c10::intrusive_ptr<c10d::Store> store_;
 };
 
+// A c10d collective in flight. Its tensors are held until it is waited for:
+// the backend may still read or write them (on a GPU, from its own stream).
+class C10dWork final : public CommWork {
+ public:
+  C10dWork(c10::intrusive_ptr<c10d::Work> work, const char* what, bool cuda,
+           std::shared_ptr<CommClock::Span> span, std::vector<at::Tensor> keep)
+      : work_(std::move(work)),
+        what_(what),
+        cuda_(cuda),
+        span_(std::move(span)),
+        keep_(std::move(keep)) {}
+  void Wait() override {
+    if (!work_) return;
+    span_->waited = compat::DeviceStamp::Now(cuda_);
+    trellis::train::Wait(work_, what_);
+    if (!cuda_) span_->MarkDoneOnHost();  // where the backend's thread did not stamp it
+    work_.reset();
+    keep_.clear();
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  const char* what_;
+  bool cuda_;
+  std::shared_ptr<CommClock::Span> span_;
+  std::vector<at::Tensor> keep_;
+};
+
 class C10dComm final : public Comm {
  public:
   C10dComm(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<compat::Backend> group,
-           int rank, int size, CommOptions options)
+           int rank, int size, CommOptions options, std::shared_ptr<CommClock> clock)
       : store_(std::move(store)),
         group_(std::move(group)),
         rank_(rank),
         size_(size),
-        options_(std::move(options)) {}
+        options_(std::move(options)),
+        clock_(std::move(clock)),
+        clock_group_(clock_->AddGroup()) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -118,21 +165,24 @@ class C10dComm final : public Comm {
   // The world communicator watches its peers (subgroups share processes).
   void WatchPeers(std::unique_ptr<PeerWatch> watch) { watch_ = std::move(watch); }
 
-  void AllGatherInto(const at::Tensor& shard, const at::Tensor& out) override {
+  std::unique_ptr<CommWork> StartAllGather(const at::Tensor& shard,
+                                           const at::Tensor& out) override {
     CheckDevice(shard, cuda(), "all-gather");
     CheckDevice(out, cuda(), "all-gather");
     auto in = OnWire(shard), all = OnWire(out);
     const int64_t n = in.numel();
     TORCH_CHECK(all.numel() == n * size_, "comm: all-gather output has the wrong size");
-    if (n == 0) return;
+    if (n == 0) return std::make_unique<DoneWork>();
     std::vector<at::Tensor> inputs{in};
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < size_; ++r) outputs[0].push_back(all.narrow(0, r * n, n));
-    Wait(group_->allgather(outputs, inputs), "all-gather");
+    return Launch("all-gather", [&] { return group_->allgather(outputs, inputs); }, {in, all});
   }
 
-  void AllToAll(const at::Tensor& send, const std::vector<int64_t>& send_counts,
-                const at::Tensor& recv, const std::vector<int64_t>& recv_counts) override {
+  std::unique_ptr<CommWork> StartAllToAll(const at::Tensor& send,
+                                          const std::vector<int64_t>& send_counts,
+                                          const at::Tensor& recv,
+                                          const std::vector<int64_t>& recv_counts) override {
     TORCH_CHECK(static_cast<int>(send_counts.size()) == size_ &&
                     static_cast<int>(recv_counts.size()) == size_,
                 "comm: all-to-all needs one count per rank");
@@ -145,23 +195,26 @@ class C10dComm final : public Comm {
     if (!cuda() && s.numel() == 0) s = torch::empty({1}, s.options());
     if (!cuda() && r.numel() == 0) r = torch::empty({1}, r.options());
     std::vector<int64_t> sc = send_counts, rc = recv_counts;
-    Wait(group_->alltoall_base(r, s, rc, sc), "all-to-all");
+    return Launch("all-to-all", [&] { return group_->alltoall_base(r, s, rc, sc); }, {s, r});
   }
 
-  void AllReduceSum(const at::Tensor& t) override {
+  std::unique_ptr<CommWork> StartAllReduceSum(const at::Tensor& t) override {
     CheckDevice(t, cuda(), "all-reduce");
     std::vector<at::Tensor> tensors{t};
-    Wait(group_->allreduce(tensors), "all-reduce");
+    return Launch("all-reduce", [&] { return group_->allreduce(tensors); }, {t});
   }
 
   void Barrier() override {
-    if (!cuda()) return Wait(group_->barrier(), "barrier");
+    if (!cuda()) return Launch("barrier", [&] { return group_->barrier(); }, {})->Wait();
     // NCCL's barrier guesses a device from the rank; an all-reduce on ours,
     // read back, is a barrier on the right GPU.
     auto one = torch::ones({1}, torch::TensorOptions(torch::kCUDA).dtype(torch::kFloat));
     AllReduceSum(one);
     (void)one.cpu();
   }
+
+  void ResetTimes() override { clock_->Reset(); }
+  std::optional<CommTimes> TakeTimes() override { return clock_->Take(); }
 
   std::unique_ptr<Comm> Subgroup(const std::string& name, const std::vector<int>& ranks) override;
 
@@ -173,10 +226,33 @@ class C10dComm final : public Comm {
                                                        int rank, int size, const CommOptions& o,
                                                        const std::string& what);
 
+  // Issues a collective and takes its moments: issued now; its end on a GPU
+  // by a stamp on the group's side stream, on the CPU by the backend's
+  // thread as it completes (its future's callback).
+  template <typename Issue>
+  std::unique_ptr<CommWork> Launch(const char* what, Issue&& issue, std::vector<at::Tensor> keep) {
+    auto span = clock_->Issue(clock_group_);
+    c10::intrusive_ptr<c10d::Work> work = issue();
+    if (clock_->cuda()) {
+      // The side stream waits (the host does not); errors come as Wait's.
+      span->done = clock_->stream(clock_group_).StampAfter([&] { Wait(work, what); });
+    } else {
+      try {
+        work->getFuture()->addCallback([span](c10::ivalue::Future&) { span->MarkDoneOnHost(); });
+      } catch (const c10::Error&) {
+        // No future for this work: its end is taken when it is waited for.
+      }
+    }
+    return std::make_unique<C10dWork>(std::move(work), what, clock_->cuda(), std::move(span),
+                                      std::move(keep));
+  }
+
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<compat::Backend> group_;
   int rank_, size_;
   CommOptions options_;
+  std::shared_ptr<CommClock> clock_;  // shared with the subgroups
+  int clock_group_;
   std::unique_ptr<PeerWatch> watch_;  // stopped first on destruction
 };
 
@@ -235,7 +311,8 @@ std::unique_ptr<Comm> C10dComm::Connect(const CommOptions& o) {
                      Seconds(o.timeout) + "): " + e.what());
   }
   auto group = MakeGroup(store, o.rank, o.world, o, "rendezvous");
-  auto comm = std::make_unique<C10dComm>(store, group, o.rank, o.world, o);
+  auto comm = std::make_unique<C10dComm>(store, group, o.rank, o.world, o,
+                                         std::make_shared<CommClock>(o.cuda));
   // Every peer has met the group: from here on, silence means trouble.
   c10d::TCPStoreOptions watch_options = so;
   watch_options.isServer = false;
@@ -263,7 +340,8 @@ std::unique_ptr<Comm> C10dComm::Subgroup(const std::string& name, const std::vec
   auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
   auto group = MakeGroup(store, index, static_cast<int>(ranks.size()), options_,
                          "rendezvous of subgroup " + name);
-  return std::make_unique<C10dComm>(store, group, index, static_cast<int>(ranks.size()), options_);
+  return std::make_unique<C10dComm>(store, group, index, static_cast<int>(ranks.size()), options_,
+                                    clock_);
 }
 
 int EnvInt(const char* name, int fallback, int lo, int hi) {
@@ -305,7 +383,7 @@ CommOptions CommOptionsFromEnv() {
   return o;
 }
 
-at::Tensor ReduceScatter(Comm& comm, const at::Tensor& full, Wire wire) {
+PendingTensor StartReduceScatter(Comm& comm, const at::Tensor& full, Wire wire) {
   const int world = comm.size();
   TORCH_CHECK(full.scalar_type() == torch::kFloat && full.is_contiguous(),
               "ReduceScatter: fp32 contiguous input");
@@ -314,11 +392,17 @@ at::Tensor ReduceScatter(Comm& comm, const at::Tensor& full, Wire wire) {
   auto send = wire == Wire::kBf16 ? full.view(-1).to(torch::kBFloat16) : full.view(-1);
   auto recv = torch::empty_like(send);
   std::vector<int64_t> counts(world, n);
-  comm.AllToAll(send, counts, recv, counts);
-  auto sum = recv.narrow(0, 0, n).to(torch::kFloat, /*non_blocking=*/false,
-                                     /*copy=*/true);
-  for (int r = 1; r < world; ++r) sum.add_(recv.narrow(0, r * n, n).to(torch::kFloat));
-  return sum;
+  std::vector<std::unique_ptr<CommWork>> works;
+  works.push_back(comm.StartAllToAll(send, counts, recv, counts));
+  return PendingTensor(std::move(works), [recv, n, world] {
+    auto sum = recv.narrow(0, 0, n).to(torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
+    for (int r = 1; r < world; ++r) sum.add_(recv.narrow(0, r * n, n).to(torch::kFloat));
+    return sum;
+  });
+}
+
+at::Tensor ReduceScatter(Comm& comm, const at::Tensor& full, Wire wire) {
+  return StartReduceScatter(comm, full, wire).Finish();
 }
 
 }  // namespace trellis::train

@@ -4,11 +4,14 @@
 // TCPStore at MASTER_ADDR:MASTER_PORT. What gloo in LibTorch 1.13 lacks
 // (_allgather_base, reduce-scatter, bf16 on the wire) is built here from
 // allgather of tensor lists and alltoall_base on Half/Byte views.
+// Collectives can be started ahead of their use (Start*) and waited for
+// later, and every one is timed (TakeTimes).
 // Torch-free header: tensors are only named, never used.
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +36,22 @@ struct CommOptions {
   bool cuda = false;  // NCCL on the current CUDA device instead of gloo
 };
 
+// A collective in flight (Comm::Start*). Wait() once, before reading its
+// output or changing its input: on gloo the host waits; on NCCL the current
+// CUDA stream waits and the host goes on. One dropped without Wait finishes
+// on its own (error paths only).
+class CommWork {
+ public:
+  virtual ~CommWork() = default;
+  virtual void Wait() = 0;
+};
+
+// Seconds of collective work in a window (a training step).
+struct CommTimes {
+  double total = 0;    // the collectives' own durations, summed
+  double exposed = 0;  // of it, time the caller's work stood waiting for one
+};
+
 // Every call is collective: all members call it in the same order. Tensors
 // are contiguous; counts are in elements. Errors throw TrainError.
 class Comm {
@@ -47,14 +66,36 @@ class Comm {
 
   // out = the ranks' `shard`s concatenated in rank order (out.numel() ==
   // size() * shard.numel(), same dtype).
-  virtual void AllGatherInto(const at::Tensor& shard, const at::Tensor& out) = 0;
+  virtual std::unique_ptr<CommWork> StartAllGather(const at::Tensor& shard,
+                                                   const at::Tensor& out) = 0;
   // Rank i's send[segment j] lands in rank j's recv[segment i]; segments are
   // consecutive with send_counts / recv_counts elements (one per rank, uneven
   // allowed). bf16 travels as a Half view (gloo rejects BFloat16).
-  virtual void AllToAll(const at::Tensor& send, const std::vector<int64_t>& send_counts,
-                        const at::Tensor& recv, const std::vector<int64_t>& recv_counts) = 0;
-  virtual void AllReduceSum(const at::Tensor& t) = 0;  // in place, any shape
+  virtual std::unique_ptr<CommWork> StartAllToAll(const at::Tensor& send,
+                                                  const std::vector<int64_t>& send_counts,
+                                                  const at::Tensor& recv,
+                                                  const std::vector<int64_t>& recv_counts) = 0;
+  // In place, any shape.
+  virtual std::unique_ptr<CommWork> StartAllReduceSum(const at::Tensor& t) = 0;
   virtual void Barrier() = 0;
+
+  // The same, waited for at once.
+  void AllGatherInto(const at::Tensor& shard, const at::Tensor& out) {
+    StartAllGather(shard, out)->Wait();
+  }
+  void AllToAll(const at::Tensor& send, const std::vector<int64_t>& send_counts,
+                const at::Tensor& recv, const std::vector<int64_t>& recv_counts) {
+    StartAllToAll(send, send_counts, recv, recv_counts)->Wait();
+  }
+  void AllReduceSum(const at::Tensor& t) { StartAllReduceSum(t)->Wait(); }
+
+  // Opens a timing window for this communicator and the subgroups made from
+  // it (they share one clock).
+  virtual void ResetTimes() = 0;
+  // Collective time since ResetTimes over the communicator and its subgroups
+  // (comm_times.h says how it is counted); nullopt where nothing travels
+  // (world 1). On a GPU it waits for the timing events of the window.
+  virtual std::optional<CommTimes> TakeTimes() = 0;
 
   // A communicator over `ranks` (global ranks, ascending, including this
   // one). Every member calls it with the same name and ranks.
@@ -81,7 +122,7 @@ CommOptions CommOptionsFromEnv();
 // ranks of segment rank() ([n]), added in rank order. With Wire::kBf16 each
 // segment travels rounded to bf16, so the result equals an fp32
 // reduce-scatter of the bf16-rounded inputs (bit for bit when every partial
-// sum is exact in fp32).
+// sum is exact in fp32). StartReduceScatter (pending.h) starts it.
 at::Tensor ReduceScatter(Comm& comm, const at::Tensor& full, Wire wire);
 
 }  // namespace trellis::train

@@ -1,15 +1,19 @@
 // Comm over gloo between real processes on 127.0.0.1: all-gather, uneven
 // all-to-all, the bf16 all-to-all reduce-scatter against an fp32 reference,
-// and bounded, clearly worded failures when the store or a peer is missing.
+// collectives started ahead and their timing, and bounded, clearly worded
+// failures when the store or a peer is missing.
 #include "trainer_core/parallel/comm.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <sstream>
+#include <thread>
 
 #include "trainer_core/error.h"
+#include "trainer_core/parallel/comm_times.h"
 #include "trainer_core/parallel/multiprocess.h"
+#include "trainer_core/parallel/pending.h"
 
 namespace trellis::train {
 namespace {
@@ -61,6 +65,66 @@ TEST(CommTest, AllGatherAndUnevenAllToAll) {
     return "";
   });
   EXPECT_EQ(Failures(outcomes), "");
+}
+
+// Collectives started ahead: the right data when waited for, and the
+// window's times. A gather waited for long after it ended is not exposed; one
+// waited for at once mostly is; exposed never exceeds total.
+TEST(CommTest, StartedCollectivesAreTimedAndExposedOnlyWhileWaitedFor) {
+  const int world = 2, port = FreePort();
+  auto outcomes = RunRanks(world, 60s, [&](int rank) -> std::string {
+    auto comm = Connect(rank, world, port);
+    auto dense = comm->Subgroup("dense", {0, 1});
+    const int64_t n = 1 << 16;
+    auto shard = torch::full({n}, static_cast<float>(rank + 1));
+    auto all = torch::empty({2 * n});
+    std::ostringstream msg;
+    comm->Barrier();  // both ranks start the window together
+    comm->ResetTimes();
+    auto ahead = dense->StartAllGather(shard, all);
+    auto grads = StartReduceScatter(*dense, torch::ones({2 * n}), Wire::kFp32);
+    std::this_thread::sleep_for(300ms);  // "compute" while both travel
+    ahead->Wait();
+    auto want = torch::cat({torch::full({n}, 1.0f), torch::full({n}, 2.0f)});
+    if (!torch::equal(all, want)) return "started all-gather: wrong data";
+    if (!torch::equal(grads.Finish(), torch::full({n}, 2.0f))) return "started reduce: wrong sum";
+    auto hidden = comm->TakeTimes();
+    if (!hidden) return "no times at world 2";
+    if (!(hidden->total > 0) || hidden->exposed > 0.05 || hidden->exposed > hidden->total) {
+      msg << "after a wait long after the end: total " << hidden->total << ", exposed "
+          << hidden->exposed;
+      return msg.str();
+    }
+    comm->ResetTimes();
+    for (int i = 0; i < 5; ++i) comm->AllGatherInto(shard, all);
+    auto at_once = comm->TakeTimes();
+    if (!(at_once->total > 0) || at_once->exposed > at_once->total ||
+        at_once->exposed < 0.25 * at_once->total) {
+      msg << "waited at once: total " << at_once->total << ", exposed " << at_once->exposed;
+      return msg.str();
+    }
+    return "";
+  });
+  EXPECT_EQ(Failures(outcomes), "");
+}
+
+// The counting rule on hand-made moments.
+TEST(CommTest, CollectiveTimesCountQueuesAndWaits) {
+  // One group: b is issued while a runs, so it starts when a ends (1.0); the
+  // caller waits for a from 0.8 and for b from 1.5.
+  auto t = SumCollectives({{0, 0.0, 1.0, 0.8}, {0, 0.5, 2.0, 1.5}});
+  EXPECT_DOUBLE_EQ(t.total, 2.0);
+  EXPECT_DOUBLE_EQ(t.exposed, 0.2 + 0.5);
+  // Waited for after it ended, or never: not exposed. Two groups run side by
+  // side and both count.
+  t = SumCollectives({{0, 0.0, 1.0, 3.0}, {1, 0.0, 1.0, -1}});
+  EXPECT_DOUBLE_EQ(t.total, 2.0);
+  EXPECT_DOUBLE_EQ(t.exposed, 0.0);
+  // Overlapping waits (GPU clocks a little apart) count once.
+  t = SumCollectives({{0, 0.0, 1.0, 0.0}, {1, 0.0, 1.2, 0.9}});
+  EXPECT_DOUBLE_EQ(t.total, 2.2);
+  EXPECT_DOUBLE_EQ(t.exposed, 1.2);
+  EXPECT_EQ(SumCollectives({}).total, 0);
 }
 
 // Rank r's contribution: values drawn from seed r. `representable` draws bf16

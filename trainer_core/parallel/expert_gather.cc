@@ -69,20 +69,21 @@ torch::Tensor DequantizeFp8(const torch::Tensor& codes, const torch::Tensor& sca
   return out.copy_(host);
 }
 
-torch::Tensor GatherExperts(Comm& comm, const torch::Tensor& shard, ExpertGather how) {
+PendingTensor StartGatherExperts(Comm& comm, const torch::Tensor& shard, ExpertGather how) {
   auto flat = Contiguous32(shard);
   const int64_t n = flat.numel(), world = comm.size();
+  std::vector<std::unique_ptr<CommWork>> works;
   switch (how) {
     case ExpertGather::kFp32: {
       auto full = torch::empty({n * world}, flat.options());
-      comm.AllGatherInto(flat, full);
-      return full;
+      works.push_back(comm.StartAllGather(flat, full));
+      return PendingTensor(std::move(works), [full] { return full; });
     }
     case ExpertGather::kBf16: {
       auto mine = flat.to(torch::kBFloat16);
       auto full = torch::empty({n * world}, mine.options());
-      comm.AllGatherInto(mine, full);
-      return full.to(torch::kFloat);
+      works.push_back(comm.StartAllGather(mine, full));
+      return PendingTensor(std::move(works), [full] { return full.to(torch::kFloat); });
     }
     case ExpertGather::kFp8: {
       // Shards are equal in size, so every rank's blocks line up: codes and
@@ -91,19 +92,25 @@ torch::Tensor GatherExperts(Comm& comm, const torch::Tensor& shard, ExpertGather
       QuantizeFp8(flat, &codes, &scales);
       auto all_codes = torch::empty({n * world}, codes.options());
       auto all_scales = torch::empty({scales.numel() * world}, scales.options());
-      comm.AllGatherInto(codes, all_codes);
-      comm.AllGatherInto(scales, all_scales);
-      if (n % ref::kFp8BlockSize == 0) return DequantizeFp8(all_codes, all_scales);
-      // A partial last block per shard: dequantize shard by shard.
-      std::vector<torch::Tensor> parts;
+      works.push_back(comm.StartAllGather(codes, all_codes));
+      works.push_back(comm.StartAllGather(scales, all_scales));
       const int64_t nb = scales.numel();
-      for (int64_t r = 0; r < world; ++r)
-        parts.push_back(DequantizeFp8(all_codes.narrow(0, r * n, n).clone(),
-                                      all_scales.narrow(0, r * nb, nb).clone()));
-      return torch::cat(parts);
+      return PendingTensor(std::move(works), [all_codes, all_scales, n, nb, world] {
+        if (n % ref::kFp8BlockSize == 0) return DequantizeFp8(all_codes, all_scales);
+        // A partial last block per shard: dequantize shard by shard.
+        std::vector<torch::Tensor> parts;
+        for (int64_t r = 0; r < world; ++r)
+          parts.push_back(DequantizeFp8(all_codes.narrow(0, r * n, n).clone(),
+                                        all_scales.narrow(0, r * nb, nb).clone()));
+        return torch::cat(parts);
+      });
     }
   }
   throw TrainError("expert gather: unknown mode");
+}
+
+torch::Tensor GatherExperts(Comm& comm, const torch::Tensor& shard, ExpertGather how) {
+  return StartGatherExperts(comm, shard, how).Finish();
 }
 
 }  // namespace trellis::train

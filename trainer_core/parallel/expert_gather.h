@@ -11,6 +11,7 @@
 #include <string>
 
 #include "trainer_core/parallel/comm.h"
+#include "trainer_core/parallel/pending.h"
 
 namespace trellis::train {
 
@@ -22,6 +23,9 @@ ExpertGather ParseExpertGather(const std::string& dtype);
 // shard: this rank's fp32 expert shard (contiguous); returns the fp32 block
 // [comm.size() * shard.numel()], rank r's shard at r * numel.
 torch::Tensor GatherExperts(Comm& comm, const torch::Tensor& shard, ExpertGather how);
+// The same, started: the shard is encoded and sent now; Finish() waits and
+// decodes (prefetching a layer's block while another layer computes).
+PendingTensor StartGatherExperts(Comm& comm, const torch::Tensor& shard, ExpertGather how);
 
 // The FP8 round trip alone (what GatherExperts applies to every shard), on
 // the tensor's device: kernels/ on CUDA where linked, the CPU reference

@@ -1,6 +1,7 @@
 #include "trainer_core/parallel/fsdp.h"
 
 #include "trainer_core/compat.h"
+#include "trainer_core/error.h"
 #include "trainer_core/model/init.h"
 
 namespace trellis::train {
@@ -29,10 +30,11 @@ torch::Tensor InitShard(const BlockLayout& block, uint64_t seed, int64_t begin, 
   return buf;
 }
 
-// A layer whose forward keeps only its input: backward gathers the layer's
-// weights again, recomputes it with autograd on, and sends the weight
-// gradient to the owners. Collective order is the same on every rank
-// (backward runs layers in reverse on the calling thread).
+// A layer whose forward keeps only its input: backward takes the layer's
+// weights again (gathered ahead, in the step's plan), recomputes it with
+// autograd on, and starts sending the weight gradient to the owners.
+// Collective order is the same on every rank (backward runs layers in
+// reverse on one thread).
 class LayerFn : public torch::autograd::Function<LayerFn> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, ShardedModel* model,
@@ -40,8 +42,8 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
     ctx->saved_data["model"] = reinterpret_cast<int64_t>(model);
     ctx->saved_data["layer"] = layer;
     ctx->save_for_backward({x});
-    LayerOutput out = model->RunLayer(static_cast<int>(layer), model->GatherLayer(layer), x,
-                                      /*recompute=*/false);
+    const int i = static_cast<int>(layer);
+    LayerOutput out = model->RunLayer(i, model->TakeLayer(i), x, /*recompute=*/false);
     return {out.x, out.aux};
   }
 
@@ -49,7 +51,7 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
     auto* model = reinterpret_cast<ShardedModel*>(ctx->saved_data["model"].toInt());
     const int64_t layer = ctx->saved_data["layer"].toInt();
     auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
-    auto w = model->GatherLayerLeaves(layer);
+    auto w = model->TakeLayerLeaves(static_cast<int>(layer));
     {
       torch::AutoGradMode grad_on(true);
       LayerOutput out = model->RunLayer(static_cast<int>(layer), w, x, /*recompute=*/true);
@@ -60,8 +62,37 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
       }
       torch::autograd::backward(outs, gs);
     }
-    model->ReduceLayerGrads(static_cast<int>(layer), w);
+    model->StartReduce(layer + 1, /*experts=*/false, w.dense.grad());
+    model->StartReduce(layer + 1, /*experts=*/true, w.experts.grad());
     return {x.grad(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// Identity on a block's gathered weights (a leaf). Autograd calls backward
+// once their gradient is whole (every use has added its part): the
+// reduction to the owners starts there, while the rest of backward runs, and
+// the leaf itself gets no gradient. Every rank gets here at the same point
+// of its backward (autograd's order depends on the graph, the same on all).
+class ReduceWhenReady : public torch::autograd::Function<ReduceWhenReady> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& w, ShardedModel* model,
+                               int64_t block, bool experts) {
+    ctx->saved_data["model"] = reinterpret_cast<int64_t>(model);
+    ctx->saved_data["block"] = block;
+    ctx->saved_data["experts"] = experts;
+    ctx->saved_data["numel"] = w.numel();
+    return w;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* model = reinterpret_cast<ShardedModel*>(ctx->saved_data["model"].toInt());
+    // Unused weights still take part: every rank sends every block.
+    auto g = grads[0].defined()
+                 ? grads[0]
+                 : torch::zeros({ctx->saved_data["numel"].toInt()},
+                                torch::TensorOptions(model->device()).dtype(torch::kFloat));
+    model->StartReduce(ctx->saved_data["block"].toInt(), ctx->saved_data["experts"].toBool(), g);
+    return {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -70,7 +101,7 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
 ShardedModel::ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed,
                            Comm* comm, const ExpertMesh& mesh, torch::Device device, Wire wire,
                            bool activation_checkpointing,
-                           const std::string& expert_gather_dtype)
+                           const std::string& expert_gather_dtype, int prefetch_layers)
     : spec_(spec),
       comm_(comm),
       mesh_(mesh),
@@ -79,10 +110,21 @@ ShardedModel::ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uin
       layout_(ModelLayout(spec)),
       checkpointing_(activation_checkpointing) {
   expert_gather_ = ParseExpertGather(expert_gather_dtype);
+  if (prefetch_layers < 0)
+    throw TrainError("parallel.prefetch_layers: must be >= 0, got " +
+                     std::to_string(prefetch_layers));
+  prefetch_ = static_cast<size_t>(prefetch_layers);
   const int world = comm->size(), rank = comm->rank();
-  // Every rank creates its two subgroups in the same order (EP group first).
+  // Every rank creates its subgroups in the same order (EP group first).
   ep_comm_ = comm->Subgroup("ep." + std::to_string(mesh.ep_group()), mesh.ep_ranks());
   block_comm_ = comm->Subgroup("experts." + std::to_string(mesh.ep_index()), mesh.block_ranks());
+  dense_ = comm;
+  if (prefetch_ > 0 && world > 1) {
+    std::vector<int> all(world);
+    for (int r = 0; r < world; ++r) all[r] = r;
+    dense_comm_ = comm->Subgroup("dense", all);
+    dense_ = dense_comm_.get();
+  }
   for (const auto& block : layout_) {
     BlockShard s;
     s.layout = &block;
@@ -125,6 +167,7 @@ int64_t ShardedModel::NumParams() const {
 }
 
 void ShardedModel::ZeroGrad() {
+  FinishGrads();
   for (auto& s : shards_) s.grad.zero_();
   for (auto& e : experts_) e.grad.zero_();
 }
@@ -140,42 +183,87 @@ torch::Tensor ShardedModel::Leaf(const torch::Tensor& value, const torch::Tensor
   return leaf;
 }
 
-torch::Tensor ShardedModel::Gather(size_t block) {
+void ShardedModel::PlanGathers() {
+  const size_t layers = static_cast<size_t>(spec_.layers);
+  gather_order_.clear();
+  for (size_t b = 0; b <= layers + 1; ++b) gather_order_.push_back(b);  // embed, layers, head
+  if (checkpointing_)
+    for (size_t b = layers; b >= 1; --b) gather_order_.push_back(b);  // the recomputes
+  gathers_.clear();
+  started_ = taken_ = 0;
+}
+
+void ShardedModel::StartGather(size_t block) {
   const BlockShard& s = shards_[block];
-  if (comm_->size() == 1) return s.value.detach();
-  auto full = torch::empty({s.padded}, s.value.options());
-  comm_->AllGatherInto(s.value, full);
-  return full;
+  InFlight g{block, {}, {}};
+  if (comm_->size() == 1) {
+    g.dense = PendingTensor(s.value.detach());
+  } else {
+    auto full = torch::empty({s.padded}, s.value.options());
+    std::vector<std::unique_ptr<CommWork>> works;
+    works.push_back(dense_->StartAllGather(s.value, full));
+    g.dense = PendingTensor(std::move(works), [full] { return full; });
+  }
+  if (block >= 1 && block <= experts_.size()) {
+    const ExpertShard& e = experts_[block - 1];
+    g.experts = block_comm_->size() == 1
+                    ? PendingTensor(e.value.detach())
+                    : StartGatherExperts(*block_comm_, e.value, expert_gather_);
+  }
+  gathers_.push_back(std::move(g));
 }
 
-torch::Tensor ShardedModel::GatherLeaf(size_t block) {
-  return Leaf(Gather(block), shards_[block].grad);
+ShardedModel::LayerWeights ShardedModel::Take(size_t block) {
+  TORCH_CHECK(taken_ < gather_order_.size() && gather_order_[taken_] == block,
+              "fsdp: block ", block, " taken out of the step's gather order");
+  // This block's gather and the next prefetch_ are on their way.
+  while (started_ < gather_order_.size() && started_ <= taken_ + prefetch_)
+    StartGather(gather_order_[started_++]);
+  InFlight g = std::move(gathers_.front());
+  gathers_.pop_front();
+  ++taken_;
+  LayerWeights w{g.dense.Finish(), torch::Tensor()};
+  if (g.experts.valid()) w.experts = g.experts.Finish();
+  return w;
 }
 
-ShardedModel::LayerWeights ShardedModel::GatherLayer(int layer) {
-  const ExpertShard& e = experts_[layer];
-  if (block_comm_->size() == 1) return {Gather(layer + 1), e.value.detach()};
-  return {Gather(layer + 1), GatherExperts(*block_comm_, e.value, expert_gather_)};
-}
+ShardedModel::LayerWeights ShardedModel::TakeLayer(int layer) { return Take(layer + 1); }
 
-ShardedModel::LayerWeights ShardedModel::GatherLayerLeaves(int layer) {
-  LayerWeights w = GatherLayer(layer);
+ShardedModel::LayerWeights ShardedModel::TakeLayerLeaves(int layer) {
+  LayerWeights w = TakeLayer(layer);
   return {Leaf(w.dense, shards_[layer + 1].grad), Leaf(w.experts, experts_[layer].grad)};
 }
 
-void ShardedModel::ReduceLeafGrad(size_t block, const torch::Tensor& leaf) {
-  if (DirectGrads()) return;  // already accumulated into the shard's gradient
-  torch::NoGradGuard no_grad;
-  shards_[block].grad.add_(ReduceScatter(*comm_, leaf.grad().contiguous(), wire_));
+torch::Tensor ShardedModel::ReducedInBackward(const torch::Tensor& gathered, size_t block,
+                                              bool experts) {
+  auto leaf = Leaf(gathered, experts ? experts_[block - 1].grad : shards_[block].grad);
+  if (DirectGrads()) return leaf;
+  return ReduceWhenReady::apply(leaf, this, static_cast<int64_t>(block), experts);
 }
 
-void ShardedModel::ReduceLayerGrads(int layer, const LayerWeights& w) {
-  if (DirectGrads()) return;
+void ShardedModel::StartReduce(size_t block, bool experts, const torch::Tensor& grad) {
+  if (DirectGrads()) return;  // already accumulated into the shard's gradient
   torch::NoGradGuard no_grad;
-  ReduceLeafGrad(layer + 1, w.dense);
-  // Each owner of the block gets its experts' gradient summed over the EP
-  // groups that ran them.
-  experts_[layer].grad.add_(ReduceScatter(*block_comm_, w.experts.grad().contiguous(), wire_));
+  // Each owner of an expert block gets its experts' gradient summed over the
+  // EP groups that ran them.
+  Comm& comm = experts ? *block_comm_ : *dense_;
+  reductions_.push_back({experts ? experts_[block - 1].grad : shards_[block].grad,
+                         StartReduceScatter(comm, grad.contiguous(), wire_)});
+  // A layer's dense part and experts are two reductions.
+  while (reductions_.size() > 2 * prefetch_) {
+    Reduction r = std::move(reductions_.front());
+    reductions_.pop_front();
+    r.into.add_(r.sum.Finish());
+  }
+}
+
+void ShardedModel::FinishGrads() {
+  torch::NoGradGuard no_grad;
+  while (!reductions_.empty()) {
+    Reduction r = std::move(reductions_.front());
+    reductions_.pop_front();
+    r.into.add_(r.sum.Finish());
+  }
 }
 
 LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch::Tensor& x,
@@ -211,11 +299,12 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
   mask_ = DocumentCausalMask(local.doc_ids);
   routing_changed_ = torch::zeros({1}, torch::TensorOptions(device_).dtype(torch::kDouble));
   const int64_t b = local.inputs.size(0), t = local.inputs.size(1);
+  const size_t head_block = shards_.size() - 1;
 
-  auto embed = GatherLeaf(0);
+  PlanGathers();
+  auto embed = ReducedInBackward(Take(0).dense, 0, false);
   auto x = EmbedForward(*shards_[0].layout, embed, local.inputs, compute_dtype);
   std::vector<torch::Tensor> aux;
-  std::vector<LayerWeights> kept;  // without checkpointing: reduced after backward
   for (int i = 0; i < spec_.layers; ++i) {
     if (checkpointing_) {
       auto out = LayerFn::apply(x, this, static_cast<int64_t>(i));
@@ -223,12 +312,16 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
       aux.push_back(out[1]);
       continue;
     }
-    kept.push_back(GatherLayerLeaves(i));
-    LayerOutput out = RunLayer(i, kept.back(), x, /*recompute=*/false);
+    // Activations and gathered weights kept until backward; each layer's
+    // gradients start their reduction as its backward ends.
+    LayerWeights w = TakeLayer(i);
+    w.dense = ReducedInBackward(w.dense, i + 1, false);
+    w.experts = ReducedInBackward(w.experts, i + 1, true);
+    LayerOutput out = RunLayer(i, w, x, /*recompute=*/false);
     x = out.x;
     aux.push_back(out.aux);
   }
-  auto head = GatherLeaf(shards_.size() - 1);
+  auto head = ReducedInBackward(Take(head_block).dense, head_block, false);
   auto logits = HeadForward(spec_, *shards_.back().layout, head, compute_dtype, x);
   // This rank's share of the global mean: the ranks' losses add up to it.
   auto ce_sum =
@@ -236,18 +329,14 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
                        F::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
   auto ce = ce_sum / static_cast<double>(std::max<int64_t>(1, global_targets));
   auto loss = aux_coef > 0 ? ce + aux_coef * torch::stack(aux).mean() : ce;
+  ShardedForward r;
+  // Summed on the device, where the communicator works, while backward runs;
+  // read with the rest of the step record.
+  r.ce = ce.detach().to(torch::kDouble).reshape({1});
+  auto ce_all = comm_->StartAllReduceSum(r.ce);
   if (laps) laps->Mark();
   loss.backward();
-  for (size_t i = 0; i < kept.size(); ++i) ReduceLayerGrads(static_cast<int>(i), kept[i]);
-  kept.clear();
-  ReduceLeafGrad(shards_.size() - 1, head);
-  ReduceLeafGrad(0, embed);
-
-  ShardedForward r;
-  // Summed on the device, where the communicator works; read with the rest
-  // of the step record.
-  r.ce = ce.detach().to(torch::kDouble).reshape({1});
-  comm_->AllReduceSum(r.ce);
+  ce_all->Wait();
   r.routing_changed = routing_changed_;
   r.expert_counts = counts_;
   mask_ = torch::Tensor();

@@ -9,9 +9,22 @@
 // layer's gradient to the owners (ReduceScatter, bf16 or fp32 on the wire).
 // Embedding and head stay gathered from forward to the end of backward (they
 // are used once each, at the ends of the graph).
+//
+// Overlap (prefetch_layers = P > 0): the step's gathers are used in a known
+// order (embedding, layers, head, then the layers in reverse for their
+// recompute), and taking one starts the next P, so a layer's weights travel
+// while the layer before it computes; at most P + 1 gathered layers are
+// alive. Each block's gradient reduction starts as soon as its backward is
+// done and is waited for when 2P reductions are in flight or when the
+// optimizer needs the shards (FinishGrads). Dense gathers and reductions
+// then travel on a communicator of their own, so the small collectives a
+// layer waits for (expert counts, the loss) do not queue behind them.
+// P = 0: every gather and reduction waited for at once. The numbers are the
+// same for every P: the same values are summed in the same order.
 
 #include <torch/torch.h>
 
+#include <deque>
 #include <vector>
 
 #include "trainer_core/compat.h"
@@ -19,6 +32,7 @@
 #include "trainer_core/parallel/comm.h"
 #include "trainer_core/parallel/expert_gather.h"
 #include "trainer_core/parallel/expert_parallel.h"
+#include "trainer_core/parallel/pending.h"
 
 namespace trellis::train {
 
@@ -57,11 +71,11 @@ class ShardedModel {
  public:
   // activation_checkpointing: layers run under LayerFn (keep the input,
   // recompute in backward); false keeps every layer's activations and
-  // gathered weights until backward, and reduces the gradients after it.
+  // gathered weights until backward. prefetch_layers: P above (>= 0).
   ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed, Comm* comm,
                const ExpertMesh& mesh, torch::Device device, Wire wire,
                bool activation_checkpointing = true,
-               const std::string& expert_gather_dtype = "float32");
+               const std::string& expert_gather_dtype = "float32", int prefetch_layers = 1);
 
   // Forward and backward over this rank's rows; gradients are added to the
   // shards' grad (summed over ranks), so calls after one ZeroGrad accumulate
@@ -70,7 +84,8 @@ class ShardedModel {
   // `global_tokens` all positions of this forward over all ranks (the
   // balance loss's). Marks `laps` (if given) between forward and backward.
   // Waits for nothing on the device except the expert all-to-all's split
-  // sizes (EP > 1).
+  // sizes (EP > 1). Gradient reductions may still be in flight on return:
+  // FinishGrads (the optimizer calls it) completes them.
   ShardedForward ForwardBackward(const TokenBatch& local, int64_t global_targets,
                                  int64_t global_tokens, torch::Dtype compute_dtype,
                                  double aux_coef, compat::StepLaps* laps = nullptr);
@@ -83,30 +98,36 @@ class ShardedModel {
   Comm& comm() { return *comm_; }
   int64_t NumParams() const;
   void ZeroGrad();
+  // Waits for the gradient reductions in flight and adds them to the shards'
+  // gradients, in the order they started.
+  void FinishGrads();
   void UpdateRouterBias(const std::vector<torch::Tensor>& counts, double rate);
 
-  // Used by LayerFn. A layer's gathered weights: its dense part and its
-  // expert block.
+  // Used by LayerFn and ReduceWhenReady. A layer's gathered weights: its
+  // dense part and its expert block.
   struct LayerWeights {
     torch::Tensor dense, experts;
   };
-  // At world 1 a "gather" is the shard itself (no copy). Leaves require grad;
-  // with direct gradients (DirectGrads) a leaf's .grad is the shard's
-  // gradient buffer, so backward accumulates into it and the Reduce calls
-  // have nothing left to do.
-  torch::Tensor Gather(size_t block);
-  torch::Tensor GatherLeaf(size_t block);
-  LayerWeights GatherLayer(int layer);
-  LayerWeights GatherLayerLeaves(int layer);
-  void ReduceLeafGrad(size_t block, const torch::Tensor& leaf);
-  void ReduceLayerGrads(int layer, const LayerWeights& w);
+  // At world 1 a "gather" is the shard itself (no copy). Takes return the
+  // step's gathers in their planned order. Leaves require grad; with direct
+  // gradients (DirectGrads) a leaf's .grad is the shard's gradient buffer, so
+  // backward accumulates into it and StartReduce has nothing left to do.
+  LayerWeights TakeLayer(int layer);
+  LayerWeights TakeLayerLeaves(int layer);
+  // Starts sending `grad` (of block `block`'s dense part, or with `experts`
+  // of its expert block) to the owners; the sum is added to the shard's
+  // gradient when it is finished.
+  void StartReduce(size_t block, bool experts, const torch::Tensor& grad);
   LayerOutput RunLayer(int layer, const LayerWeights& w, const torch::Tensor& x, bool recompute);
+  torch::Device device() const { return device_; }
 
  private:
   spec::ModelSpec spec_;
   Comm* comm_;
   ExpertMesh mesh_;
   std::unique_ptr<Comm> ep_comm_, block_comm_;  // EP group; owners of this rank's expert block
+  std::unique_ptr<Comm> dense_comm_;  // all ranks, for dense gathers and gradients (P > 0)
+  Comm* dense_ = nullptr;             // dense_comm_, or comm_ when P = 0
   torch::Device device_;
   Wire wire_;
   ExpertGather expert_gather_ = ExpertGather::kFp32;
@@ -123,12 +144,36 @@ class ShardedModel {
   std::vector<EpSplits> ep_splits_;     // per layer: the dispatch split, likewise
   torch::Tensor routing_changed_;
   bool checkpointing_ = true;
+  size_t prefetch_ = 1;  // parallel.prefetch_layers
+
+  // The step's gathers: blocks in the order they are used, the next one to
+  // start and to take, and those started but not taken.
+  struct InFlight {
+    size_t block;
+    PendingTensor dense, experts;
+  };
+  std::vector<size_t> gather_order_;
+  size_t started_ = 0, taken_ = 0;
+  std::deque<InFlight> gathers_;
+  struct Reduction {
+    torch::Tensor into;  // the shard's gradient
+    PendingTensor sum;
+  };
+  std::deque<Reduction> reductions_;
 
   // World 1, where the wire would not change the gradient: fp32 on the wire,
   // or bf16 compute (each weight's gradient is an upcast bf16 value, which
   // the bf16 wire rounds to itself).
   bool DirectGrads() const;
   torch::Tensor Leaf(const torch::Tensor& value, const torch::Tensor& grad);
+  void PlanGathers();
+  void StartGather(size_t block);
+  LayerWeights Take(size_t block);
+  // A leaf of block `block`'s gathered weights (dense part, or with
+  // `experts` its expert block) for forward; unless gradients go straight
+  // into the shard, what forward uses is wrapped so that the block's
+  // gradient starts its reduction as soon as autograd has summed it.
+  torch::Tensor ReducedInBackward(const torch::Tensor& gathered, size_t block, bool experts);
 };
 
 }  // namespace trellis::train

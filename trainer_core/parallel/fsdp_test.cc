@@ -2,7 +2,8 @@
 // by the single-process Model + Muon + AdamW (the reference) and by
 // ShardedModel + ShardedOptimizer on 4 gloo ranks (2 nodes of 2, EP 2). fp32 on the wire: losses
 // within 1e-5 relative and parameters equal within 1e-5; bf16 compute and
-// bf16 on the wire: within the tolerance stated below.
+// bf16 on the wire: within the tolerance stated below. Every prefetch depth
+// (parallel.prefetch_layers) trains to the same bits.
 #include "trainer_core/parallel/fsdp.h"
 
 #include <gtest/gtest.h>
@@ -108,6 +109,7 @@ std::string RunReference(const spec::TrainerSpec& s, torch::Dtype dtype, const s
 struct Mesh {
   int world, node_size, ep;
   bool checkpointing = true;  // parallel.activation_checkpointing
+  int prefetch = 1;           // parallel.prefetch_layers
 };
 
 std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, int rank,
@@ -123,7 +125,7 @@ std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire
   auto comm = ConnectComm(co);
   auto em = PlanExpertMesh(world, rank, mesh.node_size, mesh.ep, s.model.experts, world);
   ShardedModel model(s.model, t.seq_len, t.seed, comm.get(), em, torch::kCPU, wire,
-                     mesh.checkpointing);
+                     mesh.checkpointing, "float32", mesh.prefetch);
   ShardedOptimizer opt(&model, MuonOpts(t), AdamWOpts(t));
   std::vector<double> losses;
   const int64_t rows = kRows / world;
@@ -132,6 +134,7 @@ std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire
     TokenBatch mine{all.inputs.narrow(0, rank * rows, rows),
                     all.targets.narrow(0, rank * rows, rows),
                     all.doc_ids.narrow(0, rank * rows, rows)};
+    comm->ResetTimes();
     model.ZeroGrad();
     auto out = model.ForwardBackward(mine, (all.targets != -1).sum().item<int64_t>(),
                                      all.inputs.numel(), dtype, t.aux_loss_coef);
@@ -140,6 +143,14 @@ std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire
     opt.Step(t.muon_lr * lr, t.lr * lr);
     model.UpdateRouterBias(out.expert_counts, t.router_bias_rate);
     losses.push_back(out.ce.item<double>());
+    // The step's collective time: absent at world 1, else 0 <= exposed <= total.
+    const auto times = comm->TakeTimes();
+    if (world == 1 && times) return "collective times at world 1";
+    if (world > 1 && (!times || !(times->total > 0) || times->exposed < 0 ||
+                      times->exposed > times->total))
+      return "step " + std::to_string(step) + ": collective times out of range (total " +
+             std::to_string(times ? times->total : -1) + ", exposed " +
+             std::to_string(times ? times->exposed : -1) + ")";
   }
   std::vector<torch::Tensor> flats;
   for (auto& b : model.shards()) flats.push_back(b.value);
@@ -273,6 +284,59 @@ TEST(FsdpTest, WithoutCheckpointingEqualsOne) {
   c = TrainBoth(TinySpec(), torch::kBFloat16, Wire::kBf16, {1, 1, 1, false});
   EXPECT_EQ(c.max_loss_rel, 0);
   EXPECT_EQ(c.max_param_abs, 0);
+}
+
+// The sharded run alone; every rank's losses and parameters, concatenated.
+std::vector<char> TrainSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire,
+                               Mesh mesh) {
+  char tmpl[] = "/tmp/fsdp_test_XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const int port = testing::FreePort();
+  auto sharded = testing::RunRanks(mesh.world, 120s, [&](int rank) {
+    return RunSharded(s, dtype, wire, rank, mesh, port,
+                      dir + "/rank" + std::to_string(rank) + ".bin");
+  });
+  EXPECT_EQ(Failures(sharded), "");
+  std::vector<char> all;
+  for (int r = 0; r < mesh.world; ++r) {
+    auto bytes = ReadAll(dir + "/rank" + std::to_string(r) + ".bin");
+    all.insert(all.end(), bytes.begin(), bytes.end());
+  }
+  return all;
+}
+
+// Overlap moves collectives in time, never what they carry: prefetch_layers 0
+// (every collective waited for at once), 1 and 2 train to the same losses and
+// parameters bit for bit, with and without activation checkpointing, on one
+// node of 2 with EP 2 (tokens cross ranks) and on two nodes of 1 (EP 1,
+// experts gathered from the other rank); also in bf16 with bf16 on the wire.
+TEST(FsdpTest, PrefetchDepthsTrainTheSameBits) {
+  struct Case {
+    Mesh mesh;
+    torch::Dtype dtype;
+    Wire wire;
+  };
+  std::vector<Case> cases;
+  for (bool checkpointing : {true, false})
+    for (Mesh m : {Mesh{2, 2, 2}, Mesh{2, 1, 1}}) {
+      m.checkpointing = checkpointing;
+      cases.push_back({m, torch::kFloat, Wire::kFp32});
+    }
+  cases.push_back({Mesh{2, 2, 2}, torch::kBFloat16, Wire::kBf16});
+  for (Case c : cases) {
+    std::vector<std::vector<char>> runs;
+    for (int prefetch : {0, 1, 2}) {
+      c.mesh.prefetch = prefetch;
+      runs.push_back(TrainSharded(TinySpec(), c.dtype, c.wire, c.mesh));
+    }
+    const std::string what = "node_size " + std::to_string(c.mesh.node_size) + ", ep " +
+                             std::to_string(c.mesh.ep) + ", checkpointing " +
+                             std::to_string(c.mesh.checkpointing) + ", dtype " +
+                             std::string(c10::toString(c.dtype));
+    ASSERT_FALSE(runs[0].empty()) << what;
+    EXPECT_TRUE(runs[1] == runs[0]) << "prefetch 1 vs 0: " << what;
+    EXPECT_TRUE(runs[2] == runs[0]) << "prefetch 2 vs 0: " << what;
+  }
 }
 
 TEST(FsdpTest, OneRankEqualsTheReferenceBitForBit) {

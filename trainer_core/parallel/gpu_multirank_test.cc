@@ -2,8 +2,10 @@
 // the device) against one GPU: the same numbers in fp32 on both meshes a
 // 2-GPU host can form (one node of 2; two nodes of 1), bf16 gradients within
 // bf16's noise, the FP8 expert gather close to the fp32 one, a world-2
-// checkpoint resumed on one GPU, and a killed peer named within the
-// collective timeout. Skips where fewer than 2 GPUs are visible (label gpu).
+// checkpoint resumed on one GPU, a killed peer named within the
+// collective timeout, the step records' collective times, and prefetch depths
+// (parallel.prefetch_layers) that agree. Skips where fewer than 2 GPUs are
+// visible (label gpu).
 // Torch-free: it spawns the binary and reads its step records and its
 // checkpoint shards.
 #include <gtest/gtest.h>
@@ -57,15 +59,17 @@ class GpuMultiRankTest : public ::testing::Test {
   }
 
   // The tiny MoE of the CPU multi-rank tests, on CUDA.
+  // `parallel`: more lines for that section.
   std::string Spec(const std::string& name, Mesh mesh, const std::string& dtype = "float32",
-                   const std::string& wire = "float32", const std::string& gather = "float32") {
+                   const std::string& wire = "float32", const std::string& gather = "float32",
+                   const std::string& parallel = "") {
     const std::string path = JoinPath(dir_, name + ".toml");
     std::ofstream(path) << "[model]\nlayers = 2\nhidden = 32\nheads = 4\nkv_heads = 2\n"
                            "experts = 4\nexperts_per_token = 2\nexpert_hidden = 32\n"
                            "shared_expert = true\n[parallel]\nnode_size = "
                         << mesh.node_size << "\nep = " << mesh.ep << "\ngrad_reduce_dtype = \""
-                        << wire << "\"\nexpert_gather_dtype = \"" << gather
-                        << "\"\n[training]\ndevice = \"cuda\"\ndtype = \"" << dtype
+                        << wire << "\"\nexpert_gather_dtype = \"" << gather << "\"\n"
+                        << parallel << "[training]\ndevice = \"cuda\"\ndtype = \"" << dtype
                         << "\"\nseq_len = 32\nglobal_batch = 8\nsteps = 10\nwarmup_steps = 2\n"
                            "router_bias_rate = 0.001\nmuon_ns_dtype = \"float32\"\ndata = \""
                         << corpus_ << "\"\n[checkpoint]\nevery_steps = 5\n";
@@ -124,7 +128,8 @@ struct ParamDiff {
 ParamDiff CompareParams(const std::string& one, const std::string& two, int step) {
   ShardReader ref(ShardPath(one, step, 0, 1));
   std::vector<std::unique_ptr<ShardReader>> ranks;
-  for (int r = 0; r < 2; ++r) ranks.push_back(std::make_unique<ShardReader>(ShardPath(two, step, r, 2)));
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(std::make_unique<ShardReader>(ShardPath(two, step, r, 2)));
   ParamDiff d;
   int64_t n = 0;
   auto add = [&](float a, float b) {
@@ -148,7 +153,8 @@ ParamDiff CompareParams(const std::string& one, const std::string& two, int step
       EXPECT_EQ(2 * half, part) << e.name;
       for (int r = 0; r < 2; ++r)
         for (size_t p = 0; p < 3; ++p)
-          for (size_t i = 0; i < half; ++i) add(got[r][p * half + i], want[p * part + r * half + i]);
+          for (size_t i = 0; i < half; ++i)
+            add(got[r][p * half + i], want[p * part + r * half + i]);
     } else {
       std::vector<float> all = got[0];
       all.insert(all.end(), got[1].begin(), got[1].end());
@@ -160,6 +166,24 @@ ParamDiff CompareParams(const std::string& one, const std::string& two, int step
   return d;
 }
 
+// Every record of a world-2 rank carries the step's collective time and the
+// part of it the compute stream stood waiting; world 1 has none.
+void ExpectCommTimes(const std::vector<RankRun>& runs) {
+  for (size_t r = 0; r < runs.size(); ++r)
+    for (const StepRecord& rec : runs[r].records) {
+      if (runs.size() == 1) {
+        EXPECT_FALSE(rec.comm_seconds || rec.exposed_comm_seconds) << "world 1, step " << rec.step;
+        continue;
+      }
+      ASSERT_TRUE(rec.comm_seconds && rec.exposed_comm_seconds)
+          << "rank " << r << " step " << rec.step;
+      EXPECT_GT(*rec.comm_seconds, 0) << "rank " << r << " step " << rec.step;
+      EXPECT_GE(*rec.exposed_comm_seconds, 0) << "rank " << r << " step " << rec.step;
+      EXPECT_LE(*rec.exposed_comm_seconds, *rec.comm_seconds)
+          << "rank " << r << " step " << rec.step;
+    }
+}
+
 // fp32 compute and fp32 gradients: the worlds differ only in summation order.
 // Bounds are the CPU tests' (losses 1e-5 relative, parameters 1e-5).
 TEST_F(GpuMultiRankTest, TwoGpusEqualOneInFp32OnBothMeshes) {
@@ -168,12 +192,14 @@ TEST_F(GpuMultiRankTest, TwoGpusEqualOneInFp32OnBothMeshes) {
   auto ref = Run(1, {Spec("one", {1, 1}), "--checkpoint-dir", one});
   ASSERT_TRUE(AllExitedZero(ref, &why)) << why;
   ASSERT_EQ(ref[0].records.size(), 10u);
+  ExpectCommTimes(ref);
   for (Mesh mesh : {Mesh{2, 2}, Mesh{1, 1}}) {
     const std::string name = "two_node" + std::to_string(mesh.node_size);
     const std::string two = JoinPath(dir_, name);
     auto runs = Run(2, {Spec(name, mesh), "--checkpoint-dir", two});
     ASSERT_TRUE(AllExitedZero(runs, &why)) << why;
     for (const auto& run : runs) EXPECT_EQ(run.records.size(), 10u);
+    ExpectCommTimes(runs);
     const double loss = MaxLossRel(runs[1].records, ref[0].records);
     const ParamDiff p = CompareParams(one, two, 10);
     std::printf("cuda world 2 (node_size %d, ep %d) vs world 1, fp32, 10 steps: max loss rel diff "
@@ -182,6 +208,42 @@ TEST_F(GpuMultiRankTest, TwoGpusEqualOneInFp32OnBothMeshes) {
     EXPECT_LE(loss, 1e-5);
     EXPECT_LE(p.max_abs, 1e-5);
   }
+}
+
+// Prefetch off (every collective waited for at once), 1 and 2 layers ahead:
+// the same kernels on the same values, so the losses agree within the fp32
+// bound (1e-5 relative) on both meshes, with and without activation
+// checkpointing; the records show how much of the collective time the
+// compute waited for.
+TEST_F(GpuMultiRankTest, PrefetchDepthsAgreeAndRecordExposedTime) {
+  std::string why;
+  for (Mesh mesh : {Mesh{2, 2}, Mesh{1, 1}})
+    for (const char* checkpointing : {"true", "false"}) {
+      std::vector<std::vector<RankRun>> runs;
+      for (int prefetch : {0, 1, 2}) {
+        const std::string name = "prefetch" + std::to_string(prefetch) + "_" +
+                                 std::to_string(mesh.node_size) + checkpointing;
+        const std::string parallel = "prefetch_layers = " + std::to_string(prefetch) +
+                                     "\nactivation_checkpointing = " + checkpointing + "\n";
+        runs.push_back(Run(2, {Spec(name, mesh, "float32", "float32", "float32", parallel),
+                               "--steps", "5"}));
+        ASSERT_TRUE(AllExitedZero(runs.back(), &why)) << why;
+        ExpectCommTimes(runs.back());
+        double comm = 0, exposed = 0;
+        for (const auto& rec : runs.back()[0].records) {
+          comm += rec.comm_seconds.value_or(0);
+          exposed += rec.exposed_comm_seconds.value_or(0);
+        }
+        std::printf("cuda world 2 (node_size %d), checkpointing %s, prefetch_layers %d: "
+                    "collectives %.4fs per step, exposed %.0f%%\n",
+                    mesh.node_size, checkpointing, prefetch, comm / 5,
+                    100 * exposed / std::max(comm, 1e-12));
+      }
+      for (size_t p = 1; p < runs.size(); ++p)
+        EXPECT_LE(MaxLossRel(runs[p][0].records, runs[0][0].records), 1e-5)
+            << "prefetch " << p << ", node_size " << mesh.node_size << ", checkpointing "
+            << checkpointing;
+    }
 }
 
 // bf16 compute and bf16 gradients on the wire against one GPU in bf16: within

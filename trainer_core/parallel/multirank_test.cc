@@ -48,22 +48,24 @@ class MultiRankTest : public ::testing::Test {
   }
   // 2 nodes of 2 ranks at world 4, one node at world 2; fp32 everywhere
   // (gradients too), so worlds differ only in summation order.
-  // `training`: more lines for the [training] section.
+  // `training`, `parallel`: more lines for those sections.
   std::string Spec(const std::string& corpus, int hidden = 32,
-                   const std::string& gather = "float32", const std::string& training = "") {
+                   const std::string& gather = "float32", const std::string& training = "",
+                   const std::string& parallel = "") {
     const std::string path =
         JoinPath(dir_, "spec" + std::to_string(hidden) + gather +
-                           std::to_string(std::hash<std::string>{}(training)) + ".toml");
+                           std::to_string(std::hash<std::string>{}(training + parallel)) +
+                           ".toml");
     std::ofstream(path) << "[model]\nlayers = 2\nhidden = " << hidden
                         << "\nheads = 4\nkv_heads = 2\nexperts = 4\nexperts_per_token = 2\n"
                            "expert_hidden = 32\nshared_expert = true\n"
                            "[parallel]\nnode_size = 2\nep = 2\ngrad_reduce_dtype = \"float32\"\n"
                            "expert_gather_dtype = \""
-                        << gather
-                        << "\"\n"
-                           "[training]\ndtype = \"float32\"\nseq_len = 32\nglobal_batch = 8\nsteps = 10\n"
-                           "warmup_steps = 2\nrouter_bias_rate = 0.001\nmuon_ns_dtype = "
-                           "\"float32\"\ndata = \""
+                        << gather << "\"\n"
+                        << parallel
+                        << "[training]\ndtype = \"float32\"\nseq_len = 32\nglobal_batch = 8\n"
+                           "steps = 10\nwarmup_steps = 2\nrouter_bias_rate = 0.001\n"
+                           "muon_ns_dtype = \"float32\"\ndata = \""
                         << corpus << "\"\n"
                         << training << "[checkpoint]\nevery_steps = 5\n";
     return path;
@@ -231,8 +233,9 @@ TEST_F(MultiRankTest, MicroBatchesOnTwoRanksFollowTheUnsplitBatch) {
   };
   auto train = [&](int micro) {
     const std::string ckpt = JoinPath(dir_, "ckpt" + std::to_string(micro));
-    const std::string spec = Spec(corpus, 32, "float32",
-                                  "aux_loss_coef = 0\nmicro_batch = " + std::to_string(micro) + "\n");
+    const std::string spec =
+        Spec(corpus, 32, "float32",
+             "aux_loss_coef = 0\nmicro_batch = " + std::to_string(micro) + "\n");
     Run run{RunWorld(2, {spec, "--json", "--steps", "6", "--checkpoint-dir", ckpt}, dir_, 180s),
             {}};
     std::string why;
@@ -275,6 +278,41 @@ TEST_F(MultiRankTest, MicroBatchesOnTwoRanksFollowTheUnsplitBatch) {
     EXPECT_LE(loss, 1e-5);
     EXPECT_LE(param, 1e-5);
   }
+}
+
+// Overlap moves collectives in time, not what they carry: world 2 (EP 2)
+// trains to the same losses bit for bit with parallel.prefetch_layers 0, 1
+// and 2, and every step record of both ranks carries the step's collective
+// time and the part of it the rank stood waiting: 0 <= exposed <= total.
+TEST_F(MultiRankTest, PrefetchDepthsGiveTheSameLossesAndRecordCommTime) {
+  const std::string corpus = Corpus();
+  std::vector<std::vector<RankRun>> runs;
+  for (int prefetch : {0, 1, 2}) {
+    const std::string spec =
+        Spec(corpus, 32, "float32", "", "prefetch_layers = " + std::to_string(prefetch) + "\n");
+    runs.push_back(RunWorld(2, {spec, "--json", "--steps", "4"}, dir_, 180s));
+    std::string why;
+    ASSERT_TRUE(AllExitedZero(runs.back(), &why)) << why;
+    double comm = 0, exposed = 0;
+    for (const RankRun& rank : runs.back()) {
+      ASSERT_EQ(rank.records.size(), 4u);
+      for (const StepRecord& r : rank.records) {
+        ASSERT_TRUE(r.comm_seconds && r.exposed_comm_seconds) << "step " << r.step;
+        EXPECT_GT(*r.comm_seconds, 0) << "step " << r.step;
+        EXPECT_GE(*r.exposed_comm_seconds, 0) << "step " << r.step;
+        EXPECT_LE(*r.exposed_comm_seconds, *r.comm_seconds) << "step " << r.step;
+        comm += *r.comm_seconds;
+        exposed += *r.exposed_comm_seconds;
+      }
+    }
+    std::printf("world 2, prefetch_layers %d: collectives %.4fs per rank-step, exposed %.0f%%\n",
+                prefetch, comm / 8, 100 * exposed / comm);
+  }
+  for (size_t p = 1; p < runs.size(); ++p)
+    for (int r = 0; r < 2; ++r)
+      for (size_t i = 0; i < 4; ++i)
+        EXPECT_EQ(runs[p][r].records[i].loss, runs[0][r].records[i].loss)
+            << "prefetch " << p << " rank " << r << " step " << i + 1;
 }
 
 }  // namespace

@@ -54,6 +54,7 @@ std::pair<int64_t, int64_t> ShardedOptimizer::Span(const Unit& u, int rank) cons
 
 torch::Tensor ShardedOptimizer::ClipGradNorm(double max_norm) {
   torch::NoGradGuard no_grad;
+  model_->FinishGrads();  // the reductions still in flight
   // Summed on the device. On CUDA each gradient's norm in fp32 (a tree
   // reduction) instead of an fp64 copy of 10 GB of gradients.
   auto square = [](const torch::Tensor& g) {
@@ -76,6 +77,7 @@ torch::Tensor ShardedOptimizer::ClipGradNorm(double max_norm) {
 
 void ShardedOptimizer::Step(double muon_lr, double adamw_lr) {
   torch::NoGradGuard no_grad;
+  model_->FinishGrads();
   MuonStep(muon_lr);
   ExpertMuonStep(muon_lr);
   AdamWStep(adamw_lr);

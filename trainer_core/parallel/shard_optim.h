@@ -28,6 +28,7 @@ class ShardedOptimizer {
  public:
   ShardedOptimizer(ShardedModel* model, MuonOptions muon, AdamWOptions adamw);
 
+  // Both first finish the model's gradient reductions still in flight.
   // Global L2 norm of the gradients (one scalar all-reduce), fp64 [1] on the
   // device; scales the gradients to max_norm when above it (0: never). Never
   // waits for the device: the clip factor min(1, max_norm / norm) is applied
