@@ -12,6 +12,7 @@
 #include "trainer_core/error.h"
 #include "trainer_core/parallel/comm.h"
 #include "trainer_core/parallel/nccl_log_file.h"
+#include "trainer_core/profile/kernel_profile.h"
 #include "trainer_core/stop_signal.h"
 #include "trainer_core/trainer.h"
 
@@ -90,7 +91,10 @@ int main(int argc, char** argv) {
       options.local_world_size = std::atoi(local);
     options.checkpoint_dir = checkpoint_dir;
     options.resume_step = ParseResume(resume);
-    options.on_step = [json](const StepRecord& r) {
+    std::shared_ptr<trellis::train::KernelProfile> profile =
+        trellis::train::KernelProfile::FromEnv();
+    options.on_step = [json, profile](const StepRecord& r) {
+      if (profile) profile->AfterStep(r.step);
       if (!json) return PrintHuman(r);
       std::cout << trellis::EncodeStepRecord(r) << std::endl;  // a line per step, flushed
     };

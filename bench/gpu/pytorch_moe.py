@@ -239,25 +239,9 @@ def clip_grad_norm(params, max_norm):  # trainer_core: fp64 total, scale by max 
     return norm
 
 
-# The kinds a CUDA kernel's name tells: the GEMMs and attention are compute-bound,
-# the rest (elementwise, reductions, copies, casts, softmax) mostly memory-bound:
-# what torch.compile fuses.
-KERNEL_KINDS = (("gemm", ("gemm", "cutlass", "nvjet", "sm90_xmma", "grouped", "matmul")),
-                ("attention", ("flash", "fmha", "attention", "sdpa")),
-                ("nccl", ("nccl",)),
-                ("copy and cast", ("copy", "cast", "convert", "to_copy")))
-
-
-def kernel_kind(name):
-    low = name.lower()
-    for kind, keys in KERNEL_KINDS:
-        if any(k in low for k in keys):
-            return kind
-    return "other (elementwise, reductions)"
-
-
 def write_profile(profiler, path, steps):
-    """The CUDA kernels of `steps` steps: time per kind, then the 40 longest."""
+    """The CUDA kernels of `steps` steps, by time and kind (kernel_table.py)."""
+    from kernel_table import write_table  # beside this script
     rows = []
     for e in profiler.key_averages():
         t = getattr(e, "device_time_total", None)
@@ -265,19 +249,8 @@ def write_profile(profiler, path, steps):
             t = getattr(e, "cuda_time_total", 0)
         # Only CUDA activity is recorded: every event with device time is a kernel.
         if t > 0:
-            rows.append((t / 1e3 / steps, e.count // steps, e.key))
-    rows.sort(reverse=True)
-    kinds = {}
-    for ms, _, name in rows:
-        kinds[kernel_kind(name)] = kinds.get(kernel_kind(name), 0) + ms
-    total = sum(kinds.values())
-    with open(path, "w") as f:
-        f.write(f"CUDA kernel time per step (mean of {steps} steps): {total:.1f} ms\n\n")
-        for kind, ms in sorted(kinds.items(), key=lambda kv: -kv[1]):
-            f.write(f"{kind:34s} {ms:8.1f} ms  {100 * ms / total:5.1f}%\n")
-        f.write("\nms/step  calls/step  kernel\n")
-        for ms, calls, name in rows[:40]:
-            f.write(f"{ms:7.2f}  {calls:10d}  {name[:150]}\n")
+            rows.append((t / 1e3, e.count, e.key))
+    write_table(rows, steps, path)
 
 
 def train(args):

@@ -18,8 +18,9 @@
 # in trellis-train (training.micro_batch) and PyTorch alike; absent: one forward).
 # The default "2 16:2" is moe-bench's 2 rows, then 16 rows as 8 micro-batches of 2.
 # Usage: bench/gpu/run.sh   (env: STEPS=50 WARMUP=5 BATCHES="2 16:2" KERNELS=1 CHECK=1
-#        CHECK_STEPS=30 CHECKS="documents causal micro" PROFILE=0 (1: the PyTorch runs write
-#        OUT_DIR/profile-<size>-<run>.txt, their CUDA kernels over two steps by time and kind)
+#        CHECK_STEPS=30 CHECKS="documents causal micro" PROFILE=0 (1: every run writes
+#        OUT_DIR/profile-<size>-<run>.txt, its CUDA kernels over two steps by time and kind;
+#        trellis-train is then built with -DTRELLIS_KERNEL_PROFILE=ON)
 #        RUNS="trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm"
 #        WITH_KERNELS=ON (OFF: trainer_core without kernels/) BUILD_DIR=build-gpu
 #        OUT_DIR=bench/results WORK=<temp dir> JOBS=$(nproc))
@@ -51,6 +52,7 @@ log "build ($BUILD_DIR)"
 prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') || die "no torch"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_TRAINER_ONLY=ON \
   -DTRELLIS_WITH_CUDA="$WITH_KERNELS" -DTRELLIS_THIRD_PARTY_INCLUDE="$THIRD_PARTY_INCLUDE" \
+  -DTRELLIS_KERNEL_PROFILE="$([ "$PROFILE" = 1 ] && echo ON || echo OFF)" \
   -DCMAKE_PREFIX_PATH="$prefix" > "$WORK/cmake.log" 2>&1 || { tail -30 "$WORK/cmake.log"; die "cmake"; }
 ninja -C "$BUILD_DIR" -j "$JOBS" trellis-train trellis-corpus trellis-export > "$WORK/build.log" 2>&1 \
   || { grep -E "error" -A5 "$WORK/build.log" | head -60; die "build"; }
@@ -131,10 +133,17 @@ bench_size() {
           ! grep -q TRELLIS_WITH_KERNELS "$BUILD_DIR/build.ninja"; then
           echo "run.sh: trainer_core was built without kernels/, skipping $run"; continue
         fi
+        # PROFILE=1: the same two steps as the PyTorch runs' (after the warm-up).
         TRELLIS_KERNEL_NS=$([ $run = trellis_kernel_ns ] && echo 1 || echo 0) \
+          TRELLIS_PROFILE_STEPS=$([ "$PROFILE" = 1 ] && echo "$((WARMUP + 1)):2") \
+          TRELLIS_PROFILE_OUT="$dir/$run.kernels.tsv" \
           "$BIN/trellis-train" "$spec" --data "$WORK/moe-bench.corpus" --steps "$STEPS" --json \
           > "$dir/$run.jsonl" 2> "$dir/$run.err" \
           || { tail -20 "$dir/$run.err"; echo "run.sh: $run ($tag) failed, continuing"; }
+        if [ "$PROFILE" = 1 ] && [ -s "$dir/$run.kernels.tsv" ]; then
+          python3 bench/gpu/kernel_table.py "$dir/$run.kernels.tsv" 2 \
+            "$OUT_DIR/profile-${tag}-$run.txt" || echo "run.sh: kernel table of $run failed"
+        fi
         head -2 "$dir/$run.err"; sed -n '1p;$p' "$dir/$run.jsonl" ;;
       eager_*|compile_*)
         mode=${run%%_*} experts=${run#*_}

@@ -1,0 +1,74 @@
+#include "trainer_core/profile/kernel_profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "trainer_core/error.h"
+
+#ifdef TRELLIS_KERNEL_PROFILE
+#include <torch/csrc/autograd/profiler_kineto.h>
+#endif
+
+namespace trellis::train {
+
+std::unique_ptr<KernelProfile> KernelProfile::FromEnv() {
+  const char* steps = std::getenv("TRELLIS_PROFILE_STEPS");
+  if (steps == nullptr || *steps == '\0') return nullptr;
+#ifndef TRELLIS_KERNEL_PROFILE
+  throw TrainError("TRELLIS_PROFILE_STEPS is set, but this trellis-train was built without "
+                   "-DTRELLIS_KERNEL_PROFILE=ON");
+#else
+  long long first = 0, count = 0;
+  char tail = 0;
+  if (std::sscanf(steps, "%lld:%lld%c", &first, &count, &tail) != 2 || first < 2 || count < 1)
+    throw TrainError(std::string("TRELLIS_PROFILE_STEPS=") + steps +
+                     ": expected FIRST:COUNT with FIRST >= 2 and COUNT >= 1");
+  const char* out = std::getenv("TRELLIS_PROFILE_OUT");
+  if (out == nullptr || *out == '\0')
+    throw TrainError("TRELLIS_PROFILE_STEPS is set without TRELLIS_PROFILE_OUT (the file to write)");
+  return std::unique_ptr<KernelProfile>(new KernelProfile(first, count, out));
+#endif
+}
+
+void KernelProfile::AfterStep(int64_t step) {
+#ifdef TRELLIS_KERNEL_PROFILE
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  using torch::profiler::impl::ProfilerConfig;
+  using torch::profiler::impl::ProfilerState;
+  const std::set<ActivityType> cuda{ActivityType::CUDA};
+  if (step == first_ - 1) {
+    const ProfilerConfig config(ProfilerState::KINETO);
+    prof::prepareProfiler(config, cuda);
+    prof::enableProfiler(config, cuda);
+    return;
+  }
+  if (step != first_ + count_ - 1) return;
+  // The step's end has synchronized with the device: its kernels are done.
+  std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
+  std::map<std::string, std::pair<uint64_t, int64_t>> by_name;  // us, calls
+  for (const auto& e : result->events()) {
+    if (e.deviceType() != c10::DeviceType::CUDA) continue;
+    auto& [us, calls] = by_name[e.name()];
+    us += e.durationUs();
+    ++calls;
+  }
+  std::vector<std::pair<uint64_t, std::string>> order;
+  for (const auto& [name, v] : by_name) order.emplace_back(v.first, name);
+  std::sort(order.rbegin(), order.rend());
+  std::ofstream out(out_);
+  for (const auto& [us, name] : order)
+    out << us << '\t' << by_name[name].second << '\t' << name << '\n';
+  if (!out) throw TrainError("TRELLIS_PROFILE_OUT " + out_ + ": cannot write it");
+#else
+  (void)step;
+#endif
+}
+
+}  // namespace trellis::train

@@ -1,0 +1,33 @@
+#pragma once
+// The CUDA kernels of a few of trellis-train's steps, summed by name, for the
+// step breakdown by kernel that bench/gpu/run.sh (PROFILE=1) prints beside
+// PyTorch's. Built only with -DTRELLIS_KERNEL_PROFILE=ON (the bench turns it
+// on); otherwise FromEnv() refuses the variables, so that a profile asked for
+// is never silently missing.
+//
+//   TRELLIS_PROFILE_STEPS=FIRST:COUNT   steps FIRST .. FIRST+COUNT-1 (FIRST >= 2)
+//   TRELLIS_PROFILE_OUT=FILE            "<total us>\t<calls>\t<kernel>" per line
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace trellis::train {
+
+class KernelProfile {
+ public:
+  // nullptr when TRELLIS_PROFILE_STEPS is unset; throws TrainError naming the
+  // variable and what is accepted when it is malformed.
+  static std::unique_ptr<KernelProfile> FromEnv();
+  // Call after each step (its 1-based number): the profile starts after step
+  // FIRST-1 and is written after step FIRST+COUNT-1.
+  void AfterStep(int64_t step);
+
+ private:
+  KernelProfile(int64_t first, int64_t count, std::string out)
+      : first_(first), count_(count), out_(std::move(out)) {}
+  int64_t first_, count_;
+  std::string out_;
+};
+
+}  // namespace trellis::train
