@@ -17,6 +17,20 @@
 
 namespace trellis::train {
 
+#ifdef TRELLIS_KERNEL_PROFILE
+namespace {
+// Newer LibTorch counts in nanoseconds (durationNs), older in microseconds.
+template <typename E>
+auto DurationUs(const E& e, int) -> decltype(e.durationNs(), uint64_t()) {
+  return e.durationNs() / 1000;
+}
+template <typename E>
+uint64_t DurationUs(const E& e, long) {
+  return e.durationUs();
+}
+}  // namespace
+#endif
+
 std::unique_ptr<KernelProfile> KernelProfile::FromEnv() {
   const char* steps = std::getenv("TRELLIS_PROFILE_STEPS");
   if (steps == nullptr || *steps == '\0') return nullptr;
@@ -56,7 +70,7 @@ void KernelProfile::AfterStep(int64_t step) {
   for (const auto& e : result->events()) {
     if (e.deviceType() != c10::DeviceType::CUDA) continue;
     auto& [us, calls] = by_name[e.name()];
-    us += e.durationUs();
+    us += DurationUs(e, 0);
     ++calls;
   }
   std::vector<std::pair<uint64_t, std::string>> order;
