@@ -1,8 +1,12 @@
 #include "trainer_core/model/model.h"
+#include "trainer_core/model/layers.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <tuple>
 #include <random>
 
 namespace trellis::train {
@@ -149,6 +153,69 @@ TEST(ModelTest, Bf16ComputeTracksFp32) {
   double f32 = model.Forward(batch, torch::kFloat, 0).ce.item<double>();
   double bf16 = model.Forward(batch, torch::kBFloat16, 0).ce.item<double>();
   EXPECT_NEAR(bf16, f32, 0.02 * f32);  // bf16 keeps ~3 significant digits
+}
+
+}  // namespace
+}  // namespace trellis::train
+
+namespace trellis::train {
+namespace {
+
+// Attention with RoPE against a reference written out on [b, heads, t, hd]
+// (attention.cc applies RoPE before the transpose), on fresh random fp64
+// inputs: the same output and the same gradients for x and every weight,
+// over several shapes and two tables of the same shape.
+TEST(RopeTest, AttentionMatchesTheRotationWrittenOut) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("TRELLIS_TEST_SEED=" + std::to_string(seed));
+  torch::manual_seed(seed);
+  auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  for (auto [b, t, heads, kv, hd, theta] : {std::tuple{2, 8, 4, 2, 8, 10000.0},
+                                            std::tuple{1, 5, 2, 2, 4, 10000.0},
+                                            std::tuple{2, 8, 4, 2, 8, 500.0}}) {
+    const RopeCache rope = BuildRope(16, hd, theta, torch::kCPU, torch::kDouble);
+    auto make = [&](int64_t out) { return torch::randn({out, heads * hd}, f64) * 0.3; };
+    AttentionWeights w{make(heads * hd), make(kv * hd), make(kv * hd), make(heads * hd), heads, kv};
+    for (auto* p : {&w.wq, &w.wk, &w.wv, &w.wo}) p->requires_grad_(true);
+    auto x = torch::randn({b, t, heads * hd}, f64).requires_grad_(true);
+    auto grad_out = torch::randn({b, t, heads * hd}, f64);
+
+    auto grads = [&](const torch::Tensor& y) {
+      for (auto* p : {&x, &w.wq, &w.wk, &w.wv, &w.wo})
+        if (p->grad().defined()) p->mutable_grad().zero_();
+      y.backward(grad_out);
+      std::vector<torch::Tensor> g;
+      for (auto* p : {&x, &w.wq, &w.wk, &w.wv, &w.wo}) g.push_back(p->grad().clone());
+      return g;
+    };
+    auto got = AttentionForward(x, w, rope, {});
+    auto got_grads = grads(got);
+
+    // The same attention with RoPE written out on [b, heads, t, hd].
+    auto reference = [&] {
+      auto rot = [&](const torch::Tensor& v) {
+        auto cos = rope.cos.narrow(0, 0, t), sin = rope.sin.narrow(0, 0, t);
+        auto v1 = v.narrow(-1, 0, hd / 2), v2 = v.narrow(-1, hd / 2, hd / 2);
+        return torch::cat({v1 * cos - v2 * sin, v1 * sin + v2 * cos}, -1);
+      };
+      auto split = [&](const torch::Tensor& wt, int64_t n) {
+        return torch::matmul(x, wt.t()).view({b, t, n, hd}).transpose(1, 2);
+      };
+      auto q = rot(split(w.wq, heads));
+      auto k = rot(split(w.wk, kv)).repeat_interleave(heads / kv, 1);
+      auto v = split(w.wv, kv).repeat_interleave(heads / kv, 1);
+      auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(hd));
+      auto causal = torch::ones({t, t}, torch::kBool).tril();
+      scores = scores.masked_fill(causal.logical_not(), -std::numeric_limits<double>::infinity());
+      auto o = torch::matmul(torch::softmax(scores, -1), v);
+      return torch::matmul(o.transpose(1, 2).reshape({b, t, heads * hd}), w.wo.t());
+    }();
+    auto reference_grads = grads(reference);
+    EXPECT_TRUE(torch::allclose(got, reference, 1e-10, 1e-12));
+    for (size_t i = 0; i < got_grads.size(); ++i)
+      EXPECT_TRUE(torch::allclose(got_grads[i], reference_grads[i], 1e-9, 1e-12))
+          << "gradient " << i << " (x, wq, wk, wv, wo)";
+  }
 }
 
 }  // namespace
