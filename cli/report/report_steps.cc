@@ -175,22 +175,29 @@ std::string PhaseChart(const ReportInput& in, const std::vector<Mark>& marks) {
       PhaseTip));
   struct Phase {
     const char* name;
+    const char* key;  // of the line's id, phase-<key>
     const char* color;
     double (*value)(const v1::StepPoint&);
   };
   const Phase phases[] = {
-      {"fwd", "#4e79a7", PhaseOf<&v1::StepPoint::fwd_seconds, &v1::StepPoint::has_fwd_seconds>},
-      {"bwd", "#f28e2b", PhaseOf<&v1::StepPoint::bwd_seconds, &v1::StepPoint::has_bwd_seconds>},
-      {"optim", "#59a14f",
+      {"fwd", "fwd", "#4e79a7",
+       PhaseOf<&v1::StepPoint::fwd_seconds, &v1::StepPoint::has_fwd_seconds>},
+      {"bwd", "bwd", "#f28e2b",
+       PhaseOf<&v1::StepPoint::bwd_seconds, &v1::StepPoint::has_bwd_seconds>},
+      {"optim", "optim", "#59a14f",
        PhaseOf<&v1::StepPoint::optim_seconds, &v1::StepPoint::has_optim_seconds>},
-      {"comm", "#e15759", PhaseOf<&v1::StepPoint::comm_seconds, &v1::StepPoint::has_comm_seconds>},
+      {"comm", "comm", "#e15759",
+       PhaseOf<&v1::StepPoint::comm_seconds, &v1::StepPoint::has_comm_seconds>},
+      // What of comm the compute waited for: the rest was hidden behind it.
+      {"exposed comm", "exposed", "#b07aa1",
+       PhaseOf<&v1::StepPoint::exposed_comm_seconds, &v1::StepPoint::has_exposed_comm_seconds>},
   };
   for (const Phase& ph : phases) {
     bool any = false;
     for (const auto& p : steps.points()) any = any || std::isfinite(ph.value(p));
     if (any)
       c.series.push_back(
-          Line(steps, ph.name, ph.color, std::string("phase-") + ph.name, ph.value, PhaseTip));
+          Line(steps, ph.name, ph.color, std::string("phase-") + ph.key, ph.value, PhaseTip));
   }
   return RenderLineChart(c);
 }

@@ -251,6 +251,7 @@ void ToProto(const StepPointRow& p, v1::StepPoint* out) {
   if (p.bwd_seconds) out->set_bwd_seconds(*p.bwd_seconds);
   if (p.optim_seconds) out->set_optim_seconds(*p.optim_seconds);
   if (p.comm_seconds) out->set_comm_seconds(*p.comm_seconds);
+  if (p.exposed_comm_seconds) out->set_exposed_comm_seconds(*p.exposed_comm_seconds);
   out->set_updated_unix_ms(ToUnixMillis(p.updated));
 }
 

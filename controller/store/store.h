@@ -114,7 +114,8 @@ struct StepPointRow {
   double step_seconds = 0;  // the last row's step_seconds_max
   double step_seconds_max = 0;  // the bucket's largest
   // Phase times of the last row's latest rank record (its last_json).
-  std::optional<double> fwd_seconds, bwd_seconds, optim_seconds, comm_seconds;
+  std::optional<double> fwd_seconds, bwd_seconds, optim_seconds, comm_seconds,
+      exposed_comm_seconds;
   WallTime updated;
 };
 struct StepSeries {

@@ -31,6 +31,7 @@ void ReadPhases(const std::string& last_json, StepPointRow* p) {
   p->bwd_seconds = Phase(record, "bwd_seconds");
   p->optim_seconds = Phase(record, "optim_seconds");
   p->comm_seconds = Phase(record, "comm_seconds");
+  p->exposed_comm_seconds = Phase(record, "exposed_comm_seconds");
 }
 
 // Folds one row into its bucket's point (rows arrive in order).

@@ -110,6 +110,12 @@ TEST(ReportPageTest, OneStep) {
   EXPECT_NE(html.find("16.4k tokens/s"), std::string::npos);  // 8192 tokens in 0.5 s
   EXPECT_NE(PathData(html, "phase-fwd"), "");
   EXPECT_EQ(PathData(html, "phase-comm"), "");  // never reported: no line
+  EXPECT_EQ(PathData(html, "phase-exposed"), "");
+  in.steps->mutable_points(0)->set_comm_seconds(0.2);
+  in.steps->mutable_points(0)->set_exposed_comm_seconds(0.01);
+  html = RenderReport(in);
+  EXPECT_NE(PathData(html, "phase-comm"), "");
+  EXPECT_NE(PathData(html, "phase-exposed"), "");
 }
 
 TEST(ReportPageTest, NonFiniteLossesAreSkipped) {

@@ -60,10 +60,10 @@ class RunStepsTest : public ControllerTest {
     ASSERT_TRUE(tx.Commit().ok());
   }
 
-  static std::string Record(int64_t step, double fwd) {
+  static std::string Record(int64_t step, double fwd, const std::string& more = "") {
     return "{\"v\":1,\"step\":" + std::to_string(step) +
            ",\"loss\":2.0,\"tokens\":100,\"step_seconds\":0.5,\"fwd_seconds\":" +
-           std::to_string(fwd) + "}";
+           std::to_string(fwd) + more + "}";
   }
 };
 
@@ -99,7 +99,8 @@ TEST_F(RunStepsTest, EveryStepIsAPointWhenTheyFit) {
   PutSteps(id, {{1, 1, 1, 4, 22.0, Record(1, 0.2)},
                 {1, 1, 2, 0, 0.0, "{}"},  // no rank reported: the loss is NaN
                 {1, 1, 3, 4, INFINITY, "not json"},
-                {1, 2, 2, 4, 20.0, Record(2, 0.3)}});
+                {1, 2, 2, 4, 20.0,
+                 Record(2, 0.3, ",\"comm_seconds\":0.25,\"exposed_comm_seconds\":0.05")}});
   v1::RunStepsResponse resp;
   ASSERT_TRUE(Steps(id, 0, &resp).ok());
   EXPECT_EQ(resp.total_steps(), 4);
@@ -111,6 +112,9 @@ TEST_F(RunStepsTest, EveryStepIsAPointWhenTheyFit) {
   EXPECT_EQ(first.tokens(), 400);
   EXPECT_DOUBLE_EQ(first.fwd_seconds(), 0.2);
   EXPECT_FALSE(first.has_comm_seconds());
+  EXPECT_FALSE(first.has_exposed_comm_seconds());
+  EXPECT_DOUBLE_EQ(resp.points(3).comm_seconds(), 0.25);
+  EXPECT_DOUBLE_EQ(resp.points(3).exposed_comm_seconds(), 0.05);
   EXPECT_TRUE(std::isnan(resp.points(1).loss()));
   EXPECT_TRUE(std::isnan(resp.points(1).loss_min()));
   EXPECT_FALSE(resp.points(1).has_fwd_seconds());
