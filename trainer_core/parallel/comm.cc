@@ -385,11 +385,13 @@ CommOptions CommOptionsFromEnv() {
 
 PendingTensor StartReduceScatter(Comm& comm, const at::Tensor& full, Wire wire) {
   const int world = comm.size();
-  TORCH_CHECK(full.scalar_type() == torch::kFloat && full.is_contiguous(),
-              "ReduceScatter: fp32 contiguous input");
+  TORCH_CHECK((full.scalar_type() == torch::kFloat || full.scalar_type() == torch::kBFloat16) &&
+                  full.is_contiguous(),
+              "ReduceScatter: fp32 or bf16 contiguous input");
   TORCH_CHECK(full.numel() % world == 0, "ReduceScatter: size is not a multiple of the world");
   const int64_t n = full.numel() / world;
-  auto send = wire == Wire::kBf16 ? full.view(-1).to(torch::kBFloat16) : full.view(-1);
+  // A bf16 gradient (of bf16 weight copies) on an fp32 wire is up-cast exactly.
+  auto send = full.view(-1).to(wire == Wire::kBf16 ? torch::kBFloat16 : torch::kFloat);
   auto recv = torch::empty_like(send);
   std::vector<int64_t> counts(world, n);
   std::vector<std::unique_ptr<CommWork>> works;

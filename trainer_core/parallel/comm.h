@@ -118,7 +118,7 @@ bool CpuRanksCanMeet();
 CommOptions CommOptionsFromEnv();
 
 // Reduce-scatter built from one all-to-all: `full` is this rank's
-// contribution, size() * n contiguous fp32 elements; returns the fp32 sum over
+// contribution, size() * n contiguous fp32 (or bf16) elements; returns the fp32 sum over
 // ranks of segment rank() ([n]), added in rank order. With Wire::kBf16 each
 // segment travels rounded to bf16, so the result equals an fp32
 // reduce-scatter of the bf16-rounded inputs (bit for bit when every partial

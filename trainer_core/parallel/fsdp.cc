@@ -2,6 +2,7 @@
 
 #include "trainer_core/compat.h"
 #include "trainer_core/error.h"
+#include "trainer_core/model/fusions.h"
 #include "trainer_core/model/init.h"
 
 namespace trellis::train {
@@ -96,6 +97,15 @@ class ReduceWhenReady : public torch::autograd::Function<ReduceWhenReady> {
   }
 };
 
+// Every rank's `shard` end to end: [comm.size() * shard.numel()], in its dtype.
+PendingTensor StartGatherShards(Comm& comm, const torch::Tensor& shard) {
+  if (comm.size() == 1) return PendingTensor(shard);
+  auto full = torch::empty({shard.numel() * comm.size()}, shard.options());
+  std::vector<std::unique_ptr<CommWork>> works;
+  works.push_back(comm.StartAllGather(shard, full));
+  return PendingTensor(std::move(works), [full] { return full; });
+}
+
 }  // namespace
 
 ShardedModel::ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed,
@@ -108,7 +118,8 @@ ShardedModel::ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uin
       device_(device),
       wire_(wire),
       layout_(ModelLayout(spec)),
-      checkpointing_(activation_checkpointing) {
+      checkpointing_(activation_checkpointing),
+      weight_copies_(ActiveFusions().bf16_weights) {
   expert_gather_ = ParseExpertGather(expert_gather_dtype);
   if (prefetch_layers < 0)
     throw TrainError("parallel.prefetch_layers: must be >= 0, got " +
@@ -179,8 +190,20 @@ bool ShardedModel::DirectGrads() const {
 torch::Tensor ShardedModel::Leaf(const torch::Tensor& value, const torch::Tensor& grad) {
   auto leaf = value.detach().requires_grad_(true);
   // Autograd adds into a leaf's existing .grad in place.
-  if (DirectGrads()) leaf.mutable_grad() = grad;
+  if (DirectLeaf(value, grad)) leaf.mutable_grad() = grad;
   return leaf;
+}
+
+bool ShardedModel::DirectLeaf(const torch::Tensor& value, const torch::Tensor& grad) const {
+  return DirectGrads() && value.scalar_type() == grad.scalar_type();
+}
+
+bool ShardedModel::CopiesInUse() const {
+  return weight_copies_ && compute_dtype_ == torch::kBFloat16;
+}
+
+torch::Tensor ShardedModel::GatherSource(BlockShard& s) {
+  return CopiesInUse() ? s.compute.Get(s.value, compute_dtype_) : s.value.detach();
 }
 
 void ShardedModel::PlanGathers() {
@@ -194,21 +217,20 @@ void ShardedModel::PlanGathers() {
 }
 
 void ShardedModel::StartGather(size_t block) {
-  const BlockShard& s = shards_[block];
+  BlockShard& s = shards_[block];
   InFlight g{block, {}, {}};
-  if (comm_->size() == 1) {
-    g.dense = PendingTensor(s.value.detach());
-  } else {
-    auto full = torch::empty({s.padded}, s.value.options());
-    std::vector<std::unique_ptr<CommWork>> works;
-    works.push_back(dense_->StartAllGather(s.value, full));
-    g.dense = PendingTensor(std::move(works), [full] { return full; });
-  }
+  g.dense = StartGatherShards(*dense_, GatherSource(s));
   if (block >= 1 && block <= experts_.size()) {
-    const ExpertShard& e = experts_[block - 1];
-    g.experts = block_comm_->size() == 1
-                    ? PendingTensor(e.value.detach())
-                    : StartGatherExperts(*block_comm_, e.value, expert_gather_);
+    ExpertShard& e = experts_[block - 1];
+    // fp8 on the wire encodes the fp32 master; fp32 and bf16 wires carry the
+    // bf16 copy when copies are on (the values compute rounds to anyway).
+    if (CopiesInUse() && expert_gather_ != ExpertGather::kFp8) {
+      g.experts = StartGatherShards(*block_comm_, e.compute.Get(e.value, compute_dtype_));
+    } else {
+      g.experts = block_comm_->size() == 1
+                      ? PendingTensor(e.value.detach())
+                      : StartGatherExperts(*block_comm_, e.value, expert_gather_);
+    }
   }
   gathers_.push_back(std::move(g));
 }
@@ -236,19 +258,24 @@ ShardedModel::LayerWeights ShardedModel::TakeLayerLeaves(int layer) {
 
 torch::Tensor ShardedModel::ReducedInBackward(const torch::Tensor& gathered, size_t block,
                                               bool experts) {
-  auto leaf = Leaf(gathered, experts ? experts_[block - 1].grad : shards_[block].grad);
-  if (DirectGrads()) return leaf;
+  const auto& grad = experts ? experts_[block - 1].grad : shards_[block].grad;
+  auto leaf = Leaf(gathered, grad);
+  if (DirectLeaf(gathered, grad)) return leaf;
   return ReduceWhenReady::apply(leaf, this, static_cast<int64_t>(block), experts);
 }
 
 void ShardedModel::StartReduce(size_t block, bool experts, const torch::Tensor& grad) {
-  if (DirectGrads()) return;  // already accumulated into the shard's gradient
+  torch::Tensor& into = experts ? experts_[block - 1].grad : shards_[block].grad;
+  if (grad.is_same(into)) return;  // a direct leaf: already accumulated there
   torch::NoGradGuard no_grad;
+  if (DirectGrads()) {  // a weight copy's bf16 gradient, added in fp32
+    into.add_(grad);
+    return;
+  }
   // Each owner of an expert block gets its experts' gradient summed over the
   // EP groups that ran them.
   Comm& comm = experts ? *block_comm_ : *dense_;
-  reductions_.push_back({experts ? experts_[block - 1].grad : shards_[block].grad,
-                         StartReduceScatter(comm, grad.contiguous(), wire_)});
+  reductions_.push_back({into, StartReduceScatter(comm, grad.contiguous(), wire_)});
   // A layer's dense part and experts are two reductions.
   while (reductions_.size() > 2 * prefetch_) {
     Reduction r = std::move(reductions_.front());

@@ -29,6 +29,7 @@
 
 #include "trainer_core/compat.h"
 #include "trainer_core/model/model.h"
+#include "trainer_core/parallel/cast_cache.h"
 #include "trainer_core/parallel/comm.h"
 #include "trainer_core/parallel/expert_gather.h"
 #include "trainer_core/parallel/expert_parallel.h"
@@ -45,6 +46,7 @@ struct BlockShard {
   int64_t size = 0;
   torch::Tensor value;  // fp32 [size] master weights (zero in the padding)
   torch::Tensor grad;   // fp32 [size] gradient summed over ranks
+  CastCache compute;    // value in bf16, what is gathered under bf16 compute
 };
 
 // A layer's routed experts owned by this rank: experts [first, first + count)
@@ -53,6 +55,7 @@ struct ExpertShard {
   int64_t first = 0, count = 0;
   torch::Tensor value;  // fp32
   torch::Tensor grad;
+  CastCache compute;  // value in bf16, as for BlockShard
 };
 
 struct ShardedForward {
@@ -102,6 +105,11 @@ class ShardedModel {
   // gradients, in the order they started.
   void FinishGrads();
   void UpdateRouterBias(const std::vector<torch::Tensor>& counts, double rate);
+  // Under bf16 compute, gather and compute with bf16 copies of the shards,
+  // made once per optimizer step (CastCache), instead of casting the
+  // gathered fp32 weights in every forward; the same values either way.
+  // Default: the bf16_weights fusion (model/fusions.h).
+  void SetWeightCopies(bool on) { weight_copies_ = on; }
 
   // Used by LayerFn and ReduceWhenReady. A layer's gathered weights: its
   // dense part and its expert block.
@@ -145,6 +153,7 @@ class ShardedModel {
   torch::Tensor routing_changed_;
   bool checkpointing_ = true;
   size_t prefetch_ = 1;  // parallel.prefetch_layers
+  bool weight_copies_ = true;
 
   // The step's gathers: blocks in the order they are used, the next one to
   // start and to take, and those started but not taken.
@@ -162,10 +171,17 @@ class ShardedModel {
   std::deque<Reduction> reductions_;
 
   // World 1, where the wire would not change the gradient: fp32 on the wire,
-  // or bf16 compute (each weight's gradient is an upcast bf16 value, which
-  // the bf16 wire rounds to itself).
+  // or bf16 compute (each weight's gradient is a bf16 value, which the bf16
+  // wire rounds to itself). Then an fp32 leaf's gradient goes straight into
+  // the shard's, and a bf16 leaf's (a weight copy's) is added to it.
   bool DirectGrads() const;
+  // A leaf of `value` whose .grad is the shard's `grad` itself (same dtype).
+  bool DirectLeaf(const torch::Tensor& value, const torch::Tensor& grad) const;
   torch::Tensor Leaf(const torch::Tensor& value, const torch::Tensor& grad);
+  // What a block's gather sends: the shard in the compute dtype when weight
+  // copies are on, else the fp32 master.
+  torch::Tensor GatherSource(BlockShard& s);
+  bool CopiesInUse() const;
   void PlanGathers();
   void StartGather(size_t block);
   LayerWeights Take(size_t block);

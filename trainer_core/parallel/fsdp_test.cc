@@ -110,6 +110,7 @@ struct Mesh {
   int world, node_size, ep;
   bool checkpointing = true;  // parallel.activation_checkpointing
   int prefetch = 1;           // parallel.prefetch_layers
+  bool weight_copies = true;  // ShardedModel::SetWeightCopies (bf16 compute)
 };
 
 std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, int rank,
@@ -126,6 +127,7 @@ std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire
   auto em = PlanExpertMesh(world, rank, mesh.node_size, mesh.ep, s.model.experts, world);
   ShardedModel model(s.model, t.seq_len, t.seed, comm.get(), em, torch::kCPU, wire,
                      mesh.checkpointing, "float32", mesh.prefetch);
+  model.SetWeightCopies(mesh.weight_copies);
   ShardedOptimizer opt(&model, MuonOpts(t), AdamWOpts(t));
   std::vector<double> losses;
   const int64_t rows = kRows / world;
@@ -336,6 +338,38 @@ TEST(FsdpTest, PrefetchDepthsTrainTheSameBits) {
     ASSERT_FALSE(runs[0].empty()) << what;
     EXPECT_TRUE(runs[1] == runs[0]) << "prefetch 1 vs 0: " << what;
     EXPECT_TRUE(runs[2] == runs[0]) << "prefetch 2 vs 0: " << what;
+  }
+}
+
+// bf16 copies of the weights, made once per optimizer step and gathered in
+// place of the fp32 masters, are the values every forward cast to before:
+// on and off train to the same bits, at world 1 and 2 (experts local and
+// gathered from the other rank), with and without checkpointing, and with
+// the bf16 gradients going on an fp32 wire.
+TEST(FsdpTest, WeightCopiesTrainTheSameBits) {
+  struct Case {
+    Mesh mesh;
+    Wire wire;
+  };
+  std::vector<Case> cases;
+  for (bool checkpointing : {true, false})
+    for (Mesh m : {Mesh{1, 1, 1}, Mesh{2, 2, 2}, Mesh{2, 1, 1}}) {
+      m.checkpointing = checkpointing;
+      cases.push_back({m, Wire::kBf16});
+    }
+  cases.push_back({Mesh{2, 1, 1}, Wire::kFp32});
+  for (Case c : cases) {
+    std::vector<std::vector<char>> runs;
+    for (bool copies : {false, true}) {
+      c.mesh.weight_copies = copies;
+      runs.push_back(TrainSharded(TinySpec(), torch::kBFloat16, c.wire, c.mesh));
+    }
+    const std::string what = "world " + std::to_string(c.mesh.world) + ", node_size " +
+                             std::to_string(c.mesh.node_size) + ", checkpointing " +
+                             std::to_string(c.mesh.checkpointing) + ", wire " +
+                             (c.wire == Wire::kBf16 ? "bf16" : "fp32");
+    ASSERT_FALSE(runs[0].empty()) << what;
+    EXPECT_TRUE(runs[1] == runs[0]) << "weight copies on vs off: " << what;
   }
 }
 

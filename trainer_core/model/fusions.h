@@ -1,0 +1,37 @@
+#pragma once
+// The fused paths of the trainer (docs/architecture.md, "The trainer"), each
+// on by default and each switchable off on its own, so that a benchmark can
+// measure what one fusion gains against the same build:
+//   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights   (or "all")
+// Switching one off gives the same function computed the plain ATen way.
+// Torch-free.
+
+#include <string>
+#include <string_view>
+
+namespace trellis::train {
+
+struct Fusions {
+  // The MoE dispatch's backward and the gate-weighted combine (forward and
+  // backward) as kernels of kernels/ (CUDA bf16, built with kernels/).
+  bool moe_kernels = true;
+  // The head and cross entropy in chunks of rows, never the whole [N, vocab]
+  // logits in memory.
+  bool chunked_ce = true;
+  // A bf16 copy of the weights, refreshed once per optimizer step, used by
+  // every forward instead of a cast per forward (bf16 compute).
+  bool bf16_weights = true;
+};
+
+// The names above, comma-separated ("" or none: every fusion on; "all": all
+// off). An unknown name throws TrainError naming it and the accepted names.
+Fusions ParseFusionsOff(std::string_view off);
+
+// The names switched off, comma-separated ("" when none): for logs and
+// benchmark records.
+std::string DescribeFusionsOff(const Fusions& f);
+
+// TRELLIS_FUSIONS_OFF of this process, read once.
+const Fusions& ActiveFusions();
+
+}  // namespace trellis::train
