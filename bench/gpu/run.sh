@@ -21,7 +21,9 @@
 #        CHECK_STEPS=30 CHECKS="documents causal micro" PROFILE=0 (1: every run writes
 #        OUT_DIR/profile-<size>-<run>.txt, its CUDA kernels over two steps by time and kind;
 #        trellis-train is then built with -DTRELLIS_KERNEL_PROFILE=ON)
-#        RUNS="trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm"
+#        RUNS="trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm"; a run
+#        trellis_off_F is trellis_kernel_ns with TRELLIS_FUSIONS_OFF=F (moe_kernels, chunked_ce,
+#        bf16_weights or all; trainer_core/model/fusions.h), to measure what fusion F gains
 #        WITH_KERNELS=ON (OFF: trainer_core without kernels/) BUILD_DIR=build-gpu
 #        OUT_DIR=bench/results WORK=<temp dir> JOBS=$(nproc))
 set -uo pipefail
@@ -128,13 +130,15 @@ bench_size() {
   for run in $RUNS; do
     log "train $run ($tag)"
     case $run in
-      trellis|trellis_kernel_ns)
-        if [ $run = trellis_kernel_ns ] &&
+      trellis|trellis_kernel_ns|trellis_off_*)
+        if [ $run != trellis ] &&
           ! grep -q TRELLIS_WITH_KERNELS "$BUILD_DIR/build.ninja"; then
           echo "run.sh: trainer_core was built without kernels/, skipping $run"; continue
         fi
         # PROFILE=1: the same two steps as the PyTorch runs' (after the warm-up).
-        TRELLIS_KERNEL_NS=$([ $run = trellis_kernel_ns ] && echo 1 || echo 0) \
+        # trellis_off_F: the default (kernel Newton-Schulz) with fusion F off.
+        TRELLIS_KERNEL_NS=$([ $run = trellis ] && echo 0 || echo 1) \
+          TRELLIS_FUSIONS_OFF=$(case $run in trellis_off_*) echo "${run#trellis_off_}" ;; esac) \
           TRELLIS_PROFILE_STEPS=$([ "$PROFILE" = 1 ] && echo "$((WARMUP + 1)):2") \
           TRELLIS_PROFILE_OUT="$dir/$run.kernels.tsv" \
           "$BIN/trellis-train" "$spec" --data "$WORK/moe-bench.corpus" --steps "$STEPS" --json \

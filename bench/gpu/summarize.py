@@ -28,6 +28,8 @@ def trellis_result(path, warmup, tokens_per_step):
         fwd_seconds_median=statistics.median(r["fwd_seconds"] for r in recs[warmup:]),
         bwd_seconds_median=statistics.median(r["bwd_seconds"] for r in recs[warmup:]),
         optim_seconds_median=statistics.median(r["optim_seconds"] for r in recs[warmup:]),
+        exposed_comm_seconds_median=statistics.median(
+            r.get("exposed_comm_seconds", 0) for r in recs[warmup:]),
         losses=[r["loss"] for r in recs],
         peak_mem_bytes=max(r.get("mem_allocated_peak_bytes", 0) for r in recs),
         reserved_bytes=max(r.get("mem_reserved_peak_bytes", 0) for r in recs),
@@ -42,6 +44,11 @@ def main():
     runs = {}
     labels = {"trellis": "trellis-train, ATen Newton-Schulz (TRELLIS_KERNEL_NS=0)",
               "trellis_kernel_ns": "trellis-train, Newton-Schulz from kernels/ (default)"}
+    # Fusion ablations: the default build with one fusion (or all) switched off.
+    for path in sorted(glob.glob(os.path.join(work, "trellis_off_*.jsonl"))):
+        name = os.path.basename(path)[:-len(".jsonl")]
+        off = name[len("trellis_off_"):]
+        labels[name] = f"trellis-train, default but TRELLIS_FUSIONS_OFF={off}"
     for name, label in labels.items():
         path = os.path.join(work, name + ".jsonl")
         if os.path.exists(path) and os.path.getsize(path) > 0:
@@ -77,11 +84,23 @@ def main():
                                                    / ref["losses"][0])
             r["loss_mean_rel_diff_vs_pytorch"] = (abs(r["loss_mean"] - ref["loss_mean"])
                                                   / ref["loss_mean"])
-    # Targets on the faster trellis variant (the JSON names it).
-    mine = [n for n in labels if n in runs]
+    # Targets on the faster trellis variant with every fusion (the JSON names it).
+    mine = [n for n in ("trellis", "trellis_kernel_ns") if n in runs]
     best = max(mine, key=lambda n: runs[n]["tokens_per_s"]) if mine else None
     t = runs.get(best)
     targets = {"judged_run": best} if best else {}
+    # What each fusion gains: the default run against the same with it off.
+    base = runs.get("trellis_kernel_ns")
+    fusions = {}
+    for name, r in runs.items():
+        if base and name.startswith("trellis_off_"):
+            fusions[name[len("trellis_off_"):]] = dict(
+                tokens_per_s_gain=base["tokens_per_s"] / r["tokens_per_s"],
+                step_seconds_saved=r["step_seconds_median"] - base["step_seconds_median"],
+                fwd_seconds_saved=r["fwd_seconds_median"] - base["fwd_seconds_median"],
+                bwd_seconds_saved=r["bwd_seconds_median"] - base["bwd_seconds_median"],
+                optim_seconds_saved=r["optim_seconds_median"] - base["optim_seconds_median"],
+                peak_mem_bytes_saved=r["peak_mem_bytes"] - base["peak_mem_bytes"])
     if t:
         targets |= {
             "tokens_per_s >= 1.2 x torch.compile":
@@ -100,7 +119,7 @@ def main():
                machine="one NVIDIA H200", device=peak["device"], torch=peak["torch"],
                command=command, config="examples/moe-bench.toml", model=info,
                peak_tflops=peak["peak_tflops"], reference="the fastest PyTorch eager run",
-               runs=runs, targets=targets)
+               runs=runs, targets=targets, fusion_gains=fusions)
     with open(prefix + ".json", "w") as f:
         json.dump(out, f, indent=1)
 
@@ -133,6 +152,26 @@ def main():
             f"{r['step_seconds_median']:.3f} | {r['peak_mem_bytes'] / gib:.1f} | "
             f"{r['reserved_bytes'] / gib:.1f} | {r['alloc_retries']} | {r['losses'][0]:.4f} | "
             f"{fmt(r['loss_step_50'], '.4f')} |")
+    rows = info["global_batch"]
+    lines += ["", f"Step parts of the trellis runs, ms per row ({rows} rows per step, medians):", "",
+              "| run | forward | backward | optimizer | exposed comm | step |",
+              "|---|---|---|---|---|---|"]
+    for name, r in runs.items():
+        if name.startswith("trellis"):
+            ms = lambda key: f"{r[key] * 1e3 / rows:.1f}"
+            lines.append(f"| {name} | {ms('fwd_seconds_median')} | {ms('bwd_seconds_median')} | "
+                         f"{ms('optim_seconds_median')} | {ms('exposed_comm_seconds_median')} | "
+                         f"{ms('step_seconds_median')} |")
+    if fusions:
+        lines += ["", "What each fusion gains (the default run against the same run with that "
+                  "fusion off; positive = saved by the fusion):", "",
+                  "| fusion off | tokens/s gain | step ms | forward ms | backward ms | "
+                  "optimizer ms | peak alloc GiB |", "|---|---|---|---|---|---|---|"]
+        for f, g in fusions.items():
+            lines.append(f"| {f} | {g['tokens_per_s_gain']:.3f}x | {g['step_seconds_saved'] * 1e3:.1f} | "
+                         f"{g['fwd_seconds_saved'] * 1e3:.1f} | {g['bwd_seconds_saved'] * 1e3:.1f} | "
+                         f"{g['optim_seconds_saved'] * 1e3:.1f} | "
+                         f"{g['peak_mem_bytes_saved'] / gib:.2f} |")
     if t:
         lines += ["", f"trellis step breakdown (median s): forward {t['fwd_seconds_median']:.3f}, "
                   f"backward {t['bwd_seconds_median']:.3f}, optimizer {t['optim_seconds_median']:.3f}; "
