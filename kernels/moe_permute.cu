@@ -1,7 +1,7 @@
 // Dispatch layout = a stable radix sort of slot numbers keyed by expert id
 // (CUB's radix sort is stable), then one pass that inverts the permutation
-// and finds each expert's first row. Permute, unpermute and combine move
-// whole rows with 16-byte accesses.
+// and finds each expert's first row. Permute, unpermute, combine and the
+// combine's backward move whole rows with 16-byte accesses.
 #include "kernels/moe_permute.h"
 
 #include <cub/device/device_radix_sort.cuh>
@@ -79,12 +79,10 @@ struct UnpermuteIndex {
   __device__ int64_t operator()(int64_t slot) const { return slot_to_row[slot]; }
 };
 
-__global__ void __launch_bounds__(kThreads) CombineKernel(const __nv_bfloat16* __restrict__ expert_out,
-                                                          const float* __restrict__ gates,
-                                                          const int32_t* __restrict__ slot_to_row,
-                                                          int64_t num_tokens, int top_k,
-                                                          int64_t hidden,
-                                                          __nv_bfloat16* __restrict__ out) {
+__global__ void __launch_bounds__(kThreads)
+    CombineKernel(const __nv_bfloat16* __restrict__ expert_out, const float* __restrict__ gates,
+                  const int32_t* __restrict__ slot_to_row, int64_t num_tokens, int top_k,
+                  int64_t hidden, __nv_bfloat16* __restrict__ out) {
   const int64_t per_row = hidden / 8;
   const int64_t chunks = num_tokens * per_row;
   for (int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x; c < chunks;
@@ -93,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) CombineKernel(const __nv_bfloat16* _
     float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int j = 0; j < top_k; ++j) {
       const int64_t s = t * top_k + j;
-      const float g = gates[s];
+      const float g = gates == nullptr ? 1.0f : gates[s];  // 1 * v is exact
       float v[8];
       detail::Bf16x8ToFloat(
           *reinterpret_cast<const Bf16x8*>(expert_out + slot_to_row[s] * hidden + col), v);
@@ -104,15 +102,58 @@ __global__ void __launch_bounds__(kThreads) CombineKernel(const __nv_bfloat16* _
   }
 }
 
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+// A warp per dispatch row, its lanes striding the row 16 bytes at a time (the
+// grad_y and expert_out loads are coalesced). Every lane of a warp shares the
+// row, so all 32 reach the shuffles.
+__global__ void __launch_bounds__(kThreads)
+    CombineBackwardKernel(const __nv_bfloat16* __restrict__ grad_y,
+                          const __nv_bfloat16* __restrict__ expert_out,
+                          const float* __restrict__ gates,
+                          const int32_t* __restrict__ row_to_slot, int64_t num_rows, int top_k,
+                          int64_t hidden, __nv_bfloat16* __restrict__ grad_expert_out,
+                          float* __restrict__ grad_gates) {
+  const int lane = threadIdx.x % 32;
+  const int64_t per_row = hidden / 8;
+  for (int64_t r = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32; r < num_rows;
+       r += int64_t{gridDim.x} * kWarpsPerBlock) {
+    const int64_t s = row_to_slot[r];
+    const int64_t t = s / top_k;
+    const float g = gates[s];
+    const __nv_bfloat16* gy_row = grad_y + t * hidden;
+    const __nv_bfloat16* eo_row = expert_out + r * hidden;
+    __nv_bfloat16* out_row = grad_expert_out + r * hidden;
+    float dot = 0.0f;
+    for (int64_t c = lane; c < per_row; c += 32) {
+      float gy[8], eo[8], out[8];
+      detail::Bf16x8ToFloat(*reinterpret_cast<const Bf16x8*>(gy_row + c * 8), gy);
+      detail::Bf16x8ToFloat(*reinterpret_cast<const Bf16x8*>(eo_row + c * 8), eo);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        out[i] = __fmul_rn(g, gy[i]);
+        dot = __fmaf_rn(gy[i], eo[i], dot);
+      }
+      *reinterpret_cast<Bf16x8*>(out_row + c * 8) = detail::FloatToBf16x8(out);
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    if (lane == 0) grad_gates[s] = dot;
+  }
+}
+
 void CheckRows(const char* what, const void* a, const void* b, int64_t hidden) {
-  Require(hidden > 0 && hidden % 8 == 0, std::string(what) + ": hidden must be a positive multiple of 8");
-  Require(IsAligned(a, 16) && IsAligned(b, 16), std::string(what) + ": rows must be 16-byte aligned");
+  Require(hidden > 0 && hidden % 8 == 0,
+          std::string(what) + ": hidden must be a positive multiple of 8");
+  Require(IsAligned(a, 16) && IsAligned(b, 16),
+          std::string(what) + ": rows must be 16-byte aligned");
 }
 
 }  // namespace
 
 size_t MoeLayoutWorkspaceBytes(int64_t num_slots, int num_experts) {
-  return 2 * Align256(num_slots * sizeof(int32_t)) + Align256(SortTempBytes(num_slots, num_experts));
+  return 2 * Align256(num_slots * sizeof(int32_t)) +
+         Align256(SortTempBytes(num_slots, num_experts));
 }
 
 void ComputeMoeLayout(const int32_t* topk_ids, int64_t num_tokens, int top_k, int num_experts,
@@ -169,6 +210,24 @@ void MoeCombine(const __nv_bfloat16* expert_out, const float* gates, const int32
   if (num_tokens == 0) return;
   CombineKernel<<<detail::GridFor(num_tokens * hidden / 8, kThreads), kThreads, 0, stream>>>(
       expert_out, gates, slot_to_row, num_tokens, top_k, hidden, out);
+  TRELLIS_CHECK_LAUNCH();
+}
+
+void MoeCombineBackward(const __nv_bfloat16* grad_y, const __nv_bfloat16* expert_out,
+                        const float* gates, const int32_t* row_to_slot, int64_t num_tokens,
+                        int top_k, int64_t hidden, __nv_bfloat16* grad_expert_out,
+                        float* grad_gates, cudaStream_t stream) {
+  CheckRows("MoeCombineBackward", grad_y, expert_out, hidden);
+  CheckRows("MoeCombineBackward", grad_expert_out, grad_expert_out, hidden);
+  Require(top_k > 0 && num_tokens >= 0, "MoeCombineBackward: top_k > 0, num_tokens >= 0");
+  Require(gates != nullptr && grad_gates != nullptr,
+          "MoeCombineBackward: gates and grad_gates are required");
+  const int64_t num_rows = num_tokens * top_k;
+  if (num_rows == 0) return;
+  // GridFor counts rows here: kWarpsPerBlock of them per block.
+  CombineBackwardKernel<<<detail::GridFor(num_rows, kWarpsPerBlock), kThreads, 0, stream>>>(
+      grad_y, expert_out, gates, row_to_slot, num_rows, top_k, hidden, grad_expert_out,
+      grad_gates);
   TRELLIS_CHECK_LAUNCH();
 }
 

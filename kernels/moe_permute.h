@@ -35,8 +35,20 @@ void MoeUnpermute(const __nv_bfloat16* permuted, const int32_t* slot_to_row, int
 // out[t] = sum_j gates[t, j] * expert_out[slot_to_row[t * top_k + j]], j in
 // order, in fp32. The scatter-add of expert outputs back to tokens, written as
 // a gather per token: deterministic and without atomics.
+// gates == nullptr means every gate is 1: then it is the dispatch's backward,
+// grad_x[t] = sum_j grad_rows[slot_to_row[t * top_k + j]].
 void MoeCombine(const __nv_bfloat16* expert_out, const float* gates, const int32_t* slot_to_row,
                 int64_t num_tokens, int top_k, int64_t hidden, __nv_bfloat16* out,
                 cudaStream_t stream);
+
+// MoeCombine's backward in one pass over the num_tokens * top_k dispatch rows:
+// for row r, slot s = row_to_slot[r] and token t = s / top_k,
+//   grad_expert_out[r] = gates[s] * grad_y[t]             (fp32 product, bf16 out)
+//   grad_gates[s] = sum_h grad_y[t, h] * expert_out[r, h]  (fp32)
+// A warp per row; the sum is a fixed shuffle tree: deterministic, no atomics.
+void MoeCombineBackward(const __nv_bfloat16* grad_y, const __nv_bfloat16* expert_out,
+                        const float* gates, const int32_t* row_to_slot, int64_t num_tokens,
+                        int top_k, int64_t hidden, __nv_bfloat16* grad_expert_out,
+                        float* grad_gates, cudaStream_t stream);
 
 }  // namespace trellis::kernels

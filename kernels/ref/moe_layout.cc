@@ -51,10 +51,27 @@ void CombineRef(const float* expert_out, const float* gates, const MoeLayout& la
       float sum = 0.0f;
       for (int j = 0; j < top_k; ++j) {
         const int64_t s = t * top_k + j;
-        sum += gates[s] * expert_out[layout.slot_to_row[s] * hidden + h];
+        const float v = expert_out[layout.slot_to_row[s] * hidden + h];
+        sum += gates == nullptr ? v : gates[s] * v;
       }
       out[t * hidden + h] = sum;
     }
+  }
+}
+
+void CombineBackwardRef(const float* grad_y, const float* expert_out, const float* gates,
+                        const MoeLayout& layout, int top_k, int64_t hidden,
+                        float* grad_expert_out, float* grad_gates) {
+  for (size_t row = 0; row < layout.row_to_slot.size(); ++row) {
+    const int64_t s = layout.row_to_slot[row], t = s / top_k;
+    const float* gy = grad_y + t * hidden;
+    const float* eo = expert_out + row * hidden;
+    double dot = 0.0;
+    for (int64_t h = 0; h < hidden; ++h) {
+      grad_expert_out[row * hidden + h] = gates[s] * gy[h];
+      dot += double(gy[h]) * eo[h];
+    }
+    grad_gates[s] = static_cast<float>(dot);
   }
 }
 

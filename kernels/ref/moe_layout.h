@@ -27,8 +27,15 @@ void PermuteRef(const float* x, const MoeLayout& layout, int top_k, int64_t hidd
 // out[slot, :] = permuted[slot_to_row[slot], :]  (out is [T * top_k, hidden]).
 void UnpermuteRef(const float* permuted, const MoeLayout& layout, int64_t hidden, float* out);
 // out[t, :] = sum_j gates[t, j] * expert_out[slot_to_row[t * top_k + j], :], j in order.
+// gates == nullptr: every gate 1 (the dispatch's backward).
 void CombineRef(const float* expert_out, const float* gates, const MoeLayout& layout,
                 int64_t num_tokens, int top_k, int64_t hidden, float* out);
+// CombineRef's backward: for dispatch row r, slot s = row_to_slot[r], token t = s / top_k,
+//   grad_expert_out[r, :] = gates[s] * grad_y[t, :]  (a float product)
+//   grad_gates[s] = sum_h grad_y[t, h] * expert_out[r, h]  (summed in double)
+void CombineBackwardRef(const float* grad_y, const float* expert_out, const float* gates,
+                        const MoeLayout& layout, int top_k, int64_t hidden,
+                        float* grad_expert_out, float* grad_gates);
 
 // acc[i] += recv[0][i] + recv[1][i] + ... (recv is [num_bufs, n]), summed in that order.
 void AccumulateRef(float* acc, const float* recv, int num_bufs, int64_t n);

@@ -122,6 +122,60 @@ TEST(MoeLayout, PermuteCombineRoundTrip) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(out[i], x[i]);
 }
 
+TEST(MoeLayout, CombineWithoutGatesSumsEachTokensRows) {
+  const std::vector<int32_t> ids = {1, 1, 0, 1, 0, 0};  // token 0: both slots on expert 1
+  const int top_k = 2, tokens = 3, hidden = 2;
+  MoeLayout l = ComputeMoeLayoutRef(ids.data(), tokens, top_k, 2);
+  std::vector<float> rows(6 * hidden), out(tokens * hidden);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(1 << i);
+  CombineRef(rows.data(), nullptr, l, tokens, top_k, hidden, out.data());
+  for (int t = 0; t < tokens; ++t) {
+    for (int h = 0; h < hidden; ++h) {
+      const float want = rows[l.slot_to_row[2 * t] * hidden + h] +
+                         rows[l.slot_to_row[2 * t + 1] * hidden + h];
+      EXPECT_EQ(out[t * hidden + h], want) << t << ", " << h;
+    }
+  }
+}
+
+// L = <grad_y, CombineRef(expert_out, gates)> is linear in expert_out and in
+// gates, so its gradients dotted with the point give L back (Euler), and a
+// step along one gate moves L by that gate's gradient.
+TEST(MoeLayout, CombineBackwardIsTheGradientOfTheCombine) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist;
+  const int tokens = 5, top_k = 3, hidden = 6;
+  std::vector<int32_t> ids(tokens * top_k);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng() % 4);
+  MoeLayout l = ComputeMoeLayoutRef(ids.data(), tokens, top_k, 4);
+  const int slots = tokens * top_k;
+  std::vector<float> eo(slots * hidden), gates(slots), gy(tokens * hidden);
+  for (float& v : eo) v = dist(rng);
+  for (float& v : gates) v = dist(rng);
+  for (float& v : gy) v = dist(rng);
+  auto loss = [&](const std::vector<float>& g) {
+    std::vector<float> out(tokens * hidden);
+    CombineRef(eo.data(), g.data(), l, tokens, top_k, hidden, out.data());
+    double sum = 0.0;
+    for (size_t i = 0; i < out.size(); ++i) sum += double(gy[i]) * out[i];
+    return sum;
+  };
+  std::vector<float> grad_eo(slots * hidden), grad_gates(slots);
+  CombineBackwardRef(gy.data(), eo.data(), gates.data(), l, top_k, hidden, grad_eo.data(),
+                     grad_gates.data());
+  const double l0 = loss(gates);
+  double by_eo = 0.0, by_gates = 0.0;
+  for (size_t i = 0; i < eo.size(); ++i) by_eo += double(grad_eo[i]) * eo[i];
+  for (int s = 0; s < slots; ++s) by_gates += double(grad_gates[s]) * gates[s];
+  EXPECT_NEAR(by_eo, l0, 1e-4 * (1 + std::fabs(l0)));
+  EXPECT_NEAR(by_gates, l0, 1e-4 * (1 + std::fabs(l0)));
+  for (int s = 0; s < slots; ++s) {
+    std::vector<float> moved = gates;
+    moved[s] += 1.0f;
+    EXPECT_NEAR(loss(moved) - l0, grad_gates[s], 1e-4 * (1 + std::fabs(l0))) << "slot " << s;
+  }
+}
+
 TEST(Accumulate, SumsEveryBuffer) {
   std::vector<float> acc = {1, 2}, recv = {10, 20, 100, 200, 1000, 2000};
   AccumulateRef(acc.data(), recv.data(), 3, 2);

@@ -12,6 +12,7 @@ constexpr std::pair<const char*, bool Fusions::*> kFusions[] = {
     {"moe_kernels", &Fusions::moe_kernels},
     {"chunked_ce", &Fusions::chunked_ce},
     {"bf16_weights", &Fusions::bf16_weights},
+    {"muon_update", &Fusions::muon_update},
 };
 
 std::string_view Trim(std::string_view s) {

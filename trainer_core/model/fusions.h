@@ -2,7 +2,7 @@
 // The fused paths of the trainer (docs/architecture.md, "The trainer"), each
 // on by default and each switchable off on its own, so that a benchmark can
 // measure what one fusion gains against the same build:
-//   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights   (or "all")
+//   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update   (or "all")
 // Switching one off gives the same function computed the plain ATen way.
 // Torch-free.
 
@@ -21,6 +21,10 @@ struct Fusions {
   // A bf16 copy of the weights, refreshed once per optimizer step, used by
   // every forward instead of a cast per forward (bf16 compute).
   bool bf16_weights = true;
+  // Muon's momentum, Nesterov update, decay and apply on the expert shards
+  // in two passes of kernels/ (built with kernels/), the apply also writing
+  // the bf16 weight copy.
+  bool muon_update = true;
 };
 
 // The names above, comma-separated ("" or none: every fusion on; "all": all

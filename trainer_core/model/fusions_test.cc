@@ -22,7 +22,8 @@ TEST(FusionsTest, NamedFusionsAreOffAndOthersStayOn) {
 }
 
 TEST(FusionsTest, AllTurnsEveryFusionOff) {
-  EXPECT_EQ(DescribeFusionsOff(ParseFusionsOff("all")), "moe_kernels,chunked_ce,bf16_weights");
+  EXPECT_EQ(DescribeFusionsOff(ParseFusionsOff("all")),
+            "moe_kernels,chunked_ce,bf16_weights,muon_update");
 }
 
 TEST(FusionsTest, AnUnknownNameIsRefusedWithTheAcceptedOnes) {

@@ -1,6 +1,7 @@
 #include "trainer_core/model/model.h"
 
 #include "trainer_core/model/init.h"
+#include "trainer_core/model/loss.h"
 
 namespace trellis::train {
 namespace {
@@ -110,9 +111,35 @@ torch::Tensor HeadForward(const spec::ModelSpec& spec, const BlockLayout& block,
   return torch::matmul(RmsNorm(x, fin["norm"], spec.norm_eps), fin["head"].t());
 }
 
+torch::Tensor HeadCrossEntropySum(const spec::ModelSpec& spec, const BlockLayout& block,
+                                  const torch::Tensor& flat, torch::Dtype compute_dtype,
+                                  const torch::Tensor& x, const torch::Tensor& targets,
+                                  bool chunked) {
+  Weights fin(&block, flat, compute_dtype);
+  auto normed = RmsNorm(x, fin["norm"], spec.norm_eps).reshape({-1, spec.hidden});
+  auto flat_targets = targets.reshape({-1});
+  if (chunked)
+    return LinearCrossEntropySum(normed, fin["head"], flat_targets,
+                                 CrossEntropyChunkRows(spec.vocab));
+  auto acc = compute_dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
+  return F::cross_entropy(torch::matmul(normed, fin["head"].t()).to(acc), flat_targets,
+                          F::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
+}
+
+torch::Tensor HeadCrossEntropySum(const spec::ModelSpec& spec, const BlockLayout& block,
+                                  const torch::Tensor& flat, torch::Dtype compute_dtype,
+                                  const torch::Tensor& x, const torch::Tensor& targets) {
+  return HeadCrossEntropySum(spec, block, flat, compute_dtype, x, targets,
+                             ActiveFusions().chunked_ce);
+}
+
 ForwardResult Model::Forward(const TokenBatch& batch, torch::Dtype compute_dtype,
                              double aux_coef) const {
-  const int64_t b = batch.inputs.size(0), t = batch.inputs.size(1);
+  return Forward(batch, compute_dtype, aux_coef, ActiveFusions());
+}
+
+ForwardResult Model::Forward(const TokenBatch& batch, torch::Dtype compute_dtype, double aux_coef,
+                             const Fusions& fusions) const {
   auto mask = DocumentCausalMask(batch.doc_ids);
   auto x = EmbedForward(*blocks_.front().layout, blocks_.front().flat, batch.inputs, compute_dtype);
 
@@ -127,10 +154,12 @@ ForwardResult Model::Forward(const TokenBatch& batch, torch::Dtype compute_dtype
     out.expert_counts.push_back(r.counts);
   }
 
-  auto logits = HeadForward(spec_, *blocks_.back().layout, blocks_.back().flat, compute_dtype, x);
-  auto acc = compute_dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
-  out.ce = F::cross_entropy(logits.view({b * t, spec_.vocab}).to(acc), batch.targets.view(-1),
-                            F::CrossEntropyFuncOptions().ignore_index(-1));
+  const Block& head = blocks_.back();
+  auto ce_sum = HeadCrossEntropySum(spec_, *head.layout, head.flat, compute_dtype, x, batch.targets,
+                                    fusions.chunked_ce);
+  // cross_entropy's mean over positions with a target, except that a batch
+  // without any gives 0 (and zero gradients) rather than 0/0.
+  out.ce = ce_sum / batch.targets.ne(-1).sum().clamp_min(1);
   out.aux = torch::stack(aux).mean();
   out.loss = aux_coef > 0 ? out.ce + aux_coef * out.aux : out.ce;
   return out;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/spec/trainer_spec.h"
+#include "trainer_core/model/fusions.h"
 #include "trainer_core/model/layers.h"
 #include "trainer_core/model/layout.h"
 
@@ -40,6 +41,10 @@ class Model {
   Model(const spec::ModelSpec& spec, int64_t max_seq_len, uint64_t seed, torch::Device device,
         torch::Dtype param_dtype);
 
+  // The head's loss chunked or not as `fusions.chunked_ce` says; the overload
+  // without it takes this process's ActiveFusions().
+  ForwardResult Forward(const TokenBatch& batch, torch::Dtype compute_dtype, double aux_coef,
+                        const Fusions& fusions) const;
   ForwardResult Forward(const TokenBatch& batch, torch::Dtype compute_dtype, double aux_coef) const;
 
   std::vector<Block>& blocks() { return blocks_; }
@@ -87,5 +92,18 @@ LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
 torch::Tensor HeadForward(const spec::ModelSpec& spec, const BlockLayout& block,
                           const torch::Tensor& flat, torch::Dtype compute_dtype,
                           const torch::Tensor& x);
+
+// Final norm, head and cross entropy summed over positions with a target
+// (targets [B, T], -1 where none), in fp32 (fp64 in fp64 compute). `chunked`:
+// the head and loss over chunks of rows (loss.h), never the whole logits;
+// otherwise the plain logits and cross_entropy. The overload without it
+// chunks as ActiveFusions().chunked_ce says.
+torch::Tensor HeadCrossEntropySum(const spec::ModelSpec& spec, const BlockLayout& block,
+                                  const torch::Tensor& flat, torch::Dtype compute_dtype,
+                                  const torch::Tensor& x, const torch::Tensor& targets,
+                                  bool chunked);
+torch::Tensor HeadCrossEntropySum(const spec::ModelSpec& spec, const BlockLayout& block,
+                                  const torch::Tensor& flat, torch::Dtype compute_dtype,
+                                  const torch::Tensor& x, const torch::Tensor& targets);
 
 }  // namespace trellis::train

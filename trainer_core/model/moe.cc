@@ -2,41 +2,16 @@
 // optional shared expert, load-balancing loss.
 #include "trainer_core/compat.h"
 #include "trainer_core/model/layers.h"
+#include "trainer_core/model/moe_ops.h"
 
 namespace trellis::train {
 namespace {
-
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
 
 torch::Tensor SwiGlu(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& up,
                      const torch::Tensor& down) {
   auto h = torch::silu(torch::matmul(x, gate.t())) * torch::matmul(x, up.t());
   return torch::matmul(h, down.t());
 }
-
-// out[r] = x[index[r] / group]: the rows of x, each repeated `group` times,
-// in the order of a permutation `index` (its inverse: `inverse`). Backward
-// gathers too (grad_x[i] = sum over the group of grad[inverse[i * group + j]])
-// instead of index_select's scatter-add: no atomics, deterministic, and the
-// group sum accumulates in fp32.
-class PermuteRows : public torch::autograd::Function<PermuteRows> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& index, const torch::Tensor& inverse,
-                               int64_t group) {
-    ctx->save_for_backward({inverse});
-    ctx->saved_data["group"] = group;
-    return x.index_select(0, group == 1 ? index : index.div(group, "floor"));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto inverse = ctx->get_saved_variables()[0];
-    const int64_t group = ctx->saved_data["group"].toInt();
-    auto g = grads[0].index_select(0, inverse);
-    if (group > 1) g = g.view({-1, group, g.size(1)}).sum(1);
-    return {g, torch::Tensor(), torch::Tensor(), torch::Tensor()};
-  }
-};
 
 }  // namespace
 
@@ -98,12 +73,9 @@ MoeResult MoeForward(const torch::Tensor& x, const MoeWeights& w) {
   };
   torch::Tensor y;
   if (x.is_cuda()) {
-    // Gathers both ways (PermuteRows), and each token sums its k outputs in
-    // one reduction: no atomics.
-    auto inverse = torch::empty_like(order).scatter_(0, order, torch::arange(n * k, order.options()));
-    auto outs = run(PermuteRows::apply(x, order, inverse, k));
-    auto by_slot = PermuteRows::apply(outs, inverse, order, 1).view({n, k, -1});
-    y = (by_slot * gates.to(x.scalar_type()).unsqueeze(-1)).sum(1);
+    // Gathers both ways, and each token sums its k outputs in one reduction:
+    // no atomics (moe_ops.h; kernels/ where they apply).
+    y = DispatchRunCombine(x, gates, order, k, run);
   } else {
     auto token_of = order.div(k, "floor");
     auto outs = run(x.index_select(0, token_of));

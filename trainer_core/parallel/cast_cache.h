@@ -31,6 +31,22 @@ class CastCache {
     return copy_;
   }
 
+  // The copy's buffer (allocated on first use) for a writer that fills it
+  // with the master's new values in the pass that writes the master (the
+  // fused optimizer step); MarkCurrent(master) then records that they match.
+  torch::Tensor Buffer(const torch::Tensor& master, torch::Dtype dtype) {
+    if (!copy_.defined() || copy_.scalar_type() != dtype || copy_.sizes() != master.sizes() ||
+        copy_.device() != master.device()) {
+      copy_ = torch::empty(master.sizes(), master.options().dtype(dtype));
+      master_ = nullptr;
+    }
+    return copy_;
+  }
+  void MarkCurrent(const torch::Tensor& master) {
+    master_ = master.unsafeGetTensorImpl();
+    version_ = static_cast<int64_t>(master._version());
+  }
+
  private:
   torch::Tensor copy_;
   const void* master_ = nullptr;

@@ -8,7 +8,6 @@
 namespace trellis::train {
 namespace {
 
-namespace F = torch::nn::functional;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -325,7 +324,6 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
   global_tokens_ = global_tokens;
   mask_ = DocumentCausalMask(local.doc_ids);
   routing_changed_ = torch::zeros({1}, torch::TensorOptions(device_).dtype(torch::kDouble));
-  const int64_t b = local.inputs.size(0), t = local.inputs.size(1);
   const size_t head_block = shards_.size() - 1;
 
   PlanGathers();
@@ -349,11 +347,9 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
     aux.push_back(out.aux);
   }
   auto head = ReducedInBackward(Take(head_block).dense, head_block, false);
-  auto logits = HeadForward(spec_, *shards_.back().layout, head, compute_dtype, x);
   // This rank's share of the global mean: the ranks' losses add up to it.
   auto ce_sum =
-      F::cross_entropy(logits.view({b * t, spec_.vocab}).to(torch::kFloat), local.targets.view(-1),
-                       F::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
+      HeadCrossEntropySum(spec_, *shards_.back().layout, head, compute_dtype, x, local.targets);
   auto ce = ce_sum / static_cast<double>(std::max<int64_t>(1, global_targets));
   auto loss = aux_coef > 0 ? ce + aux_coef * torch::stack(aux).mean() : ce;
   ShardedForward r;

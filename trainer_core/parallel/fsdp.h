@@ -110,6 +110,8 @@ class ShardedModel {
   // gathered fp32 weights in every forward; the same values either way.
   // Default: the bf16_weights fusion (model/fusions.h).
   void SetWeightCopies(bool on) { weight_copies_ = on; }
+  // Copies on and the last forward computed in bf16.
+  bool CopiesInUse() const;
 
   // Used by LayerFn and ReduceWhenReady. A layer's gathered weights: its
   // dense part and its expert block.
@@ -181,7 +183,6 @@ class ShardedModel {
   // What a block's gather sends: the shard in the compute dtype when weight
   // copies are on, else the fp32 master.
   torch::Tensor GatherSource(BlockShard& s);
-  bool CopiesInUse() const;
   void PlanGathers();
   void StartGather(size_t block);
   LayerWeights Take(size_t block);

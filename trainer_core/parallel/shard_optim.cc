@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "trainer_core/optim/muon_kernels.h"
 #include "trainer_core/optim/ns_kernel.h"
 
 namespace trellis::train {
@@ -194,15 +195,23 @@ void ShardedOptimizer::ExpertMuonStep(double lr) {
     torch::Tensor update;
     const bool kernel_ns =
         e.grad.is_cuda() && muon_.ns_dtype == torch::kBFloat16 && KernelNewtonSchulzEnabled();
+    const bool fused = FusedMuonAvailable(e.grad);
+    // The bf16 weights forward reads, written by the step itself.
+    torch::Tensor copy;
+    if (fused && model_->CopiesInUse())
+      copy = e.compute.Buffer(e.value, torch::kBFloat16).view({3, e.count, f * h});
     if (e.grad.is_cuda()) {
-      // One pass each: mom = grad + momentum * mom, and the Nesterov update
-      // written straight in the Newton-Schulz dtype (these buffers are most
-      // of the model: the optimizer is memory-bound here).
-      at::add_out(mom, e.grad, mom, muon_.momentum);
-      // The kernel takes fp32 and converts to bf16 itself.
+      // The Nesterov update written straight in the Newton-Schulz dtype (these
+      // buffers are most of the model: the optimizer is memory-bound here);
+      // the kernel Newton-Schulz takes fp32 and converts to bf16 itself.
       update = torch::empty_like(mom, mom.options().dtype(kernel_ns ? torch::kFloat
                                                                      : muon_.ns_dtype));
-      at::add_out(update, e.grad, mom, muon_.momentum);
+      if (fused) {  // both in one pass
+        FusedMuonMomentum(e.grad, mom, update, muon_.momentum);
+      } else {  // one pass each
+        at::add_out(mom, e.grad, mom, muon_.momentum);
+        at::add_out(update, e.grad, mom, muon_.momentum);
+      }
     } else {
       mom.mul_(muon_.momentum).add_(e.grad);
       update = e.grad.add(mom, muon_.momentum);
@@ -217,10 +226,17 @@ void ShardedOptimizer::ExpertMuonStep(double lr) {
       auto ortho = kernel_ns ? KernelNewtonSchulz(g, muon_.ns_steps)
                              : NewtonSchulz(g, muon_.ns_steps, muon_.ns_dtype);
       const double scale = std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));
+      const double decay = block.Find(names[part]).decay ? 1 - lr * muon_.weight_decay : 1.0;
       auto v = value[part];
-      if (block.Find(names[part]).decay) v.mul_(1 - lr * muon_.weight_decay);
+      if (fused) {
+        FusedApplyUpdate(v, ortho.view({e.count, f * h}), decay, -lr * scale,
+                         copy.defined() ? copy[part] : torch::Tensor());
+        continue;
+      }
+      if (decay != 1.0) v.mul_(decay);
       v.add_(ortho.view({e.count, f * h}), -lr * scale);
     }
+    if (copy.defined()) e.compute.MarkCurrent(e.value);
   }
 }
 

@@ -1,0 +1,30 @@
+// Muon's element-wise passes, each one kernel over fp32 buffers of n
+// elements (what ATen does in four to five passes):
+//   MuonMomentum:  mom = grad + momentum * mom, then the Nesterov update
+//                  update = grad + momentum * mom (with the new mom), written
+//                  in the Newton-Schulz input dtype.
+//   ApplyUpdate:   value = value * decay + step * ortho (decay = 1 - lr * wd,
+//                  or 1 without weight decay; step = -lr * scale), and where
+//                  copy is given, copy = bf16(value): the bf16 weights that
+//                  forward reads, written in the same pass.
+// Both are fused multiply-adds rounded once, as kernels/ref/optim_ref.h
+// computes them, so results match the reference bit for bit. Pointers may
+// have any alignment (16-byte aligned ones take the vector path).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace trellis::kernels {
+
+void MuonMomentum(const float* grad, float* mom, float* update, int64_t n, float momentum,
+                  cudaStream_t stream);
+void MuonMomentum(const float* grad, float* mom, __nv_bfloat16* update, int64_t n,
+                  float momentum, cudaStream_t stream);
+
+void ApplyUpdate(float* value, const float* ortho, int64_t n, float decay, float step,
+                 __nv_bfloat16* copy, cudaStream_t stream);
+
+}  // namespace trellis::kernels

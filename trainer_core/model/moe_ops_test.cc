@@ -1,0 +1,109 @@
+// The MoE dispatch and combine ops (moe_ops.h) (part of model_test).
+#include "trainer_core/model/moe_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "trainer_core/model/layers.h"
+#include "trainer_core/model/model_test_util.h"
+// On CPU they take their ATen paths, whose backwards are written by hand:
+// fresh fp64 inputs must give the plain expressions' values and gradients.
+
+namespace trellis::train {
+namespace {
+
+using testing::FreshSeed;
+
+// A dispatch order as MoeForward builds it: slots sorted by expert, stable.
+struct Routing {
+  torch::Tensor row_to_slot, slot_to_row;  // int64
+};
+Routing RandomRouting(int64_t n, int64_t k, int64_t experts, bool one_expert_per_token) {
+  auto ids = torch::randint(experts, {n, k}, torch::kLong);
+  if (one_expert_per_token) ids = ids.narrow(1, 0, 1).expand({n, k}).contiguous();
+  auto order = std::get<1>(torch::sort(ids.reshape(-1), /*stable=*/true, 0, false));
+  auto inverse = torch::empty_like(order).scatter_(0, order, torch::arange(n * k));
+  return {order, inverse};
+}
+
+bool Close(const torch::Tensor& got, const torch::Tensor& want) {
+  return got.sizes() == want.sizes() && got.scalar_type() == want.scalar_type() &&
+         torch::allclose(got, want, 1e-12, 1e-14);
+}
+
+TEST(MoeOpsTest, DispatchAndCombineMatchThePlainExpressionsInFp64) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("TRELLIS_TEST_SEED=" + std::to_string(seed));
+  torch::manual_seed(seed);
+  auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  for (auto [n, k, h, experts, one_expert] :
+       {std::tuple{7, 1, 5, 3, false}, std::tuple{6, 2, 4, 4, false},
+        std::tuple{9, 4, 3, 5, false}, std::tuple{8, 4, 6, 6, true},
+        std::tuple{1, 4, 2, 1, false}}) {
+    SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k));
+    const Routing r = RandomRouting(n, k, experts, one_expert);
+    const auto token_of = r.row_to_slot.div(k, "floor");
+    for (auto index_type : {torch::kLong, torch::kInt}) {
+      const auto row_to_slot = r.row_to_slot.to(index_type);
+      const auto slot_to_row = r.slot_to_row.to(index_type);
+
+      auto x = torch::randn({n, h}, f64).requires_grad_(true);
+      auto rows = DispatchRows(x, row_to_slot, slot_to_row, k);
+      auto rows_want = x.index_select(0, token_of);
+      EXPECT_TRUE(torch::equal(rows, rows_want));
+      auto grad_rows = torch::randn({n * k, h}, f64);
+      auto gx = torch::autograd::grad({rows}, {x}, {grad_rows});
+      auto gx_want = torch::autograd::grad({rows_want}, {x}, {grad_rows});
+      EXPECT_TRUE(Close(gx[0], gx_want[0]));
+
+      // The plain combine is MoeForward's CPU branch: a weighted index_add.
+      auto expert_out = torch::randn({n * k, h}, f64).requires_grad_(true);
+      auto gates = torch::rand({n, k}, f64).requires_grad_(true);
+      auto y = CombineSlots(expert_out, gates, row_to_slot, slot_to_row, k);
+      auto slot_gates = gates.reshape(-1).index_select(0, r.row_to_slot).unsqueeze(1);
+      auto y_want = torch::zeros({n, h}, f64).index_add(0, token_of, expert_out * slot_gates);
+      EXPECT_TRUE(Close(y, y_want));
+      auto grad_y = torch::randn({n, h}, f64);
+      auto g = torch::autograd::grad({y}, {expert_out, gates}, {grad_y});
+      auto g_want = torch::autograd::grad({y_want}, {expert_out, gates}, {grad_y});
+      EXPECT_TRUE(Close(g[0], g_want[0])) << "expert_out";
+      EXPECT_TRUE(Close(g[1], g_want[1])) << "gates";
+    }
+  }
+}
+
+// MoeForward's CUDA branch (DispatchRunCombine) against its CPU branch, with
+// experts that depend on the dispatch row: the same outputs and gradients for
+// x, the gates and the experts' weights.
+TEST(MoeOpsTest, DispatchRunCombineIsMoeForwardsCpuBranch) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("TRELLIS_TEST_SEED=" + std::to_string(seed));
+  torch::manual_seed(seed);
+  auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  for (int64_t k : {1, 2, 4}) {
+    SCOPED_TRACE("k=" + std::to_string(k));
+    const int64_t n = 10, h = 6;
+    const Routing r = RandomRouting(n, k, 5, false);
+    auto x = torch::randn({n, h}, f64).requires_grad_(true);
+    auto gates = torch::rand({n, k}, f64).requires_grad_(true);
+    auto scale = torch::randn({n * k, 1}, f64).requires_grad_(true);
+    auto run = [&](const torch::Tensor& xs) { return torch::tanh(xs * scale); };
+
+    auto y = DispatchRunCombine(x, gates, r.row_to_slot, k, run);
+    auto token_of = r.row_to_slot.div(k, "floor");
+    auto slot_gates = gates.reshape(-1).index_select(0, r.row_to_slot).unsqueeze(1);
+    auto y_want = torch::zeros_like(x).index_add(0, token_of, run(x.index_select(0, token_of)) *
+                                                                  slot_gates);
+    EXPECT_TRUE(Close(y, y_want));
+    auto grad_y = torch::randn({n, h}, f64);
+    auto g = torch::autograd::grad({y}, {x, gates, scale}, {grad_y});
+    auto g_want = torch::autograd::grad({y_want}, {x, gates, scale}, {grad_y});
+    for (size_t i = 0; i < g.size(); ++i)
+      EXPECT_TRUE(Close(g[i], g_want[i])) << "gradient " << i << " (x, gates, scale)";
+  }
+}
+
+}  // namespace
+}  // namespace trellis::train

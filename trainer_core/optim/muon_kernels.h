@@ -1,0 +1,24 @@
+#pragma once
+// Muon's element-wise passes on the expert shards through kernels/muon_update.h
+// (one pass for momentum and Nesterov update, one to apply the step and write
+// the bf16 weight copy) instead of ATen's four to five. Built only where
+// trainer_core links kernels/; the muon_update fusion (model/fusions.h)
+// switches it off. Queued on LibTorch's current stream.
+
+#include <torch/torch.h>
+
+namespace trellis::train {
+
+// True for CUDA fp32 tensors when built with kernels/ and the fusion is on.
+bool FusedMuonAvailable(const torch::Tensor& grad);
+
+// mom = grad + momentum * mom; update = grad + momentum * mom (fp32 or bf16).
+void FusedMuonMomentum(const torch::Tensor& grad, const torch::Tensor& mom,
+                       const torch::Tensor& update, double momentum);
+
+// value = value * decay + step * ortho; where `copy` is defined (bf16, the
+// shape of value) it receives bf16(value). Contiguous tensors.
+void FusedApplyUpdate(const torch::Tensor& value, const torch::Tensor& ortho, double decay,
+                      double step, const torch::Tensor& copy);
+
+}  // namespace trellis::train
