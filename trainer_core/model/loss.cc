@@ -25,28 +25,35 @@ torch::Tensor ChunkedLoss(const torch::Tensor& x, const torch::Tensor& weight,
     const int64_t rows = std::min(chunk_rows, n - start);
     const auto xc = x.narrow(0, start, rows);
     const auto tc = targets.narrow(0, start, rows);
-    auto logits = torch::mm(xc, weight.t()).to(acc);
-    const auto lse = logits.logsumexp(1);
+    // log-softmax in `acc` straight from the logits: one pass, no cast copy.
+    const auto logp = torch::log_softmax(torch::mm(xc, weight.t()), 1, acc);
     const auto ignored = tc.eq(-1);
     // -1 read as class 0 keeps gather in range; those rows are masked out.
     const auto safe = tc.clamp_min(0).unsqueeze(1);
-    // masked_fill, not a multiply: an ignored row may hold inf or NaN.
-    loss.add_((lse - logits.gather(1, safe).squeeze(1)).masked_fill_(ignored, 0).sum());
+    const auto target_logp = logp.gather(1, safe).squeeze(1);
+    loss.sub_(target_logp.masked_fill(ignored, 0).sum());
     if (!grad_x.defined() && !grad_w.defined()) continue;
 
-    // softmax - onehot(target), in place over the logits; ignored rows zero.
-    auto g = logits.sub_(lse.unsqueeze(1)).exp_().masked_fill_(ignored.unsqueeze(1), 0);
-    g.scatter_add_(1, safe, ignored.logical_not().to(acc).neg().unsqueeze(1));
-    g = g.to(x.scalar_type());  // what autograd of the plain path's .to(float) hands back
+    // softmax - onehot(target) in x's dtype, every element rounded once from
+    // `acc` (what autograd of the plain path's .to(float) hands back): the
+    // softmax written straight in x's dtype, then the target column as p - 1.
+    auto g = torch::empty(logp.sizes(), x.options());
+    at::exp_out(g, logp);
+    g.scatter_(1, safe, (target_logp.exp() - 1).unsqueeze(1).to(g.scalar_type()));
+    // Ignored rows contribute nothing: zero their [rows, H] sides (x's rows
+    // and grad_x's) rather than g's [rows, vocab].
+    const auto keep = ignored.logical_not().unsqueeze(1).to(x.scalar_type());
     if (grad_x.defined()) {
       auto rows_out = grad_x.narrow(0, start, rows);
       torch::mm_out(rows_out, g, weight);
+      rows_out.mul_(keep);
     }
     if (!grad_w.defined()) continue;
+    const auto kept = xc * keep;
     if (g.scalar_type() == grad_w.scalar_type())
-      grad_w.addmm_(g.t(), xc);
+      grad_w.addmm_(g.t(), kept);
     else
-      grad_w.add_(torch::mm(g.t(), xc));  // bf16 GEMM, summed over chunks in fp32
+      grad_w.add_(torch::mm(g.t(), kept));  // bf16 GEMM, summed over chunks in fp32
   }
   return loss;
 }

@@ -143,7 +143,6 @@ ShardedModel::ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uin
     s.padded = s.size * world;
     s.begin = s.size * rank;
     s.value = InitShard(block, seed, s.begin, s.size, s.numel).to(device);
-    s.grad = torch::zeros_like(s.value);
     shards_.push_back(std::move(s));
   }
   const int64_t fh = int64_t{spec.expert_hidden} * spec.hidden;
@@ -161,7 +160,6 @@ ShardedModel::ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uin
       parts.push_back(part);
     }
     e.value = torch::cat(parts).to(device);
-    e.grad = torch::zeros_like(e.value);
     experts_.push_back(std::move(e));
     router_bias_.push_back(torch::zeros({spec.experts}, torch::TensorOptions(device)));
   }
@@ -177,24 +175,37 @@ int64_t ShardedModel::NumParams() const {
 }
 
 void ShardedModel::ZeroGrad() {
-  FinishGrads();
-  for (auto& s : shards_) s.grad.zero_();
-  for (auto& e : experts_) e.grad.zero_();
+  FinishReductions();
+  // Released, not zeroed: the first contribution of the next step allocates
+  // them, so a forward's activations never share memory with a whole model's
+  // gradients (one forward per step) or do only from the second micro-batch.
+  for (auto& s : shards_) s.grad = torch::Tensor();
+  for (auto& e : experts_) e.grad = torch::Tensor();
+}
+
+void ShardedModel::AddInto(torch::Tensor& into, const torch::Tensor& grad, bool owned) {
+  if (into.defined())
+    into.add_(grad);
+  else  // the step's first contribution: fp32, and never a tensor autograd still holds
+    into = grad.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/!owned);
 }
 
 bool ShardedModel::DirectGrads() const {
   return comm_->size() == 1 && (wire_ == Wire::kFp32 || compute_dtype_ == torch::kBFloat16);
 }
 
-torch::Tensor ShardedModel::Leaf(const torch::Tensor& value, const torch::Tensor& grad) {
+torch::Tensor ShardedModel::Leaf(const torch::Tensor& value, torch::Tensor& grad) {
   auto leaf = value.detach().requires_grad_(true);
-  // Autograd adds into a leaf's existing .grad in place.
-  if (DirectLeaf(value, grad)) leaf.mutable_grad() = grad;
+  if (DirectLeaf(value)) {
+    // Autograd adds into a leaf's existing .grad in place.
+    if (!grad.defined()) grad = torch::zeros_like(value);
+    leaf.mutable_grad() = grad;
+  }
   return leaf;
 }
 
-bool ShardedModel::DirectLeaf(const torch::Tensor& value, const torch::Tensor& grad) const {
-  return DirectGrads() && value.scalar_type() == grad.scalar_type();
+bool ShardedModel::DirectLeaf(const torch::Tensor& value) const {
+  return DirectGrads() && value.scalar_type() == torch::kFloat;  // the shards' gradient dtype
 }
 
 bool ShardedModel::CopiesInUse() const {
@@ -257,39 +268,48 @@ ShardedModel::LayerWeights ShardedModel::TakeLayerLeaves(int layer) {
 
 torch::Tensor ShardedModel::ReducedInBackward(const torch::Tensor& gathered, size_t block,
                                               bool experts) {
-  const auto& grad = experts ? experts_[block - 1].grad : shards_[block].grad;
-  auto leaf = Leaf(gathered, grad);
-  if (DirectLeaf(gathered, grad)) return leaf;
+  auto leaf = Leaf(gathered, experts ? experts_[block - 1].grad : shards_[block].grad);
+  if (DirectLeaf(gathered)) return leaf;
   return ReduceWhenReady::apply(leaf, this, static_cast<int64_t>(block), experts);
 }
 
 void ShardedModel::StartReduce(size_t block, bool experts, const torch::Tensor& grad) {
   torch::Tensor& into = experts ? experts_[block - 1].grad : shards_[block].grad;
-  if (grad.is_same(into)) return;  // a direct leaf: already accumulated there
+  if (into.defined() && grad.is_same(into)) return;  // a direct leaf: accumulated there
   torch::NoGradGuard no_grad;
   if (DirectGrads()) {  // a weight copy's bf16 gradient, added in fp32
-    into.add_(grad);
+    AddInto(into, grad, /*owned=*/false);
     return;
   }
   // Each owner of an expert block gets its experts' gradient summed over the
   // EP groups that ran them.
   Comm& comm = experts ? *block_comm_ : *dense_;
-  reductions_.push_back({into, StartReduceScatter(comm, grad.contiguous(), wire_)});
+  reductions_.push_back({&into, StartReduceScatter(comm, grad.contiguous(), wire_)});
   // A layer's dense part and experts are two reductions.
   while (reductions_.size() > 2 * prefetch_) {
     Reduction r = std::move(reductions_.front());
     reductions_.pop_front();
-    r.into.add_(r.sum.Finish());
+    AddInto(*r.into, r.sum.Finish(), /*owned=*/true);
   }
 }
 
-void ShardedModel::FinishGrads() {
+void ShardedModel::FinishReductions() {
   torch::NoGradGuard no_grad;
   while (!reductions_.empty()) {
     Reduction r = std::move(reductions_.front());
     reductions_.pop_front();
-    r.into.add_(r.sum.Finish());
+    AddInto(*r.into, r.sum.Finish(), /*owned=*/true);
   }
+}
+
+void ShardedModel::FinishGrads() {
+  FinishReductions();
+  // A block no contribution reached this step (none in practice: every
+  // block sends one) has a zero gradient.
+  for (auto& s : shards_)
+    if (!s.grad.defined()) s.grad = torch::zeros_like(s.value);
+  for (auto& e : experts_)
+    if (!e.grad.defined()) e.grad = torch::zeros_like(e.value);
 }
 
 LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch::Tensor& x,

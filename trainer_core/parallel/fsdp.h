@@ -45,7 +45,9 @@ struct BlockShard {
   int64_t begin = 0;   // first element owned, in the block's buffer
   int64_t size = 0;
   torch::Tensor value;  // fp32 [size] master weights (zero in the padding)
-  torch::Tensor grad;   // fp32 [size] gradient summed over ranks
+  // fp32 [size] gradient summed over ranks; undefined from ZeroGrad until
+  // the step's first contribution arrives (FinishGrads makes it whole).
+  torch::Tensor grad;
   CastCache compute;    // value in bf16, what is gathered under bf16 compute
 };
 
@@ -54,8 +56,8 @@ struct BlockShard {
 struct ExpertShard {
   int64_t first = 0, count = 0;
   torch::Tensor value;  // fp32
-  torch::Tensor grad;
-  CastCache compute;  // value in bf16, as for BlockShard
+  torch::Tensor grad;   // as BlockShard's
+  CastCache compute;    // value in bf16, as for BlockShard
 };
 
 struct ShardedForward {
@@ -100,9 +102,10 @@ class ShardedModel {
   const spec::ModelSpec& spec() const { return spec_; }
   Comm& comm() { return *comm_; }
   int64_t NumParams() const;
+  // Releases the gradients (see BlockShard::grad).
   void ZeroGrad();
   // Waits for the gradient reductions in flight and adds them to the shards'
-  // gradients, in the order they started.
+  // gradients, in the order they started; every gradient is defined after.
   void FinishGrads();
   void UpdateRouterBias(const std::vector<torch::Tensor>& counts, double rate);
   // Under bf16 compute, gather and compute with bf16 copies of the shards,
@@ -167,7 +170,7 @@ class ShardedModel {
   size_t started_ = 0, taken_ = 0;
   std::deque<InFlight> gathers_;
   struct Reduction {
-    torch::Tensor into;  // the shard's gradient
+    torch::Tensor* into;  // the shard's gradient (may be undefined until the sum lands)
     PendingTensor sum;
   };
   std::deque<Reduction> reductions_;
@@ -177,9 +180,13 @@ class ShardedModel {
   // wire rounds to itself). Then an fp32 leaf's gradient goes straight into
   // the shard's, and a bf16 leaf's (a weight copy's) is added to it.
   bool DirectGrads() const;
-  // A leaf of `value` whose .grad is the shard's `grad` itself (same dtype).
-  bool DirectLeaf(const torch::Tensor& value, const torch::Tensor& grad) const;
-  torch::Tensor Leaf(const torch::Tensor& value, const torch::Tensor& grad);
+  // A leaf of `value` whose .grad is the shard's gradient itself (same dtype).
+  bool DirectLeaf(const torch::Tensor& value) const;
+  // into += grad in fp32, or into = grad for the step's first contribution
+  // (copied unless `owned`: nothing else holds it).
+  static void AddInto(torch::Tensor& into, const torch::Tensor& grad, bool owned);
+  void FinishReductions();
+  torch::Tensor Leaf(const torch::Tensor& value, torch::Tensor& grad);
   // What a block's gather sends: the shard in the compute dtype when weight
   // copies are on, else the fp32 master.
   torch::Tensor GatherSource(BlockShard& s);
