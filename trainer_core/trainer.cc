@@ -10,6 +10,7 @@
 #include "trainer_core/data/batches.h"
 #include "trainer_core/error.h"
 #include "trainer_core/model/compute_dtype.h"
+#include "trainer_core/model/fusions.h"
 #include "trainer_core/optim/optim.h"
 #include "trainer_core/optim/schedule.h"
 #include "trainer_core/parallel/fsdp.h"
@@ -158,6 +159,7 @@ struct Trainer::State {
 Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     : s_(std::make_unique<State>()) {
   Guard([&] {
+    ActiveFusions();  // a bad TRELLIS_FUSIONS_OFF stops the rank here, named
     State& s = *s_;
     const auto& t = spec.training;
     s.spec = spec;
@@ -234,7 +236,10 @@ std::string Trainer::Describe() const {
          std::to_string(m.layers) + " layers, " + std::to_string(m.experts) + " experts top-" +
          std::to_string(m.experts_per_token) + ", device " + s_->device.str() + ", " +
          DescribeComputeDtype(ChooseComputeDtype(s_->spec.training.dtype, s_->device.is_cuda())) +
-         ", torch " + TORCH_VERSION;
+         ", torch " + TORCH_VERSION +
+         (DescribeFusionsOff(ActiveFusions()).empty()
+              ? ""
+              : ", fusions off: " + DescribeFusionsOff(ActiveFusions()));
 }
 
 std::string Trainer::DescribeDevice() const {

@@ -150,6 +150,17 @@ TEST_F(TrainerTest, BinaryNamesTheFileAndFieldOnBadInput) {
   EXPECT_EQ(WEXITSTATUS(bad_spec.status), 2);
   EXPECT_NE(bad_spec.err.find("model.heads: must divide model.hidden (64)"), std::string::npos)
       << bad_spec.err;
+
+  // A fusion name that does not exist, and one that does (named in the log).
+  testing::WorldOptions env;
+  env.env = {"TRELLIS_FUSIONS_OFF=chunked_ce,rope"};
+  ChildResult bad_fusion =
+      testing::RunWorld(TRELLIS_TRAIN_BIN, 1, {WriteSpec(ResumeSpec(corpus)), "--steps", "1"},
+                        dir_, env)[0];
+  EXPECT_EQ(WEXITSTATUS(bad_fusion.status), 1);
+  EXPECT_NE(bad_fusion.err.find("TRELLIS_FUSIONS_OFF: unknown fusion 'rope' (accepted: all,"),
+            std::string::npos)
+      << bad_fusion.err;
 }
 
 std::vector<double> Train(const spec::TrainerSpec& spec, int64_t steps) {
