@@ -22,8 +22,8 @@
 #        OUT_DIR/profile-<size>-<run>.txt, its CUDA kernels over two steps by time and kind;
 #        trellis-train is then built with -DTRELLIS_KERNEL_PROFILE=ON)
 #        RUNS="trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm"; a run
-#        trellis_off_F is trellis_kernel_ns with TRELLIS_FUSIONS_OFF=F (moe_kernels, chunked_ce,
-#        bf16_weights or all; trainer_core/model/fusions.h), to measure what fusion F gains
+#        trellis_off_F is trellis_kernel_ns with TRELLIS_FUSIONS_OFF=F (a name of
+#        trainer_core/model/fusions.h, or all), to measure what fusion F gains
 #        WITH_KERNELS=ON (OFF: trainer_core without kernels/) BUILD_DIR=build-gpu
 #        OUT_DIR=bench/results WORK=<temp dir> JOBS=$(nproc))
 set -uo pipefail

@@ -10,6 +10,7 @@
 #include "kernels/ref/dense_ref.h"
 #include "kernels/ref/fp8_e4m3.h"
 #include "kernels/ref/moe_layout.h"
+#include "kernels/ref/swiglu_ref.h"
 #include "kernels/ref/tile_map.h"
 
 namespace trellis::kernels::ref {
@@ -173,6 +174,59 @@ TEST(MoeLayout, CombineBackwardIsTheGradientOfTheCombine) {
     std::vector<float> moved = gates;
     moved[s] += 1.0f;
     EXPECT_NEAR(loss(moved) - l0, grad_gates[s], 1e-4 * (1 + std::fabs(l0))) << "slot " << s;
+  }
+}
+
+// The fp32 steps against silu(a) * b in double, and grad_a against a central
+// difference of silu in double: checks the closed form s * (1 + a * (1 - s)),
+// not only its restatement. The fp32 cancellation in 1 + a * (1 - s) costs
+// up to ~1e-7 * (1 + |a|) of |grad_h * b|.
+TEST(SwiGluRef, MatchesSiluAndItsDerivativeInDouble) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 4.0f);
+  const int n = 4096;
+  std::vector<float> a(n), b(n), g(n), h(n), grad_a(n), grad_b(n);
+  for (int i = 0; i < n; ++i) {
+    a[i] = RoundToBf16(dist(rng));
+    b[i] = RoundToBf16(dist(rng) / 4);
+    g[i] = RoundToBf16(dist(rng) / 4);
+  }
+  SwiGluForwardRef(a.data(), b.data(), n, h.data());
+  SwiGluBackwardRef(g.data(), a.data(), b.data(), n, grad_a.data(), grad_b.data());
+  auto silu = [](double x) { return x / (1.0 + std::exp(-x)); };
+  for (int i = 0; i < n; ++i) {
+    const double x = a[i], eps = 1e-5;
+    const double dsilu = (silu(x + eps) - silu(x - eps)) / (2 * eps);
+    const double want_h = silu(x) * b[i], want_b = double(g[i]) * silu(x);
+    const double want_a = double(g[i]) * b[i] * dsilu;
+    EXPECT_NEAR(h[i], want_h, 1e-6 * std::fabs(want_h)) << "a = " << x;
+    EXPECT_NEAR(grad_b[i], want_b, 1e-6 * std::fabs(want_b)) << "a = " << x;
+    const double scale = std::fabs(double(g[i]) * b[i]);
+    EXPECT_NEAR(grad_a[i], want_a, 1e-6 * (std::fabs(want_a) + scale * (1 + std::fabs(x))))
+        << "a = " << x;
+  }
+}
+
+// Where exp(-a) overflows (s = 0) or underflows (s = 1): no NaN, and the
+// limits silu = 0, silu' = 0 and silu = a, silu' = 1.
+TEST(SwiGluRef, LargeGatesTakeTheLimits) {
+  for (float a : {-3.0e38f, -1e4f, -100.0f, -89.0f, 89.0f, 100.0f, 1e4f, 3.0e38f}) {
+    const float b = 0.5f, g = -0.75f;
+    float h, grad_a, grad_b;
+    SwiGluForwardRef(&a, &b, 1, &h);
+    SwiGluBackwardRef(&g, &a, &b, 1, &grad_a, &grad_b);
+    SCOPED_TRACE(a);
+    if (a < 0) {
+      EXPECT_EQ(SigmoidRef(a), 0.0f);
+      EXPECT_EQ(h, 0.0f);
+      EXPECT_EQ(grad_a, 0.0f);
+      EXPECT_EQ(grad_b, 0.0f);
+    } else {
+      EXPECT_EQ(SigmoidRef(a), 1.0f);
+      EXPECT_EQ(h, a * b);
+      EXPECT_EQ(grad_a, g * b);
+      EXPECT_EQ(grad_b, g * a);
+    }
   }
 }
 

@@ -13,6 +13,7 @@ constexpr std::pair<const char*, bool Fusions::*> kFusions[] = {
     {"chunked_ce", &Fusions::chunked_ce},
     {"bf16_weights", &Fusions::bf16_weights},
     {"muon_update", &Fusions::muon_update},
+    {"swiglu", &Fusions::swiglu},
 };
 
 std::string_view Trim(std::string_view s) {

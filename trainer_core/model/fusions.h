@@ -2,7 +2,7 @@
 // The fused paths of the trainer (docs/architecture.md, "The trainer"), each
 // on by default and each switchable off on its own, so that a benchmark can
 // measure what one fusion gains against the same build:
-//   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update   (or "all")
+//   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu   (or "all")
 // Switching one off gives the same function computed the plain ATen way.
 // Torch-free.
 
@@ -25,6 +25,10 @@ struct Fusions {
   // in two passes of kernels/ (built with kernels/), the apply also writing
   // the bf16 weight copy.
   bool muon_update = true;
+  // The MoE experts' silu(gate) * up, forward and backward, as one kernel
+  // each of kernels/ (CUDA bf16, built with kernels/). Either way backward
+  // keeps only gate and up and recomputes the sigmoid (model/swiglu.h).
+  bool swiglu = true;
 };
 
 // The names above, comma-separated ("" or none: every fusion on; "all": all

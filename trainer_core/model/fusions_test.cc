@@ -23,7 +23,7 @@ TEST(FusionsTest, NamedFusionsAreOffAndOthersStayOn) {
 
 TEST(FusionsTest, AllTurnsEveryFusionOff) {
   EXPECT_EQ(DescribeFusionsOff(ParseFusionsOff("all")),
-            "moe_kernels,chunked_ce,bf16_weights,muon_update");
+            "moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu");
 }
 
 TEST(FusionsTest, AnUnknownNameIsRefusedWithTheAcceptedOnes) {

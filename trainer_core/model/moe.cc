@@ -3,13 +3,15 @@
 #include "trainer_core/compat.h"
 #include "trainer_core/model/layers.h"
 #include "trainer_core/model/moe_ops.h"
+#include "trainer_core/model/swiglu.h"
 
 namespace trellis::train {
 namespace {
 
-torch::Tensor SwiGlu(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& up,
-                     const torch::Tensor& down) {
-  auto h = torch::silu(torch::matmul(x, gate.t())) * torch::matmul(x, up.t());
+// One expert's feed-forward, [*, H] -> [*, H].
+torch::Tensor SwiGluFfn(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& up,
+                        const torch::Tensor& down) {
+  auto h = SwiGlu(torch::matmul(x, gate.t()), torch::matmul(x, up.t()));
   return torch::matmul(h, down.t());
 }
 
@@ -23,8 +25,7 @@ torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& coun
     // on the device (no per-layer counts.cpu() sync).
     auto offs = counts.cumsum(0).to(torch::kInt);
     auto t = [](const torch::Tensor& w) { return w.transpose(-2, -1); };
-    auto h = torch::silu(compat::GroupedMm(xs, t(w_gate), offs)) *
-             compat::GroupedMm(xs, t(w_up), offs);
+    auto h = SwiGlu(compat::GroupedMm(xs, t(w_gate), offs), compat::GroupedMm(xs, t(w_up), offs));
     return compat::GroupedMm(h, t(w_down), offs);
   }
   auto counts_host = counts.cpu();
@@ -33,7 +34,7 @@ torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& coun
   int64_t start = 0;
   for (int64_t i = 0; i < counts.size(0); ++i) {
     if (c[i] == 0) continue;
-    outs.push_back(SwiGlu(xs.narrow(0, start, c[i]), w_gate[i], w_up[i], w_down[i]));
+    outs.push_back(SwiGluFfn(xs.narrow(0, start, c[i]), w_gate[i], w_up[i], w_down[i]));
     start += c[i];
   }
   if (outs.empty()) return xs.narrow(1, 0, w_down.size(1)) * 0;  // no slots: [0, H]
@@ -82,7 +83,7 @@ MoeResult MoeForward(const torch::Tensor& x, const MoeWeights& w) {
     auto slot_gates = gates.reshape(-1).index_select(0, order).to(x.scalar_type()).unsqueeze(1);
     y = torch::zeros_like(x).index_add(0, token_of, outs * slot_gates);
   }
-  if (w.shared_gate.defined()) y = y + SwiGlu(x, w.shared_gate, w.shared_up, w.shared_down);
+  if (w.shared_gate.defined()) y = y + SwiGluFfn(x, w.shared_gate, w.shared_up, w.shared_down);
   return {y, aux, all_counts};
 }
 

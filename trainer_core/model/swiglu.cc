@@ -1,0 +1,123 @@
+#include "trainer_core/model/swiglu.h"
+
+#include <utility>
+
+#include "trainer_core/model/fusions.h"
+
+#ifdef TRELLIS_WITH_KERNELS
+#include <cuda_bf16.h>
+
+#include "kernels/swiglu.h"
+#endif
+
+namespace trellis::train {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// bf16 and half carry too few bits for 1 - s and its products: fp32 inside.
+torch::ScalarType MathType(const torch::Tensor& t) {
+  const auto type = t.scalar_type();
+  return type == torch::kBFloat16 || type == torch::kHalf ? torch::kFloat : type;
+}
+
+torch::Tensor ForwardAten(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto math = MathType(a);
+  const auto am = a.to(math);
+  return (am * torch::sigmoid(am) * b.to(math)).to(a.scalar_type());
+}
+
+// {grad_a, grad_b}
+std::pair<torch::Tensor, torch::Tensor> BackwardAten(const torch::Tensor& grad_h,
+                                                     const torch::Tensor& a,
+                                                     const torch::Tensor& b) {
+  const auto math = MathType(a);
+  const auto g = grad_h.to(math), am = a.to(math), bm = b.to(math);
+  const auto s = torch::sigmoid(am);
+  auto grad_b = g * (am * s);
+  auto grad_a = (g * bm) * (s * (1 + am * (1 - s)));
+  return {grad_a.to(a.scalar_type()), grad_b.to(b.scalar_type())};
+}
+
+#ifdef TRELLIS_WITH_KERNELS
+// Decided once in forward and kept for backward, so that a layer's two passes
+// take the same path. Any alignment will do (the kernels fall back to scalar
+// accesses).
+bool UseKernel(const torch::Tensor& a, const torch::Tensor& b) {
+  return ActiveFusions().swiglu && a.is_cuda() && a.scalar_type() == torch::kBFloat16 &&
+         a.is_contiguous() && b.is_contiguous();
+}
+
+// at::BFloat16 and __nv_bfloat16 are the same 16 bits.
+__nv_bfloat16* Bf16(const torch::Tensor& t) {
+  return reinterpret_cast<__nv_bfloat16*>(t.data_ptr<at::BFloat16>());
+}
+
+// nullptr: the legacy default stream, which is LibTorch's current stream
+// here (trainer_core never switches streams, and autograd runs a backward on
+// its forward's stream).
+constexpr cudaStream_t kStream = nullptr;
+
+torch::Tensor ForwardKernel(const torch::Tensor& a, const torch::Tensor& b) {
+  auto h = torch::empty(a.sizes(), a.options());
+  kernels::SwiGluForward(Bf16(a), Bf16(b), a.numel(), Bf16(h), kStream);
+  return h;
+}
+
+std::pair<torch::Tensor, torch::Tensor> BackwardKernel(const torch::Tensor& grad_h,
+                                                       const torch::Tensor& a,
+                                                       const torch::Tensor& b) {
+  // A broadcast or strided gradient (e.g. from a sum) is made dense once.
+  const auto g = grad_h.to(torch::kBFloat16).contiguous();
+  TORCH_CHECK(g.sizes() == a.sizes() && g.device() == a.device(),
+              "SwiGlu: the gradient must have the output's shape and device");
+  auto grad_a = torch::empty(a.sizes(), a.options());
+  auto grad_b = torch::empty(b.sizes(), b.options());
+  kernels::SwiGluBackward(Bf16(g), Bf16(a), Bf16(b), a.numel(), Bf16(grad_a), Bf16(grad_b),
+                          kStream);
+  return {grad_a, grad_b};
+}
+#endif
+
+class SwiGluFn : public torch::autograd::Function<SwiGluFn> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& a,
+                               const torch::Tensor& b) {
+    ctx->save_for_backward({a, b});
+#ifdef TRELLIS_WITH_KERNELS
+    if (UseKernel(a, b)) {
+      ctx->saved_data["kernel"] = true;
+      return ForwardKernel(a, b);
+    }
+#endif
+    ctx->saved_data["kernel"] = false;
+    return ForwardAten(a, b);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+#ifdef TRELLIS_WITH_KERNELS
+    if (ctx->saved_data["kernel"].toBool()) {
+      auto [grad_a, grad_b] = BackwardKernel(grads[0], saved[0], saved[1]);
+      return {grad_a, grad_b};
+    }
+#endif
+    auto [grad_a, grad_b] = BackwardAten(grads[0], saved[0], saved[1]);
+    return {grad_a, grad_b};
+  }
+};
+
+}  // namespace
+
+torch::Tensor SwiGlu(const torch::Tensor& a, const torch::Tensor& b) {
+  TORCH_CHECK(
+      a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && a.device() == b.device(),
+      "SwiGlu: a and b of one shape, dtype and device, got ", a.sizes(), " ", a.scalar_type(), " ",
+      a.device(), " and ", b.sizes(), " ", b.scalar_type(), " ", b.device());
+  TORCH_CHECK(at::isFloatingType(a.scalar_type()), "SwiGlu: floating-point inputs, got ",
+              a.scalar_type());
+  return SwiGluFn::apply(a, b);
+}
+
+}  // namespace trellis::train
