@@ -27,12 +27,28 @@ torch::Tensor InitBlock(const BlockLayout& block, uint64_t seed, torch::Dtype dt
   return buf;
 }
 
-// One block's weights, viewed out of its buffer in the compute dtype.
+// One block's weights, viewed out of its buffer in the compute dtype. The
+// buffer is split into its parameters at once: the split's backward writes
+// the block's gradient in one pass, where a narrow per parameter would fill a
+// block-sized buffer with zeros per parameter and add them all up.
 class Weights {
  public:
   Weights(const BlockLayout* layout, const torch::Tensor& flat, torch::Dtype dtype)
-      : layout_(layout), flat_(flat.scalar_type() == dtype ? flat : flat.to(dtype)) {}
+      : layout_(layout), flat_(flat.scalar_type() == dtype ? flat : flat.to(dtype)) {
+    std::vector<int64_t> sizes;
+    int64_t at = 0;
+    for (const auto& p : layout->params) {  // in offset order, up to what the buffer holds
+      if (p.offset != at || at + p.numel > flat_.numel()) break;
+      sizes.push_back(p.numel);
+      at += p.numel;
+    }
+    split_ = static_cast<int64_t>(sizes.size());
+    if (at < flat_.numel()) sizes.push_back(flat_.numel() - at);  // padding, or the rest
+    pieces_ = flat_.split_with_sizes(sizes);
+  }
   torch::Tensor operator[](const std::string& name) const {
+    for (int64_t i = 0; i < split_; ++i)
+      if (layout_->params[i].name == name) return pieces_[i].view(layout_->params[i].shape);
     return ParamView(flat_, layout_->Find(name));
   }
   bool Has(const std::string& name) const {
@@ -44,6 +60,8 @@ class Weights {
  private:
   const BlockLayout* layout_;
   torch::Tensor flat_;
+  std::vector<torch::Tensor> pieces_;
+  int64_t split_ = 0;  // parameters [0, split_) are pieces_[i]
 };
 
 }  // namespace

@@ -326,9 +326,11 @@ LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch
   // The block's experts as stacked weights: the gathered buffer is
   // [owners][gate, up, down][count][F * H].
   const int64_t f = spec_.expert_hidden, h = spec_.hidden, nb = mesh_.per_block();
-  auto parts = w.experts.view({block_comm_->size(), 3, -1});
+  // unbind, not three selects: its backward writes the block's gradient in
+  // one pass instead of zero-filling and adding a block-sized buffer per part.
+  auto parts = w.experts.view({block_comm_->size(), 3, -1}).unbind(1);
   auto part = [&](int i, int64_t rows, int64_t cols) {
-    return parts.select(1, i).reshape({nb, rows, cols}).to(compute_dtype_);
+    return parts[i].reshape({nb, rows, cols}).to(compute_dtype_);
   };
   reduce.run_experts = MakeEpRunner(ep_comm_.get(), mesh_, part(0, f, h), part(1, f, h),
                                     part(2, h, f), &ep_splits_[layer], recompute,
