@@ -228,8 +228,8 @@ void ShardedOptimizer::ExpertMuonStep(double lr) {
       const double scale = std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));
       const double decay = block.Find(names[part]).decay ? 1 - lr * muon_.weight_decay : 1.0;
       auto v = value[part];
-      if (fused) {
-        FusedApplyUpdate(v, ortho.view({e.count, f * h}), decay, -lr * scale,
+      if (fused) {  // ATen's Newton-Schulz (TRELLIS_KERNEL_NS=0) returns the update's dtype
+        FusedApplyUpdate(v, ortho.view({e.count, f * h}).to(torch::kFloat), decay, -lr * scale,
                          copy.defined() ? copy[part] : torch::Tensor());
         continue;
       }
