@@ -130,7 +130,9 @@ absl::StatusOr<SlurmJob> ParseScontrolJob(std::string_view out) {
   std::vector<std::string_view> lines = Lines(out);
   if (lines.empty()) return absl::InternalError("scontrol show job printed nothing");
   auto pairs = ParseScontrolPairs(lines[0]);
-  if (!pairs.count("JobId") || !pairs.count("JobState"))
+  // An empty value is as good as none: a job without an id or a state
+  // cannot be matched to a run or acted on.
+  if (pairs["JobId"].empty() || pairs["JobState"].empty())
     return absl::InternalError("scontrol show job: no JobId/JobState in '" +
                                std::string(lines[0].substr(0, 120)) + "'");
   SlurmJob job{pairs["JobId"], BaseState(pairs["JobState"]), pairs["Reason"], pairs["NodeList"],

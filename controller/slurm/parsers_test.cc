@@ -42,6 +42,10 @@ TEST(ParsersTest, ScontrolFailedJob) {
   EXPECT_EQ(job->reason, "NonZeroExitCode");
   EXPECT_EQ(job->exit_code, 3);
   EXPECT_FALSE(ParseScontrolJob("garbage").ok());
+  // Keys present with empty values name no job.
+  EXPECT_FALSE(ParseScontrolJob("JobId= JobName=x JobState=RUNNING").ok());
+  EXPECT_FALSE(ParseScontrolJob("JobId=12 JobName=x JobState= Reason=None").ok());
+  EXPECT_TRUE(ParseScontrolJob("JobId=12 JobName=x JobState=RUNNING Reason=None").ok());
 }
 
 TEST(ParsersTest, Squeue) {
