@@ -91,6 +91,20 @@ TEST_F(ControllerTest, BadSpecIsRefusedAndNothingIsStored) {
   EXPECT_TRUE(slurm_->Submissions().empty());
 }
 
+TEST_F(ControllerTest, ANodelistThatDoesNotExpandIsRefused) {
+  v1::SubmitRunResponse resp;
+  for (const char* pin : {"node[01-", "node[04-01]", "node[]"}) {
+    grpc::Status st = Submit(std::string(kSpec) + "nodelist='" + pin + "'\n", &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << pin;
+    EXPECT_NE(st.error_message().find(std::string("slurm.nodelist: '") + pin +
+                                      "' is not a Slurm hostlist"),
+              std::string::npos)
+        << st.error_message();
+  }
+  EXPECT_TRUE(slurm_->Submissions().empty());
+  ASSERT_TRUE(Submit(std::string(kSpec) + "nodelist='node[01-02]'\n", &resp).ok());
+}
+
 TEST_F(ControllerTest, ModelRunNeedsAnAbsoluteReadableCorpus) {
   const std::string model = "[job]\nname='m'\n[model]\nlayers=1\n[training]\n";
   v1::SubmitRunResponse resp;

@@ -61,6 +61,17 @@ Effects Scheduler::Submit(const std::string& spec_toml, bool dry_run, const std:
           CheckSpecPaths(*spec, ctx_.config.data_roots, ctx_.config.output_root);
       !st.ok())
     return Effects::Reply([=] { reply(st); });
+  // The scheduler counts eligible nodes inside the pin: a pin it cannot read
+  // would keep the run waiting with no reason worth reading.
+  if (!spec->slurm.nodelist.empty()) {
+    if (auto names = ExpandHostlist(spec->slurm.nodelist); !names.ok()) {
+      absl::Status st = absl::InvalidArgumentError(
+          "slurm.nodelist: '" + spec->slurm.nodelist + "' is not a Slurm hostlist (" +
+          std::string(names.status().message()) + "); write names and ranges such as " +
+          "node[01-04,07],gpu9");
+      return Effects::Reply([=] { reply(st); });
+    }
+  }
   if (spec->slurm.partition.empty()) spec->slurm.partition = ctx_.config.default_partition;
   if (dry_run) {
     // Show exactly what would be submitted for the run's first attempt.
