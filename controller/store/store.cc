@@ -6,6 +6,7 @@
 
 #include <sqlite3.h>
 
+#include "common/exit_codes.h"
 #include "common/sha256.h"
 #include "common/status.h"
 
@@ -242,8 +243,19 @@ absl::Status Store::EndAttempt(const std::string& run_id, int attempt, int exit_
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
       "UPDATE attempts SET exit_code = ?, end_reason = ?, ended_ms = ? "
       "WHERE run_id = ? AND attempt = ? AND ended_ms IS NULL"));
-  return st.Bind(1, exit_code).Bind(2, reason).Bind(3, ToUnixMillis(now)).Bind(4, run_id)
-      .Bind(5, attempt).Run();
+  RETURN_IF_ERROR(st.Bind(1, exit_code).Bind(2, reason).Bind(3, ToUnixMillis(now))
+                      .Bind(4, run_id).Bind(5, attempt).Run());
+  // A launch still open when its attempt ends (a cancel; an end the controller
+  // learned from Slurm after a restart) ends with it: cancelled, succeeded
+  // with the job, or left unclassified with the attempt's reason.
+  const char* cls = exit_code == kExitCancelled ? "cancel" : exit_code == 0 ? "succeeded" : "";
+  ASSIGN_OR_RETURN(auto launches, db_->Prepare(
+      "UPDATE launches SET ended_ms = ?, "
+      "failure_class = CASE WHEN failure_class = '' THEN ? ELSE failure_class END, "
+      "reason = CASE WHEN reason = '' THEN ? ELSE reason END "
+      "WHERE run_id = ? AND attempt = ? AND ended_ms IS NULL"));
+  return launches.Bind(1, ToUnixMillis(now)).Bind(2, std::string(cls)).Bind(3, reason)
+      .Bind(4, run_id).Bind(5, attempt).Run();
 }
 
 absl::StatusOr<std::vector<AttemptRecord>> Store::Attempts(const std::string& run_id) {

@@ -1,4 +1,6 @@
 #include "controller/store/store.h"
+
+#include "common/exit_codes.h"
 #include "controller/store/step_writer.h"
 #include "common/sha256.h"
 #include "common/sqlite.h"
@@ -317,6 +319,41 @@ TEST_F(StoreTest, LaunchesAreUpsertedAndListedInOrder) {
   EXPECT_TRUE((*all)[0].ended.has_value());
   EXPECT_FALSE((*all)[1].ended.has_value());
   EXPECT_FALSE((*all)[1].exit_code.has_value());
+}
+
+// A launch still open when its attempt ends closes with it, keeping what a
+// launch that ended on its own recorded.
+TEST_F(StoreTest, EndingAnAttemptClosesItsOpenLaunches) {
+  for (int exit_code : {kExitCancelled, 0, 1}) {
+    RunRecord r = NewRun("hello");
+    AttemptRecord a;
+    a.run_id = r.run_id;
+    a.attempt = 1;
+    a.submitted = clock_.Now();
+    ASSERT_TRUE(store_->CreateAttempt(a).ok());
+    LaunchRecord ended, open;
+    ended.run_id = open.run_id = r.run_id;
+    ended.attempt = open.attempt = 1;
+    ended.launch = 1;
+    open.launch = 2;
+    ended.started = open.started = clock_.Now();
+    ended.ended = clock_.Now();
+    ended.failure_class = "node_lost";
+    ended.reason = "node2 stopped answering";
+    ASSERT_TRUE(store_->PutLaunch(ended).ok());
+    ASSERT_TRUE(store_->PutLaunch(open).ok());
+    clock_.Advance(std::chrono::seconds(5));
+    ASSERT_TRUE(store_->EndAttempt(r.run_id, 1, exit_code, "cancelled by alice", clock_.Now()).ok());
+    auto all = store_->Launches(r.run_id);
+    ASSERT_TRUE(all.ok() && all->size() == 2u);
+    EXPECT_EQ((*all)[0].failure_class, "node_lost");
+    EXPECT_EQ((*all)[0].reason, "node2 stopped answering");
+    ASSERT_TRUE((*all)[1].ended.has_value()) << exit_code;
+    EXPECT_EQ(*(*all)[1].ended, clock_.Now());
+    EXPECT_EQ((*all)[1].failure_class,
+              exit_code == kExitCancelled ? "cancel" : exit_code == 0 ? "succeeded" : "");
+    EXPECT_EQ((*all)[1].reason, "cancelled by alice");
+  }
 }
 
 TEST_F(StoreTest, HealthEventsKeepTheNewestInOrder) {
