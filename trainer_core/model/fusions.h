@@ -1,5 +1,5 @@
 #pragma once
-// The fused paths of the trainer (docs/architecture.md, "The trainer"), each
+// The fused paths of the trainer (trainer_core/README.md, "On CUDA"), each
 // on by default and each switchable off on its own, so that a benchmark can
 // measure what one fusion gains against the same build:
 //   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu   (or "all")
