@@ -27,6 +27,11 @@ Effects Allocations::Check(const std::string& job_id, const std::string& node, b
   return Ask(job_id, job);
 }
 
+const Allocation* Allocations::Known(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it != jobs_.end() && it->second.known ? &*it->second.known : nullptr;
+}
+
 Effects Allocations::Ask(const std::string& job_id, Job& job) {
   job.in_flight = true;
   job.asked = ctx_.clock.SteadyNow();

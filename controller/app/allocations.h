@@ -41,6 +41,8 @@ class Allocations {
   // The reconciler's squeue: known allocations follow it, and jobs it no
   // longer lists are forgotten.
   void Observe(const std::vector<SlurmJob>& listed);
+  // Slurm's latest answer for the job, if any (nullptr: none known).
+  const Allocation* Known(const std::string& job_id) const;
 
  private:
   struct Waiter {

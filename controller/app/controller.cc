@@ -411,13 +411,31 @@ void Controller::ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int oo
   });
 }
 
+NextLaunchQuestion Controller::WithSlurmsNodes(const WorkerId& id,
+                                               const NextLaunchQuestion& q) {
+  // The nodes of a requeued job's new allocation are blamed if they never
+  // register: they come from Slurm's answer (just asked, fresh), not from
+  // what the batch script reports.
+  if (q.requeue_count == 0) return q;
+  auto job = launches_.AuthenticatedJob(id);
+  const Allocation* slurm = job.ok() ? allocations_.Known(*job) : nullptr;
+  if (slurm == nullptr) return q;
+  NextLaunchQuestion checked = q;
+  auto reported = AllocationOf(q.allocation_nodelist);
+  if (!reported.ok() || reported->nodes != slurm->nodes)
+    spdlog::warn("run {}: the requeued batch script reports nodes '{}', Slurm '{}': Slurm's kept",
+                 id.run_id, q.allocation_nodelist, slurm->nodelist);
+  checked.allocation_nodelist = slurm->nodelist;
+  return checked;
+}
+
 void Controller::NextLaunch(WorkerId id, NextLaunchQuestion question,
                             Reply<NextLaunchAnswer> reply) {
   asio::post(io_, [this, id = std::move(id), q = std::move(question), reply = std::move(reply)] {
     // A requeued job's batch script runs on its new allocation.
     AsWorker(id, /*fresh=*/q.requeue_count > 0, [=](absl::Status allowed) {
       if (!allowed.ok()) return Effects::Reply([reply, allowed] { reply(allowed); });
-      return launches_.NextLaunch(id, q, reply);
+      return launches_.NextLaunch(id, WithSlurmsNodes(id, q), reply);
     });
   });
 }

@@ -112,6 +112,9 @@ class Controller {
   // then its node against the job's allocation (Allocations::Check; `fresh`
   // asks Slurm again). Loop thread.
   void AsWorker(const WorkerId& id, bool fresh, Allocations::Then then);
+  // A requeue question with the allocation's nodes as Slurm gave them (the
+  // batch script's report is not trusted); other questions as they came.
+  NextLaunchQuestion WithSlurmsNodes(const WorkerId& id, const NextLaunchQuestion& q);
   // What the step pipeline stored (posted to the loop): run health sees each
   // record, watchers each step every rank has reported.
   void StepsStored(std::vector<StepBatch> batches, std::vector<StoredStep> rows);

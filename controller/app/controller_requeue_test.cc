@@ -127,6 +127,21 @@ TEST_F(RequeueTest, TheRestartedBatchScriptMayAskBeforeTheRequeueIsSeen) {
   EXPECT_EQ(Get(kRun).summary().restarts(), 0);
 }
 
+// The new allocation's nodes are blamed if they never register: they are
+// Slurm's, whatever the batch script reports.
+TEST_F(RequeueTest, TheNewAllocationsNodesAreSlurmsNotTheScripts) {
+  StartRun();
+  SetJob("RUNNING", "node[3-4]");
+  v1::NextLaunchResponse again;
+  ASSERT_TRUE(AskAfterRequeue(1, "node[3-9]", &again).ok());
+  ASSERT_EQ(again.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << again.reason();
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  ASSERT_EQ(run.attempts_size(), 1);
+  EXPECT_EQ(absl::StrJoin(run.attempts(0).nodes(), ","), "node[3-4]");
+  EXPECT_NE(run.summary().state_reason().find("gated again on node[3-4]"), std::string::npos)
+      << run.summary().state_reason();
+}
+
 TEST_F(RequeueTest, AJobCancelledOutsideTheControllerIsDecidedBySlurmsState) {
   StartRun();
   v1::NextLaunchResponse next = Terminated(1, 143);
