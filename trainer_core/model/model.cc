@@ -122,13 +122,6 @@ LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
   return {y + r.y.view({b, t, h}), r.aux, r.counts};
 }
 
-torch::Tensor HeadForward(const spec::ModelSpec& spec, const BlockLayout& block,
-                          const torch::Tensor& flat, torch::Dtype compute_dtype,
-                          const torch::Tensor& x) {
-  Weights fin(&block, flat, compute_dtype);
-  return torch::matmul(RmsNorm(x, fin["norm"], spec.norm_eps), fin["head"].t());
-}
-
 torch::Tensor HeadCrossEntropySum(const spec::ModelSpec& spec, const BlockLayout& block,
                                   const torch::Tensor& flat, torch::Dtype compute_dtype,
                                   const torch::Tensor& x, const torch::Tensor& targets,

@@ -88,11 +88,6 @@ LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
                          const torch::Tensor& x, const RopeCache& rope, const torch::Tensor& mask,
                          const torch::Tensor& router_bias, const MoeWeights& moe_reduce);
 
-// Final norm and head: logits [B, T, vocab] in the compute dtype.
-torch::Tensor HeadForward(const spec::ModelSpec& spec, const BlockLayout& block,
-                          const torch::Tensor& flat, torch::Dtype compute_dtype,
-                          const torch::Tensor& x);
-
 // Final norm, head and cross entropy summed over positions with a target
 // (targets [B, T], -1 where none), in fp32 (fp64 in fp64 compute). `chunked`:
 // the head and loss over chunks of rows (loss.h), never the whole logits;
