@@ -55,17 +55,30 @@ namespace trellis::train::compat {
 
 inline constexpr bool kTorch2 = TORCH_VERSION_MAJOR >= 2;
 
-// softmax(q k^T / sqrt(d) masked) v, for q,k,v [B, heads, T, d] and a boolean
-// mask [B, 1, T, T] (true = may attend), or no mask: plain causal. 2.x has a
-// fused op; without a mask it runs a causal flash kernel that never builds
-// the T x T mask. 1.13 has none, so it is written out (every row keeps its
-// diagonal, so no row is fully masked).
+// Whether Attention can take k and v with fewer heads than q (grouped-query
+// attention inside the fused op, LibTorch >= 2.5).
+inline constexpr bool kAttentionGqa =
+    TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5);
+
+// softmax(q k^T / sqrt(d) masked) v, for q [B, heads, T, d], k and v
+// [B, heads or (gqa) heads / g, T, d] and a boolean mask [B, 1, T, T]
+// (true = may attend), or no mask: plain causal. 2.x has a fused op; without
+// a mask it runs a causal flash kernel that never builds the T x T mask. 1.13
+// has none, so it is written out (every row keeps its diagonal, so no row is
+// fully masked). gqa needs kAttentionGqa.
 inline torch::Tensor Attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, const torch::Tensor& mask) {
-#if TORCH_VERSION_MAJOR >= 2
+                               const torch::Tensor& v, const torch::Tensor& mask,
+                               bool gqa = false) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+  if (!mask.defined())
+    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, true, std::nullopt, gqa);
+  return at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, std::nullopt, gqa);
+#elif TORCH_VERSION_MAJOR >= 2
+  TORCH_CHECK(!gqa, "Attention: grouped-query attention needs LibTorch >= 2.5");
   if (!mask.defined()) return at::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
   return at::scaled_dot_product_attention(q, k, v, mask);
 #else
+  TORCH_CHECK(!gqa, "Attention: grouped-query attention needs LibTorch >= 2.5");
   const int64_t t = q.size(-2);
   auto allowed = mask.defined()
                      ? mask

@@ -153,12 +153,12 @@ TEST_F(TrainerTest, BinaryNamesTheFileAndFieldOnBadInput) {
 
   // A fusion name that does not exist, and one that does (named in the log).
   testing::WorldOptions env;
-  env.env = {"TRELLIS_FUSIONS_OFF=chunked_ce,rope"};
+  env.env = {"TRELLIS_FUSIONS_OFF=chunked_ce,ropes"};
   ChildResult bad_fusion =
       testing::RunWorld(TRELLIS_TRAIN_BIN, 1, {WriteSpec(ResumeSpec(corpus)), "--steps", "1"},
                         dir_, env)[0];
   EXPECT_EQ(WEXITSTATUS(bad_fusion.status), 1);
-  EXPECT_NE(bad_fusion.err.find("TRELLIS_FUSIONS_OFF: unknown fusion 'rope' (accepted: all,"),
+  EXPECT_NE(bad_fusion.err.find("TRELLIS_FUSIONS_OFF: unknown fusion 'ropes' (accepted: all,"),
             std::string::npos)
       << bad_fusion.err;
 }

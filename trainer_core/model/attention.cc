@@ -1,6 +1,8 @@
-// RMSNorm, RoPE, the document mask and grouped-query attention.
+// RMSNorm, the RoPE tables, the document mask and grouped-query attention.
 #include "trainer_core/compat.h"
+#include "trainer_core/model/fusions.h"
 #include "trainer_core/model/layers.h"
+#include "trainer_core/model/rope.h"
 
 namespace trellis::train {
 
@@ -30,37 +32,34 @@ torch::Tensor DocumentCausalMask(const torch::Tensor& doc_ids) {
   return (same_doc & causal).unsqueeze(1);
 }
 
-namespace {
-
-// Rotates the two halves of each head's features by the position's angle.
-// x is [b, t, heads, head_dim] as the projection wrote it, before the
-// transpose to [b, heads, t, head_dim]: on the contiguous layout the
-// elementwise kernels (and their gradients) run vectorized, where on the
-// transposed view they took the strided path.
-torch::Tensor ApplyRope(const torch::Tensor& x, const RopeCache& rope) {
-  const int64_t t = x.size(1), half = x.size(3) / 2;
-  auto cos = rope.cos.narrow(0, 0, t).to(x.scalar_type()).unsqueeze(1);  // [t, 1, half]
-  auto sin = rope.sin.narrow(0, 0, t).to(x.scalar_type()).unsqueeze(1);
-  auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
-  return torch::cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, -1);
-}
-
-}  // namespace
-
 torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w,
-                               const RopeCache& rope, const torch::Tensor& mask) {
+                               const RopeCache& rope, const torch::Tensor& mask,
+                               const Fusions& fusions) {
   const int64_t b = x.size(0), t = x.size(1), hd = w.wq.size(0) / w.heads;
-  auto heads = [&](const torch::Tensor& wt, int64_t n) {  // [b, t, n, hd]
-    return torch::matmul(x, wt.t()).view({b, t, n, hd});
-  };
-  auto q = ApplyRope(heads(w.wq, w.heads), rope).transpose(1, 2);
-  auto k = ApplyRope(heads(w.wk, w.kv_heads), rope).transpose(1, 2);
-  auto v = heads(w.wv, w.kv_heads).transpose(1, 2);
-  if (w.kv_heads != w.heads) {
+  torch::Tensor q, k, v;  // [b, t, n, hd], as the projections wrote them
+  if (fusions.qkv_gemm) {
+    // One GEMM reads x once, and backward's three input gradients are one.
+    auto qkv = torch::matmul(x, torch::cat({w.wq, w.wk, w.wv}).t())
+                   .view({b, t, w.heads + 2 * w.kv_heads, hd})
+                   .split_with_sizes({w.heads, w.kv_heads, w.kv_heads}, 2);
+    q = qkv[0], k = qkv[1], v = qkv[2];
+  } else {
+    auto heads = [&](const torch::Tensor& wt, int64_t n) {
+      return torch::matmul(x, wt.t()).view({b, t, n, hd});
+    };
+    q = heads(w.wq, w.heads), k = heads(w.wk, w.kv_heads), v = heads(w.wv, w.kv_heads);
+  }
+  // RoPE before the transpose to [b, n, t, hd]: on the token-major layout its
+  // passes (and their gradients) run vectorized.
+  q = Rope(q, rope).transpose(1, 2);
+  k = Rope(k, rope).transpose(1, 2);
+  v = v.transpose(1, 2);
+  const bool gqa = w.kv_heads != w.heads && fusions.sdpa_gqa && compat::kAttentionGqa;
+  if (w.kv_heads != w.heads && !gqa) {
     k = k.repeat_interleave(w.heads / w.kv_heads, 1);
     v = v.repeat_interleave(w.heads / w.kv_heads, 1);
   }
-  auto o = compat::Attention(q, k, v, mask);
+  auto o = compat::Attention(q, k, v, mask, gqa);
   return torch::matmul(o.transpose(1, 2).reshape({b, t, w.heads * hd}), w.wo.t());
 }
 

@@ -23,15 +23,15 @@ TEST(FusionsTest, NamedFusionsAreOffAndOthersStayOn) {
 
 TEST(FusionsTest, AllTurnsEveryFusionOff) {
   EXPECT_EQ(DescribeFusionsOff(ParseFusionsOff("all")),
-            "moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu");
+            "moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,qkv_gemm,sdpa_gqa,grad_add");
 }
 
 TEST(FusionsTest, AnUnknownNameIsRefusedWithTheAcceptedOnes) {
   try {
-    ParseFusionsOff("moe_kernels,rope");
+    ParseFusionsOff("moe_kernels,ropes");
     FAIL() << "accepted an unknown fusion";
   } catch (const TrainError& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown fusion 'rope'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown fusion 'ropes'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("chunked_ce"), std::string::npos) << e.what();
   }
 }

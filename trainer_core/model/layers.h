@@ -7,6 +7,8 @@
 
 #include <functional>
 
+#include "trainer_core/model/fusions.h"
+
 namespace trellis::train {
 
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
@@ -28,9 +30,11 @@ struct AttentionWeights {
   int64_t heads = 0, kv_heads = 0;
 };
 // x: [B, T, H]. Grouped-query attention with RoPE on q and k; `mask` as
-// DocumentCausalMask returns it (undefined: causal).
+// DocumentCausalMask returns it (undefined: causal). `fusions` picks the
+// qkv_gemm and sdpa_gqa paths (tests compare both in one process).
 torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w,
-                               const RopeCache& rope, const torch::Tensor& mask);
+                               const RopeCache& rope, const torch::Tensor& mask,
+                               const Fusions& fusions = ActiveFusions());
 
 // Runs routed experts on token slots grouped by expert (counts[e] rows for
 // expert e, in expert order) and returns their outputs in the same order.
