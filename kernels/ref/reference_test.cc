@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -10,6 +11,7 @@
 #include "kernels/ref/dense_ref.h"
 #include "kernels/ref/fp8_e4m3.h"
 #include "kernels/ref/moe_layout.h"
+#include "kernels/ref/rope_ref.h"
 #include "kernels/ref/swiglu_ref.h"
 #include "kernels/ref/tile_map.h"
 
@@ -227,6 +229,104 @@ TEST(SwiGluRef, LargeGatesTakeTheLimits) {
       EXPECT_EQ(grad_a, g * b);
       EXPECT_EQ(grad_b, g * a);
     }
+  }
+}
+
+// The usual RoPE table, angle p * 10000^(-2i / head_dim), rounded to fp32.
+void RopeTable(int64_t seq_len, int head_dim, std::vector<float>& cos, std::vector<float>& sin) {
+  const int half = head_dim / 2;
+  cos.resize(seq_len * half);
+  sin.resize(seq_len * half);
+  for (int64_t p = 0; p < seq_len; ++p) {
+    for (int i = 0; i < half; ++i) {
+      const double angle = p * std::pow(10000.0, -2.0 * i / head_dim);
+      cos[p * half + i] = static_cast<float>(std::cos(angle));
+      sin[p * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+std::vector<float> RandomBf16Values(std::mt19937& rng, size_t n) {
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = RoundToBf16(dist(rng));
+  return v;
+}
+
+// Against the rotation in double with the same fp32 cos and sin: two rounded
+// products and a rounded sum are off by at most 2^-23 * (|a| + |b|) (times
+// 1 + 2^-25, and double's own rounding: the 1e-6 below). Rows
+// past seq_len wrap to position r % seq_len.
+TEST(RopeRef, MatchesTheRotationInDouble) {
+  std::mt19937 rng(7);
+  const int64_t rows = 23, seq_len = 9;
+  const int heads = 3, head_dim = 16, half = head_dim / 2;
+  std::vector<float> cos, sin;
+  RopeTable(seq_len, head_dim, cos, sin);
+  const std::vector<float> x = RandomBf16Values(rng, rows * heads * head_dim);
+  std::vector<float> out(x.size());
+  for (bool inverse : {false, true}) {
+    SCOPED_TRACE(inverse ? "inverse" : "forward");
+    RopeRef(x.data(), heads * head_dim, rows, seq_len, heads, head_dim, cos.data(), sin.data(),
+            inverse, out.data());
+    const double sign = inverse ? -1.0 : 1.0;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int h = 0; h < heads; ++h) {
+        for (int i = 0; i < half; ++i) {
+          const int64_t at = (r * heads + h) * head_dim + i;
+          const double x1 = x[at], x2 = x[at + half];
+          const double c = cos[r % seq_len * half + i], s = sign * sin[r % seq_len * half + i];
+          const double u = std::ldexp(1.0 + 1e-6, -23);
+          EXPECT_NEAR(out[at], x1 * c - x2 * s, u * (std::fabs(x1 * c) + std::fabs(x2 * s)))
+              << "row " << r << " head " << h << " i " << i;
+          EXPECT_NEAR(out[at + half], x1 * s + x2 * c, u * (std::fabs(x1 * s) + std::fabs(x2 * c)))
+              << "row " << r << " head " << h << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+// Backward undoes forward up to fp32 rounding (cos^2 + sin^2 is 1 within a
+// few fp32 ulp, and each pass rounds twice).
+TEST(RopeRef, InverseOfForwardReturnsX) {
+  std::mt19937 rng(11);
+  const int64_t rows = 64, seq_len = 64;
+  const int heads = 2, head_dim = 128, half = head_dim / 2;
+  std::vector<float> cos, sin;
+  RopeTable(seq_len, head_dim, cos, sin);
+  const std::vector<float> x = RandomBf16Values(rng, rows * heads * head_dim);
+  std::vector<float> y(x.size()), back(x.size());
+  RopeRef(x.data(), heads * head_dim, rows, seq_len, heads, head_dim, cos.data(), sin.data(),
+          false, y.data());
+  RopeRef(y.data(), heads * head_dim, rows, seq_len, heads, head_dim, cos.data(), sin.data(),
+          true, back.data());
+  for (size_t at = 0; at < x.size(); ++at) {
+    const size_t pair = at % head_dim < size_t{half} ? at + half : at - half;
+    EXPECT_NEAR(back[at], x[at], 1e-6 * (std::fabs(x[at]) + std::fabs(x[pair]))) << at;
+  }
+}
+
+// A row stride past heads * head_dim (q of a [q | k | v] row): the gaps, NaN
+// here, are never read and the result is that of the packed rows.
+TEST(RopeRef, StridedRowsSkipTheGaps) {
+  std::mt19937 rng(13);
+  const int64_t rows = 10, seq_len = 4, stride = 3 * 2 * 8 + 5;
+  const int heads = 2, head_dim = 8, width = heads * head_dim;
+  std::vector<float> cos, sin;
+  RopeTable(seq_len, head_dim, cos, sin);
+  const std::vector<float> packed = RandomBf16Values(rng, rows * width);
+  std::vector<float> strided(rows * stride, NAN);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(packed.begin() + r * width, width, strided.begin() + r * stride);
+  }
+  for (bool inverse : {false, true}) {
+    std::vector<float> want(packed.size()), got(packed.size());
+    RopeRef(packed.data(), width, rows, seq_len, heads, head_dim, cos.data(), sin.data(), inverse,
+            want.data());
+    RopeRef(strided.data(), stride, rows, seq_len, heads, head_dim, cos.data(), sin.data(),
+            inverse, got.data());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
   }
 }
 
