@@ -36,24 +36,14 @@ torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w
                                const RopeCache& rope, const torch::Tensor& mask,
                                const Fusions& fusions) {
   const int64_t b = x.size(0), t = x.size(1), hd = w.wq.size(0) / w.heads;
-  torch::Tensor q, k, v;  // [b, t, n, hd], as the projections wrote them
-  if (fusions.qkv_gemm) {
-    // One GEMM reads x once, and backward's three input gradients are one.
-    auto qkv = torch::matmul(x, torch::cat({w.wq, w.wk, w.wv}).t())
-                   .view({b, t, w.heads + 2 * w.kv_heads, hd})
-                   .split_with_sizes({w.heads, w.kv_heads, w.kv_heads}, 2);
-    q = qkv[0], k = qkv[1], v = qkv[2];
-  } else {
-    auto heads = [&](const torch::Tensor& wt, int64_t n) {
-      return torch::matmul(x, wt.t()).view({b, t, n, hd});
-    };
-    q = heads(w.wq, w.heads), k = heads(w.wk, w.kv_heads), v = heads(w.wv, w.kv_heads);
-  }
+  auto heads = [&](const torch::Tensor& wt, int64_t n) {  // [b, t, n, hd]
+    return torch::matmul(x, wt.t()).view({b, t, n, hd});
+  };
   // RoPE before the transpose to [b, n, t, hd]: on the token-major layout its
   // passes (and their gradients) run vectorized.
-  q = Rope(q, rope).transpose(1, 2);
-  k = Rope(k, rope).transpose(1, 2);
-  v = v.transpose(1, 2);
+  auto q = Rope(heads(w.wq, w.heads), rope).transpose(1, 2);
+  auto k = Rope(heads(w.wk, w.kv_heads), rope).transpose(1, 2);
+  auto v = heads(w.wv, w.kv_heads).transpose(1, 2);
   const bool gqa = w.kv_heads != w.heads && fusions.sdpa_gqa && compat::kAttentionGqa;
   if (w.kv_heads != w.heads && !gqa) {
     k = k.repeat_interleave(w.heads / w.kv_heads, 1);

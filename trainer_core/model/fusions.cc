@@ -15,9 +15,7 @@ constexpr std::pair<const char*, bool Fusions::*> kFusions[] = {
     {"muon_update", &Fusions::muon_update},
     {"swiglu", &Fusions::swiglu},
     {"rope", &Fusions::rope},
-    {"qkv_gemm", &Fusions::qkv_gemm},
     {"sdpa_gqa", &Fusions::sdpa_gqa},
-    {"grad_add", &Fusions::grad_add},
 };
 
 std::string_view Trim(std::string_view s) {

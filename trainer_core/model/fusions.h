@@ -3,7 +3,7 @@
 // on by default and each switchable off on its own, so that a benchmark can
 // measure what one fusion gains against the same build:
 //   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,
-//                       qkv_gemm,sdpa_gqa,grad_add   (or "all")
+//                       sdpa_gqa   (or "all")
 // Switching one off gives the same function computed the plain ATen way.
 // Torch-free.
 
@@ -33,18 +33,10 @@ struct Fusions {
   // RoPE on q and k as one kernel of kernels/ per pass (CUDA bf16, built
   // with kernels/), fp32 inside, in place of a strided product per half.
   bool rope = true;
-  // q, k and v from one GEMM over the three weights side by side, where
-  // three GEMMs read the input three times and backward adds three
-  // input gradients.
-  bool qkv_gemm = true;
   // Grouped-query attention inside the fused attention op (LibTorch >= 2.5),
   // where k and v are otherwise repeated to every query head and their
   // gradients summed back.
   bool sdpa_gqa = true;
-  // A bf16 gradient added into its fp32 accumulator by the vectorized kernel
-  // of kernels/ (CUDA, built with kernels/), where ATen's mixed-dtype add
-  // takes its unvectorized path.
-  bool grad_add = true;
 };
 
 // The names above, comma-separated ("" or none: every fusion on; "all": all

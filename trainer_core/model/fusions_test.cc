@@ -23,7 +23,7 @@ TEST(FusionsTest, NamedFusionsAreOffAndOthersStayOn) {
 
 TEST(FusionsTest, AllTurnsEveryFusionOff) {
   EXPECT_EQ(DescribeFusionsOff(ParseFusionsOff("all")),
-            "moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,qkv_gemm,sdpa_gqa,grad_add");
+            "moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,sdpa_gqa");
 }
 
 TEST(FusionsTest, AnUnknownNameIsRefusedWithTheAcceptedOnes) {

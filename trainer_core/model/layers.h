@@ -31,7 +31,7 @@ struct AttentionWeights {
 };
 // x: [B, T, H]. Grouped-query attention with RoPE on q and k; `mask` as
 // DocumentCausalMask returns it (undefined: causal). `fusions` picks the
-// qkv_gemm and sdpa_gqa paths (tests compare both in one process).
+// sdpa_gqa path (tests compare both in one process).
 torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w,
                                const RopeCache& rope, const torch::Tensor& mask,
                                const Fusions& fusions = ActiveFusions());

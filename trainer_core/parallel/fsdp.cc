@@ -4,7 +4,6 @@
 #include "trainer_core/error.h"
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/model/init.h"
-#include "trainer_core/parallel/grad_add.h"
 
 namespace trellis::train {
 namespace {
@@ -186,7 +185,7 @@ void ShardedModel::ZeroGrad() {
 
 void ShardedModel::AddInto(torch::Tensor& into, const torch::Tensor& grad, bool owned) {
   if (into.defined())
-    AddGrad(into, grad);
+    into.add_(grad);
   else  // the step's first contribution: fp32, and never a tensor autograd still holds
     into = grad.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/!owned);
 }
