@@ -1,4 +1,5 @@
 #include "controller/app/controller_fixture.h"
+#include "common/exit_codes.h"
 #include "controller/rpc/convert.h"
 
 namespace trellis::controller {
@@ -301,6 +302,42 @@ TEST_F(GateTest, AbortQuarantinesWaitsForNodesAndReleaseLetsItProceed) {
   EXPECT_EQ(slurm_->Submissions().size(), 2u);
 }
 
+
+// A link inside a data root pointed out of it after submit: the gate's GO
+// turns into an abort that ends the run, and no node is blamed.
+TEST_F(GateTest, ACorpusLinkSwappedAfterSubmitEndsTheRunAtTheGate) {
+  fs::path outside = fs::temp_directory_path() / ("outside_" + std::to_string(getpid()));
+  fs::create_directories(outside);
+  std::ofstream(outside / "private.corpus") << "bytes";
+  std::ofstream(dir_ / "tiny.corpus") << "bytes";
+  fs::create_symlink(dir_ / "tiny.corpus", dir_ / "link.corpus");
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit("[job]\nname='m'\n[model]\nlayers=1\n[training]\ndata='" +
+                         (dir_ / "link.corpus").string() + "'\n",
+                     &resp)
+                  .ok());
+  WaitFor("m-1", v1::RUN_STATE_SUBMITTED);
+  fs::remove(dir_ / "link.corpus");
+  fs::create_symlink(outside / "private.corpus", dir_ / "link.corpus");
+
+  auto d = RegisterAll("m-1", {"node1"});
+  EXPECT_EQ(d["node1"].decision(), v1::GateDecision::DECISION_ABORT);
+  const std::string why = "training.data: " + (dir_ / "link.corpus").string() +
+                          " (resolves to " + (outside / "private.corpus").string() +
+                          ") is not under a data root of this controller (--data-root) (" +
+                          dir_.string() + ") (checked again at launch)";
+  EXPECT_EQ(d["node1"].reason(), why);
+  v1::Run run = WaitFor("m-1", v1::RUN_STATE_FAILED);
+  EXPECT_EQ(run.summary().state_reason(), why);
+  ASSERT_EQ(run.attempts_size(), 1);
+  EXPECT_EQ(run.attempts(0).exit_code(), kExitDoNotRetry);
+  EXPECT_EQ(Nodes().nodes_size(), 0);  // the node did nothing wrong
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (slurm_->Cancelled().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(slurm_->Cancelled().size(), 1u);
+  fs::remove_all(outside);
+}
 
 class DrainingGateTest : public GateTest {
  protected:

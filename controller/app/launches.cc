@@ -11,6 +11,7 @@
 #include "common/version.h"
 #include "controller/app/gate_json.h"
 #include "controller/app/metrics.h"
+#include "controller/app/spec_paths.h"
 #include "controller/slurm/parsers.h"
 #include "controller/slurm/slurm_client.h"
 
@@ -188,6 +189,17 @@ Effects Launches::EvaluateGate(LaunchState* l, bool timed_out) {
   GateOutcome out = DecideGate(l->registered, allocated, l->expected_nodes, l->needed_nodes,
                                l->ranks_per_node, timed_out, l->policy.timeout);
   if (out.kind == GateOutcome::kWaiting) return fx;
+  // The run's paths were checked at submit, but a link inside a root may
+  // have been pointed elsewhere since (hours in the queue, or a restart):
+  // checked again before any rank can open them. A refusal ends the run.
+  std::string paths_refused;
+  if (out.kind == GateOutcome::kGo) {
+    if (absl::Status paths = PathsStillAllowed(l->run_id); !paths.ok()) {
+      paths_refused = std::string(paths.message()) + " (checked again at launch)";
+      out.kind = GateOutcome::kAbort;
+      out.reason = paths_refused;
+    }
+  }
   l->outcome = out;
   if (l->gate_timer) ctx_.clock.Cancel(l->gate_timer);
   l->gate_timer = 0;
@@ -225,12 +237,27 @@ Effects Launches::EvaluateGate(LaunchState* l, bool timed_out) {
   // quarantined now, so the next submission excludes them.
   if (attempt.ok() && attempt->has_value() && !(*attempt)->slurm_job_id.empty())
     fx.slurm.push_back(CancelJob((*attempt)->slurm_job_id));
-  std::string why = "gate aborted attempt " + std::to_string(attempt_no) + ": " + out.reason;
   WallTime now = ctx_.clock.Now();
+  if (!paths_refused.empty()) {  // no attempt would fare better
+    fx.transitions.push_back({run_id, RunState::kFailed, paths_refused, "{}", [=](Store& s) {
+                                return s.EndAttempt(run_id, attempt_no, kExitDoNotRetry,
+                                                    paths_refused, now);
+                              }});
+    return fx;
+  }
+  std::string why = "gate aborted attempt " + std::to_string(attempt_no) + ": " + out.reason;
   fx.transitions.push_back({run_id, RunState::kQueued, why, "{}", [=](Store& s) {
                               return s.EndAttempt(run_id, attempt_no, kExitGateAbort, why, now);
                             }});
   return fx;
+}
+
+absl::Status Launches::PathsStillAllowed(const std::string& run_id) const {
+  auto run = ctx_.store.GetRun(run_id);
+  if (!run.ok()) return absl::OkStatus();  // the store's trouble is reported where it is read
+  auto spec = ctx_.ParseStoredSpec(*run);
+  if (!spec.ok()) return absl::OkStatus();  // the scheduler fails such a run
+  return CheckSpecPaths(*spec, ctx_.config.data_roots, ctx_.config.output_root);
 }
 
 Effects Launches::Started(LaunchState* l, const GateOutcome& out) {

@@ -93,6 +93,8 @@ class Launches {
 
   LaunchState* Create(const WorkerId& id, const spec::RunSpec& spec);
   Effects EvaluateGate(LaunchState* launch, bool timed_out);
+  // The stored spec's paths against this controller's roots, as at submit.
+  absl::Status PathsStillAllowed(const std::string& run_id) const;
   Effects Started(LaunchState* launch, const GateOutcome& out);
   Effects AnswerWaiting(LaunchState* launch);
   StoreEffect GateRecord(const LaunchState& launch, const GateOutcome& out) const;

@@ -11,9 +11,10 @@ const std::vector<RunStateInfo>& AllRunStates() {
   static const std::vector<RunStateInfo> kTable = {
       {S::kQueued, "QUEUED", false, {S::kSubmitted, S::kCancelled, S::kFailed}},
       {S::kSubmitted, "SUBMITTED", false, {S::kGating, S::kRestarting, S::kCancelled}},
-      // -> SUBMITTED: Slurm requeued the job (launch_requeue.cc).
+      // -> SUBMITTED: Slurm requeued the job (launch_requeue.cc); -> FAILED: a
+      // path of the spec out of bounds when checked again at GO (launches.cc).
       {S::kGating, "GATING", false,
-       {S::kRunning, S::kQueued, S::kRestarting, S::kSubmitted, S::kCancelled}},
+       {S::kRunning, S::kQueued, S::kRestarting, S::kSubmitted, S::kCancelled, S::kFailed}},
       {S::kRunning, "RUNNING", false,
        {S::kSucceeded, S::kRestarting, S::kSubmitted, S::kCancelled}},
       {S::kRestarting, "RESTARTING", false,

@@ -29,6 +29,8 @@ TEST(RunStateTest, ExactlyTheDocumentedTransitionsAreAllowed) {
       // Slurm requeued the job: pending again.
       {S::kGating, S::kSubmitted},     {S::kRunning, S::kSubmitted},
       {S::kRestarting, S::kSubmitted},
+      // The gate found a path of the spec out of bounds (checked again at GO).
+      {S::kGating, S::kFailed},
   };
   int checked = 0;
   for (const auto& from : AllRunStates()) {
