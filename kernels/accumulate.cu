@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(kThreads) AccumulateKernel(float* __restrict__
 #pragma unroll
         for (int b = 0; b < kMaxBufs; ++b) {
           if (first + b < num_bufs) {
-            in[b] = *reinterpret_cast<const detail::Bf16x8*>(recv + (first + b) * buf_stride + i);
+            in[b] = detail::LoadBf16x8(recv + (first + b) * buf_stride + i);
           }
         }
 #pragma unroll

@@ -19,7 +19,6 @@
 namespace trellis::kernels {
 namespace {
 
-using detail::Bf16x8;
 constexpr int kThreads = 256;
 constexpr int kPerThread = 8;
 constexpr int kThreadsPerBlock128 = ref::kFp8BlockSize / kPerThread;  // 16
@@ -207,7 +206,7 @@ __device__ __forceinline__ void Store8(float* out, int64_t i, int64_t n, const f
 
 __device__ __forceinline__ void Store8(__nv_bfloat16* out, int64_t i, int64_t n, const float* v) {
   if (i + kPerThread <= n) {
-    *reinterpret_cast<Bf16x8*>(out + i) = detail::FloatToBf16x8(v);
+    detail::StoreBf16x8(out + i, detail::FloatToBf16x8(v));
   } else {
     for (int j = 0; j < kPerThread && i + j < n; ++j) out[i + j] = __float2bfloat16_rn(v[j]);
   }

@@ -26,6 +26,22 @@ struct alignas(16) Bf16x8 {
   __nv_bfloat162 v[4];
 };
 
+// One 16-byte access each. A Bf16x8 read or assigned through a pointer is
+// copied member by member (__nv_bfloat162's copies are user-defined): four
+// 4-byte accesses. p must be 16-byte aligned.
+__device__ __forceinline__ Bf16x8 LoadBf16x8(const __nv_bfloat16* p) {
+  const uint4 bits = *reinterpret_cast<const uint4*>(p);
+  Bf16x8 v;
+  memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+__device__ __forceinline__ void StoreBf16x8(__nv_bfloat16* p, const Bf16x8& v) {
+  uint4 bits;
+  memcpy(&bits, &v, sizeof bits);
+  *reinterpret_cast<uint4*>(p) = bits;
+}
+
 __device__ __forceinline__ void Bf16x8ToFloat(const Bf16x8& in, float* out) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {

@@ -11,7 +11,6 @@
 namespace trellis::kernels {
 namespace {
 
-using detail::Bf16x8;
 constexpr int kThreads = 256;
 
 size_t Align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -63,8 +62,8 @@ __global__ void __launch_bounds__(kThreads) GatherRowsKernel(const __nv_bfloat16
   for (int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x; c < chunks;
        c += int64_t{gridDim.x} * kThreads) {
     const int64_t row = c / per_row, col = (c - row * per_row) * 8;
-    *reinterpret_cast<Bf16x8*>(dst + row * hidden + col) =
-        *reinterpret_cast<const Bf16x8*>(src + index_of(row) * hidden + col);
+    detail::StoreBf16x8(dst + row * hidden + col,
+                        detail::LoadBf16x8(src + index_of(row) * hidden + col));
   }
 }
 
@@ -93,12 +92,11 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t s = t * top_k + j;
       const float g = gates == nullptr ? 1.0f : gates[s];  // 1 * v is exact
       float v[8];
-      detail::Bf16x8ToFloat(
-          *reinterpret_cast<const Bf16x8*>(expert_out + slot_to_row[s] * hidden + col), v);
+      detail::Bf16x8ToFloat(detail::LoadBf16x8(expert_out + slot_to_row[s] * hidden + col), v);
 #pragma unroll
       for (int i = 0; i < 8; ++i) sum[i] = __fadd_rn(sum[i], __fmul_rn(g, v[i]));
     }
-    *reinterpret_cast<Bf16x8*>(out + t * hidden + col) = detail::FloatToBf16x8(sum);
+    detail::StoreBf16x8(out + t * hidden + col, detail::FloatToBf16x8(sum));
   }
 }
 
@@ -130,14 +128,14 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 4
     for (int64_t c = lane; c < per_row; c += 32) {
       float gy[8], eo[8], out[8];
-      detail::Bf16x8ToFloat(*reinterpret_cast<const Bf16x8*>(gy_row + c * 8), gy);
-      detail::Bf16x8ToFloat(*reinterpret_cast<const Bf16x8*>(eo_row + c * 8), eo);
+      detail::Bf16x8ToFloat(detail::LoadBf16x8(gy_row + c * 8), gy);
+      detail::Bf16x8ToFloat(detail::LoadBf16x8(eo_row + c * 8), eo);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         out[i] = __fmul_rn(g, gy[i]);
         dot = __fmaf_rn(gy[i], eo[i], dot);
       }
-      *reinterpret_cast<Bf16x8*>(out_row + c * 8) = detail::FloatToBf16x8(out);
+      detail::StoreBf16x8(out_row + c * 8, detail::FloatToBf16x8(out));
     }
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);

@@ -31,12 +31,7 @@ __device__ __forceinline__ void LoadBf16(const __nv_bfloat16* p, float* out) {
 template <int kWidth>
 __device__ __forceinline__ void StoreBf16(__nv_bfloat16* p, const float* in) {
   if constexpr (kWidth == 8) {
-    // Through uint4: assigning a Bf16x8 copies its four __nv_bfloat162
-    // members one by one, four 4-byte stores instead of one of 16 bytes.
-    const Bf16x8 v = detail::FloatToBf16x8(in);
-    uint4 bits;
-    memcpy(&bits, &v, sizeof bits);
-    *reinterpret_cast<uint4*>(p) = bits;
+    detail::StoreBf16x8(p, detail::FloatToBf16x8(in));
   } else {
     *p = __float2bfloat16_rn(in[0]);
   }

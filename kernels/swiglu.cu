@@ -9,7 +9,6 @@
 namespace trellis::kernels {
 namespace {
 
-using detail::Bf16x8;
 constexpr int kThreads = 256;
 
 // expf, not __expf: the fast one is off by far more than an ulp for large |a|.
@@ -30,11 +29,11 @@ __device__ __forceinline__ void SwiGluGradAt(float g, float a, float b, float& g
 }
 
 __device__ __forceinline__ void Load8(const __nv_bfloat16* p, int64_t v, float* out) {
-  detail::Bf16x8ToFloat(reinterpret_cast<const Bf16x8*>(p)[v], out);
+  detail::Bf16x8ToFloat(detail::LoadBf16x8(p + v * 8), out);
 }
 
 __device__ __forceinline__ void Store8(__nv_bfloat16* p, int64_t v, const float* in) {
-  reinterpret_cast<Bf16x8*>(p)[v] = detail::FloatToBf16x8(in);
+  detail::StoreBf16x8(p + v * 8, detail::FloatToBf16x8(in));
 }
 
 __global__ void __launch_bounds__(kThreads)
