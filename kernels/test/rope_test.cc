@@ -18,19 +18,15 @@ using testing::AsBf16;
 using testing::Bf16Bits;
 using testing::DeviceBuffer;
 
-constexpr Bf16Bits kPoison = 0xffff;  // DeviceBuffer::Poison's bytes
-constexpr int64_t kSlack = 8;         // poisoned elements after the output
+using testing::kPoisonSlack;
 
 // got holds the output at [off, off + want.size()) and poison around it.
 void ExpectBitsEqual(const std::vector<Bf16Bits>& got, int64_t off,
                      const std::vector<float>& want) {
-  for (int64_t i = 0; i < off; ++i) ASSERT_EQ(got[i], kPoison) << "wrote before out";
+  testing::ExpectPoisonAround(got, off, want.size(), "out");
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_EQ(got[off + i], ref::FloatToBf16(want[i]))
         << "element " << i << ": got " << ref::Bf16ToFloat(got[off + i]) << ", want " << want[i];
-  }
-  for (size_t i = off + want.size(); i < got.size(); ++i) {
-    ASSERT_EQ(got[i], kPoison) << "wrote after out";
   }
 }
 
@@ -77,7 +73,7 @@ TEST_P(RopeTest, MatchesTheReferenceBitForBit) {
                k.head_dim, cos.data() + k.table_off, sin.data() + k.table_off, k.inverse,
                want.data());
 
-  DeviceBuffer<Bf16Bits> d_x(x.bits), d_out(k.out_off + want.size() + kSlack);
+  DeviceBuffer<Bf16Bits> d_x(x.bits), d_out(k.out_off + want.size() + kPoisonSlack);
   DeviceBuffer<float> d_cos(cos), d_sin(sin);
   d_out.Poison();
   Rope(AsBf16(d_x) + k.x_off, k.x_row_stride, k.rows, k.seq_len, k.heads, k.head_dim,

@@ -16,8 +16,7 @@ using testing::AsBf16;
 using testing::Bf16Bits;
 using testing::DeviceBuffer;
 
-constexpr Bf16Bits kPoison = 0xffff;  // DeviceBuffer::Poison's bytes
-constexpr int64_t kSlack = 8;         // poisoned elements after the outputs
+using testing::kPoisonSlack;
 
 bool IsNaN(Bf16Bits v) { return (v & 0x7fff) > 0x7f80; }
 
@@ -30,14 +29,12 @@ int64_t UlpDistance(Bf16Bits x, Bf16Bits y) {
 // got holds the output at [off, off + want.size()) and poison around it.
 void ExpectWithinOneUlp(const std::vector<Bf16Bits>& got, int64_t off,
                         const std::vector<float>& want, const char* what) {
-  for (int64_t i = 0; i < off; ++i) ASSERT_EQ(got[i], kPoison) << what << ": wrote before";
+  testing::ExpectPoisonAround(got, off, want.size(), what);
   for (size_t i = 0; i < want.size(); ++i) {
     const Bf16Bits w = ref::FloatToBf16(want[i]), g = got[off + i];
     ASSERT_TRUE(!IsNaN(g) && !IsNaN(w) && UlpDistance(g, w) <= 1)
         << what << " element " << i << ": got " << ref::Bf16ToFloat(g) << ", want " << want[i];
   }
-  for (size_t i = off + want.size(); i < got.size(); ++i)
-    ASSERT_EQ(got[i], kPoison) << what << ": wrote after";
 }
 
 // a spans sigmoid's curve (stddev 4) and, every 61st element, values where
@@ -73,7 +70,7 @@ TEST_P(SwiGluTest, ForwardMatchesTheReference) {
   std::vector<float> want(n);
   ref::SwiGluForwardRef(a.values.data() + in_off, b.values.data() + in_off, n, want.data());
 
-  DeviceBuffer<Bf16Bits> d_a(a.bits), d_b(b.bits), d_h(n + out_off + kSlack);
+  DeviceBuffer<Bf16Bits> d_a(a.bits), d_b(b.bits), d_h(n + out_off + kPoisonSlack);
   d_h.Poison();
   SwiGluForward(AsBf16(d_a) + in_off, AsBf16(d_b) + in_off, n, AsBf16(d_h) + out_off, nullptr);
   testing::Sync();
@@ -92,7 +89,7 @@ TEST_P(SwiGluTest, BackwardMatchesTheReference) {
                          b.values.data() + in_off, n, want_a.data(), want_b.data());
 
   DeviceBuffer<Bf16Bits> d_g(g.bits), d_a(a.bits), d_b(b.bits);
-  DeviceBuffer<Bf16Bits> d_grad_a(n + out_off + kSlack), d_grad_b(n + out_off + kSlack);
+  DeviceBuffer<Bf16Bits> d_grad_a(n + out_off + kPoisonSlack), d_grad_b(n + out_off + kPoisonSlack);
   d_grad_a.Poison();
   d_grad_b.Poison();
   SwiGluBackward(AsBf16(d_g) + in_off, AsBf16(d_a) + in_off, AsBf16(d_b) + in_off, n,

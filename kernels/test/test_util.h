@@ -90,6 +90,20 @@ inline __nv_bfloat16* AsBf16(DeviceBuffer<Bf16Bits>& b) {
   return reinterpret_cast<__nv_bfloat16*>(b.get());
 }
 
+// DeviceBuffer::Poison's bytes as bf16, and how many poisoned elements a test
+// leaves after an output to catch writes past its end.
+inline constexpr Bf16Bits kPoisonBf16 = 0xffff;
+inline constexpr int64_t kPoisonSlack = 8;
+
+// got holds an output of n elements at [off, off + n): poison must be intact
+// around it.
+inline void ExpectPoisonAround(const std::vector<Bf16Bits>& got, int64_t off, size_t n,
+                               const char* what) {
+  for (int64_t i = 0; i < off; ++i) ASSERT_EQ(got[i], kPoisonBf16) << what << ": wrote before";
+  for (size_t i = off + n; i < got.size(); ++i)
+    ASSERT_EQ(got[i], kPoisonBf16) << what << ": wrote after";
+}
+
 // Normal(0, stddev) values already rounded to bf16: `values` feed the CPU
 // reference, `bits` the device.
 struct Bf16Data {

@@ -6,9 +6,8 @@
 #include "trainer_core/model/fusions.h"
 
 #ifdef TRELLIS_WITH_KERNELS
-#include <cuda_bf16.h>
-
 #include "kernels/moe_permute.h"
+#include "trainer_core/model/kernel_args.h"
 #endif
 
 namespace trellis::train {
@@ -43,23 +42,13 @@ torch::Tensor KernelReady(torch::Tensor g) {
   return g;
 }
 
-// at::BFloat16 and __nv_bfloat16 are the same 16 bits.
-__nv_bfloat16* Bf16(const torch::Tensor& t) {
-  return reinterpret_cast<__nv_bfloat16*>(t.data_ptr<at::BFloat16>());
-}
-
 torch::Tensor Int32(const torch::Tensor& index) { return index.to(torch::kInt).contiguous(); }
-
-// nullptr: the legacy default stream, which is LibTorch's current stream
-// here (trainer_core never switches streams, and autograd runs a backward on
-// its forward's stream).
-constexpr cudaStream_t kStream = nullptr;
 
 torch::Tensor DispatchKernel(const torch::Tensor& x, const torch::Tensor& row_to_slot,
                              int64_t k) {
   auto out = torch::empty({x.size(0) * k, x.size(1)}, x.options());
   kernels::MoePermute(Bf16(x), row_to_slot.data_ptr<int32_t>(), out.size(0), static_cast<int>(k),
-                      x.size(1), Bf16(out), kStream);
+                      x.size(1), Bf16(out), CurrentStream());
   return out;
 }
 
@@ -69,7 +58,7 @@ torch::Tensor SumSlotsKernel(const torch::Tensor& rows, const float* gates,
   const int64_t n = rows.size(0) / k;
   auto out = torch::empty({n, rows.size(1)}, rows.options());
   kernels::MoeCombine(Bf16(rows), gates, slot_to_row.data_ptr<int32_t>(), n,
-                      static_cast<int>(k), rows.size(1), Bf16(out), kStream);
+                      static_cast<int>(k), rows.size(1), Bf16(out), CurrentStream());
   return out;
 }
 
@@ -84,7 +73,7 @@ std::pair<torch::Tensor, torch::Tensor> CombineBackwardKernel(const torch::Tenso
   kernels::MoeCombineBackward(Bf16(grad_y), Bf16(expert_out), gates.data_ptr<float>(),
                               row_to_slot.data_ptr<int32_t>(), grad_y.size(0),
                               static_cast<int>(k), grad_y.size(1), Bf16(grad_out),
-                              grad_gates.data_ptr<float>(), kStream);
+                              grad_gates.data_ptr<float>(), CurrentStream());
   return {grad_out, grad_gates};
 }
 #endif

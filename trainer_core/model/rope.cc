@@ -3,9 +3,8 @@
 #include "trainer_core/model/fusions.h"
 
 #ifdef TRELLIS_WITH_KERNELS
-#include <cuda_bf16.h>
-
 #include "kernels/rope.h"
+#include "trainer_core/model/kernel_args.h"
 #endif
 
 namespace trellis::train {
@@ -45,18 +44,13 @@ bool UseKernel(const torch::Tensor& x, const RopeCache& rope) {
          rope.sin.is_contiguous() && x.numel() > 0;
 }
 
-__nv_bfloat16* Bf16(const torch::Tensor& t) {
-  return reinterpret_cast<__nv_bfloat16*>(t.data_ptr<at::BFloat16>());
-}
-
-// nullptr: LibTorch's current stream here (model/swiglu.cc says why).
 torch::Tensor RotateKernel(const torch::Tensor& in, const RopeCache& rope, bool inverse) {
   const auto x = RowsFlatten(in) ? in : in.contiguous();
   const int64_t b = x.size(0), t = x.size(1), heads = x.size(2), d = x.size(3);
   auto out = torch::empty({b, t, heads, d}, x.options());
   kernels::Rope(Bf16(x), x.stride(1), b * t, t, static_cast<int>(heads), static_cast<int>(d),
                 rope.cos.data_ptr<float>(), rope.sin.data_ptr<float>(), inverse, Bf16(out),
-                nullptr);
+                CurrentStream());
   return out;
 }
 #endif

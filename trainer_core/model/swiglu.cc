@@ -5,9 +5,8 @@
 #include "trainer_core/model/fusions.h"
 
 #ifdef TRELLIS_WITH_KERNELS
-#include <cuda_bf16.h>
-
 #include "kernels/swiglu.h"
+#include "trainer_core/model/kernel_args.h"
 #endif
 
 namespace trellis::train {
@@ -49,19 +48,9 @@ bool UseKernel(const torch::Tensor& a, const torch::Tensor& b) {
          a.is_contiguous() && b.is_contiguous();
 }
 
-// at::BFloat16 and __nv_bfloat16 are the same 16 bits.
-__nv_bfloat16* Bf16(const torch::Tensor& t) {
-  return reinterpret_cast<__nv_bfloat16*>(t.data_ptr<at::BFloat16>());
-}
-
-// nullptr: the legacy default stream, which is LibTorch's current stream
-// here (trainer_core never switches streams, and autograd runs a backward on
-// its forward's stream).
-constexpr cudaStream_t kStream = nullptr;
-
 torch::Tensor ForwardKernel(const torch::Tensor& a, const torch::Tensor& b) {
   auto h = torch::empty(a.sizes(), a.options());
-  kernels::SwiGluForward(Bf16(a), Bf16(b), a.numel(), Bf16(h), kStream);
+  kernels::SwiGluForward(Bf16(a), Bf16(b), a.numel(), Bf16(h), CurrentStream());
   return h;
 }
 
@@ -75,7 +64,7 @@ std::pair<torch::Tensor, torch::Tensor> BackwardKernel(const torch::Tensor& grad
   auto grad_a = torch::empty(a.sizes(), a.options());
   auto grad_b = torch::empty(b.sizes(), b.options());
   kernels::SwiGluBackward(Bf16(g), Bf16(a), Bf16(b), a.numel(), Bf16(grad_a), Bf16(grad_b),
-                          kStream);
+                          CurrentStream());
   return {grad_a, grad_b};
 }
 #endif

@@ -3,44 +3,45 @@
 #include "trainer_core/model/fusions.h"
 
 #ifdef TRELLIS_WITH_KERNELS
-#include <c10/cuda/CUDAStream.h>
-
 #include "kernels/muon_update.h"
+#include "trainer_core/model/kernel_args.h"
 #endif
 
 namespace trellis::train {
 namespace {
 
-void CheckContiguous(const torch::Tensor& t, torch::Dtype dtype, int64_t numel, const char* what) {
-  TORCH_CHECK(t.is_cuda() && t.is_contiguous() && t.scalar_type() == dtype && t.numel() == numel,
-              "fused Muon: ", what, " must be a contiguous CUDA ", c10::toString(dtype),
-              " tensor of ", numel, " elements");
+void CheckContiguous(const torch::Tensor &t, torch::Dtype dtype, int64_t numel,
+                     const char *what) {
+  TORCH_CHECK(t.is_cuda() && t.is_contiguous() && t.scalar_type() == dtype &&
+                  t.numel() == numel,
+              "fused Muon: ", what, " must be a contiguous CUDA ",
+              c10::toString(dtype), " tensor of ", numel, " elements");
 }
 
-}  // namespace
+} // namespace
 
-bool FusedMuonAvailable(const torch::Tensor& grad) {
+bool FusedMuonAvailable(const torch::Tensor &grad) {
 #ifdef TRELLIS_WITH_KERNELS
-  return grad.is_cuda() && grad.scalar_type() == torch::kFloat && ActiveFusions().muon_update;
+  return grad.is_cuda() && grad.scalar_type() == torch::kFloat &&
+         ActiveFusions().muon_update;
 #else
   (void)grad;
   return false;
 #endif
 }
 
-void FusedMuonMomentum(const torch::Tensor& grad, const torch::Tensor& mom,
-                       const torch::Tensor& update, double momentum) {
+void FusedMuonMomentum(const torch::Tensor &grad, const torch::Tensor &mom,
+                       const torch::Tensor &update, double momentum) {
   const int64_t n = grad.numel();
   CheckContiguous(grad, torch::kFloat, n, "grad");
   CheckContiguous(mom, torch::kFloat, n, "momentum");
   CheckContiguous(update, update.scalar_type(), n, "update");
 #ifdef TRELLIS_WITH_KERNELS
-  auto stream = c10::cuda::getCurrentCUDAStream().stream();
+  auto stream = CurrentStream();
   const auto m = static_cast<float>(momentum);
   if (update.scalar_type() == torch::kBFloat16) {
     kernels::MuonMomentum(grad.data_ptr<float>(), mom.data_ptr<float>(),
-                          reinterpret_cast<__nv_bfloat16*>(update.data_ptr<at::BFloat16>()), n, m,
-                          stream);
+                          Bf16(update), n, m, stream);
   } else {
     kernels::MuonMomentum(grad.data_ptr<float>(), mom.data_ptr<float>(),
                           update.data_ptr<float>(), n, m, stream);
@@ -53,25 +54,25 @@ void FusedMuonMomentum(const torch::Tensor& grad, const torch::Tensor& mom,
 #endif
 }
 
-void FusedApplyUpdate(const torch::Tensor& value, const torch::Tensor& ortho, double decay,
-                      double step, const torch::Tensor& copy) {
+void FusedApplyUpdate(const torch::Tensor &value, const torch::Tensor &ortho,
+                      double decay, double step, const torch::Tensor &copy) {
   const int64_t n = value.numel();
   CheckContiguous(value, torch::kFloat, n, "value");
   CheckContiguous(ortho, torch::kFloat, n, "update");
-  if (copy.defined()) CheckContiguous(copy, torch::kBFloat16, n, "bf16 copy");
+  if (copy.defined())
+    CheckContiguous(copy, torch::kBFloat16, n, "bf16 copy");
 #ifdef TRELLIS_WITH_KERNELS
-  kernels::ApplyUpdate(
-      value.data_ptr<float>(), ortho.data_ptr<float>(), n, static_cast<float>(decay),
-      static_cast<float>(step),
-      copy.defined() ? reinterpret_cast<__nv_bfloat16*>(copy.data_ptr<at::BFloat16>()) : nullptr,
-      c10::cuda::getCurrentCUDAStream().stream());
+  kernels::ApplyUpdate(value.data_ptr<float>(), ortho.data_ptr<float>(), n,
+                       static_cast<float>(decay), static_cast<float>(step),
+                       copy.defined() ? Bf16(copy) : nullptr, CurrentStream());
   // Written behind ATen's back: later readers (CastCache) must see a change.
   torch::autograd::impl::bump_version(value);
-  if (copy.defined()) torch::autograd::impl::bump_version(copy);
+  if (copy.defined())
+    torch::autograd::impl::bump_version(copy);
 #else
   (void)decay, (void)step;
   TORCH_CHECK(false, "fused Muon: built without kernels/");
 #endif
 }
 
-}  // namespace trellis::train
+} // namespace trellis::train
