@@ -44,7 +44,12 @@ torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w
   auto q = Rope(heads(w.wq, w.heads), rope).transpose(1, 2);
   auto k = Rope(heads(w.wk, w.kv_heads), rope).transpose(1, 2);
   auto v = heads(w.wv, w.kv_heads).transpose(1, 2);
-  const bool gqa = w.kv_heads != w.heads && fusions.sdpa_gqa && compat::kAttentionGqa;
+  // Inside the op only for plain causal attention, where flash and cuDNN take
+  // grouped heads (measured); with a document mask the memory-efficient kernel
+  // runs, and where it does not take them the op would fall back to the math
+  // path, which builds [T, T] scores.
+  const bool gqa = w.kv_heads != w.heads && !mask.defined() && fusions.sdpa_gqa &&
+                   compat::kAttentionGqa;
   if (w.kv_heads != w.heads && !gqa) {
     k = k.repeat_interleave(w.heads / w.kv_heads, 1);
     v = v.repeat_interleave(w.heads / w.kv_heads, 1);

@@ -33,9 +33,9 @@ struct Fusions {
   // RoPE on q and k as one kernel of kernels/ per pass (CUDA bf16, built
   // with kernels/), fp32 inside, in place of a strided product per half.
   bool rope = true;
-  // Grouped-query attention inside the fused attention op (LibTorch >= 2.5),
-  // where k and v are otherwise repeated to every query head and their
-  // gradients summed back.
+  // Grouped-query attention inside the fused attention op (LibTorch >= 2.5,
+  // plain causal attention: no document mask), where k and v are otherwise
+  // repeated to every query head and their gradients summed back.
   bool sdpa_gqa = true;
 };
 
