@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -246,6 +248,15 @@ void RopeTable(int64_t seq_len, int head_dim, std::vector<float>& cos, std::vect
   }
 }
 
+// A fresh generator per test, its seed printed; TRELLIS_TEST_SEED replays it.
+std::mt19937 FreshRng() {
+  const char* env = std::getenv("TRELLIS_TEST_SEED");
+  const auto seed = env ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10))
+                        : std::random_device{}();
+  std::printf("TRELLIS_TEST_SEED=%u\n", seed);
+  return std::mt19937(seed);
+}
+
 std::vector<float> RandomBf16Values(std::mt19937& rng, size_t n) {
   std::normal_distribution<float> dist(0.0f, 2.0f);
   std::vector<float> v(n);
@@ -258,7 +269,7 @@ std::vector<float> RandomBf16Values(std::mt19937& rng, size_t n) {
 // 1 + 2^-25, and double's own rounding: the 1e-6 below). Rows
 // past seq_len wrap to position r % seq_len.
 TEST(RopeRef, MatchesTheRotationInDouble) {
-  std::mt19937 rng(7);
+  std::mt19937 rng = FreshRng();
   const int64_t rows = 23, seq_len = 9;
   const int heads = 3, head_dim = 16, half = head_dim / 2;
   std::vector<float> cos, sin;
@@ -290,7 +301,7 @@ TEST(RopeRef, MatchesTheRotationInDouble) {
 // Backward undoes forward up to fp32 rounding (cos^2 + sin^2 is 1 within a
 // few fp32 ulp, and each pass rounds twice).
 TEST(RopeRef, InverseOfForwardReturnsX) {
-  std::mt19937 rng(11);
+  std::mt19937 rng = FreshRng();
   const int64_t rows = 64, seq_len = 64;
   const int heads = 2, head_dim = 128, half = head_dim / 2;
   std::vector<float> cos, sin;
@@ -310,7 +321,7 @@ TEST(RopeRef, InverseOfForwardReturnsX) {
 // A row stride past heads * head_dim (q of a [q | k | v] row): the gaps, NaN
 // here, are never read and the result is that of the packed rows.
 TEST(RopeRef, StridedRowsSkipTheGaps) {
-  std::mt19937 rng(13);
+  std::mt19937 rng = FreshRng();
   const int64_t rows = 10, seq_len = 4, stride = 3 * 2 * 8 + 5;
   const int heads = 2, head_dim = 8, width = heads * head_dim;
   std::vector<float> cos, sin;
