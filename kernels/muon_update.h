@@ -9,7 +9,9 @@
 //                  forward reads, written in the same pass.
 // Both are fused multiply-adds rounded once, as kernels/ref/optim_ref.h
 // computes them, so results match the reference bit for bit. Pointers may
-// have any alignment (16-byte aligned ones take the vector path).
+// have any alignment (16-byte aligned ones, and a bf16 output or copy 8-byte
+// aligned, take the vector path; a strided copy also needs copy_row and
+// copy_stride multiples of 4 unless they are equal).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,5 +28,12 @@ void MuonMomentum(const float* grad, float* mom, __nv_bfloat16* update, int64_t 
 
 void ApplyUpdate(float* value, const float* ortho, int64_t n, float decay, float step,
                  __nv_bfloat16* copy, cudaStream_t stream);
+
+// As above, with copy's rows of copy_row elements starting copy_stride apart
+// (copy_stride >= copy_row, n a multiple of copy_row): the bf16 weights in a layout
+// where another matrix's rows sit between these (gate and up of one expert side by side).
+// copy_row and copy_stride are ignored where copy is null; copy must not overlap value.
+void ApplyUpdate(float* value, const float* ortho, int64_t n, float decay, float step,
+                 __nv_bfloat16* copy, int64_t copy_row, int64_t copy_stride, cudaStream_t stream);
 
 }  // namespace trellis::kernels

@@ -13,7 +13,9 @@
 // kernels/ref/swiglu_ref.h takes the same steps on the host; only exp differs
 // (CUDA's expf is within 2 ulp of exp), which moves a result by at most one
 // bf16 ulp. Pointers may have any alignment (when all are 16-byte aligned,
-// 8 elements move per access); outputs must not overlap the inputs.
+// and for the strided variants width and in_stride are multiples of 8 or the
+// rows are contiguous, 8 elements move per access); outputs must not overlap
+// the inputs or each other.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -28,5 +30,18 @@ void SwiGluForward(const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n, __
 
 void SwiGluBackward(const __nv_bfloat16* grad_h, const __nv_bfloat16* a, const __nv_bfloat16* b,
                     int64_t n, __nv_bfloat16* grad_a, __nv_bfloat16* grad_b, cudaStream_t stream);
+
+// rows x width elements; a's and b's rows start in_stride elements apart (a packed
+// [rows, 2 * width] gate|up buffer: b = a + width, in_stride = 2 * width), h's rows
+// width apart (dense [rows, width]); backward writes grad_a and grad_b with the inputs'
+// in_stride (so the gradient of a packed buffer is again one packed buffer).
+// grad_h is dense [rows, width]. Needs rows >= 0, width >= 0 and in_stride >= width;
+// rows * width == 0 is nothing to do (null pointers accepted). grad_a and grad_b
+// interleaved in one packed buffer do not overlap; neither may overlap an input.
+void SwiGluForwardRows(const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t rows,
+                       int64_t width, int64_t in_stride, __nv_bfloat16* h, cudaStream_t stream);
+void SwiGluBackwardRows(const __nv_bfloat16* grad_h, const __nv_bfloat16* a,
+                        const __nv_bfloat16* b, int64_t rows, int64_t width, int64_t in_stride,
+                        __nv_bfloat16* grad_a, __nv_bfloat16* grad_b, cudaStream_t stream);
 
 }  // namespace trellis::kernels

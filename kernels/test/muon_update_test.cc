@@ -1,5 +1,9 @@
 #include "kernels/muon_update.h"
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "kernels/ref/optim_ref.h"
 #include "kernels/test/test_util.h"
 
@@ -81,6 +85,87 @@ TEST_P(MuonUpdateTest, ApplyMatchesTheReferenceAndWritesTheBf16Copy) {
 INSTANTIATE_TEST_SUITE_P(Sizes, MuonUpdateTest,
                          ::testing::Values(Case{1, 0}, Case{7, 0}, Case{4096, 0},
                                            Case{100003, 0}, Case{4099, 1}, Case{1 << 20, 0}));
+
+// The bf16 copy row-strided: rows of copy_row every copy_stride elements, poison
+// in the gaps (and kPoisonSlack after the last row) that must stay. copy_row 6
+// and copy_row 8 with stride 10 take the scalar path; copy_row == copy_stride
+// (6 of 66) the contiguous one with a tail.
+struct StridedCase {
+  int64_t copy_row;
+  int64_t copy_stride;
+  int64_t n;
+};
+
+class ApplyStridedCopyTest : public ::testing::TestWithParam<StridedCase> {};
+
+TEST_P(ApplyStridedCopyTest, MatchesTheReferenceAndLeavesTheGaps) {
+  TRELLIS_SKIP_WITHOUT_GPU();
+  auto rng = testing::TestRng();
+  const auto [copy_row, copy_stride, n] = GetParam();
+  const float decay = 1.0f - 0.02f * 0.1f, step = -0.02f * 1.6f;
+  auto value = Normal(rng, n, 2e-2f), ortho = Normal(rng, n, 1.0f);
+  std::vector<float> want(value);
+  ref::ApplyUpdateRef(want.data(), ortho.data(), n, decay, step);
+
+  const int64_t rows = n / copy_row;
+  DeviceBuffer<float> d_value(value), d_ortho(ortho);
+  DeviceBuffer<testing::Bf16Bits> d_copy(rows * copy_stride + testing::kPoisonSlack);
+  d_copy.Poison();
+  ApplyUpdate(d_value.get(), d_ortho.get(), n, decay, step, testing::AsBf16(d_copy), copy_row,
+              copy_stride, nullptr);
+  testing::Sync();
+  EXPECT_EQ(d_value.Download(), want);
+  const auto copy = d_copy.Download();
+  for (int64_t k = 0; k < static_cast<int64_t>(copy.size()); ++k) {
+    const int64_t r = k / copy_stride, c = k % copy_stride;
+    if (r >= rows || c >= copy_row) {
+      ASSERT_EQ(copy[k], testing::kPoisonBf16) << "wrote into the gap at row " << r << " col " << c;
+    } else {
+      ASSERT_EQ(copy[k], ref::FloatToBf16(want[r * copy_row + c])) << "row " << r << " col " << c;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ApplyStridedCopyTest,
+                         ::testing::Values(StridedCase{8, 16, 64},
+                                           StridedCase{1024, 2048, 1024 * 37},
+                                           StridedCase{6, 10, 60}, StridedCase{8, 10, 80},
+                                           StridedCase{6, 6, 66}));
+
+// Throws std::invalid_argument whose message names `what`.
+void ExpectInvalid(const std::function<void()>& call, const std::string& what) {
+  try {
+    call();
+    ADD_FAILURE() << "no throw; expected one naming " << what;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+// Checked before any CUDA call: runs without a device too. The pointers point
+// into host buffers, never read.
+TEST(ApplyUpdateArgs, RejectsBadCopyLayoutsAndAcceptsNothingToDo) {
+  std::vector<float> value(64), ortho(64);
+  std::vector<testing::Bf16Bits> copy(128);
+  auto* c = reinterpret_cast<__nv_bfloat16*>(copy.data());
+  auto apply = [&](int64_t n, __nv_bfloat16* cp, int64_t copy_row, int64_t copy_stride) {
+    return [=, &value, &ortho] {
+      ApplyUpdate(value.data(), ortho.data(), n, 1.0f, -0.01f, cp, copy_row, copy_stride,
+                  nullptr);
+    };
+  };
+  ExpectInvalid(apply(64, c, 0, 16), "ApplyUpdate: copy_row must be > 0");
+  ExpectInvalid(apply(64, c, -8, 16), "ApplyUpdate: copy_row must be > 0");
+  ExpectInvalid(apply(64, c, 8, 7), "ApplyUpdate: copy_stride must be >= copy_row");
+  ExpectInvalid(apply(60, c, 8, 16), "ApplyUpdate: n must be a multiple of copy_row");
+  ExpectInvalid(apply(-1, c, 8, 16), "ApplyUpdate: n >= 0");
+  ExpectInvalid([] { ApplyUpdate(nullptr, nullptr, 8, 1.0f, 0.0f, nullptr, 8, 8, nullptr); },
+                "ApplyUpdate: n >= 0 and buffers");
+  EXPECT_THROW(ApplyUpdate(value.data(), ortho.data(), -1, 1.0f, 0.0f, c, nullptr),
+               std::invalid_argument);
+  EXPECT_NO_THROW(ApplyUpdate(nullptr, nullptr, 0, 1.0f, 0.0f, nullptr, 0, 0, nullptr));
+  EXPECT_NO_THROW(ApplyUpdate(nullptr, nullptr, 0, 1.0f, 0.0f, nullptr, nullptr));
+}
 
 }  // namespace
 }  // namespace trellis::kernels

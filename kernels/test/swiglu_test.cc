@@ -1,10 +1,14 @@
-// SwiGluForward and SwiGluBackward against kernels/ref/swiglu_ref.h on fresh
-// inputs. Not bit for bit: the device's expf and the host's may round apart
-// (CUDA's is within 2 ulp) while every other step is the same IEEE-rounded
-// operation, so each output may lie one bf16 ulp from the reference's.
+// SwiGluForward, SwiGluBackward and their row-strided variants against
+// kernels/ref/swiglu_ref.h on fresh inputs. Not bit for bit: the device's expf
+// and the host's may round apart (CUDA's is within 2 ulp) while every other
+// step is the same IEEE-rounded operation, so each output may lie one bf16 ulp
+// from the reference's.
 #include "kernels/swiglu.h"
 
+#include <functional>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include "kernels/ref/swiglu_ref.h"
 #include "kernels/test/test_util.h"
@@ -26,13 +30,18 @@ int64_t UlpDistance(Bf16Bits x, Bf16Bits y) {
   return std::llabs(ordered(x) - ordered(y));
 }
 
+bool WithinOneUlp(Bf16Bits got, float want) {
+  const Bf16Bits w = ref::FloatToBf16(want);
+  return !IsNaN(got) && !IsNaN(w) && UlpDistance(got, w) <= 1;
+}
+
 // got holds the output at [off, off + want.size()) and poison around it.
 void ExpectWithinOneUlp(const std::vector<Bf16Bits>& got, int64_t off,
                         const std::vector<float>& want, const char* what) {
   testing::ExpectPoisonAround(got, off, want.size(), what);
   for (size_t i = 0; i < want.size(); ++i) {
-    const Bf16Bits w = ref::FloatToBf16(want[i]), g = got[off + i];
-    ASSERT_TRUE(!IsNaN(g) && !IsNaN(w) && UlpDistance(g, w) <= 1)
+    const Bf16Bits g = got[off + i];
+    ASSERT_TRUE(WithinOneUlp(g, want[i]))
         << what << " element " << i << ": got " << ref::Bf16ToFloat(g) << ", want " << want[i];
   }
 }
@@ -105,13 +114,142 @@ INSTANTIATE_TEST_SUITE_P(Sizes, SwiGluTest,
                                            Case{4103, 0, 3}, Case{4104, 5, 0},
                                            Case{(1 << 22) + 3, 0, 0}));
 
-// Checked before any CUDA call: runs without a device too.
+// The row-strided variants on a packed [rows, in_stride] buffer, gate (a) in
+// columns [0, width), up (b) in [width, 2 * width), as one grouped GEMM writes
+// them. in_stride = 2 * width is the packed layout; a larger one leaves gaps
+// that hold poison, which the inputs must not feed into h (NaN would show) and
+// the backward must leave as it is. The 4097-row cases of width 768 (vector)
+// and 100 (scalar) make the grid stride on a 132-SM device; width 12 and
+// in_stride 52 take the scalar path, width 8 in one row the flat one.
+struct RowsCase {
+  int64_t rows;
+  int64_t width;
+  int64_t in_stride;
+};
+
+class SwiGluRowsTest : public ::testing::TestWithParam<RowsCase> {};
+
+// The packed buffer's bits (poison in the gaps and kPoisonSlack after it), and
+// a and b as dense [rows, width] values for the reference.
+struct Packed {
+  std::vector<Bf16Bits> bits;
+  std::vector<float> a, b;
+};
+
+Packed PackedInputs(std::mt19937_64& rng, const RowsCase& c) {
+  const testing::Bf16Data a = GateInputs(rng, c.rows * c.width);
+  const testing::Bf16Data b = testing::RandomBf16(rng, c.rows * c.width);
+  Packed p{std::vector<Bf16Bits>(c.rows * c.in_stride + kPoisonSlack, testing::kPoisonBf16),
+           a.values, b.values};
+  for (int64_t r = 0; r < c.rows; ++r) {
+    for (int64_t j = 0; j < c.width; ++j) {
+      p.bits[r * c.in_stride + j] = a.bits[r * c.width + j];
+      p.bits[r * c.in_stride + c.width + j] = b.bits[r * c.width + j];
+    }
+  }
+  return p;
+}
+
+TEST_P(SwiGluRowsTest, PackedForwardMatchesTheReferenceRowByRow) {
+  TRELLIS_SKIP_WITHOUT_GPU();
+  auto rng = testing::TestRng();
+  const RowsCase c = GetParam();
+  const Packed in = PackedInputs(rng, c);
+  std::vector<float> want(c.rows * c.width);
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const int64_t o = r * c.width;
+    ref::SwiGluForwardRef(in.a.data() + o, in.b.data() + o, c.width, want.data() + o);
+  }
+
+  DeviceBuffer<Bf16Bits> d_in(in.bits), d_h(c.rows * c.width + kPoisonSlack);
+  d_h.Poison();
+  SwiGluForwardRows(AsBf16(d_in), AsBf16(d_in) + c.width, c.rows, c.width, c.in_stride,
+                    AsBf16(d_h), nullptr);
+  testing::Sync();
+  ExpectWithinOneUlp(d_h.Download(), 0, want, "h");
+}
+
+TEST_P(SwiGluRowsTest, PackedBackwardMatchesTheReferenceRowByRow) {
+  TRELLIS_SKIP_WITHOUT_GPU();
+  auto rng = testing::TestRng();
+  const RowsCase c = GetParam();
+  const Packed in = PackedInputs(rng, c);
+  const testing::Bf16Data g = testing::RandomBf16(rng, c.rows * c.width);
+  std::vector<float> want_a(c.rows * c.width), want_b(c.rows * c.width);
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const int64_t o = r * c.width;
+    ref::SwiGluBackwardRef(g.values.data() + o, in.a.data() + o, in.b.data() + o, c.width,
+                           want_a.data() + o, want_b.data() + o);
+  }
+
+  // grad_a and grad_b interleaved in one packed buffer, like the inputs.
+  DeviceBuffer<Bf16Bits> d_g(g.bits), d_in(in.bits), d_grad(c.rows * c.in_stride + kPoisonSlack);
+  d_grad.Poison();
+  SwiGluBackwardRows(AsBf16(d_g), AsBf16(d_in), AsBf16(d_in) + c.width, c.rows, c.width,
+                     c.in_stride, AsBf16(d_grad), AsBf16(d_grad) + c.width, nullptr);
+  testing::Sync();
+  const std::vector<Bf16Bits> got = d_grad.Download();
+  for (int64_t k = 0; k < static_cast<int64_t>(got.size()); ++k) {
+    const int64_t r = k / c.in_stride, j = k % c.in_stride;
+    if (r >= c.rows || j >= 2 * c.width) {
+      ASSERT_EQ(got[k], testing::kPoisonBf16) << "wrote into the gap at row " << r << " col " << j;
+      continue;
+    }
+    const bool is_a = j < c.width;
+    const int64_t i = r * c.width + (is_a ? j : j - c.width);
+    const float want = is_a ? want_a[i] : want_b[i];
+    ASSERT_TRUE(WithinOneUlp(got[k], want))
+        << (is_a ? "grad_a" : "grad_b") << " row " << r << " col " << i - r * c.width << ": got "
+        << ref::Bf16ToFloat(got[k]) << ", want " << want;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SwiGluRowsTest,
+    ::testing::Values(RowsCase{1, 8, 16}, RowsCase{5, 768, 1536}, RowsCase{3, 12, 24},
+                      RowsCase{4097, 64, 128}, RowsCase{4097, 768, 1536},
+                      RowsCase{4097, 100, 200}, RowsCase{7, 16, 40}, RowsCase{4, 24, 52}));
+
+// Throws std::invalid_argument whose message names `what`.
+void ExpectInvalid(const std::function<void()>& call, const std::string& what) {
+  try {
+    call();
+    ADD_FAILURE() << "no throw; expected one naming " << what;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+// Checked before any CUDA call: runs without a device too. The row-strided
+// calls' pointers point into a host buffer, never read.
 TEST(SwiGluArgs, RejectsBadSizesAndAcceptsNothingToDo) {
   EXPECT_THROW(SwiGluForward(nullptr, nullptr, -1, nullptr, nullptr), std::invalid_argument);
   EXPECT_THROW(SwiGluBackward(nullptr, nullptr, nullptr, 4, nullptr, nullptr, nullptr),
                std::invalid_argument);
   EXPECT_NO_THROW(SwiGluForward(nullptr, nullptr, 0, nullptr, nullptr));
   EXPECT_NO_THROW(SwiGluBackward(nullptr, nullptr, nullptr, 0, nullptr, nullptr, nullptr));
+
+  std::vector<Bf16Bits> host(1024);
+  auto* p = reinterpret_cast<__nv_bfloat16*>(host.data());
+  auto fwd = [&](int64_t rows, int64_t width, int64_t in_stride, __nv_bfloat16* h) {
+    return [=] { SwiGluForwardRows(p, p + width, rows, width, in_stride, h, nullptr); };
+  };
+  auto bwd = [&](int64_t rows, int64_t width, int64_t in_stride, __nv_bfloat16* grad_a) {
+    return [=] {
+      SwiGluBackwardRows(p, p, p + width, rows, width, in_stride, grad_a, p + 512, nullptr);
+    };
+  };
+  ExpectInvalid(fwd(2, 8, 7, p + 512), "SwiGluForwardRows: in_stride must be >= width");
+  ExpectInvalid(bwd(2, 8, 7, p + 256), "SwiGluBackwardRows: in_stride must be >= width");
+  ExpectInvalid(fwd(0, 8, 7, nullptr), "in_stride must be >= width");
+  ExpectInvalid(fwd(-1, 8, 16, p + 512), "SwiGluForwardRows: rows and width must be >= 0");
+  ExpectInvalid(bwd(2, -8, 16, p + 256), "SwiGluBackwardRows: rows and width must be >= 0");
+  ExpectInvalid(fwd(2, 8, 16, nullptr), "SwiGluForwardRows: buffers must be non-null");
+  ExpectInvalid(bwd(2, 8, 16, nullptr), "SwiGluBackwardRows: buffers must be non-null");
+  EXPECT_NO_THROW(SwiGluForwardRows(nullptr, nullptr, 0, 768, 1536, nullptr, nullptr));
+  EXPECT_NO_THROW(SwiGluForwardRows(nullptr, nullptr, 5, 0, 0, nullptr, nullptr));
+  EXPECT_NO_THROW(
+      SwiGluBackwardRows(nullptr, nullptr, nullptr, 0, 768, 1536, nullptr, nullptr, nullptr));
 }
 
 }  // namespace

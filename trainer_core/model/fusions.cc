@@ -16,6 +16,7 @@ constexpr std::pair<const char*, bool Fusions::*> kFusions[] = {
     {"swiglu", &Fusions::swiglu},
     {"rope", &Fusions::rope},
     {"sdpa_gqa", &Fusions::sdpa_gqa},
+    {"gate_up_gemm", &Fusions::gate_up_gemm},
 };
 
 std::string_view Trim(std::string_view s) {

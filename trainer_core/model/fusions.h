@@ -3,7 +3,7 @@
 // on by default and each switchable off on its own, so that a benchmark can
 // measure what one fusion gains against the same build:
 //   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,
-//                       sdpa_gqa   (or "all")
+//                       sdpa_gqa,gate_up_gemm   (or "all")
 // Switching one off gives the same function computed the plain ATen way.
 // Torch-free.
 
@@ -37,6 +37,12 @@ struct Fusions {
   // plain causal attention: no document mask), where k and v are otherwise
   // repeated to every query head and their gradients summed back.
   bool sdpa_gqa = true;
+  // Each expert's gate and up projections as one grouped GEMM of twice the
+  // width, on bf16 weight copies laid out for it (parallel/expert_form.h;
+  // needs bf16_weights), and SwiGLU reading the two halves in place: one
+  // GEMM fewer in forward and two in backward, and no sum of two input
+  // gradients.
+  bool gate_up_gemm = true;
 };
 
 // The names above, comma-separated ("" or none: every fusion on; "all": all

@@ -41,15 +41,23 @@ torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w
 using ExpertRunner =
     std::function<torch::Tensor(const torch::Tensor& xs, const torch::Tensor& counts)>;
 
-// The plain runner: stacked weights [E, ...], all local.
+// A layer's routed experts, stacked [E, ...]: gate and up as two tensors, or
+// side by side in one (each expert's gate rows, then its up rows), which one
+// GEMM multiplies (the gate_up_gemm fusion, model/fusions.h).
+struct ExpertWeights {
+  torch::Tensor gate, up;  // [E, F, H] each; undefined when gate_up is set
+  torch::Tensor gate_up;   // [E, 2F, H], or undefined
+  torch::Tensor down;      // [E, H, F]
+};
+
+// The plain runner: all experts local.
 torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& counts,
-                              const torch::Tensor& w_gate, const torch::Tensor& w_up,
-                              const torch::Tensor& w_down);
+                              const ExpertWeights& w);
 
 struct MoeWeights {
   torch::Tensor router;                               // [E, H]
   torch::Tensor router_bias;                          // [E]; steers selection only, never the gates
-  torch::Tensor w_gate, w_up, w_down;                 // [E, F, H], [E, F, H], [E, H, F]
+  ExpertWeights experts;
   torch::Tensor shared_gate, shared_up, shared_down;  // undefined without a shared expert
   int64_t top_k = 1;
   // Sharded runs: local counts -> counts over all ranks (unset: the local
@@ -57,7 +65,7 @@ struct MoeWeights {
   // balance loss is then this rank's share of the global one.
   std::function<torch::Tensor(const torch::Tensor&)> global_counts;
   int64_t total_tokens = 0;
-  // Expert parallelism: when set, runs the experts (w_gate, w_up, w_down are
+  // Expert parallelism: when set, runs the experts (`experts` is
   // then unused), e.g. by sending the slots to the ranks that hold them.
   ExpertRunner run_experts;
 };

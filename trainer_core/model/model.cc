@@ -108,9 +108,9 @@ LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
   moe.router = w["router"];
   moe.router_bias = router_bias;
   if (!moe.run_experts) {
-    moe.w_gate = w["w_gate"];
-    moe.w_up = w["w_up"];
-    moe.w_down = w["w_down"];
+    moe.experts.gate = w["w_gate"];
+    moe.experts.up = w["w_up"];
+    moe.experts.down = w["w_down"];
   }
   if (w.Has("shared_gate")) {
     moe.shared_gate = w["shared_gate"];

@@ -18,15 +18,20 @@ torch::Tensor SwiGluFfn(const torch::Tensor& x, const torch::Tensor& gate, const
 }  // namespace
 
 torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& counts,
-                              const torch::Tensor& w_gate, const torch::Tensor& w_up,
-                              const torch::Tensor& w_down) {
+                              const ExpertWeights& w) {
+  // Gate and up as views of the side-by-side stack where it is given.
+  const int64_t f = w.down.size(2);
+  const auto gate = w.gate_up.defined() ? w.gate_up.narrow(1, 0, f) : w.gate;
+  const auto up = w.gate_up.defined() ? w.gate_up.narrow(1, f, f) : w.up;
   if (compat::HasGroupedMm(xs)) {
     // One grouped GEMM per projection over all experts; the group ends stay
     // on the device (no per-layer counts.cpu() sync).
     auto offs = counts.cumsum(0).to(torch::kInt);
-    auto t = [](const torch::Tensor& w) { return w.transpose(-2, -1); };
-    auto h = SwiGlu(compat::GroupedMm(xs, t(w_gate), offs), compat::GroupedMm(xs, t(w_up), offs));
-    return compat::GroupedMm(h, t(w_down), offs);
+    auto t = [](const torch::Tensor& m) { return m.transpose(-2, -1); };
+    auto h = w.gate_up.defined()
+                 ? SwiGluPacked(compat::GroupedMm(xs, t(w.gate_up), offs))
+                 : SwiGlu(compat::GroupedMm(xs, t(gate), offs), compat::GroupedMm(xs, t(up), offs));
+    return compat::GroupedMm(h, t(w.down), offs);
   }
   auto counts_host = counts.cpu();
   auto c = counts_host.accessor<int64_t, 1>();
@@ -34,10 +39,10 @@ torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& coun
   int64_t start = 0;
   for (int64_t i = 0; i < counts.size(0); ++i) {
     if (c[i] == 0) continue;
-    outs.push_back(SwiGluFfn(xs.narrow(0, start, c[i]), w_gate[i], w_up[i], w_down[i]));
+    outs.push_back(SwiGluFfn(xs.narrow(0, start, c[i]), gate[i], up[i], w.down[i]));
     start += c[i];
   }
-  if (outs.empty()) return xs.narrow(1, 0, w_down.size(1)) * 0;  // no slots: [0, H]
+  if (outs.empty()) return xs.narrow(1, 0, w.down.size(1)) * 0;  // no slots: [0, H]
   return torch::cat(outs);
 }
 
@@ -70,7 +75,7 @@ MoeResult MoeForward(const torch::Tensor& x, const MoeWeights& w) {
                                        /*descending=*/false));
   auto run = [&](const torch::Tensor& xs) {
     return w.run_experts ? w.run_experts(xs, counts)
-                         : RunLocalExperts(xs, counts, w.w_gate, w.w_up, w.w_down);
+                         : RunLocalExperts(xs, counts, w.experts);
   };
   torch::Tensor y;
   if (x.is_cuda()) {

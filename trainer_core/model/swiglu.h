@@ -18,4 +18,10 @@ namespace trellis::train {
 // a and b of one shape, floating dtype and device; h in their dtype.
 torch::Tensor SwiGlu(const torch::Tensor& a, const torch::Tensor& b);
 
+// The same on gate and up side by side, as one GEMM of both writes them:
+// ab [..., 2F] holds a = ab[..., :F] and b = ab[..., F:]; h is [..., F], and
+// ab's gradient comes back as one [..., 2F] tensor (the kernel writes both
+// halves in one pass; the ATen path concatenates them).
+torch::Tensor SwiGluPacked(const torch::Tensor& ab);
+
 }  // namespace trellis::train

@@ -106,12 +106,63 @@ TEST(SwiGluTest, Bf16IsFp32RoundedOnce) {
   ExpectRoundedOnce(got.grad_b, want.grad_b, "grad_b");
 }
 
+// Gate and up side by side in one [..., 2F] tensor (one GEMM's output):
+// SwiGlu of the two halves, and ab's gradient is both halves' side by side.
+TEST(SwiGluTest, PackedEqualsSwiGluOfTheHalves) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("TRELLIS_TEST_SEED=" + std::to_string(seed));
+  torch::manual_seed(seed);
+  for (auto dtype : {torch::kDouble, torch::kBFloat16}) {
+    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{7, 10}, {2, 3, 16}, {0, 8}}) {
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + " " + c10::str(at::IntArrayRef(shape)));
+      const int64_t f = shape.back() / 2;
+      auto ab = torch::cat({Gates(shape, torch::kDouble).narrow(-1, 0, f),
+                            torch::randn(shape, torch::kDouble).narrow(-1, f, f)}, -1)
+                    .to(dtype);
+      auto out_shape = shape;
+      out_shape.back() = f;
+      auto grad_h = torch::randn(out_shape, torch::kDouble).to(dtype);
+      auto leaf = ab.detach().requires_grad_(true);
+      auto h = SwiGluPacked(leaf);
+      auto grad_ab = torch::autograd::grad({h}, {leaf}, {grad_h})[0];
+      const Result want = WithGrads(SwiGlu, ab.narrow(-1, 0, f), ab.narrow(-1, f, f), grad_h);
+      // The same ATen steps on the same values: equal bits, in bf16 too.
+      EXPECT_TRUE(torch::equal(h, want.h));
+      EXPECT_TRUE(torch::equal(grad_ab, torch::cat({want.grad_a, want.grad_b}, -1)));
+    }
+  }
+}
+
+// On a GPU (built with kernels/): the packed kernels against the flat ones,
+// which kernels/ tests against the host reference. Same steps per element:
+// equal bits.
+TEST(SwiGluTest, PackedKernelEqualsTheFlatOne) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("TRELLIS_TEST_SEED=" + std::to_string(seed));
+  torch::manual_seed(seed);
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  for (int64_t f : {768, 12}) {  // the vector path, and rows that are not 8-aligned
+    auto ab = (torch::randn({257, 2 * f}) * 4).to(bf16);
+    auto grad_h = torch::randn({257, f}).to(bf16);
+    auto leaf = ab.detach().requires_grad_(true);
+    auto h = SwiGluPacked(leaf);
+    auto grad_ab = torch::autograd::grad({h}, {leaf}, {grad_h})[0];
+    auto a = ab.narrow(1, 0, f).contiguous(), b = ab.narrow(1, f, f).contiguous();
+    const Result want = WithGrads(SwiGlu, a, b, grad_h);
+    EXPECT_TRUE(torch::equal(h, want.h)) << "f " << f;
+    EXPECT_TRUE(torch::equal(grad_ab, torch::cat({want.grad_a, want.grad_b}, 1))) << "f " << f;
+  }
+}
+
 TEST(SwiGluTest, RefusesInputsThatDoNotPair) {
   auto a = torch::randn({4, 3});
   EXPECT_THROW(SwiGlu(a, torch::randn({4, 2})), c10::Error);
   EXPECT_THROW(SwiGlu(a, torch::randn({4, 3}, torch::kDouble)), c10::Error);
   EXPECT_THROW(SwiGlu(torch::ones({4, 3}, torch::kLong), torch::ones({4, 3}, torch::kLong)),
                c10::Error);
+  EXPECT_THROW(SwiGluPacked(torch::randn({4, 5})), c10::Error);  // no even split
+  EXPECT_THROW(SwiGluPacked(torch::ones({4, 6}, torch::kLong)), c10::Error);
 }
 
 }  // namespace

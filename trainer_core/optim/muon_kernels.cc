@@ -59,18 +59,31 @@ void FusedApplyUpdate(const torch::Tensor &value, const torch::Tensor &ortho,
   const int64_t n = value.numel();
   CheckContiguous(value, torch::kFloat, n, "value");
   CheckContiguous(ortho, torch::kFloat, n, "update");
-  if (copy.defined())
+  // A dense copy, or rows of one (dense within a row) with gaps between them.
+  int64_t copy_row = n, copy_stride = n;
+  if (copy.defined() && !copy.is_contiguous()) {
+    TORCH_CHECK(copy.is_cuda() && copy.scalar_type() == torch::kBFloat16 &&
+                    copy.dim() == 2 && copy.numel() == n && copy.stride(1) == 1 &&
+                    copy.stride(0) >= copy.size(1),
+                "fused Muon: the bf16 copy must be a CUDA bf16 tensor of ", n,
+                " elements, contiguous or [rows, cols] with dense rows, got ",
+                copy.sizes(), " strides ", copy.strides());
+    copy_row = copy.size(1);
+    copy_stride = copy.stride(0);
+  } else if (copy.defined()) {
     CheckContiguous(copy, torch::kBFloat16, n, "bf16 copy");
+  }
 #ifdef TRELLIS_WITH_KERNELS
   kernels::ApplyUpdate(value.data_ptr<float>(), ortho.data_ptr<float>(), n,
                        static_cast<float>(decay), static_cast<float>(step),
-                       copy.defined() ? Bf16(copy) : nullptr, CurrentStream());
+                       copy.defined() ? Bf16(copy) : nullptr, copy_row,
+                       copy_stride, CurrentStream());
   // Written behind ATen's back: later readers (CastCache) must see a change.
   torch::autograd::impl::bump_version(value);
   if (copy.defined())
     torch::autograd::impl::bump_version(copy);
 #else
-  (void)decay, (void)step;
+  (void)decay, (void)step, (void)copy_row, (void)copy_stride;
   TORCH_CHECK(false, "fused Muon: built without kernels/");
 #endif
 }

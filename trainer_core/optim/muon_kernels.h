@@ -16,8 +16,10 @@ bool FusedMuonAvailable(const torch::Tensor& grad);
 void FusedMuonMomentum(const torch::Tensor& grad, const torch::Tensor& mom,
                        const torch::Tensor& update, double momentum);
 
-// value = value * decay + step * ortho; where `copy` is defined (bf16, the
-// shape of value) it receives bf16(value). Contiguous tensors.
+// value = value * decay + step * ortho; where `copy` is defined (bf16, as
+// many elements as value) it receives bf16(value). value and ortho
+// contiguous; copy contiguous, or [rows, cols] with dense rows spaced apart
+// (expert gate or up rows in parallel/expert_form.h's compute form).
 void FusedApplyUpdate(const torch::Tensor& value, const torch::Tensor& ortho, double decay,
                       double step, const torch::Tensor& copy);
 

@@ -93,13 +93,12 @@ torch::Tensor AllToAllRows(Comm* comm, const torch::Tensor& x,
   return AllToAllFn::apply(x, comm, send_rows, recv_rows);
 }
 
-ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, torch::Tensor w_gate,
-                          torch::Tensor w_up, torch::Tensor w_down, EpSplits* splits,
-                          bool reuse, torch::Tensor* routing_changed) {
+ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, ExpertWeights w,
+                          EpSplits* splits, bool reuse, torch::Tensor* routing_changed) {
   return [=](const torch::Tensor& xs, const torch::Tensor& counts) {
     // One EP rank holds every expert: nothing to move, and no host sync for
     // the split sizes.
-    if (mesh.ep == 1) return RunLocalExperts(xs, counts, w_gate, w_up, w_down);
+    if (mesh.ep == 1) return RunLocalExperts(xs, counts, w);
     const int64_t ep = mesh.ep, nb = mesh.per_block(), me = ep_comm->rank();
     if (reuse) {
       routing_changed->add_((counts != splits->counts).any().to(routing_changed->scalar_type()));
@@ -126,7 +125,7 @@ ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, torch::Tensor w
                          .repeat({ep})
                          .repeat_interleave(s.mine.reshape(-1), /*dim=*/0, s.received);
     auto perm = std::get<1>(torch::sort(expert_of, /*stable=*/true, 0, false));
-    auto out = RunLocalExperts(recv.index_select(0, perm), s.mine.sum(0), w_gate, w_up, w_down);
+    auto out = RunLocalExperts(recv.index_select(0, perm), s.mine.sum(0), w);
     auto inverse =
         torch::empty_like(perm).scatter_(0, perm, torch::arange(perm.numel(), perm.options()));
     out = out.index_select(0, inverse);

@@ -54,9 +54,8 @@ struct EpSplits {
 // `*routing_changed` (a device counter the caller reads with the step's
 // figures: a changed routing would have sent slots to the wrong ranks).
 // Otherwise the split is exchanged and stored in `splits`.
-ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, torch::Tensor w_gate,
-                          torch::Tensor w_up, torch::Tensor w_down, EpSplits* splits,
-                          bool reuse, torch::Tensor* routing_changed);
+ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, ExpertWeights w,
+                          EpSplits* splits, bool reuse, torch::Tensor* routing_changed);
 
 // Rows of `x` ([N, ...]) to the ranks of `comm`: send_rows[j] consecutive rows
 // to rank j, recv_rows[j] from it. Differentiable.

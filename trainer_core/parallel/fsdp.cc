@@ -4,6 +4,7 @@
 #include "trainer_core/error.h"
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/model/init.h"
+#include "trainer_core/parallel/expert_form.h"
 
 namespace trellis::train {
 namespace {
@@ -118,7 +119,8 @@ ShardedModel::ShardedModel(const spec::ModelSpec& spec, int64_t max_seq_len, uin
       wire_(wire),
       layout_(ModelLayout(spec)),
       checkpointing_(activation_checkpointing),
-      weight_copies_(ActiveFusions().bf16_weights) {
+      weight_copies_(ActiveFusions().bf16_weights),
+      gate_up_gemm_(ActiveFusions().gate_up_gemm) {
   expert_gather_ = ParseExpertGather(expert_gather_dtype);
   if (prefetch_layers < 0)
     throw TrainError("parallel.prefetch_layers: must be >= 0, got " +
@@ -183,8 +185,11 @@ void ShardedModel::ZeroGrad() {
   for (auto& e : experts_) e.grad = torch::Tensor();
 }
 
-void ShardedModel::AddInto(torch::Tensor& into, const torch::Tensor& grad, bool owned) {
-  if (into.defined())
+void ShardedModel::AddInto(torch::Tensor& into, const torch::Tensor& grad, bool owned,
+                           bool compute_form) const {
+  if (compute_form)
+    expert_form::AddTo(into, grad, mesh_.per_rank());
+  else if (into.defined())
     into.add_(grad);
   else  // the step's first contribution: fp32, and never a tensor autograd still holds
     into = grad.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/!owned);
@@ -212,6 +217,20 @@ bool ShardedModel::CopiesInUse() const {
   return weight_copies_ && compute_dtype_ == torch::kBFloat16;
 }
 
+bool ShardedModel::ExpertsInComputeForm() const {
+  return gate_up_gemm_ && CopiesInUse() && expert_gather_ != ExpertGather::kFp8 &&
+         mesh_.per_rank() > 0;
+}
+
+const torch::Tensor& ShardedModel::ExpertCopy(ExpertShard& e) {
+  if (!ExpertsInComputeForm()) return e.compute.Get(e.value, compute_dtype_);
+  const int64_t count = e.count;
+  return e.compute.Get(e.value, compute_dtype_, expert_form::kCastLayout,
+                       [count](const torch::Tensor& master, torch::Tensor& copy) {
+                         expert_form::Write(master, copy, count);
+                       });
+}
+
 torch::Tensor ShardedModel::GatherSource(BlockShard& s) {
   return CopiesInUse() ? s.compute.Get(s.value, compute_dtype_) : s.value.detach();
 }
@@ -235,7 +254,7 @@ void ShardedModel::StartGather(size_t block) {
     // fp8 on the wire encodes the fp32 master; fp32 and bf16 wires carry the
     // bf16 copy when copies are on (the values compute rounds to anyway).
     if (CopiesInUse() && expert_gather_ != ExpertGather::kFp8) {
-      g.experts = StartGatherShards(*block_comm_, e.compute.Get(e.value, compute_dtype_));
+      g.experts = StartGatherShards(*block_comm_, ExpertCopy(e));
     } else {
       g.experts = block_comm_->size() == 1
                       ? PendingTensor(e.value.detach())
@@ -277,19 +296,20 @@ void ShardedModel::StartReduce(size_t block, bool experts, const torch::Tensor& 
   torch::Tensor& into = experts ? experts_[block - 1].grad : shards_[block].grad;
   if (into.defined() && grad.is_same(into)) return;  // a direct leaf: accumulated there
   torch::NoGradGuard no_grad;
+  const bool form = experts && ExpertsInComputeForm();
   if (DirectGrads()) {  // a weight copy's bf16 gradient, added in fp32
-    AddInto(into, grad, /*owned=*/false);
+    AddInto(into, grad, /*owned=*/false, form);
     return;
   }
   // Each owner of an expert block gets its experts' gradient summed over the
   // EP groups that ran them.
   Comm& comm = experts ? *block_comm_ : *dense_;
-  reductions_.push_back({&into, StartReduceScatter(comm, grad.contiguous(), wire_)});
+  reductions_.push_back({&into, StartReduceScatter(comm, grad.contiguous(), wire_), form});
   // A layer's dense part and experts are two reductions.
   while (reductions_.size() > 2 * prefetch_) {
     Reduction r = std::move(reductions_.front());
     reductions_.pop_front();
-    AddInto(*r.into, r.sum.Finish(), /*owned=*/true);
+    AddInto(*r.into, r.sum.Finish(), /*owned=*/true, r.compute_form);
   }
 }
 
@@ -298,7 +318,7 @@ void ShardedModel::FinishReductions() {
   while (!reductions_.empty()) {
     Reduction r = std::move(reductions_.front());
     reductions_.pop_front();
-    AddInto(*r.into, r.sum.Finish(), /*owned=*/true);
+    AddInto(*r.into, r.sum.Finish(), /*owned=*/true, r.compute_form);
   }
 }
 
@@ -324,17 +344,23 @@ LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch
     return all;
   };
   // The block's experts as stacked weights: the gathered buffer is
-  // [owners][gate, up, down][count][F * H].
+  // [owners][gate, up, down][count][F * H], or [owners][compute form].
   const int64_t f = spec_.expert_hidden, h = spec_.hidden, nb = mesh_.per_block();
-  // unbind, not three selects: its backward writes the block's gradient in
-  // one pass instead of zero-filling and adding a block-sized buffer per part.
-  auto parts = w.experts.view({block_comm_->size(), 3, -1}).unbind(1);
-  auto part = [&](int i, int64_t rows, int64_t cols) {
-    return parts[i].reshape({nb, rows, cols}).to(compute_dtype_);
-  };
-  reduce.run_experts = MakeEpRunner(ep_comm_.get(), mesh_, part(0, f, h), part(1, f, h),
-                                    part(2, h, f), &ep_splits_[layer], recompute,
-                                    &routing_changed_);
+  const int64_t owners = block_comm_->size();
+  ExpertWeights experts;
+  if (ExpertsInComputeForm()) {
+    experts = expert_form::Views(w.experts, owners, mesh_.per_rank(), f, h);
+  } else {
+    // unbind, not three selects: its backward writes the block's gradient in
+    // one pass instead of zero-filling and adding a block-sized buffer per part.
+    auto parts = w.experts.view({owners, 3, -1}).unbind(1);
+    auto part = [&](int i, int64_t rows, int64_t cols) {
+      return parts[i].reshape({nb, rows, cols}).to(compute_dtype_);
+    };
+    experts = {part(0, f, h), part(1, f, h), torch::Tensor(), part(2, h, f)};
+  }
+  reduce.run_experts = MakeEpRunner(ep_comm_.get(), mesh_, experts, &ep_splits_[layer],
+                                    recompute, &routing_changed_);
   return LayerForward(spec_, *shards_[layer + 1].layout, w.dense, compute_dtype_, x, rope_, mask_,
                       router_bias_[layer], reduce);
 }

@@ -57,7 +57,9 @@ struct ExpertShard {
   int64_t first = 0, count = 0;
   torch::Tensor value;  // fp32
   torch::Tensor grad;   // as BlockShard's
-  CastCache compute;    // value in bf16, as for BlockShard
+  // value in bf16, as for BlockShard; in expert_form.h's compute form when
+  // ShardedModel::ExpertsInComputeForm().
+  CastCache compute;
 };
 
 struct ShardedForward {
@@ -115,6 +117,14 @@ class ShardedModel {
   void SetWeightCopies(bool on) { weight_copies_ = on; }
   // Copies on and the last forward computed in bf16.
   bool CopiesInUse() const;
+  // Gate and up of each expert in one GEMM (the gate_up_gemm fusion): the
+  // experts' bf16 copies, what is gathered and its gradient take
+  // expert_form.h's compute form. Needs the copies (CopiesInUse) and an
+  // expert gather that sends them (not fp8). Default: the fusion's switch.
+  void SetGateUpGemm(bool on) { gate_up_gemm_ = on; }
+  bool ExpertsInComputeForm() const;
+  // An expert shard's bf16 copy, in the layout that is gathered.
+  const torch::Tensor& ExpertCopy(ExpertShard& e);
 
   // Used by LayerFn and ReduceWhenReady. A layer's gathered weights: its
   // dense part and its expert block.
@@ -159,6 +169,7 @@ class ShardedModel {
   bool checkpointing_ = true;
   size_t prefetch_ = 1;  // parallel.prefetch_layers
   bool weight_copies_ = true;
+  bool gate_up_gemm_ = true;
 
   // The step's gathers: blocks in the order they are used, the next one to
   // start and to take, and those started but not taken.
@@ -172,6 +183,7 @@ class ShardedModel {
   struct Reduction {
     torch::Tensor* into;  // the shard's gradient (may be undefined until the sum lands)
     PendingTensor sum;
+    bool compute_form;  // an expert block's, in expert_form.h's compute form
   };
   std::deque<Reduction> reductions_;
 
@@ -183,8 +195,10 @@ class ShardedModel {
   // A leaf of `value` whose .grad is the shard's gradient itself (same dtype).
   bool DirectLeaf(const torch::Tensor& value) const;
   // into += grad in fp32, or into = grad for the step's first contribution
-  // (copied unless `owned`: nothing else holds it).
-  static void AddInto(torch::Tensor& into, const torch::Tensor& grad, bool owned);
+  // (copied unless `owned`: nothing else holds it). An expert block's
+  // gradient in compute form goes back to the stored layout on the way.
+  void AddInto(torch::Tensor& into, const torch::Tensor& grad, bool owned,
+               bool compute_form) const;
   void FinishReductions();
   torch::Tensor Leaf(const torch::Tensor& value, torch::Tensor& grad);
   // What a block's gather sends: the shard in the compute dtype when weight

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <utility>
 
 #include "trainer_core/optim/optim.h"
 #include "trainer_core/optim/schedule.h"
@@ -111,6 +112,7 @@ struct Mesh {
   bool checkpointing = true;  // parallel.activation_checkpointing
   int prefetch = 1;           // parallel.prefetch_layers
   bool weight_copies = true;  // ShardedModel::SetWeightCopies (bf16 compute)
+  bool gate_up_gemm = true;   // ShardedModel::SetGateUpGemm (with the copies)
 };
 
 std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, int rank,
@@ -128,6 +130,7 @@ std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire
   ShardedModel model(s.model, t.seq_len, t.seed, comm.get(), em, torch::kCPU, wire,
                      mesh.checkpointing, "float32", mesh.prefetch);
   model.SetWeightCopies(mesh.weight_copies);
+  model.SetGateUpGemm(mesh.gate_up_gemm);
   ShardedOptimizer opt(&model, MuonOpts(t), AdamWOpts(t));
   std::vector<double> losses;
   const int64_t rows = kRows / world;
@@ -345,7 +348,9 @@ TEST(FsdpTest, PrefetchDepthsTrainTheSameBits) {
 // place of the fp32 masters, are the values every forward cast to before:
 // on and off train to the same bits, at world 1 and 2 (experts local and
 // gathered from the other rank), with and without checkpointing, and with
-// the bf16 gradients going on an fp32 wire.
+// the bf16 gradients going on an fp32 wire. So do the experts' copies in
+// the gate_up_gemm layout (expert_form.h): gathered, viewed, their
+// gradients reduced and put back in the stored order.
 TEST(FsdpTest, WeightCopiesTrainTheSameBits) {
   struct Case {
     Mesh mesh;
@@ -360,8 +365,9 @@ TEST(FsdpTest, WeightCopiesTrainTheSameBits) {
   cases.push_back({Mesh{2, 1, 1}, Wire::kFp32});
   for (Case c : cases) {
     std::vector<std::vector<char>> runs;
-    for (bool copies : {false, true}) {
+    for (auto [copies, gate_up] : {std::pair{false, false}, {true, false}, {true, true}}) {
       c.mesh.weight_copies = copies;
+      c.mesh.gate_up_gemm = gate_up;
       runs.push_back(TrainSharded(TinySpec(), torch::kBFloat16, c.wire, c.mesh));
     }
     const std::string what = "world " + std::to_string(c.mesh.world) + ", node_size " +
@@ -370,6 +376,7 @@ TEST(FsdpTest, WeightCopiesTrainTheSameBits) {
                              (c.wire == Wire::kBf16 ? "bf16" : "fp32");
     ASSERT_FALSE(runs[0].empty()) << what;
     EXPECT_TRUE(runs[1] == runs[0]) << "weight copies on vs off: " << what;
+    EXPECT_TRUE(runs[2] == runs[0]) << "copies in the gate_up_gemm layout vs off: " << what;
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "trainer_core/optim/muon_kernels.h"
 #include "trainer_core/optim/ns_kernel.h"
+#include "trainer_core/parallel/expert_form.h"
 
 namespace trellis::train {
 
@@ -196,10 +197,15 @@ void ShardedOptimizer::ExpertMuonStep(double lr) {
     const bool kernel_ns =
         e.grad.is_cuda() && muon_.ns_dtype == torch::kBFloat16 && KernelNewtonSchulzEnabled();
     const bool fused = FusedMuonAvailable(e.grad);
-    // The bf16 weights forward reads, written by the step itself.
+    // The bf16 weights forward reads, written by the step itself, part by
+    // part in the layout that forward gathers.
     torch::Tensor copy;
-    if (fused && model_->CopiesInUse())
-      copy = e.compute.Buffer(e.value, torch::kBFloat16).view({3, e.count, f * h});
+    const bool form = model_->ExpertsInComputeForm();
+    if (fused && model_->CopiesInUse()) copy = e.compute.Buffer(e.value, torch::kBFloat16);
+    auto copy_part = [&](int part) {
+      if (!copy.defined()) return torch::Tensor();
+      return form ? expert_form::Part(copy, e.count, part) : copy.view({3, e.count, f * h})[part];
+    };
     if (e.grad.is_cuda()) {
       // The Nesterov update written straight in the Newton-Schulz dtype (these
       // buffers are most of the model: the optimizer is memory-bound here);
@@ -230,13 +236,13 @@ void ShardedOptimizer::ExpertMuonStep(double lr) {
       auto v = value[part];
       if (fused) {  // ATen's Newton-Schulz (TRELLIS_KERNEL_NS=0) returns the update's dtype
         FusedApplyUpdate(v, ortho.view({e.count, f * h}).to(torch::kFloat), decay, -lr * scale,
-                         copy.defined() ? copy[part] : torch::Tensor());
+                         copy_part(part));
         continue;
       }
       if (decay != 1.0) v.mul_(decay);
       v.add_(ortho.view({e.count, f * h}), -lr * scale);
     }
-    if (copy.defined()) e.compute.MarkCurrent(e.value);
+    if (copy.defined()) e.compute.MarkCurrent(e.value, form ? expert_form::kCastLayout : 0);
   }
 }
 
