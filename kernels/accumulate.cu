@@ -55,7 +55,59 @@ __global__ void __launch_bounds__(kThreads) AccumulateKernel(float* __restrict__
   }
 }
 
+// 8 values of the [rows, row_len] walk at a time where every row is 16-byte
+// aligned, else one at a time; the rows of recv start recv_stride apart.
+__global__ void __launch_bounds__(kThreads)
+    AccumulateRowsKernel(float* __restrict__ acc, const __nv_bfloat16* __restrict__ recv,
+                         int64_t n, int64_t row_len, int64_t recv_stride, bool overwrite,
+                         bool vector) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  auto recv_at = [&](int64_t i) {
+    const int64_t r = i / row_len;
+    return r * recv_stride + (i - r * row_len);
+  };
+  if (vector) {
+    for (int64_t c = first; c < n / 8; c += stride) {
+      const int64_t i = c * 8;
+      float v[8];
+      detail::Bf16x8ToFloat(detail::LoadBf16x8(recv + recv_at(i)), v);
+      float4* out = reinterpret_cast<float4*>(acc + i);
+      if (!overwrite) {
+        const float4 a = out[0], b = out[1];
+        v[0] = __fadd_rn(a.x, v[0]), v[1] = __fadd_rn(a.y, v[1]);
+        v[2] = __fadd_rn(a.z, v[2]), v[3] = __fadd_rn(a.w, v[3]);
+        v[4] = __fadd_rn(b.x, v[4]), v[5] = __fadd_rn(b.y, v[5]);
+        v[6] = __fadd_rn(b.z, v[6]), v[7] = __fadd_rn(b.w, v[7]);
+      }
+      out[0] = make_float4(v[0], v[1], v[2], v[3]);
+      out[1] = make_float4(v[4], v[5], v[6], v[7]);
+    }
+    return;
+  }
+  for (int64_t i = first; i < n; i += stride) {
+    const float v = __bfloat162float(recv[recv_at(i)]);
+    acc[i] = overwrite ? v : __fadd_rn(acc[i], v);
+  }
+}
+
 }  // namespace
+
+void AccumulateBf16Rows(float* acc, const __nv_bfloat16* recv, int64_t rows, int64_t row_len,
+                        int64_t recv_stride, bool overwrite, cudaStream_t stream) {
+  Require(rows >= 0 && row_len >= 0, "AccumulateBf16Rows: rows and row_len must be >= 0");
+  Require(rows <= 1 || recv_stride >= row_len,
+          "AccumulateBf16Rows: recv_stride must be >= row_len");
+  const int64_t n = rows * row_len;
+  if (n == 0) return;
+  Require(acc != nullptr && recv != nullptr, "AccumulateBf16Rows: acc and recv must be given");
+  // One row is dense whatever its stride; several need rows of whole 16-byte words.
+  const int64_t len = rows == 1 ? n : row_len, step = rows == 1 ? n : recv_stride;
+  const bool vector = IsAligned(acc, 16) && IsAligned(recv, 16) && len % 8 == 0 && step % 8 == 0;
+  const int grid = detail::GridFor(vector ? n / 8 : n, kThreads);
+  AccumulateRowsKernel<<<grid, kThreads, 0, stream>>>(acc, recv, n, len, step, overwrite, vector);
+  TRELLIS_CHECK_LAUNCH();
+}
 
 void AccumulateBf16(float* acc, const __nv_bfloat16* recv, int num_bufs, int64_t n,
                     int64_t buf_stride, cudaStream_t stream) {

@@ -16,4 +16,15 @@ namespace trellis::kernels {
 void AccumulateBf16(float* acc, const __nv_bfloat16* recv, int num_bufs, int64_t n,
                     int64_t buf_stride, cudaStream_t stream);
 
+// One bf16 matrix whose rows lie recv_stride elements apart, into a dense
+// fp32 one: acc[r * row_len + j] += recv[r * recv_stride + j] (with
+// `overwrite`, = instead of +=) for r < rows, j < row_len: a weight-copy
+// gradient in another layout added to the fp32 gradient (an expert's gate or
+// up rows in trainer_core's compute form, parallel/expert_form.h). One fp32
+// add per element, as ATen's add of the bf16 value rounds it. Any alignment:
+// 16-byte aligned pointers with row_len and recv_stride multiples of 8 (or
+// one row) move 8 values per access.
+void AccumulateBf16Rows(float* acc, const __nv_bfloat16* recv, int64_t rows, int64_t row_len,
+                        int64_t recv_stride, bool overwrite, cudaStream_t stream);
+
 }  // namespace trellis::kernels

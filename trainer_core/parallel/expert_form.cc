@@ -1,5 +1,10 @@
 #include "trainer_core/parallel/expert_form.h"
 
+#ifdef TRELLIS_WITH_KERNELS
+#include "kernels/accumulate.h"
+#include "trainer_core/model/kernel_args.h"
+#endif
+
 namespace trellis::train::expert_form {
 namespace {
 
@@ -33,20 +38,57 @@ void Write(const torch::Tensor& stored, torch::Tensor& form, int64_t count) {
   Part(form, count, 2).copy_(parts[2]);
 }
 
-void AddTo(torch::Tensor& into, const torch::Tensor& grad, int64_t count) {
-  const int64_t fh = MatrixNumel(grad, count);
+#ifdef TRELLIS_WITH_KERNELS
+namespace {
+
+// ATen's add of a strided operand runs its generic elementwise loop (at about
+// half the memory bandwidth); kernels/accumulate walks the rows in 16-byte
+// words, one launch per part, with the same fp32 add.
+bool AddToKernel(torch::Tensor& into, const torch::Tensor& gate_up, const torch::Tensor& down,
+                 int64_t count, int64_t fh, bool first) {
+  for (const auto* t : {&gate_up, &down})
+    if (!t->is_cuda() || t->scalar_type() != torch::kBFloat16 || !t->is_contiguous()) return false;
+  float* acc = into.data_ptr<float>();
+  const auto stream = CurrentStream();
+  for (int part = 0; part < 2; ++part)  // rows of FH, 2 FH apart
+    kernels::AccumulateBf16Rows(acc + part * count * fh, Bf16(gate_up) + part * fh, count, fh,
+                                2 * fh, first, stream);
+  kernels::AccumulateBf16Rows(acc + 2 * count * fh, Bf16(down), 1, count * fh, count * fh, first,
+                              stream);
+  return true;
+}
+
+}  // namespace
+#endif
+
+void AddTo(torch::Tensor& into, const torch::Tensor& gate_up, const torch::Tensor& down,
+           int64_t count) {
+  TORCH_CHECK(count > 0 && gate_up.dim() == 1 && down.dim() == 1 &&
+                  gate_up.numel() == 2 * down.numel() && down.numel() % count == 0,
+              "expert_form::AddTo: gate_up of 2 x ", count, " matrices and down of ", count,
+              ", got ", gate_up.sizes(), " and ", down.sizes());
+  const int64_t fh = down.numel() / count;
   torch::NoGradGuard no_grad;
   const bool first = !into.defined();
-  if (first) into = torch::empty(grad.sizes(), grad.options().dtype(torch::kFloat));
+  if (first) into = torch::empty({3 * count * fh}, down.options().dtype(torch::kFloat));
+#ifdef TRELLIS_WITH_KERNELS
+  if (AddToKernel(into, gate_up, down, count, fh, first)) return;
+#endif
   auto parts = into.view({3, count, fh});
-  auto gate_up = parts.narrow(0, 0, 2), down = parts[2];
+  auto by_part = gate_up.view({count, 2, fh}).transpose(0, 1);
   if (first) {
-    gate_up.copy_(GateUpByPart(grad, count, fh));
-    down.copy_(Part(grad, count, 2));
+    parts.narrow(0, 0, 2).copy_(by_part);
+    parts[2].copy_(down.view({count, fh}));
   } else {
-    gate_up.add_(GateUpByPart(grad, count, fh));
-    down.add_(Part(grad, count, 2));
+    parts.narrow(0, 0, 2).add_(by_part);
+    parts[2].add_(down.view({count, fh}));
   }
+}
+
+void AddTo(torch::Tensor& into, const torch::Tensor& grad, int64_t count) {
+  const int64_t fh = MatrixNumel(grad, count);
+  AddTo(into, grad.narrow(0, 0, 2 * count * fh), grad.narrow(0, 2 * count * fh, count * fh),
+        count);
 }
 
 ExpertWeights Views(const torch::Tensor& gathered, int64_t owners, int64_t count, int64_t f,

@@ -28,8 +28,12 @@ torch::Tensor Part(const torch::Tensor& form, int64_t count, int part);
 void Write(const torch::Tensor& stored, torch::Tensor& form, int64_t count);
 
 // into (stored layout, fp32) += grad (compute form); into undefined: the
-// step's first contribution, a new fp32 tensor in the stored layout.
+// step's first contribution, a new fp32 tensor in the stored layout. The
+// second form takes the block's two parts apart: gate_up [count * 2 FH] and
+// down [count * FH], both contiguous.
 void AddTo(torch::Tensor& into, const torch::Tensor& grad, int64_t count);
+void AddTo(torch::Tensor& into, const torch::Tensor& gate_up, const torch::Tensor& down,
+           int64_t count);
 
 // The experts of `owners` gathered compute-form blocks as stacked weights,
 // gate_up [owners * count, 2F, H] and down [owners * count, H, F], views for

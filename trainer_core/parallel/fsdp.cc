@@ -64,7 +64,9 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
       torch::autograd::backward(outs, gs);
     }
     model->StartReduce(layer + 1, /*experts=*/false, w.dense.grad());
-    model->StartReduce(layer + 1, /*experts=*/true, w.experts.grad());
+    // A compute-form expert block's reduction started in its split's backward.
+    if (!model->ExpertsInComputeForm())
+      model->StartReduce(layer + 1, /*experts=*/true, w.experts.grad());
     return {x.grad(), torch::Tensor(), torch::Tensor()};
   }
 };
@@ -94,6 +96,31 @@ class ReduceWhenReady : public torch::autograd::Function<ReduceWhenReady> {
                                 torch::TensorOptions(model->device()).dtype(torch::kFloat));
     model->StartReduce(ctx->saved_data["block"].toInt(), ctx->saved_data["experts"].toBool(), g);
     return {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// A layer's gathered expert block in compute form (expert_form.h) as the
+// gate_up and down weights forward multiplies. Backward has both gradients
+// and hands them to the block's reduction as they are: where they go
+// straight into the shard's fp32 gradient, each part is added there without
+// first being concatenated into a block-sized buffer (what split's backward
+// writes). For such blocks this takes ReduceWhenReady's place: it is the
+// block's only use, so autograd calls it once the gradient is whole.
+class ExpertFormSplit : public torch::autograd::Function<ExpertFormSplit> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& block,
+                               ShardedModel* model, int64_t layer) {
+    ctx->saved_data["model"] = reinterpret_cast<int64_t>(model);
+    ctx->saved_data["layer"] = layer;
+    ExpertWeights w = model->ExpertFormViews(block);
+    return {w.gate_up, w.down};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* model = reinterpret_cast<ShardedModel*>(ctx->saved_data["model"].toInt());
+    model->StartExpertReduce(static_cast<int>(ctx->saved_data["layer"].toInt()), grads[0],
+                             grads[1]);
+    return {torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -289,6 +316,7 @@ torch::Tensor ShardedModel::ReducedInBackward(const torch::Tensor& gathered, siz
                                               bool experts) {
   auto leaf = Leaf(gathered, experts ? experts_[block - 1].grad : shards_[block].grad);
   if (DirectLeaf(gathered)) return leaf;
+  if (experts && ExpertsInComputeForm()) return leaf;  // ExpertFormSplit reduces it
   return ReduceWhenReady::apply(leaf, this, static_cast<int64_t>(block), experts);
 }
 
@@ -311,6 +339,31 @@ void ShardedModel::StartReduce(size_t block, bool experts, const torch::Tensor& 
     reductions_.pop_front();
     AddInto(*r.into, r.sum.Finish(), /*owned=*/true, r.compute_form);
   }
+}
+
+ExpertWeights ShardedModel::ExpertFormViews(const torch::Tensor& gathered) const {
+  return expert_form::Views(gathered, block_comm_->size(), mesh_.per_rank(), spec_.expert_hidden,
+                            spec_.hidden);
+}
+
+void ShardedModel::StartExpertReduce(int layer, torch::Tensor gate_up, torch::Tensor down) {
+  const int64_t f = spec_.expert_hidden, h = spec_.hidden, nb = mesh_.per_block();
+  // Unused weights still take part (as in ReduceWhenReady): a zero gradient.
+  const auto zeros = [&](std::vector<int64_t> shape) {
+    return torch::zeros(shape, torch::TensorOptions(device_).dtype(compute_dtype_));
+  };
+  if (!gate_up.defined()) gate_up = zeros({nb, 2 * f, h});
+  if (!down.defined()) down = zeros({nb, h, f});
+  torch::NoGradGuard no_grad;
+  if (DirectGrads()) {
+    expert_form::AddTo(experts_[layer].grad, gate_up.contiguous().view(-1),
+                       down.contiguous().view(-1), mesh_.per_rank());
+    return;
+  }
+  // The owners' reduction takes the block as gathered: [owners][gate_up, down].
+  const int64_t owners = block_comm_->size();
+  StartReduce(layer + 1, /*experts=*/true,
+              torch::cat({gate_up.reshape({owners, -1}), down.reshape({owners, -1})}, 1).view(-1));
 }
 
 void ShardedModel::FinishReductions() {
@@ -349,7 +402,9 @@ LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch
   const int64_t owners = block_comm_->size();
   ExpertWeights experts;
   if (ExpertsInComputeForm()) {
-    experts = expert_form::Views(w.experts, owners, mesh_.per_rank(), f, h);
+    auto views = ExpertFormSplit::apply(w.experts, this, static_cast<int64_t>(layer));
+    experts.gate_up = views[0];
+    experts.down = views[1];
   } else {
     // unbind, not three selects: its backward writes the block's gradient in
     // one pass instead of zero-filling and adding a block-sized buffer per part.

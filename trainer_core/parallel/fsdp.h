@@ -141,6 +141,12 @@ class ShardedModel {
   // of its expert block) to the owners; the sum is added to the shard's
   // gradient when it is finished.
   void StartReduce(size_t block, bool experts, const torch::Tensor& grad);
+  // With ExpertsInComputeForm: a layer's gathered expert block as gate_up and
+  // down views (expert_form::Views), and its gradient as those two parts,
+  // added to the shard's gradient part by part at world 1 and otherwise sent
+  // to the owners as one block (undefined parts: zeros).
+  ExpertWeights ExpertFormViews(const torch::Tensor& gathered) const;
+  void StartExpertReduce(int layer, torch::Tensor gate_up, torch::Tensor down);
   LayerOutput RunLayer(int layer, const LayerWeights& w, const torch::Tensor& x, bool recompute);
   torch::Device device() const { return device_; }
 
