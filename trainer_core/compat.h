@@ -22,6 +22,9 @@
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
 #include <ATen/ops/rms_norm.h>
 #define TRELLIS_HAS_FUSED_RMS_NORM 1
+// And bf16 GEMMs that accumulate into an fp32 output (addmm's out_dtype).
+#include <ATen/ops/addmm.h>
+#define TRELLIS_HAS_ADDMM_OUT_DTYPE 1
 #endif
 // LibTorch built with CUDA (CMake defines it then): allocator statistics.
 #ifdef TRELLIS_TORCH_CUDA
@@ -100,6 +103,24 @@ inline std::optional<torch::Tensor> FusedRmsNorm(const torch::Tensor& x, const t
 #endif
   (void)x, (void)w, (void)eps;
   return std::nullopt;
+}
+
+// acc += a @ b for fp32 acc and bf16 a, b, as one GEMM that reads acc as its
+// C (cuBLAS's fp32 output for bf16 inputs, on CUDA with LibTorch 2.9 on): no
+// bf16 product rounded and added after. False where there is none (the
+// caller multiplies and adds).
+inline bool AddMmIntoFp32(const torch::Tensor& acc, const torch::Tensor& a,
+                          const torch::Tensor& b) {
+#ifdef TRELLIS_HAS_ADDMM_OUT_DTYPE
+  if (acc.is_cuda() && acc.scalar_type() == torch::kFloat && a.scalar_type() == torch::kBFloat16 &&
+      b.scalar_type() == torch::kBFloat16) {
+    torch::Tensor out = acc;  // the same storage, written in place
+    at::addmm_out(out, acc, a, b, torch::kFloat);
+    return true;
+  }
+#endif
+  (void)acc, (void)a, (void)b;
+  return false;
 }
 
 // x [M, K] with rows grouped by expert (offs: int32 [E], cumulative ends of

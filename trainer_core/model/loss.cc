@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "trainer_core/compat.h"
+
 namespace trellis::train {
 namespace {
 
@@ -50,10 +52,12 @@ torch::Tensor ChunkedLoss(const torch::Tensor& x, const torch::Tensor& weight,
     }
     if (!grad_w.defined()) continue;
     const auto kept = xc * keep;
+    // bf16 GEMMs summed over chunks in fp32: into grad_w by the GEMM itself
+    // where LibTorch has one for it, else a bf16 product added.
     if (g.scalar_type() == grad_w.scalar_type())
       grad_w.addmm_(g.t(), kept);
-    else
-      grad_w.add_(torch::mm(g.t(), kept));  // bf16 GEMM, summed over chunks in fp32
+    else if (!compat::AddMmIntoFp32(grad_w, g.t(), kept))
+      grad_w.add_(torch::mm(g.t(), kept));
   }
   return loss;
 }

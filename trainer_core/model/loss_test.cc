@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/model/model.h"
@@ -86,6 +87,8 @@ TEST(LinearCrossEntropyTest, WithoutGradientsComputesTheLossOnly) {
   EXPECT_NEAR(got.item<double>(), want, 1e-12 * want);
 }
 
+// On CPU, and on a GPU where there is one (where the head's gradient is
+// summed over chunks by GEMMs that accumulate into fp32, compat::AddMmIntoFp32).
 TEST(LinearCrossEntropyTest, Bf16TracksTheFp32Reference) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE("TRELLIS_TEST_SEED=" + std::to_string(seed));
@@ -98,18 +101,23 @@ TEST(LinearCrossEntropyTest, Bf16TracksTheFp32Reference) {
   const auto ref = CeSumOfFullLogits(x, w, targets);
   const auto ref_grads = torch::autograd::grad({ref}, {x, w});
 
-  auto xb = x.detach().to(torch::kBFloat16).requires_grad_(true);
-  auto wb = w.detach().to(torch::kBFloat16).requires_grad_(true);
-  auto got = LinearCrossEntropySum(xb, wb, targets, 7);
-  EXPECT_EQ(got.scalar_type(), torch::kFloat);
-  // bf16 keeps 8 significant bits (relative rounding 2^-9) in the inputs, the
-  // logits and the gradients.
-  EXPECT_NEAR(got.item<double>(), ref.item<double>(), 1e-2 * ref.item<double>());
-  auto grads = torch::autograd::grad({got}, {xb, wb});
-  EXPECT_EQ(grads[0].scalar_type(), torch::kBFloat16);
-  EXPECT_EQ(grads[1].scalar_type(), torch::kBFloat16);
-  EXPECT_LT(RelativeError(grads[0], ref_grads[0]), 2e-2);
-  EXPECT_LT(RelativeError(grads[1], ref_grads[1]), 2e-2);
+  std::vector<torch::Device> devices{torch::kCPU};
+  if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA);
+  for (const auto& device : devices) {
+    SCOPED_TRACE(device.str());
+    auto xb = x.detach().to(device, torch::kBFloat16).requires_grad_(true);
+    auto wb = w.detach().to(device, torch::kBFloat16).requires_grad_(true);
+    auto got = LinearCrossEntropySum(xb, wb, targets.to(device), 7);
+    EXPECT_EQ(got.scalar_type(), torch::kFloat);
+    // bf16 keeps 8 significant bits (relative rounding 2^-9) in the inputs, the
+    // logits and the gradients.
+    EXPECT_NEAR(got.item<double>(), ref.item<double>(), 1e-2 * ref.item<double>());
+    auto grads = torch::autograd::grad({got}, {xb, wb});
+    EXPECT_EQ(grads[0].scalar_type(), torch::kBFloat16);
+    EXPECT_EQ(grads[1].scalar_type(), torch::kBFloat16);
+    EXPECT_LT(RelativeError(grads[0].cpu(), ref_grads[0]), 2e-2);
+    EXPECT_LT(RelativeError(grads[1].cpu(), ref_grads[1]), 2e-2);
+  }
 }
 
 // Model::Forward divides the summed loss by the count of targets: that is
