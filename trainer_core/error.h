@@ -13,4 +13,12 @@ class TrainError : public std::runtime_error {
   explicit TrainError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// Input the rank refuses by rule, which no retry on any node can change (a
+// corpus outside the controller's data roots): a hosted rank exits with
+// kExitDoNotRetry for it, so the run fails at once and no node is blamed.
+class RefusedInput : public TrainError {
+ public:
+  using TrainError::TrainError;
+};
+
 }  // namespace trellis::train

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -99,6 +100,69 @@ void RemoveTree(const std::string& path) {
   auto remove_one = [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); };
   if (::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
     throw TrainError(path + ": cannot remove: " + Why());
+}
+
+namespace {
+
+// The path `fd` was opened as, links resolved; empty when it cannot be read.
+std::string OpenedPath(int fd) {
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  std::string target(4096, '\0');
+  const ssize_t n = ::readlink(link.c_str(), target.data(), target.size());
+  if (n <= 0 || static_cast<size_t>(n) >= target.size()) return "";
+  target.resize(static_cast<size_t>(n));
+  return target;
+}
+
+bool IsUnder(const std::string& path, const std::string& root) {
+  if (root == "/") return !path.empty() && path[0] == '/';
+  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+                          path[root.size()] == '/');
+}
+
+}  // namespace
+
+std::string ReadFileUnderRoots(const std::string& path, const std::vector<std::string>& roots,
+                               const std::string& what) {
+  const std::string head = what + " " + path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw TrainError(head + ": cannot open: " + Why());
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  if (!roots.empty()) {
+    const std::string opened = OpenedPath(fd);
+    std::string listed;
+    bool under = false;
+    for (const auto& root : roots) {
+      listed += (listed.empty() ? "" : ", ") + root;
+      char* resolved = ::realpath(root.c_str(), nullptr);
+      if (resolved == nullptr) continue;  // a root that is gone holds nothing
+      under = under || (!opened.empty() && IsUnder(opened, resolved));
+      std::free(resolved);
+    }
+    if (!under)
+      throw RefusedInput(head + " (opened as " + (opened.empty() ? "?" : opened) +
+                         ") is not under a data root of this controller (" + listed +
+                         "); checked by the rank on the file it opened");
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw TrainError(head + ": not a regular file");
+  std::string bytes;
+  bytes.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw TrainError(head + ": cannot read: " + Why());
+    }
+    bytes.append(buf, static_cast<size_t>(n));
+  }
+  return bytes;
 }
 
 std::string MakeTempDir(const std::string& prefix) {

@@ -22,6 +22,16 @@ std::vector<std::string> ListDir(const std::string& dir);
 // Regular files under `dir`, recursively, sorted by path.
 std::vector<std::string> ListFilesRecursive(const std::string& dir);
 
+// The whole file at `path`, read through one descriptor whose own path
+// (/proc/self/fd: every link resolved as the kernel did when it opened the
+// file) must lie under one of `roots` (each resolved too; empty: no check).
+// What was checked is what is read: a link swapped between an earlier check
+// and this open cannot lead out of the roots. Throws RefusedInput when the
+// file lies outside them, TrainError when it cannot be read; messages start
+// with `what` and the path.
+std::string ReadFileUnderRoots(const std::string& path, const std::vector<std::string>& roots,
+                               const std::string& what);
+
 // Throw TrainError naming the path on failure.
 void MakeDirs(const std::string& path);
 void RenamePath(const std::string& from, const std::string& to);

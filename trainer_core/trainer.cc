@@ -168,7 +168,7 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     s.compute_dtype =
         ChooseComputeDtype(t.dtype, s.device.is_cuda()).bf16() ? torch::kBFloat16 : torch::kFloat;
     if (t.data.empty()) throw TrainError("training.data: no corpus path given");
-    s.corpus = ReadCorpus(t.data);
+    s.corpus = ReadCorpus(t.data, s.options.data_roots);
     if (static_cast<int64_t>(s.corpus.vocab) > spec.model.vocab)
       throw TrainError("corpus " + t.data + " has vocab " + std::to_string(s.corpus.vocab) +
                        ", larger than model.vocab = " + std::to_string(spec.model.vocab));

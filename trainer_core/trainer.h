@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/spec/trainer_spec.h"
 #include "common/step_record.h"
@@ -48,6 +49,10 @@ struct TrainerOptions {
   // checkpoint. The rank host sets it from Slurm's wall-time warning
   // (SIGUSR1). None: Run goes to its last step.
   std::function<bool()> stop_requested;
+  // The controller's data roots (TRELLIS_DATA_ROOTS for a hosted rank): the
+  // corpus must lie under one, checked on the file as the rank opens it
+  // (RefusedInput otherwise). Empty: not checked (trellis-train alone).
+  std::vector<std::string> data_roots;
 };
 
 // True when `comm` meets its peers over NCCL (a CUDA world of 2 or more):

@@ -14,7 +14,8 @@ TEST_F(ControllerTest, ARunGoesFromSubmitToSucceeded) {
   EXPECT_EQ(slurm_->Submissions()[0].args[1], "--nodes=2");
   EXPECT_EQ(run.attempts(0).slurm_job_id(), "100");
 
-  // Both workers register; each gets GO with its own contiguous rank range.
+  // Both workers register; each gets GO with its own contiguous rank range
+  // and the data roots its ranks check the corpus against as they open it.
   std::vector<v1::GateDecision> decisions(2);
   std::vector<std::thread> workers;
   for (int i = 0; i < 2; ++i) {
@@ -33,6 +34,8 @@ TEST_F(ControllerTest, ARunGoesFromSubmitToSucceeded) {
     EXPECT_EQ(d.decision(), v1::GateDecision::DECISION_GO) << d.reason();
     EXPECT_EQ(d.world_size(), 4);
     offsets.insert(d.rank_offset());
+    ASSERT_EQ(d.data_roots_size(), 1);
+    EXPECT_EQ(d.data_roots(0), dir_.string());
   }
   EXPECT_EQ(offsets, (std::set<int>{0, 2}));
   WaitFor("hello-1", v1::RUN_STATE_RUNNING);

@@ -340,6 +340,9 @@ Effects Launches::AnswerWaiting(LaunchState* l) {
     // A relaunch or a new attempt continues from the last complete checkpoint.
     common.resume_step =
         common.checkpoint_dir.empty() ? -1 : NewestCompleteCheckpoint(common.checkpoint_dir);
+    // Checked above on the stored spec; the ranks check the corpus again on
+    // the file they open, so a link swapped after this answer leads nowhere.
+    common.data_roots = ctx_.config.data_roots;
   }
   for (auto& w : l->waiting) {
     GateAnswer ans = common;

@@ -77,6 +77,7 @@ struct GateAnswer {
   int master_port = 0;
   int64_t resume_step = -1;
   std::string checkpoint_dir;
+  std::vector<std::string> data_roots;  // the controller's --data-root
 
   static GateAnswer Abort(std::string why) {
     GateAnswer a;

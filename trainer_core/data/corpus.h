@@ -33,7 +33,9 @@ uint64_t Fnv1a(const void* data, size_t n, uint64_t h = 0xCBF29CE484222325ull);
 
 // Throws TrainError naming the file and what is wrong (truncated, bad magic,
 // unsupported version, checksum mismatch, token out of range, bad boundaries).
-Corpus ReadCorpus(const std::string& path);
+// `data_roots` given: the file must lie under one of them, checked on the
+// file as opened (files.h, ReadFileUnderRoots; RefusedInput otherwise).
+Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_roots = {});
 // Writes to `path`.tmp then renames, so a reader never sees half a file.
 void WriteCorpus(const std::string& path, const Corpus& corpus);
 

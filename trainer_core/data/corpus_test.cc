@@ -65,6 +65,37 @@ TEST_F(CorpusTest, BuildsDocumentsInSortedOrderAndReadsBack) {
   EXPECT_EQ(c.doc_starts, (std::vector<uint64_t>{0, 11, 30}));
 }
 
+// With data roots, what counts is the file as opened: a link inside a root
+// to a corpus inside another root reads; one that leads out of every root
+// is refused (RefusedInput) naming the path, where it led and the roots.
+// Roots are resolved too (a root given through a link holds its target).
+TEST_F(CorpusTest, DataRootsAreCheckedOnTheOpenedFile) {
+  const std::string corpus = BuildSample();
+  fs::create_directories(dir_ / "root" / "inner");
+  fs::create_directory_symlink(dir_ / "root", dir_ / "root-link");
+  fs::copy_file(corpus, dir_ / "root" / "inner" / "c.bin");
+  fs::create_symlink(dir_ / "root" / "inner" / "c.bin", dir_ / "root" / "in.bin");
+  fs::create_symlink(corpus, dir_ / "root" / "out.bin");
+  const std::vector<std::string> roots = {"/nonexistent-root", (dir_ / "root-link").string()};
+
+  EXPECT_EQ(ReadCorpus((dir_ / "root" / "in.bin").string(), roots).tokens,
+            ReadCorpus(corpus).tokens);
+  EXPECT_EQ(ReadCorpus((dir_ / "root-link" / "inner" / "c.bin").string(), roots).vocab, 256u);
+  const std::string out = (dir_ / "root" / "out.bin").string();
+  try {
+    ReadCorpus(out, roots);
+    ADD_FAILURE() << "a link out of the roots was read";
+  } catch (const RefusedInput& e) {
+    const std::string msg = e.what();
+    for (const std::string& part : {out, "(opened as " + fs::canonical(corpus).string() + ")",
+                                    std::string("is not under a data root"), roots[1]})
+      EXPECT_NE(msg.find(part), std::string::npos) << part << " not in: " << msg;
+  }
+  // Without roots the same link reads (trellis-train alone checks nothing).
+  EXPECT_EQ(ReadCorpus(out).vocab, 256u);
+  EXPECT_THROW(ReadCorpus((dir_ / "root" / "absent.bin").string(), roots), TrainError);
+}
+
 TEST_F(CorpusTest, TruncatedFileNamesTheFile) {
   std::string path = BuildSample();
   fs::resize_file(path, fs::file_size(path) - 3);

@@ -4,11 +4,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
+#include "common/exit_codes.h"
 #include "common/step_record.h"
 #include "trainer_core/error.h"
 #include "trainer_core/parallel/comm.h"
@@ -73,6 +76,18 @@ int64_t ResumeStep(const std::string& text) {
   return v;
 }
 
+// One root per line (the worker's encoding of the gate's data roots).
+std::vector<std::string> DataRoots(const std::string& text) {
+  std::vector<std::string> roots;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    if (end > start) roots.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return roots;
+}
+
 }  // namespace
 
 int RunHostedRank(const spec::TrainerSpec& spec) {
@@ -98,6 +113,7 @@ int RunHostedRank(const spec::TrainerSpec& spec) {
     options.resume_step = ResumeStep(Env("TRELLIS_RESUME_STEP"));
     options.on_step = [&socket](const StepRecord& r) { socket.Write(EncodeStepRecord(r) + "\n"); };
     options.stop_requested = StopSignalled;
+    options.data_roots = DataRoots(Env("TRELLIS_DATA_ROOTS"));
     Trainer trainer(spec, std::move(options));
     std::fprintf(stderr, "trellis rank: %s; starting at step %ld\n", trainer.Describe().c_str(),
                  static_cast<long>(trainer.step()));
@@ -109,6 +125,9 @@ int RunHostedRank(const spec::TrainerSpec& spec) {
                    "checkpoint; the run continues in a new attempt\n",
                    static_cast<long>(trainer.step()));
     return 0;
+  } catch (const RefusedInput& e) {
+    std::fprintf(stderr, "trellis rank: %s\n", e.what());
+    return kExitDoNotRetry;
   } catch (const TrainError& e) {
     std::fprintf(stderr, "trellis rank: %s\n", e.what());
     return 1;

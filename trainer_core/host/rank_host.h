@@ -11,10 +11,12 @@ namespace trellis::train {
 // (world 1 without them), parallel.node_size defaulting to LOCAL_WORLD_SIZE,
 // checkpoints in TRELLIS_CHECKPOINT_DIR, resume from TRELLIS_RESUME_STEP
 // ("latest" or a step; empty or -1: fresh), and one JSON step record per line to
-// the unix socket TRELLIS_STEP_SOCKET (when set). If the socket goes away
-// training continues without records (the worker's hang timeout decides).
-// Returns the exit code: 0 done, 1 bad input or training error (the message
-// goes to stderr, naming the file or field).
+// the unix socket TRELLIS_STEP_SOCKET (when set), the corpus only from under
+// the data roots in TRELLIS_DATA_ROOTS (one per line; unset: any). If the
+// socket goes away training continues without records (the worker's hang
+// timeout decides). Returns the exit code: 0 done, kExitDoNotRetry (79) for
+// a corpus outside the data roots, 1 other bad input or training error (the
+// message goes to stderr, naming the file or field).
 int RunHostedRank(const spec::TrainerSpec& spec);
 
 }  // namespace trellis::train

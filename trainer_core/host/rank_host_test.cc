@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "common/exit_codes.h"
 #include "common/step_record.h"
 #include "trainer_core/data/corpus.h"
 #include "trainer_core/files.h"
@@ -84,6 +85,29 @@ TEST(RankHostTest, BadResumeStepIsAClearExitOne) {
     return RunHostedRank(TinySpec("/nonexistent")) == 1 ? "" : "exit code not 1";
   });
   EXPECT_EQ(testing::Failures(ranks), "");
+}
+
+// A corpus that resolves outside TRELLIS_DATA_ROOTS (here a link swapped
+// to point out of the root after the controller's checks) stops the rank
+// before it trains, with exit 79: the run fails at once, no node blamed.
+TEST(RankHostTest, ACorpusOutsideTheDataRootsIsExit79) {
+  const std::string dir = MakeTempDir("trellis-rank-host-test");
+  BuildStats stats;
+  const std::string outside = JoinPath(dir, "outside.bin");
+  WriteCorpus(outside, BuildByteCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}, &stats));
+  const std::string root = JoinPath(dir, "root");
+  MakeDirs(root);
+  const std::string link = JoinPath(root, "corpus.bin");
+  ASSERT_EQ(::symlink(outside.c_str(), link.c_str()), 0);
+  auto ranks = testing::RunRanks(1, 60s, [&](int) -> std::string {
+    ::unsetenv("TRELLIS_STEP_SOCKET");
+    ::unsetenv("TRELLIS_RESUME_STEP");
+    ::setenv("TRELLIS_DATA_ROOTS", ("/nonexistent\n" + root).c_str(), 1);
+    const int code = RunHostedRank(TinySpec(link));
+    return code == kExitDoNotRetry ? "" : "exit code " + std::to_string(code) + ", not 79";
+  });
+  EXPECT_EQ(testing::Failures(ranks), "");
+  RemoveTree(dir);
 }
 
 }  // namespace

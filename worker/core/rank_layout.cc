@@ -113,6 +113,11 @@ absl::StatusOr<std::vector<RankPlan>> PlanRanks(const RankLayoutInput& in) {
     p.env["TRELLIS_STEP_SOCKET"] = p.step_socket;
     p.env["TRELLIS_CHECKPOINT_DIR"] = go.checkpoint_dir;
     p.env["TRELLIS_RESUME_STEP"] = std::to_string(go.resume_step);
+    if (!go.data_roots.empty()) {
+      std::string roots;
+      for (const auto& r : go.data_roots) roots += (roots.empty() ? "" : "\n") + r;
+      p.env["TRELLIS_DATA_ROOTS"] = roots;
+    }
     if (in.gpus_per_node > 0) p.env["CUDA_VISIBLE_DEVICES"] = DeviceFor(in.worker_env, local);
     if (WantsNumaBinding(in) && !in.numactl.empty()) {
       const int sockets = static_cast<int>(in.socket_nodes.size());

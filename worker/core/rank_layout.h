@@ -24,6 +24,7 @@ struct GoDecision {
   int master_port = 0;
   int64_t resume_step = -1;  // -1: start fresh
   std::string checkpoint_dir;
+  std::vector<std::string> data_roots;  // TRELLIS_DATA_ROOTS, one per line
 };
 
 struct LaunchId {

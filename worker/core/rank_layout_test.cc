@@ -16,6 +16,7 @@ RankLayoutInput TwoRanksOnSecondNode() {
   in.go.master_port = 29500;
   in.go.resume_step = 100;
   in.go.checkpoint_dir = "/out/run-1/checkpoints";
+  in.go.data_roots = {"/data", "/scratch/corpora"};
   in.spec_ranks_per_node = 2;
   in.gpus_per_node = 0;
   in.worker_env = {{"PATH", "/usr/bin"}, {"HOME", "/home/u"}};
@@ -48,6 +49,7 @@ TEST(RankLayoutTest, ContractForEveryRank) {
       {"TRELLIS_STEP_SOCKET", "/tmp/trellis-abc/rank-3.sock"},
       {"TRELLIS_CHECKPOINT_DIR", "/out/run-1/checkpoints"},
       {"TRELLIS_RESUME_STEP", "100"},
+      {"TRELLIS_DATA_ROOTS", "/data\n/scratch/corpora"},
       {"OMP_NUM_THREADS", "1"},
       {"OPENBLAS_NUM_THREADS", "1"},
       {"NCCL_MAX_CTAS", "16"},
@@ -56,6 +58,15 @@ TEST(RankLayoutTest, ContractForEveryRank) {
   EXPECT_EQ(r.env, expected);
   EXPECT_EQ((*plans)[0].env.at("RANK"), "2");
   EXPECT_EQ((*plans)[0].env.at("LOCAL_RANK"), "0");
+}
+
+// No data roots in the GO (an older controller): no variable, nothing checked.
+TEST(RankLayoutTest, NoDataRootsSetsNoVariable) {
+  RankLayoutInput in = TwoRanksOnSecondNode();
+  in.go.data_roots.clear();
+  auto plans = PlanRanks(in);
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  EXPECT_EQ((*plans)[0].env.count("TRELLIS_DATA_ROOTS"), 0u);
 }
 
 struct EnvCase {
