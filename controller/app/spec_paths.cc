@@ -97,9 +97,13 @@ std::vector<std::string> DefaultDataRoots(const std::string& output_root) {
 }
 
 absl::Status CheckDataRoots(const std::vector<std::string>& roots) {
-  for (const auto& r : roots)
+  for (const auto& r : roots) {
     if (r.empty() || r.front() != '/')
       return absl::InvalidArgumentError("--data-root " + r + ": must be an absolute path");
+    // The ranks get the roots one per line (TRELLIS_DATA_ROOTS).
+    if (r.find('\n') != std::string::npos)
+      return absl::InvalidArgumentError("--data-root " + r + ": must not contain a newline");
+  }
   return absl::OkStatus();
 }
 

@@ -110,6 +110,8 @@ TEST(SpecPathsDefaults, TheOwnersHomeAndTheOutputRoot) {
   EXPECT_TRUE(CheckDataRoots(roots).ok());
   absl::Status st = CheckDataRoots({"/data", "relative/dir"});
   EXPECT_EQ(st.message(), "--data-root relative/dir: must be an absolute path");
+  st = CheckDataRoots({"/data\n/etc"});
+  EXPECT_EQ(st.message(), "--data-root /data\n/etc: must not contain a newline");
 }
 
 }  // namespace
