@@ -11,6 +11,7 @@ namespace trellis::kernels {
 namespace {
 
 using testing::DeviceBuffer;
+using testing::ExpectInvalid;
 
 std::vector<float> Normal(std::mt19937_64& rng, int64_t n, float stddev) {
   std::normal_distribution<float> dist(0.0f, stddev);
@@ -131,16 +132,6 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ApplyStridedCopyTest,
                                            StridedCase{1024, 2048, 1024 * 37},
                                            StridedCase{6, 10, 60}, StridedCase{8, 10, 80},
                                            StridedCase{6, 6, 66}));
-
-// Throws std::invalid_argument whose message names `what`.
-void ExpectInvalid(const std::function<void()>& call, const std::string& what) {
-  try {
-    call();
-    ADD_FAILURE() << "no throw; expected one naming " << what;
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
-}
 
 // Checked before any CUDA call: runs without a device too. The pointers point
 // into host buffers, never read.

@@ -15,6 +15,7 @@ namespace trellis::kernels {
 namespace {
 
 using testing::AsBf16;
+using testing::ExpectInvalid;
 using testing::Bf16Bits;
 using testing::DeviceBuffer;
 
@@ -102,16 +103,6 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{300, 100, 16, 128, 3072, 1, 0, 0, false},
                       Case{300, 100, 16, 128, 3072, 0, 3, 0, true},
                       Case{100, 7, 3, 16, 56, 0, 0, 1, false}));
-
-// Throws std::invalid_argument whose message names `what`.
-void ExpectInvalid(const std::function<void()>& call, const std::string& what) {
-  try {
-    call();
-    ADD_FAILURE() << "no throw; expected one naming " << what;
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
-}
 
 // Checked before any CUDA call: runs without a device too. The pointers point
 // into a host buffer, never read.

@@ -17,6 +17,7 @@ namespace trellis::kernels {
 namespace {
 
 using testing::AsBf16;
+using testing::ExpectInvalid;
 using testing::Bf16Bits;
 using testing::DeviceBuffer;
 
@@ -209,16 +210,6 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(RowsCase{1, 8, 16}, RowsCase{5, 768, 1536}, RowsCase{3, 12, 24},
                       RowsCase{4097, 64, 128}, RowsCase{4097, 768, 1536},
                       RowsCase{4097, 100, 200}, RowsCase{7, 16, 40}, RowsCase{4, 24, 52}));
-
-// Throws std::invalid_argument whose message names `what`.
-void ExpectInvalid(const std::function<void()>& call, const std::string& what) {
-  try {
-    call();
-    ADD_FAILURE() << "no throw; expected one naming " << what;
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
-}
 
 // Checked before any CUDA call: runs without a device too. The row-strided
 // calls' pointers point into a host buffer, never read.

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <functional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,17 @@ inline __nv_bfloat16* AsBf16(DeviceBuffer<Bf16Bits>& b) {
 // leaves after an output to catch writes past its end.
 inline constexpr Bf16Bits kPoisonBf16 = 0xffff;
 inline constexpr int64_t kPoisonSlack = 8;
+
+// `call` throws std::invalid_argument whose message names `what` (the
+// kernels' argument checks, which run before any CUDA call).
+inline void ExpectInvalid(const std::function<void()>& call, const std::string& what) {
+  try {
+    call();
+    ADD_FAILURE() << "no throw; expected one naming " << what;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
 
 // got holds an output of n elements at [off, off + n): poison must be intact
 // around it.
