@@ -55,8 +55,9 @@ uint64_t Fnv1a(const void* data, size_t n, uint64_t h) {
 }
 
 Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_roots) {
-  const std::string bytes = data_roots.empty() ? ReadFile(path, "corpus")
-                                               : ReadFileUnderRoots(path, data_roots, "training.data: corpus");
+  const std::string bytes =
+      data_roots.empty() ? ReadFile(path, "corpus")
+                         : ReadFileUnderRoots(path, data_roots, "training.data: corpus");
   auto fail = [&](const std::string& why) { throw TrainError("corpus " + path + ": " + why); };
   if (bytes.size() < kHeaderBytes)
     fail("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the header");
