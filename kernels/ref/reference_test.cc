@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/ref/bf16.h"
+#include "kernels/ref/cross_entropy_ref.h"
 #include "kernels/ref/dense_ref.h"
 #include "kernels/ref/fp8_e4m3.h"
 #include "kernels/ref/moe_layout.h"
@@ -413,6 +414,32 @@ TEST(NewtonSchulzRef, OrthogonalizesAndCommutesWithTranspose) {
     }
     EXPECT_LT(std::sqrt(off / m), 0.5);
   }
+}
+
+// Equal logits: the loss is log(vocab) and the softmax 1 / vocab; a shift of
+// every logit changes neither; the gradient sums to 0 on every kept row.
+TEST(CrossEntropyRef, KnownValuesAndShiftInvariance) {
+  const int64_t vocab = 10;
+  std::vector<float> x(3 * vocab, 2.5f);
+  for (int64_t j = 0; j < vocab; ++j) x[vocab + j] = x[2 * vocab + j] = 0.1f * j;
+  for (int64_t j = 0; j < vocab; ++j) x[2 * vocab + j] += 500.0f;
+  const std::vector<int64_t> targets = {4, 9, 9};
+  std::vector<double> loss(3), grad(3 * vocab);
+  CrossEntropyRowsRef(x.data(), 3, vocab, targets.data(), loss.data(), grad.data());
+  EXPECT_NEAR(loss[0], std::log(10.0), 1e-12);
+  EXPECT_NEAR(grad[4], 0.1 - 1, 1e-12);
+  EXPECT_NEAR(grad[0], 0.1, 1e-12);
+  EXPECT_NEAR(loss[1], loss[2], 1e-4);  // fp32 logits near 500 carry ~3e-5 of rounding
+  for (int r = 1; r < 3; ++r) {
+    double sum = 0;
+    for (int64_t j = 0; j < vocab; ++j) sum += grad[r * vocab + j];
+    EXPECT_NEAR(sum, 0.0, 1e-12);
+  }
+  const std::vector<int64_t> ignored = {-1, 10, -3};
+  CrossEntropyRowsRef(x.data(), 3, vocab, ignored.data(), loss.data(), grad.data());
+  EXPECT_EQ(loss[0], 0.0);
+  EXPECT_TRUE(std::isnan(loss[1]) && std::isnan(loss[2]));
+  for (double g : grad) EXPECT_EQ(g, 0.0);
 }
 
 }  // namespace

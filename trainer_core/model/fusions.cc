@@ -17,6 +17,7 @@ constexpr std::pair<const char*, bool Fusions::*> kFusions[] = {
     {"rope", &Fusions::rope},
     {"sdpa_gqa", &Fusions::sdpa_gqa},
     {"gate_up_gemm", &Fusions::gate_up_gemm},
+    {"ce_kernel", &Fusions::ce_kernel},
 };
 
 std::string_view Trim(std::string_view s) {

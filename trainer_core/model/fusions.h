@@ -3,7 +3,7 @@
 // on by default and each switchable off on its own, so that a benchmark can
 // measure what one fusion gains against the same build:
 //   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,
-//                       sdpa_gqa,gate_up_gemm   (or "all")
+//                       sdpa_gqa,gate_up_gemm,ce_kernel   (or "all")
 // Switching one off gives the same function computed the plain ATen way.
 // Torch-free.
 
@@ -43,6 +43,10 @@ struct Fusions {
   // GEMM fewer in forward and two in backward, and no sum of two input
   // gradients.
   bool gate_up_gemm = true;
+  // Each chunk's cross entropy and its gradient (softmax - onehot, written
+  // over the bf16 logits) as one kernel of kernels/cross_entropy (CUDA bf16,
+  // built with kernels/), in place of log_softmax, gather, exp and scatter.
+  bool ce_kernel = true;
 };
 
 // The names above, comma-separated ("" or none: every fusion on; "all": all

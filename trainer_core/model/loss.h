@@ -9,10 +9,15 @@
 //   grad_x = (p - onehot) W,   grad_W = sum over chunks of (p - onehot)^T x.
 // Backward then only scales the saved gradients by the incoming one: no
 // recompute, and memory is one chunk of logits plus the two gradients.
+// Under the ce_kernel fusion (fusions.h), CUDA bf16 chunks take their loss
+// and p - onehot from one kernel of kernels/cross_entropy, written over the
+// chunk's logits.
 
 #include <torch/torch.h>
 
 #include <cstdint>
+
+#include "trainer_core/model/fusions.h"
 
 namespace trellis::train {
 
@@ -22,9 +27,10 @@ namespace trellis::train {
 // The logits are computed in x's dtype and the softmax in fp32 (fp64), as
 // cross_entropy(matmul(x, W^T).to(float)) would. Gradients are computed only
 // when grad mode is on and x or weight requires grad; they come back in x's
-// and weight's dtype.
+// and weight's dtype. `fusions` picks the ce_kernel path (tests compare both).
 torch::Tensor LinearCrossEntropySum(const torch::Tensor& x, const torch::Tensor& weight,
-                                    const torch::Tensor& targets, int64_t chunk_rows);
+                                    const torch::Tensor& targets, int64_t chunk_rows,
+                                    const Fusions& fusions = ActiveFusions());
 
 // Rows per chunk such that one chunk's fp32 logits take about 256 MiB: large
 // enough that the chunk's GEMMs keep a GPU busy, small next to the activations

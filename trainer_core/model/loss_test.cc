@@ -120,6 +120,36 @@ TEST(LinearCrossEntropyTest, Bf16TracksTheFp32Reference) {
   }
 }
 
+// The ce_kernel fusion against the ATen path, both bf16 on the GPU: the same
+// loss to fp32 precision, gradients apart by at most a bf16 rounding of each
+// p - onehot element (a vocabulary of 8-wide rows takes the vector accesses).
+TEST(LinearCrossEntropyTest, CeKernelMatchesTheAtenPathOnTheGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here";
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("TRELLIS_TEST_SEED=" + std::to_string(seed));
+  torch::manual_seed(seed);
+  const int64_t n = 200, h = 64, v = 1024;
+  auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  auto x = torch::randn({n, h}, bf16);
+  auto w = 0.3 * torch::randn({v, h}, bf16);
+  auto targets = torch::randint(v, {n}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
+  targets.narrow(0, 40, 7).fill_(-1);
+  Fusions on, off;
+  off.ce_kernel = false;
+  std::vector<torch::Tensor> losses, grads;
+  for (const Fusions& f : {on, off}) {
+    auto xg = x.clone().requires_grad_(true), wg = w.clone().requires_grad_(true);
+    losses.push_back(LinearCrossEntropySum(xg, wg, targets, 48, f));
+    auto g = torch::autograd::grad({losses.back()}, {xg, wg});
+    grads.insert(grads.end(), g.begin(), g.end());
+  }
+  EXPECT_NEAR(losses[0].item<double>(), losses[1].item<double>(),
+              1e-5 * losses[1].item<double>());
+  EXPECT_LT(RelativeError(grads[0], grads[2]), 4e-3);
+  EXPECT_LT(RelativeError(grads[1], grads[3]), 4e-3);
+  EXPECT_EQ(grads[0].narrow(0, 40, 7).abs().max().item<float>(), 0.0f);  // ignored rows
+}
+
 // Model::Forward divides the summed loss by the count of targets: that is
 // cross_entropy's mean with ignore_index, except with no target at all,
 // where the mean is 0/0 and the division gives 0.
