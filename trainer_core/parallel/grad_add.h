@@ -3,13 +3,17 @@
 // (world 1, parallel/fsdp.h's DirectGrads). ATen's add of mixed dtypes runs
 // its casting loop, one element per access; kernels/accumulate reads 8 bf16
 // values per 16-byte access, with the same single fp32 add per element.
-// Other dtypes, devices or layouts take ATen's add.
+// Other dtypes, devices or layouts, or use_kernel false (the grad_add fusion
+// off, model/fusions.h), take ATen's add.
 
 #include <torch/torch.h>
+
+#include "trainer_core/model/fusions.h"
 
 namespace trellis::train {
 
 // into: defined fp32, the shape of grad (or its number of elements).
-void AddGradInto(torch::Tensor& into, const torch::Tensor& grad);
+void AddGradInto(torch::Tensor& into, const torch::Tensor& grad,
+                 bool use_kernel = ActiveFusions().grad_add);
 
 }  // namespace trellis::train

@@ -12,17 +12,21 @@ namespace {
 TEST(AddGradIntoTest, AddsABf16GradientIntoFp32BitForBit) {
   std::vector<torch::Device> devices{torch::kCPU};
   if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA);
-  for (const auto& device : devices) {
-    // 1,000,003 elements: a tail after the 8-wide accesses; offset 1: unaligned.
+  for (const auto &device : devices) {
+    // 1,000,003 elements: a tail after the 8-wide accesses; offset 1:
+    // unaligned.
     for (int64_t offset : {0, 1}) {
-      SCOPED_TRACE(device.str() + " offset " + std::to_string(offset));
-      auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
-      auto base = torch::randn({1000003 + offset}, f32.dtype(torch::kBFloat16));
-      auto grad = base.narrow(0, offset, 1000003);
-      auto into = torch::randn({1000003}, f32);
-      auto want = into + grad.to(torch::kFloat);
-      AddGradInto(into, grad);
-      EXPECT_TRUE(torch::equal(into, want));
+      for (bool kernel : {true, false}) {
+        SCOPED_TRACE(device.str() + " offset " + std::to_string(offset) + " kernel " +
+                     std::to_string(kernel));
+        auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+        auto base = torch::randn({1000003 + offset}, f32.dtype(torch::kBFloat16));
+        auto grad = base.narrow(0, offset, 1000003);
+        auto into = torch::randn({1000003}, f32);
+        auto want = into + grad.to(torch::kFloat);
+        AddGradInto(into, grad, kernel);
+        EXPECT_TRUE(torch::equal(into, want));
+      }
     }
   }
 }
