@@ -12,9 +12,8 @@ namespace {
 TEST(AddGradIntoTest, AddsABf16GradientIntoFp32BitForBit) {
   std::vector<torch::Device> devices{torch::kCPU};
   if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA);
-  for (const auto &device : devices) {
-    // 1,000,003 elements: a tail after the 8-wide accesses; offset 1:
-    // unaligned.
+  for (const auto& device : devices) {
+    // 1,000,003 elements: a tail after the 8-wide accesses; offset 1: unaligned.
     for (int64_t offset : {0, 1}) {
       for (bool kernel : {true, false}) {
         SCOPED_TRACE(device.str() + " offset " + std::to_string(offset) + " kernel " +
