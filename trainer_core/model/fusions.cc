@@ -18,7 +18,6 @@ constexpr std::pair<const char*, bool Fusions::*> kFusions[] = {
     {"sdpa_gqa", &Fusions::sdpa_gqa},
     {"gate_up_gemm", &Fusions::gate_up_gemm},
     {"ce_kernel", &Fusions::ce_kernel},
-    {"grad_add", &Fusions::grad_add},
 };
 
 std::string_view Trim(std::string_view s) {

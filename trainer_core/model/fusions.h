@@ -3,7 +3,7 @@
 // on by default and each switchable off on its own, so that a benchmark can
 // measure what one fusion gains against the same build:
 //   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,
-//                       sdpa_gqa,gate_up_gemm,ce_kernel,grad_add   (or "all")
+//                       sdpa_gqa,gate_up_gemm,ce_kernel   (or "all")
 // Switching one off gives the same function computed the plain ATen way.
 // Torch-free.
 
@@ -47,10 +47,6 @@ struct Fusions {
   // over the bf16 logits) as one kernel of kernels/cross_entropy (CUDA bf16,
   // built with kernels/), in place of log_softmax, gather, exp and scatter.
   bool ce_kernel = true;
-  // A bf16 weight copy's gradient added into the fp32 shard gradient by
-  // kernels/accumulate (8 values per access) in place of ATen's mixed-dtype
-  // add (parallel/grad_add.h; CUDA, built with kernels/).
-  bool grad_add = true;
 };
 
 // The names above, comma-separated ("" or none: every fusion on; "all": all

@@ -5,7 +5,6 @@
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/model/init.h"
 #include "trainer_core/parallel/expert_form.h"
-#include "trainer_core/parallel/grad_add.h"
 
 namespace trellis::train {
 namespace {
@@ -218,7 +217,7 @@ void ShardedModel::AddInto(torch::Tensor& into, const torch::Tensor& grad, bool 
   if (compute_form)
     expert_form::AddTo(into, grad, mesh_.per_rank());
   else if (into.defined())
-    AddGradInto(into, grad);
+    into.add_(grad);
   else  // the step's first contribution: fp32, and never a tensor autograd still holds
     into = grad.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/!owned);
 }
