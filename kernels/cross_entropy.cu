@@ -51,19 +51,21 @@ __device__ __forceinline__ void StoreVec(__nv_bfloat16* p, const float* in) {
   }
 }
 
-// The block's (max, sum) from every thread's; every thread gets the result.
-__device__ MaxSum BlockCombine(MaxSum v, MaxSum* shared) {
+__device__ __forceinline__ MaxSum WarpCombine(MaxSum v) {
 #pragma unroll
   for (int off = 16; off > 0; off /= 2)
-    v = Combine(v, {__shfl_xor_sync(0xffffffffu, v.m, off), __shfl_xor_sync(0xffffffffu, v.s, off)});
+    v = Combine(v, {__shfl_xor_sync(0xffffffffu, v.m, off),
+                    __shfl_xor_sync(0xffffffffu, v.s, off)});
+  return v;
+}
+
+// The block's (max, sum) from every thread's; every thread gets the result.
+__device__ MaxSum BlockCombine(MaxSum v, MaxSum* shared) {
+  v = WarpCombine(v);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) shared[warp] = v;
   __syncthreads();
-  v = lane < kWarps ? shared[lane] : MaxSum{-INFINITY, 0.0f};
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2)
-    v = Combine(v, {__shfl_xor_sync(0xffffffffu, v.m, off), __shfl_xor_sync(0xffffffffu, v.s, off)});
-  return v;
+  return WarpCombine(lane < kWarps ? shared[lane] : MaxSum{-INFINITY, 0.0f});
 }
 
 // kVec elements per access: 8 (16-byte aligned rows, vocab % 8 == 0) or 1.

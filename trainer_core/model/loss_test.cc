@@ -132,7 +132,7 @@ TEST(LinearCrossEntropyTest, CeKernelMatchesTheAtenPathOnTheGpu) {
   auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
   auto x = torch::randn({n, h}, bf16);
   auto w = 0.3 * torch::randn({v, h}, bf16);
-  auto targets = torch::randint(v, {n}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
+  auto targets = torch::randint(v, {n}, bf16.dtype(torch::kLong));
   targets.narrow(0, 40, 7).fill_(-1);
   Fusions on, off;
   off.ce_kernel = false;
