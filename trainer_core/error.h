@@ -13,9 +13,13 @@ class TrainError : public std::runtime_error {
   explicit TrainError(const std::string& message) : std::runtime_error(message) {}
 };
 
-// Input the rank refuses by rule, which no retry on any node can change (a
-// corpus outside the controller's data roots): a hosted rank exits with
-// kExitDoNotRetry for it, so the run fails at once and no node is blamed.
+// Input the rank refuses by rule, which no retry on any node can change: a
+// corpus outside the controller's data roots, a file that is not a valid
+// corpus (truncated, corrupt, another format), a corpus whose vocabulary
+// exceeds the model's or that is shorter than one row. A hosted rank exits
+// with kExitDoNotRetry for it, so the run fails at once with the reason and
+// no node is blamed (a file that cannot be opened stays a plain TrainError:
+// a node that misses a mount is a node's fault).
 class RefusedInput : public TrainError {
  public:
   using TrainError::TrainError;

@@ -170,8 +170,8 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     if (t.data.empty()) throw TrainError("training.data: no corpus path given");
     s.corpus = ReadCorpus(t.data, s.options.data_roots);
     if (static_cast<int64_t>(s.corpus.vocab) > spec.model.vocab)
-      throw TrainError("corpus " + t.data + " has vocab " + std::to_string(s.corpus.vocab) +
-                       ", larger than model.vocab = " + std::to_string(spec.model.vocab));
+      throw RefusedInput("corpus " + t.data + " has vocab " + std::to_string(s.corpus.vocab) +
+                         ", larger than model.vocab = " + std::to_string(spec.model.vocab));
     s.data = std::make_unique<BatchSource>(&s.corpus, t.seq_len, t.global_batch, t.seed);
     if (!s.options.nccl_log.empty())
       s.nccl_log = std::make_unique<NcclLogFollower>(s.options.nccl_log);

@@ -22,6 +22,7 @@
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/data/corpus.h"
 #include "trainer_core/error.h"
+#include "trainer_core/file_test_util.h"
 #include "trainer_core/files.h"
 #include "trainer_core/parallel/rank_runs.h"
 
@@ -135,11 +136,7 @@ TEST_F(TrainerTest, BinaryNamesTheFileAndFieldOnBadInput) {
   EXPECT_NE(mismatch.err.find(StepDir(ckpt, 1) + "/manifest.json"), std::string::npos);
 
   // A corrupt corpus.
-  {
-    std::fstream f(corpus, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-100, std::ios::end);
-    f.put('\x01');
-  }
+  testing::FlipByte(corpus, 100);
   ChildResult bad_corpus = RunTrain({WriteSpec(ResumeSpec(corpus))}, dir_);
   EXPECT_EQ(WEXITSTATUS(bad_corpus.status), 1);
   EXPECT_NE(bad_corpus.err.find("corpus " + corpus + ": checksum mismatch"), std::string::npos)

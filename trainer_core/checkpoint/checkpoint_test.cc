@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "trainer_core/error.h"
+#include "trainer_core/file_test_util.h"
 #include "trainer_core/files.h"
 
 namespace trellis::train {
@@ -121,11 +122,7 @@ TEST_F(CheckpointTest, TruncatedShardNamesTheFile) {
 
 TEST_F(CheckpointTest, FlippedByteNamesTheFileAndTheTensor) {
   SaveAt(2);
-  {
-    std::fstream f(ShardPath(2), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-3, std::ios::end);  // inside the last tensor
-    f.put('\x7f');
-  }
+  testing::FlipByte(ShardPath(2), 3);  // inside the last tensor
   ExpectLoadError(2, spec_, {ShardPath(2), "is corrupt", "adamw.v.final.head"});
 }
 

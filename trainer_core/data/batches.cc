@@ -15,7 +15,7 @@ BatchSource::BatchSource(const Corpus* corpus, int64_t seq_len, int64_t global_b
       num_rows_((static_cast<int64_t>(corpus->tokens.size()) - 1) / seq_len),
       seed_(ParamSeed(seed, "data.order")) {
   if (num_rows_ < 1)
-    throw TrainError(
+    throw RefusedInput(
         "corpus has " + std::to_string(corpus->tokens.size()) +
         " tokens, fewer than one row of training.seq_len + 1 = " + std::to_string(seq_len + 1));
 }

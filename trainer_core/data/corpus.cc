@@ -58,7 +58,8 @@ Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_
   const std::string bytes =
       data_roots.empty() ? ReadFile(path, "corpus")
                          : ReadFileUnderRoots(path, data_roots, "training.data: corpus");
-  auto fail = [&](const std::string& why) { throw TrainError("corpus " + path + ": " + why); };
+  // The file was read: what is wrong with it is wrong on every node.
+  auto fail = [&](const std::string& why) { throw RefusedInput("corpus " + path + ": " + why); };
   if (bytes.size() < kHeaderBytes)
     fail("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the header");
   if (std::memcmp(bytes.data(), kCorpusMagic, 8) != 0) fail("not a corpus file (bad magic)");

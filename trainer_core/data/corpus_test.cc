@@ -8,6 +8,7 @@
 
 #include "trainer_core/data/batches.h"
 #include "trainer_core/error.h"
+#include "trainer_core/file_test_util.h"
 
 namespace trellis::train {
 namespace {
@@ -44,7 +45,9 @@ class CorpusTest : public ::testing::Test {
     return path;
   }
   // Expects ReadCorpus to fail with a message containing the path and `what`.
-  void ExpectReadError(const std::string& path, const std::string& what) {
+  // refused: a file that was read and is wrong is RefusedInput (no retry on
+  // any node helps); one that cannot be opened is a plain TrainError.
+  void ExpectReadError(const std::string& path, const std::string& what, bool refused = true) {
     try {
       ReadCorpus(path);
       ADD_FAILURE() << "no error for " << what;
@@ -52,6 +55,7 @@ class CorpusTest : public ::testing::Test {
       std::string msg = e.what();
       EXPECT_NE(msg.find(path), std::string::npos) << msg;
       EXPECT_NE(msg.find(what), std::string::npos) << msg;
+      EXPECT_EQ(dynamic_cast<const RefusedInput*>(&e) != nullptr, refused) << msg;
     }
   }
   fs::path dir_;
@@ -106,10 +110,7 @@ TEST_F(CorpusTest, TruncatedFileNamesTheFile) {
 
 TEST_F(CorpusTest, FlippedByteIsACorruptFile) {
   std::string path = BuildSample();
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekp(-5, std::ios::end);
-  f.put('#');
-  f.close();
+  testing::FlipByte(path, 5);
   ExpectReadError(path, "checksum mismatch");
 }
 
@@ -121,7 +122,7 @@ TEST_F(CorpusTest, OtherFilesAreRefusedByMagicAndVersion) {
   f.put(7);
   f.close();
   ExpectReadError(path, "unsupported version 7");
-  ExpectReadError((dir_ / "absent.bin").string(), "cannot open");
+  ExpectReadError((dir_ / "absent.bin").string(), "cannot open", /*refused=*/false);
 }
 
 TEST_F(CorpusTest, RowsMaskTargetsAcrossDocumentsAndCoverEachEpoch) {
@@ -164,7 +165,7 @@ TEST_F(CorpusTest, TooSmallForOneRowIsAClearError) {
   c.vocab = 256;
   c.tokens = {1, 2, 3};
   c.doc_starts = {0};
-  EXPECT_THROW(BatchSource(&c, 8, 1, 1), TrainError);
+  EXPECT_THROW(BatchSource(&c, 8, 1, 1), RefusedInput);
 }
 
 }  // namespace

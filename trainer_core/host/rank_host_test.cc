@@ -13,6 +13,7 @@
 #include "common/exit_codes.h"
 #include "common/step_record.h"
 #include "trainer_core/data/corpus.h"
+#include "trainer_core/file_test_util.h"
 #include "trainer_core/files.h"
 #include "trainer_core/parallel/multiprocess.h"
 
@@ -104,6 +105,25 @@ TEST(RankHostTest, ACorpusOutsideTheDataRootsIsExit79) {
     ::unsetenv("TRELLIS_RESUME_STEP");
     ::setenv("TRELLIS_DATA_ROOTS", ("/nonexistent\n" + root).c_str(), 1);
     const int code = RunHostedRank(TinySpec(link));
+    return code == kExitDoNotRetry ? "" : "exit code " + std::to_string(code) + ", not 79";
+  });
+  EXPECT_EQ(testing::Failures(ranks), "");
+  RemoveTree(dir);
+}
+
+// A corpus that reads but is corrupt fails the same way on every node: exit
+// 79, no retry, no node blamed.
+TEST(RankHostTest, ACorruptCorpusIsExit79) {
+  const std::string dir = MakeTempDir("trellis-rank-host-test");
+  BuildStats stats;
+  const std::string path = JoinPath(dir, "corpus.bin");
+  WriteCorpus(path, BuildByteCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}, &stats));
+  testing::FlipByte(path, 5);
+  auto ranks = testing::RunRanks(1, 60s, [&](int) -> std::string {
+    ::unsetenv("TRELLIS_STEP_SOCKET");
+    ::unsetenv("TRELLIS_RESUME_STEP");
+    ::unsetenv("TRELLIS_DATA_ROOTS");
+    const int code = RunHostedRank(TinySpec(path));
     return code == kExitDoNotRetry ? "" : "exit code " + std::to_string(code) + ", not 79";
   });
   EXPECT_EQ(testing::Failures(ranks), "");
