@@ -33,11 +33,32 @@ spec::TrainerSpec TinySpec(const std::string& corpus) {
   return s;
 }
 
+// The byte corpus of the golden text, written to `path`.
+void WriteGoldenCorpus(const std::string& path) {
+  BuildStats stats;
+  WriteCorpus(path, BuildByteCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}, &stats));
+}
+
+// A hosted rank on `corpus`, with TRELLIS_DATA_ROOTS set to `roots` (unset
+// when empty), must exit kExitDoNotRetry.
+void ExpectExit79(const std::string& corpus, const std::string& roots) {
+  auto ranks = testing::RunRanks(1, 60s, [&](int) -> std::string {
+    ::unsetenv("TRELLIS_STEP_SOCKET");
+    ::unsetenv("TRELLIS_RESUME_STEP");
+    if (roots.empty())
+      ::unsetenv("TRELLIS_DATA_ROOTS");
+    else
+      ::setenv("TRELLIS_DATA_ROOTS", roots.c_str(), 1);
+    const int code = RunHostedRank(TinySpec(corpus));
+    return code == kExitDoNotRetry ? "" : "exit code " + std::to_string(code) + ", not 79";
+  });
+  EXPECT_EQ(testing::Failures(ranks), "");
+}
+
 TEST(RankHostTest, WritesOneRecordPerStepToTheStepSocket) {
   const std::string dir = MakeTempDir("trellis-rank-host-test");
-  BuildStats stats;
   const std::string corpus = JoinPath(dir, "corpus.bin");
-  WriteCorpus(corpus, BuildByteCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}, &stats));
+  WriteGoldenCorpus(corpus);
   const std::string path = JoinPath(dir, "steps.sock");
   int listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un addr{};
@@ -93,21 +114,13 @@ TEST(RankHostTest, BadResumeStepIsAClearExitOne) {
 // before it trains, with exit 79: the run fails at once, no node blamed.
 TEST(RankHostTest, ACorpusOutsideTheDataRootsIsExit79) {
   const std::string dir = MakeTempDir("trellis-rank-host-test");
-  BuildStats stats;
   const std::string outside = JoinPath(dir, "outside.bin");
-  WriteCorpus(outside, BuildByteCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}, &stats));
+  WriteGoldenCorpus(outside);
   const std::string root = JoinPath(dir, "root");
   MakeDirs(root);
   const std::string link = JoinPath(root, "corpus.bin");
   ASSERT_EQ(::symlink(outside.c_str(), link.c_str()), 0);
-  auto ranks = testing::RunRanks(1, 60s, [&](int) -> std::string {
-    ::unsetenv("TRELLIS_STEP_SOCKET");
-    ::unsetenv("TRELLIS_RESUME_STEP");
-    ::setenv("TRELLIS_DATA_ROOTS", ("/nonexistent\n" + root).c_str(), 1);
-    const int code = RunHostedRank(TinySpec(link));
-    return code == kExitDoNotRetry ? "" : "exit code " + std::to_string(code) + ", not 79";
-  });
-  EXPECT_EQ(testing::Failures(ranks), "");
+  ExpectExit79(link, "/nonexistent\n" + root);
   RemoveTree(dir);
 }
 
@@ -115,18 +128,10 @@ TEST(RankHostTest, ACorpusOutsideTheDataRootsIsExit79) {
 // 79, no retry, no node blamed.
 TEST(RankHostTest, ACorruptCorpusIsExit79) {
   const std::string dir = MakeTempDir("trellis-rank-host-test");
-  BuildStats stats;
   const std::string path = JoinPath(dir, "corpus.bin");
-  WriteCorpus(path, BuildByteCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}, &stats));
+  WriteGoldenCorpus(path);
   testing::FlipByte(path, 5);
-  auto ranks = testing::RunRanks(1, 60s, [&](int) -> std::string {
-    ::unsetenv("TRELLIS_STEP_SOCKET");
-    ::unsetenv("TRELLIS_RESUME_STEP");
-    ::unsetenv("TRELLIS_DATA_ROOTS");
-    const int code = RunHostedRank(TinySpec(path));
-    return code == kExitDoNotRetry ? "" : "exit code " + std::to_string(code) + ", not 79";
-  });
-  EXPECT_EQ(testing::Failures(ranks), "");
+  ExpectExit79(path, "");
   RemoveTree(dir);
 }
 
