@@ -18,6 +18,7 @@ constexpr std::pair<const char*, bool Fusions::*> kFusions[] = {
     {"sdpa_gqa", &Fusions::sdpa_gqa},
     {"gate_up_gemm", &Fusions::gate_up_gemm},
     {"ce_kernel", &Fusions::ce_kernel},
+    {"expert_wgrad", &Fusions::expert_wgrad},
 };
 
 std::string_view Trim(std::string_view s) {

@@ -3,7 +3,7 @@
 // on by default and each switchable off on its own, so that a benchmark can
 // measure what one fusion gains against the same build:
 //   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,
-//                       sdpa_gqa,gate_up_gemm,ce_kernel   (or "all")
+//                       sdpa_gqa,gate_up_gemm,ce_kernel,expert_wgrad   (or "all")
 // Switching one off gives the same function computed the plain ATen way.
 // Torch-free.
 
@@ -47,6 +47,12 @@ struct Fusions {
   // over the bf16 logits) as one kernel of kernels/cross_entropy (CUDA bf16,
   // built with kernels/), in place of log_softmax, gather, exp and scatter.
   bool ce_kernel = true;
+  // The routed experts' weight gradients summed straight into the fp32
+  // gradient by backward's own GEMMs (kernels/expert_wgrad, model/
+  // expert_wgrad.h): no bf16 weight gradient per micro-batch and no pass
+  // adding it into fp32. One rank with experts in compute form (needs
+  // gate_up_gemm; built with kernels/).
+  bool expert_wgrad = true;
 };
 
 // The names above, comma-separated ("" or none: every fusion on; "all": all

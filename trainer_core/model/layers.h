@@ -44,10 +44,22 @@ using ExpertRunner =
 // A layer's routed experts, stacked [E, ...]: gate and up as two tensors, or
 // side by side in one (each expert's gate rows, then its up rows), which one
 // GEMM multiplies (the gate_up_gemm fusion, model/fusions.h).
+// Where one part of the experts' weight gradient accumulates in fp32: acc
+// is [E, rows, cols] contiguous (gate and up [E, F, H], down [E, H, F]);
+// `first`: the step's first contribution, written rather than added.
+struct WgradTarget {
+  torch::Tensor acc;
+  bool first = false;
+};
+
 struct ExpertWeights {
   torch::Tensor gate, up;  // [E, F, H] each; undefined when gate_up is set
   torch::Tensor gate_up;   // [E, 2F, H], or undefined
   torch::Tensor down;      // [E, H, F]
+  // The expert_wgrad fusion (model/expert_wgrad.h): when set, backward sums
+  // the weight gradients into wgrad_into(part) (0 gate, 1 up, 2 down) itself
+  // and autograd gets none for gate_up and down. Needs gate_up.
+  std::function<WgradTarget(int part)> wgrad_into;
 };
 
 // The plain runner: all experts local.

@@ -1,6 +1,7 @@
 // The MoE feed-forward: router, top-k, SwiGLU experts from stacked weights,
 // optional shared expert, load-balancing loss.
 #include "trainer_core/compat.h"
+#include "trainer_core/model/expert_wgrad.h"
 #include "trainer_core/model/layers.h"
 #include "trainer_core/model/moe_ops.h"
 #include "trainer_core/model/swiglu.h"
@@ -27,12 +28,15 @@ torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& coun
     // One grouped GEMM per projection over all experts; the group ends stay
     // on the device (no per-layer counts.cpu() sync).
     auto offs = counts.cumsum(0).to(torch::kInt);
+    if (w.wgrad_into) return RunExpertsSummingWgrad(xs, counts, offs, w);
     auto t = [](const torch::Tensor& m) { return m.transpose(-2, -1); };
     auto h = w.gate_up.defined()
                  ? SwiGluPacked(compat::GroupedMm(xs, t(w.gate_up), offs))
                  : SwiGlu(compat::GroupedMm(xs, t(gate), offs), compat::GroupedMm(xs, t(up), offs));
     return compat::GroupedMm(h, t(w.down), offs);
   }
+  TORCH_CHECK(!w.wgrad_into, "RunLocalExperts: wgrad_into needs CUDA bf16 grouped GEMMs, got ",
+              xs.scalar_type(), " on ", xs.device());
   auto counts_host = counts.cpu();
   auto c = counts_host.accessor<int64_t, 1>();
   std::vector<torch::Tensor> outs;

@@ -86,8 +86,10 @@ TEST_F(ExpertFormTest, ExpertsComputeTheSameFromTheForm) {
 
   auto plain = stored.detach().requires_grad_(true);
   auto parts = plain.view({3, count, -1}).unbind(0);
-  ExpertWeights separate{parts[0].view({count, f, h}), parts[1].view({count, f, h}),
-                         torch::Tensor(), parts[2].view({count, h, f})};
+  ExpertWeights separate;
+  separate.gate = parts[0].view({count, f, h});
+  separate.up = parts[1].view({count, f, h});
+  separate.down = parts[2].view({count, h, f});
   auto want = RunLocalExperts(xs, counts, separate);
   auto want_grad = torch::autograd::grad({want}, {plain}, {grad_y})[0];
 

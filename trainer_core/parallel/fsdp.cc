@@ -2,6 +2,7 @@
 
 #include "trainer_core/compat.h"
 #include "trainer_core/error.h"
+#include "trainer_core/model/expert_wgrad.h"
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/model/init.h"
 #include "trainer_core/parallel/expert_form.h"
@@ -366,6 +367,26 @@ void ShardedModel::StartExpertReduce(int layer, torch::Tensor gate_up, torch::Te
               torch::cat({gate_up.reshape({owners, -1}), down.reshape({owners, -1})}, 1).view(-1));
 }
 
+bool ShardedModel::ExpertWgradFused() const {
+  return ExpertsInComputeForm() && DirectGrads() && mesh_.ep == 1 &&
+         ExpertWgradAvailable(device_, compute_dtype_);
+}
+
+WgradTarget ShardedModel::ExpertGradPart(int layer, int part) {
+  TORCH_CHECK(part >= 0 && part < 3, "ExpertGradPart: part 0, 1 or 2, got ", part);
+  ExpertShard& e = experts_[layer];
+  const int64_t f = spec_.expert_hidden, h = spec_.hidden;
+  if (!e.grad.defined()) {
+    e.grad = torch::empty({3 * e.count * f * h}, torch::TensorOptions(device_).dtype(torch::kFloat));
+    e.grad_parts = 0;
+  }
+  const unsigned bit = 1u << part;
+  const bool first = (e.grad_parts & bit) == 0;
+  e.grad_parts |= bit;
+  const int64_t rows = part == 2 ? h : f, cols = part == 2 ? f : h;
+  return {e.grad.view({3, e.count, rows * cols})[part].view({e.count, rows, cols}), first};
+}
+
 void ShardedModel::FinishReductions() {
   torch::NoGradGuard no_grad;
   while (!reductions_.empty()) {
@@ -401,7 +422,10 @@ LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch
   const int64_t f = spec_.expert_hidden, h = spec_.hidden, nb = mesh_.per_block();
   const int64_t owners = block_comm_->size();
   ExpertWeights experts;
-  if (ExpertsInComputeForm()) {
+  if (ExpertWgradFused()) {  // no autograd edge to the block: backward adds into its gradient
+    experts = ExpertFormViews(w.experts.detach());
+    experts.wgrad_into = [this, layer](int part) { return ExpertGradPart(layer, part); };
+  } else if (ExpertsInComputeForm()) {
     auto views = ExpertFormSplit::apply(w.experts, this, static_cast<int64_t>(layer));
     experts.gate_up = views[0];
     experts.down = views[1];
@@ -412,7 +436,9 @@ LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch
     auto part = [&](int i, int64_t rows, int64_t cols) {
       return parts[i].reshape({nb, rows, cols}).to(compute_dtype_);
     };
-    experts = {part(0, f, h), part(1, f, h), torch::Tensor(), part(2, h, f)};
+    experts.gate = part(0, f, h);
+    experts.up = part(1, f, h);
+    experts.down = part(2, h, f);
   }
   reduce.run_experts = MakeEpRunner(ep_comm_.get(), mesh_, experts, &ep_splits_[layer],
                                     recompute, &routing_changed_);

@@ -57,6 +57,9 @@ struct ExpertShard {
   int64_t first = 0, count = 0;
   torch::Tensor value;  // fp32
   torch::Tensor grad;   // as BlockShard's
+  // With ShardedModel::ExpertWgradFused: the parts of grad (bits 0 gate, 1
+  // up, 2 down) written since grad was allocated this step.
+  unsigned grad_parts = 0;
   // value in bf16, as for BlockShard; in expert_form.h's compute form when
   // ShardedModel::ExpertsInComputeForm().
   CastCache compute;
@@ -147,6 +150,12 @@ class ShardedModel {
   // to the owners as one block (undefined parts: zeros).
   ExpertWeights ExpertFormViews(const torch::Tensor& gathered) const;
   void StartExpertReduce(int layer, torch::Tensor gate_up, torch::Tensor down);
+  // The expert_wgrad fusion (model/expert_wgrad.h): experts in compute form
+  // with direct gradients on one rank, CUDA bf16. Backward then sums the
+  // experts' weight gradients into the shard's fp32 gradient itself, part by
+  // part: ExpertGradPart allocates it at the step's first contribution.
+  bool ExpertWgradFused() const;
+  WgradTarget ExpertGradPart(int layer, int part);
   LayerOutput RunLayer(int layer, const LayerWeights& w, const torch::Tensor& x, bool recompute);
   torch::Device device() const { return device_; }
 
