@@ -78,6 +78,13 @@ struct UnpermuteIndex {
   __device__ int64_t operator()(int64_t slot) const { return slot_to_row[slot]; }
 };
 
+// Each thread sums one token's 8-column chunk over its top_k slots. With
+// kMaxK > 0 (top_k <= kMaxK) the slots' indices, then all their rows, are
+// loaded before the sums, so that the loads are in flight together where
+// the plain loop waits on each row in turn (moe-bench at 16 rows on an H200:
+// 21.8 -> 20.6 ms per step for the combine and the dispatch's backward).
+// The sum runs in slot order either way: the same bits.
+template <int kMaxK>
 __global__ void __launch_bounds__(kThreads)
     CombineKernel(const __nv_bfloat16* __restrict__ expert_out, const float* __restrict__ gates,
                   const int32_t* __restrict__ slot_to_row, int64_t num_tokens, int top_k,
@@ -88,17 +95,43 @@ __global__ void __launch_bounds__(kThreads)
        c += int64_t{gridDim.x} * kThreads) {
     const int64_t t = c / per_row, col = (c - t * per_row) * 8;
     float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int j = 0; j < top_k; ++j) {
-      const int64_t s = t * top_k + j;
-      const float g = gates == nullptr ? 1.0f : gates[s];  // 1 * v is exact
+    auto add = [&](float g, const detail::Bf16x8& row) {
       float v[8];
-      detail::Bf16x8ToFloat(detail::LoadBf16x8(expert_out + slot_to_row[s] * hidden + col), v);
+      detail::Bf16x8ToFloat(row, v);
 #pragma unroll
       for (int i = 0; i < 8; ++i) sum[i] = __fadd_rn(sum[i], __fmul_rn(g, v[i]));
+    };
+    if constexpr (kMaxK > 0) {
+      int64_t row[kMaxK];
+      float g[kMaxK];
+#pragma unroll
+      for (int j = 0; j < kMaxK; ++j) {
+        if (j < top_k) {
+          const int64_t s = t * top_k + j;
+          row[j] = slot_to_row[s];
+          g[j] = gates == nullptr ? 1.0f : gates[s];  // 1 * v is exact
+        }
+      }
+      detail::Bf16x8 v[kMaxK];
+#pragma unroll
+      for (int j = 0; j < kMaxK; ++j)
+        if (j < top_k) v[j] = detail::LoadBf16x8(expert_out + row[j] * hidden + col);
+#pragma unroll
+      for (int j = 0; j < kMaxK; ++j)
+        if (j < top_k) add(g[j], v[j]);
+    } else {
+      for (int j = 0; j < top_k; ++j) {
+        const int64_t s = t * top_k + j;
+        add(gates == nullptr ? 1.0f : gates[s],
+            detail::LoadBf16x8(expert_out + slot_to_row[s] * hidden + col));
+      }
     }
     detail::StoreBf16x8(out + t * hidden + col, detail::FloatToBf16x8(sum));
   }
 }
+
+// Slots per token whose loads CombineKernel issues together (moe-bench's top 8).
+constexpr int kCombineUnroll = 8;
 
 constexpr int kWarpsPerBlock = kThreads / 32;
 
@@ -210,8 +243,14 @@ void MoeCombine(const __nv_bfloat16* expert_out, const float* gates, const int32
   CheckRows("MoeCombine", expert_out, out, hidden);
   Require(top_k > 0 && num_tokens >= 0, "MoeCombine: top_k > 0, num_tokens >= 0");
   if (num_tokens == 0) return;
-  CombineKernel<<<detail::GridFor(num_tokens * hidden / 8, kThreads), kThreads, 0, stream>>>(
-      expert_out, gates, slot_to_row, num_tokens, top_k, hidden, out);
+  const int grid = detail::GridFor(num_tokens * hidden / 8, kThreads);
+  if (top_k <= kCombineUnroll) {
+    CombineKernel<kCombineUnroll><<<grid, kThreads, 0, stream>>>(expert_out, gates, slot_to_row,
+                                                                 num_tokens, top_k, hidden, out);
+  } else {
+    CombineKernel<0><<<grid, kThreads, 0, stream>>>(expert_out, gates, slot_to_row, num_tokens,
+                                                    top_k, hidden, out);
+  }
   TRELLIS_CHECK_LAUNCH();
 }
 

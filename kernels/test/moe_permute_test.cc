@@ -100,7 +100,8 @@ TEST_P(MoePermuteTest, LayoutPermuteUnpermuteCombineMatchTheReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, MoePermuteTest,
                          ::testing::Values(Case{1, 1, 1, 8}, Case{3, 2, 4, 64},
                                            Case{1000, 8, 64, 136}, Case{4096, 8, 64, 2048},
-                                           Case{777, 4, 256, 32}, Case{50, 2, 8, 8}));
+                                           Case{777, 4, 256, 32}, Case{50, 2, 8, 8},
+                                           Case{100, 12, 32, 64}));  // top_k above the unroll
 
 // The two backward passes: the dispatch's (MoeCombine without gates) and the
 // combine's (MoeCombineBackward), on a reference layout.
