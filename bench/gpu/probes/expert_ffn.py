@@ -14,21 +14,10 @@ import json
 import torch
 import torch.nn.functional as F
 
+from gpu_timing import timed
+
 H, FF, E, TOPK, TOKENS = 2048, 768, 64, 8, 16384
 HEADS, KV_HEADS, SEQ, ROWS = 16, 4, 8192, 2
-
-
-def timed(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / iters
 
 
 def gmm(a, b, offs):

@@ -19,20 +19,9 @@ import json
 
 import torch
 
+from gpu_timing import timed
+
 H, FF, E, TOPK, TOKENS = 2048, 768, 64, 8, 16384
-
-
-def timed(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / iters
 
 
 def graphed(fn):

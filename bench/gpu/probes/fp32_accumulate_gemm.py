@@ -8,20 +8,10 @@ import json
 
 import torch
 
+from gpu_timing import timed
+
 V, H, ROWS = 32000, 2048, 2048
-
-
-def timed(fn, iters=50):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(iters):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    return s.elapsed_time(e) / iters
+ITERS = 50
 
 
 def main():
@@ -30,13 +20,13 @@ def main():
     x = torch.randn(ROWS, H, device="cuda", dtype=torch.bfloat16)
     acc = torch.randn(V, H, device="cuda", dtype=torch.float32)
     out = {"torch": torch.__version__}
-    out["bf16_gemm_then_fp32_add_ms"] = timed(lambda: acc.add_(torch.mm(g.t(), x)))
+    out["bf16_gemm_then_fp32_add_ms"] = timed(lambda: acc.add_(torch.mm(g.t(), x)), ITERS)
     try:
         want = acc + (g.t().double() @ x.double()).float()
         got = torch.addmm(acc, g.t(), x, out_dtype=torch.float32)
         out["addmm_out_dtype_max_abs_err"] = (got - want).abs().max().item()
         out["addmm_out_dtype_ms"] = timed(
-            lambda: torch.addmm(acc, g.t(), x, out_dtype=torch.float32, out=acc))
+            lambda: torch.addmm(acc, g.t(), x, out_dtype=torch.float32, out=acc), ITERS)
         ref = acc.clone()
         torch.addmm(acc, g.t(), x, out_dtype=torch.float32, out=acc)
         out["addmm_in_place_max_abs_err"] = (
