@@ -41,9 +41,6 @@ torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w
 using ExpertRunner =
     std::function<torch::Tensor(const torch::Tensor& xs, const torch::Tensor& counts)>;
 
-// A layer's routed experts, stacked [E, ...]: gate and up as two tensors, or
-// side by side in one (each expert's gate rows, then its up rows), which one
-// GEMM multiplies (the gate_up_gemm fusion, model/fusions.h).
 // Where one part of the experts' weight gradient accumulates in fp32: acc
 // is [E, rows, cols] contiguous (gate and up [E, F, H], down [E, H, F]);
 // `first`: the step's first contribution, written rather than added.
@@ -52,6 +49,9 @@ struct WgradTarget {
   bool first = false;
 };
 
+// A layer's routed experts, stacked [E, ...]: gate and up as two tensors, or
+// side by side in one (each expert's gate rows, then its up rows), which one
+// GEMM multiplies (the gate_up_gemm fusion, model/fusions.h).
 struct ExpertWeights {
   torch::Tensor gate, up;  // [E, F, H] each; undefined when gate_up is set
   torch::Tensor gate_up;   // [E, 2F, H], or undefined
