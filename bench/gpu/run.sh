@@ -19,7 +19,8 @@
 # The default "2 16:2" is moe-bench's 2 rows, then 16 rows as 8 micro-batches of 2.
 # Usage: bench/gpu/run.sh   (env: STEPS=50 WARMUP=5 BATCHES="2 16:2" KERNELS=1 CHECK=1
 #        CHECK_STEPS=30 CHECKS="documents causal micro" PROFILE=0 (1: every run writes
-#        OUT_DIR/profile-<size>-<run>.txt, its CUDA kernels over two steps by time and kind;
+#        OUT_DIR/profile-<size>-<run>.txt, its CUDA kernels over two steps by time and kind
+#        and, for trellis-train, the device's idle gaps;
 #        trellis-train is then built with -DTRELLIS_KERNEL_PROFILE=ON)
 #        RUNS="trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm"; a run
 #        trellis_off_F is trellis_kernel_ns with TRELLIS_FUSIONS_OFF=F (a name of
@@ -147,6 +148,9 @@ bench_size() {
         if [ "$PROFILE" = 1 ] && [ -s "$dir/$run.kernels.tsv" ]; then
           python3 bench/gpu/kernel_table.py "$dir/$run.kernels.tsv" 2 \
             "$OUT_DIR/profile-${tag}-$run.txt" || echo "run.sh: kernel table of $run failed"
+          # The device's idle time and where it falls (trainer_core/profile/timeline.h).
+          { echo; cat "$dir/$run.kernels.tsv.timeline.txt"; } >> "$OUT_DIR/profile-${tag}-$run.txt" \
+            || echo "run.sh: no timeline for $run"
         fi
         head -2 "$dir/$run.err"; sed -n '1p;$p' "$dir/$run.jsonl" ;;
       eager_*|compile_*)

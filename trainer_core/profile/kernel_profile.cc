@@ -28,6 +28,23 @@ template <typename E>
 uint64_t DurationUs(const E& e, long) {
   return e.durationUs();
 }
+template <typename E>
+auto StartNs(const E& e, int) -> decltype(e.startNs(), uint64_t()) {
+  return e.startNs();
+}
+template <typename E>
+uint64_t StartNs(const E& e, long) {
+  return e.startUs() * 1000;
+}
+// The stream of a device event (Kineto's resource id), where LibTorch tells it.
+template <typename E>
+auto StreamOf(const E& e, int) -> decltype(e.deviceResourceId(), int64_t()) {
+  return e.deviceResourceId();
+}
+template <typename E>
+int64_t StreamOf(const E&, long) {
+  return 0;
+}
 }  // namespace
 #endif
 
@@ -35,8 +52,9 @@ std::unique_ptr<KernelProfile> KernelProfile::FromEnv() {
   const char* steps = std::getenv("TRELLIS_PROFILE_STEPS");
   if (steps == nullptr || *steps == '\0') return nullptr;
 #ifndef TRELLIS_KERNEL_PROFILE
-  throw TrainError("TRELLIS_PROFILE_STEPS is set, but this trellis-train was built without "
-                   "-DTRELLIS_KERNEL_PROFILE=ON");
+  throw TrainError(
+      "TRELLIS_PROFILE_STEPS is set, but this trellis-train was built without "
+      "-DTRELLIS_KERNEL_PROFILE=ON");
 #else
   long long first = 0, count = 0;
   char tail = 0;
@@ -45,7 +63,8 @@ std::unique_ptr<KernelProfile> KernelProfile::FromEnv() {
                      ": expected FIRST:COUNT with FIRST >= 2 and COUNT >= 1");
   const char* out = std::getenv("TRELLIS_PROFILE_OUT");
   if (out == nullptr || *out == '\0')
-    throw TrainError("TRELLIS_PROFILE_STEPS is set without TRELLIS_PROFILE_OUT (the file to write)");
+    throw TrainError(
+        "TRELLIS_PROFILE_STEPS is set without TRELLIS_PROFILE_OUT (the file to write)");
   return std::unique_ptr<KernelProfile>(new KernelProfile(first, count, out));
 #endif
 }
@@ -67,12 +86,16 @@ void KernelProfile::AfterStep(int64_t step) {
   // The step's end has synchronized with the device: its kernels are done.
   std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
   std::map<std::string, std::pair<uint64_t, int64_t>> by_name;  // us, calls
+  std::vector<DeviceSpan> spans;
   for (const auto& e : result->events()) {
     if (e.deviceType() != c10::DeviceType::CUDA) continue;
     auto& [us, calls] = by_name[e.name()];
     us += DurationUs(e, 0);
     ++calls;
+    const uint64_t start = StartNs(e, 0);
+    spans.push_back({start, start + DurationUs(e, 0) * 1000, StreamOf(e, 0), e.name()});
   }
+  WriteTimeline(spans);
   std::vector<std::pair<uint64_t, std::string>> order;
   for (const auto& [name, v] : by_name) order.emplace_back(v.first, name);
   std::sort(order.rbegin(), order.rend());
@@ -83,6 +106,15 @@ void KernelProfile::AfterStep(int64_t step) {
 #else
   (void)step;
 #endif
+}
+
+void KernelProfile::WriteTimeline(const std::vector<DeviceSpan>& spans) const {
+  // Gaps under 20 us are launch latency between kernels in line; longer ones
+  // are the device waiting on the host or on another stream.
+  const std::string text = FormatTimeline(AnalyzeTimeline(spans, 20'000), count_, 15);
+  std::ofstream out(out_ + ".timeline.txt");
+  out << text;
+  if (!out) throw TrainError("TRELLIS_PROFILE_OUT " + out_ + ".timeline.txt: cannot write it");
 }
 
 }  // namespace trellis::train

@@ -6,11 +6,16 @@
 // is never silently missing.
 //
 //   TRELLIS_PROFILE_STEPS=FIRST:COUNT   steps FIRST .. FIRST+COUNT-1 (FIRST >= 2)
-//   TRELLIS_PROFILE_OUT=FILE            "<total us>\t<calls>\t<kernel>" per line
+//   TRELLIS_PROFILE_OUT=FILE            "<total us>\t<calls>\t<kernel>" per line,
+//                                       and FILE.timeline.txt: the device's busy
+//                                       and idle time (timeline.h)
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "trainer_core/profile/timeline.h"
 
 namespace trellis::train {
 
@@ -26,6 +31,7 @@ class KernelProfile {
  private:
   KernelProfile(int64_t first, int64_t count, std::string out)
       : first_(first), count_(count), out_(std::move(out)) {}
+  void WriteTimeline(const std::vector<DeviceSpan>& spans) const;
   int64_t first_, count_;
   std::string out_;
 };

@@ -1,0 +1,118 @@
+#include "trainer_core/profile/timeline.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+namespace trellis::train {
+
+namespace {
+uint64_t StreamUnion(std::vector<const DeviceSpan*> spans) {
+  uint64_t busy = 0, end = 0;
+  for (const DeviceSpan* s : spans) {
+    if (s->start_ns >= end) {
+      busy += s->end_ns - s->start_ns;
+    } else if (s->end_ns > end) {
+      busy += s->end_ns - end;
+    }
+    end = std::max(end, s->end_ns);
+  }
+  return busy;
+}
+
+std::string Short(const std::string& name) {
+  std::string s = name.rfind("void ", 0) == 0 ? name.substr(5) : name;
+  return s.size() > 70 ? s.substr(0, 67) + "..." : s;
+}
+}  // namespace
+
+Timeline AnalyzeTimeline(std::vector<DeviceSpan> spans, uint64_t min_gap_ns) {
+  for (const DeviceSpan& s : spans)
+    if (s.end_ns < s.start_ns)
+      throw std::invalid_argument("timeline: span '" + s.name + "' ends (" +
+                                  std::to_string(s.end_ns) + " ns) before it starts (" +
+                                  std::to_string(s.start_ns) + " ns)");
+  spans.erase(std::remove_if(spans.begin(), spans.end(),
+                             [](const DeviceSpan& s) { return s.end_ns == s.start_ns; }),
+              spans.end());
+  Timeline t;
+  if (spans.empty()) return t;
+  std::sort(spans.begin(), spans.end(), [](const DeviceSpan& a, const DeviceSpan& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns < b.end_ns;
+  });
+
+  std::map<std::pair<std::string, std::string>, IdleGaps> groups;
+  const DeviceSpan* last = &spans.front();  // the span reaching furthest so far
+  uint64_t begin = last->start_ns, end = last->end_ns;
+  t.busy_ns = end - begin;
+  for (size_t i = 1; i < spans.size(); ++i) {
+    const DeviceSpan& s = spans[i];
+    if (s.start_ns > end) {
+      const uint64_t gap = s.start_ns - end;
+      if (gap < min_gap_ns) {
+        t.small_gaps_ns += gap;
+        ++t.small_gaps;
+      } else {
+        IdleGaps& g = groups[{Short(last->name), Short(s.name)}];
+        g.before = Short(last->name);
+        g.after = Short(s.name);
+        g.idle_ns += gap;
+        ++g.count;
+      }
+      t.busy_ns += s.end_ns - s.start_ns;
+    } else if (s.end_ns > end) {
+      t.busy_ns += s.end_ns - end;
+    }
+    if (s.end_ns > end) {
+      end = s.end_ns;
+      last = &s;
+    }
+  }
+  t.span_ns = end - begin;
+
+  std::map<int64_t, std::vector<const DeviceSpan*>> by_stream;
+  for (const DeviceSpan& s : spans) by_stream[s.stream].push_back(&s);
+  for (const auto& [stream, list] : by_stream) {
+    const uint64_t busy = StreamUnion(list);
+    if (busy > t.main_stream_busy_ns) {
+      t.main_stream_busy_ns = busy;
+      t.main_stream = stream;
+    }
+  }
+  for (auto& [key, g] : groups) t.gaps.push_back(std::move(g));
+  std::sort(t.gaps.begin(), t.gaps.end(),
+            [](const IdleGaps& a, const IdleGaps& b) { return a.idle_ns > b.idle_ns; });
+  return t;
+}
+
+std::string FormatTimeline(const Timeline& t, int64_t steps, size_t top) {
+  const double per = 1e6 * static_cast<double>(std::max<int64_t>(steps, 1));  // ns -> ms/step
+  const double span = std::max<double>(static_cast<double>(t.span_ns), 1);
+  char line[512];
+  std::string out;
+  auto add = [&](const char* fmt, auto... args) {
+    std::snprintf(line, sizeof line, fmt, args...);
+    out += line;
+  };
+  add("device timeline per step (mean of %lld steps): %.1f ms from first kernel to last\n",
+      static_cast<long long>(steps), t.span_ns / per);
+  const std::string main = "busy (stream " + std::to_string(t.main_stream) + " alone)";
+  add("  %-24s%8.1f ms  %5.1f%%\n", "busy (any stream)", t.busy_ns / per, 100 * t.busy_ns / span);
+  add("  %-24s%8.1f ms  %5.1f%%\n", main.c_str(), t.main_stream_busy_ns / per,
+      100 * t.main_stream_busy_ns / span);
+  const uint64_t idle = t.span_ns - t.busy_ns;
+  add("  %-24s%8.1f ms  %5.1f%%, of it %.1f ms in %.0f short gaps\n", "idle", idle / per,
+      100 * idle / span, t.small_gaps_ns / per, t.small_gaps / (per / 1e6));
+  if (t.gaps.empty()) return out;
+  add("\nidle ms/step  gaps/step  between (kernel before -> kernel after)\n");
+  for (size_t i = 0; i < std::min(top, t.gaps.size()); ++i) {
+    const IdleGaps& g = t.gaps[i];
+    add("%12.2f  %9.1f  %s\n%25s-> %s\n", g.idle_ns / per, g.count / (per / 1e6), g.before.c_str(),
+        "", g.after.c_str());
+  }
+  return out;
+}
+
+}  // namespace trellis::train
