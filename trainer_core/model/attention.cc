@@ -1,19 +1,10 @@
-// RMSNorm, the RoPE tables, the document mask and grouped-query attention.
+// The RoPE tables, the document mask and grouped-query attention.
 #include "trainer_core/compat.h"
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/model/layers.h"
 #include "trainer_core/model/rope.h"
 
 namespace trellis::train {
-
-torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  if (auto fused = compat::FusedRmsNorm(x, weight, eps)) return *fused;
-  // Statistics in at least fp32 even when activations are bf16.
-  auto acc = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
-  auto xf = x.to(acc);
-  auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return normed.to(x.scalar_type()) * weight;
-}
 
 RopeCache BuildRope(int64_t max_len, int64_t head_dim, double theta, torch::Device device,
                     torch::Dtype dtype) {

@@ -19,6 +19,7 @@ constexpr std::pair<const char*, bool Fusions::*> kFusions[] = {
     {"gate_up_gemm", &Fusions::gate_up_gemm},
     {"ce_kernel", &Fusions::ce_kernel},
     {"expert_wgrad", &Fusions::expert_wgrad},
+    {"rms_norm", &Fusions::rms_norm},
 };
 
 std::string_view Trim(std::string_view s) {

@@ -3,7 +3,7 @@
 // on by default and each switchable off on its own, so that a benchmark can
 // measure what one fusion gains against the same build:
 //   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,
-//                       sdpa_gqa,gate_up_gemm,ce_kernel,expert_wgrad   (or "all")
+//                       sdpa_gqa,gate_up_gemm,ce_kernel,expert_wgrad,rms_norm   (or "all")
 // Switching one off gives the same function computed the plain ATen way.
 // Torch-free.
 
@@ -53,6 +53,11 @@ struct Fusions {
   // adding it into fp32. One rank with experts in compute form (needs
   // gate_up_gemm; built with kernels/).
   bool expert_wgrad = true;
+  // RMSNorm as kernels of kernels/rms_norm (CUDA bf16, built with kernels/):
+  // the residual add before the experts' norm in the same forward pass,
+  // and in backward one pass for the input's gradient, the residual's added
+  // to it, and the weight's (model/rms_norm.h).
+  bool rms_norm = true;
 };
 
 // The names above, comma-separated ("" or none: every fusion on; "all": all

@@ -8,10 +8,9 @@
 #include <functional>
 
 #include "trainer_core/model/fusions.h"
+#include "trainer_core/model/rms_norm.h"
 
 namespace trellis::train {
-
-torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 // cos/sin tables [max_len, head_dim / 2], built once and shared by all layers.
 struct RopeCache {
@@ -67,8 +66,8 @@ torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& coun
                               const ExpertWeights& w);
 
 struct MoeWeights {
-  torch::Tensor router;                               // [E, H]
-  torch::Tensor router_bias;                          // [E]; steers selection only, never the gates
+  torch::Tensor router;       // [E, H]
+  torch::Tensor router_bias;  // [E]; steers selection only, never the gates
   ExpertWeights experts;
   torch::Tensor shared_gate, shared_up, shared_down;  // undefined without a shared expert
   int64_t top_k = 1;

@@ -102,7 +102,9 @@ LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
   const double eps = spec.norm_eps;
   Weights w(&block, flat, compute_dtype);
   AttentionWeights attn{w["wq"], w["wk"], w["wv"], w["wo"], spec.heads, spec.kv_heads};
-  auto y = x + AttentionForward(RmsNorm(x, w["attn_norm"], eps), attn, rope, mask);
+  // The residual add and the experts' norm after it are one pass (rms_norm.h).
+  auto [y, normed] = AddRmsNorm(
+      x, AttentionForward(RmsNorm(x, w["attn_norm"], eps), attn, rope, mask), w["ffn_norm"], eps);
 
   MoeWeights moe = moe_reduce;
   moe.router = w["router"];
@@ -118,7 +120,7 @@ LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
     moe.shared_down = w["shared_down"];
   }
   moe.top_k = spec.experts_per_token;
-  MoeResult r = MoeForward(RmsNorm(y, w["ffn_norm"], eps).view({b * t, h}), moe);
+  MoeResult r = MoeForward(normed.view({b * t, h}), moe);
   return {y + r.y.view({b, t, h}), r.aux, r.counts};
 }
 
