@@ -66,8 +66,8 @@ torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& coun
                               const ExpertWeights& w);
 
 struct MoeWeights {
-  torch::Tensor router;       // [E, H]
-  torch::Tensor router_bias;  // [E]; steers selection only, never the gates
+  torch::Tensor router;                               // [E, H]
+  torch::Tensor router_bias;                          // [E]; steers selection only, never the gates
   ExpertWeights experts;
   torch::Tensor shared_gate, shared_up, shared_down;  // undefined without a shared expert
   int64_t top_k = 1;
