@@ -6,11 +6,12 @@
 // writes each block's weight-gradient sums to the workspace, and a second
 // kernel sums them over the blocks in order: the same bits on every run of a
 // device.
+#include "kernels/rms_norm.h"
+
 #include <initializer_list>
 #include <string>
 
 #include "kernels/launch_util.cuh"
-#include "kernels/rms_norm.h"
 
 namespace trellis::kernels {
 namespace {

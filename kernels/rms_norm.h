@@ -33,6 +33,7 @@ void RmsNormForward(const __nv_bfloat16* x, const __nv_bfloat16* a, const __nv_b
 // fp32 elements of the workspace RmsNormBackward needs for rows of h.
 int64_t RmsNormBackwardWorkspace(int64_t rows, int64_t h);
 
+// workspace: RmsNormBackwardWorkspace(rows, h) floats (per-block sums of g_w).
 void RmsNormBackward(const __nv_bfloat16* g_out, const __nv_bfloat16* g_res, const __nv_bfloat16* y,
                      const __nv_bfloat16* w, const float* rstd, int64_t rows, int64_t h,
                      __nv_bfloat16* g_y, float* g_w, float* workspace, cudaStream_t stream);

@@ -1,6 +1,7 @@
 #include "trainer_core/model/rms_norm.h"
 
 #include <cstdint>
+#include <utility>
 
 #include "trainer_core/compat.h"
 #include "trainer_core/model/fusions.h"
