@@ -45,12 +45,12 @@ Timeline AnalyzeTimeline(std::vector<DeviceSpan> spans, uint64_t min_gap_ns) {
 
   std::map<std::pair<std::string, std::string>, IdleGaps> groups;
   const DeviceSpan* last = &spans.front();  // the span reaching furthest so far
-  uint64_t begin = last->start_ns, end = last->end_ns;
-  t.busy_ns = end - begin;
+  uint64_t begin = last->start_ns, end = last->end_ns, idle = 0;
   for (size_t i = 1; i < spans.size(); ++i) {
     const DeviceSpan& s = spans[i];
     if (s.start_ns > end) {
       const uint64_t gap = s.start_ns - end;
+      idle += gap;
       if (gap < min_gap_ns) {
         t.small_gaps_ns += gap;
         ++t.small_gaps;
@@ -61,9 +61,6 @@ Timeline AnalyzeTimeline(std::vector<DeviceSpan> spans, uint64_t min_gap_ns) {
         g.idle_ns += gap;
         ++g.count;
       }
-      t.busy_ns += s.end_ns - s.start_ns;
-    } else if (s.end_ns > end) {
-      t.busy_ns += s.end_ns - end;
     }
     if (s.end_ns > end) {
       end = s.end_ns;
@@ -71,6 +68,7 @@ Timeline AnalyzeTimeline(std::vector<DeviceSpan> spans, uint64_t min_gap_ns) {
     }
   }
   t.span_ns = end - begin;
+  t.busy_ns = t.span_ns - idle;  // the gaps are exactly where no span runs
 
   std::map<int64_t, std::vector<const DeviceSpan*>> by_stream;
   for (const DeviceSpan& s : spans) by_stream[s.stream].push_back(&s);
