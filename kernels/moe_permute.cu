@@ -51,32 +51,39 @@ __global__ void InvertAndOffsetsKernel(const int32_t* sorted_ids, const int32_t*
   }
 }
 
-// dst row r <- src row index_of(r); a thread per 16 bytes.
-template <typename IndexOf>
-__global__ void __launch_bounds__(kThreads) GatherRowsKernel(const __nv_bfloat16* __restrict__ src,
-                                                             int64_t num_rows, int64_t hidden,
-                                                             __nv_bfloat16* __restrict__ dst,
-                                                             IndexOf index_of) {
+// dst row r <- src row slot_to_row[r]; a thread per 16 bytes.
+__global__ void __launch_bounds__(kThreads)
+    GatherRowsKernel(const __nv_bfloat16* __restrict__ src, int64_t num_rows, int64_t hidden,
+                     __nv_bfloat16* __restrict__ dst, const int32_t* __restrict__ slot_to_row) {
   const int64_t per_row = hidden / 8;
   const int64_t chunks = num_rows * per_row;
   for (int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x; c < chunks;
        c += int64_t{gridDim.x} * kThreads) {
     const int64_t row = c / per_row, col = (c - row * per_row) * 8;
     detail::StoreBf16x8(dst + row * hidden + col,
-                        detail::LoadBf16x8(src + index_of(row) * hidden + col));
+                        detail::LoadBf16x8(src + int64_t{slot_to_row[row]} * hidden + col));
   }
 }
 
-struct PermuteIndex {
-  const int32_t* row_to_slot;
-  int top_k;
-  __device__ int64_t operator()(int64_t row) const { return row_to_slot[row] / top_k; }
-};
-
-struct UnpermuteIndex {
-  const int32_t* slot_to_row;
-  __device__ int64_t operator()(int64_t slot) const { return slot_to_row[slot]; }
-};
+// The dispatch as a scatter: each thread reads one 16-byte chunk of a token
+// once and writes it to the token's top_k dispatch rows. A gather per
+// dispatch row read every token top_k times, from DRAM where the tokens
+// outgrow L2 (moe-bench: 64 MiB of them).
+__global__ void __launch_bounds__(kThreads)
+    ScatterTokensKernel(const __nv_bfloat16* __restrict__ x,
+                        const int32_t* __restrict__ slot_to_row, int64_t num_tokens, int top_k,
+                        int64_t hidden, __nv_bfloat16* __restrict__ out) {
+  const int64_t per_row = hidden / 8;
+  const int64_t chunks = num_tokens * per_row;
+  for (int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x; c < chunks;
+       c += int64_t{gridDim.x} * kThreads) {
+    const int64_t t = c / per_row, col = (c - t * per_row) * 8;
+    const detail::Bf16x8 v = detail::LoadBf16x8(x + t * hidden + col);
+    for (int j = 0; j < top_k; ++j) {
+      detail::StoreBf16x8(out + int64_t{slot_to_row[t * top_k + j]} * hidden + col, v);
+    }
+  }
+}
 
 // Each thread sums one token's 8-column chunk over its top_k slots. With
 // kMaxK > 0 (top_k <= kMaxK) the slots' indices, then all their rows, are
@@ -217,13 +224,13 @@ void ComputeMoeLayout(const int32_t* topk_ids, int64_t num_tokens, int top_k, in
   TRELLIS_CHECK_LAUNCH();
 }
 
-void MoePermute(const __nv_bfloat16* x, const int32_t* row_to_slot, int64_t num_rows, int top_k,
+void MoePermute(const __nv_bfloat16* x, const int32_t* slot_to_row, int64_t num_tokens, int top_k,
                 int64_t hidden, __nv_bfloat16* out, cudaStream_t stream) {
   CheckRows("MoePermute", x, out, hidden);
-  Require(top_k > 0 && num_rows >= 0, "MoePermute: top_k > 0, num_rows >= 0");
-  if (num_rows == 0) return;
-  GatherRowsKernel<<<detail::GridFor(num_rows * hidden / 8, kThreads), kThreads, 0, stream>>>(
-      x, num_rows, hidden, out, PermuteIndex{row_to_slot, top_k});
+  Require(top_k > 0 && num_tokens >= 0, "MoePermute: top_k > 0, num_tokens >= 0");
+  if (num_tokens == 0) return;
+  ScatterTokensKernel<<<detail::GridFor(num_tokens * hidden / 8, kThreads), kThreads, 0,
+                        stream>>>(x, slot_to_row, num_tokens, top_k, hidden, out);
   TRELLIS_CHECK_LAUNCH();
 }
 
@@ -233,7 +240,7 @@ void MoeUnpermute(const __nv_bfloat16* permuted, const int32_t* slot_to_row, int
   Require(num_slots >= 0, "MoeUnpermute: num_slots >= 0");
   if (num_slots == 0) return;
   GatherRowsKernel<<<detail::GridFor(num_slots * hidden / 8, kThreads), kThreads, 0, stream>>>(
-      permuted, num_slots, hidden, out, UnpermuteIndex{slot_to_row});
+      permuted, num_slots, hidden, out, slot_to_row);
   TRELLIS_CHECK_LAUNCH();
 }
 

@@ -24,8 +24,9 @@ void ComputeMoeLayout(const int32_t* topk_ids, int64_t num_tokens, int top_k, in
                       int32_t* offsets, int32_t* row_to_slot, int32_t* slot_to_row,
                       void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
-// out[row] = x[row_to_slot[row] / top_k] for num_rows rows (the dispatch gather).
-void MoePermute(const __nv_bfloat16* x, const int32_t* row_to_slot, int64_t num_rows, int top_k,
+// out[slot_to_row[t * top_k + j]] = x[t] for j < top_k and t < num_tokens:
+// the dispatch, each token read once and written to its top_k rows.
+void MoePermute(const __nv_bfloat16* x, const int32_t* slot_to_row, int64_t num_tokens, int top_k,
                 int64_t hidden, __nv_bfloat16* out, cudaStream_t stream);
 
 // out[slot] = permuted[slot_to_row[slot]] for num_slots slots (rows back in slot order).

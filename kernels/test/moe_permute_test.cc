@@ -58,7 +58,8 @@ TEST_P(MoePermuteTest, LayoutPermuteUnpermuteCombineMatchTheReference) {
   const testing::Bf16Data x = testing::RandomBf16(rng, c.tokens * c.hidden);
   DeviceBuffer<Bf16Bits> d_x(x.bits), d_perm(slots * c.hidden), d_slots(slots * c.hidden);
   d_perm.Poison();
-  MoePermute(AsBf16(d_x), d_row_to_slot.get(), slots, c.top_k, c.hidden, AsBf16(d_perm), nullptr);
+  MoePermute(AsBf16(d_x), d_slot_to_row.get(), c.tokens, c.top_k, c.hidden, AsBf16(d_perm),
+             nullptr);
   testing::Sync();
   std::vector<float> perm_want(slots * c.hidden);
   ref::PermuteRef(x.values.data(), want, c.top_k, c.hidden, perm_want.data());

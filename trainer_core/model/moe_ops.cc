@@ -44,10 +44,10 @@ torch::Tensor KernelReady(torch::Tensor g) {
 
 torch::Tensor Int32(const torch::Tensor& index) { return index.to(torch::kInt).contiguous(); }
 
-torch::Tensor DispatchKernel(const torch::Tensor& x, const torch::Tensor& row_to_slot,
+torch::Tensor DispatchKernel(const torch::Tensor& x, const torch::Tensor& slot_to_row,
                              int64_t k) {
   auto out = torch::empty({x.size(0) * k, x.size(1)}, x.options());
-  kernels::MoePermute(Bf16(x), row_to_slot.data_ptr<int32_t>(), out.size(0), static_cast<int>(k),
+  kernels::MoePermute(Bf16(x), slot_to_row.data_ptr<int32_t>(), x.size(0), static_cast<int>(k),
                       x.size(1), Bf16(out), CurrentStream());
   return out;
 }
@@ -87,8 +87,9 @@ class DispatchFn : public torch::autograd::Function<DispatchFn> {
 #ifdef TRELLIS_WITH_KERNELS
     if (UseKernels(x, x.size(0) * k, nullptr)) {
       ctx->saved_data["kernels"] = true;
-      ctx->save_for_backward({Int32(slot_to_row)});
-      return DispatchKernel(x, Int32(row_to_slot), k);
+      const auto slot_to_row32 = Int32(slot_to_row);
+      ctx->save_for_backward({slot_to_row32});
+      return DispatchKernel(x, slot_to_row32, k);
     }
 #endif
     ctx->saved_data["kernels"] = false;

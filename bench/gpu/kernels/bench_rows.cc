@@ -126,11 +126,18 @@ void BenchMoePermute(const Peaks& p, std::vector<Row>& rows) {
   torch::Tensor pt_perm;
   const double pt_perm_ms = MedianMs([&] { pt_perm = x.index_select(0, token_of_row); }, nullptr);
   const double perm_ms = MedianMs(
-      [&] { k::MoePermute(Bf16(x), row_to_slot.data_ptr<int>(), kSlots, kTopK, kHidden, Bf16(perm), nullptr); },
+      [&] {
+        k::MoePermute(Bf16(x), slot_to_row.data_ptr<int>(), kTokens, kTopK, kHidden, Bf16(perm),
+                      nullptr);
+      },
       nullptr);
-  const double perm_bytes = 2.0 * kSlots * kHidden * 2;
-  rows.push_back(MemoryRow(p, "moe-permute", "ours gather rows", perm_ms, perm_bytes, pt_perm_ms));
+  // The least traffic: each token read once, each dispatch row written once.
+  const double perm_bytes = (kTokens + kSlots) * kHidden * 2.0;
+  rows.push_back(
+      MemoryRow(p, "moe-permute", "ours scatter tokens", perm_ms, perm_bytes, pt_perm_ms));
   rows.push_back(MemoryRow(p, "moe-permute", "pytorch index_select", pt_perm_ms, perm_bytes, 0));
+  std::printf("moe permute equals index_select: %d\n",
+              static_cast<int>(torch::equal(perm, pt_perm)));
 
   auto y = torch::randn({kSlots, kHidden}, Cuda(torch::kBFloat16));
   auto gates = torch::rand({kTokens, kTopK}, Cuda(torch::kFloat));
