@@ -20,6 +20,7 @@ constexpr std::pair<const char*, bool Fusions::*> kFusions[] = {
     {"ce_kernel", &Fusions::ce_kernel},
     {"expert_wgrad", &Fusions::expert_wgrad},
     {"rms_norm", &Fusions::rms_norm},
+    {"cross_layer_norm", &Fusions::cross_layer_norm},
 };
 
 std::string_view Trim(std::string_view s) {

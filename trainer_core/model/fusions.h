@@ -3,7 +3,8 @@
 // on by default and each switchable off on its own, so that a benchmark can
 // measure what one fusion gains against the same build:
 //   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,
-//                       sdpa_gqa,gate_up_gemm,ce_kernel,expert_wgrad,rms_norm   (or "all")
+//                       sdpa_gqa,gate_up_gemm,ce_kernel,expert_wgrad,rms_norm,
+//                       cross_layer_norm   (or "all")
 // Switching one off gives the same function computed the plain ATen way.
 // Torch-free.
 
@@ -58,6 +59,11 @@ struct Fusions {
   // and in backward one pass for the input's gradient, the residual's added
   // to it, and the weight's (model/rms_norm.h).
   bool rms_norm = true;
+  // Each layer's last residual add (its MoE output) left to the next
+  // layer, whose attention norm adds it in the same pass (AddRmsNorm; one
+  // pass fewer per layer in forward and in backward). Layers checkpointed
+  // for recompute still add it themselves: the checkpoint keeps one tensor.
+  bool cross_layer_norm = true;
 };
 
 // The names above, comma-separated ("" or none: every fusion on; "all": all

@@ -1,5 +1,6 @@
 #include "trainer_core/model/model.h"
 
+#include "trainer_core/model/fusions.h"
 #include "trainer_core/model/init.h"
 #include "trainer_core/model/loss.h"
 
@@ -96,15 +97,18 @@ torch::Tensor EmbedForward(const BlockLayout& block, const torch::Tensor& flat,
 
 LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
                          const torch::Tensor& flat, torch::Dtype compute_dtype,
-                         const torch::Tensor& x, const RopeCache& rope, const torch::Tensor& mask,
+                         const torch::Tensor& x, const torch::Tensor& pending,
+                         const RopeCache& rope, const torch::Tensor& mask,
                          const torch::Tensor& router_bias, const MoeWeights& moe_reduce) {
   const int64_t b = x.size(0), t = x.size(1), h = spec.hidden;
   const double eps = spec.norm_eps;
   Weights w(&block, flat, compute_dtype);
   AttentionWeights attn{w["wq"], w["wk"], w["wv"], w["wo"], spec.heads, spec.kv_heads};
-  // The residual add and the experts' norm after it are one pass (rms_norm.h).
-  auto [y, normed] = AddRmsNorm(
-      x, AttentionForward(RmsNorm(x, w["attn_norm"], eps), attn, rope, mask), w["ffn_norm"], eps);
+  // Each residual add and the norm after it are one pass (rms_norm.h).
+  ResidualNorm in = pending.defined() ? AddRmsNorm(x, pending, w["attn_norm"], eps)
+                                      : ResidualNorm{x, RmsNorm(x, w["attn_norm"], eps)};
+  auto [y, normed] =
+      AddRmsNorm(in.y, AttentionForward(in.normed, attn, rope, mask), w["ffn_norm"], eps);
 
   MoeWeights moe = moe_reduce;
   moe.router = w["router"];
@@ -121,7 +125,9 @@ LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
   }
   moe.top_k = spec.experts_per_token;
   MoeResult r = MoeForward(normed.view({b * t, h}), moe);
-  return {y + r.y.view({b, t, h}), r.aux, r.counts};
+  auto moe_out = r.y.view({b, t, h});
+  if (!ActiveFusions().cross_layer_norm) return {y + moe_out, {}, r.aux, r.counts};
+  return {y, moe_out, r.aux, r.counts};
 }
 
 torch::Tensor HeadCrossEntropySum(const spec::ModelSpec& spec, const BlockLayout& block,
@@ -158,14 +164,17 @@ ForwardResult Model::Forward(const TokenBatch& batch, torch::Dtype compute_dtype
 
   ForwardResult out;
   std::vector<torch::Tensor> aux;
+  torch::Tensor pending;
   for (int i = 0; i < spec_.layers; ++i) {
     const Block& blk = blocks_[i + 1];
-    LayerOutput r = LayerForward(spec_, *blk.layout, blk.flat, compute_dtype, x, rope_, mask,
-                                 router_bias_[i], MoeWeights{});
+    LayerOutput r = LayerForward(spec_, *blk.layout, blk.flat, compute_dtype, x, pending, rope_,
+                                 mask, router_bias_[i], MoeWeights{});
     x = r.x;
+    pending = r.pending;
     aux.push_back(r.aux);
     out.expert_counts.push_back(r.counts);
   }
+  if (pending.defined()) x = x + pending;
 
   const Block& head = blocks_.back();
   auto ce_sum = HeadCrossEntropySum(spec_, *head.layout, head.flat, compute_dtype, x, batch.targets,

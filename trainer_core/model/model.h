@@ -78,14 +78,23 @@ torch::Tensor ParamView(const torch::Tensor& flat, const ParamInfo& p);
 torch::Tensor EmbedForward(const BlockLayout& block, const torch::Tensor& flat,
                            const torch::Tensor& inputs, torch::Dtype compute_dtype);
 
+// A layer's residual stream is x + pending: the MoE output is handed on
+// unsummed (pending), so that the next layer adds it in the same pass as its
+// first norm (AddRmsNorm; the cross_layer_norm fusion, fusions.h: off, x
+// holds the sum and pending is undefined). Residual() sums it where no norm
+// follows.
 struct LayerOutput {
-  torch::Tensor x, aux, counts;  // see MoeResult
+  torch::Tensor x, pending, aux, counts;  // aux, counts: see MoeResult
+  torch::Tensor Residual() const { return pending.defined() ? x + pending : x; }
 };
-// x += Attn(RMSNorm(x)); x += MoE(RMSNorm(x)). `moe_reduce` carries the
-// sharded run's count reduction and token total (MoeWeights fields).
+// x += pending; x += Attn(RMSNorm(x)); x += MoE(RMSNorm(x)), the last add
+// left pending. `pending` may be undefined (nothing to add). `moe_reduce`
+// carries the sharded run's count reduction and token total (MoeWeights
+// fields).
 LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
                          const torch::Tensor& flat, torch::Dtype compute_dtype,
-                         const torch::Tensor& x, const RopeCache& rope, const torch::Tensor& mask,
+                         const torch::Tensor& x, const torch::Tensor& pending,
+                         const RopeCache& rope, const torch::Tensor& mask,
                          const torch::Tensor& router_bias, const MoeWeights& moe_reduce);
 
 // Final norm, head and cross entropy summed over positions with a target

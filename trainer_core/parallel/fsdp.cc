@@ -44,8 +44,10 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
     ctx->saved_data["layer"] = layer;
     ctx->save_for_backward({x});
     const int i = static_cast<int>(layer);
-    LayerOutput out = model->RunLayer(i, model->TakeLayer(i), x, /*recompute=*/false);
-    return {out.x, out.aux};
+    // Summed here: the checkpoint keeps one tensor per layer.
+    LayerOutput out =
+        model->RunLayer(i, model->TakeLayer(i), x, /*pending=*/{}, /*recompute=*/false);
+    return {out.Residual(), out.aux};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -55,8 +57,9 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
     auto w = model->TakeLayerLeaves(static_cast<int>(layer));
     {
       torch::AutoGradMode grad_on(true);
-      LayerOutput out = model->RunLayer(static_cast<int>(layer), w, x, /*recompute=*/true);
-      variable_list outs{out.x}, gs{grads[0]};
+      LayerOutput out =
+          model->RunLayer(static_cast<int>(layer), w, x, /*pending=*/{}, /*recompute=*/true);
+      variable_list outs{out.Residual()}, gs{grads[0]};
       if (grads[1].defined()) {
         outs.push_back(out.aux);
         gs.push_back(grads[1]);
@@ -347,7 +350,7 @@ void ShardedModel::FinishGrads() {
 }
 
 LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch::Tensor& x,
-                                   bool recompute) {
+                                   const torch::Tensor& pending, bool recompute) {
   MoeWeights reduce;
   reduce.total_tokens = global_tokens_;
   reduce.global_counts = [this, layer, recompute](const torch::Tensor& local) {
@@ -382,8 +385,8 @@ LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch
   }
   reduce.run_experts = MakeEpRunner(ep_comm_.get(), mesh_, experts, &ep_splits_[layer],
                                     recompute, &routing_changed_);
-  return LayerForward(spec_, *shards_[layer + 1].layout, w.dense, compute_dtype_, x, rope_, mask_,
-                      router_bias_[layer], reduce);
+  return LayerForward(spec_, *shards_[layer + 1].layout, w.dense, compute_dtype_, x, pending,
+                      rope_, mask_, router_bias_[layer], reduce);
 }
 
 ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t global_targets,
@@ -399,6 +402,7 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
   auto embed = ReducedInBackward(Take(0).dense, 0, false);
   auto x = EmbedForward(*shards_[0].layout, embed, local.inputs, compute_dtype);
   std::vector<torch::Tensor> aux;
+  torch::Tensor pending;  // the last layer's MoE output, not yet in x (LayerOutput)
   for (int i = 0; i < spec_.layers; ++i) {
     if (checkpointing_) {
       auto out = LayerFn::apply(x, this, static_cast<int64_t>(i));
@@ -411,10 +415,12 @@ ShardedForward ShardedModel::ForwardBackward(const TokenBatch& local, int64_t gl
     LayerWeights w = TakeLayer(i);
     w.dense = ReducedInBackward(w.dense, i + 1, false);
     w.experts = ReducedInBackward(w.experts, i + 1, true);
-    LayerOutput out = RunLayer(i, w, x, /*recompute=*/false);
+    LayerOutput out = RunLayer(i, w, x, pending, /*recompute=*/false);
     x = out.x;
+    pending = out.pending;
     aux.push_back(out.aux);
   }
+  if (pending.defined()) x = x + pending;
   auto head = ReducedInBackward(Take(head_block).dense, head_block, false);
   // This rank's share of the global mean: the ranks' losses add up to it.
   auto ce_sum =

@@ -156,7 +156,8 @@ class ShardedModel {
   // part: ExpertGradPart allocates it at the step's first contribution.
   bool ExpertWgradFused() const;
   WgradTarget ExpertGradPart(int layer, int part);
-  LayerOutput RunLayer(int layer, const LayerWeights& w, const torch::Tensor& x, bool recompute);
+  LayerOutput RunLayer(int layer, const LayerWeights& w, const torch::Tensor& x,
+                       const torch::Tensor& pending, bool recompute);
   torch::Device device() const { return device_; }
 
  private:
