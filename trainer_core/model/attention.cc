@@ -5,6 +5,42 @@
 #include "trainer_core/model/rope.h"
 
 namespace trellis::train {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// q, k and v of one input, x [rows, h] times each weight [out, h] transposed.
+// Backward sums the three input gradients in the GEMMs themselves (addmm,
+// beta 1: one rounding where autograd rounds each product and then each of
+// two adds, each add a pass over [rows, h]).
+class ProjectQkvFn : public torch::autograd::Function<ProjectQkvFn> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& wq, const torch::Tensor& wk,
+                               const torch::Tensor& wv) {
+    ctx->save_for_backward({x, wq, wk, wv});
+    return {torch::mm(x, wq.t()), torch::mm(x, wk.t()), torch::mm(x, wv.t())};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    torch::Tensor grad_x;
+    variable_list out(4);
+    for (int i = 0; i < 3; ++i) {
+      if (!grads[i].defined()) continue;
+      const auto g = grads[i].contiguous();
+      const auto& w = saved[1 + i];
+      grad_x = grad_x.defined() ? grad_x.addmm_(g, w) : torch::mm(g, w);
+      out[1 + i] = torch::mm(g.t(), x);
+    }
+    out[0] = grad_x;  // undefined (zero) where no output had a gradient
+    return out;
+  }
+};
+
+}  // namespace
 
 RopeCache BuildRope(int64_t max_len, int64_t head_dim, double theta, torch::Device device,
                     torch::Dtype dtype) {
@@ -27,14 +63,23 @@ torch::Tensor AttentionForward(const torch::Tensor& x, const AttentionWeights& w
                                const RopeCache& rope, const torch::Tensor& mask,
                                const Fusions& fusions) {
   const int64_t b = x.size(0), t = x.size(1), hd = w.wq.size(0) / w.heads;
-  auto heads = [&](const torch::Tensor& wt, int64_t n) {  // [b, t, n, hd]
-    return torch::matmul(x, wt.t()).view({b, t, n, hd});
-  };
+  torch::Tensor q, k, v;  // [b, t, heads * hd] or [.., .., kv_heads * hd]
+  if (fusions.qkv_dgrad_sum) {
+    auto outs = ProjectQkvFn::apply(x.reshape({b * t, x.size(2)}), w.wq, w.wk, w.wv);
+    q = outs[0];
+    k = outs[1];
+    v = outs[2];
+  } else {
+    q = torch::matmul(x, w.wq.t());
+    k = torch::matmul(x, w.wk.t());
+    v = torch::matmul(x, w.wv.t());
+  }
+  auto heads = [&](const torch::Tensor& y, int64_t n) { return y.view({b, t, n, hd}); };
   // RoPE before the transpose to [b, n, t, hd]: on the token-major layout its
   // passes (and their gradients) run vectorized.
-  auto q = Rope(heads(w.wq, w.heads), rope).transpose(1, 2);
-  auto k = Rope(heads(w.wk, w.kv_heads), rope).transpose(1, 2);
-  auto v = heads(w.wv, w.kv_heads).transpose(1, 2);
+  q = Rope(heads(q, w.heads), rope).transpose(1, 2);
+  k = Rope(heads(k, w.kv_heads), rope).transpose(1, 2);
+  v = heads(v, w.kv_heads).transpose(1, 2);
   // Inside the op only for plain causal attention, where flash and cuDNN take
   // grouped heads (measured); with a document mask the memory-efficient kernel
   // runs, and where it does not take them the op would fall back to the math

@@ -21,6 +21,7 @@ constexpr std::pair<const char*, bool Fusions::*> kFusions[] = {
     {"expert_wgrad", &Fusions::expert_wgrad},
     {"rms_norm", &Fusions::rms_norm},
     {"cross_layer_norm", &Fusions::cross_layer_norm},
+    {"qkv_dgrad_sum", &Fusions::qkv_dgrad_sum},
 };
 
 std::string_view Trim(std::string_view s) {

@@ -4,7 +4,7 @@
 // measure what one fusion gains against the same build:
 //   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,
 //                       sdpa_gqa,gate_up_gemm,ce_kernel,expert_wgrad,rms_norm,
-//                       cross_layer_norm   (or "all")
+//                       cross_layer_norm,qkv_dgrad_sum   (or "all")
 // Switching one off gives the same function computed the plain ATen way.
 // Torch-free.
 
@@ -64,6 +64,10 @@ struct Fusions {
   // pass fewer per layer in forward and in backward). Layers checkpointed
   // for recompute still add it themselves: the checkpoint keeps one tensor.
   bool cross_layer_norm = true;
+  // The attention input's gradient from q, k and v's projections summed by
+  // the GEMMs themselves (addmm into one buffer), not by two adds after them
+  // (model/attention.cc).
+  bool qkv_dgrad_sum = true;
 };
 
 // The names above, comma-separated ("" or none: every fusion on; "all": all

@@ -24,7 +24,7 @@ TEST(FusionsTest, NamedFusionsAreOffAndOthersStayOn) {
 TEST(FusionsTest, AllTurnsEveryFusionOff) {
   EXPECT_EQ(DescribeFusionsOff(ParseFusionsOff("all")),
             "moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,sdpa_gqa,"
-            "gate_up_gemm,ce_kernel,expert_wgrad,rms_norm,cross_layer_norm");
+            "gate_up_gemm,ce_kernel,expert_wgrad,rms_norm,cross_layer_norm,qkv_dgrad_sum");
 }
 
 TEST(FusionsTest, AnUnknownNameIsRefusedWithTheAcceptedOnes) {

@@ -9,6 +9,8 @@
 #include <limits>
 #include <tuple>
 #include <random>
+#include <utility>
+#include <vector>
 
 namespace trellis::train {
 namespace {
@@ -136,7 +138,8 @@ namespace {
 // Attention with RoPE against a reference written out on [b, heads, t, hd]
 // (attention.cc applies RoPE before the transpose), on fresh random fp64
 // inputs: the same output and the same gradients for x and every weight,
-// over several shapes and two tables of the same shape.
+// over several shapes and two tables of the same shape, with q, k and v's
+// input gradients summed by the GEMMs (qkv_dgrad_sum) and by autograd.
 TEST(RopeTest, AttentionMatchesTheRotationWrittenOut) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE("TRELLIS_TEST_SEED=" + std::to_string(seed));
@@ -160,8 +163,13 @@ TEST(RopeTest, AttentionMatchesTheRotationWrittenOut) {
       for (auto* p : {&x, &w.wq, &w.wk, &w.wv, &w.wo}) g.push_back(p->grad().clone());
       return g;
     };
-    auto got = AttentionForward(x, w, rope, {});
-    auto got_grads = grads(got);
+    std::vector<std::pair<torch::Tensor, std::vector<torch::Tensor>>> got;
+    for (bool summed_by_gemms : {true, false}) {
+      Fusions fusions;
+      fusions.qkv_dgrad_sum = summed_by_gemms;
+      auto y = AttentionForward(x, w, rope, {}, fusions);
+      got.emplace_back(y, grads(y));
+    }
 
     // The same attention with RoPE written out on [b, heads, t, hd].
     auto reference = [&] {
@@ -183,10 +191,13 @@ TEST(RopeTest, AttentionMatchesTheRotationWrittenOut) {
       return torch::matmul(o.transpose(1, 2).reshape({b, t, heads * hd}), w.wo.t());
     }();
     auto reference_grads = grads(reference);
-    EXPECT_TRUE(torch::allclose(got, reference, 1e-10, 1e-12));
-    for (size_t i = 0; i < got_grads.size(); ++i)
-      EXPECT_TRUE(torch::allclose(got_grads[i], reference_grads[i], 1e-9, 1e-12))
-          << "gradient " << i << " (x, wq, wk, wv, wo)";
+    for (size_t v = 0; v < got.size(); ++v) {
+      SCOPED_TRACE(v == 0 ? "qkv_dgrad_sum on" : "qkv_dgrad_sum off");
+      EXPECT_TRUE(torch::allclose(got[v].first, reference, 1e-10, 1e-12));
+      for (size_t i = 0; i < reference_grads.size(); ++i)
+        EXPECT_TRUE(torch::allclose(got[v].second[i], reference_grads[i], 1e-9, 1e-12))
+            << "gradient " << i << " (x, wq, wk, wv, wo)";
+    }
   }
 }
 
