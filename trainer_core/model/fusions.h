@@ -14,8 +14,8 @@
 namespace trellis::train {
 
 struct Fusions {
-  // The MoE dispatch's backward and the gate-weighted combine (forward and
-  // backward) as kernels of kernels/ (CUDA bf16, built with kernels/).
+  // The MoE dispatch, its backward and the gate-weighted combine (forward
+  // and backward) as kernels of kernels/ (CUDA bf16, built with kernels/).
   bool moe_kernels = true;
   // The head and cross entropy in chunks of rows, never the whole [N, vocab]
   // logits in memory.
