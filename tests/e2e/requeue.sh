@@ -23,8 +23,12 @@ job=$(json_get "$(run_json "$id")" "d['attempts'][0]['slurm_job_id']")
 log "requeueing job $job"
 scontrol requeue "$job" || fail "scontrol requeue $job failed"
 wait_state "$id" SUBMITTED 60
-# Slurm holds a requeued job back for a while (BeginTime); a test need not wait.
-scontrol update JobId="$job" StartTime=now || fail "could not release job $job"
+# Slurm holds a requeued job back for a while (BeginTime); a test need not wait
+# that long, but must not start it again in the second its credential was
+# revoked: slurmd refuses a credential no newer than the revocation ("Job
+# credential revoked") and the job ends FAILED. The job is PENDING, so the
+# revocation is already behind us; two seconds on, any new credential is newer.
+scontrol update JobId="$job" StartTime=now+2 || fail "could not release job $job"
 wait_state "$id" SUCCEEDED 180
 
 show=$(run_json "$id")
