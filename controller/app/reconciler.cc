@@ -24,6 +24,8 @@ std::optional<ExitFile> Reconciler::ReadExitFile(const RunRecord& run, int attem
   if (j.contains("last_launch") && j["last_launch"].is_number_integer())
     f.last_launch = j["last_launch"].get<int>();
   if (j.contains("reason") && j["reason"].is_string()) f.reason = j["reason"].get<std::string>();
+  if (j.contains("restarts") && j["restarts"].is_number_integer())
+    f.restarts = j["restarts"].get<int>();
   return f;
 }
 

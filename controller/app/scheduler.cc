@@ -80,8 +80,7 @@ Effects Scheduler::Submit(const std::string& spec_toml, bool dry_run, const std:
     std::string run_id = spec->job.name + "-" + std::to_string(next);
     std::string run_dir = ctx_.RunDirFor(*spec, run_id);
     AttemptPaths paths{run_id, 1, run_dir, ctx_.config.worker_bin, ctx_.config.advertise_addr,
-                       run_dir + "/attempt-1/secret"};
-    paths.tls_ca = ctx_.config.worker_tls_ca;
+                       run_dir + "/attempt-1/secret", /*job_tag=*/"", ctx_.config.worker_tls_ca};
     auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);
     if (!script.ok()) return Effects::Reply([=] { reply(script.status()); });
     SubmitResult result{"", *script, SbatchArgs(*spec, paths, {})};
@@ -247,8 +246,8 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
   int attempt = resume ? (*latest)->attempt : (latest->has_value() ? (*latest)->attempt : 0) + 1;
   std::string attempt_dir = run.run_dir + "/attempt-" + std::to_string(attempt);
   AttemptPaths paths{run.run_id, attempt, run.run_dir, ctx_.config.worker_bin,
-                     ctx_.config.advertise_addr, attempt_dir + "/secret"};
-  paths.tls_ca = ctx_.config.worker_tls_ca;
+                     ctx_.config.advertise_addr, attempt_dir + "/secret", /*job_tag=*/"",
+                     ctx_.config.worker_tls_ca};
   // Resumed: the secret file written before is kept (a job submitted before
   // a stop may be running with it); the store has only its digest.
   std::string secret = resume ? ReadSecret(paths.secret_file) : "";

@@ -124,8 +124,20 @@ bool RequeuedBySlurm(RunState run_state, const SlurmJob& job) {
   return started && job.state == "PENDING";
 }
 
+namespace {
+
+// An exit.json written before Slurm requeued the job speaks for an earlier
+// run of the batch script, not for the one that ended.
+bool WrittenBeforeARequeue(const std::optional<SlurmJob>& job, const ExitFile& f) {
+  return job && job->restarts && f.restarts && *f.restarts < *job->restarts;
+}
+
+}  // namespace
+
 Reconciliation Reconcile(const std::optional<SlurmJob>& job,
-                         const std::optional<ExitFile>& exit_file) {
+                         const std::optional<ExitFile>& written) {
+  bool stale = written && WrittenBeforeARequeue(job, *written);
+  std::optional<ExitFile> exit_file = stale ? std::nullopt : written;
   Reconciliation r;
   if (job && !IsTerminalJobState(job->state)) {
     r.nodelist = job->nodelist;
@@ -150,7 +162,11 @@ Reconciliation Reconcile(const std::optional<SlurmJob>& job,
     r.exit_code = job->exit_code.value_or(1);
     r.succeeded = job->state == "COMPLETED" && r.exit_code == 0;
     r.reason = "Slurm job " + job->id + " ended " + job->state + " with exit code " +
-               std::to_string(r.exit_code) + " and left no exit.json";
+               std::to_string(r.exit_code);
+    r.reason += stale ? " after requeue " + std::to_string(*job->restarts) +
+                            ", before its batch script wrote an exit.json (the one there is "
+                            "from before the requeue)"
+                      : " and left no exit.json";
     return r;
   }
   r.exit_code = 1;

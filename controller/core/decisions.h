@@ -75,6 +75,9 @@ struct ExitFile {  // <attempt dir>/exit.json, written last by the batch script
   int exit_code = 0;
   int last_launch = 0;
   std::string reason;
+  // SLURM_RESTART_COUNT of the batch script that wrote it; a job Slurm
+  // requeued since then ended without a record of its own.
+  std::optional<int> restarts;
 };
 struct Reconciliation {
   enum Kind { kAlive, kEnded } kind = kAlive;
@@ -87,10 +90,11 @@ struct Reconciliation {
   // continues in a new attempt at once, using no restart.
   std::optional<FailureClass> stopped_by;
 };
-// `job` is what Slurm knows (nullopt: forgotten or never seen), `exit_file`
-// what the batch script left.
+// `job` is what Slurm knows (nullopt: forgotten or never seen), `written`
+// what the batch script left; a record older than Slurm's last requeue of the
+// job is set aside.
 Reconciliation Reconcile(const std::optional<SlurmJob>& job,
-                         const std::optional<ExitFile>& exit_file);
+                         const std::optional<ExitFile>& written);
 
 // Slurm put the job back in its queue after its batch script had started
 // (scontrol requeue, preemption with PreemptMode=REQUEUE, a failed node with

@@ -111,12 +111,12 @@ TEST(DecideRestartTest, BacksOffExponentiallyThenGivesUp) {
 }
 
 TEST(ReconcileTest, Table) {
-  SlurmJob running{"7", "RUNNING", "None", "node[1-2]", std::nullopt};
-  SlurmJob done{"7", "COMPLETED", "None", "node[1-2]", 0};
-  SlurmJob failed{"7", "FAILED", "NonZeroExitCode", "node1", 3};
-  SlurmJob cancelled{"7", "CANCELLED", "None", "node1", 143};
-  ExitFile ok{0, 1, "launch 1 ended with 0"};
-  ExitFile bad{3, 1, "launch 1 ended with 3"};
+  SlurmJob running{"7", "RUNNING", "None", "node[1-2]", std::nullopt, std::nullopt};
+  SlurmJob done{"7", "COMPLETED", "None", "node[1-2]", 0, std::nullopt};
+  SlurmJob failed{"7", "FAILED", "NonZeroExitCode", "node1", 3, std::nullopt};
+  SlurmJob cancelled{"7", "CANCELLED", "None", "node1", 143, std::nullopt};
+  ExitFile ok{0, 1, "launch 1 ended with 0", std::nullopt};
+  ExitFile bad{3, 1, "launch 1 ended with 3", std::nullopt};
 
   EXPECT_EQ(Reconcile(running, std::nullopt).kind, Reconciliation::kAlive);
   auto r = Reconcile(done, ok);
@@ -137,13 +137,36 @@ TEST(ReconcileTest, Table) {
   EXPECT_EQ(r.reason, "Slurm job vanished and left no exit.json");
   EXPECT_FALSE(r.stopped_by);
   // Not the program's fault: continued without a restart.
-  SlurmJob timeout{"7", "TIMEOUT", "TimeLimit", "node1", 0};
+  SlurmJob timeout{"7", "TIMEOUT", "TimeLimit", "node1", 0, std::nullopt};
   EXPECT_EQ(Reconcile(timeout, std::nullopt).stopped_by, FailureClass::kTimeLimit);
-  SlurmJob preempted{"7", "PREEMPTED", "None", "node1", 0};
+  SlurmJob preempted{"7", "PREEMPTED", "None", "node1", 0, std::nullopt};
   EXPECT_EQ(Reconcile(preempted, std::nullopt).stopped_by, FailureClass::kPreemption);
-  EXPECT_EQ(Reconcile(std::nullopt, ExitFile{1, 1, "wall-time warning"}).stopped_by,
+  EXPECT_EQ(Reconcile(std::nullopt, ExitFile{1, 1, "wall-time warning", std::nullopt}).stopped_by,
             FailureClass::kTimeLimit);
   EXPECT_FALSE(Reconcile(failed, bad).stopped_by);
+}
+
+TEST(ReconcileTest, AnExitFileFromBeforeARequeueIsSetAside) {
+  // Slurm requeued job 7, then could not start it again (slurmd refused the
+  // revoked credential): the exit.json there is the first run's.
+  SlurmJob refused{"7", "FAILED", "NonZeroExitCode", "node1", 1, 1};
+  ExitFile first_run{143, 1, "terminated by Slurm", 0};
+  auto r = Reconcile(refused, first_run);
+  EXPECT_EQ(r.kind, Reconciliation::kEnded);
+  EXPECT_FALSE(r.succeeded);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.reason,
+            "Slurm job 7 ended FAILED with exit code 1 after requeue 1, before its batch script "
+            "wrote an exit.json (the one there is from before the requeue)");
+  // Written by the run that ended, or with a count unknown on either side: used.
+  ExitFile second_run{0, 2, "launch 2 ended with 0", 1};
+  SlurmJob done{"7", "COMPLETED", "None", "node1", 0, 1};
+  EXPECT_TRUE(Reconcile(done, second_run).succeeded);
+  EXPECT_EQ(Reconcile(refused, ExitFile{143, 1, "terminated by Slurm", std::nullopt}).exit_code, 143);
+  SlurmJob forgotten_count{"7", "FAILED", "NonZeroExitCode", "node1", 1, std::nullopt};
+  EXPECT_EQ(Reconcile(forgotten_count, first_run).exit_code, 143);
+  // A wall-time warning before the requeue does not make the end a time limit.
+  EXPECT_FALSE(Reconcile(refused, ExitFile{1, 1, "wall-time warning", 0}).stopped_by);
 }
 
 }  // namespace

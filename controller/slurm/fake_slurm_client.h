@@ -32,7 +32,7 @@ class FakeSlurmClient : public SlurmClient {
     }
     // Started at once: the tests drive the workers. A test of Slurm's
     // requeue sets the job PENDING again.
-    jobs[id] = {id, "RUNNING", "None", nodelist, std::nullopt};
+    jobs[id] = {id, "RUNNING", "None", nodelist, std::nullopt, 0};
     return id;
   }
   absl::StatusOr<std::vector<SlurmJob>> ListJobs() override {

@@ -102,7 +102,7 @@ absl::StatusOr<std::vector<SlurmJob>> ParseSqueue(std::string_view out) {
       return absl::InternalError("squeue line '" + std::string(line) +
                                  "': expected 4 '|'-separated fields");
     jobs.push_back({std::string(f[0]), BaseState(f[1]), std::string(f[3]), std::string(f[2]),
-                    std::nullopt});
+                    std::nullopt, std::nullopt});
   }
   return jobs;
 }
@@ -136,9 +136,11 @@ absl::StatusOr<SlurmJob> ParseScontrolJob(std::string_view out) {
     return absl::InternalError("scontrol show job: no JobId/JobState in '" +
                                std::string(lines[0].substr(0, 120)) + "'");
   SlurmJob job{pairs["JobId"], BaseState(pairs["JobState"]), pairs["Reason"], pairs["NodeList"],
-               std::nullopt};
+               std::nullopt, std::nullopt};
   if (job.nodelist == "(null)") job.nodelist.clear();
   if (pairs.count("ExitCode")) job.exit_code = ParseExitCode(pairs["ExitCode"]);
+  int restarts = 0;
+  if (ParseNumber(pairs["Restarts"], &restarts) && restarts >= 0) job.restarts = restarts;
   return job;
 }
 
@@ -149,7 +151,8 @@ absl::StatusOr<std::vector<SlurmJob>> ParseSacct(std::string_view out) {
     if (f.size() < 3)
       return absl::InternalError("sacct line '" + std::string(line) + "': expected >= 3 fields");
     jobs.push_back({std::string(f[0]), BaseState(f[1]), "",
-                    f.size() > 3 ? std::string(f[3]) : "", ParseExitCode(f[2])});
+                    f.size() > 3 ? std::string(f[3]) : "", ParseExitCode(f[2]),
+                    std::nullopt});
   }
   return jobs;
 }

@@ -46,6 +46,18 @@ TEST(ParsersTest, ScontrolFailedJob) {
   EXPECT_FALSE(ParseScontrolJob("JobId= JobName=x JobState=RUNNING").ok());
   EXPECT_FALSE(ParseScontrolJob("JobId=12 JobName=x JobState= Reason=None").ok());
   EXPECT_TRUE(ParseScontrolJob("JobId=12 JobName=x JobState=RUNNING Reason=None").ok());
+  EXPECT_EQ(job->restarts, 0);
+  EXPECT_FALSE(ParseScontrolJob("JobId=12 JobState=RUNNING Restarts=x")->restarts.has_value());
+}
+
+TEST(ParsersTest, ScontrolJobRequeuedThenRefusedByItsNode) {
+  // Released in the second slurmd revoked its credential: "Job credential
+  // revoked", and the job ends FAILED with its restart count.
+  auto job = ParseScontrolJob(Fixture("scontrol_show_job_failed_after_requeue.txt"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state, "FAILED");
+  EXPECT_EQ(job->restarts, 1);
+  EXPECT_EQ(job->exit_code, 1);
 }
 
 TEST(ParsersTest, Squeue) {

@@ -15,6 +15,7 @@ struct SlurmJob {
   std::string reason;    // squeue/scontrol Reason
   std::string nodelist;  // compressed hostlist, e.g. "node[1-2]"
   std::optional<int> exit_code;  // from ExitCode=E:S: E, or 128+S when S != 0
+  std::optional<int> restarts;   // scontrol Restarts=: how often Slurm requeued it
 };
 
 struct SlurmNode {

@@ -45,4 +45,8 @@ steps=$(sqlite3 "$db" "SELECT COUNT(DISTINCT step), MIN(step), MAX(step) FROM st
 first=$(sqlite3 "$db" "SELECT MIN(step) FROM steps WHERE run_id='$id' AND launch=2")
 [ -f "$E2E_DIR/runs/$id/checkpoints/step-$(printf %08d $((first - 1)))/manifest.json" ] ||
   fail "launch 2 started at step $first, not after a checkpoint"
+# Written by the batch script's second run: the controller sets aside an exit.json
+# older than Slurm's last requeue (docs/architecture.md, "A run's life").
+grep -q '"restarts": 1' "$E2E_DIR/runs/$id/attempt-1/exit.json" ||
+  fail "attempt-1/exit.json does not say it was written after restart 1"
 log "PASS: job $job requeued, $id SUCCEEDED in one attempt ($classes), launch 2 from step $first"
