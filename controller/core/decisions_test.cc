@@ -141,8 +141,8 @@ TEST(ReconcileTest, Table) {
   EXPECT_EQ(Reconcile(timeout, std::nullopt).stopped_by, FailureClass::kTimeLimit);
   SlurmJob preempted{"7", "PREEMPTED", "None", "node1", 0, std::nullopt};
   EXPECT_EQ(Reconcile(preempted, std::nullopt).stopped_by, FailureClass::kPreemption);
-  EXPECT_EQ(Reconcile(std::nullopt, ExitFile{1, 1, "wall-time warning", std::nullopt}).stopped_by,
-            FailureClass::kTimeLimit);
+  ExitFile warned{1, 1, "wall-time warning", std::nullopt};
+  EXPECT_EQ(Reconcile(std::nullopt, warned).stopped_by, FailureClass::kTimeLimit);
   EXPECT_FALSE(Reconcile(failed, bad).stopped_by);
 }
 
@@ -162,7 +162,8 @@ TEST(ReconcileTest, AnExitFileFromBeforeARequeueIsSetAside) {
   ExitFile second_run{0, 2, "launch 2 ended with 0", 1};
   SlurmJob done{"7", "COMPLETED", "None", "node1", 0, 1};
   EXPECT_TRUE(Reconcile(done, second_run).succeeded);
-  EXPECT_EQ(Reconcile(refused, ExitFile{143, 1, "terminated by Slurm", std::nullopt}).exit_code, 143);
+  ExitFile count_unknown{143, 1, "terminated by Slurm", std::nullopt};
+  EXPECT_EQ(Reconcile(refused, count_unknown).exit_code, 143);
   SlurmJob forgotten_count{"7", "FAILED", "NonZeroExitCode", "node1", 1, std::nullopt};
   EXPECT_EQ(Reconcile(forgotten_count, first_run).exit_code, 143);
   // A wall-time warning before the requeue does not make the end a time limit.
