@@ -17,8 +17,8 @@ __device__ __forceinline__ void Store(__nv_bfloat16* p, float v) { *p = __float2
 
 template <typename Out>
 __device__ __forceinline__ void MomentumAt(const float* grad, float* mom, Out* update, int64_t i,
-                                           float momentum) {
-  const float g = grad[i];
+                                           float momentum, float scale) {
+  const float g = __fmul_rn(grad[i], scale);
   const float m = __fmaf_rn(momentum, mom[i], g);
   mom[i] = m;
   Store(update + i, __fmaf_rn(momentum, m, g));
@@ -27,14 +27,21 @@ __device__ __forceinline__ void MomentumAt(const float* grad, float* mom, Out* u
 template <typename Out>
 __global__ void __launch_bounds__(kThreads)
     MomentumKernel(const float* __restrict__ grad, float* __restrict__ mom,
-                   Out* __restrict__ update, int64_t n, float momentum, bool vector) {
+                   Out* __restrict__ update, int64_t n, float momentum,
+                   const float* __restrict__ grad_scale, bool vector) {
   const int64_t stride = int64_t{gridDim.x} * kThreads;
   const int64_t first = blockIdx.x * int64_t{kThreads} + threadIdx.x;
+  // x * 1 is x: no scale is a scale of one.
+  const float scale = grad_scale != nullptr ? *grad_scale : 1.0f;
   int64_t done = 0;
   if (vector) {
     done = n / 4 * 4;
     for (int64_t v = first; v < n / 4; v += stride) {
-      const float4 g = reinterpret_cast<const float4*>(grad)[v];
+      float4 g = reinterpret_cast<const float4*>(grad)[v];
+      g.x = __fmul_rn(g.x, scale);
+      g.y = __fmul_rn(g.y, scale);
+      g.z = __fmul_rn(g.z, scale);
+      g.w = __fmul_rn(g.w, scale);
       float4 m = reinterpret_cast<float4*>(mom)[v];
       m.x = __fmaf_rn(momentum, m.x, g.x);
       m.y = __fmaf_rn(momentum, m.y, g.y);
@@ -52,7 +59,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  for (int64_t i = done + first; i < n; i += stride) MomentumAt(grad, mom, update, i, momentum);
+  for (int64_t i = done + first; i < n; i += stride)
+    MomentumAt(grad, mom, update, i, momentum, scale);
 }
 
 // Where element i of value goes in copy, whose rows of copy_row start
@@ -68,11 +76,34 @@ __device__ __forceinline__ int64_t CopyAt(int64_t i, int64_t copy_row, int64_t c
   }
 }
 
+__device__ __forceinline__ float ToFloat(float v) { return v; }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Four consecutive ortho values from a 16-byte (fp32) or 8-byte (bf16) aligned address.
+__device__ __forceinline__ float4 Load4(const float* p) {
+  return *reinterpret_cast<const float4*>(p);
+}
+__device__ __forceinline__ float4 Load4(const __nv_bfloat16* p) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(p);
+  const float2 lo = __bfloat1622float2(h[0]), hi = __bfloat1622float2(h[1]);
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
+// value = fma(step, ortho, value * decay), and its bf16 copy: one element.
+template <bool kStrided, typename Ortho>
+__device__ __forceinline__ void ApplyAt(float* value, Ortho ortho, int64_t i, float decay,
+                                        float step, __nv_bfloat16* copy, int64_t copy_row,
+                                        int64_t copy_stride) {
+  const float w = __fmaf_rn(step, ToFloat(ortho), __fmul_rn(value[i], decay));
+  value[i] = w;
+  if (copy != nullptr) copy[CopyAt<kStrided>(i, copy_row, copy_stride)] = __float2bfloat16_rn(w);
+}
+
 // On the vector path a strided copy has copy_row % 4 == 0: 4 elements never
 // straddle a row, and each 4 start 8-byte aligned.
-template <bool kStrided>
+template <bool kStrided, typename Ortho>
 __global__ void __launch_bounds__(kThreads)
-    ApplyKernel(float* __restrict__ value, const float* __restrict__ ortho, int64_t n, float decay,
+    ApplyKernel(float* __restrict__ value, const Ortho* __restrict__ ortho, int64_t n, float decay,
                 float step, __nv_bfloat16* __restrict__ copy, int64_t copy_row,
                 int64_t copy_stride, bool vector) {
   const int64_t stride = int64_t{gridDim.x} * kThreads;
@@ -81,7 +112,7 @@ __global__ void __launch_bounds__(kThreads)
   if (vector) {
     done = n / 4 * 4;
     for (int64_t v = first; v < n / 4; v += stride) {
-      const float4 o = reinterpret_cast<const float4*>(ortho)[v];
+      const float4 o = Load4(ortho + v * 4);
       float4 w = reinterpret_cast<float4*>(value)[v];
       w.x = __fmaf_rn(step, o.x, __fmul_rn(w.x, decay));
       w.y = __fmaf_rn(step, o.y, __fmul_rn(w.y, decay));
@@ -96,56 +127,77 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  for (int64_t i = done + first; i < n; i += stride) {
-    const float w = __fmaf_rn(step, ortho[i], __fmul_rn(value[i], decay));
-    value[i] = w;
-    if (copy != nullptr) copy[CopyAt<kStrided>(i, copy_row, copy_stride)] = __float2bfloat16_rn(w);
+  for (int64_t i = done + first; i < n; i += stride)
+    ApplyAt<kStrided>(value, ortho[i], i, decay, step, copy, copy_row, copy_stride);
+}
+
+// The apply with ortho stored transposed: matrix blockIdx.y of value is
+// [rows, cols], of ortho [cols, rows]. A 32 x 32 tile of ortho is read along
+// its rows into shared memory, then value and copy along theirs.
+template <bool kStrided>
+__global__ void ApplyTransposedKernel(float* __restrict__ value,
+                                      const __nv_bfloat16* __restrict__ ortho, int64_t rows,
+                                      int64_t cols, float decay, float step,
+                                      __nv_bfloat16* __restrict__ copy, int64_t copy_row,
+                                      int64_t copy_stride) {
+  __shared__ float tile[32][33];
+  const int64_t elems = rows * cols, base = blockIdx.y * elems;
+  const int64_t tiles_c = (cols + 31) / 32;
+  const int64_t r0 = (blockIdx.x / tiles_c) * 32, c0 = (blockIdx.x % tiles_c) * 32;
+  const __nv_bfloat16* ob = ortho + base;
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t c = c0 + i, r = r0 + threadIdx.x;  // ortho row c, column r
+    if (r < rows && c < cols) tile[threadIdx.x][i] = __bfloat162float(ob[c * rows + r]);
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t r = r0 + i, c = c0 + threadIdx.x;
+    if (r < rows && c < cols)
+      ApplyAt<kStrided>(value, tile[i][threadIdx.x], base + r * cols + c, decay, step, copy,
+                        copy_row, copy_stride);
   }
 }
 
 template <typename Out>
 void LaunchMomentum(const float* grad, float* mom, Out* update, int64_t n, float momentum,
-                    cudaStream_t stream) {
+                    const float* grad_scale, cudaStream_t stream) {
   Require(n >= 0 && (n == 0 || (grad && mom && update)), "MuonMomentum: n >= 0 and buffers");
   if (n == 0) return;
   // bf16 updates are stored 4 at a time (8 bytes), fp32 ones as a float4.
   const bool vector = IsAligned(grad, 16) && IsAligned(mom, 16) &&
                       IsAligned(update, std::is_same_v<Out, float> ? 16 : 8);
   MomentumKernel<<<detail::GridFor(n / 4 + 1, kThreads), kThreads, 0, stream>>>(
-      grad, mom, update, n, momentum, vector);
+      grad, mom, update, n, momentum, grad_scale, vector);
   TRELLIS_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-void MuonMomentum(const float* grad, float* mom, float* update, int64_t n, float momentum,
-                  cudaStream_t stream) {
-  LaunchMomentum(grad, mom, update, n, momentum, stream);
-}
-
-void MuonMomentum(const float* grad, float* mom, __nv_bfloat16* update, int64_t n,
-                  float momentum, cudaStream_t stream) {
-  LaunchMomentum(grad, mom, update, n, momentum, stream);
-}
-
-void ApplyUpdate(float* value, const float* ortho, int64_t n, float decay, float step,
-                 __nv_bfloat16* copy, cudaStream_t stream) {
-  ApplyUpdate(value, ortho, n, decay, step, copy, n, n, stream);
-}
-
-void ApplyUpdate(float* value, const float* ortho, int64_t n, float decay, float step,
-                 __nv_bfloat16* copy, int64_t copy_row, int64_t copy_stride, cudaStream_t stream) {
+// The arguments every apply shares; false where there is nothing to do.
+bool CheckApply(const float* value, const void* ortho, int64_t n, const __nv_bfloat16* copy,
+                int64_t copy_row, int64_t copy_stride) {
   Require(n >= 0 && (n == 0 || (value && ortho)), "ApplyUpdate: n >= 0 and buffers");
-  if (n == 0) return;
+  if (n == 0) return false;
   if (copy != nullptr) {
     Require(copy_row > 0, "ApplyUpdate: copy_row must be > 0 where copy is given");
     Require(copy_stride >= copy_row, "ApplyUpdate: copy_stride must be >= copy_row");
     Require(n % copy_row == 0, "ApplyUpdate: n must be a multiple of copy_row");
   }
-  // One row, or rows back to back, is a contiguous copy.
-  const bool strided = copy != nullptr && copy_row != copy_stride && n > copy_row;
-  // The bf16 copy is stored 4 at a time (8 bytes).
-  const bool vector = IsAligned(value, 16) && IsAligned(ortho, 16) &&
+  return true;
+}
+
+// One row, or rows back to back, is a contiguous copy.
+bool IsStrided(int64_t n, const __nv_bfloat16* copy, int64_t copy_row, int64_t copy_stride) {
+  return copy != nullptr && copy_row != copy_stride && n > copy_row;
+}
+
+// value and ortho in the same layout: 4 elements a thread where aligned.
+template <typename Ortho>
+void LaunchApply(float* value, const Ortho* ortho, int64_t n, float decay, float step,
+                 __nv_bfloat16* copy, int64_t copy_row, int64_t copy_stride,
+                 cudaStream_t stream) {
+  const bool strided = IsStrided(n, copy, copy_row, copy_stride);
+  // 4 ortho values are a float4 or 8 bytes of bf16; the bf16 copy is stored 4
+  // at a time (8 bytes).
+  const bool vector = IsAligned(value, 16) && IsAligned(ortho, 4 * sizeof(Ortho)) &&
                       (copy == nullptr || IsAligned(copy, 8)) &&
                       (!strided || (copy_row % 4 == 0 && copy_stride % 4 == 0));
   const int grid = detail::GridFor(n / 4 + 1, kThreads);
@@ -155,6 +207,55 @@ void ApplyUpdate(float* value, const float* ortho, int64_t n, float decay, float
   } else {
     ApplyKernel<false><<<grid, kThreads, 0, stream>>>(value, ortho, n, decay, step, copy,
                                                       copy_row, copy_stride, vector);
+  }
+  TRELLIS_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void MuonMomentum(const float* grad, float* mom, float* update, int64_t n, float momentum,
+                  const float* grad_scale, cudaStream_t stream) {
+  LaunchMomentum(grad, mom, update, n, momentum, grad_scale, stream);
+}
+
+void MuonMomentum(const float* grad, float* mom, __nv_bfloat16* update, int64_t n,
+                  float momentum, const float* grad_scale, cudaStream_t stream) {
+  LaunchMomentum(grad, mom, update, n, momentum, grad_scale, stream);
+}
+
+void ApplyUpdate(float* value, const float* ortho, int64_t n, float decay, float step,
+                 __nv_bfloat16* copy, cudaStream_t stream) {
+  ApplyUpdate(value, ortho, n, decay, step, copy, n, n, stream);
+}
+
+void ApplyUpdate(float* value, const float* ortho, int64_t n, float decay, float step,
+                 __nv_bfloat16* copy, int64_t copy_row, int64_t copy_stride, cudaStream_t stream) {
+  if (!CheckApply(value, ortho, n, copy, copy_row, copy_stride)) return;
+  LaunchApply(value, ortho, n, decay, step, copy, copy_row, copy_stride, stream);
+}
+
+void ApplyUpdateBf16(float* value, const __nv_bfloat16* ortho, int64_t batch, int64_t rows,
+                     int64_t cols, bool ortho_transposed, float decay, float step,
+                     __nv_bfloat16* copy, int64_t copy_row, int64_t copy_stride,
+                     cudaStream_t stream) {
+  Require(batch >= 0 && rows >= 0 && cols >= 0,
+          "ApplyUpdateBf16: batch, rows and cols must be >= 0");
+  const int64_t n = batch * rows * cols;
+  if (!CheckApply(value, ortho, n, copy, copy_row, copy_stride)) return;
+  if (!ortho_transposed) {
+    LaunchApply(value, ortho, n, decay, step, copy, copy_row, copy_stride, stream);
+    return;
+  }
+  Require(batch <= 65535, "ApplyUpdateBf16: at most 65535 matrices when transposed");
+  const dim3 grid(static_cast<unsigned>(((rows + 31) / 32) * ((cols + 31) / 32)),
+                  static_cast<unsigned>(batch));
+  const dim3 block(32, 8);
+  if (IsStrided(n, copy, copy_row, copy_stride)) {
+    ApplyTransposedKernel<true><<<grid, block, 0, stream>>>(value, ortho, rows, cols, decay, step,
+                                                            copy, copy_row, copy_stride);
+  } else {
+    ApplyTransposedKernel<false><<<grid, block, 0, stream>>>(value, ortho, rows, cols, decay,
+                                                             step, copy, copy_row, copy_stride);
   }
   TRELLIS_CHECK_LAUNCH();
 }

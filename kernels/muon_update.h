@@ -2,7 +2,10 @@
 // elements (what ATen does in four to five passes):
 //   MuonMomentum:  mom = grad + momentum * mom, then the Nesterov update
 //                  update = grad + momentum * mom (with the new mom), written
-//                  in the Newton-Schulz input dtype.
+//                  in the Newton-Schulz input dtype. With grad_scale (a device
+//                  pointer to one float, the global-norm clip factor) grad is
+//                  first grad * scale, rounded once: the same bits as scaling
+//                  the gradient in a pass of its own, without that pass.
 //   ApplyUpdate:   value = value * decay + step * ortho (decay = 1 - lr * wd,
 //                  or 1 without weight decay; step = -lr * scale), and where
 //                  copy is given, copy = bf16(value): the bf16 weights that
@@ -21,10 +24,12 @@
 
 namespace trellis::kernels {
 
+// grad_scale: null (no scaling) or one float on the device, read there, so the
+// host never waits for the clip factor.
 void MuonMomentum(const float* grad, float* mom, float* update, int64_t n, float momentum,
-                  cudaStream_t stream);
+                  const float* grad_scale, cudaStream_t stream);
 void MuonMomentum(const float* grad, float* mom, __nv_bfloat16* update, int64_t n,
-                  float momentum, cudaStream_t stream);
+                  float momentum, const float* grad_scale, cudaStream_t stream);
 
 void ApplyUpdate(float* value, const float* ortho, int64_t n, float decay, float step,
                  __nv_bfloat16* copy, cudaStream_t stream);
@@ -35,5 +40,17 @@ void ApplyUpdate(float* value, const float* ortho, int64_t n, float decay, float
 // copy_row and copy_stride are ignored where copy is null; copy must not overlap value.
 void ApplyUpdate(float* value, const float* ortho, int64_t n, float decay, float step,
                  __nv_bfloat16* copy, int64_t copy_row, int64_t copy_stride, cudaStream_t stream);
+
+// ApplyUpdate with ortho in bf16, as Newton-Schulz computes it (kernels/
+// newton_schulz.h's RunApply): each value exactly converted to fp32, so the
+// same bits as converting ortho to fp32 first and calling ApplyUpdate, without
+// that fp32 copy in memory. value is `batch` [rows, cols] matrices, contiguous;
+// ortho holds each as [rows, cols], or as [cols, rows] where ortho_transposed
+// (read through 32 x 32 tiles). copy, copy_row and copy_stride as above, over
+// value's flat index.
+void ApplyUpdateBf16(float* value, const __nv_bfloat16* ortho, int64_t batch, int64_t rows,
+                     int64_t cols, bool ortho_transposed, float decay, float step,
+                     __nv_bfloat16* copy, int64_t copy_row, int64_t copy_stride,
+                     cudaStream_t stream);
 
 }  // namespace trellis::kernels

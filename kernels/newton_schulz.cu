@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "kernels/launch_util.cuh"
+#include "kernels/muon_update.h"
 #include "kernels/ref/dense_ref.h"
 
 #define TRELLIS_CUBLAS_CHECK(expr)                                                       \
@@ -270,7 +271,8 @@ double BatchedNewtonSchulz::Flops(int steps) const {
   return 2.0 * batch_ * steps * (s * s * l + s * s * s + s * s * l);
 }
 
-void BatchedNewtonSchulz::Run(const float* g, float* out, cudaStream_t stream, int steps) {
+bool BatchedNewtonSchulz::Iterate(const float* g, float* fused_out, cudaStream_t stream,
+                                  int steps) {
   Require(steps >= 0, "BatchedNewtonSchulz: steps must be >= 0");
   Plan& p = *plan_;
   const bool transpose = m_ > n_;
@@ -299,31 +301,45 @@ void BatchedNewtonSchulz::Run(const float* g, float* out, cudaStream_t stream, i
     }
     AddDiagonalKernel<<<batch_, kThreads, 0, stream>>>(p.b, std::min(m_, n_), ref::kNsA);
     TRELLIS_CHECK_LAUNCH();
-    if (p.fused_output) {
+    if (fused_out != nullptr && p.fused_output) {
       const float one = 1.0f, zero = 0.0f;
       const void* a = transpose ? p.b : p.x;
       const void* b = transpose ? p.x : p.b;
       // Lt validates its arguments before it enqueues anything: a refusal leaves the
       // stream untouched, and the bf16 path below takes over for good.
       const cublasStatus_t st =
-          cublasLtMatmul(p.handle, p.last.desc, &one, a, p.last.a, b, p.last.b, &zero, out,
-                         p.last.c, out, p.last.c, &p.last.algo, p.lt_workspace, kLtWorkspaceBytes,
-                         stream);
-      if (st == CUBLAS_STATUS_SUCCESS) return;
+          cublasLtMatmul(p.handle, p.last.desc, &one, a, p.last.a, b, p.last.b, &zero, fused_out,
+                         p.last.c, fused_out, p.last.c, &p.last.algo, p.lt_workspace,
+                         kLtWorkspaceBytes, stream);
+      if (st == CUBLAS_STATUS_SUCCESS) return true;
       p.fused_output = false;
     }
-    // X' = (B + aI) X in bf16, then the conversion pass.
+    // X' = (B + aI) X in bf16.
     RunProduct(p.handle, p.update, 1.0f, p.x, p.b, 0.0f, p.x, p.x_next, p.lt_workspace, stream);
     std::swap(p.x, p.x_next);
   }
+  return false;
+}
+
+void BatchedNewtonSchulz::Run(const float* g, float* out, cudaStream_t stream, int steps) {
+  if (Iterate(g, out, stream, steps)) return;
   // X lives as [s, l]: [n, m] when transposed, so reading it back transposes again.
-  const dim3 out_grid(((m_ + 31) / 32) * ((n_ + 31) / 32), batch_);
-  if (transpose) {
-    OutputKernel<true><<<out_grid, tile_block, 0, stream>>>(p.x, n_, m_, out);
+  const dim3 out_grid(((m_ + 31) / 32) * ((n_ + 31) / 32), batch_), tile_block(32, 8);
+  if (m_ > n_) {
+    OutputKernel<true><<<out_grid, tile_block, 0, stream>>>(plan_->x, n_, m_, out);
   } else {
-    OutputKernel<false><<<out_grid, tile_block, 0, stream>>>(p.x, m_, n_, out);
+    OutputKernel<false><<<out_grid, tile_block, 0, stream>>>(plan_->x, m_, n_, out);
   }
   TRELLIS_CHECK_LAUNCH();
+}
+
+void BatchedNewtonSchulz::RunApply(const float* g, float* value, float decay, float step,
+                                   __nv_bfloat16* copy, int64_t copy_row, int64_t copy_stride,
+                                   cudaStream_t stream, int steps) {
+  Iterate(g, nullptr, stream, steps);
+  // X is [m, n], or [n, m] when transposed: the apply reads it through tiles then.
+  ApplyUpdateBf16(value, plan_->x, batch_, m_, n_, m_ > n_, decay, step, copy, copy_row,
+                  copy_stride, stream);
 }
 
 }  // namespace trellis::kernels

@@ -12,6 +12,7 @@
 // product + conversion pass if cuBLASLt refuses it.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -29,6 +30,14 @@ class BatchedNewtonSchulz {
   // g and out: device fp32 [batch, m, n] (may alias).
   void Run(const float* g, float* out, cudaStream_t stream, int steps = 5);
 
+  // Muon's apply straight from the bf16 result, with no fp32 result in memory:
+  // value (fp32 [batch, m, n], not aliasing g) = value * decay + step * X and
+  // copy = bf16(value), by kernels/muon_update.h's ApplyUpdateBf16 (copy,
+  // copy_row and copy_stride as there). The same bits as Run without
+  // fused_output followed by ApplyUpdate.
+  void RunApply(const float* g, float* value, float decay, float step, __nv_bfloat16* copy,
+                int64_t copy_row, int64_t copy_stride, cudaStream_t stream, int steps = 5);
+
   // Whether the last product writes the fp32 output itself (else: a bf16 product and a
   // conversion pass; also after cuBLASLt refused the fp32-output product).
   bool FusedOutput() const;
@@ -38,6 +47,11 @@ class BatchedNewtonSchulz {
 
  private:
   struct Plan;
+  // Normalizes g into the bf16 X and runs the steps. With fused_out (and
+  // fused_output on) the last product writes the fp32 result there and it
+  // returns true; else X holds the bf16 result.
+  bool Iterate(const float* g, float* fused_out, cudaStream_t stream, int steps);
+
   int batch_, m_, n_;
   Plan* plan_ = nullptr;
 };

@@ -4,10 +4,12 @@
 
 namespace trellis::kernels::ref {
 
-void MuonMomentumRef(const float* grad, float* mom, float* update, int64_t n, float momentum) {
+void MuonMomentumRef(const float* grad, float* mom, float* update, int64_t n, float momentum,
+                     float grad_scale) {
   for (int64_t i = 0; i < n; ++i) {
-    mom[i] = std::fma(momentum, mom[i], grad[i]);
-    update[i] = std::fma(momentum, mom[i], grad[i]);
+    const float g = grad[i] * grad_scale;
+    mom[i] = std::fma(momentum, mom[i], g);
+    update[i] = std::fma(momentum, mom[i], g);
   }
 }
 

@@ -6,8 +6,10 @@
 
 namespace trellis::kernels::ref {
 
-// mom = fma(momentum, mom, grad); update = fma(momentum, mom, grad).
-void MuonMomentumRef(const float* grad, float* mom, float* update, int64_t n, float momentum);
+// g = grad * grad_scale (rounded once); mom = fma(momentum, mom, g);
+// update = fma(momentum, mom, g).
+void MuonMomentumRef(const float* grad, float* mom, float* update, int64_t n, float momentum,
+                     float grad_scale = 1.0f);
 
 // value = fma(step, ortho, value * decay).
 void ApplyUpdateRef(float* value, const float* ortho, int64_t n, float decay, float step);

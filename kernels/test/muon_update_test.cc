@@ -1,5 +1,6 @@
 #include "kernels/muon_update.h"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -42,7 +43,8 @@ TEST_P(MuonUpdateTest, MomentumMatchesTheReferenceBitForBit) {
   DeviceBuffer<testing::Bf16Bits> d_update16(n + off);
   d_update.Poison();
   d_update16.Poison();
-  MuonMomentum(d_grad.get() + off, d_mom.get() + off, d_update.get() + off, n, momentum, nullptr);
+  MuonMomentum(d_grad.get() + off, d_mom.get() + off, d_update.get() + off, n, momentum, nullptr,
+               nullptr);
   testing::Sync();
   auto got_mom = d_mom.Download(), got_update = d_update.Download();
   EXPECT_EQ(std::vector<float>(got_mom.begin() + off, got_mom.end()), want_mom);
@@ -51,7 +53,46 @@ TEST_P(MuonUpdateTest, MomentumMatchesTheReferenceBitForBit) {
   // The bf16 update from the same momentum: the fp32 update rounded once.
   d_mom.Upload(mom);
   MuonMomentum(d_grad.get() + off, d_mom.get() + off, testing::AsBf16(d_update16) + off, n,
-               momentum, nullptr);
+               momentum, nullptr, nullptr);
+  testing::Sync();
+  auto got16 = d_update16.Download();
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(got16[off + i], ref::FloatToBf16(want_update[i])) << "element " << i;
+}
+
+// The clip factor read on the device: the same bits as a scaling pass before
+// the momentum (the reference scales first, rounding once).
+TEST_P(MuonUpdateTest, MomentumScalesTheGradientByTheDeviceFactor) {
+  TRELLIS_SKIP_WITHOUT_GPU();
+  auto rng = testing::TestRng();
+  const auto [n, off] = GetParam();
+  const float momentum = 0.95f, scale = 0.3712f;
+  auto grad = Normal(rng, n + off, 1e-3f), mom = Normal(rng, n + off, 1e-2f);
+  std::vector<float> want_mom(mom.begin() + off, mom.end()), want_update(n);
+  ref::MuonMomentumRef(grad.data() + off, want_mom.data(), want_update.data(), n, momentum,
+                       scale);
+  std::vector<float> scaled(grad.begin() + off, grad.end());
+  for (float& g : scaled) g *= scale;
+  std::vector<float> scaled_mom(mom.begin() + off, mom.end()), scaled_update(n);
+  ref::MuonMomentumRef(scaled.data(), scaled_mom.data(), scaled_update.data(), n, momentum);
+  ASSERT_EQ(scaled_update, want_update) << "the reference's scale is one rounding";
+
+  DeviceBuffer<float> d_grad(grad), d_mom(mom), d_update(n + off);
+  DeviceBuffer<float> d_scale(std::vector<float>{scale});
+  DeviceBuffer<testing::Bf16Bits> d_update16(n + off);
+  d_update.Poison();
+  MuonMomentum(d_grad.get() + off, d_mom.get() + off, d_update.get() + off, n, momentum,
+               d_scale.get(), nullptr);
+  testing::Sync();
+  auto got_mom = d_mom.Download(), got_update = d_update.Download();
+  EXPECT_EQ(std::vector<float>(got_mom.begin() + off, got_mom.end()), want_mom);
+  EXPECT_EQ(std::vector<float>(got_update.begin() + off, got_update.end()), want_update);
+  EXPECT_EQ(d_grad.Download(), grad) << "the gradient itself is left unscaled";
+
+  d_mom.Upload(mom);
+  d_update16.Poison();
+  MuonMomentum(d_grad.get() + off, d_mom.get() + off, testing::AsBf16(d_update16) + off, n,
+               momentum, d_scale.get(), nullptr);
   testing::Sync();
   auto got16 = d_update16.Download();
   for (int64_t i = 0; i < n; ++i)
@@ -133,6 +174,68 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ApplyStridedCopyTest,
                                            StridedCase{6, 10, 60}, StridedCase{8, 10, 80},
                                            StridedCase{6, 6, 66}));
 
+// ApplyUpdateBf16: ortho in bf16, in value's layout or transposed per matrix,
+// against the fp32 reference on ortho's exact fp32 values. Shapes off the 32 x
+// 32 tiles and of odd sizes (the scalar path); copies dense, strided with a
+// gap after each matrix (as an expert's gate rows sit before its up rows), or
+// none.
+struct Bf16Case {
+  int64_t batch, rows, cols;
+  bool transposed;
+  int64_t copy_gap;  // -1: no copy; 0: dense; > 0: elements left between matrices
+};
+
+class ApplyBf16Test : public ::testing::TestWithParam<Bf16Case> {};
+
+TEST_P(ApplyBf16Test, MatchesTheReferenceOnTheExactValues) {
+  TRELLIS_SKIP_WITHOUT_GPU();
+  auto rng = testing::TestRng();
+  const auto [batch, rows, cols, transposed, gap] = GetParam();
+  const int64_t elems = rows * cols, n = batch * elems;
+  const float decay = 1.0f - 0.02f * 0.1f, step = -0.02f * 1.6f;
+  auto value = Normal(rng, n, 2e-2f);
+  const testing::Bf16Data ortho = testing::RandomBf16(rng, n);
+  // ortho's values in value's layout: element (r, c) of a matrix sits at c * rows + r when
+  // transposed.
+  std::vector<float> ortho_in_place(n);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        ortho_in_place[b * elems + r * cols + c] =
+            ortho.values[b * elems + (transposed ? c * rows + r : r * cols + c)];
+  std::vector<float> want(value);
+  ref::ApplyUpdateRef(want.data(), ortho_in_place.data(), n, decay, step);
+
+  const int64_t copy_stride = elems + std::max<int64_t>(gap, 0);
+  DeviceBuffer<float> d_value(value);
+  DeviceBuffer<testing::Bf16Bits> d_ortho(ortho.bits);
+  DeviceBuffer<testing::Bf16Bits> d_copy(batch * copy_stride + testing::kPoisonSlack);
+  d_copy.Poison();
+  ApplyUpdateBf16(d_value.get(), testing::AsBf16(d_ortho), batch, rows, cols, transposed, decay,
+                  step, gap < 0 ? nullptr : testing::AsBf16(d_copy), elems, copy_stride, nullptr);
+  testing::Sync();
+  EXPECT_EQ(d_value.Download(), want);
+  const auto copy = d_copy.Download();
+  for (int64_t k = 0; k < static_cast<int64_t>(copy.size()); ++k) {
+    const int64_t b = k / copy_stride, i = k % copy_stride;
+    if (gap < 0 || b >= batch || i >= elems) {
+      ASSERT_EQ(copy[k], testing::kPoisonBf16) << "wrote outside matrix " << b << " at " << i;
+    } else {
+      ASSERT_EQ(copy[k], ref::FloatToBf16(want[b * elems + i])) << "matrix " << b << " at " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ApplyBf16Test,
+                         ::testing::Values(Bf16Case{3, 64, 96, false, 0},
+                                           Bf16Case{3, 64, 96, false, 6144},
+                                           Bf16Case{2, 96, 64, true, 0},
+                                           Bf16Case{2, 96, 64, true, 4},
+                                           Bf16Case{2, 50, 37, true, -1},
+                                           Bf16Case{1, 37, 50, false, -1},
+                                           Bf16Case{4, 33, 65, true, 0},
+                                           Bf16Case{2, 7, 9, false, 3}));
+
 // Checked before any CUDA call: runs without a device too. The pointers point
 // into host buffers, never read.
 TEST(ApplyUpdateArgs, RejectsBadCopyLayoutsAndAcceptsNothingToDo) {
@@ -156,6 +259,14 @@ TEST(ApplyUpdateArgs, RejectsBadCopyLayoutsAndAcceptsNothingToDo) {
                std::invalid_argument);
   EXPECT_NO_THROW(ApplyUpdate(nullptr, nullptr, 0, 1.0f, 0.0f, nullptr, 0, 0, nullptr));
   EXPECT_NO_THROW(ApplyUpdate(nullptr, nullptr, 0, 1.0f, 0.0f, nullptr, nullptr));
+  const auto* o16 = reinterpret_cast<const __nv_bfloat16*>(copy.data());
+  ExpectInvalid(
+      [&] { ApplyUpdateBf16(value.data(), o16, 2, -1, 8, true, 1, 0, c, 8, 8, nullptr); },
+      "ApplyUpdateBf16: batch, rows and cols must be >= 0");
+  ExpectInvalid(
+      [&] { ApplyUpdateBf16(value.data(), o16, 2, 4, 8, false, 1, 0, c, 12, 16, nullptr); },
+      "ApplyUpdate: n must be a multiple of copy_row");
+  EXPECT_NO_THROW(ApplyUpdateBf16(nullptr, nullptr, 0, 4, 8, true, 1, 0, nullptr, 0, 0, nullptr));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "kernels/newton_schulz.h"
 
+#include "kernels/muon_update.h"
+
 #include "kernels/ref/dense_ref.h"
 #include "kernels/test/test_util.h"
 
@@ -53,6 +55,35 @@ TEST_P(NewtonSchulzTest, MatchesTheFp32ReferenceMatrixByMatrix) {
                   b, err);
     }
   }
+}
+
+// RunApply against Run (bf16 result, conversion pass) then ApplyUpdate: the
+// same bits in value and in its bf16 copy, transposed shapes included.
+TEST_P(NewtonSchulzTest, RunApplyIsRunThenApplyBitForBit) {
+  TRELLIS_SKIP_WITHOUT_GPU();
+  auto rng = testing::TestRng();
+  const auto [batch, m, n] = GetParam();
+  const int64_t elems = int64_t{m} * n, total = batch * elems;
+  std::normal_distribution<float> dist;
+  std::vector<float> g(total), value(total);
+  for (float& x : g) x = dist(rng);
+  for (float& x : value) x = 0.02f * dist(rng);
+  const float decay = 1.0f - 0.02f * 0.1f, step = -0.02f * 1.6f;
+
+  BatchedNewtonSchulz ns(batch, m, n);
+  DeviceBuffer<float> d_g(g), d_out(total), d_want(value), d_got(value);
+  DeviceBuffer<testing::Bf16Bits> d_want_copy(total), d_got_copy(total);
+  d_want_copy.Poison();
+  d_got_copy.Poison();
+  ns.Run(d_g.get(), d_out.get(), nullptr);
+  ApplyUpdate(d_want.get(), d_out.get(), total, decay, step, testing::AsBf16(d_want_copy),
+              nullptr);
+  ns.RunApply(d_g.get(), d_got.get(), decay, step, testing::AsBf16(d_got_copy), total, total,
+              nullptr);
+  testing::Sync();
+  EXPECT_EQ(d_got.Download(), d_want.Download());
+  EXPECT_EQ(d_got_copy.Download(), d_want_copy.Download());
+  EXPECT_NE(d_got.Download(), value) << "the apply changed nothing";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, NewtonSchulzTest,

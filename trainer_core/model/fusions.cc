@@ -22,6 +22,8 @@ constexpr std::pair<const char*, bool Fusions::*> kFusions[] = {
     {"rms_norm", &Fusions::rms_norm},
     {"cross_layer_norm", &Fusions::cross_layer_norm},
     {"qkv_dgrad_sum", &Fusions::qkv_dgrad_sum},
+    {"clip_in_momentum", &Fusions::clip_in_momentum},
+    {"ns_apply", &Fusions::ns_apply},
 };
 
 std::string_view Trim(std::string_view s) {

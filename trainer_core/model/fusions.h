@@ -4,7 +4,8 @@
 // measure what one fusion gains against the same build:
 //   TRELLIS_FUSIONS_OFF=moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,
 //                       sdpa_gqa,gate_up_gemm,ce_kernel,expert_wgrad,rms_norm,
-//                       cross_layer_norm,qkv_dgrad_sum   (or "all")
+//                       cross_layer_norm,qkv_dgrad_sum,clip_in_momentum,ns_apply
+//                       (or "all")
 // Switching one off gives the same function computed the plain ATen way.
 // Torch-free.
 
@@ -68,6 +69,14 @@ struct Fusions {
   // the GEMMs themselves (addmm into one buffer), not by two adds after them
   // (model/attention.cc).
   bool qkv_dgrad_sum = true;
+  // The global-norm clip factor applied to the expert gradients by Muon's
+  // momentum pass as it reads them (a device scalar), not by a pass of its
+  // own over them (needs muon_update; parallel/shard_optim.cc).
+  bool clip_in_momentum = true;
+  // Muon's apply reading the expert Newton-Schulz result in bf16, as the
+  // products leave it (transposed for down), with no fp32 copy of it in
+  // memory (kernel Newton-Schulz and muon_update; optim/ns_kernel.h).
+  bool ns_apply = true;
 };
 
 // The names above, comma-separated ("" or none: every fusion on; "all": all

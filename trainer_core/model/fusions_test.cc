@@ -24,7 +24,8 @@ TEST(FusionsTest, NamedFusionsAreOffAndOthersStayOn) {
 TEST(FusionsTest, AllTurnsEveryFusionOff) {
   EXPECT_EQ(DescribeFusionsOff(ParseFusionsOff("all")),
             "moe_kernels,chunked_ce,bf16_weights,muon_update,swiglu,rope,sdpa_gqa,"
-            "gate_up_gemm,ce_kernel,expert_wgrad,rms_norm,cross_layer_norm,qkv_dgrad_sum");
+            "gate_up_gemm,ce_kernel,expert_wgrad,rms_norm,cross_layer_norm,qkv_dgrad_sum,"
+            "clip_in_momentum,ns_apply");
 }
 
 TEST(FusionsTest, AnUnknownNameIsRefusedWithTheAcceptedOnes) {

@@ -31,20 +31,25 @@ bool FusedMuonAvailable(const torch::Tensor &grad) {
 }
 
 void FusedMuonMomentum(const torch::Tensor &grad, const torch::Tensor &mom,
-                       const torch::Tensor &update, double momentum) {
+                       const torch::Tensor &update, double momentum,
+                       const torch::Tensor &grad_scale) {
   const int64_t n = grad.numel();
   CheckContiguous(grad, torch::kFloat, n, "grad");
   CheckContiguous(mom, torch::kFloat, n, "momentum");
   CheckContiguous(update, update.scalar_type(), n, "update");
+  if (grad_scale.defined())
+    CheckContiguous(grad_scale, torch::kFloat, 1, "gradient scale");
 #ifdef TRELLIS_WITH_KERNELS
   auto stream = CurrentStream();
   const auto m = static_cast<float>(momentum);
+  const float *scale =
+      grad_scale.defined() ? grad_scale.data_ptr<float>() : nullptr;
   if (update.scalar_type() == torch::kBFloat16) {
     kernels::MuonMomentum(grad.data_ptr<float>(), mom.data_ptr<float>(),
-                          Bf16(update), n, m, stream);
+                          Bf16(update), n, m, scale, stream);
   } else {
     kernels::MuonMomentum(grad.data_ptr<float>(), mom.data_ptr<float>(),
-                          update.data_ptr<float>(), n, m, stream);
+                          update.data_ptr<float>(), n, m, scale, stream);
   }
   torch::autograd::impl::bump_version(mom);
   torch::autograd::impl::bump_version(update);
@@ -54,13 +59,8 @@ void FusedMuonMomentum(const torch::Tensor &grad, const torch::Tensor &mom,
 #endif
 }
 
-void FusedApplyUpdate(const torch::Tensor &value, const torch::Tensor &ortho,
-                      double decay, double step, const torch::Tensor &copy) {
-  const int64_t n = value.numel();
-  CheckContiguous(value, torch::kFloat, n, "value");
-  CheckContiguous(ortho, torch::kFloat, n, "update");
+CopyRows CheckedCopyRows(const torch::Tensor &copy, int64_t n) {
   // A dense copy, or rows of one (dense within a row) with gaps between them.
-  int64_t copy_row = n, copy_stride = n;
   if (copy.defined() && !copy.is_contiguous()) {
     TORCH_CHECK(copy.is_cuda() && copy.scalar_type() == torch::kBFloat16 &&
                     copy.dim() == 2 && copy.numel() == n && copy.stride(1) == 1 &&
@@ -68,11 +68,19 @@ void FusedApplyUpdate(const torch::Tensor &value, const torch::Tensor &ortho,
                 "fused Muon: the bf16 copy must be a CUDA bf16 tensor of ", n,
                 " elements, contiguous or [rows, cols] with dense rows, got ",
                 copy.sizes(), " strides ", copy.strides());
-    copy_row = copy.size(1);
-    copy_stride = copy.stride(0);
-  } else if (copy.defined()) {
-    CheckContiguous(copy, torch::kBFloat16, n, "bf16 copy");
+    return {copy.size(1), copy.stride(0)};
   }
+  if (copy.defined())
+    CheckContiguous(copy, torch::kBFloat16, n, "bf16 copy");
+  return {n, n};
+}
+
+void FusedApplyUpdate(const torch::Tensor &value, const torch::Tensor &ortho,
+                      double decay, double step, const torch::Tensor &copy) {
+  const int64_t n = value.numel();
+  CheckContiguous(value, torch::kFloat, n, "value");
+  CheckContiguous(ortho, torch::kFloat, n, "update");
+  const auto [copy_row, copy_stride] = CheckedCopyRows(copy, n);
 #ifdef TRELLIS_WITH_KERNELS
   kernels::ApplyUpdate(value.data_ptr<float>(), ortho.data_ptr<float>(), n,
                        static_cast<float>(decay), static_cast<float>(step),

@@ -18,4 +18,11 @@ bool KernelNewtonSchulzEnabled();
 // Queued on the default stream, where trainer_core's ATen work runs.
 torch::Tensor KernelNewtonSchulz(const torch::Tensor& g, int steps);
 
+// FusedApplyUpdate(value, KernelNewtonSchulz(g, steps), decay, step, copy)
+// (optim/muon_kernels.h) with the same bits, the apply reading the result in
+// bf16 where the products left it: no fp32 result in memory. value: CUDA fp32
+// contiguous, g's size; copy as FusedApplyUpdate's.
+void KernelNewtonSchulzApply(const torch::Tensor& g, int steps, const torch::Tensor& value,
+                             double decay, double step, const torch::Tensor& copy);
+
 }  // namespace trellis::train

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "trainer_core/model/fusions.h"
 #include "trainer_core/optim/muon_kernels.h"
 #include "trainer_core/optim/ns_kernel.h"
 #include "trainer_core/parallel/expert_form.h"
@@ -67,14 +68,21 @@ torch::Tensor ShardedOptimizer::ClipGradNorm(double max_norm) {
   for (auto& e : model_->experts()) sq += square(e.grad);
   comm_->AllReduceSum(sq);
   auto norm = sq.sqrt();
+  expert_clip_factor_ = torch::Tensor();
   if (max_norm > 0) {
     // The reference's rule (clip only above the limit) as a device factor.
     auto factor = torch::where(norm > max_norm, max_norm / (norm + 1e-6), torch::ones_like(norm))
                       .to(torch::kFloat);
     for (auto& s : model_->shards()) s.grad.mul_(factor);
-    for (auto& e : model_->experts()) e.grad.mul_(factor);
+    for (auto& e : model_->experts())
+      if (!ClipsInMomentum(e)) e.grad.mul_(factor);
+    expert_clip_factor_ = factor;
   }
   return norm;
+}
+
+bool ShardedOptimizer::ClipsInMomentum(const ExpertShard& e) {
+  return ActiveFusions().clip_in_momentum && FusedMuonAvailable(e.grad);
 }
 
 void ShardedOptimizer::Step(double muon_lr, double adamw_lr) {
@@ -82,6 +90,7 @@ void ShardedOptimizer::Step(double muon_lr, double adamw_lr) {
   model_->FinishGrads();
   MuonStep(muon_lr);
   ExpertMuonStep(muon_lr);
+  expert_clip_factor_ = torch::Tensor();  // paid
   AdamWStep(adamw_lr);
 }
 
@@ -212,8 +221,9 @@ void ShardedOptimizer::ExpertMuonStep(double lr) {
       // the kernel Newton-Schulz takes fp32 and converts to bf16 itself.
       update = torch::empty_like(mom, mom.options().dtype(kernel_ns ? torch::kFloat
                                                                      : muon_.ns_dtype));
-      if (fused) {  // both in one pass
-        FusedMuonMomentum(e.grad, mom, update, muon_.momentum);
+      if (fused) {  // both in one pass, the clip factor too where it is owed
+        FusedMuonMomentum(e.grad, mom, update, muon_.momentum,
+                          ClipsInMomentum(e) ? expert_clip_factor_ : torch::Tensor());
       } else {  // one pass each
         at::add_out(mom, e.grad, mom, muon_.momentum);
         at::add_out(update, e.grad, mom, muon_.momentum);
@@ -229,11 +239,15 @@ void ShardedOptimizer::ExpertMuonStep(double lr) {
       const bool down = part == 2;
       const int64_t rows = down ? h : f, cols = down ? f : h;
       auto g = update[part].view({e.count, rows, cols});
-      auto ortho = kernel_ns ? KernelNewtonSchulz(g, muon_.ns_steps)
-                             : NewtonSchulz(g, muon_.ns_steps, muon_.ns_dtype);
       const double scale = std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));
       const double decay = block.Find(names[part]).decay ? 1 - lr * muon_.weight_decay : 1.0;
       auto v = value[part];
+      if (fused && kernel_ns && ActiveFusions().ns_apply) {  // no fp32 result in memory
+        KernelNewtonSchulzApply(g, muon_.ns_steps, v, decay, -lr * scale, copy_part(part));
+        continue;
+      }
+      auto ortho = kernel_ns ? KernelNewtonSchulz(g, muon_.ns_steps)
+                             : NewtonSchulz(g, muon_.ns_steps, muon_.ns_dtype);
       if (fused) {  // ATen's Newton-Schulz (TRELLIS_KERNEL_NS=0) returns the update's dtype
         FusedApplyUpdate(v, ortho.view({e.count, f * h}).to(torch::kFloat), decay, -lr * scale,
                          copy_part(part));

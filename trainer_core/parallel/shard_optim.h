@@ -32,7 +32,10 @@ class ShardedOptimizer {
   // Global L2 norm of the gradients (one scalar all-reduce), fp64 [1] on the
   // device; scales the gradients to max_norm when above it (0: never). Never
   // waits for the device: the clip factor min(1, max_norm / norm) is applied
-  // there (exactly 1 when under the limit; a pass over the gradients).
+  // there (exactly 1 when under the limit; a pass over the gradients). With
+  // the clip_in_momentum fusion the expert gradients that Muon's fused
+  // momentum reads are left unscaled: the next Step applies the factor as it
+  // reads them, so call Step before anything else reads them.
   torch::Tensor ClipGradNorm(double max_norm);
   void Step(double muon_lr, double adamw_lr);
   // "moment1.<block>", "moment2.<block>" (this rank's shard),
@@ -57,6 +60,8 @@ class ShardedOptimizer {
   std::pair<int64_t, int64_t> Span(const Unit& u, int rank) const;
   void MuonStep(double lr);
   void ExpertMuonStep(double lr);
+  // Whether expert shard e's clip factor is left to its momentum pass.
+  static bool ClipsInMomentum(const ExpertShard& e);
   void AdamWStep(double lr);
 
   ShardedModel* model_;
@@ -68,6 +73,9 @@ class ShardedOptimizer {
   std::vector<torch::Tensor> moment1_, moment2_;  // per block, [shard size]
   std::vector<torch::Tensor> expert_momentum_;    // per layer, like ExpertShard::value
   torch::Tensor step_;                            // int64 [1]
+  // The clip factor (fp32 [1], device) that ExpertMuonStep still owes the
+  // expert gradients that ClipsInMomentum; undefined when none is owed.
+  torch::Tensor expert_clip_factor_;
 };
 
 }  // namespace trellis::train
