@@ -158,6 +158,56 @@ __global__ void ApplyTransposedKernel(float* __restrict__ value,
   }
 }
 
+// ApplyTransposedKernel with 16-byte accesses: 64 x 64 tiles, 256 threads.
+// Needs rows % 8 == 0 (ortho rows read 8 bf16 at a time), cols % 4 == 0
+// (value read and written 4 floats at a time, the copy 4 bf16), value 16-byte
+// and ortho 16-byte aligned, the copy 8-byte aligned with its rows and stride
+// multiples of 4.
+constexpr int kTile = 64;
+
+template <bool kStrided>
+__global__ void __launch_bounds__(256)
+    ApplyTransposedVectorKernel(float* __restrict__ value, const __nv_bfloat16* __restrict__ ortho,
+                                int64_t rows, int64_t cols, float decay, float step,
+                                __nv_bfloat16* __restrict__ copy, int64_t copy_row,
+                                int64_t copy_stride) {
+  __shared__ float tile[kTile][kTile + 1];  // [r - r0][c - c0]
+  const int64_t elems = rows * cols, base = blockIdx.y * elems;
+  const int64_t tiles_c = (cols + kTile - 1) / kTile;
+  const int64_t r0 = (blockIdx.x / tiles_c) * kTile, c0 = (blockIdx.x % tiles_c) * kTile;
+  const __nv_bfloat16* ob = ortho + base;
+  // ortho's rows c0..c0+63, 8 chunks of 8 values each: 512 chunks, 2 a thread.
+  for (int k = threadIdx.x; k < kTile * 8; k += blockDim.x) {
+    const int dc = k / 8, dr = (k % 8) * 8;
+    const int64_t c = c0 + dc, r = r0 + dr;
+    if (c >= cols || r >= rows) continue;
+    float v[8];
+    detail::Bf16x8ToFloat(detail::LoadBf16x8(ob + c * rows + r), v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) tile[dr + j][dc] = v[j];
+  }
+  __syncthreads();
+  // value's rows r0..r0+63, 16 groups of 4 columns each: 1024 groups, 4 a thread.
+  for (int k = threadIdx.x; k < kTile * 16; k += blockDim.x) {
+    const int dr = k / 16, dc = (k % 16) * 4;
+    const int64_t r = r0 + dr, c = c0 + dc;
+    if (r >= rows || c >= cols) continue;
+    const int64_t i = base + r * cols + c;
+    float4 w = *reinterpret_cast<float4*>(value + i);
+    w.x = __fmaf_rn(step, tile[dr][dc], __fmul_rn(w.x, decay));
+    w.y = __fmaf_rn(step, tile[dr][dc + 1], __fmul_rn(w.y, decay));
+    w.z = __fmaf_rn(step, tile[dr][dc + 2], __fmul_rn(w.z, decay));
+    w.w = __fmaf_rn(step, tile[dr][dc + 3], __fmul_rn(w.w, decay));
+    *reinterpret_cast<float4*>(value + i) = w;
+    if (copy != nullptr) {
+      __nv_bfloat162* out =
+          reinterpret_cast<__nv_bfloat162*>(copy + CopyAt<kStrided>(i, copy_row, copy_stride));
+      out[0] = __floats2bfloat162_rn(w.x, w.y);
+      out[1] = __floats2bfloat162_rn(w.z, w.w);
+    }
+  }
+}
+
 template <typename Out>
 void LaunchMomentum(const float* grad, float* mom, Out* update, int64_t n, float momentum,
                     const float* grad_scale, cudaStream_t stream) {
@@ -247,10 +297,28 @@ void ApplyUpdateBf16(float* value, const __nv_bfloat16* ortho, int64_t batch, in
     return;
   }
   Require(batch <= 65535, "ApplyUpdateBf16: at most 65535 matrices when transposed");
+  const bool strided = IsStrided(n, copy, copy_row, copy_stride);
+  const bool vector = rows % 8 == 0 && cols % 4 == 0 && IsAligned(value, 16) &&
+                      IsAligned(ortho, 16) && (copy == nullptr || IsAligned(copy, 8)) &&
+                      (!strided || (copy_row % 4 == 0 && copy_stride % 4 == 0));
+  if (vector) {
+    const dim3 grid(static_cast<unsigned>(((rows + kTile - 1) / kTile) *
+                                          ((cols + kTile - 1) / kTile)),
+                    static_cast<unsigned>(batch));
+    if (strided) {
+      ApplyTransposedVectorKernel<true><<<grid, 256, 0, stream>>>(
+          value, ortho, rows, cols, decay, step, copy, copy_row, copy_stride);
+    } else {
+      ApplyTransposedVectorKernel<false><<<grid, 256, 0, stream>>>(
+          value, ortho, rows, cols, decay, step, copy, copy_row, copy_stride);
+    }
+    TRELLIS_CHECK_LAUNCH();
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(((rows + 31) / 32) * ((cols + 31) / 32)),
                   static_cast<unsigned>(batch));
   const dim3 block(32, 8);
-  if (IsStrided(n, copy, copy_row, copy_stride)) {
+  if (strided) {
     ApplyTransposedKernel<true><<<grid, block, 0, stream>>>(value, ortho, rows, cols, decay, step,
                                                             copy, copy_row, copy_stride);
   } else {

@@ -46,7 +46,7 @@ void ApplyUpdate(float* value, const float* ortho, int64_t n, float decay, float
 // same bits as converting ortho to fp32 first and calling ApplyUpdate, without
 // that fp32 copy in memory. value is `batch` [rows, cols] matrices, contiguous;
 // ortho holds each as [rows, cols], or as [cols, rows] where ortho_transposed
-// (read through 32 x 32 tiles). copy, copy_row and copy_stride as above, over
+// (read through tiles). copy, copy_row and copy_stride as above, over
 // value's flat index.
 void ApplyUpdateBf16(float* value, const __nv_bfloat16* ortho, int64_t batch, int64_t rows,
                      int64_t cols, bool ortho_transposed, float decay, float step,

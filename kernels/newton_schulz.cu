@@ -36,10 +36,13 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr size_t kLtWorkspaceBytes = 64 << 20;
+constexpr int kMaxSumChunks = 64;  // blocks summing one matrix's squares
 
-// sumsq[b] += squares of matrix b's elements; grid (chunks, batch). 16-byte
-// loads when every matrix starts 16-byte aligned (elems % 4 == 0).
-__global__ void SumSquaresKernel(const float* g, int64_t elems, float* sumsq) {
+// partials[b * chunks + chunk] = squares of chunk `chunk` of matrix b's
+// elements; grid (chunks, batch). 16-byte loads when every matrix starts
+// 16-byte aligned (elems % 4 == 0). No atomics: FinishSumsKernel adds the
+// partials in a fixed order, so that the same input gives the same bits.
+__global__ void SumSquaresKernel(const float* g, int64_t elems, float* partials) {
   const float* gb = g + blockIdx.y * elems;
   float s = 0.0f;
   int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x;
@@ -65,8 +68,18 @@ __global__ void SumSquaresKernel(const float* g, int64_t elems, float* sumsq) {
   if (threadIdx.x == 0) {
     float total = 0.0f;
     for (int w = 0; w < kThreads / 32; ++w) total += warp_sums[w];
-    atomicAdd(&sumsq[blockIdx.y], total);
+    partials[blockIdx.y * gridDim.x + blockIdx.x] = total;
   }
+}
+
+// sumsq[b] = the `chunks` partials of matrix b added in a fixed order (each
+// lane its strided share, then a fixed shuffle tree); grid (batch), 32 threads.
+__global__ void FinishSumsKernel(const float* partials, int chunks, float* sumsq) {
+  const float* pb = partials + blockIdx.x * chunks;
+  float s = 0.0f;
+  for (int j = threadIdx.x; j < chunks; j += 32) s += pb[j];
+  for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (threadIdx.x == 0) sumsq[blockIdx.x] = s;
 }
 
 // x[b] = bf16(g[b] / (norm + eps)), [rows, cols] -> [cols, rows] when transposing.
@@ -95,6 +108,42 @@ __global__ void NormalizeKernel(const float* g, int rows, int cols, const float*
   for (int i = threadIdx.y; i < 32; i += blockDim.y) {
     const int c = c0 + i, r = r0 + threadIdx.x;  // output row c, column r
     if (r < rows && c < cols) xb[int64_t{c} * rows + r] = __float2bfloat16_rn(tile[threadIdx.x][i]);
+  }
+}
+
+// NormalizeKernel<true> with 16-byte accesses: 64 x 64 tiles, 256 threads,
+// g read 4 floats at a time along its rows and x written 8 bf16 at a time
+// along its own. Needs cols % 4 == 0, rows % 8 == 0 and g 16-byte aligned.
+constexpr int kTile = 64;
+__global__ void __launch_bounds__(256)
+    NormalizeTransposedVectorKernel(const float* g, int rows, int cols, const float* sumsq,
+                                    __nv_bfloat16* x) {
+  __shared__ float tile[kTile][kTile + 1];  // [r - r0][c - c0]
+  const int64_t elems = int64_t{rows} * cols;
+  const float inv = 1.0f / (sqrtf(sumsq[blockIdx.y]) + ref::kNsEps);
+  const int tiles_c = (cols + kTile - 1) / kTile;
+  const int r0 = (blockIdx.x / tiles_c) * kTile, c0 = (blockIdx.x % tiles_c) * kTile;
+  const float* gb = g + blockIdx.y * elems;
+  __nv_bfloat16* xb = x + blockIdx.y * elems;
+  for (int k = threadIdx.x; k < kTile * 16; k += blockDim.x) {
+    const int dr = k / 16, dc = (k % 16) * 4;
+    const int r = r0 + dr, c = c0 + dc;
+    if (r >= rows || c >= cols) continue;
+    const float4 v = __ldg(reinterpret_cast<const float4*>(gb + int64_t{r} * cols + c));
+    tile[dr][dc] = v.x * inv;
+    tile[dr][dc + 1] = v.y * inv;
+    tile[dr][dc + 2] = v.z * inv;
+    tile[dr][dc + 3] = v.w * inv;
+  }
+  __syncthreads();
+  for (int k = threadIdx.x; k < kTile * 8; k += blockDim.x) {
+    const int dc = k / 8, dr = (k % 8) * 8;
+    const int c = c0 + dc, r = r0 + dr;
+    if (c >= cols || r >= rows) continue;
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = tile[dr + j][dc];
+    detail::StoreBf16x8(xb + int64_t{c} * rows + r, detail::FloatToBf16x8(v));
   }
 }
 
@@ -176,6 +225,7 @@ struct BatchedNewtonSchulz::Plan {
   void* lt_workspace = nullptr;
   __nv_bfloat16 *x = nullptr, *x_next = nullptr, *a = nullptr, *b = nullptr;
   float* sumsq = nullptr;
+  float* partials = nullptr;  // kMaxSumChunks per matrix
   Product gram, poly, update;  // A = X X^T, B = bA + cA^2, X' = aX + BX
   Product last;                // fp32 out = (B + aI) X, in the caller's layout
   bool fused_output = false;   // off, or once Lt refused `last`: bf16 X', conversion pass
@@ -235,6 +285,7 @@ BatchedNewtonSchulz::BatchedNewtonSchulz(int batch, int m, int n, bool fused_out
   TRELLIS_CUDA_CHECK(cudaMalloc(&p.a, sizeof(__nv_bfloat16) * batch * s * s));
   TRELLIS_CUDA_CHECK(cudaMalloc(&p.b, sizeof(__nv_bfloat16) * batch * s * s));
   TRELLIS_CUDA_CHECK(cudaMalloc(&p.sumsq, sizeof(float) * batch));
+  TRELLIS_CUDA_CHECK(cudaMalloc(&p.partials, sizeof(float) * batch * kMaxSumChunks));
   p.gram = PlanProduct(p.handle, CUBLAS_OP_T, CUBLAS_OP_N, Layout(l, s, batch), Layout(l, s, batch),
                        Layout(s, s, batch));
   p.poly = PlanProduct(p.handle, CUBLAS_OP_N, CUBLAS_OP_N, Layout(s, s, batch), Layout(s, s, batch),
@@ -260,6 +311,7 @@ BatchedNewtonSchulz::~BatchedNewtonSchulz() {
   cudaFree(p.a);
   cudaFree(p.b);
   cudaFree(p.sumsq);
+  cudaFree(p.partials);
   cublasLtDestroy(p.handle);
   delete plan_;
 }
@@ -277,12 +329,17 @@ bool BatchedNewtonSchulz::Iterate(const float* g, float* fused_out, cudaStream_t
   Plan& p = *plan_;
   const bool transpose = m_ > n_;
   const int64_t elems = int64_t{m_} * n_;
-  TRELLIS_CUDA_CHECK(cudaMemsetAsync(p.sumsq, 0, sizeof(float) * batch_, stream));
-  const dim3 sum_grid(static_cast<unsigned>(std::min<int64_t>((elems + 4095) / 4096, 64)), batch_);
-  SumSquaresKernel<<<sum_grid, kThreads, 0, stream>>>(g, elems, p.sumsq);
+  const int chunks = static_cast<int>(std::min<int64_t>((elems + 4095) / 4096, kMaxSumChunks));
+  const dim3 sum_grid(chunks, batch_);
+  SumSquaresKernel<<<sum_grid, kThreads, 0, stream>>>(g, elems, p.partials);
+  TRELLIS_CHECK_LAUNCH();
+  FinishSumsKernel<<<batch_, 32, 0, stream>>>(p.partials, chunks, p.sumsq);
   TRELLIS_CHECK_LAUNCH();
   const dim3 tile_grid(((m_ + 31) / 32) * ((n_ + 31) / 32), batch_), tile_block(32, 8);
-  if (transpose) {
+  if (transpose && n_ % 4 == 0 && m_ % 8 == 0 && IsAligned(g, 16)) {
+    const dim3 grid(((m_ + kTile - 1) / kTile) * ((n_ + kTile - 1) / kTile), batch_);
+    NormalizeTransposedVectorKernel<<<grid, 256, 0, stream>>>(g, m_, n_, p.sumsq, p.x);
+  } else if (transpose) {
     NormalizeKernel<true><<<tile_grid, tile_block, 0, stream>>>(g, m_, n_, p.sumsq, p.x);
   } else if (elems % 4 == 0) {
     NormalizeFlatKernel<<<sum_grid, kThreads, 0, stream>>>(g, elems, p.sumsq, p.x);

@@ -89,7 +89,8 @@ TEST_P(NewtonSchulzTest, RunApplyIsRunThenApplyBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Shapes, NewtonSchulzTest,
                          ::testing::Values(Shape{3, 64, 96}, Shape{2, 96, 64},
                                            Shape{1, 128, 128}, Shape{4, 24, 40},
-                                           Shape{2, 256, 64}));
+                                           Shape{2, 256, 64}, Shape{2, 70, 36},
+                                           Shape{2, 384, 512}));
 
 } // namespace
 } // namespace trellis::kernels
