@@ -26,6 +26,34 @@ std::string Short(const std::string& name) {
   std::string s = name.rfind("void ", 0) == 0 ? name.substr(5) : name;
   return s.size() > 70 ? s.substr(0, 67) + "..." : s;
 }
+
+bool IsMemset(const DeviceSpan& s) { return s.name.rfind("Memset", 0) == 0; }
+
+// `list` is one stream's spans in start order. A run of memsets counts toward
+// the span that ends the run; memsets at the stream's end toward "(none)".
+void GroupMemsets(const std::vector<const DeviceSpan*>& list,
+                  std::map<std::string, MemsetsBefore>& groups) {
+  uint64_t run_ns = 0;
+  int64_t run = 0;
+  auto close = [&](const std::string& next) {
+    if (run == 0) return;
+    MemsetsBefore& g = groups[next];
+    g.next = next;
+    g.memset_ns += run_ns;
+    g.count += run;
+    run_ns = 0;
+    run = 0;
+  };
+  for (const DeviceSpan* s : list) {
+    if (IsMemset(*s)) {
+      run_ns += s->end_ns - s->start_ns;
+      ++run;
+    } else {
+      close(Short(s->name));
+    }
+  }
+  close("(none)");
+}
 }  // namespace
 
 Timeline AnalyzeTimeline(std::vector<DeviceSpan> spans, uint64_t min_gap_ns) {
@@ -72,7 +100,9 @@ Timeline AnalyzeTimeline(std::vector<DeviceSpan> spans, uint64_t min_gap_ns) {
 
   std::map<int64_t, std::vector<const DeviceSpan*>> by_stream;
   for (const DeviceSpan& s : spans) by_stream[s.stream].push_back(&s);
+  std::map<std::string, MemsetsBefore> memsets;
   for (const auto& [stream, list] : by_stream) {
+    GroupMemsets(list, memsets);
     const uint64_t busy = StreamUnion(list);
     if (busy > t.main_stream_busy_ns) {
       t.main_stream_busy_ns = busy;
@@ -82,6 +112,9 @@ Timeline AnalyzeTimeline(std::vector<DeviceSpan> spans, uint64_t min_gap_ns) {
   for (auto& [key, g] : groups) t.gaps.push_back(std::move(g));
   std::sort(t.gaps.begin(), t.gaps.end(),
             [](const IdleGaps& a, const IdleGaps& b) { return a.idle_ns > b.idle_ns; });
+  for (auto& [next, g] : memsets) t.memsets.push_back(std::move(g));
+  std::stable_sort(t.memsets.begin(), t.memsets.end(),
+                   [](const MemsetsBefore& a, const MemsetsBefore& b) { return a.count > b.count; });
   return t;
 }
 
@@ -103,12 +136,20 @@ std::string FormatTimeline(const Timeline& t, int64_t steps, size_t top) {
   const uint64_t idle = t.span_ns - t.busy_ns;
   add("  %-24s%8.1f ms  %5.1f%%, of it %.1f ms in %.0f short gaps\n", "idle", idle / per,
       100 * idle / span, t.small_gaps_ns / per, t.small_gaps / (per / 1e6));
-  if (t.gaps.empty()) return out;
-  add("\nidle ms/step  gaps/step  between (kernel before -> kernel after)\n");
-  for (size_t i = 0; i < std::min(top, t.gaps.size()); ++i) {
-    const IdleGaps& g = t.gaps[i];
-    add("%12.2f  %9.1f  %s\n%25s-> %s\n", g.idle_ns / per, g.count / (per / 1e6), g.before.c_str(),
-        "", g.after.c_str());
+  if (!t.gaps.empty()) {
+    add("\nidle ms/step  gaps/step  between (kernel before -> kernel after)\n");
+    for (size_t i = 0; i < std::min(top, t.gaps.size()); ++i) {
+      const IdleGaps& g = t.gaps[i];
+      add("%12.2f  %9.1f  %s\n%25s-> %s\n", g.idle_ns / per, g.count / (per / 1e6),
+          g.before.c_str(), "", g.after.c_str());
+    }
+  }
+  if (!t.memsets.empty()) {
+    add("\nmemsets/step  memset ms/step  the span after them on their stream\n");
+    for (size_t i = 0; i < std::min(top, t.memsets.size()); ++i) {
+      const MemsetsBefore& m = t.memsets[i];
+      add("%12.1f  %14.2f  %s\n", m.count / (per / 1e6), m.memset_ns / per, m.next.c_str());
+    }
   }
   return out;
 }

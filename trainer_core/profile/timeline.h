@@ -25,6 +25,14 @@ struct IdleGaps {
   int64_t count = 0;
 };
 
+// Memsets grouped by the span that follows them on their own stream: a memset
+// names no caller, but the kernel it zeroes memory for comes next in line.
+struct MemsetsBefore {
+  std::string next;  // the first span after the memsets that is not one
+  uint64_t memset_ns = 0;
+  int64_t count = 0;
+};
+
 struct Timeline {
   uint64_t span_ns = 0;     // first start to last end
   uint64_t busy_ns = 0;     // some span running on some stream
@@ -33,6 +41,7 @@ struct Timeline {
   uint64_t small_gaps_ns = 0;  // idle in gaps under the threshold (launch latency)
   int64_t small_gaps = 0;
   std::vector<IdleGaps> gaps;  // gaps at or over the threshold, the most idle first
+  std::vector<MemsetsBefore> memsets;  // the most memsets first
 };
 
 // Spans with end before start are refused (std::invalid_argument naming the
@@ -40,7 +49,7 @@ struct Timeline {
 Timeline AnalyzeTimeline(std::vector<DeviceSpan> spans, uint64_t min_gap_ns);
 
 // A few lines of text, per step (the spans cover `steps` steps), with the
-// `top` largest groups of gaps.
+// `top` largest groups of gaps and of memsets.
 std::string FormatTimeline(const Timeline& t, int64_t steps, size_t top);
 
 }  // namespace trellis::train

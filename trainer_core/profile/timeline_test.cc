@@ -85,6 +85,33 @@ TEST(TimelineTest, BusyTimeMatchesAPerNanosecondCountOnRandomSpans) {
   }
 }
 
+TEST(TimelineTest, MemsetsCountTowardTheSpanAfterThemOnTheirOwnStream) {
+  // stream 1: memset memset gemm memset reduce memset(at the end)
+  // stream 2: a kernel that starts between them must not take any.
+  Timeline t = AnalyzeTimeline(
+      {Span(0, 10, 1, "Memset (Device)"), Span(10, 30, 1, "Memset (Device)"),
+       Span(40, 100, 1, "void gemm_kernel"), Span(35, 90, 2, "other_stream"),
+       Span(110, 115, 1, "Memset (Device)"), Span(120, 130, 1, "reduce"),
+       Span(200, 204, 1, "Memset (Device)")},
+      1000);
+  ASSERT_EQ(t.memsets.size(), 3u);
+  EXPECT_EQ(t.memsets[0].next, "gemm_kernel");  // "void " dropped, most memsets first
+  EXPECT_EQ(t.memsets[0].count, 2);
+  EXPECT_EQ(t.memsets[0].memset_ns, 30u);
+  const auto find = [&](const std::string& next) {
+    for (const MemsetsBefore& m : t.memsets)
+      if (m.next == next) return m;
+    return MemsetsBefore{};
+  };
+  EXPECT_EQ(find("reduce").count, 1);
+  EXPECT_EQ(find("reduce").memset_ns, 5u);
+  EXPECT_EQ(find("(none)").count, 1);
+  EXPECT_EQ(find("other_stream").count, 0);
+  const std::string text = FormatTimeline(t, 1, 5);
+  EXPECT_NE(text.find("the span after them on their stream"), std::string::npos) << text;
+  EXPECT_NE(text.find("gemm_kernel"), std::string::npos) << text;
+}
+
 TEST(TimelineTest, ASpanEndingBeforeItStartsIsRefusedByName) {
   try {
     AnalyzeTimeline({Span(10, 20, 0, "fine"), Span(50, 40, 0, "backwards_kernel")}, 1);
