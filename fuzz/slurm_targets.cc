@@ -98,12 +98,20 @@ void FuzzSacct(const uint8_t* data, size_t size) {
     FUZZ_CHECK(!jobs.status().message().empty());
     return;
   }
-  FUZZ_CHECK(jobs->size() <= CountLines(text));
+  // One job per id; each line is one run of a job (sacct -D), so the runs
+  // (restarts + 1 each) add up to no more than the lines.
+  size_t runs = 0;
   for (const SlurmJob& job : *jobs) {
     CheckJob(job);
     FUZZ_CHECK(!Has(job.id, "|") && !Has(job.state, "|") && !Has(job.nodelist, "|"));
     CheckHostlist(job.nodelist);
+    FUZZ_CHECK(job.restarts.has_value() && *job.restarts >= 0);
+    runs += static_cast<size_t>(*job.restarts) + 1;
+    size_t same = 0;
+    for (const SlurmJob& other : *jobs) same += other.id == job.id ? 1 : 0;
+    FUZZ_CHECK(same == 1);
   }
+  FUZZ_CHECK(runs <= CountLines(text));
 }
 
 }  // namespace trellis::fuzz

@@ -5,6 +5,7 @@
 // the controller's FakeClock.
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,11 @@ class HealthTest : public GateTest {
   }
 
   // Registers `nodes` for `launch` at once, all with the same probe (ties go
-  // by name), each naming the launch's srun step: <job>.<launch - 1>.
+  // by name) but those of `short_nodes`, whose second socket is short of
+  // memory, each naming the launch's srun step: <job>.<launch - 1>.
   std::map<std::string, v1::GateDecision> Register(const std::string& run_id, int launch,
-                                                   const std::vector<std::string>& nodes) {
+                                                   const std::vector<std::string>& nodes,
+                                                   const std::set<std::string>& short_nodes = {}) {
     const std::string job = Get(run_id).attempts(0).slurm_job_id();
     std::map<std::string, v1::GateDecision> out;
     std::mutex mu;
@@ -60,7 +63,10 @@ class HealthTest : public GateTest {
       req.set_slurm_job_id(job);
       req.set_slurm_step_id(std::to_string(launch - 1));
       AddSocket(req.mutable_probe(), 108.0, 8.0);
-      AddSocket(req.mutable_probe(), 106.0, 9.0);
+      if (short_nodes.count(node))
+        AddSocket(req.mutable_probe(), 72.7, 39.9);
+      else
+        AddSocket(req.mutable_probe(), 106.0, 9.0);
       if (auto addr = metrics_addrs_.find(node); addr != metrics_addrs_.end())
         req.set_metrics_addr(addr->second);
       workers.emplace_back([&, node, req] {

@@ -142,6 +142,37 @@ TEST_F(RequeueTest, TheNewAllocationsNodesAreSlurmsNotTheScripts) {
       << run.summary().state_reason();
 }
 
+// The requeued job lands on a node short of memory: the gate refuses it as it
+// would a first launch, the job is cancelled and the run queued again, and the
+// job's CANCELLED end (the controller's own scancel) costs no restart.
+TEST_F(RequeueTest, ARequeuedJobTheGateRefusesIsQueuedAgainWithoutARestart) {
+  StartRun();
+  Terminated(1, 143);
+  SetJob("PENDING", "");
+  WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  SetJob("RUNNING", "node[3-4]");
+  v1::NextLaunchResponse again;
+  ASSERT_TRUE(AskAfterRequeue(1, "node[3-4]", &again).ok());
+  ASSERT_EQ(again.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << again.reason();
+  auto decisions = Register(kRun, 2, {"node3", "node4"}, /*short_nodes=*/{"node4"});
+  EXPECT_EQ(decisions["node4"].decision(), v1::GateDecision::DECISION_ABORT)
+      << decisions["node4"].reason();
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_QUEUED);
+  EXPECT_NE(run.summary().state_reason().find("gate aborted attempt 1"), std::string::npos)
+      << run.summary().state_reason();
+  EXPECT_EQ(slurm_->Cancelled(), std::vector<std::string>{"100"});
+  // The fake's scancel left job 100 CANCELLED, as Slurm would: the reconciler
+  // sees it end. The next attempt is submitted without node4; no restart used.
+  run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  ASSERT_EQ(run.attempts_size(), 2);
+  EXPECT_EQ(run.summary().restarts(), 0) << "max_restarts = 0, and the run went on";
+  const auto submissions = slurm_->Submissions();
+  ASSERT_EQ(submissions.size(), 2u);
+  const std::string args = absl::StrJoin(submissions[1].args, " ");
+  EXPECT_NE(args.find("node4"), std::string::npos) << "node4 is excluded: " << args;
+  EXPECT_EQ(args.find("node3"), std::string::npos) << "node3 passed: " << args;
+}
+
 TEST_F(RequeueTest, AJobCancelledOutsideTheControllerIsDecidedBySlurmsState) {
   StartRun();
   v1::NextLaunchResponse next = Terminated(1, 143);

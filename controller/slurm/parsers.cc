@@ -150,9 +150,18 @@ absl::StatusOr<std::vector<SlurmJob>> ParseSacct(std::string_view out) {
     auto f = Split(line, '|');
     if (f.size() < 3)
       return absl::InternalError("sacct line '" + std::string(line) + "': expected >= 3 fields");
-    jobs.push_back({std::string(f[0]), BaseState(f[1]), "",
-                    f.size() > 3 ? std::string(f[3]) : "", ParseExitCode(f[2]),
-                    std::nullopt});
+    SlurmJob run{std::string(f[0]), BaseState(f[1]), "", f.size() > 3 ? std::string(f[3]) : "",
+                 ParseExitCode(f[2]), 0};
+    // -D lists every run of a requeued job, oldest first: the last one is the
+    // job now, the ones before it its requeues.
+    auto same = std::find_if(jobs.begin(), jobs.end(),
+                             [&](const SlurmJob& j) { return j.id == run.id; });
+    if (same == jobs.end()) {
+      jobs.push_back(std::move(run));
+    } else {
+      run.restarts = *same->restarts + 1;
+      *same = std::move(run);
+    }
   }
   return jobs;
 }

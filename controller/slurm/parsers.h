@@ -23,7 +23,10 @@ absl::StatusOr<SlurmJob> ParseScontrolJob(std::string_view out);
 // The Key=Value pairs of one scontrol line (values may contain spaces).
 std::map<std::string, std::string> ParseScontrolPairs(std::string_view line);
 
-// `sacct -n -P -X -o JobID,State,ExitCode,NodeList -j ID`.
+// `sacct -D -n -P -X -o JobID,State,ExitCode,NodeList -j ID`: one job per id,
+// its latest run, with `restarts` the runs listed before it (-D lists each run
+// of a requeued job: REQUEUED, ..., then the latest), Slurm's restart count
+// where scontrol no longer knows the job.
 absl::StatusOr<std::vector<SlurmJob>> ParseSacct(std::string_view out);
 
 // `sinfo -h -N -o '%N|%T'` (a node may appear once per partition: deduplicated).

@@ -1,5 +1,7 @@
 #include "controller/slurm/parsers.h"
 
+#include "controller/core/decisions.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -148,6 +150,60 @@ TEST(ParsersTest, RealSlurm2205Sacct) {
   EXPECT_EQ((*jobs)[1].exit_code, 0);
   EXPECT_EQ(*ExpandHostlist((*jobs)[1].nodelist),
             (std::vector<std::string>{"node1", "node2"}));
+}
+
+// A job Slurm requeued once, then completed, as `sacct -D` printed it on the
+// local cluster (tests/slurm/accounting_test.sh checks it prints exactly this).
+TEST(ParsersTest, RealSlurm2205SacctOfARequeuedJob) {
+  auto jobs = ParseSacct(Fixture("sacct_2205_requeued.txt"));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 1u) << "one job, its two runs";
+  const SlurmJob& job = (*jobs)[0];
+  EXPECT_EQ(job.id, "3");
+  EXPECT_EQ(job.state, "COMPLETED") << "the latest run";
+  EXPECT_EQ(job.nodelist, "node2");
+  EXPECT_EQ(job.exit_code, 0);
+  EXPECT_EQ(job.restarts, 1);
+  // The jobs of the other fixture were never requeued.
+  auto plain = ParseSacct(Fixture("sacct_2205.txt"));
+  ASSERT_TRUE(plain.ok());
+  for (const auto& j : *plain) EXPECT_EQ(j.restarts, 0) << j.id;
+}
+
+// -D over a name (JobsNamed) interleaves jobs: each keeps its own runs.
+TEST(ParsersTest, SacctCountsEachJobsRunsApart) {
+  auto jobs = ParseSacct(
+      "7|REQUEUED|0:0|n1\n8|COMPLETED|0:0|n2\n7|NODE_FAIL|0:0|n3\n7|RUNNING|0:0|n4\n");
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].id, "7");
+  EXPECT_EQ((*jobs)[0].state, "RUNNING");
+  EXPECT_EQ((*jobs)[0].nodelist, "n4");
+  EXPECT_EQ((*jobs)[0].restarts, 2);
+  EXPECT_EQ((*jobs)[1].id, "8");
+  EXPECT_EQ((*jobs)[1].restarts, 0);
+}
+
+// What the count is for: an exit.json left by the run before the requeue is
+// set aside when only accounting still knows the job.
+TEST(ParsersTest, AnExitFileFromBeforeTheRequeueIsSetAsideOnSacctsCount) {
+  auto jobs = ParseSacct(Fixture("sacct_2205_requeued.txt"));
+  ASSERT_TRUE(jobs.ok());
+  ExitFile before;  // written by the first run (SLURM_RESTART_COUNT unset: 0)
+  before.exit_code = 143;
+  before.reason = "terminated by Slurm";
+  before.restarts = 0;
+  Reconciliation r = Reconcile((*jobs)[0], before);
+  EXPECT_EQ(r.kind, Reconciliation::kEnded);
+  EXPECT_TRUE(r.succeeded) << r.reason;
+  EXPECT_NE(r.reason.find("after requeue 1"), std::string::npos) << r.reason;
+  ExitFile latest = before;  // written by the run that completed
+  latest.exit_code = 0;
+  latest.reason = "";
+  latest.restarts = 1;
+  r = Reconcile((*jobs)[0], latest);
+  EXPECT_TRUE(r.succeeded) << r.reason;
+  EXPECT_EQ(r.reason, "batch script exited 0");
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ absl::StatusOr<std::vector<SlurmJob>> SlurmCliClient::JobsNamed(const std::strin
   auto jobs = ParseSqueue(r->out);
   if (!jobs.ok() || !options_.accounting) return jobs;
   // A job that already ended is no longer listed: accounting has it.
-  std::vector<std::string> acct = {Bin("sacct"), "-n", "-P", "-X", "-S", "now-7days",
+  std::vector<std::string> acct = {Bin("sacct"), "-D", "-n", "-P", "-X", "-S", "now-7days",
                                    "--name", name, "-o", "JobID,State,ExitCode,NodeList"};
   auto a = Run(acct, options_.timeout);
   if (!a.ok()) return a.status();
@@ -104,7 +104,7 @@ absl::StatusOr<std::optional<SlurmJob>> SlurmCliClient::ShowJob(const std::strin
 
 absl::StatusOr<std::optional<SlurmJob>> SlurmCliClient::AccountingJob(const std::string& id) {
   if (!options_.accounting) return absl::UnimplementedError("no Slurm accounting storage");
-  std::vector<std::string> argv = {Bin("sacct"), "-n", "-P", "-X", "-o",
+  std::vector<std::string> argv = {Bin("sacct"), "-D", "-n", "-P", "-X", "-o",
                                    "JobID,State,ExitCode,NodeList", "-j", id};
   auto r = Run(argv, options_.timeout);
   if (!r.ok()) return r.status();

@@ -3,8 +3,8 @@
 # 2-node Slurm 22.05 cluster with its own slurmdbd and MariaDB, on this
 # machine. Checks what the controller relies on where a site has accounting:
 # `scontrol show config` names accounting_storage/slurmdbd (DetectAccounting)
-# and `sacct -n -P -X -o JobID,State,ExitCode,NodeList -j ID` (AccountingJob)
-# reports jobs that have left squeue. Needs root, slurm-wlm, munge, slurmdbd
+# and `sacct -D -n -P -X -o JobID,State,ExitCode,NodeList -j ID` (AccountingJob)
+# reports jobs that have left squeue, each run of a requeued one. Needs root, slurm-wlm, munge, slurmdbd
 # and mariadb-server (deploy/setup.sh). Exits non-zero on the first failed check.
 set -euo pipefail
 
@@ -97,7 +97,16 @@ wait_gone() {
 }
 
 # sacct_line ID: the controller's query (SlurmCliClient::AccountingJob).
-sacct_line() { sl sacct -n -P -X -o JobID,State,ExitCode,NodeList -j "$1"; }
+sacct_line() { sl sacct -D -n -P -X -o JobID,State,ExitCode,NodeList -j "$1"; }
+
+# wait_state ID STATE SECONDS: until squeue lists job ID in STATE.
+wait_state() {
+  local deadline=$((SECONDS + $3))
+  until [ "$(sl squeue -h -j "$1" -o '%T' 2>/dev/null)" = "$2" ]; do
+    [ $SECONDS -ge $deadline ] && return 1
+    sleep 0.2
+  done
+}
 
 # wait_sacct ID WANT SECONDS: until sacct prints exactly WANT for job ID
 # (slurmctld sends finished jobs to slurmdbd a moment after they end).
@@ -177,7 +186,7 @@ got=$(wait_sacct "$j_fail" "$j_fail|FAILED|3:0|node[1-2]" 30) || fail "sacct for
 got=$(wait_sacct "$j_ok" "$j_ok|COMPLETED|0:0|node[1-2]" 30) || fail "sacct for job $j_ok: '$got'"
 # The parser test's fixture (controller/slurm/parsers_test.cc) is this very
 # output: both jobs in one query, job ids renumbered from 1.
-both=$(sl sacct -n -P -X -o JobID,State,ExitCode,NodeList -j "$j_fail,$j_ok")
+both=$(sl sacct -D -n -P -X -o JobID,State,ExitCode,NodeList -j "$j_fail,$j_ok")
 norm=$(awk -F'|' -v a="$j_fail" -v b="$j_ok" 'BEGIN { OFS = "|" } $1 == a { $1 = 1 } $1 == b { $1 = 2 } { print }' <<<"$both")
 [ "$norm" = "$(cat "$FIXTURE")" ] || fail "sacct output differs from $FIXTURE:
 $both"
@@ -185,6 +194,31 @@ if [ -n "${TRELLIS_TEST_ARTIFACTS:-}" ]; then
   mkdir -p "$TRELLIS_TEST_ARTIFACTS" && printf '%s\n' "$both" >"$TRELLIS_TEST_ARTIFACTS/sacct_2205.txt"
 fi
 ok "$(tr '\n' ' ' <<<"$both")"
+
+check "a job Slurm requeued: sacct -D lists each run, the latest last"
+# What the controller counts as the job's restarts once scontrol has forgotten
+# it (ParseSacct): here 1, the SLURM_RESTART_COUNT of the run that completed.
+# The run after the requeue goes to the other node: the first one refuses the
+# job's revoked credential for a while (why Slurm holds a requeued job back).
+j_rq=$(sl sbatch --parsable --requeue -N 1 -w node1 -o "$D/job-%j.out" \
+  --wrap 'srun true; echo "restart count $SLURM_RESTART_COUNT on $SLURMD_NODENAME"; sleep 5') ||
+  fail "sbatch (requeued)"
+wait_state "$j_rq" RUNNING 60 || fail "job $j_rq not running: $(sl squeue)"
+sl scontrol requeue "$j_rq" || fail "scontrol requeue $j_rq"
+wait_state "$j_rq" PENDING 30 || fail "job $j_rq not pending after the requeue: $(sl squeue)"
+sl scontrol update jobid="$j_rq" ReqNodeList=node2 StartTime=now || fail "scontrol update $j_rq"
+wait_gone "$j_rq" 90 || fail "job $j_rq still in squeue: $(sl squeue)"
+grep -qx "restart count 1 on node2" "$D/job-$j_rq.out" ||
+  fail "the last run's output: $(cat "$D/job-$j_rq.out")"
+want="$j_rq|REQUEUED|0:0|node1
+$j_rq|COMPLETED|0:0|node2"
+got=$(wait_sacct "$j_rq" "$want" 30) || fail "sacct -D for job $j_rq: '$got'"
+got=$(sacct_line "$j_rq")
+FIXTURE_RQ="$ROOT/tests/fixtures/slurm/sacct_2205_requeued.txt"
+norm=$(awk -F'|' -v a="$j_rq" 'BEGIN { OFS = "|" } $1 == a { $1 = 3 } { print }' <<<"$got")
+[ "$norm" = "$(cat "$FIXTURE_RQ")" ] || fail "sacct -D output differs from $FIXTURE_RQ:
+$got"
+ok "$(tr '\n' ' ' <<<"$got")"
 
 check "up after slurmdbd died restarts it; sacct answers again"
 pid_mysqld=$(cat "$D/run/mysqld.pid") pid_ctld=$(cat "$D/run/slurmctld.pid")
