@@ -172,7 +172,8 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     if (static_cast<int64_t>(s.corpus.vocab) > spec.model.vocab)
       throw RefusedInput("corpus " + t.data + " has vocab " + std::to_string(s.corpus.vocab) +
                          ", larger than model.vocab = " + std::to_string(spec.model.vocab));
-    s.data = std::make_unique<BatchSource>(&s.corpus, t.seq_len, t.global_batch, t.seed);
+    s.data = std::make_unique<BatchSource>(&s.corpus, t.seq_len, t.global_batch, t.seed,
+                                           ParseRowOrder(t.row_order));
     if (!s.options.nccl_log.empty())
       s.nccl_log = std::make_unique<NcclLogFollower>(s.options.nccl_log);
     torch::manual_seed(t.seed);

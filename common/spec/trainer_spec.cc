@@ -56,6 +56,7 @@ void ParseTraining(const toml::table& root, TrainingSpec* t, FieldErrors* errors
   r.Int("seed", &seed, 0, INT64_MAX);
   t->seed = static_cast<uint64_t>(seed);
   r.String("data", &t->data, 4096);
+  Choice(&r, "row_order", &t->row_order, {"shuffled", "cost_bands"});
   r.Int("warmup_steps", &t->warmup_steps, 0, int64_t{1} << 40);
   r.Double("min_lr_ratio", &t->min_lr_ratio, 0, 1);
   r.Double("weight_decay", &t->weight_decay, 0, 10);

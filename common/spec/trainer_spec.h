@@ -59,6 +59,11 @@ struct TrainingSpec {
   double lr = 3e-3;     // AdamW (embedding, head, router, norms)
   uint64_t seed = 1234;
   std::string data;  // corpus path (read-only input)
+  // The order of rows in an epoch: "shuffled", or "cost_bands": rows of about
+  // the same attention cost (sum of squared document lengths) in each step,
+  // so that no rank of a step waits on another with a costlier row
+  // (trainer_core/data/row_order.h). Either way every row once per epoch.
+  std::string row_order = "shuffled";
 
   int64_t warmup_steps = 10;
   double min_lr_ratio = 0.1;  // cosine decays to lr * min_lr_ratio

@@ -79,6 +79,7 @@ router_bias_rate = 0.001
 dtype = "bfloat16"
 device = "cpu"
 grad_clip = 0
+row_order = "cost_bands"
 [checkpoint]
 at_end = false
 )");
@@ -101,6 +102,7 @@ at_end = false
   EXPECT_FALSE(s.checkpoint.at_end);
   EXPECT_EQ(s.training.device, "cpu");
   EXPECT_DOUBLE_EQ(s.training.grad_clip, 0);
+  EXPECT_EQ(s.training.row_order, "cost_bands");
 }
 
 TEST(TrainerSpecTest, CrossFieldAndChoiceErrorsNameTheField) {
@@ -117,6 +119,7 @@ expert_gather_dtype = "e5m2"
 [training]
 dtype = "float16"
 muon_momentum = 1.5
+row_order = "sorted"
 )");
   FieldErrors errors;
   ParseTrainerSections(root, &errors);
@@ -135,6 +138,9 @@ muon_momentum = 1.5
       << all;
   EXPECT_NE(all.find("parallel.expert_gather_dtype: must be one of float32, bfloat16, fp8, got "
                      "\"e5m2\""),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("training.row_order: must be one of shuffled, cost_bands, got \"sorted\""),
             std::string::npos)
       << all;
   EXPECT_NE(all.find("training.dtype: must be one of auto, float32, bfloat16, got \"float16\""),

@@ -1,36 +1,34 @@
 #include "trainer_core/data/batches.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "trainer_core/error.h"
 #include "trainer_core/model/init.h"
 
 namespace trellis::train {
 
-BatchSource::BatchSource(const Corpus* corpus, int64_t seq_len, int64_t global_batch, uint64_t seed)
+BatchSource::BatchSource(const Corpus* corpus, int64_t seq_len, int64_t global_batch, uint64_t seed,
+                         RowOrder order)
     : corpus_(corpus),
       seq_len_(seq_len),
       global_batch_(global_batch),
       num_rows_((static_cast<int64_t>(corpus->tokens.size()) - 1) / seq_len),
-      seed_(ParamSeed(seed, "data.order")) {
+      seed_(ParamSeed(seed, "data.order")),
+      row_order_(order) {
   if (num_rows_ < 1)
     throw RefusedInput(
         "corpus has " + std::to_string(corpus->tokens.size()) +
         " tokens, fewer than one row of training.seq_len + 1 = " + std::to_string(seq_len + 1));
+  if (row_order_ == RowOrder::kCostBands) costs_ = RowAttentionCosts(*corpus, seq_len, num_rows_);
 }
 
 int64_t BatchSource::RowAt(int64_t k) {
   const int64_t epoch = k / num_rows_;
   if (epoch != epoch_) {
-    // Fisher-Yates driven by the counter hash of (seed, epoch, i).
-    order_.resize(num_rows_);
-    std::iota(order_.begin(), order_.end(), 0);
     const uint64_t epoch_seed = CounterHash(seed_, static_cast<uint64_t>(epoch));
-    for (int64_t i = num_rows_ - 1; i > 0; --i) {
-      auto j = static_cast<int64_t>(CounterHash(epoch_seed, i) % static_cast<uint64_t>(i + 1));
-      std::swap(order_[i], order_[j]);
-    }
+    order_ = row_order_ == RowOrder::kCostBands
+                 ? CostBandedOrder(costs_, global_batch_, epoch_seed)
+                 : ShuffledOrder(num_rows_, epoch_seed);
     epoch_ = epoch;
   }
   return order_[k % num_rows_];

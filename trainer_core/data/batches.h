@@ -3,14 +3,16 @@
 // Row r holds tokens [r T, r T + T] (T + 1 tokens: inputs and shifted
 // targets), so documents are split across rows and rows pack several
 // documents. Each epoch visits every row once in an order shuffled by a
-// counter-based generator keyed by (seed, epoch): the batch of a step is a
-// pure function of (seed, step), which makes the data position one number.
+// counter-based generator keyed by (seed, epoch), or in cost bands
+// (row_order.h): either way the batch of a step is a pure function of (seed,
+// row order, step), which makes the data position one number.
 // Torch-free.
 
 #include <cstdint>
 #include <vector>
 
 #include "trainer_core/data/corpus.h"
+#include "trainer_core/data/row_order.h"
 
 namespace trellis::train {
 
@@ -24,7 +26,8 @@ struct HostBatch {
 class BatchSource {
  public:
   // Throws TrainError when the corpus holds less than one row.
-  BatchSource(const Corpus* corpus, int64_t seq_len, int64_t global_batch, uint64_t seed);
+  BatchSource(const Corpus* corpus, int64_t seq_len, int64_t global_batch, uint64_t seed,
+              RowOrder order = RowOrder::kShuffled);
 
   int64_t num_rows() const { return num_rows_; }
   // Rows consumed before `step` (0-based): the data position a checkpoint keeps.
@@ -37,6 +40,8 @@ class BatchSource {
   const Corpus* corpus_;
   int64_t seq_len_, global_batch_, num_rows_;
   uint64_t seed_;
+  RowOrder row_order_;
+  std::vector<uint64_t> costs_;  // per row, for RowOrder::kCostBands
   int64_t epoch_ = -1;
   std::vector<int64_t> order_;  // permutation of the current epoch
 };

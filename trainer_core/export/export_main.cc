@@ -52,7 +52,7 @@ void WriteWeights(const trellis::spec::TrainerSpec& spec, const std::string& pat
 void WriteBatches(const trellis::spec::TrainerSpec& spec, const std::string& path, int64_t steps) {
   const auto& t = spec.training;
   Corpus corpus = ReadCorpus(t.data);
-  BatchSource source(&corpus, t.seq_len, t.global_batch, t.seed);
+  BatchSource source(&corpus, t.seq_len, t.global_batch, t.seed, ParseRowOrder(t.row_order));
   const std::vector<int64_t> shape{steps, t.global_batch, t.seq_len};
   SafetensorsWriter out(path, {{"inputs", StDtype::kI32, shape}, {"targets", StDtype::kI32, shape}},
                         {{"format", "pt"}, {"corpus", t.data}});
@@ -84,6 +84,7 @@ void WriteInfo(const trellis::spec::TrainerSpec& spec, const std::string& path) 
       {"tokens_per_step", int64_t{t.global_batch} * t.seq_len},
       {"global_batch", t.global_batch},
       {"micro_batch", t.micro_batch},  // rows per forward per rank; 0: all of them
+      {"row_order", t.row_order},
       {"training_flops_per_token", TrainingFlopsPerToken(spec.model, t.seq_len)},
       {"newton_schulz_flops_per_step", NewtonSchulzFlopsPerStep(spec.model, t.muon_ns_steps)}};
   std::ofstream out(path);
