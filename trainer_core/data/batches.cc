@@ -26,8 +26,11 @@ int64_t BatchSource::RowAt(int64_t k) {
   const int64_t epoch = k / num_rows_;
   if (epoch != epoch_) {
     const uint64_t epoch_seed = CounterHash(seed_, static_cast<uint64_t>(epoch));
+    // Steps run on across epochs: the rows of this epoch that finish the
+    // previous epoch's last step come before its first whole step.
+    const int64_t lead = (global_batch_ - epoch * num_rows_ % global_batch_) % global_batch_;
     order_ = row_order_ == RowOrder::kCostBands
-                 ? CostBandedOrder(costs_, global_batch_, epoch_seed)
+                 ? CostBandedOrder(costs_, global_batch_, epoch_seed, lead)
                  : ShuffledOrder(num_rows_, epoch_seed);
     epoch_ = epoch;
   }

@@ -68,10 +68,13 @@ int64_t CostBand(uint64_t cost) {
 }
 
 std::vector<int64_t> CostBandedOrder(const std::vector<uint64_t>& costs, int64_t rows_per_step,
-                                     uint64_t epoch_seed) {
+                                     uint64_t epoch_seed, int64_t lead) {
   if (rows_per_step < 1)
     throw TrainError("CostBandedOrder: rows_per_step must be >= 1, got " +
                      std::to_string(rows_per_step));
+  if (lead < 0 || lead >= rows_per_step)
+    throw TrainError("CostBandedOrder: lead must be in [0, rows_per_step = " +
+                     std::to_string(rows_per_step) + "), got " + std::to_string(lead));
   const auto n = static_cast<int64_t>(costs.size());
   // Cheapest band first; within a band, a random key per (epoch, row).
   struct Key {
@@ -87,16 +90,18 @@ std::vector<int64_t> CostBandedOrder(const std::vector<uint64_t>& costs, int64_t
     return a.band != b.band ? a.band < b.band
                             : a.shuffle != b.shuffle ? a.shuffle < b.shuffle : a.row < b.row;
   });
-  const int64_t steps = n / rows_per_step, whole = steps * rows_per_step;
+  lead = std::min(lead, n);
+  const int64_t steps = (n - lead) / rows_per_step, whole = steps * rows_per_step;
   std::vector<int64_t> step_order(static_cast<size_t>(steps));
   std::iota(step_order.begin(), step_order.end(), 0);
   Shuffle(step_order.begin(), step_order.end(), CounterHash(epoch_seed, 0));
+  const auto row = [&](int64_t i) { return keys[static_cast<size_t>(i)].row; };
   std::vector<int64_t> order;
   order.reserve(static_cast<size_t>(n));
+  for (int64_t i = whole; i < whole + lead; ++i) order.push_back(row(i));
   for (int64_t s : step_order)
-    for (int64_t i = s * rows_per_step; i < (s + 1) * rows_per_step; ++i)
-      order.push_back(keys[static_cast<size_t>(i)].row);
-  for (int64_t i = whole; i < n; ++i) order.push_back(keys[static_cast<size_t>(i)].row);
+    for (int64_t i = s * rows_per_step; i < (s + 1) * rows_per_step; ++i) order.push_back(row(i));
+  for (int64_t i = whole + lead; i < n; ++i) order.push_back(row(i));
   return order;
 }
 

@@ -46,10 +46,14 @@ std::vector<int64_t> ShuffledOrder(int64_t num_rows, uint64_t epoch_seed);
 std::vector<uint64_t> RowAttentionCosts(const Corpus& corpus, int64_t seq_len, int64_t num_rows);
 
 // The rows of one epoch in cost-band order (above); `epoch_seed` keys both
-// shuffles. Rows beyond the last whole step (costs.size() % rows_per_step)
-// come last: the costliest band's.
+// shuffles. `lead` (in [0, rows_per_step)) is the number of rows at the
+// epoch's start that finish a step begun in the previous epoch (steps run on
+// across epochs: BatchSource), so that the whole steps line up with the
+// trainer's. The rows left out of whole steps, the costliest band's, go to
+// those lead positions and to the end, where they share a step with the
+// neighbouring epoch's costliest rows.
 std::vector<int64_t> CostBandedOrder(const std::vector<uint64_t>& costs, int64_t rows_per_step,
-                                     uint64_t epoch_seed);
+                                     uint64_t epoch_seed, int64_t lead = 0);
 
 // How evenly the steps of `order` share their cost among `ranks` ranks, each
 // rank taking rows_per_step / ranks consecutive rows of its step (as the
