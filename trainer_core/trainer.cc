@@ -189,6 +189,8 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     s.mesh = PlanExpertMesh(world, s.comm->rank(), spec.parallel.node_size, spec.parallel.ep,
                             spec.model.experts,
                             s.options.local_world_size > 0 ? s.options.local_world_size : world);
+    if (auto why = spec::ExpertGroupsMismatch(spec.model, s.mesh.ep); !why.empty())
+      throw TrainError("model.expert_groups: " + why);
     const Wire wire = spec.parallel.grad_reduce_dtype == "float32" ? Wire::kFp32 : Wire::kBf16;
     s.model = std::make_unique<ShardedModel>(spec.model, t.seq_len, t.seed, s.comm, s.mesh,
                                              s.device, wire,
@@ -235,7 +237,9 @@ std::string Trainer::Describe() const {
          std::to_string(s_->mesh.ep) + "), " + std::to_string(s_->model->NumParams()) +
          " params (" + std::to_string(ActiveParamsPerToken(m)) + " active per token), " +
          std::to_string(m.layers) + " layers, " + std::to_string(m.experts) + " experts top-" +
-         std::to_string(m.experts_per_token) + ", device " + s_->device.str() + ", " +
+         std::to_string(m.experts_per_token) +
+         (m.expert_groups > 1 ? " in " + std::to_string(m.expert_groups) + " groups" : "") +
+         ", device " + s_->device.str() + ", " +
          DescribeComputeDtype(ChooseComputeDtype(s_->spec.training.dtype, s_->device.is_cuda())) +
          ", torch " + TORCH_VERSION +
          (DescribeFusionsOff(ActiveFusions()).empty()
@@ -392,6 +396,14 @@ void Trainer::Step() {
                           " steps; nccl_max_ctas is not reported");
       }
     }
+  }
+  if (s.options.on_expert_load) {
+    std::vector<std::vector<int64_t>> load;
+    for (const auto& c : out.expert_counts) {
+      const auto host = c.to(torch::kCPU, torch::kLong).contiguous();
+      load.emplace_back(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
+    }
+    s.options.on_expert_load(s.step, load);
   }
   if (s.options.on_step) s.options.on_step(r);
 }

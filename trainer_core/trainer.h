@@ -53,6 +53,11 @@ struct TrainerOptions {
   // corpus must lie under one, checked on the file as the rank opens it
   // (RefusedInput otherwise). Empty: not checked (trellis-train alone).
   std::vector<std::string> data_roots;
+  // For measurements (bench/routing): after each step, the tokens routed to
+  // each expert of each layer in that step, over all ranks ([layer][expert]).
+  // Costs a host read of the counts per step where set. None: not read.
+  std::function<void(int64_t step, const std::vector<std::vector<int64_t>>& counts)>
+      on_expert_load;
 };
 
 // True when `comm` meets its peers over NCCL (a CUDA world of 2 or more):

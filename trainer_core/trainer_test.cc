@@ -324,6 +324,43 @@ TEST_F(TrainerTest, AMicroBatchThatDoesNotDivideTheRowsIsRefused) {
   }
 }
 
+// The expert-load hook (TrainerOptions::on_expert_load) sees every slot of
+// the step, micro-batches summed: tokens x experts_per_token per layer. With
+// group-limited routing each group gets exactly its share, every step.
+TEST_F(TrainerTest, ExpertLoadCountsEverySlotAndGroupsShareItEvenly) {
+  spec::TrainerSpec spec =
+      ParseSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}), 32));
+  spec.training.micro_batch = 4;
+  for (int groups : {1, 2}) {
+    SCOPED_TRACE("expert_groups " + std::to_string(groups));
+    spec.model.expert_groups = groups;
+    std::vector<std::vector<std::vector<int64_t>>> loads;
+    TrainerOptions o;
+    o.on_expert_load = [&](int64_t step, const std::vector<std::vector<int64_t>>& counts) {
+      EXPECT_EQ(step, static_cast<int64_t>(loads.size()) + 1);
+      loads.push_back(counts);
+    };
+    Trainer trainer(spec, o);
+    trainer.Run(3);
+    ASSERT_EQ(loads.size(), 3u);
+    const int64_t slots = int64_t{8} * 64 * 2;  // global_batch x seq_len x experts_per_token
+    bool uneven_pair = false;  // plain top-k: some layer's two halves differ
+    for (const auto& step : loads) {
+      ASSERT_EQ(step.size(), 2u);  // layers
+      for (const auto& layer : step) {
+        ASSERT_EQ(layer.size(), 4u);
+        EXPECT_EQ(layer[0] + layer[1] + layer[2] + layer[3], slots);
+        if (groups == 2) {
+          EXPECT_EQ(layer[0] + layer[1], slots / 2);
+          EXPECT_EQ(layer[2] + layer[3], slots / 2);
+        }
+        uneven_pair |= layer[0] + layer[1] != slots / 2;
+      }
+    }
+    if (groups == 1) EXPECT_TRUE(uneven_pair) << "plain top-k split the slots evenly anyway";
+  }
+}
+
 // NCCL's log as a rank over NCCL sees it, emulated on the CPU: the
 // communicator's INIT line appears during step 2 (as if its first collective
 // were then); from that step on every record carries the channel count, and

@@ -50,7 +50,8 @@ def model_spec(path):
     with open(path, "rb") as f:
         root = tomllib.load(f)
     m = dict(layers=2, hidden=64, heads=4, kv_heads=2, experts=4, experts_per_token=2,
-             expert_hidden=128, vocab=256, shared_expert=False, rope_theta=10000.0, norm_eps=1e-5)
+             expert_hidden=128, vocab=256, shared_expert=False, rope_theta=10000.0, norm_eps=1e-5,
+             expert_groups=1)
     m.update(root.get("model", {}))
     t = dict(seq_len=128, global_batch=8, steps=100, lr=3e-3, warmup_steps=10, min_lr_ratio=0.1,
              weight_decay=0.1, grad_clip=1.0, adam_beta1=0.9, adam_beta2=0.95, adam_eps=1e-8,
@@ -121,7 +122,7 @@ def layer(m, run_experts, x, cos, sin, attn_norm, wq, wk, wv, wo, ffn_norm, rout
     n, e, top = b * t, m["experts"], m["experts_per_token"]
     f = F.rms_norm(x, (h,), ffn_norm.to(bf), eps).view(n, h)
     probs = torch.softmax((f @ router.to(bf).t()).float(), -1)
-    chosen = probs.detach().topk(top, -1).indices
+    chosen = choose_experts(probs.detach(), top, m["expert_groups"])
     gates = probs.gather(1, chosen)
     gates = gates / gates.sum(-1, keepdim=True)
     flat = chosen.reshape(-1)
@@ -133,6 +134,17 @@ def layer(m, run_experts, x, cos, sin, attn_norm, wq, wk, wv, wo, ffn_norm, rout
     by_slot = torch.empty_like(out).index_copy_(0, order, out).view(n, top, h)
     y = (by_slot * gates.to(bf).unsqueeze(-1)).sum(1)
     return x + y.view(b, t, h), aux
+
+
+def choose_experts(scores, top, groups):
+    """Plain top-k (groups 1), or top // groups of every group of consecutive
+    experts (group-limited routing, model.expert_groups)."""
+    if groups == 1:
+        return scores.topk(top, -1).indices
+    n, e = scores.shape
+    local = scores.view(n, groups, e // groups).topk(top // groups, -1).indices
+    first = torch.arange(groups, device=scores.device).view(1, groups, 1) * (e // groups)
+    return (local + first).view(n, top)
 
 
 def head_loss(x, norm, head, targets, eps):

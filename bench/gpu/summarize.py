@@ -133,6 +133,8 @@ def main():
         json.dump(out, f, indent=1)
 
     gib = 2 ** 30
+    groups = info.get("expert_groups", 1)  # model.expert_groups, where the spec sets it
+    routing = f" with model.expert_groups = {groups}" if groups > 1 else ""
     fmt = lambda v, spec: "n/a" if v is None else format(v, spec)
     lines = [
         "# trainer-gpu: moe-bench on one GPU, trellis-train vs PyTorch",
@@ -140,7 +142,7 @@ def main():
         f"- Date: {out['date']}",
         f"- Machine: one NVIDIA H200 ({peak['device']}), torch {peak['torch']}",
         f"- Command: `{command}`",
-        f"- Config: `examples/moe-bench.toml`: {info['params'] / 1e9:.2f} B parameters "
+        f"- Config: `examples/moe-bench.toml`{routing}: {info['params'] / 1e9:.2f} B parameters "
         f"({info['active_params_per_token'] / 1e9:.2f} B active per token), "
         f"{info['tokens_per_step']} tokens per step, "
         f"{tps_flops / 1e9:.2f} GFLOP per trained token (trainer_core/README.md, model/flops.h); "

@@ -14,6 +14,15 @@ std::string MicroBatchMismatch(const TrainingSpec& t, int world, const std::stri
          " rows in one forward)";
 }
 
+std::string ExpertGroupsMismatch(const ModelSpec& m, int ep) {
+  if (m.expert_groups == 1 || m.expert_groups % ep == 0) return "";
+  const std::string g = std::to_string(m.expert_groups), e = std::to_string(ep);
+  return g + " is not a multiple of the expert-parallel size " + e +
+         " (parallel.ep): a group would straddle two ranks and the ranks' loads differ; "
+         "accepted: 1 (plain top-k) or a multiple of " + e + " that divides model.experts and "
+         "model.experts_per_token";
+}
+
 void CheckModelFitsWorld(const TrainerSpec& t, int nodes, int ranks_per_node,
                          FieldErrors* errors) {
   auto n = [](int64_t v) { return std::to_string(v); };
@@ -43,6 +52,8 @@ void CheckModelFitsWorld(const TrainerSpec& t, int nodes, int ranks_per_node,
         {"parallel.ep", "must divide model.experts = " + n(t.model.experts) + ", got " + n(ep)});
     return;
   }
+  if (auto why = ExpertGroupsMismatch(t.model, ep); !why.empty())
+    errors->push_back({"model.expert_groups", why});
   // Each EP block's experts are split on expert boundaries over the ranks
   // that share an EP index.
   const int per_block = t.model.experts / ep, replicas = world / ep;

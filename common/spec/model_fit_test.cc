@@ -52,6 +52,24 @@ TEST(CheckModelFitsWorld, ExpertsMustSplitOnExpertBoundaries) {
   EXPECT_EQ(Check(t, 4, 2), "");
 }
 
+TEST(CheckModelFitsWorld, ExpertGroupsMustBeWholeOnEveryExpertParallelRank) {
+  auto t = Tiny();  // 4 experts, ep defaults to the 2 ranks of a node
+  t.model.experts_per_token = 4;
+  t.model.expert_groups = 4;
+  EXPECT_EQ(Check(t, 2, 2), "");  // two groups per rank
+  t.model.expert_groups = 2;
+  EXPECT_EQ(Check(t, 2, 2), "");  // one group per rank
+  t.parallel.node_size = 4;       // ep 4 over 2 groups: half a group each
+  t.model.experts = 8;
+  EXPECT_EQ(Check(t, 1, 4),
+            "model.expert_groups: 2 is not a multiple of the expert-parallel size 4 "
+            "(parallel.ep): a group would straddle two ranks and the ranks' loads differ; "
+            "accepted: 1 (plain top-k) or a multiple of 4 that divides model.experts and "
+            "model.experts_per_token");
+  t.model.expert_groups = 1;
+  EXPECT_EQ(Check(t, 1, 4), "");
+}
+
 TEST(CheckModelFitsWorld, MicroBatchMustDivideTheRowsPerRank) {
   auto t = Tiny();  // global_batch 16
   t.training.micro_batch = 3;

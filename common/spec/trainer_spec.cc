@@ -28,6 +28,7 @@ void ParseModel(const toml::table& root, ModelSpec* m, FieldErrors* errors) {
   r.Int("experts", &m->experts, 1, 4096);
   r.Int("experts_per_token", &m->experts_per_token, 1, 64);
   r.Int("expert_hidden", &m->expert_hidden, 1, 65536);
+  r.Int("expert_groups", &m->expert_groups, 1, 4096);
   r.Int("vocab", &m->vocab, 2, 1 << 20);
   r.Bool("shared_expert", &m->shared_expert);
   r.Double("rope_theta", &m->rope_theta, 1, 1e9);
@@ -43,6 +44,12 @@ void ParseModel(const toml::table& root, ModelSpec* m, FieldErrors* errors) {
   if (m->heads % m->kv_heads != 0)
     r.Error("kv_heads", "must divide model.heads (" + std::to_string(m->heads) + ")");
   if (m->experts_per_token > m->experts) r.Error("experts_per_token", "must be <= model.experts");
+  const auto n = [](int v) { return std::to_string(v); };
+  if (m->experts % m->expert_groups != 0 || m->experts_per_token % m->expert_groups != 0)
+    r.Error("expert_groups", "must divide model.experts (" + n(m->experts) +
+                                 ") and model.experts_per_token (" + n(m->experts_per_token) +
+                                 "), so every group is the same size and gives a token the same "
+                                 "number of experts; got " + n(m->expert_groups));
 }
 
 void ParseTraining(const toml::table& root, TrainingSpec* t, FieldErrors* errors) {

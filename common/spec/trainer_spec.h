@@ -20,6 +20,11 @@ struct ModelSpec {
   int experts = 4;
   int experts_per_token = 2;
   int expert_hidden = 128;
+  // Group-limited routing: the experts split into this many groups of
+  // consecutive experts and every token takes experts_per_token / groups from
+  // each; with groups a multiple of parallel.ep every expert-parallel rank gets
+  // the same token-expert load. 1: plain top-k.
+  int expert_groups = 1;
   int vocab = 256;
   bool shared_expert = false;
   double rope_theta = 10000;

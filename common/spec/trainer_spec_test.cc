@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+
 namespace trellis::spec {
 namespace {
 
@@ -183,6 +186,29 @@ TEST(TrainerSpecTest, MicroBatchIsAtMostTheGlobalBatch) {
   EXPECT_EQ(parse("micro_batch = -1\n"),
             "training.micro_batch: must be an integer in [0, 1048576], got -1");
   EXPECT_NE(parse("micro_batch = 1.5\n").find("training.micro_batch: must be an integer"),
+            std::string::npos);
+}
+
+// Groups must be equal and give a token the same number of experts each; how
+// they sit on the expert-parallel ranks needs the world (model_fit_test).
+TEST(TrainerSpecTest, ExpertGroupsDivideTheExpertsAndTheExpertsPerToken) {
+  auto parse = [](const std::string& model) {
+    FieldErrors errors;
+    auto s = ParseTrainerSections(toml::parse("[model]\n" + model), &errors);
+    return std::make_pair(s.model.expert_groups, JoinErrors(errors));
+  };
+  EXPECT_EQ(parse("experts = 8\nexperts_per_token = 4\nexpert_groups = 4\n"),
+            std::make_pair(4, std::string()));
+  EXPECT_EQ(parse("experts = 8\nexperts_per_token = 2\n"), std::make_pair(1, std::string()));
+  const std::string why =
+      " and model.experts_per_token (2), so every group is the same size and gives a token the "
+      "same number of experts; got ";
+  EXPECT_EQ(parse("experts = 8\nexperts_per_token = 2\nexpert_groups = 4\n").second,
+            "model.expert_groups: must divide model.experts (8)" + why + "4");
+  EXPECT_EQ(parse("experts = 6\nexperts_per_token = 2\nexpert_groups = 4\n").second,
+            "model.expert_groups: must divide model.experts (6)" + why + "4");
+  EXPECT_NE(parse("expert_groups = 0\n").second.find(
+                "model.expert_groups: must be an integer in [1, 4096], got 0"),
             std::string::npos);
 }
 

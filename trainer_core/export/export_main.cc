@@ -85,6 +85,7 @@ void WriteInfo(const trellis::spec::TrainerSpec& spec, const std::string& path) 
       {"global_batch", t.global_batch},
       {"micro_batch", t.micro_batch},  // rows per forward per rank; 0: all of them
       {"row_order", t.row_order},
+      {"expert_groups", spec.model.expert_groups},  // 1: plain top-k routing
       {"training_flops_per_token", TrainingFlopsPerToken(spec.model, t.seq_len)},
       {"newton_schulz_flops_per_step", NewtonSchulzFlopsPerStep(spec.model, t.muon_ns_steps)}};
   std::ofstream out(path);

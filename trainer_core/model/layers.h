@@ -71,6 +71,9 @@ struct MoeWeights {
   ExpertWeights experts;
   torch::Tensor shared_gate, shared_up, shared_down;  // undefined without a shared expert
   int64_t top_k = 1;
+  // Group-limited routing: top_k / groups experts from each of `groups`
+  // groups of consecutive experts (model.expert_groups); 1: plain top-k.
+  int64_t groups = 1;
   // Sharded runs: local counts -> counts over all ranks (unset: the local
   // counts), and the number of tokens over all ranks (0: this call's). The
   // balance loss is then this rank's share of the global one.
@@ -85,6 +88,11 @@ struct MoeResult {
   torch::Tensor aux;     // scalar load-balancing loss, 1.0 at perfect balance
   torch::Tensor counts;  // [E] int64: tokens routed to each expert (over all ranks)
 };
+// The experts each token is routed to, [N, k], from its selection scores
+// [N, E]: the k highest (groups 1), or the k / groups highest of each group
+// of E / groups consecutive experts.
+torch::Tensor ChooseExperts(const torch::Tensor& scores, int64_t k, int64_t groups);
+
 // x: [N, H] tokens.
 MoeResult MoeForward(const torch::Tensor& x, const MoeWeights& w);
 

@@ -124,6 +124,7 @@ LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
     moe.shared_down = w["shared_down"];
   }
   moe.top_k = spec.experts_per_token;
+  moe.groups = spec.expert_groups;
   MoeResult r = MoeForward(normed.view({b * t, h}), moe);
   auto moe_out = r.y.view({b, t, h});
   if (!ActiveFusions().cross_layer_norm) return {y + moe_out, {}, r.aux, r.counts};

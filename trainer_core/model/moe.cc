@@ -1,5 +1,5 @@
-// The MoE feed-forward: router, top-k, SwiGLU experts from stacked weights,
-// optional shared expert, load-balancing loss.
+// The MoE feed-forward: router, top-k (plain or group-limited), SwiGLU
+// experts from stacked weights, optional shared expert, load-balancing loss.
 #include "trainer_core/compat.h"
 #include "trainer_core/model/expert_wgrad.h"
 #include "trainer_core/model/layers.h"
@@ -17,6 +17,18 @@ torch::Tensor SwiGluFfn(const torch::Tensor& x, const torch::Tensor& gate, const
 }
 
 }  // namespace
+
+torch::Tensor ChooseExperts(const torch::Tensor& scores, int64_t k, int64_t groups) {
+  if (groups == 1) return std::get<1>(scores.topk(k, -1));
+  const int64_t n = scores.size(0), e = scores.size(1);
+  TORCH_CHECK(e % groups == 0 && k % groups == 0, "ChooseExperts: ", groups,
+              " groups must divide the ", e, " experts and top-k ", k);
+  // Top k / groups within each group, then from a group's local index to
+  // the expert's: [N, groups, k / groups] + group * (e / groups).
+  auto local = std::get<1>(scores.view({n, groups, e / groups}).topk(k / groups, -1));
+  auto first = torch::arange(groups, local.options()).mul_(e / groups).view({1, groups, 1});
+  return (local + first).view({n, k});
+}
 
 torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& counts,
                               const ExpertWeights& w) {
@@ -58,7 +70,7 @@ MoeResult MoeForward(const torch::Tensor& x, const MoeWeights& w) {
   // The bias (aux-loss-free balancing) moves tokens between experts but the
   // gates stay the router's own probabilities, renormalized over the top k.
   auto select = w.router_bias.defined() ? probs.detach() + w.router_bias.to(acc) : probs.detach();
-  auto chosen = std::get<1>(select.topk(k, -1));  // [N, k]
+  auto chosen = ChooseExperts(select, k, w.groups);  // [N, k]
   auto gates = probs.gather(1, chosen);
   gates = gates / gates.sum(-1, /*keepdim=*/true);
 

@@ -1,10 +1,16 @@
-// The MoE dispatch and combine ops (moe_ops.h) (part of model_test).
+// The MoE dispatch and combine ops (moe_ops.h) and the router's expert
+// choice (layers.h) (part of model_test).
 #include "trainer_core/model/moe_ops.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
+#include <set>
+#include <tuple>
+#include <vector>
 
 #include "trainer_core/model/layers.h"
 #include "trainer_core/model/model_test_util.h"
@@ -102,6 +108,86 @@ TEST(MoeOpsTest, DispatchRunCombineIsMoeForwardsCpuBranch) {
     auto g_want = torch::autograd::grad({y_want}, {x, gates, scale}, {grad_y});
     for (size_t i = 0; i < g.size(); ++i)
       EXPECT_TRUE(Close(g[i], g_want[i])) << "gradient " << i << " (x, gates, scale)";
+  }
+}
+
+// The experts a token gets, written out: for each group of consecutive
+// experts, its k / groups best by score (all experts one group when groups 1).
+std::vector<std::set<int64_t>> ChoiceWrittenOut(const torch::Tensor& scores, int64_t k,
+                                                int64_t groups) {
+  const int64_t n = scores.size(0), e = scores.size(1), size = e / groups;
+  auto a = scores.accessor<double, 2>();
+  std::vector<std::set<int64_t>> out(n);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t g = 0; g < groups; ++g) {
+      std::vector<int64_t> ids(size);
+      std::iota(ids.begin(), ids.end(), g * size);
+      std::sort(ids.begin(), ids.end(), [&](int64_t x, int64_t y) { return a[t][x] > a[t][y]; });
+      out[t].insert(ids.begin(), ids.begin() + k / groups);
+    }
+  return out;
+}
+
+TEST(ChooseExpertsTest, EachGroupGivesItsBestExperts) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("TRELLIS_TEST_SEED=" + std::to_string(seed));
+  torch::manual_seed(seed);
+  for (auto [e, k, groups] : {std::tuple{8, 4, 4}, std::tuple{8, 4, 2}, std::tuple{12, 6, 3},
+                              std::tuple{6, 2, 1}, std::tuple{16, 8, 4}, std::tuple{4, 4, 4}}) {
+    SCOPED_TRACE("experts=" + std::to_string(e) + " k=" + std::to_string(k) +
+                 " groups=" + std::to_string(groups));
+    const int64_t n = 33;
+    auto scores = torch::rand({n, e}, torch::kDouble);  // distinct almost surely
+    auto chosen = ChooseExperts(scores, k, groups);
+    ASSERT_EQ(chosen.sizes(), (std::vector<int64_t>{n, k}));
+    const auto want = ChoiceWrittenOut(scores, k, groups);
+    auto c = chosen.accessor<int64_t, 2>();
+    for (int64_t t = 0; t < n; ++t) {
+      std::set<int64_t> got(&c[t][0], &c[t][0] + k);
+      EXPECT_EQ(got, want[t]) << "token " << t;
+    }
+    // The point of the groups: every group gets the same number of slots.
+    auto per_group = chosen.div(e / groups, "floor").flatten();
+    auto load = torch::zeros({groups}, torch::kLong).scatter_add_(0, per_group,
+                                                                  torch::ones_like(per_group));
+    EXPECT_TRUE(torch::equal(load, torch::full({groups}, n * k / groups, torch::kLong)));
+  }
+}
+
+// MoeForward with group-limited routing and a selection bias, against each
+// token's output written out in fp64: the experts of ChoiceWrittenOut on
+// probabilities + bias, gated by the router's own probabilities
+// renormalized over them.
+TEST(ChooseExpertsTest, MoeForwardRoutesByGroupsAndGatesByTheRouter) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("TRELLIS_TEST_SEED=" + std::to_string(seed));
+  torch::manual_seed(seed);
+  const int64_t n = 13, h = 6, f = 5, e = 8, k = 4, groups = 2;
+  auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  MoeWeights w;
+  w.router = torch::randn({e, h}, f64);
+  w.router_bias = torch::randn({e}, f64) * 0.1;
+  w.experts.gate = torch::randn({e, f, h}, f64);
+  w.experts.up = torch::randn({e, f, h}, f64);
+  w.experts.down = torch::randn({e, h, f}, f64);
+  w.top_k = k;
+  w.groups = groups;
+  auto x = torch::randn({n, h}, f64);
+  auto y = MoeForward(x, w).y;
+
+  auto probs = torch::softmax(torch::matmul(x, w.router.t()), -1);
+  const auto choice = ChoiceWrittenOut(probs + w.router_bias, k, groups);
+  for (int64_t t = 0; t < n; ++t) {
+    auto xt = x[t];
+    double total = 0;
+    for (int64_t ex : choice[t]) total += probs[t][ex].item<double>();
+    auto want = torch::zeros({h}, f64);
+    for (int64_t ex : choice[t]) {
+      auto a = torch::mv(w.experts.gate[ex], xt), b = torch::mv(w.experts.up[ex], xt);
+      auto hidden = a * torch::sigmoid(a) * b;
+      want += probs[t][ex].item<double>() / total * torch::mv(w.experts.down[ex], hidden);
+    }
+    EXPECT_TRUE(torch::allclose(y[t], want, 1e-10, 1e-12)) << "token " << t;
   }
 }
 

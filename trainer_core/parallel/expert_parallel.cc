@@ -87,6 +87,10 @@ ExpertMesh PlanExpertMesh(int world, int rank, int node_size, int ep, int expert
   return m;
 }
 
+bool RoutingBalancedOver(const ExpertMesh& mesh, int groups) {
+  return groups > 1 && groups % mesh.ep == 0;
+}
+
 torch::Tensor AllToAllRows(Comm* comm, const torch::Tensor& x,
                            const std::vector<int64_t>& send_rows,
                            const std::vector<int64_t>& recv_rows) {
@@ -94,7 +98,8 @@ torch::Tensor AllToAllRows(Comm* comm, const torch::Tensor& x,
 }
 
 ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, ExpertWeights w,
-                          EpSplits* splits, bool reuse, torch::Tensor* routing_changed) {
+                          EpSplits* splits, bool reuse, torch::Tensor* routing_changed,
+                          bool balanced) {
   return [=](const torch::Tensor& xs, const torch::Tensor& counts) {
     // One EP rank holds every expert: nothing to move, and no host sync for
     // the split sizes.
@@ -104,16 +109,25 @@ ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, ExpertWeights w
       routing_changed->add_((counts != splits->counts).any().to(routing_changed->scalar_type()));
     } else {
       // Every EP rank's slot counts per expert: [ep sources, experts],
-      // gathered on the device and read once: the all-to-all needs its split
-      // sizes on the host (the one host synchronization of a layer's dispatch).
+      // gathered on the device.
       auto all = torch::empty({ep * mesh.experts}, counts.options().dtype(torch::kLong));
       ep_comm->AllGatherInto(counts.to(torch::kLong).contiguous(), all);
       all = all.view({ep, mesh.experts});
-      auto host = all.cpu().view({ep, ep, nb});  // [source, destination, expert]
-      splits->send_rows = ToVector(host.select(0, me).sum(1));
-      splits->recv_rows = ToVector(host.select(1, me).sum(1));
-      splits->received = 0;
-      for (int64_t n : splits->recv_rows) splits->received += n;
+      if (balanced) {
+        // Every rank sends each EP rank a ep-th of its slots: the split is
+        // known without reading the counts.
+        splits->send_rows.assign(ep, xs.size(0) / ep);
+        splits->recv_rows = splits->send_rows;
+        splits->received = xs.size(0);
+      } else {
+        // The all-to-all needs its split sizes on the host: the one host
+        // synchronization of a layer's dispatch.
+        auto host = all.cpu().view({ep, ep, nb});  // [source, destination, expert]
+        splits->send_rows = ToVector(host.select(0, me).sum(1));
+        splits->recv_rows = ToVector(host.select(1, me).sum(1));
+        splits->received = 0;
+        for (int64_t n : splits->recv_rows) splits->received += n;
+      }
       splits->mine = all.narrow(1, me * nb, nb);  // [sources, my experts]
       splits->counts = counts;
     }

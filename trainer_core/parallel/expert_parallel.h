@@ -53,9 +53,18 @@ struct EpSplits {
 // any difference between them and this call's counts is added to
 // `*routing_changed` (a device counter the caller reads with the step's
 // figures: a changed routing would have sent slots to the wrong ranks).
-// Otherwise the split is exchanged and stored in `splits`.
+// Otherwise the split is exchanged and stored in `splits`. `balanced`: the
+// routing sends every EP rank the same share of each rank's slots (group-
+// limited routing with whole groups per rank, and the same tokens on every
+// EP rank, as in a step); the split is then made without reading the counts
+// on the host.
 ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, ExpertWeights w,
-                          EpSplits* splits, bool reuse, torch::Tensor* routing_changed);
+                          EpSplits* splits, bool reuse, torch::Tensor* routing_changed,
+                          bool balanced = false);
+
+// Whether group-limited routing with `groups` groups sends every rank of the
+// mesh's EP groups the same share of the slots: each rank holds whole groups.
+bool RoutingBalancedOver(const ExpertMesh& mesh, int groups);
 
 // Rows of `x` ([N, ...]) to the ranks of `comm`: send_rows[j] consecutive rows
 // to rank j, recv_rows[j] from it. Differentiable.

@@ -384,7 +384,8 @@ LayerOutput ShardedModel::RunLayer(int layer, const LayerWeights& w, const torch
     experts.down = part(2, h, f);
   }
   reduce.run_experts = MakeEpRunner(ep_comm_.get(), mesh_, experts, &ep_splits_[layer],
-                                    recompute, &routing_changed_);
+                                    recompute, &routing_changed_,
+                                    RoutingBalancedOver(mesh_, spec_.expert_groups));
   return LayerForward(spec_, *shards_[layer + 1].layout, w.dense, compute_dtype_, x, pending,
                       rope_, mask_, router_bias_[layer], reduce);
 }

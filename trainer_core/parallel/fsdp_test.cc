@@ -280,6 +280,23 @@ TEST(FsdpTest, OtherMeshesEqualOneInFp32) {
   }
 }
 
+// Group-limited routing (model.expert_groups): 8 experts in 4 groups, top-4.
+// EP 2 holds two groups per rank and EP 4 one: the split is then made without
+// reading the counts (expert_parallel.h), and the recompute reuses it. The
+// same results as the single-process model with the same groups.
+TEST(FsdpTest, GroupLimitedRoutingEqualsOneInFp32) {
+  auto s = TinySpec();
+  s.model.experts = 8;
+  s.model.experts_per_token = 4;
+  s.model.expert_groups = 4;
+  for (Mesh mesh : {Mesh{4, 2, 2}, Mesh{4, 4, 4}}) {
+    EXPECT_TRUE(RoutingBalancedOver(PlanExpertMesh(4, 0, mesh.node_size, mesh.ep, 8, 4), 4));
+    auto c = TrainBoth(s, torch::kFloat, Wire::kFp32, mesh);
+    EXPECT_LE(c.max_loss_rel, 1e-5);
+    EXPECT_LE(c.max_param_abs, 1e-5);
+  }
+}
+
 // Without activation checkpointing (activations and gathered weights kept
 // until backward, gradients reduced after it): the same results.
 TEST(FsdpTest, WithoutCheckpointingEqualsOne) {

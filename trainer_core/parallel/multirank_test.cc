@@ -48,17 +48,20 @@ class MultiRankTest : public ::testing::Test {
   }
   // 2 nodes of 2 ranks at world 4, one node at world 2; fp32 everywhere
   // (gradients too), so worlds differ only in summation order.
-  // `training`, `parallel`: more lines for those sections.
+  // `training`, `parallel`: more lines for those sections; `experts`: the
+  // model's expert lines.
   std::string Spec(const std::string& corpus, int hidden = 32,
                    const std::string& gather = "float32", const std::string& training = "",
-                   const std::string& parallel = "") {
+                   const std::string& parallel = "",
+                   const std::string& experts = "experts = 4\nexperts_per_token = 2\n") {
     const std::string path =
         JoinPath(dir_, "spec" + std::to_string(hidden) + gather +
-                           std::to_string(std::hash<std::string>{}(training + parallel)) +
+                           std::to_string(
+                               std::hash<std::string>{}(training + parallel + experts)) +
                            ".toml");
     std::ofstream(path) << "[model]\nlayers = 2\nhidden = " << hidden
-                        << "\nheads = 4\nkv_heads = 2\nexperts = 4\nexperts_per_token = 2\n"
-                           "expert_hidden = 32\nshared_expert = true\n"
+                        << "\nheads = 4\nkv_heads = 2\n"
+                        << experts << "expert_hidden = 32\nshared_expert = true\n"
                            "[parallel]\nnode_size = 2\nep = 2\ngrad_reduce_dtype = \"float32\"\n"
                            "expert_gather_dtype = \""
                         << gather << "\"\n"
@@ -313,6 +316,38 @@ TEST_F(MultiRankTest, PrefetchDepthsGiveTheSameLossesAndRecordCommTime) {
       for (size_t i = 0; i < 4; ++i)
         EXPECT_EQ(runs[p][r].records[i].loss, runs[0][r].records[i].loss)
             << "prefetch " << p << " rank " << r << " step " << i + 1;
+}
+
+// Group-limited routing in trellis-train at world 2 (EP 2, one group per
+// rank): both ranks report the same losses, which differ from plain top-k's
+// from the first step (the routing is in use). Groups that straddle the EP
+// ranks are refused on every rank, naming the field and what is accepted.
+TEST_F(MultiRankTest, GroupLimitedRoutingTrainsAndAStraddlingGroupIsRefused) {
+  const std::string corpus = Corpus();
+  std::string why;
+  auto plain = RunWorld(2, {Spec(corpus), "--json", "--steps", "3"}, dir_, 180s);
+  ASSERT_TRUE(AllExitedZero(plain, &why)) << why;
+  const std::string grouped_spec = Spec(corpus, 32, "float32", "", "",
+                                        "experts = 4\nexperts_per_token = 2\nexpert_groups = 2\n");
+  auto grouped = RunWorld(2, {grouped_spec, "--json", "--steps", "3"}, dir_, 180s);
+  ASSERT_TRUE(AllExitedZero(grouped, &why)) << why;
+  ASSERT_EQ(grouped[0].records.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(grouped[1].records[i].loss, grouped[0].records[i].loss);
+    EXPECT_TRUE(std::isfinite(grouped[0].records[i].loss));
+  }
+  EXPECT_NE(grouped[0].records[0].loss, plain[0].records[0].loss);
+
+  const std::string straddling = Spec(corpus, 32, "float32", "", "",
+                                      "experts = 6\nexperts_per_token = 3\nexpert_groups = 3\n");
+  auto bad = RunWorld(2, {straddling, "--json"}, dir_, 120s);
+  for (const auto& run : bad) {
+    EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 1) << run.status;
+    EXPECT_NE(run.err.find("model.expert_groups: 3 is not a multiple of the expert-parallel size 2 "
+                           "(parallel.ep)"),
+              std::string::npos)
+        << run.err;
+  }
 }
 
 }  // namespace

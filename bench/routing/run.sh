@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Group-limited routing (model.expert_groups) against plain top-k on a real
+# corpus: the load of the busiest expert-parallel rank over the mean rank's,
+# and the loss on text not yet trained on, the same weights and batches for
+# every run (bench/routing/expert_load.cc). The model is
+# bench/routing/moe-routing.toml (16 experts, top-4), trained on the CPU at
+# world 1; each run once with the balance loss alone (training.aux_loss_coef
+# 0.01) and once with the aux-loss-free selection bias added
+# (training.router_bias_rate).
+# Usage: bench/routing/run.sh
+#   env: BUILD_DIR=build, OUT=bench/results, TEXTS=/usr/share/doc, STEPS=300,
+#        GROUPS_LIST="1 4", EPS="2 4 8", BIAS_RATE=0.001
+# Writes OUT/routing-<date>.md and .json.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR=${BUILD_DIR:-build}
+OUT=${OUT:-bench/results}
+TEXTS=${TEXTS:-/usr/share/doc}
+STEPS=${STEPS:-300}
+GROUPS_LIST=${GROUPS_LIST:-1 4}
+EPS=${EPS:-2 4 8}
+BIAS_RATE=${BIAS_RATE:-0.001}
+SPEC=bench/routing/moe-routing.toml
+for b in trellis-corpus expert_load; do
+  [ -x "$BUILD_DIR/bin/$b" ] || { echo "missing $BUILD_DIR/bin/$b: build first (ninja -C $BUILD_DIR $b)" >&2; exit 2; }
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$BUILD_DIR/bin/trellis-corpus" build "$work/texts.corpus" "$TEXTS" > "$work/corpus.txt"
+args=(--data "$work/texts.corpus" --steps "$STEPS")
+for g in $GROUPS_LIST; do args+=(--groups "$g"); done
+for e in $EPS; do args+=(--ep "$e"); done
+sed -e "s/^warmup_steps = .*/&\nrouter_bias_rate = 0/" "$SPEC" > "$work/plain.toml"
+sed -e "s/^warmup_steps = .*/&\nrouter_bias_rate = $BIAS_RATE/" "$SPEC" > "$work/bias.toml"
+start=$SECONDS
+for v in plain bias; do
+  "$BUILD_DIR/bin/expert_load" "$work/$v.toml" "${args[@]}"
+done > "$work/runs.jsonl"
+seconds=$((SECONDS - start))
+mkdir -p "$OUT"
+python3 - "$work/runs.jsonl" "$OUT/routing-$(date -u +%F)" "$TEXTS" "$(cat "$work/corpus.txt")" \
+  "bench/routing/run.sh (STEPS=$STEPS GROUPS_LIST=\"$GROUPS_LIST\" EPS=\"$EPS\" BIAS_RATE=$BIAS_RATE TEXTS=$TEXTS)" \
+  "$seconds" <<'PY'
+import json, os, sys
+from datetime import datetime, timezone
+runs_path, prefix, texts, corpus_line, command, seconds = sys.argv[1:7]
+runs = [json.loads(l) for l in open(runs_path)]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
+doc = {"benchmark": "routing", "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+       "machine": f"{os.cpu_count()} cores, {cpu}", "command": command, "texts": texts,
+       "corpus": corpus_line.split(": ", 1)[-1], "seconds": int(seconds), "runs": runs}
+json.dump(doc, open(prefix + ".json", "w"), indent=1)
+r0 = runs[0]
+eps = list(r0["ep_rank_load"])
+md = [f"# Group-limited routing against plain top-k ({doc['date'][:10]})", "",
+      f"- Machine: {doc['machine']}", f"- Command: `{command}` ({seconds} s)",
+      f"- Corpus: the byte corpus of `{texts}` ({doc['corpus']})",
+      f"- Model: bench/routing/moe-routing.toml, {r0['layers']} layers, {r0['experts']} experts, "
+      f"top-{r0['experts_per_token']}; {r0['steps']} steps of {r0['tokens_per_step']:,} tokens "
+      f"({r0['epochs']:.2f} epochs: every step's batch is new text), world 1, fp32, "
+      "the same initial weights and batches in every run.",
+      "- EP load: per layer and step, the token-expert pairs of the busiest expert-parallel rank "
+      "(a block of experts / ep consecutive experts) over the mean rank's; the model is the same "
+      "at any world size, so this is the load each EP size would see. `late`: mean over the second "
+      "half of the steps (the router has learned); `worst`: over all steps and layers. The busiest "
+      "rank sets the layer's pace and the memory every rank must hold room for.",
+      "- Loss: mean of the last tenth of the steps' losses, each measured before training on its "
+      "batch (unseen text).", "",
+      "| balancing | expert_groups | " + " | ".join(f"EP {e} late | EP {e} worst" for e in eps) +
+      " | expert late | first loss | tail loss |",
+      "|---|---|" + "---|---|" * len(eps) + "---|---|---|"]
+for r in runs:
+    bal = (f"aux {r['aux_loss_coef']:g}" +
+           (f" + bias {r['router_bias_rate']:g}" if r["router_bias_rate"] else ""))
+    cells = " | ".join(f"{r['ep_rank_load'][e]['late_mean_max_over_mean']:.3f} | "
+                       f"{r['ep_rank_load'][e]['worst_max_over_mean']:.2f}" for e in eps)
+    md.append(f"| {bal} | {r['expert_groups']} | {cells} | "
+              f"{r['expert_load']['late_mean_max_over_mean']:.2f} | {r['first_loss']:.4f} | "
+              f"{r['tail_loss']:.4f} |")
+open(prefix + ".md", "w").write("\n".join(md) + "\n")
+print("\n".join(md))
+PY
