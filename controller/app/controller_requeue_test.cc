@@ -5,6 +5,9 @@
 // started over gets the attempt's next launch, which is gated again, and no
 // restart is used.
 
+#include <chrono>
+#include <thread>
+
 #include "absl/strings/str_join.h"
 #include "controller/app/controller_health_fixture.h"
 
@@ -157,14 +160,25 @@ TEST_F(RequeueTest, ARequeuedJobTheGateRefusesIsQueuedAgainWithoutARestart) {
   auto decisions = Register(kRun, 2, {"node3", "node4"}, /*short_nodes=*/{"node4"});
   EXPECT_EQ(decisions["node4"].decision(), v1::GateDecision::DECISION_ABORT)
       << decisions["node4"].reason();
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_QUEUED);
-  EXPECT_NE(run.summary().state_reason().find("gate aborted attempt 1"), std::string::npos)
-      << run.summary().state_reason();
+  // The fake's scancel leaves job 100 CANCELLED, as Slurm would: the
+  // reconciler sees it end, and the next attempt is submitted without node4.
+  // The run may pass through QUEUED faster than a poll sees it: its events
+  // say it did, and why.
+  v1::Run run;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    run = Get(kRun);
+    if (run.attempts_size() == 2 && run.summary().state() == v1::RUN_STATE_SUBMITTED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (std::chrono::steady_clock::now() < deadline);
+  ASSERT_EQ(run.attempts_size(), 2) << v1::RunState_Name(run.summary().state());
+  ASSERT_EQ(run.summary().state(), v1::RUN_STATE_SUBMITTED);
+  bool queued_by_the_gate = false;
+  for (const auto& e : run.events())
+    queued_by_the_gate |= e.to() == v1::RUN_STATE_QUEUED &&
+                          e.reason().find("gate aborted attempt 1") != std::string::npos;
+  EXPECT_TRUE(queued_by_the_gate) << run.DebugString();
   EXPECT_EQ(slurm_->Cancelled(), std::vector<std::string>{"100"});
-  // The fake's scancel left job 100 CANCELLED, as Slurm would: the reconciler
-  // sees it end. The next attempt is submitted without node4; no restart used.
-  run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
-  ASSERT_EQ(run.attempts_size(), 2);
   EXPECT_EQ(run.summary().restarts(), 0) << "max_restarts = 0, and the run went on";
   const auto submissions = slurm_->Submissions();
   ASSERT_EQ(submissions.size(), 2u);
