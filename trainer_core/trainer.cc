@@ -198,6 +198,8 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
                                              spec.parallel.expert_gather_dtype,
                                              spec.parallel.prefetch_layers);
 
+    s.model->SetOffloadLayers(OffloadedLayers(spec.parallel.offload_fraction, spec.model.layers));
+
     MuonOptions mo{t.muon_momentum, t.muon_ns_steps, torch::kFloat, t.weight_decay};
     // "auto": bf16 wherever bf16 matmuls are fast (accelerators, bf16 compute).
     bool ns_bf16 =
@@ -365,6 +367,7 @@ void Trainer::Step() {
     r.comm_seconds = times->total;
     r.exposed_comm_seconds = times->exposed;
   }
+  r.host_arena_bytes = s.model->HostArenaBytes();  // this rank's, with offload
   if (auto mem = compat::CudaMemory(s.device)) {
     r.alloc_retries = mem->alloc_retries;  // since the process started (a counter)
     r.mem_allocated_peak_bytes = mem->allocated_peak;  // this step's peaks

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -358,6 +359,31 @@ TEST_F(TrainerTest, ExpertLoadCountsEverySlotAndGroupsShareItEvenly) {
       }
     }
     if (groups == 1) EXPECT_TRUE(uneven_pair) << "plain top-k split the slots evenly anyway";
+  }
+}
+
+// parallel.offload_fraction 0.5 of 2 layers: the first layer's input goes to
+// the host arena, whose size every record carries (8 rows x 64 positions x
+// hidden 32, fp32: 64 KiB); the losses are those of the run without offload,
+// whose records carry no arena.
+TEST_F(TrainerTest, OffloadKeepsTheLossesAndRecordsTheArena) {
+  spec::TrainerSpec spec =
+      ParseSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}), 32));
+  std::vector<std::vector<StepRecord>> runs;
+  for (double fraction : {0.0, 0.5}) {
+    spec.parallel.offload_fraction = fraction;
+    TrainerOptions o;
+    runs.emplace_back();
+    o.on_step = [&](const StepRecord& r) { runs.back().push_back(r); };
+    Trainer trainer(spec, o);
+    trainer.Run(3);
+  }
+  ASSERT_EQ(runs[0].size(), 3u);
+  ASSERT_EQ(runs[1].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(runs[1][i].loss, runs[0][i].loss) << "step " << i + 1;
+    EXPECT_FALSE(runs[0][i].host_arena_bytes.has_value());
+    EXPECT_EQ(runs[1][i].host_arena_bytes, std::optional<int64_t>(8 * 64 * 32 * 4));
   }
 }
 

@@ -18,7 +18,7 @@
 # in trellis-train (training.micro_batch) and PyTorch alike; absent: one forward).
 # The default "2 16:2" is moe-bench's 2 rows, then 16 rows as 8 micro-batches of 2.
 # Usage: bench/gpu/run.sh   (env: STEPS=50 WARMUP=5 BATCHES="2 16:2" KERNELS=1 CHECK=1
-#        CHECK_STEPS=30 CHECKS="documents causal micro groups" PROFILE=0 (1: every run writes
+#        CHECK_STEPS=30 CHECKS="documents causal micro groups offload" PROFILE=0 (1: every run writes
 #        OUT_DIR/profile-<size>-<run>.txt, its CUDA kernels over two steps by time and kind
 #        and, for trellis-train, the device's idle gaps;
 #        trellis-train is then built with -DTRELLIS_KERNEL_PROFILE=ON)
@@ -27,7 +27,9 @@
 #        trainer_core/model/fusions.h, or all), to measure what fusion F gains
 #        WITH_KERNELS=ON (OFF: trainer_core without kernels/) BUILD_DIR=build-gpu
 #        OUT_DIR=bench/results WORK=<temp dir> JOBS=$(nproc)
-#        EXPERT_GROUPS=1: moe-bench's model.expert_groups (group-limited routing))
+#        EXPERT_GROUPS=1: moe-bench's model.expert_groups (group-limited routing)
+#        OFFLOAD_FRACTION: set, moe-bench with activation checkpointing and this
+#        parallel.offload_fraction (unset: moe-bench's own, no checkpointing))
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-50}
@@ -35,7 +37,7 @@ WARMUP=${WARMUP:-5}
 KERNELS=${KERNELS:-1}
 CHECK=${CHECK:-1}
 CHECK_STEPS=${CHECK_STEPS:-30}
-CHECKS=${CHECKS:-documents causal micro groups}
+CHECKS=${CHECKS:-documents causal micro groups offload}
 PROFILE=${PROFILE:-0}
 BATCHES=${BATCHES:-2 16:2}
 RUNS=${RUNS:-trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm}
@@ -47,6 +49,7 @@ THIRD_PARTY_INCLUDE=${THIRD_PARTY_INCLUDE:-$PWD/.third_party/include}
 WORK=${WORK:-$(mktemp -d)}
 SPEC=examples/moe-bench.toml
 EXPERT_GROUPS=${EXPERT_GROUPS:-1}
+OFFLOAD_FRACTION=${OFFLOAD_FRACTION:-}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT_DIR" "$WORK"
@@ -69,14 +72,15 @@ if [ "$KERNELS" = 1 ] && [ -x bench/gpu/kernels/run.sh ]; then
 fi
 
 # Losses of trellis-train on a tiny config, GPU against the CPU fp32 reference.
-check() {  # CORPUS NAME [MICRO_BATCH [EXPERT_GROUPS]]
-  local corpus=$1 name=$2 micro=${3:-0} groups=${4:-1} steps=$CHECK_STEPS
+check() {  # CORPUS NAME [MICRO_BATCH [EXPERT_GROUPS [OFFLOAD_FRACTION]]]
+  local corpus=$1 name=$2 micro=${3:-0} groups=${4:-1} offload=${5:-0} steps=$CHECK_STEPS
   local base="$WORK/check_$name"
   for v in "cpu float32" "cuda float32" "cuda bfloat16"; do
     set -- $v
     sed -e "s/^dtype = .*/dtype = \"$2\"/" -e "s/^\[training\]/[training]\ndevice = \"$1\"/" \
       -e "s/^global_batch = .*/&\nmicro_batch = $micro/" \
       -e "s/^experts_per_token = .*/&\nexpert_groups = $groups/" \
+      -e "s/^\[training\]/[parallel]\noffload_fraction = $offload\n\n&/" \
       examples/tiny-moe.toml > "$base.$1.$2.toml"
     "$BIN/trellis-train" "$base.$1.$2.toml" --data "$corpus" --steps $steps --json \
       > "$base.$1.$2.jsonl" 2> "$base.$1.$2.err" || { cat "$base.$1.$2.err"; die "check $name $v"; }
@@ -101,12 +105,15 @@ if [ "$CHECK" = 1 ]; then
   "$BIN/trellis-corpus" synthetic "$WORK/tiny_single.corpus" 256 300000 > /dev/null
   # documents: several per row (masked attention); causal: one document (flash);
   # micro: documents in micro-batches of 4 rows (gradient accumulation);
-  # groups: documents with group-limited routing (2 groups of 2 experts)
+  # groups: documents with group-limited routing (2 groups of 2 experts);
+  # offload: documents in micro-batches of 4, the first layer's input in the
+  # host arena (parallel.offload_fraction 0.5)
   for c in $CHECKS; do
     [ "$c" = documents ] && check "$WORK/licenses.corpus" documents
     [ "$c" = causal ] && check "$WORK/tiny_single.corpus" causal
     [ "$c" = micro ] && check "$WORK/licenses.corpus" micro 4
     [ "$c" = groups ] && check "$WORK/licenses.corpus" groups 0 2
+    [ "$c" = offload ] && check "$WORK/licenses.corpus" offload 4 1 0.5
   done
 fi
 
@@ -129,8 +136,12 @@ bench_size() {
   local global=$1 micro=$2 tag=$3 dir="$WORK/$3" spec="$WORK/$3/moe-bench.toml"
   mkdir -p "$dir"
   cp "$WORK/peak.json" "$dir/"
+  local offload=()  # OFFLOAD_FRACTION: checkpointing on, the fraction's layers offloaded
+  [ -z "$OFFLOAD_FRACTION" ] || offload=(-e "s/^activation_checkpointing = .*/activation_checkpointing \
+= true\noffload_fraction = $OFFLOAD_FRACTION/")
   sed -e "s/^global_batch = .*/global_batch = $global\nmicro_batch = $micro/" \
-    -e "s/^experts_per_token = .*/&\nexpert_groups = $EXPERT_GROUPS/" "$SPEC" > "$spec"
+    -e "s/^experts_per_token = .*/&\nexpert_groups = $EXPERT_GROUPS/" \
+    "${offload[@]}" "$SPEC" > "$spec"
   grep -q "^micro_batch = $micro$" "$spec" || die "$spec: no global_batch line to set"
   "$BIN/trellis-export" "$spec" --data "$WORK/moe-bench.corpus" --info "$dir/info.json" \
     --batches "$dir/batches.safetensors" --steps "$STEPS" || die "export $tag"
@@ -189,7 +200,7 @@ done
 # in a list, each with its global and micro batch.
 day=$(date -u +%Y-%m-%d)
 log "summary -> $OUT_DIR/trainer-gpu-$day.{md,json}"
-command="bench/gpu/run.sh (STEPS=$STEPS WARMUP=$WARMUP BATCHES=\"$BATCHES\"$([ "$EXPERT_GROUPS" = 1 ] || echo " EXPERT_GROUPS=$EXPERT_GROUPS"))"
+command="bench/gpu/run.sh (STEPS=$STEPS WARMUP=$WARMUP BATCHES=\"$BATCHES\"$([ "$EXPERT_GROUPS" = 1 ] || echo " EXPERT_GROUPS=$EXPERT_GROUPS")$([ -z "$OFFLOAD_FRACTION" ] || echo " OFFLOAD_FRACTION=$OFFLOAD_FRACTION"))"
 python3 - "$WORK" "$OUT_DIR/trainer-gpu-$day" "$command" "${tags[@]}" <<'PY'
 import json, os, sys
 work, prefix, command, tags = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]

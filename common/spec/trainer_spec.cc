@@ -100,10 +100,15 @@ TrainerSpec ParseTrainerSections(const toml::table& root, FieldErrors* errors) {
     Choice(&r, "expert_gather_dtype", &s.parallel.expert_gather_dtype,
            {"float32", "bfloat16", "fp8"});
     r.Bool("activation_checkpointing", &s.parallel.activation_checkpointing);
+    r.Double("offload_fraction", &s.parallel.offload_fraction, 0, 1);
     r.Int("prefetch_layers", &s.parallel.prefetch_layers, 0, 8);
     r.Finish();
     if (s.parallel.ep > 0 && s.model.experts % s.parallel.ep != 0)
       r.Error("ep", "must divide model.experts (" + std::to_string(s.model.experts) + ")");
+    if (s.parallel.offload_fraction > 0 && !s.parallel.activation_checkpointing)
+      r.Error("offload_fraction",
+              "needs parallel.activation_checkpointing = true (what is offloaded is the layer "
+              "input checkpointing keeps); accepted with checkpointing off: 0");
   }
   ParseTraining(root, &s.training, errors);
   {

@@ -42,6 +42,11 @@ struct ParallelSpec {
   // backward (one more forward's work, a layer's activations at a time).
   // false keeps every activation: faster where memory allows (one GPU).
   bool activation_checkpointing = true;
+  // Of the layers whose inputs checkpointing keeps, this fraction (the first
+  // ones, rounded down) keeps them in a host arena instead of device memory:
+  // copied out after the layer's forward, back one layer ahead of its
+  // recompute. 0: none. Needs activation_checkpointing.
+  double offload_fraction = 0;
   // How expert blocks travel to the peers that run them: "float32" (exact),
   // "bfloat16", or "fp8" (E4M3, blocks of 128 values with an fp32 scale; a
   // quarter of the bytes). Master weights and gradients stay fp32.

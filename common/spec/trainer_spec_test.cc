@@ -212,5 +212,23 @@ TEST(TrainerSpecTest, ExpertGroupsDivideTheExpertsAndTheExpertsPerToken) {
             std::string::npos);
 }
 
+TEST(TrainerSpecTest, OffloadFractionIsAFractionAndNeedsCheckpointing) {
+  auto parse = [](const std::string& parallel) {
+    FieldErrors errors;
+    auto s = ParseTrainerSections(toml::parse("[parallel]\n" + parallel), &errors);
+    return std::make_pair(s.parallel.offload_fraction, JoinErrors(errors));
+  };
+  EXPECT_EQ(parse(""), std::make_pair(0.0, std::string()));
+  EXPECT_EQ(parse("offload_fraction = 0.86\n"), std::make_pair(0.86, std::string()));
+  EXPECT_EQ(parse("offload_fraction = 1\n"), std::make_pair(1.0, std::string()));
+  EXPECT_NE(parse("offload_fraction = 1.5\n").second.find(
+                "parallel.offload_fraction: must be a number in [0, 1], got 1.5"),
+            std::string::npos);
+  EXPECT_EQ(parse("offload_fraction = 0.5\nactivation_checkpointing = false\n").second,
+            "parallel.offload_fraction: needs parallel.activation_checkpointing = true (what is "
+            "offloaded is the layer input checkpointing keeps); accepted with checkpointing off: 0");
+  EXPECT_EQ(parse("offload_fraction = 0\nactivation_checkpointing = false\n").second, "");
+}
+
 }  // namespace
 }  // namespace trellis::spec

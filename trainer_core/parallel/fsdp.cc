@@ -42,8 +42,11 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
                                int64_t layer) {
     ctx->saved_data["model"] = reinterpret_cast<int64_t>(model);
     ctx->saved_data["layer"] = layer;
-    ctx->save_for_backward({x});
     const int i = static_cast<int>(layer);
+    if (model->offload() && model->offload()->Offloads(i))
+      model->offload()->Store(i, x);  // the input lives in the host arena until backward
+    else
+      ctx->save_for_backward({x});
     // Summed here: the checkpoint keeps one tensor per layer.
     LayerOutput out =
         model->RunLayer(i, model->TakeLayer(i), x, /*pending=*/{}, /*recompute=*/false);
@@ -53,7 +56,13 @@ class LayerFn : public torch::autograd::Function<LayerFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto* model = reinterpret_cast<ShardedModel*>(ctx->saved_data["model"].toInt());
     const int64_t layer = ctx->saved_data["layer"].toInt();
-    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    ActivationOffload* offload = model->offload();
+    const bool offloaded = offload && offload->Offloads(static_cast<int>(layer));
+    auto x = (offloaded ? offload->Take(static_cast<int>(layer)) : ctx->get_saved_variables()[0])
+                 .detach()
+                 .requires_grad_(true);
+    // The next layer of backward's input on its way while this one computes.
+    if (offload) offload->Prefetch(static_cast<int>(layer) - 1);
     auto w = model->TakeLayerLeaves(static_cast<int>(layer));
     {
       torch::AutoGradMode grad_on(true);
@@ -223,6 +232,17 @@ void ShardedModel::AddInto(torch::Tensor& into, const torch::Tensor& grad, bool 
     into.add_(grad);
   else  // the step's first contribution: fp32, and never a tensor autograd still holds
     into = grad.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/!owned);
+}
+
+void ShardedModel::SetOffloadLayers(int layers) {
+  TORCH_CHECK(layers == 0 || checkpointing_,
+              "SetOffloadLayers: offload needs activation checkpointing");
+  offload_ = layers > 0 ? std::make_unique<ActivationOffload>(layers, device_) : nullptr;
+}
+
+std::optional<int64_t> ShardedModel::HostArenaBytes() const {
+  if (!offload_) return std::nullopt;
+  return offload_->arena_bytes();
 }
 
 bool ShardedModel::DirectGrads() const {

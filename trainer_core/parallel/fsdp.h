@@ -25,9 +25,12 @@
 #include <torch/torch.h>
 
 #include <deque>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "trainer_core/compat.h"
+#include "trainer_core/memory/activation_offload.h"
 #include "trainer_core/model/model.h"
 #include "trainer_core/parallel/cast_cache.h"
 #include "trainer_core/parallel/comm.h"
@@ -126,6 +129,13 @@ class ShardedModel {
   // expert gather that sends them (not fp8). Default: the fusion's switch.
   void SetGateUpGemm(bool on) { gate_up_gemm_ = on; }
   bool ExpertsInComputeForm() const;
+  // Keeps the checkpointed inputs of the first `layers` layers in a host
+  // arena (parallel.offload_fraction, memory/activation_offload.h); 0: none.
+  // Needs activation checkpointing.
+  void SetOffloadLayers(int layers);
+  ActivationOffload* offload() { return offload_.get(); }
+  // The host arena's bytes; nullopt without offload.
+  std::optional<int64_t> HostArenaBytes() const;
   // An expert shard's bf16 copy, in the layout that is gathered.
   const torch::Tensor& ExpertCopy(ExpertShard& e);
 
@@ -186,6 +196,7 @@ class ShardedModel {
   size_t prefetch_ = 1;  // parallel.prefetch_layers
   bool weight_copies_ = true;
   bool gate_up_gemm_ = true;
+  std::unique_ptr<ActivationOffload> offload_;
 
   // The step's gathers: blocks in the order they are used, the next one to
   // start and to take, and those started but not taken.

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <tuple>
 #include <utility>
 
 #include "trainer_core/optim/optim.h"
@@ -113,6 +114,7 @@ struct Mesh {
   int prefetch = 1;           // parallel.prefetch_layers
   bool weight_copies = true;  // ShardedModel::SetWeightCopies (bf16 compute)
   bool gate_up_gemm = true;   // ShardedModel::SetGateUpGemm (with the copies)
+  int offload_layers = 0;     // ShardedModel::SetOffloadLayers (with checkpointing)
 };
 
 std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, int rank,
@@ -131,6 +133,7 @@ std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire
                      mesh.checkpointing, "float32", mesh.prefetch);
   model.SetWeightCopies(mesh.weight_copies);
   model.SetGateUpGemm(mesh.gate_up_gemm);
+  model.SetOffloadLayers(mesh.offload_layers);
   ShardedOptimizer opt(&model, MuonOpts(t), AdamWOpts(t));
   std::vector<double> losses;
   const int64_t rows = kRows / world;
@@ -394,6 +397,27 @@ TEST(FsdpTest, WeightCopiesTrainTheSameBits) {
     ASSERT_FALSE(runs[0].empty()) << what;
     EXPECT_TRUE(runs[1] == runs[0]) << "weight copies on vs off: " << what;
     EXPECT_TRUE(runs[2] == runs[0]) << "copies in the gate_up_gemm layout vs off: " << what;
+  }
+}
+
+// Checkpointed layer inputs kept in the host arena (parallel.offload_fraction)
+// are the same values: one or both layers offloaded train to the same bits as
+// none, at world 1 and 2, fp32 and bf16.
+TEST(FsdpTest, OffloadedInputsTrainTheSameBits) {
+  for (auto [mesh, dtype, wire] :
+       {std::tuple{Mesh{1, 1, 1}, torch::kFloat, Wire::kFp32},
+        std::tuple{Mesh{2, 2, 2}, torch::kFloat, Wire::kFp32},
+        std::tuple{Mesh{2, 1, 1}, torch::kBFloat16, Wire::kBf16}}) {
+    std::vector<std::vector<char>> runs;
+    for (int layers : {0, 1, 2}) {
+      mesh.offload_layers = layers;
+      runs.push_back(TrainSharded(TinySpec(), dtype, wire, mesh));
+    }
+    const std::string what = "world " + std::to_string(mesh.world) + ", ep " +
+                             std::to_string(mesh.ep) + ", " + c10::toString(dtype);
+    ASSERT_FALSE(runs[0].empty()) << what;
+    EXPECT_TRUE(runs[1] == runs[0]) << "1 layer offloaded vs none: " << what;
+    EXPECT_TRUE(runs[2] == runs[0]) << "2 layers offloaded vs none: " << what;
   }
 }
 

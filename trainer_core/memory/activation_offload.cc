@@ -1,0 +1,165 @@
+#include "trainer_core/memory/activation_offload.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "trainer_core/compat.h"
+#include "trainer_core/error.h"
+
+namespace trellis::train {
+
+int OffloadedLayers(double offload_fraction, int layers) {
+  // The epsilon keeps exact products (0.5 of 4) from rounding down a layer.
+  return static_cast<int>(std::floor(offload_fraction * layers + 1e-9));
+}
+
+struct ActivationOffload::Arena {
+  void* base = nullptr;
+  int64_t bytes = 0;
+  bool registered = false;  // page-locked for the device (CUDA)
+  ~Arena() {
+#ifdef TRELLIS_TORCH_CUDA
+    if (registered) cudaHostUnregister(base);
+#endif
+    std::free(base);
+  }
+};
+
+struct ActivationOffload::Slot {
+  torch::Tensor host;     // the layer input's place in the arena
+  torch::Tensor fetched;  // on the device, from Prefetch until Take
+  bool stored = false;
+#ifdef TRELLIS_TORCH_CUDA
+  std::optional<at::cuda::CUDAEvent> ready;  // the fetch's copy has ended
+#endif
+};
+
+#ifdef TRELLIS_TORCH_CUDA
+namespace {
+// The copies' stream: one per process, shared by every ActivationOffload.
+c10::cuda::CUDAStream CopyStream() {
+  static c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool();
+  return stream;
+}
+}  // namespace
+#endif
+
+ActivationOffload::ActivationOffload(int offloaded_layers, torch::Device device)
+    : layers_(offloaded_layers), device_(device), slots_(static_cast<size_t>(offloaded_layers)) {}
+
+ActivationOffload::~ActivationOffload() {
+#ifdef TRELLIS_TORCH_CUDA
+  // No copy may still read or write the arena when it is freed.
+  if (device_.is_cuda() && arena_) CopyStream().synchronize();
+#endif
+}
+
+int64_t ActivationOffload::arena_bytes() const { return arena_ ? arena_->bytes : 0; }
+
+void ActivationOffload::EnsureArena(const torch::Tensor& like) {
+  if (arena_) {
+    const torch::Tensor& slot = slots_[0].host;
+    if (like.sizes() != slot.sizes() || like.scalar_type() != slot.scalar_type())
+      throw TrainError("activation offload: a layer input of shape " + c10::str(like.sizes()) +
+                       " and dtype " + std::string(c10::toString(like.scalar_type())) +
+                       " does not fit the arena's slots of " + c10::str(slot.sizes()) + " " +
+                       std::string(c10::toString(slot.scalar_type())));
+    return;
+  }
+  constexpr int64_t kPage = 4096;
+  const int64_t slot_bytes = (like.numel() * like.element_size() + kPage - 1) / kPage * kPage;
+  auto arena = std::make_unique<Arena>();
+  arena->bytes = slot_bytes * layers_;
+  arena->base = std::aligned_alloc(kPage, static_cast<size_t>(arena->bytes));
+  if (!arena->base)
+    throw TrainError("activation offload: cannot allocate a host arena of " +
+                     std::to_string(arena->bytes) + " bytes (parallel.offload_fraction)");
+  // Every page written from the CPU first, so the CPU's NUMA policy places
+  // it, not a device copy's first touch.
+  std::memset(arena->base, 0, static_cast<size_t>(arena->bytes));
+#ifdef TRELLIS_TORCH_CUDA
+  if (device_.is_cuda()) {
+    const cudaError_t err =
+        cudaHostRegister(arena->base, static_cast<size_t>(arena->bytes), cudaHostRegisterDefault);
+    if (err != cudaSuccess)
+      throw TrainError("activation offload: cannot page-lock a host arena of " +
+                       std::to_string(arena->bytes) + " bytes: " + cudaGetErrorString(err) +
+                       " (lower parallel.offload_fraction, or raise the locked-memory limit)");
+    arena->registered = true;
+  }
+#endif
+  for (int i = 0; i < layers_; ++i)
+    slots_[static_cast<size_t>(i)].host = torch::from_blob(
+        static_cast<char*>(arena->base) + i * slot_bytes, like.sizes(),
+        torch::TensorOptions().dtype(like.scalar_type()));
+  arena_ = std::move(arena);
+}
+
+void ActivationOffload::Store(int layer, const torch::Tensor& x) {
+  TORCH_CHECK(Offloads(layer), "ActivationOffload::Store: layer ", layer, " does not offload");
+  EnsureArena(x);
+  Slot& s = slots_[static_cast<size_t>(layer)];
+  s.stored = true;
+#ifdef TRELLIS_TORCH_CUDA
+  if (device_.is_cuda()) {
+    const auto copy = CopyStream();
+    at::cuda::CUDAEvent made;  // after the work that wrote x
+    made.record(c10::cuda::getCurrentCUDAStream());
+    made.block(copy);
+    {
+      c10::cuda::CUDAStreamGuard guard(copy);
+      s.host.copy_(x, /*non_blocking=*/true);
+    }
+    x.record_stream(copy);  // x's memory is not reused until the copy has read it
+    return;
+  }
+#endif
+  s.host.copy_(x);
+}
+
+void ActivationOffload::Prefetch(int layer) {
+  if (!Offloads(layer)) return;
+  Slot& s = slots_[static_cast<size_t>(layer)];
+  if (s.fetched.defined()) return;
+  TORCH_CHECK(s.stored, "ActivationOffload: layer ", layer, "'s input fetched before it was stored");
+#ifdef TRELLIS_TORCH_CUDA
+  if (device_.is_cuda()) {
+    const auto copy = CopyStream();
+    s.fetched = torch::empty(s.host.sizes(), s.host.options().device(device_));
+    // The memory came from the current stream's pool: the copy waits for
+    // the work queued there so far (which may still use it under its
+    // previous owner).
+    at::cuda::CUDAEvent allocated;
+    allocated.record(c10::cuda::getCurrentCUDAStream());
+    allocated.block(copy);
+    {
+      c10::cuda::CUDAStreamGuard guard(copy);
+      s.fetched.copy_(s.host, /*non_blocking=*/true);
+    }
+    s.fetched.record_stream(copy);
+    s.ready.emplace();
+    s.ready->record(copy);
+    return;
+  }
+#endif
+  s.fetched = s.host.clone();
+}
+
+torch::Tensor ActivationOffload::Take(int layer) {
+  TORCH_CHECK(Offloads(layer), "ActivationOffload::Take: layer ", layer, " does not offload");
+  Prefetch(layer);
+  Slot& s = slots_[static_cast<size_t>(layer)];
+#ifdef TRELLIS_TORCH_CUDA
+  if (s.ready) {
+    s.ready->block(c10::cuda::getCurrentCUDAStream());
+    s.ready.reset();
+  }
+#endif
+  return std::exchange(s.fetched, torch::Tensor());
+}
+
+}  // namespace trellis::train
