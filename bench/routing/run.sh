@@ -10,7 +10,7 @@
 # Usage: bench/routing/run.sh
 #   env: BUILD_DIR=build, OUT=bench/results, TEXTS=/usr/share/doc, STEPS=300,
 #        GROUPS_LIST="1 4", EPS="2 4 8", BIAS_RATE=0.001
-# Writes OUT/routing-<date>.md and .json.
+# Writes OUT/routing-<date>.json and its table (bench/routing/table.py) as .md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -38,7 +38,8 @@ for v in plain bias; do
 done > "$work/runs.jsonl"
 seconds=$((SECONDS - start))
 mkdir -p "$OUT"
-python3 - "$work/runs.jsonl" "$OUT/routing-$(date -u +%F)" "$TEXTS" "$(cat "$work/corpus.txt")" \
+prefix="$OUT/routing-$(date -u +%F)"
+python3 - "$work/runs.jsonl" "$prefix" "$TEXTS" "$(cat "$work/corpus.txt")" \
   "bench/routing/run.sh (STEPS=$STEPS GROUPS_LIST=\"$GROUPS_LIST\" EPS=\"$EPS\" BIAS_RATE=$BIAS_RATE TEXTS=$TEXTS)" \
   "$seconds" <<'PY'
 import json, os, sys
@@ -50,33 +51,5 @@ doc = {"benchmark": "routing", "date": datetime.now(timezone.utc).strftime("%Y-%
        "machine": f"{os.cpu_count()} cores, {cpu}", "command": command, "texts": texts,
        "corpus": corpus_line.split(": ", 1)[-1], "seconds": int(seconds), "runs": runs}
 json.dump(doc, open(prefix + ".json", "w"), indent=1)
-r0 = runs[0]
-eps = list(r0["ep_rank_load"])
-md = [f"# Group-limited routing against plain top-k ({doc['date'][:10]})", "",
-      f"- Machine: {doc['machine']}", f"- Command: `{command}` ({seconds} s)",
-      f"- Corpus: the byte corpus of `{texts}` ({doc['corpus']})",
-      f"- Model: bench/routing/moe-routing.toml, {r0['layers']} layers, {r0['experts']} experts, "
-      f"top-{r0['experts_per_token']}; {r0['steps']} steps of {r0['tokens_per_step']:,} tokens "
-      f"({r0['epochs']:.2f} epochs: every step's batch is new text), world 1, fp32, "
-      "the same initial weights and batches in every run.",
-      "- EP load: per layer and step, the token-expert pairs of the busiest expert-parallel rank "
-      "(a block of experts / ep consecutive experts) over the mean rank's; the model is the same "
-      "at any world size, so this is the load each EP size would see. `late`: mean over the second "
-      "half of the steps (the router has learned); `worst`: over all steps and layers. The busiest "
-      "rank sets the layer's pace and the memory every rank must hold room for.",
-      "- Loss: mean of the last tenth of the steps' losses, each measured before training on its "
-      "batch (unseen text).", "",
-      "| balancing | expert_groups | " + " | ".join(f"EP {e} late | EP {e} worst" for e in eps) +
-      " | expert late | first loss | tail loss |",
-      "|---|---|" + "---|---|" * len(eps) + "---|---|---|"]
-for r in runs:
-    bal = (f"aux {r['aux_loss_coef']:g}" +
-           (f" + bias {r['router_bias_rate']:g}" if r["router_bias_rate"] else ""))
-    cells = " | ".join(f"{r['ep_rank_load'][e]['late_mean_max_over_mean']:.3f} | "
-                       f"{r['ep_rank_load'][e]['worst_max_over_mean']:.2f}" for e in eps)
-    md.append(f"| {bal} | {r['expert_groups']} | {cells} | "
-              f"{r['expert_load']['late_mean_max_over_mean']:.2f} | {r['first_loss']:.4f} | "
-              f"{r['tail_loss']:.4f} |")
-open(prefix + ".md", "w").write("\n".join(md) + "\n")
-print("\n".join(md))
 PY
+python3 bench/routing/table.py "$prefix.json" | tee "$prefix.md"
