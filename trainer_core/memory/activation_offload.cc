@@ -104,6 +104,10 @@ void ActivationOffload::Store(int layer, const torch::Tensor& x) {
   EnsureArena(x);
   Slot& s = slots_[static_cast<size_t>(layer)];
   s.stored = true;
+  s.fetched = torch::Tensor();  // a copy fetched earlier and never taken is stale now
+#ifdef TRELLIS_TORCH_CUDA
+  s.ready.reset();
+#endif
 #ifdef TRELLIS_TORCH_CUDA
   if (device_.is_cuda()) {
     const auto copy = CopyStream();

@@ -45,6 +45,16 @@ TEST(ActivationOffloadTest, InputsComeBackAsTheyWentOut) {
   }
 }
 
+// A fetch never taken (a backward that stopped early) does not outlive the
+// next Store of its layer.
+TEST(ActivationOffloadTest, AStoreReplacesAFetchNeverTaken) {
+  ActivationOffload offload(1, torch::kCPU);
+  offload.Store(0, torch::full({3}, 1.0));
+  offload.Prefetch(0);
+  offload.Store(0, torch::full({3}, 2.0));
+  EXPECT_TRUE(torch::equal(offload.Take(0), torch::full({3}, 2.0)));
+}
+
 TEST(ActivationOffloadTest, MisuseIsAClearError) {
   ActivationOffload offload(2, torch::kCPU);
   EXPECT_THROW(offload.Take(0), c10::Error);  // nothing stored yet
