@@ -16,7 +16,8 @@
 # BATCHES: global batches, each GLOBAL[:MICRO] (MICRO: rows per forward, the
 # gradients accumulated over GLOBAL / MICRO forwards before one optimizer step,
 # in trellis-train (training.micro_batch) and PyTorch alike; absent: one forward).
-# The default "2 16:2" is moe-bench's 2 rows, then 16 rows as 8 micro-batches of 2.
+# The default "2 16:2" is moe-bench's 2 rows, then 16 rows as 8 micro-batches of 2;
+# BATCHES="" stops after the checks.
 # Usage: bench/gpu/run.sh   (env: STEPS=50 WARMUP=5 BATCHES="2 16:2" KERNELS=1 CHECK=1
 #        CHECK_STEPS=30 CHECKS="documents causal micro groups offload" PROFILE=0 (1: every run writes
 #        OUT_DIR/profile-<size>-<run>.txt, its CUDA kernels over two steps by time and kind
@@ -39,7 +40,7 @@ CHECK=${CHECK:-1}
 CHECK_STEPS=${CHECK_STEPS:-30}
 CHECKS=${CHECKS:-documents causal micro groups offload}
 PROFILE=${PROFILE:-0}
-BATCHES=${BATCHES:-2 16:2}
+BATCHES=${BATCHES-2 16:2}  # set but empty: checks only
 RUNS=${RUNS:-trellis trellis_kernel_ns eager_grouped_mm eager_loop compile_grouped_mm}
 WITH_KERNELS=${WITH_KERNELS:-ON}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -117,6 +118,7 @@ if [ "$CHECK" = 1 ]; then
   done
 fi
 
+[ -n "$BATCHES" ] || { log "BATCHES empty: checks only"; exit 0; }
 for b in $BATCHES; do  # refuse a bad list before hours of work
   [[ $b =~ ^[1-9][0-9]*(:[1-9][0-9]*)?$ ]] || die "BATCHES entry '$b' is not GLOBAL or GLOBAL:MICRO"
   global=${b%%:*} micro=${b#*:}; [ "$micro" = "$b" ] && micro=0
