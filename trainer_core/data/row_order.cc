@@ -30,10 +30,6 @@ RowOrder ParseRowOrder(const std::string& name) {
                    "\"");
 }
 
-const char* RowOrderName(RowOrder order) {
-  return order == RowOrder::kCostBands ? "cost_bands" : "shuffled";
-}
-
 std::vector<uint64_t> RowAttentionCosts(const Corpus& corpus, int64_t seq_len, int64_t num_rows) {
   const auto& starts = corpus.doc_starts;
   std::vector<uint64_t> costs(static_cast<size_t>(num_rows));

@@ -28,7 +28,6 @@ enum class RowOrder { kShuffled, kCostBands };
 
 // "shuffled" or "cost_bands"; anything else throws TrainError naming both.
 RowOrder ParseRowOrder(const std::string& name);
-const char* RowOrderName(RowOrder order);
 
 // A band holds costs in [(1 + kBandWidth)^i, (1 + kBandWidth)^(i + 1)):
 // narrow enough that a step's ranks wait little on each other, wide enough
