@@ -1,0 +1,119 @@
+// What the trainer reports beside the loss, in process at world 1: each
+// step's expert load (TrainerOptions::on_expert_load), the activation-offload
+// arena (host_arena_bytes) and NCCL's channel count from its log
+// (nccl_max_ctas). Part of trainer_test.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/step_record.h"
+#include "trainer_core/trainer.h"
+#include "trainer_core/trainer_test_util.h"
+
+namespace trellis::train {
+namespace {
+
+// The expert-load hook (TrainerOptions::on_expert_load) sees every slot of
+// the step, micro-batches summed: tokens x experts_per_token per layer. With
+// group-limited routing each group gets exactly its share, every step.
+TEST_F(TrainerTest, ExpertLoadCountsEverySlotAndGroupsShareItEvenly) {
+  spec::TrainerSpec spec =
+      ParseSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}), 32));
+  spec.training.micro_batch = 4;
+  for (int groups : {1, 2}) {
+    SCOPED_TRACE("expert_groups " + std::to_string(groups));
+    spec.model.expert_groups = groups;
+    std::vector<std::vector<std::vector<int64_t>>> loads;
+    TrainerOptions o;
+    o.on_expert_load = [&](int64_t step, const std::vector<std::vector<int64_t>>& counts) {
+      EXPECT_EQ(step, static_cast<int64_t>(loads.size()) + 1);
+      loads.push_back(counts);
+    };
+    Trainer trainer(spec, o);
+    trainer.Run(3);
+    ASSERT_EQ(loads.size(), 3u);
+    const int64_t slots = int64_t{8} * 64 * 2;  // global_batch x seq_len x experts_per_token
+    bool uneven_pair = false;  // plain top-k: some layer's two halves differ
+    for (const auto& step : loads) {
+      ASSERT_EQ(step.size(), 2u);  // layers
+      for (const auto& layer : step) {
+        ASSERT_EQ(layer.size(), 4u);
+        EXPECT_EQ(layer[0] + layer[1] + layer[2] + layer[3], slots);
+        if (groups == 2) {
+          EXPECT_EQ(layer[0] + layer[1], slots / 2);
+          EXPECT_EQ(layer[2] + layer[3], slots / 2);
+        }
+        uneven_pair |= layer[0] + layer[1] != slots / 2;
+      }
+    }
+    if (groups == 1) EXPECT_TRUE(uneven_pair) << "plain top-k split the slots evenly anyway";
+  }
+}
+
+// parallel.offload_fraction 0.5 of 2 layers: the first layer's input goes to
+// the host arena, whose size every record carries (8 rows x 64 positions x
+// hidden 32, fp32: 64 KiB); the losses are those of the run without offload,
+// whose records carry no arena.
+TEST_F(TrainerTest, OffloadKeepsTheLossesAndRecordsTheArena) {
+  spec::TrainerSpec spec =
+      ParseSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}), 32));
+  std::vector<std::vector<StepRecord>> runs;
+  for (double fraction : {0.0, 0.5}) {
+    spec.parallel.offload_fraction = fraction;
+    TrainerOptions o;
+    runs.emplace_back();
+    o.on_step = [&](const StepRecord& r) { runs.back().push_back(r); };
+    Trainer trainer(spec, o);
+    trainer.Run(3);
+  }
+  ASSERT_EQ(runs[0].size(), 3u);
+  ASSERT_EQ(runs[1].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(runs[1][i].loss, runs[0][i].loss) << "step " << i + 1;
+    EXPECT_FALSE(runs[0][i].host_arena_bytes.has_value());
+    EXPECT_EQ(runs[1][i].host_arena_bytes, std::optional<int64_t>(8 * 64 * 32 * 4));
+  }
+}
+
+// NCCL's log as a rank over NCCL sees it, emulated on the CPU: the
+// communicator's INIT line appears during step 2 (as if its first collective
+// were then); from that step on every record carries the channel count, and
+// the rank's log says so once.
+TEST_F(TrainerTest, NcclChannelCountFromItsLogGoesInTheRecords) {
+  spec::TrainerSpec spec =
+      ParseSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}), 32));
+  spec.training.device = "cpu";
+  const std::string log = JoinPath(dir_, "nccl-rank0.log");
+  std::ofstream(log) << "h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n";
+  std::vector<StepRecord> records;
+  std::vector<std::string> notes;
+  TrainerOptions options;
+  options.nccl_log = log;
+  options.on_note = [&](const std::string& line) { notes.push_back(line); };
+  options.on_step = [&](const StepRecord& r) {
+    records.push_back(r);
+    if (r.step == 1)
+      std::ofstream(log, std::ios::app)
+          << "h:1:2 [0] NCCL INFO 16 coll channels, 16 collnet channels, 0 nvls channels, "
+             "32 p2p channels, 32 p2p channels per peer\n";
+  };
+  Trainer trainer(spec, options);
+  EXPECT_EQ(trainer.DescribeDevice(), "rank 0 of 1 on the CPU (training.device \"cpu\")");
+  trainer.Run(4);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[0].nccl_max_ctas, std::nullopt);
+  for (size_t i = 1; i < records.size(); ++i) EXPECT_EQ(records[i].nccl_max_ctas, 16) << i;
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("NCCL: 16 CTAs per collective"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find(log), std::string::npos) << notes[0];
+  // The record's line carries it for the worker and the CLI.
+  EXPECT_NE(EncodeStepRecord(records[3]).find("\"nccl_max_ctas\":16"), std::string::npos);
+  // World 1 has no collectives to time.
+  for (const StepRecord& r : records) EXPECT_FALSE(r.comm_seconds || r.exposed_comm_seconds);
+}
+
+}  // namespace
+}  // namespace trellis::train

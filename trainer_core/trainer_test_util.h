@@ -1,0 +1,58 @@
+#pragma once
+// What trainer_test's files share: a fixture with a temporary directory and a
+// byte corpus, the small fp32 spec most of them train, and spec parsing.
+
+#include <gtest/gtest.h>
+#include <toml++/toml.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/spec/trainer_spec.h"
+#include "trainer_core/data/corpus.h"
+#include "trainer_core/file_test_util.h"
+#include "trainer_core/files.h"
+
+namespace trellis::train {
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = MakeTempDir("trellis-trainer-test"); }
+  void TearDown() override { RemoveTree(dir_); }
+
+  std::string BuildCorpus(const std::vector<std::string>& inputs) {
+    BuildStats stats;
+    const std::string path = JoinPath(dir_, "corpus.bin");
+    WriteCorpus(path, BuildByteCorpus(inputs, &stats));
+    return path;
+  }
+  std::string WriteSpec(const std::string& toml) {
+    const std::string path = JoinPath(dir_, "spec.toml");
+    std::ofstream(path) << toml;
+    return path;
+  }
+  std::string dir_;
+};
+
+// A small model in fp32 whose steps take long enough (~0.1 s here) that a
+// SIGKILL sent on reading step 6's record lands well before step 10.
+inline std::string ResumeSpec(const std::string& data, int hidden = 64) {
+  return "[model]\nlayers = 2\nhidden = " + std::to_string(hidden) +
+         "\nheads = 4\nkv_heads = 2\nexperts = 4\n"
+         "experts_per_token = 2\nexpert_hidden = 128\nshared_expert = true\n"
+         "[training]\nseq_len = 64\nglobal_batch = 8\nsteps = 10\nwarmup_steps = 3\n"
+         "router_bias_rate = 0.001\ndtype = \"float32\"\ndata = \"" +
+         data +
+         "\"\n"
+         "[checkpoint]\nevery_steps = 5\n";
+}
+
+inline spec::TrainerSpec ParseSpec(const std::string& toml) {
+  spec::FieldErrors errors;
+  auto s = spec::ParseTrainerSections(toml::parse(toml), &errors);
+  EXPECT_TRUE(errors.empty()) << spec::JoinErrors(errors);
+  return s;
+}
+
+}  // namespace trellis::train
