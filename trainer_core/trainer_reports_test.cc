@@ -49,7 +49,9 @@ TEST_F(TrainerTest, ExpertLoadCountsEverySlotAndGroupsShareItEvenly) {
         uneven_pair |= layer[0] + layer[1] != slots / 2;
       }
     }
-    if (groups == 1) EXPECT_TRUE(uneven_pair) << "plain top-k split the slots evenly anyway";
+    if (groups == 1) {
+      EXPECT_TRUE(uneven_pair) << "plain top-k split the slots evenly anyway";
+    }
   }
 }
 
