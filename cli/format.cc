@@ -121,6 +121,8 @@ std::string FormatGiB(int64_t bytes) {
   return Printf("%.2f", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
 }
 
+std::string FormatRatio(double ratio) { return Printf("%.2fx", ratio); }
+
 Table::Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
 
 void Table::AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }

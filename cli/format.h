@@ -38,6 +38,8 @@ std::string FormatRate(int64_t tokens, double seconds);
 std::string FormatSeconds(double seconds);
 // Bytes in GiB, two decimals: "61.70".
 std::string FormatGiB(int64_t bytes);
+// A ratio with two decimals and an x: "1.07x".
+std::string FormatRatio(double ratio);
 
 // A text table: a header row, left-aligned columns separated by two spaces,
 // no trailing spaces.

@@ -114,6 +114,10 @@ Json StepRecordToJson(const v1::StepRecord& r) {
   if (r.has_exposed_comm_seconds()) {
     out["exposed_comm_seconds"] = Number(r.exposed_comm_seconds());
   }
+  if (r.has_expert_load_max_over_mean()) {
+    out["expert_load_max_over_mean"] = Number(r.expert_load_max_over_mean());
+  }
+  if (r.has_ep_load_max_over_mean()) out["ep_load_max_over_mean"] = Number(r.ep_load_max_over_mean());
   if (r.has_alloc_retries()) out["alloc_retries"] = r.alloc_retries();
   if (r.has_mem_allocated_peak_bytes()) {
     out["mem_allocated_peak_bytes"] = r.mem_allocated_peak_bytes();

@@ -408,6 +408,53 @@ TEST(CliRenderTest, WatchRowsWithGpuColumns) {
             "      10      1.2500       32.8k      0.50      4\n");
 }
 
+// A MoE run's step: the routing figures of its record (the step's, the same
+// on every rank) are two more columns of the step tables, not of the ranks'.
+TEST(CliRenderTest, StepTablesShowTheExpertLoadWhereRecordsCarryIt) {
+  EXPECT_EQ(FormatRatio(1.0), "1.00x");
+  EXPECT_EQ(FormatRatio(1.0749), "1.07x");
+  v1::Run run = SampleRun();
+  run.clear_recent_steps();
+  v1::StepSummary moe = GpuStep(12);
+  moe.mutable_last()->set_expert_load_max_over_mean(1.8);
+  moe.mutable_last()->set_ep_load_max_over_mean(1.0749);
+  *run.add_recent_steps() = moe;
+  v1::StepSummary dense = GpuStep(11);  // a record without them
+  *run.add_recent_steps() = dense;
+  const std::string text = RenderRun(run, TextOptions{1'700'000'120'000, true});
+  const std::string table =
+      "ATTEMPT  LAUNCH  STEP  LOSS    TOKENS/S  STEP_S  RANKS  RETRIES  RESV_PEAK_GIB  NCCL_CTAS  "
+      "EXPERT_LOAD  EP_LOAD\n"
+      "1        1       12    1.2500  32.8k     0.50    4      2        3.50           16         "
+      "1.80x        1.07x\n"
+      "1        1       11    1.2500  32.8k     0.50    4      2        3.50           16         "
+      "-            -\n";
+  EXPECT_NE(text.find(table), std::string::npos) << text;
+
+  // watch: the same columns, fixed widths.
+  const StepColumns columns = ColumnsOf(moe);
+  EXPECT_TRUE(columns.expert_load && columns.ep_load);
+  EXPECT_EQ(RenderStepHeader(std::nullopt, columns),
+            "    STEP        LOSS    TOKENS/S    STEP_S  RANKS  RETRIES  RESV_PEAK_GIB  NCCL_CTAS  "
+            "EXPERT_LOAD  EP_LOAD\n");
+  EXPECT_EQ(RenderStepRow(moe, std::nullopt, columns),
+            "      12      1.2500       32.8k      0.50      4        2           3.50         16  "
+            "      1.80x    1.07x\n");
+
+  // A rank whose record has only them: no ranks section (nothing per rank to see).
+  v1::Run cpu = SampleRun();
+  v1::RankLatest* rank = cpu.add_ranks();
+  rank->set_rank(0);
+  rank->mutable_record()->set_expert_load_max_over_mean(1.5);
+  const TextOptions opt{1'700'000'120'000, true};
+  EXPECT_EQ(RenderRun(cpu, opt).find("\nranks ("), std::string::npos);
+
+  Json j = StepRecordToJson(moe.last());
+  EXPECT_EQ(j["expert_load_max_over_mean"], 1.8);
+  EXPECT_EQ(j["ep_load_max_over_mean"], 1.0749);
+  EXPECT_FALSE(StepRecordToJson(dense.last()).contains("ep_load_max_over_mean"));
+}
+
 TEST(CliRenderTest, TotalStepsOnlyForModelRuns) {
   EXPECT_EQ(TotalSteps("[job]\nname = \"x\"\ncommand = \"true\"\n"), std::nullopt);
   EXPECT_EQ(TotalSteps("not toml ["), std::nullopt);

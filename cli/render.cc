@@ -66,6 +66,8 @@ std::vector<std::string> ColumnNames(StepColumns c) {
   if (c.retries) out.push_back("RETRIES");
   if (c.reserved) out.push_back("RESV_PEAK_GIB");
   if (c.ctas) out.push_back("NCCL_CTAS");
+  if (c.expert_load) out.push_back("EXPERT_LOAD");
+  if (c.ep_load) out.push_back("EP_LOAD");
   return out;
 }
 // `r` null: a step without a record.
@@ -78,6 +80,13 @@ std::vector<std::string> ColumnValues(const v1::StepRecord* r, StepColumns c) {
                                                         : "-");
   if (c.ctas)
     out.push_back(r && r->has_nccl_max_ctas() ? std::to_string(r->nccl_max_ctas()) : "-");
+  if (c.expert_load)
+    out.push_back(r && r->has_expert_load_max_over_mean()
+                      ? FormatRatio(r->expert_load_max_over_mean())
+                      : "-");
+  if (c.ep_load)
+    out.push_back(r && r->has_ep_load_max_over_mean() ? FormatRatio(r->ep_load_max_over_mean())
+                                                      : "-");
   return out;
 }
 std::vector<std::string> ColumnValues(const v1::StepSummary& step, StepColumns c) {
@@ -89,6 +98,8 @@ StepColumns ColumnsOfRecord(const v1::StepRecord& r) {
   c.retries = r.has_alloc_retries();
   c.reserved = r.has_mem_reserved_peak_bytes();
   c.ctas = r.has_nccl_max_ctas();
+  c.expert_load = r.has_expert_load_max_over_mean();
+  c.ep_load = r.has_ep_load_max_over_mean();
   return c;
 }
 
@@ -122,6 +133,9 @@ void RenderSteps(const v1::Run& run, std::string* out) {
 void RenderRanks(const v1::Run& run, const TextOptions& opt, std::string* out) {
   StepColumns columns;
   for (const auto& r : run.ranks()) columns |= ColumnsOfRecord(r.record());
+  // The routing figures are the step's, the same on every rank: the step
+  // tables have them.
+  columns.expert_load = columns.ep_load = false;
   if (run.ranks().empty() || !columns.any()) return;
   const v1::RankLatest& first = run.ranks(0);
   *out += "\nranks (latest record of each; attempt " + std::to_string(first.attempt()) +

@@ -42,20 +42,29 @@ std::string RenderTransition(const v1::RunEvent& event, const TextOptions& opt);
 //   RETRIES        last.alloc_retries (the CUDA caching allocator's, since the rank started)
 //   RESV_PEAK_GIB  last.mem_reserved_peak_bytes (peak reserved within the step), in GiB
 //   NCCL_CTAS      last.nccl_max_ctas (CTAs per NCCL collective)
+// and the MoE routing figures of [model] runs (the step's, the same on every rank):
+//   EXPERT_LOAD    last.expert_load_max_over_mean (busiest expert over the mean, worst layer)
+//   EP_LOAD        last.ep_load_max_over_mean (busiest EP rank over the mean, worst layer)
 struct StepColumns {
   bool retries = false;
   bool reserved = false;
   bool ctas = false;
+  bool expert_load = false;
+  bool ep_load = false;
 
-  bool any() const { return retries || reserved || ctas; }
+  bool any() const { return retries || reserved || ctas || expert_load || ep_load; }
   // True when every column `other` has is here too.
   bool Covers(const StepColumns& other) const {
-    return (retries || !other.retries) && (reserved || !other.reserved) && (ctas || !other.ctas);
+    return (retries || !other.retries) && (reserved || !other.reserved) &&
+           (ctas || !other.ctas) && (expert_load || !other.expert_load) &&
+           (ep_load || !other.ep_load);
   }
   StepColumns& operator|=(const StepColumns& other) {
     retries = retries || other.retries;
     reserved = reserved || other.reserved;
     ctas = ctas || other.ctas;
+    expert_load = expert_load || other.expert_load;
+    ep_load = ep_load || other.ep_load;
     return *this;
   }
 };

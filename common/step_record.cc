@@ -66,7 +66,9 @@ bool CheckStepRecord(const StepRecord& r, std::string* error) {
   const std::pair<const char*, const std::optional<double>*> doubles[] = {
       {"grad_norm", &r.grad_norm},         {"fwd_seconds", &r.fwd_seconds},
       {"bwd_seconds", &r.bwd_seconds},     {"optim_seconds", &r.optim_seconds},
-      {"comm_seconds", &r.comm_seconds},   {"exposed_comm_seconds", &r.exposed_comm_seconds}};
+      {"comm_seconds", &r.comm_seconds},   {"exposed_comm_seconds", &r.exposed_comm_seconds},
+      {"expert_load_max_over_mean", &r.expert_load_max_over_mean},
+      {"ep_load_max_over_mean", &r.ep_load_max_over_mean}};
   for (const auto& [key, v] : doubles)
     if (*v && !CheckTime(key, **v, error)) return false;
   const std::pair<const char*, const std::optional<int64_t>*> counts[] = {
@@ -94,6 +96,8 @@ std::string EncodeStepRecord(const StepRecord& r) {
   PutOptional(&j, "optim_seconds", r.optim_seconds);
   PutOptional(&j, "comm_seconds", r.comm_seconds);
   PutOptional(&j, "exposed_comm_seconds", r.exposed_comm_seconds);
+  PutOptional(&j, "expert_load_max_over_mean", r.expert_load_max_over_mean);
+  PutOptional(&j, "ep_load_max_over_mean", r.ep_load_max_over_mean);
   PutOptional(&j, "alloc_retries", r.alloc_retries);
   PutOptional(&j, "mem_allocated_peak_bytes", r.mem_allocated_peak_bytes);
   PutOptional(&j, "mem_reserved_peak_bytes", r.mem_reserved_peak_bytes);
@@ -143,7 +147,9 @@ std::optional<StepRecord> DecodeStepRecord(std::string_view line, std::string* e
                                  {"bwd_seconds", &r.bwd_seconds},
                                  {"optim_seconds", &r.optim_seconds},
                                  {"comm_seconds", &r.comm_seconds},
-                                 {"exposed_comm_seconds", &r.exposed_comm_seconds}};
+                                 {"exposed_comm_seconds", &r.exposed_comm_seconds},
+                                 {"expert_load_max_over_mean", &r.expert_load_max_over_mean},
+                                 {"ep_load_max_over_mean", &r.ep_load_max_over_mean}};
   const CountField counts[] = {{"alloc_retries", &r.alloc_retries},
                                {"mem_allocated_peak_bytes", &r.mem_allocated_peak_bytes},
                                {"mem_reserved_peak_bytes", &r.mem_reserved_peak_bytes},

@@ -15,6 +15,8 @@ TEST(StepRecordTest, RoundTripsAllFields) {
   r.alloc_retries = 0;
   r.nccl_max_ctas = 16;
   r.checkpoint_step = 5;
+  r.expert_load_max_over_mean = 1.75;
+  r.ep_load_max_over_mean = 1.125;
   std::string error;
   auto back = DecodeStepRecord(EncodeStepRecord(r), &error);
   ASSERT_TRUE(back) << error;
@@ -24,6 +26,8 @@ TEST(StepRecordTest, RoundTripsAllFields) {
   EXPECT_EQ(*back->grad_norm, 1.5);
   EXPECT_EQ(*back->nccl_max_ctas, 16);
   EXPECT_EQ(*back->checkpoint_step, 5);
+  EXPECT_EQ(*back->expert_load_max_over_mean, 1.75);
+  EXPECT_EQ(*back->ep_load_max_over_mean, 1.125);
   EXPECT_FALSE(back->fwd_seconds.has_value());
 }
 
@@ -46,6 +50,10 @@ TEST(StepRecordTest, RefusesBadRecordsNamingTheField) {
       {R"({"v":1,"step":1,"loss":1,"tokens":1,"step_seconds":1,"extra":3})", "extra: unknown"},
       {R"({"v":1,"step":1,"loss":1,"tokens":1,"step_seconds":1,"alloc_retries":-1})",
        "alloc_retries"},
+      {R"({"v":1,"step":1,"loss":1,"tokens":1,"step_seconds":1,"ep_load_max_over_mean":-1})",
+       "ep_load_max_over_mean: must be finite and >= 0"},
+      {R"({"v":1,"step":1,"loss":1,"tokens":1,"step_seconds":1,"expert_load_max_over_mean":"2"})",
+       "expert_load_max_over_mean: must be a number"},
   };
   for (const auto& c : cases) {
     std::string error;

@@ -28,6 +28,8 @@ bool Same(const StepRecord& a, const StepRecord& b) {
          Same(a.fwd_seconds, b.fwd_seconds) && Same(a.bwd_seconds, b.bwd_seconds) &&
          Same(a.optim_seconds, b.optim_seconds) && Same(a.comm_seconds, b.comm_seconds) &&
          Same(a.exposed_comm_seconds, b.exposed_comm_seconds) &&
+         Same(a.expert_load_max_over_mean, b.expert_load_max_over_mean) &&
+         Same(a.ep_load_max_over_mean, b.ep_load_max_over_mean) &&
          a.alloc_retries == b.alloc_retries &&
          a.mem_allocated_peak_bytes == b.mem_allocated_peak_bytes &&
          a.mem_reserved_peak_bytes == b.mem_reserved_peak_bytes &&

@@ -15,6 +15,9 @@ void ToProto(const StepRecord& in, v1::StepRecord* out) {
   if (in.optim_seconds) out->set_optim_seconds(*in.optim_seconds);
   if (in.comm_seconds) out->set_comm_seconds(*in.comm_seconds);
   if (in.exposed_comm_seconds) out->set_exposed_comm_seconds(*in.exposed_comm_seconds);
+  if (in.expert_load_max_over_mean)
+    out->set_expert_load_max_over_mean(*in.expert_load_max_over_mean);
+  if (in.ep_load_max_over_mean) out->set_ep_load_max_over_mean(*in.ep_load_max_over_mean);
   if (in.alloc_retries) out->set_alloc_retries(*in.alloc_retries);
   if (in.mem_allocated_peak_bytes) out->set_mem_allocated_peak_bytes(*in.mem_allocated_peak_bytes);
   if (in.mem_reserved_peak_bytes) out->set_mem_reserved_peak_bytes(*in.mem_reserved_peak_bytes);
@@ -35,6 +38,9 @@ StepRecord FromProto(const v1::StepRecord& in) {
   if (in.has_optim_seconds()) r.optim_seconds = in.optim_seconds();
   if (in.has_comm_seconds()) r.comm_seconds = in.comm_seconds();
   if (in.has_exposed_comm_seconds()) r.exposed_comm_seconds = in.exposed_comm_seconds();
+  if (in.has_expert_load_max_over_mean())
+    r.expert_load_max_over_mean = in.expert_load_max_over_mean();
+  if (in.has_ep_load_max_over_mean()) r.ep_load_max_over_mean = in.ep_load_max_over_mean();
   if (in.has_alloc_retries()) r.alloc_retries = in.alloc_retries();
   if (in.has_mem_allocated_peak_bytes()) r.mem_allocated_peak_bytes = in.mem_allocated_peak_bytes();
   if (in.has_mem_reserved_peak_bytes()) r.mem_reserved_peak_bytes = in.mem_reserved_peak_bytes();

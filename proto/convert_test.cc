@@ -14,14 +14,20 @@ TEST(ProtoConvertTest, StepRecordRoundTripKeepsAbsentOptionalsAbsent) {
   r.grad_norm = 1.5;
   r.alloc_retries = 0;  // present though zero
   r.checkpoint_step = 6;
+  r.expert_load_max_over_mean = 1.25;  // a MoE record without EP (no ep_load_max_over_mean)
   v1::StepRecord p;
   ToProto(r, &p);
   EXPECT_FALSE(p.has_fwd_seconds());
+  EXPECT_EQ(p.expert_load_max_over_mean(), 1.25);
+  EXPECT_FALSE(p.has_ep_load_max_over_mean());
   EXPECT_TRUE(p.has_alloc_retries());
   StepRecord back = FromProto(p);
   EXPECT_EQ(EncodeStepRecord(back), EncodeStepRecord(r));
   EXPECT_FALSE(back.fwd_seconds);
   EXPECT_EQ(back.alloc_retries, 0);
+  EXPECT_FALSE(back.ep_load_max_over_mean);
+  p.set_ep_load_max_over_mean(1.0);
+  EXPECT_EQ(FromProto(p).ep_load_max_over_mean, 1.0);
 }
 
 TEST(ProtoConvertTest, NodeProbeRoundTrip) {

@@ -10,6 +10,7 @@
 #include "trainer_core/data/batches.h"
 #include "trainer_core/error.h"
 #include "trainer_core/model/compute_dtype.h"
+#include "trainer_core/model/expert_load.h"
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/optim/optim.h"
 #include "trainer_core/optim/schedule.h"
@@ -336,8 +337,11 @@ void Trainer::Step() {
   s.optim->Step(t.muon_lr * lr_scale, t.lr * lr_scale);
   if (t.router_bias_rate > 0) s.model->UpdateRouterBias(out.expert_counts, t.router_bias_rate);
   laps.Mark();
-  // The step's one read.
-  const auto figures = torch::cat({out.ce, grad_norm, out.routing_changed}).cpu();
+  // The step's one read: loss, gradient norm, the routing check, the expert load.
+  const bool moe = !out.expert_counts.empty();
+  std::vector<torch::Tensor> read{out.ce, grad_norm, out.routing_changed};
+  if (moe) read.push_back(ExpertLoadFigures(out.expert_counts, s.mesh.ep));
+  const auto figures = torch::cat(read).cpu();
   // Forward and backward of each micro-batch, then the optimizer.
   const std::vector<double> lap = laps.Finish();
   double fwd = 0, bwd = 0;
@@ -361,6 +365,10 @@ void Trainer::Step() {
   r.fwd_seconds = fwd;
   r.bwd_seconds = bwd;
   r.optim_seconds = lap[2 * parts];
+  if (moe) {
+    r.expert_load_max_over_mean = figures[3].item<double>();
+    if (s.mesh.ep > 1) r.ep_load_max_over_mean = figures[4].item<double>();
+  }
   // The step's collectives (world > 1): their time, and the part the
   // compute stood waiting for them (before a checkpoint's barriers).
   if (auto times = s.comm->TakeTimes()) {

@@ -1,9 +1,11 @@
 // What the trainer reports beside the loss, in process at world 1: each
-// step's expert load (TrainerOptions::on_expert_load), the activation-offload
-// arena (host_arena_bytes) and NCCL's channel count from its log
-// (nccl_max_ctas). Part of trainer_test.
+// step's expert load (TrainerOptions::on_expert_load, and the record's
+// expert_load_max_over_mean), the activation-offload arena
+// (host_arena_bytes) and NCCL's channel count from its log (nccl_max_ctas).
+// Part of trainer_test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -27,14 +29,30 @@ TEST_F(TrainerTest, ExpertLoadCountsEverySlotAndGroupsShareItEvenly) {
     SCOPED_TRACE("expert_groups " + std::to_string(groups));
     spec.model.expert_groups = groups;
     std::vector<std::vector<std::vector<int64_t>>> loads;
+    std::vector<StepRecord> records;
     TrainerOptions o;
     o.on_expert_load = [&](int64_t step, const std::vector<std::vector<int64_t>>& counts) {
       EXPECT_EQ(step, static_cast<int64_t>(loads.size()) + 1);
       loads.push_back(counts);
     };
+    o.on_step = [&](const StepRecord& r) { records.push_back(r); };
     Trainer trainer(spec, o);
     trainer.Run(3);
     ASSERT_EQ(loads.size(), 3u);
+    ASSERT_EQ(records.size(), 3u);
+    // The record's figure is the worst layer's busiest expert over its mean,
+    // from the same counts; no EP figure at world 1 (one EP rank).
+    for (size_t i = 0; i < 3; ++i) {
+      double worst = 0;
+      for (const auto& layer : loads[i]) {
+        const double max = static_cast<double>(*std::max_element(layer.begin(), layer.end()));
+        const double mean = static_cast<double>(layer[0] + layer[1] + layer[2] + layer[3]) / 4;
+        worst = std::max(worst, max / mean);
+      }
+      ASSERT_TRUE(records[i].expert_load_max_over_mean.has_value());
+      EXPECT_NEAR(*records[i].expert_load_max_over_mean, worst, 1e-12);
+      EXPECT_FALSE(records[i].ep_load_max_over_mean.has_value());
+    }
     const int64_t slots = int64_t{8} * 64 * 2;  // global_batch x seq_len x experts_per_token
     bool uneven_pair = false;  // plain top-k: some layer's two halves differ
     for (const auto& step : loads) {

@@ -1,5 +1,6 @@
-// The step charts: loss, tokens/s and phase times over steps, with the run's
-// events marked where they happened.
+// The step charts: loss, tokens/s, phase times and (MoE records) expert load
+// over steps, with the run's events marked where they happened.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -202,6 +203,37 @@ std::string PhaseChart(const ReportInput& in, const std::vector<Mark>& marks) {
   return RenderLineChart(c);
 }
 
+bool HasLoad(const v1::StepPoint& p) {
+  return p.has_expert_load_max_over_mean() || p.has_ep_load_max_over_mean();
+}
+
+// The MoE routing of each point's last step: busiest EP rank and busiest
+// expert over the mean (1 is even). Only for runs whose records carry it.
+std::string LoadChart(const ReportInput& in, const std::vector<Mark>& marks) {
+  const v1::RunStepsResponse& steps = *in.steps;
+  LineChart c;
+  c.id = "chart-load";
+  c.title = "expert load over steps";
+  c.x_label = "step";
+  c.y_label = "busiest over mean";
+  c.empty_text = kNoSteps;
+  c.marks = marks;
+  auto tip = [](const v1::StepPoint& p, double y) { return Tip(p, FormatRatio(y)); };
+  bool ep = false;
+  for (const auto& p : steps.points()) ep = ep || p.has_ep_load_max_over_mean();
+  if (ep)
+    c.series.push_back(
+        Line(steps, "EP ranks", "#e15759", "load-ep",
+             PhaseOf<&v1::StepPoint::ep_load_max_over_mean,
+                     &v1::StepPoint::has_ep_load_max_over_mean>,
+             tip));
+  c.series.push_back(Line(steps, "experts", "#4e79a7", "load-experts",
+                          PhaseOf<&v1::StepPoint::expert_load_max_over_mean,
+                                  &v1::StepPoint::has_expert_load_max_over_mean>,
+                          tip));
+  return RenderLineChart(c);
+}
+
 std::string FoldNote(const v1::RunStepsResponse& steps, const std::string& folded) {
   if (steps.points().empty()) return "";
   std::string out = Grouped(steps.total_steps()) + " step summaries stored";
@@ -233,7 +265,15 @@ std::string StepSections(const ReportInput& in) {
          Section("phases", "Step phase times", PhaseChart(in, marks),
                  FoldNote(steps, "the step line is the fold's mean, the phases its last step's.") +
                      " Phases are one rank's (the step's latest record); the step is the "
-                     "slowest rank's.");
+                     "slowest rank's.") +
+         (std::any_of(steps.points().begin(), steps.points().end(), HasLoad)
+              ? Section("load", "Expert load", LoadChart(in, marks),
+                        FoldNote(steps, "each fold's last step.") +
+                            " The step's MoE routing, the worst layer: the busiest EP rank's "
+                            "token-expert pairs over the mean EP rank's (what the slowest GPU "
+                            "pays; EP > 1 only) and the busiest expert's over the mean "
+                            "expert's. 1 is even.")
+              : "");
 }
 
 }  // namespace trellis::cli::report

@@ -252,6 +252,9 @@ void ToProto(const StepPointRow& p, v1::StepPoint* out) {
   if (p.optim_seconds) out->set_optim_seconds(*p.optim_seconds);
   if (p.comm_seconds) out->set_comm_seconds(*p.comm_seconds);
   if (p.exposed_comm_seconds) out->set_exposed_comm_seconds(*p.exposed_comm_seconds);
+  if (p.expert_load_max_over_mean)
+    out->set_expert_load_max_over_mean(*p.expert_load_max_over_mean);
+  if (p.ep_load_max_over_mean) out->set_ep_load_max_over_mean(*p.ep_load_max_over_mean);
   out->set_updated_unix_ms(ToUnixMillis(p.updated));
 }
 

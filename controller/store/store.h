@@ -116,6 +116,8 @@ struct StepPointRow {
   // Phase times of the last row's latest rank record (its last_json).
   std::optional<double> fwd_seconds, bwd_seconds, optim_seconds, comm_seconds,
       exposed_comm_seconds;
+  // The MoE routing figures of the same record.
+  std::optional<double> expert_load_max_over_mean, ep_load_max_over_mean;
   WallTime updated;
 };
 struct StepSeries {

@@ -13,10 +13,11 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// A phase time of a stored rank record, when it is there as a finite number.
+// A figure of a stored rank record (a phase time, a load ratio), when it is
+// there as a finite number.
 // Read leniently: the record was checked when it arrived, and a report
 // should show what it can rather than fail on one odd row.
-std::optional<double> Phase(const nlohmann::json& record, const char* key) {
+std::optional<double> Figure(const nlohmann::json& record, const char* key) {
   auto it = record.find(key);
   if (it == record.end() || !it->is_number()) return std::nullopt;
   double v = it->get<double>();
@@ -24,14 +25,16 @@ std::optional<double> Phase(const nlohmann::json& record, const char* key) {
   return v;
 }
 
-void ReadPhases(const std::string& last_json, StepPointRow* p) {
+void ReadFigures(const std::string& last_json, StepPointRow* p) {
   nlohmann::json record = nlohmann::json::parse(last_json, nullptr, /*allow_exceptions=*/false);
   if (!record.is_object()) return;
-  p->fwd_seconds = Phase(record, "fwd_seconds");
-  p->bwd_seconds = Phase(record, "bwd_seconds");
-  p->optim_seconds = Phase(record, "optim_seconds");
-  p->comm_seconds = Phase(record, "comm_seconds");
-  p->exposed_comm_seconds = Phase(record, "exposed_comm_seconds");
+  p->fwd_seconds = Figure(record, "fwd_seconds");
+  p->bwd_seconds = Figure(record, "bwd_seconds");
+  p->optim_seconds = Figure(record, "optim_seconds");
+  p->comm_seconds = Figure(record, "comm_seconds");
+  p->exposed_comm_seconds = Figure(record, "exposed_comm_seconds");
+  p->expert_load_max_over_mean = Figure(record, "expert_load_max_over_mean");
+  p->ep_load_max_over_mean = Figure(record, "ep_load_max_over_mean");
 }
 
 // Folds one row into its bucket's point (rows arrive in order).
@@ -108,7 +111,7 @@ absl::StatusOr<StepSeries> ReadStepSeries(Store& store, const std::string& run_i
          rows.ColumnInt(5), rows.ColumnDouble(6), rows.ColumnInt(7));
     // Only a point's last row keeps its phases: parse that row's record alone.
     bool last_of_point = (i + 1) % per_point == 0 || i + 1 == out.total_steps;
-    if (last_of_point) ReadPhases(rows.ColumnText(8), &p);
+    if (last_of_point) ReadFigures(rows.ColumnText(8), &p);
   }
   return out;
 }

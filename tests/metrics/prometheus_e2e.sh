@@ -142,6 +142,8 @@ python3 "$HERE/check_dashboards.py" --prom "$PROM" --dashboards "$REPO/dashboard
   --expect "trellis-run-overview|Straggler events|A||1" \
   --expect "trellis-run-overview|Steps at risk|A||$((STEPS - STEPS / 10 * 10))" \
   --expect "trellis-allocator-nccl|NCCL CTAs|A||16" \
+  --expect "trellis-run-overview|Expert load|A||$(awk -v s="$STEPS" 'BEGIN { print 1 + s / 100 }')" \
+  --expect "trellis-run-overview|Expert load|B||$(awk -v s="$STEPS" 'BEGIN { print 1.5 + s / 100 }')" \
   >"$E2E_DIR/check.txt" 2>&1 || { cat "$E2E_DIR/check.txt"; fail "the dashboards' queries (above)"; }
 cat "$E2E_DIR/check.txt"
 

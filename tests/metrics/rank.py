@@ -44,7 +44,9 @@ for step in range(1, steps + 1):
            "alloc_retries": (step + rank) // 4,
            "mem_allocated_peak_bytes": allocated, "mem_reserved_peak_bytes": allocated + 512 * MiB,
            "host_arena_bytes": 256 * MiB, "nccl_max_ctas": ctas,
-           "checkpoint_step": step // 10 * 10}
+           "checkpoint_step": step // 10 * 10,
+           # The step's routing figures, the same on every rank.
+           "expert_load_max_over_mean": 1.5 + step / 100, "ep_load_max_over_mean": 1 + step / 100}
     s.sendall((json.dumps(rec) + "\n").encode())
 
 hold = env.get("HOLD_FILE")

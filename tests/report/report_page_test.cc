@@ -118,6 +118,29 @@ TEST(ReportPageTest, OneStep) {
   EXPECT_NE(PathData(html, "phase-exposed"), "");
 }
 
+// The expert-load section comes with the first point whose record has the
+// routing figures; the EP line only where some point has EP's.
+TEST(ReportPageTest, ExpertLoadOnlyForRecordsThatCarryIt) {
+  ReportInput in = BaseInput();
+  for (int64_t step = 1; step <= 3; ++step) AddPoint(&in, 1, step, 5.0 - step);
+  std::string html = RenderReport(in);
+  ExpectSound(html);
+  EXPECT_EQ(html.find("Expert load"), std::string::npos);
+  EXPECT_EQ(Count(html, "<svg"), 3u);
+  for (int i = 0; i < 3; ++i)
+    in.steps->mutable_points(i)->set_expert_load_max_over_mean(2.0 - 0.25 * i);
+  html = RenderReport(in);
+  ExpectSound(html);
+  EXPECT_NE(html.find("Expert load"), std::string::npos);
+  EXPECT_EQ(Count(html, "<svg"), 4u);
+  EXPECT_EQ(PathPoints(PathData(html, "load-experts")), 3u);
+  EXPECT_EQ(PathData(html, "load-ep"), "");
+  EXPECT_NE(html.find("1.75x"), std::string::npos);  // a point's tip
+  in.steps->mutable_points(2)->set_ep_load_max_over_mean(1.0);
+  html = RenderReport(in);
+  EXPECT_EQ(PathPoints(PathData(html, "load-ep")), 1u);
+}
+
 TEST(ReportPageTest, NonFiniteLossesAreSkipped) {
   ReportInput in = BaseInput();
   for (int64_t step = 1; step <= 10; ++step)

@@ -100,7 +100,9 @@ TEST_F(RunStepsTest, EveryStepIsAPointWhenTheyFit) {
                 {1, 1, 2, 0, 0.0, "{}"},  // no rank reported: the loss is NaN
                 {1, 1, 3, 4, INFINITY, "not json"},
                 {1, 2, 2, 4, 20.0,
-                 Record(2, 0.3, ",\"comm_seconds\":0.25,\"exposed_comm_seconds\":0.05")}});
+                 Record(2, 0.3,
+                        ",\"comm_seconds\":0.25,\"exposed_comm_seconds\":0.05,"
+                        "\"expert_load_max_over_mean\":1.5,\"ep_load_max_over_mean\":1.25")}});
   v1::RunStepsResponse resp;
   ASSERT_TRUE(Steps(id, 0, &resp).ok());
   EXPECT_EQ(resp.total_steps(), 4);
@@ -115,6 +117,9 @@ TEST_F(RunStepsTest, EveryStepIsAPointWhenTheyFit) {
   EXPECT_FALSE(first.has_exposed_comm_seconds());
   EXPECT_DOUBLE_EQ(resp.points(3).comm_seconds(), 0.25);
   EXPECT_DOUBLE_EQ(resp.points(3).exposed_comm_seconds(), 0.05);
+  EXPECT_FALSE(first.has_expert_load_max_over_mean());
+  EXPECT_DOUBLE_EQ(resp.points(3).expert_load_max_over_mean(), 1.5);
+  EXPECT_DOUBLE_EQ(resp.points(3).ep_load_max_over_mean(), 1.25);
   EXPECT_TRUE(std::isnan(resp.points(1).loss()));
   EXPECT_TRUE(std::isnan(resp.points(1).loss_min()));
   EXPECT_FALSE(resp.points(1).has_fwd_seconds());

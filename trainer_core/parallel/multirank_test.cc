@@ -337,6 +337,20 @@ TEST_F(MultiRankTest, GroupLimitedRoutingTrainsAndAStraddlingGroupIsRefused) {
     EXPECT_TRUE(std::isfinite(grouped[0].records[i].loss));
   }
   EXPECT_NE(grouped[0].records[0].loss, plain[0].records[0].loss);
+  // The records' routing figures are the step's, the same on both ranks; with
+  // one group per EP rank every rank gets exactly its share: the EP figure is
+  // 1 at every step (plain top-k only by chance).
+  for (size_t i = 0; i < 3; ++i) {
+    for (const auto* run : {&plain, &grouped}) {
+      const StepRecord& r0 = (*run)[0].records[i];
+      ASSERT_TRUE(r0.ep_load_max_over_mean && r0.expert_load_max_over_mean);
+      EXPECT_EQ(r0.ep_load_max_over_mean, (*run)[1].records[i].ep_load_max_over_mean);
+      EXPECT_EQ(r0.expert_load_max_over_mean, (*run)[1].records[i].expert_load_max_over_mean);
+      EXPECT_GE(*r0.expert_load_max_over_mean, *r0.ep_load_max_over_mean);
+    }
+    EXPECT_EQ(grouped[0].records[i].ep_load_max_over_mean, 1.0);
+    EXPECT_GE(*plain[0].records[i].ep_load_max_over_mean, 1.0);
+  }
 
   const std::string straddling = Spec(corpus, 32, "float32", "", "",
                                       "experts = 6\nexperts_per_token = 3\nexpert_groups = 3\n");

@@ -68,6 +68,12 @@ const Column kGauges[] = {
      [](const StepRecord& r) { return Figure(r.host_arena_bytes); }, false},
     {"trellis_rank_nccl_ctas", "CTAs each NCCL collective of the rank launches",
      [](const StepRecord& r) { return Figure(r.nccl_max_ctas); }, false},
+    {"trellis_rank_expert_load_max_over_mean",
+     "Busiest expert's tokens over the mean expert's in the latest step (worst MoE layer)",
+     [](const StepRecord& r) { return r.expert_load_max_over_mean; }, false},
+    {"trellis_rank_ep_load_max_over_mean",
+     "Busiest EP rank's tokens over the mean EP rank's in the latest step (worst MoE layer)",
+     [](const StepRecord& r) { return r.ep_load_max_over_mean; }, false},
     {"trellis_rank_checkpoint_step", "Step of the rank's newest checkpoint",
      [](const StepRecord& r) { return Figure(r.checkpoint_step); }, false},
 };

@@ -95,6 +95,8 @@ TEST_F(RankMetricsTest, CountersAddUpOverRecords) {
     r.host_arena_bytes = int64_t{8} << 30;
     r.nccl_max_ctas = 16;
     r.checkpoint_step = 2;
+    r.expert_load_max_over_mean = 1.5 + 0.25 * step;  // the latest step's, not a sum
+    r.ep_load_max_over_mean = 1.125;
     metrics_.OnStep(2, r, kReceived + std::chrono::seconds(step));
   }
   const std::map<std::string, double> want = {
@@ -115,6 +117,8 @@ TEST_F(RankMetricsTest, CountersAddUpOverRecords) {
       {"trellis_rank_host_arena_bytes", 8.0 * (1 << 30)},
       {"trellis_rank_nccl_ctas", 16},
       {"trellis_rank_checkpoint_step", 2},
+      {"trellis_rank_expert_load_max_over_mean", 2.25},
+      {"trellis_rank_ep_load_max_over_mean", 1.125},
       {"trellis_rank_info", 1},
   };
   for (const auto& [name, value] : want) EXPECT_EQ(Value(registry_, name, 2), value) << name;
