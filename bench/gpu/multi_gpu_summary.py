@@ -78,6 +78,10 @@ for v in variants:
         "reserved_peak_bytes_per_rank": [max(x.get("mem_reserved_peak_bytes", 0) for x in r)
                                          for r in recs],
         "nccl_ctas_per_collective": nccl_ctas(v),
+        # The busiest EP rank's token-expert pairs over the mean (the step's,
+        # worst layer; EP > 1 only): the MoE layers wait for that rank.
+        "ep_load_median": (statistics.median(recs[0][i]["ep_load_max_over_mean"] for i in timed)
+                           if all("ep_load_max_over_mean" in recs[0][i] for i in timed) else None),
         "losses": [x["loss"] for x in recs[0]],
     }
 
@@ -158,12 +162,12 @@ name = base["job"]["name"] if base else "the spec"
 lines = [f"# multi-gpu: {name} on {ngpu} ranks (one per GPU)", "",
          f"- Date: {doc['date']}", f"- Machine: {machine}", f"- Command: `{command}`", "",
          "| variant | ranks | nodes x GPUs | tokens/s | tokens/s/GPU | vs 1 GPU | step s | fwd |"
-         " bwd | optim | comm | exposed | exposed % step | NCCL CTAs | alloc retries |"
+         " bwd | optim | comm | exposed | exposed % step | NCCL CTAs | EP load | alloc retries |"
          " allocated GiB (max rank) | reserved GiB (max rank) |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for v, r in rows.items():
     if "error" in r:
-        lines.append(f"| {v} | {r['error']} |" + " |" * 15)
+        lines.append(f"| {v} | {r['error']} |" + " |" * 16)
         continue
     lines.append(
         f"| {v} | {r['world']} | {r['world'] // r['node_size']} x {r['node_size']} | "
@@ -174,6 +178,7 @@ for v, r in rows.items():
         f"{r['exposed_comm_seconds_median']:.3f} | "
         f"{100 * r['exposed_comm_share_of_step']:.1f} | "
         f"{fmt(r['nccl_ctas_per_collective'], '{}')} | "
+        f"{fmt(r['ep_load_median'], '{:.3f}')} | "
         f"{max(r['alloc_retries_per_rank'])} | "
         f"{max(r['allocated_peak_bytes_per_rank']) / 2**30:.1f} | "
         f"{max(r['reserved_peak_bytes_per_rank']) / 2**30:.1f} |")

@@ -109,15 +109,23 @@ std::string Tip(const v1::StepPoint& p, const std::string& what) {
   return PointName(p) + ": " + what;
 }
 
+// A chart over steps: its id, title and y axis; the run's events marked.
+LineChart StepChart(const char* id, const char* title, const char* y_label,
+                    const std::vector<Mark>& marks) {
+  LineChart c;
+  c.id = id;
+  c.title = title;
+  c.x_label = "step";
+  c.y_label = y_label;
+  c.empty_text = kNoSteps;
+  c.marks = marks;
+  return c;
+}
+
 std::string LossChart(const ReportInput& in, const std::vector<Mark>& marks) {
   const v1::RunStepsResponse& steps = *in.steps;
-  LineChart c;
-  c.id = "chart-loss";
-  c.title = "loss over steps";
-  c.x_label = "step";
-  c.y_label = "loss (mean over ranks)";
+  LineChart c = StepChart("chart-loss", "loss over steps", "loss (mean over ranks)", marks);
   c.empty_text = steps.points().empty() ? kNoSteps : "no finite loss recorded";
-  c.marks = marks;
   c.series.push_back(Line(
       steps, "loss", "#4e79a7", "loss", [](const v1::StepPoint& p) { return p.loss(); },
       [](const v1::StepPoint& p, double y) {
@@ -135,14 +143,8 @@ std::string LossChart(const ReportInput& in, const std::vector<Mark>& marks) {
 }
 
 std::string TokensChart(const ReportInput& in, const std::vector<Mark>& marks) {
-  LineChart c;
-  c.id = "chart-tokens";
-  c.title = "tokens per second over steps";
-  c.x_label = "step";
-  c.y_label = "tokens/s";
+  LineChart c = StepChart("chart-tokens", "tokens per second over steps", "tokens/s", marks);
   c.y_from_zero = true;
-  c.empty_text = kNoSteps;
-  c.marks = marks;
   c.series.push_back(Line(*in.steps, "tokens/s", "#59a14f", "tokens", TokensPerSecond,
                           [](const v1::StepPoint& p, double y) {
                             return Tip(p, Compact(y) + " tokens/s, " + std::to_string(p.tokens()) +
@@ -160,14 +162,8 @@ std::string PhaseTip(const v1::StepPoint& p, double y) { return Tip(p, Seconds(y
 
 std::string PhaseChart(const ReportInput& in, const std::vector<Mark>& marks) {
   const v1::RunStepsResponse& steps = *in.steps;
-  LineChart c;
-  c.id = "chart-phases";
-  c.title = "step phase times over steps";
-  c.x_label = "step";
-  c.y_label = "seconds";
+  LineChart c = StepChart("chart-phases", "step phase times over steps", "seconds", marks);
   c.y_from_zero = true;
-  c.empty_text = kNoSteps;
-  c.marks = marks;
   c.series.push_back(Line(
       steps, "step (slowest rank)", "#333333", "phase-step",
       [](const v1::StepPoint& p) {
@@ -211,13 +207,7 @@ bool HasLoad(const v1::StepPoint& p) {
 // expert over the mean (1 is even). Only for runs whose records carry it.
 std::string LoadChart(const ReportInput& in, const std::vector<Mark>& marks) {
   const v1::RunStepsResponse& steps = *in.steps;
-  LineChart c;
-  c.id = "chart-load";
-  c.title = "expert load over steps";
-  c.x_label = "step";
-  c.y_label = "busiest over mean";
-  c.empty_text = kNoSteps;
-  c.marks = marks;
+  LineChart c = StepChart("chart-load", "expert load over steps", "busiest over mean", marks);
   auto tip = [](const v1::StepPoint& p, double y) { return Tip(p, FormatRatio(y)); };
   bool ep = false;
   for (const auto& p : steps.points()) ep = ep || p.has_ep_load_max_over_mean();

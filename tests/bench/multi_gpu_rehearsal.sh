@@ -41,6 +41,10 @@ for v, (world, node) in want.items():
                    f"{r['comm_seconds_median']}]")
     if len(r["losses"]) != 4 or not all(0 < x < 20 for x in r["losses"]):
         bad.append(f"{v}: losses {r['losses']}")
+# The EP load comes with EP > 1 only: one node of 2 ranks (EP 2), not 2 nodes of 1.
+ep = {v: (runs.get(v) or {}).get("ep_load_median") for v in ("one_node", "base", "one_gpu")}
+if ep["one_node"] is None or not ep["one_node"] >= 1 or ep["base"] is not None or ep["one_gpu"] is not None:
+    bad.append(f"EP load medians {ep}: expected >= 1 for one_node (EP 2) and none at EP 1")
 # Same numbers, other timing or device mapping: the same losses (one thread, gloo).
 for k in ("prefetch_off_vs_base_max_loss_diff_10_steps", "same_numerics_max_loss_diff_10_steps"):
     if cmp[k] is None or cmp[k] > 1e-6:

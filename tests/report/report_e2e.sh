@@ -93,7 +93,7 @@ class Charts(HTMLParser):
 
 c = Charts()
 c.feed(dom)
-want = ["chart-loss", "chart-tokens", "chart-phases", "chart-ranks", "chart-gate"]
+want = ["chart-loss", "chart-tokens", "chart-phases", "chart-load", "chart-ranks", "chart-gate"]
 problems = []
 if c.svgs != want:
     problems.append(f"charts {c.svgs}, expected {want}")
@@ -105,7 +105,9 @@ else:
     if points != stored or loss.get("data-points") != str(stored):
         problems.append(f"loss line has {points} points (data-points {loss.get('data-points')}), "
                         f"expected {stored}")
-for phase in ("phase-step", "phase-fwd", "phase-bwd", "phase-optim", "tokens"):
+# tiny-moe on 2 nodes x 2 ranks: EP 2, so both routing lines.
+for phase in ("phase-step", "phase-fwd", "phase-bwd", "phase-optim", "tokens", "load-experts",
+              "load-ep"):
     if phase not in c.paths:
         problems.append(f"no {phase} line")
 if c.scripts:
