@@ -1,53 +1,106 @@
-"""bench/gpu/offload.sh's table: offload_table.py WORK PREFIX COMMAND reads
-WORK/offload{0,1}.jsonl (trellis-train --json) and writes PREFIX.{md,json}."""
+"""bench/gpu/offload.sh's table: offload_table.py WORK PREFIX COMMAND CONFIG reads
+WORK/runs (one label per line) and each WORK/<label>.jsonl (trellis-train --json,
+or WORK/<label>.err where the run failed) and writes PREFIX.{md,json}."""
 import json
+import os
 import statistics
 import sys
 from datetime import datetime, timezone
 
+GIB = 2 ** 30
 
-def summary(path):
-    records = [json.loads(line) for line in open(path)]
+
+def records_of(path):
+    if not os.path.exists(path):
+        return []
+    return [json.loads(line) for line in open(path) if line.startswith("{")]
+
+
+def how_it_ended(err_path):
+    lines = [l.strip() for l in open(err_path)] if os.path.exists(err_path) else []
+    text = " ".join(lines)
+    if "out of memory" in text.lower():
+        return "out of device memory"
+    return lines[-1][:200] if lines else "failed without a message"
+
+
+def summary(work, label):
+    records = records_of(f"{work}/{label}.jsonl")
+    if len(records) < 2:
+        return dict(steps=len(records), failed=how_it_ended(f"{work}/{label}.err"))
     later = records[1:]  # the first step builds caches and plans
+    step = statistics.median(r["step_seconds"] for r in later)
     return dict(
         steps=len(records),
-        median_step_seconds=statistics.median(r["step_seconds"] for r in later),
+        median_step_seconds=step,
         median_fwd_seconds=statistics.median(r["fwd_seconds"] for r in later),
         median_bwd_seconds=statistics.median(r["bwd_seconds"] for r in later),
-        tokens_per_second=records[-1]["tokens"] / statistics.median(r["step_seconds"] for r in later),
+        tokens_per_second=records[-1]["tokens"] / step,
         allocated_peak_bytes=max(r["mem_allocated_peak_bytes"] for r in later),
         reserved_peak_bytes=max(r["mem_reserved_peak_bytes"] for r in later),
         host_arena_bytes=records[-1].get("host_arena_bytes", 0),
         losses=[r["loss"] for r in records])
 
 
+def drift(losses, reference):
+    """The first step (1-based) whose loss differs from the reference's, and the
+    largest relative difference over the common steps."""
+    n = min(len(losses), len(reference))
+    first = next((i + 1 for i in range(n) if losses[i] != reference[i]), None)
+    worst = max((abs(losses[i] - reference[i]) / abs(reference[i]) for i in range(n)), default=0.0)
+    return first, worst
+
+
 def main():
-    work, prefix, command = sys.argv[1:4]
-    runs = {f"offload_{f}": summary(f"{work}/offload{f}.jsonl") for f in (0, 1)}
+    work, prefix, command, config = sys.argv[1:5]
+    labels = [l.strip() for l in open(f"{work}/runs") if l.strip()]
+    runs = {label: summary(work, label) for label in labels}
+    reference = runs.get("offload_0", {}).get("losses")
+    for label, run in runs.items():
+        if reference and "losses" in run and label != "offload_0":
+            run["first_step_differing_from_offload_0"], run["max_relative_loss_difference"] = \
+                drift(run["losses"], reference)
     doc = dict(benchmark="offload-gpu", date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               machine="one NVIDIA H200", command=command,
-               config="examples/moe-bench.toml with parallel.activation_checkpointing = true",
-               runs=runs)
+               machine="one NVIDIA H200", command=command, config=config, runs=runs)
     json.dump(doc, open(prefix + ".json", "w"), indent=1)
-    gib = 2 ** 30
-    a, b = runs["offload_0"], runs["offload_1"]
-    md = [f"# Activation offload on one GPU ({doc['date'][:10]})", "",
+
+    def cell(run, key, fmt):
+        if "failed" in run:
+            return run["failed"] if key == "median_step_seconds" else "-"
+        if key not in run:
+            return "-"
+        return "none" if run[key] is None else fmt(run[key])
+
+    rows = [("step s", "median_step_seconds", "{:.4f}".format),
+            ("forward s", "median_fwd_seconds", "{:.4f}".format),
+            ("backward s (with any recompute)", "median_bwd_seconds", "{:.4f}".format),
+            ("tokens/s", "tokens_per_second", "{:,.0f}".format),
+            ("allocated peak GiB", "allocated_peak_bytes", lambda v: f"{v / GIB:.2f}"),
+            ("reserved peak GiB", "reserved_peak_bytes", lambda v: f"{v / GIB:.2f}"),
+            ("host arena GiB", "host_arena_bytes", lambda v: f"{v / GIB:.2f}"),
+            ("first loss", "losses", lambda v: f"{v[0]:.5f}"),
+            ("last loss", "losses", lambda v: f"{v[-1]:.5f}"),
+            ("first step whose loss differs from offload_0", "first_step_differing_from_offload_0",
+             lambda v: str(v)),
+            ("max relative loss difference from offload_0", "max_relative_loss_difference",
+             lambda v: f"{v:.2e}")]
+    md = [f"# Activation offload on one GPU: {config} ({doc['date'][:10]})", "",
           f"- Machine: {doc['machine']}", f"- Command: `{command}`",
-          f"- Config: {doc['config']}, `parallel.offload_fraction` 0 against 1 (every layer's "
-          "checkpointed input in the host arena), the same weights and batches",
+          f"- Config: {config}; every run from the same weights and batches; `offload_F` is "
+          "`parallel.offload_fraction` F with activation checkpointing (the first floor(F x layers) "
+          "layers' checkpointed inputs in the host arena); `offload_F_again` repeats `offload_F`",
           "- Medians over the steps after the first; peaks over them", "",
-          "| | offload 0 | offload 1 |", "|---|---|---|"]
-    rows = [("step s", "median_step_seconds", "{:.4f}"), ("forward s", "median_fwd_seconds", "{:.4f}"),
-            ("backward s (with recompute)", "median_bwd_seconds", "{:.4f}"),
-            ("tokens/s", "tokens_per_second", "{:,.0f}")]
+          "| | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
     for name, key, fmt in rows:
-        md.append(f"| {name} | {fmt.format(a[key])} | {fmt.format(b[key])} |")
-    for name, key in (("allocated peak GiB", "allocated_peak_bytes"),
-                      ("reserved peak GiB", "reserved_peak_bytes"),
-                      ("host arena GiB", "host_arena_bytes")):
-        md.append(f"| {name} | {a[key] / gib:.3f} | {b[key] / gib:.3f} |")
-    md.append(f"| first loss | {a['losses'][0]:.5f} | {b['losses'][0]:.5f} |")
-    md.append(f"| last loss | {a['losses'][-1]:.5f} | {b['losses'][-1]:.5f} |")
+        md.append(f"| {name} | " + " | ".join(cell(runs[l], key, fmt) for l in labels) + " |")
+    trained = [l for l in labels if "losses" in runs[l]]
+    if trained:
+        md += ["", "Losses, step by step:", "", "| step | " + " | ".join(trained) + " |",
+               "|---" * (len(trained) + 1) + "|"]
+        for i in range(max(len(runs[l]["losses"]) for l in trained)):
+            md.append(f"| {i + 1} | " + " | ".join(
+                f"{runs[l]['losses'][i]:.5f}" if i < len(runs[l]["losses"]) else "-"
+                for l in trained) + " |")
     open(prefix + ".md", "w").write("\n".join(md) + "\n")
     print("\n".join(md))
 
