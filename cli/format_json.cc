@@ -123,6 +123,15 @@ Json StepRecordToJson(const v1::StepRecord& r) {
     out["mem_allocated_peak_bytes"] = r.mem_allocated_peak_bytes();
   }
   if (r.has_mem_reserved_peak_bytes()) out["mem_reserved_peak_bytes"] = r.mem_reserved_peak_bytes();
+  if (r.has_mem_allocated_peak_fwd_bytes()) {
+    out["mem_allocated_peak_fwd_bytes"] = r.mem_allocated_peak_fwd_bytes();
+  }
+  if (r.has_mem_allocated_peak_bwd_bytes()) {
+    out["mem_allocated_peak_bwd_bytes"] = r.mem_allocated_peak_bwd_bytes();
+  }
+  if (r.has_mem_allocated_peak_optim_bytes()) {
+    out["mem_allocated_peak_optim_bytes"] = r.mem_allocated_peak_optim_bytes();
+  }
   if (r.has_host_arena_bytes()) out["host_arena_bytes"] = r.host_arena_bytes();
   if (r.has_nccl_max_ctas()) out["nccl_max_ctas"] = r.nccl_max_ctas();
   if (r.has_checkpoint_step()) out["checkpoint_step"] = r.checkpoint_step();

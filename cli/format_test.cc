@@ -453,6 +453,10 @@ TEST(CliRenderTest, StepTablesShowTheExpertLoadWhereRecordsCarryIt) {
   EXPECT_EQ(j["expert_load_max_over_mean"], 1.8);
   EXPECT_EQ(j["ep_load_max_over_mean"], 1.0749);
   EXPECT_FALSE(StepRecordToJson(dense.last()).contains("ep_load_max_over_mean"));
+  // The phases' memory peaks: in the JSON, not in the tables.
+  moe.mutable_last()->set_mem_allocated_peak_bwd_bytes(int64_t{3} << 30);
+  EXPECT_EQ(StepRecordToJson(moe.last())["mem_allocated_peak_bwd_bytes"], int64_t{3} << 30);
+  EXPECT_FALSE(StepRecordToJson(moe.last()).contains("mem_allocated_peak_fwd_bytes"));
 }
 
 TEST(CliRenderTest, TotalStepsOnlyForModelRuns) {

@@ -75,6 +75,9 @@ bool CheckStepRecord(const StepRecord& r, std::string* error) {
       {"alloc_retries", &r.alloc_retries},
       {"mem_allocated_peak_bytes", &r.mem_allocated_peak_bytes},
       {"mem_reserved_peak_bytes", &r.mem_reserved_peak_bytes},
+      {"mem_allocated_peak_fwd_bytes", &r.mem_allocated_peak_fwd_bytes},
+      {"mem_allocated_peak_bwd_bytes", &r.mem_allocated_peak_bwd_bytes},
+      {"mem_allocated_peak_optim_bytes", &r.mem_allocated_peak_optim_bytes},
       {"host_arena_bytes", &r.host_arena_bytes},
       {"nccl_max_ctas", &r.nccl_max_ctas},
       {"checkpoint_step", &r.checkpoint_step}};
@@ -101,6 +104,9 @@ std::string EncodeStepRecord(const StepRecord& r) {
   PutOptional(&j, "alloc_retries", r.alloc_retries);
   PutOptional(&j, "mem_allocated_peak_bytes", r.mem_allocated_peak_bytes);
   PutOptional(&j, "mem_reserved_peak_bytes", r.mem_reserved_peak_bytes);
+  PutOptional(&j, "mem_allocated_peak_fwd_bytes", r.mem_allocated_peak_fwd_bytes);
+  PutOptional(&j, "mem_allocated_peak_bwd_bytes", r.mem_allocated_peak_bwd_bytes);
+  PutOptional(&j, "mem_allocated_peak_optim_bytes", r.mem_allocated_peak_optim_bytes);
   PutOptional(&j, "host_arena_bytes", r.host_arena_bytes);
   PutOptional(&j, "nccl_max_ctas", r.nccl_max_ctas);
   PutOptional(&j, "checkpoint_step", r.checkpoint_step);
@@ -153,6 +159,10 @@ std::optional<StepRecord> DecodeStepRecord(std::string_view line, std::string* e
   const CountField counts[] = {{"alloc_retries", &r.alloc_retries},
                                {"mem_allocated_peak_bytes", &r.mem_allocated_peak_bytes},
                                {"mem_reserved_peak_bytes", &r.mem_reserved_peak_bytes},
+                               {"mem_allocated_peak_fwd_bytes", &r.mem_allocated_peak_fwd_bytes},
+                               {"mem_allocated_peak_bwd_bytes", &r.mem_allocated_peak_bwd_bytes},
+                               {"mem_allocated_peak_optim_bytes",
+                                &r.mem_allocated_peak_optim_bytes},
                                {"host_arena_bytes", &r.host_arena_bytes},
                                {"nccl_max_ctas", &r.nccl_max_ctas},
                                {"checkpoint_step", &r.checkpoint_step}};

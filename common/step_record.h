@@ -34,6 +34,13 @@ struct StepRecord {
   std::optional<int64_t> alloc_retries;
   std::optional<int64_t> mem_allocated_peak_bytes;
   std::optional<int64_t> mem_reserved_peak_bytes;
+  // The allocated peak of each part of the step (GPU): the largest forward,
+  // the largest backward (with any recompute) and the optimizer's. The
+  // step's mem_allocated_peak_bytes is the largest of them (or a little
+  // above, from the step's last bookkeeping).
+  std::optional<int64_t> mem_allocated_peak_fwd_bytes;
+  std::optional<int64_t> mem_allocated_peak_bwd_bytes;
+  std::optional<int64_t> mem_allocated_peak_optim_bytes;
   std::optional<int64_t> host_arena_bytes;
   std::optional<int64_t> nccl_max_ctas;
   std::optional<int64_t> checkpoint_step;

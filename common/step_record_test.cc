@@ -17,6 +17,9 @@ TEST(StepRecordTest, RoundTripsAllFields) {
   r.checkpoint_step = 5;
   r.expert_load_max_over_mean = 1.75;
   r.ep_load_max_over_mean = 1.125;
+  r.mem_allocated_peak_fwd_bytes = int64_t{40} << 30;
+  r.mem_allocated_peak_bwd_bytes = int64_t{48} << 30;
+  r.mem_allocated_peak_optim_bytes = int64_t{32} << 30;
   std::string error;
   auto back = DecodeStepRecord(EncodeStepRecord(r), &error);
   ASSERT_TRUE(back) << error;
@@ -28,6 +31,9 @@ TEST(StepRecordTest, RoundTripsAllFields) {
   EXPECT_EQ(*back->checkpoint_step, 5);
   EXPECT_EQ(*back->expert_load_max_over_mean, 1.75);
   EXPECT_EQ(*back->ep_load_max_over_mean, 1.125);
+  EXPECT_EQ(*back->mem_allocated_peak_fwd_bytes, int64_t{40} << 30);
+  EXPECT_EQ(*back->mem_allocated_peak_bwd_bytes, int64_t{48} << 30);
+  EXPECT_EQ(*back->mem_allocated_peak_optim_bytes, int64_t{32} << 30);
   EXPECT_FALSE(back->fwd_seconds.has_value());
 }
 
@@ -54,6 +60,8 @@ TEST(StepRecordTest, RefusesBadRecordsNamingTheField) {
        "ep_load_max_over_mean: must be finite and >= 0"},
       {R"({"v":1,"step":1,"loss":1,"tokens":1,"step_seconds":1,"expert_load_max_over_mean":"2"})",
        "expert_load_max_over_mean: must be a number"},
+      {R"({"v":1,"step":1,"loss":1,"tokens":1,"step_seconds":1,"mem_allocated_peak_bwd_bytes":1.5})",
+       "mem_allocated_peak_bwd_bytes: must be an integer >= 0"},
   };
   for (const auto& c : cases) {
     std::string error;

@@ -33,6 +33,9 @@ bool Same(const StepRecord& a, const StepRecord& b) {
          a.alloc_retries == b.alloc_retries &&
          a.mem_allocated_peak_bytes == b.mem_allocated_peak_bytes &&
          a.mem_reserved_peak_bytes == b.mem_reserved_peak_bytes &&
+         a.mem_allocated_peak_fwd_bytes == b.mem_allocated_peak_fwd_bytes &&
+         a.mem_allocated_peak_bwd_bytes == b.mem_allocated_peak_bwd_bytes &&
+         a.mem_allocated_peak_optim_bytes == b.mem_allocated_peak_optim_bytes &&
          a.host_arena_bytes == b.host_arena_bytes && a.nccl_max_ctas == b.nccl_max_ctas &&
          a.checkpoint_step == b.checkpoint_step;
 }

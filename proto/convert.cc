@@ -21,6 +21,12 @@ void ToProto(const StepRecord& in, v1::StepRecord* out) {
   if (in.alloc_retries) out->set_alloc_retries(*in.alloc_retries);
   if (in.mem_allocated_peak_bytes) out->set_mem_allocated_peak_bytes(*in.mem_allocated_peak_bytes);
   if (in.mem_reserved_peak_bytes) out->set_mem_reserved_peak_bytes(*in.mem_reserved_peak_bytes);
+  if (in.mem_allocated_peak_fwd_bytes)
+    out->set_mem_allocated_peak_fwd_bytes(*in.mem_allocated_peak_fwd_bytes);
+  if (in.mem_allocated_peak_bwd_bytes)
+    out->set_mem_allocated_peak_bwd_bytes(*in.mem_allocated_peak_bwd_bytes);
+  if (in.mem_allocated_peak_optim_bytes)
+    out->set_mem_allocated_peak_optim_bytes(*in.mem_allocated_peak_optim_bytes);
   if (in.host_arena_bytes) out->set_host_arena_bytes(*in.host_arena_bytes);
   if (in.nccl_max_ctas) out->set_nccl_max_ctas(*in.nccl_max_ctas);
   if (in.checkpoint_step) out->set_checkpoint_step(*in.checkpoint_step);
@@ -44,6 +50,12 @@ StepRecord FromProto(const v1::StepRecord& in) {
   if (in.has_alloc_retries()) r.alloc_retries = in.alloc_retries();
   if (in.has_mem_allocated_peak_bytes()) r.mem_allocated_peak_bytes = in.mem_allocated_peak_bytes();
   if (in.has_mem_reserved_peak_bytes()) r.mem_reserved_peak_bytes = in.mem_reserved_peak_bytes();
+  if (in.has_mem_allocated_peak_fwd_bytes())
+    r.mem_allocated_peak_fwd_bytes = in.mem_allocated_peak_fwd_bytes();
+  if (in.has_mem_allocated_peak_bwd_bytes())
+    r.mem_allocated_peak_bwd_bytes = in.mem_allocated_peak_bwd_bytes();
+  if (in.has_mem_allocated_peak_optim_bytes())
+    r.mem_allocated_peak_optim_bytes = in.mem_allocated_peak_optim_bytes();
   if (in.has_host_arena_bytes()) r.host_arena_bytes = in.host_arena_bytes();
   if (in.has_nccl_max_ctas()) r.nccl_max_ctas = in.nccl_max_ctas();
   if (in.has_checkpoint_step()) r.checkpoint_step = in.checkpoint_step();

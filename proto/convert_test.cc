@@ -26,6 +26,9 @@ TEST(ProtoConvertTest, StepRecordRoundTripKeepsAbsentOptionalsAbsent) {
   EXPECT_FALSE(back.fwd_seconds);
   EXPECT_EQ(back.alloc_retries, 0);
   EXPECT_FALSE(back.ep_load_max_over_mean);
+  p.set_mem_allocated_peak_bwd_bytes(int64_t{5} << 30);
+  EXPECT_EQ(FromProto(p).mem_allocated_peak_bwd_bytes, int64_t{5} << 30);
+  EXPECT_FALSE(FromProto(p).mem_allocated_peak_fwd_bytes);
   p.set_ep_load_max_over_mean(1.0);
   EXPECT_EQ(FromProto(p).ep_load_max_over_mean, 1.0);
 }

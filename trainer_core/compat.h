@@ -35,6 +35,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -214,6 +215,11 @@ inline void Synchronize(const torch::Device& device) {
 // laps are device time between marks; Finish waits for the last one (the
 // step's one host synchronization for timing). On the CPU marks read the
 // host clock.
+// On a GPU each Mark also takes the caching allocator's peaks since the mark
+// before and resets them: the allocator counts on the host, in program order,
+// so a lap's peak is the most its work held at once, whenever the device runs
+// it. The step's peaks are then the largest of its laps' and of what
+// DeviceMemory reads after the last mark.
 class StepLaps {
  public:
   explicit StepLaps(const torch::Device& device)
@@ -223,6 +229,12 @@ class StepLaps {
   void Mark() {
 #ifdef TRELLIS_TORCH_CUDA
     if (cuda_) {
+      if (!events_.empty()) {  // the first mark starts the first lap
+        const auto memory = CudaMemory(torch::Device(torch::kCUDA));
+        allocated_peaks_.push_back(memory->allocated_peak);
+        reserved_peak_ = std::max(reserved_peak_, memory->reserved_peak);
+      }
+      ResetMemoryPeaks(torch::Device(torch::kCUDA));
       events_.push_back(std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault));
       events_.back()->record();
       return;
@@ -230,6 +242,10 @@ class StepLaps {
 #endif
     times_.push_back(Clock::now());
   }
+  // Bytes allocated to tensors at the peak of each lap (GPU only; empty on
+  // the CPU), and the largest reserved peak of any.
+  const std::vector<int64_t>& allocated_peaks() const { return allocated_peaks_; }
+  int64_t reserved_peak() const { return reserved_peak_; }
   // Seconds between consecutive marks (the first mark is the constructor's).
   std::vector<double> Finish() {
     std::vector<double> laps;
@@ -255,6 +271,8 @@ class StepLaps {
   bool cuda_;
   Clock::time_point start_, end_;
   std::vector<Clock::time_point> times_;
+  std::vector<int64_t> allocated_peaks_;
+  int64_t reserved_peak_ = 0;
 #ifdef TRELLIS_TORCH_CUDA
   std::vector<std::unique_ptr<at::cuda::CUDAEvent>> events_;
 #endif

@@ -9,6 +9,7 @@
 #include "trainer_core/compat.h"
 #include "trainer_core/data/batches.h"
 #include "trainer_core/error.h"
+#include "trainer_core/memory/phase_peaks.h"
 #include "trainer_core/model/compute_dtype.h"
 #include "trainer_core/model/expert_load.h"
 #include "trainer_core/model/fusions.h"
@@ -377,9 +378,19 @@ void Trainer::Step() {
   }
   r.host_arena_bytes = s.model->HostArenaBytes();  // this rank's, with offload
   if (auto mem = compat::CudaMemory(s.device)) {
+    // This step's peaks: its laps' (each read and reset at its mark) and
+    // what came after the last mark.
+    const auto& peaks = laps.allocated_peaks();
     r.alloc_retries = mem->alloc_retries;  // since the process started (a counter)
-    r.mem_allocated_peak_bytes = mem->allocated_peak;  // this step's peaks
-    r.mem_reserved_peak_bytes = mem->reserved_peak;
+    r.mem_allocated_peak_bytes =
+        std::max(mem->allocated_peak,
+                 peaks.empty() ? int64_t{0} : *std::max_element(peaks.begin(), peaks.end()));
+    r.mem_reserved_peak_bytes = std::max(mem->reserved_peak, laps.reserved_peak());
+    if (auto phases = PeaksByPhase(peaks, parts)) {
+      r.mem_allocated_peak_fwd_bytes = phases->forward;
+      r.mem_allocated_peak_bwd_bytes = phases->backward;
+      r.mem_allocated_peak_optim_bytes = phases->optimizer;
+    }
   }
   const int64_t every = s.spec.checkpoint.every_steps;
   if (!s.options.checkpoint_dir.empty() && every > 0 && s.step % every == 0) SaveCheckpoint();

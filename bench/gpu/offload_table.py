@@ -38,6 +38,10 @@ def summary(work, label):
         tokens_per_second=records[-1]["tokens"] / step,
         allocated_peak_bytes=max(r["mem_allocated_peak_bytes"] for r in later),
         reserved_peak_bytes=max(r["mem_reserved_peak_bytes"] for r in later),
+        # Which part of the step sets the peak (records that carry it).
+        **{f"{phase}_peak_bytes": max(r[f"mem_allocated_peak_{phase}_bytes"] for r in later)
+           for phase in ("fwd", "bwd", "optim")
+           if all(f"mem_allocated_peak_{phase}_bytes" in r for r in later)},
         host_arena_bytes=records[-1].get("host_arena_bytes", 0),
         losses=[r["loss"] for r in records])
 
@@ -77,6 +81,9 @@ def main():
             ("tokens/s", "tokens_per_second", "{:,.0f}".format),
             ("allocated peak GiB", "allocated_peak_bytes", lambda v: f"{v / GIB:.2f}"),
             ("reserved peak GiB", "reserved_peak_bytes", lambda v: f"{v / GIB:.2f}"),
+            ("forward's allocated peak GiB", "fwd_peak_bytes", lambda v: f"{v / GIB:.2f}"),
+            ("backward's allocated peak GiB", "bwd_peak_bytes", lambda v: f"{v / GIB:.2f}"),
+            ("optimizer's allocated peak GiB", "optim_peak_bytes", lambda v: f"{v / GIB:.2f}"),
             ("host arena GiB", "host_arena_bytes", lambda v: f"{v / GIB:.2f}"),
             ("first loss", "losses", lambda v: f"{v[0]:.5f}"),
             ("last loss", "losses", lambda v: f"{v[-1]:.5f}"),
