@@ -6,8 +6,8 @@
 # (offload_F_again: how far two runs of the same GPU program drift apart, the
 # yardstick for offload's own difference), and with NO_CHECKPOINT=1 the model
 # runs once more without checkpointing (out of memory is a result there, not a
-# failure). The checks of the offload path against the
-# CPU are bench/gpu/run.sh's (CHECKS=offload).
+# failure). The checks of the offload path against the CPU are
+# bench/gpu/run.sh's (CHECKS=offload).
 # Usage: bench/gpu/offload.sh   (env: BUILD_DIR=build-gpu, built by bench/gpu/run.sh;
 #        CONFIG=examples/moe-bench.toml (or bench/gpu/offload-deep.toml) STEPS=8
 #        FRACTIONS="0 1" AGAIN="0" NO_CHECKPOINT=0 OUT_DIR=bench/results WORK=<temp dir>)

@@ -154,8 +154,14 @@ std::string TokensChart(const ReportInput& in, const std::vector<Mark>& marks) {
 }
 
 template <double (v1::StepPoint::*Get)() const, bool (v1::StepPoint::*Has)() const>
-double PhaseOf(const v1::StepPoint& p) {
+double OrNaN(const v1::StepPoint& p) {
   return (p.*Has)() ? (p.*Get)() : kNaN;
+}
+
+// True when some point has a finite value: a line worth drawing.
+bool AnyFinite(const v1::RunStepsResponse& steps, double (*value)(const v1::StepPoint&)) {
+  return std::any_of(steps.points().begin(), steps.points().end(),
+                     [&](const v1::StepPoint& p) { return std::isfinite(value(p)); });
 }
 
 std::string PhaseTip(const v1::StepPoint& p, double y) { return Tip(p, Seconds(y)); }
@@ -178,24 +184,21 @@ std::string PhaseChart(const ReportInput& in, const std::vector<Mark>& marks) {
   };
   const Phase phases[] = {
       {"fwd", "fwd", "#4e79a7",
-       PhaseOf<&v1::StepPoint::fwd_seconds, &v1::StepPoint::has_fwd_seconds>},
+       OrNaN<&v1::StepPoint::fwd_seconds, &v1::StepPoint::has_fwd_seconds>},
       {"bwd", "bwd", "#f28e2b",
-       PhaseOf<&v1::StepPoint::bwd_seconds, &v1::StepPoint::has_bwd_seconds>},
+       OrNaN<&v1::StepPoint::bwd_seconds, &v1::StepPoint::has_bwd_seconds>},
       {"optim", "optim", "#59a14f",
-       PhaseOf<&v1::StepPoint::optim_seconds, &v1::StepPoint::has_optim_seconds>},
+       OrNaN<&v1::StepPoint::optim_seconds, &v1::StepPoint::has_optim_seconds>},
       {"comm", "comm", "#e15759",
-       PhaseOf<&v1::StepPoint::comm_seconds, &v1::StepPoint::has_comm_seconds>},
+       OrNaN<&v1::StepPoint::comm_seconds, &v1::StepPoint::has_comm_seconds>},
       // What of comm the compute waited for: the rest was hidden behind it.
       {"exposed comm", "exposed", "#b07aa1",
-       PhaseOf<&v1::StepPoint::exposed_comm_seconds, &v1::StepPoint::has_exposed_comm_seconds>},
+       OrNaN<&v1::StepPoint::exposed_comm_seconds, &v1::StepPoint::has_exposed_comm_seconds>},
   };
-  for (const Phase& ph : phases) {
-    bool any = false;
-    for (const auto& p : steps.points()) any = any || std::isfinite(ph.value(p));
-    if (any)
+  for (const Phase& ph : phases)
+    if (AnyFinite(steps, ph.value))
       c.series.push_back(
           Line(steps, ph.name, ph.color, std::string("phase-") + ph.key, ph.value, PhaseTip));
-  }
   return RenderLineChart(c);
 }
 
@@ -209,18 +212,14 @@ std::string LoadChart(const ReportInput& in, const std::vector<Mark>& marks) {
   const v1::RunStepsResponse& steps = *in.steps;
   LineChart c = StepChart("chart-load", "expert load over steps", "busiest over mean", marks);
   auto tip = [](const v1::StepPoint& p, double y) { return Tip(p, FormatRatio(y)); };
-  bool ep = false;
-  for (const auto& p : steps.points()) ep = ep || p.has_ep_load_max_over_mean();
-  if (ep)
-    c.series.push_back(
-        Line(steps, "EP ranks", "#e15759", "load-ep",
-             PhaseOf<&v1::StepPoint::ep_load_max_over_mean,
-                     &v1::StepPoint::has_ep_load_max_over_mean>,
-             tip));
-  c.series.push_back(Line(steps, "experts", "#4e79a7", "load-experts",
-                          PhaseOf<&v1::StepPoint::expert_load_max_over_mean,
-                                  &v1::StepPoint::has_expert_load_max_over_mean>,
-                          tip));
+  const auto ep =
+      OrNaN<&v1::StepPoint::ep_load_max_over_mean, &v1::StepPoint::has_ep_load_max_over_mean>;
+  const auto experts = OrNaN<&v1::StepPoint::expert_load_max_over_mean,
+                             &v1::StepPoint::has_expert_load_max_over_mean>;
+  if (AnyFinite(steps, ep))
+    c.series.push_back(Line(steps, "EP ranks", "#e15759", "load-ep", ep, tip));
+  if (AnyFinite(steps, experts))
+    c.series.push_back(Line(steps, "experts", "#4e79a7", "load-experts", experts, tip));
   return RenderLineChart(c);
 }
 
