@@ -19,7 +19,7 @@
 # The default "2 16:2" is moe-bench's 2 rows, then 16 rows as 8 micro-batches of 2;
 # BATCHES="" stops after the checks.
 # Usage: bench/gpu/run.sh   (env: STEPS=50 WARMUP=5 BATCHES="2 16:2" KERNELS=1 CHECK=1
-#        CHECK_STEPS=30 CHECKS="documents causal micro groups offload" PROFILE=0 (1: every run writes
+#        CHECK_STEPS=15 CHECKS="documents causal micro groups offload" PROFILE=0 (1: every run writes
 #        OUT_DIR/profile-<size>-<run>.txt, its CUDA kernels over two steps by time and kind
 #        and, for trellis-train, the device's idle gaps;
 #        trellis-train is then built with -DTRELLIS_KERNEL_PROFILE=ON)
@@ -37,7 +37,7 @@ STEPS=${STEPS:-50}
 WARMUP=${WARMUP:-5}
 KERNELS=${KERNELS:-1}
 CHECK=${CHECK:-1}
-CHECK_STEPS=${CHECK_STEPS:-30}
+CHECK_STEPS=${CHECK_STEPS:-15}
 CHECKS=${CHECKS:-documents causal micro groups offload}
 PROFILE=${PROFILE:-0}
 BATCHES=${BATCHES-2 16:2}  # set but empty: checks only
@@ -72,32 +72,32 @@ if [ "$KERNELS" = 1 ] && [ -x bench/gpu/kernels/run.sh ]; then
   bench/gpu/kernels/run.sh || echo "run.sh: kernels benchmark failed (rc $?), continuing"
 fi
 
-# Losses of trellis-train on a tiny config, GPU against the CPU fp32 reference.
+# Losses of trellis-train on a tiny config, GPU against the CPU fp32 reference
+# (bench/gpu/check_losses.py). Two more runs say what rounding alone does on
+# the same trajectory, printed beside: the CPU at one thread (another
+# reduction order) and the GPU fp32 run again (its own run-to-run drift).
+# Discrete routing amplifies rounding: on tiny-moe one CPU thread against two
+# is 3e-6 apart at 15 steps but 2e-3 at 30, past the fp32 tolerance, so the
+# default CHECK_STEPS is 15 and longer checks judge chaos, not correctness.
+# A check over its tolerance fails run.sh (exit 1, after any benchmark).
+check_failed=0
 check() {  # CORPUS NAME [MICRO_BATCH [EXPERT_GROUPS [OFFLOAD_FRACTION]]]
   local corpus=$1 name=$2 micro=${3:-0} groups=${4:-1} offload=${5:-0} steps=$CHECK_STEPS
   local base="$WORK/check_$name"
-  for v in "cpu float32" "cuda float32" "cuda bfloat16"; do
+  for v in "cpu float32" "cpu float32 1thread" "cuda float32" "cuda bfloat16" \
+    "cuda float32 again"; do
     set -- $v
+    local label=$1.$2${3:+.$3} threads=$([ "${3:-}" = 1thread ] && echo 1)
     sed -e "s/^dtype = .*/dtype = \"$2\"/" -e "s/^\[training\]/[training]\ndevice = \"$1\"/" \
       -e "s/^global_batch = .*/&\nmicro_batch = $micro/" \
       -e "s/^experts_per_token = .*/&\nexpert_groups = $groups/" \
       -e "s/^\[training\]/[parallel]\noffload_fraction = $offload\n\n&/" \
-      examples/tiny-moe.toml > "$base.$1.$2.toml"
-    "$BIN/trellis-train" "$base.$1.$2.toml" --data "$corpus" --steps $steps --json \
-      > "$base.$1.$2.jsonl" 2> "$base.$1.$2.err" || { cat "$base.$1.$2.err"; die "check $name $v"; }
+      examples/tiny-moe.toml > "$base.$label.toml"
+    env ${threads:+OMP_NUM_THREADS=$threads} \
+      "$BIN/trellis-train" "$base.$label.toml" --data "$corpus" --steps $steps --json \
+      > "$base.$label.jsonl" 2> "$base.$label.err" || { cat "$base.$label.err"; die "check $name $v"; }
   done
-  python3 - "$base" "$name" <<'PY'
-import json, sys
-base, name = sys.argv[1], sys.argv[2]
-loss = lambda v: [json.loads(l)["loss"] for l in open(f"{base}.{v}.jsonl")]
-ref = loss("cpu.float32")
-for v, tol in (("cuda.float32", 1e-3), ("cuda.bfloat16", 2e-2)):
-    got = loss(v)
-    worst = max(abs(a - b) / b for a, b in zip(got, ref))
-    print(f"check {name}: {v} vs cpu.float32 over {len(ref)} steps: max rel loss diff "
-          f"{worst:.2e} (tolerance {tol:g}), last {got[-1]:.4f} vs {ref[-1]:.4f}: "
-          f"{'ok' if worst <= tol else 'FAILED'}")
-PY
+  python3 bench/gpu/check_losses.py "$base" "$name" || check_failed=1
 }
 if [ "$CHECK" = 1 ]; then
   log "GPU vs CPU fp32 on examples/tiny-moe.toml"
@@ -118,7 +118,8 @@ if [ "$CHECK" = 1 ]; then
   done
 fi
 
-[ -n "$BATCHES" ] || { log "BATCHES empty: checks only"; exit 0; }
+[ "$check_failed" = 0 ] || echo "run.sh: a GPU-vs-CPU check FAILED (above); run.sh will exit 1"
+[ -n "$BATCHES" ] || { log "BATCHES empty: checks only"; exit "$check_failed"; }
 for b in $BATCHES; do  # refuse a bad list before hours of work
   [[ $b =~ ^[1-9][0-9]*(:[1-9][0-9]*)?$ ]] || die "BATCHES entry '$b' is not GLOBAL or GLOBAL:MICRO"
   global=${b%%:*} micro=${b#*:}; [ "$micro" = "$b" ] && micro=0
@@ -232,3 +233,4 @@ with open(prefix + ".md", "w") as f:
     f.write("\n".join(md).rstrip("\n") + "\n")
 print("\n".join(md))
 PY
+exit "$check_failed"
