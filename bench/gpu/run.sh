@@ -67,9 +67,10 @@ ninja -C "$BUILD_DIR" -j "$JOBS" trellis-train trellis-corpus trellis-export > "
   || { grep -E "error" -A5 "$WORK/build.log" | head -60; die "build"; }
 BIN=$BUILD_DIR/bin
 
+check_failed=0  # a failed test or check: exit 1 at the end, after the benchmarks
 if [ "$KERNELS" = 1 ] && [ -x bench/gpu/kernels/run.sh ]; then
   log "kernels benchmark"
-  bench/gpu/kernels/run.sh || echo "run.sh: kernels benchmark failed (rc $?), continuing"
+  bench/gpu/kernels/run.sh || { echo "run.sh: kernel tests or benchmark failed (rc $?), continuing"; check_failed=1; }
 fi
 
 # Losses of trellis-train on a tiny config, GPU against the CPU fp32 reference
@@ -80,7 +81,6 @@ fi
 # is 3e-6 apart at 15 steps but 2e-3 at 30, past the fp32 tolerance, so the
 # default CHECK_STEPS is 15 and longer checks judge chaos, not correctness.
 # A check over its tolerance fails run.sh (exit 1, after any benchmark).
-check_failed=0
 check() {  # CORPUS NAME [MICRO_BATCH [EXPERT_GROUPS [OFFLOAD_FRACTION]]]
   local corpus=$1 name=$2 micro=${3:-0} groups=${4:-1} offload=${5:-0} steps=$CHECK_STEPS
   local base="$WORK/check_$name"
@@ -118,7 +118,7 @@ if [ "$CHECK" = 1 ]; then
   done
 fi
 
-[ "$check_failed" = 0 ] || echo "run.sh: a GPU-vs-CPU check FAILED (above); run.sh will exit 1"
+[ "$check_failed" = 0 ] || echo "run.sh: a kernel test or GPU-vs-CPU check FAILED (above); run.sh will exit 1"
 [ -n "$BATCHES" ] || { log "BATCHES empty: checks only"; exit "$check_failed"; }
 for b in $BATCHES; do  # refuse a bad list before hours of work
   [[ $b =~ ^[1-9][0-9]*(:[1-9][0-9]*)?$ ]] || die "BATCHES entry '$b' is not GLOBAL or GLOBAL:MICRO"

@@ -5,6 +5,7 @@
 #   bench/gpu/kernels/run.sh [out_dir]
 # Each step runs under a time limit, so a hung kernel costs minutes, not the
 # whole session; a grouped-GEMM hang leaves the other groups benchmarked.
+# Exits 1 when a test failed or hung, after the benchmark.
 set -uo pipefail
 out=${1:-${OUT:-bench-out}}
 mkdir -p "$out"
@@ -23,7 +24,8 @@ ninja -C $build -j"$(nproc)" kernels_ref_test kernels_test trellis-kernel-bench 
 # The Hopper main loop must show up as HGMMA in the machine code.
 cuobjdump -sass ./$build/tests/kernels_test 2>/dev/null | grep -oE "HGMMA\.[0-9A-Za-z.]+" | sort | uniq -c
 ./$build/tests/kernels_ref_test > "$out/kernels_ref_test.log" 2>&1
-echo "kernels_ref_test rc=$? $(tail -1 "$out/kernels_ref_test.log")"
+ref_rc=$?
+echo "kernels_ref_test rc=$ref_rc $(tail -1 "$out/kernels_ref_test.log")"
 timeout 120 ./$build/tests/kernels_test > "$out/kernels_test.log" 2>&1
 test_rc=$?
 echo "kernels_test rc=$test_rc $(tail -1 "$out/kernels_test.log")"
@@ -39,3 +41,5 @@ else
   timeout 300 $bench --json "$out/kernels-bench.json" 2>&1 | tee "$out/bench.log"
   echo "bench rc=${PIPESTATUS[0]}"
 fi
+[ $ref_rc -eq 0 ] && [ $test_rc -eq 0 ] \
+  || { echo "kernels/run.sh: tests failed (kernels_ref_test rc $ref_rc, kernels_test rc $test_rc)"; exit 1; }
