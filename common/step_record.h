@@ -25,10 +25,11 @@ struct StepRecord {
   std::optional<double> optim_seconds;
   std::optional<double> comm_seconds;
   std::optional<double> exposed_comm_seconds;
-  // MoE routing over the step's tokens (all ranks, all micro-batches), the
-  // worst layer: the busiest expert's tokens over the mean expert's, and the
-  // busiest EP rank's (a block of experts) over the mean EP rank's (only
-  // where EP > 1). 1 is even; the EP figure is what the slowest GPU pays.
+  // MoE routing over the step's tokens (all ranks), the worst layer: the
+  // busiest expert's tokens over the mean expert's, and the busiest EP rank's
+  // (a block of experts) over the mean EP rank's (only where EP > 1), each
+  // forward's busiest summed over the step's micro-batches. 1 is even; the
+  // EP figure is what the slowest GPU pays.
   std::optional<double> expert_load_max_over_mean;
   std::optional<double> ep_load_max_over_mean;
   std::optional<int64_t> alloc_retries;

@@ -313,6 +313,7 @@ void Trainer::Step() {
   const int64_t targets = Targets(batch);
   s.model->ZeroGrad();
   ShardedForward out;
+  std::vector<std::vector<torch::Tensor>> forward_counts;  // the expert load's
   for (int64_t i = 0; i < parts; ++i) {
     TokenBatch mine = RowsToDevice(batch, s.comm->rank() * rows + i * micro, micro, s.device);
     // Cross entropy over the whole batch's targets, so the micro-batches'
@@ -324,6 +325,7 @@ void Trainer::Step() {
         s.model->ForwardBackward(mine, targets, micro * world * t.seq_len, s.compute_dtype,
                                  t.aux_loss_coef / static_cast<double>(parts), &laps);
     laps.Mark();
+    forward_counts.push_back(f.expert_counts);
     if (i == 0) {
       out = std::move(f);
       continue;
@@ -341,7 +343,7 @@ void Trainer::Step() {
   // The step's one read: loss, gradient norm, the routing check, the expert load.
   const bool moe = !out.expert_counts.empty();
   std::vector<torch::Tensor> read{out.ce, grad_norm, out.routing_changed};
-  if (moe) read.push_back(ExpertLoadFigures(out.expert_counts, s.mesh.ep));
+  if (moe) read.push_back(ExpertLoadFigures(forward_counts, s.mesh.ep));
   const auto figures = torch::cat(read).cpu();
   // Forward and backward of each micro-batch, then the optimizer.
   const std::vector<double> lap = laps.Finish();
@@ -420,10 +422,12 @@ void Trainer::Step() {
     }
   }
   if (s.options.on_expert_load) {
-    std::vector<std::vector<int64_t>> load;
-    for (const auto& c : out.expert_counts) {
-      const auto host = c.to(torch::kCPU, torch::kLong).contiguous();
-      load.emplace_back(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
+    std::vector<std::vector<std::vector<int64_t>>> load(forward_counts.size());
+    for (size_t i = 0; i < forward_counts.size(); ++i) {
+      for (const auto& c : forward_counts[i]) {
+        const auto host = c.to(torch::kCPU, torch::kLong).contiguous();
+        load[i].emplace_back(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
+      }
     }
     s.options.on_expert_load(s.step, load);
   }

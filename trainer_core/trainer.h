@@ -54,9 +54,11 @@ struct TrainerOptions {
   // (RefusedInput otherwise). Empty: not checked (trellis-train alone).
   std::vector<std::string> data_roots;
   // For measurements (bench/routing): after each step, the tokens routed to
-  // each expert of each layer in that step, over all ranks ([layer][expert]).
-  // Costs a host read of the counts per step where set. None: not read.
-  std::function<void(int64_t step, const std::vector<std::vector<int64_t>>& counts)>
+  // each expert of each layer in each forward (micro-batch) of that step,
+  // over all ranks ([forward][layer][expert]). Costs a host read of the
+  // counts per step where set. None: not read.
+  std::function<void(int64_t step,
+                     const std::vector<std::vector<std::vector<int64_t>>>& forwards)>
       on_expert_load;
 };
 

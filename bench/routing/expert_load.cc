@@ -4,8 +4,10 @@
 // run on standard output (bench/routing/run.sh tables them):
 //  - the load of expert-parallel ranks: for each --ep size, the token-expert
 //    pairs of the busiest EP rank (a block of experts / ep consecutive
-//    experts) over the mean rank's, per layer and step; the model does not
-//    depend on the world size, so world 1 gives every mesh's routing exactly;
+//    experts) over the mean rank's, per layer and forward (each micro-batch
+//    where the spec sets them); the model does not depend on the world size,
+//    so world 1 gives every mesh's routing exactly (without micro-batches:
+//    with them, a forward at world W routes W times world 1's rows);
 //  - the busiest expert over the mean expert, likewise;
 //  - the loss: each step's batch is scored before the model trains on it, so
 //    within the first epoch the step losses are losses on unseen text.
@@ -92,12 +94,16 @@ int main(int argc, char** argv) {
       std::vector<double> losses;
       TrainerOptions o;
       o.on_step = [&](const StepRecord& r) { losses.push_back(r.loss); };
-      o.on_expert_load = [&](int64_t step, const std::vector<std::vector<int64_t>>& counts) {
+      o.on_expert_load = [&](int64_t step,
+                             const std::vector<std::vector<std::vector<int64_t>>>& forwards) {
         const bool late = step > steps / 2;
-        for (const auto& layer : counts) {
-          for (size_t i = 0; i < eps.size(); ++i)
-            rank_load[i].Add(MaxOverMean(layer, layer.size() / static_cast<size_t>(eps[i])), late);
-          expert_load.Add(MaxOverMean(layer, 1), late);
+        for (const auto& forward : forwards) {
+          for (const auto& layer : forward) {
+            for (size_t i = 0; i < eps.size(); ++i)
+              rank_load[i].Add(MaxOverMean(layer, layer.size() / static_cast<size_t>(eps[i])),
+                               late);
+            expert_load.Add(MaxOverMean(layer, 1), late);
+          }
         }
       };
       Trainer trainer(spec, o);

@@ -6,32 +6,42 @@
 namespace trellis::train {
 namespace {
 
-// [layers, n] -> [1]: max over layers of (max over n / mean over n); 1 where
-// a layer's mean is 0.
+// [forwards, layers, n] -> [1]: max over layers of (max over n, summed over
+// forwards) / (mean over n, summed over forwards); 1 where a layer routed
+// nothing.
 torch::Tensor WorstMaxOverMean(const torch::Tensor& load) {
-  const auto mean = load.mean(1);
-  const auto ratio = load.amax(1) / mean.clamp_min(1e-300);
+  const auto most = load.amax(2).sum(0);
+  const auto mean = load.mean(2).sum(0);
+  const auto ratio = most / mean.clamp_min(1e-300);
   return torch::where(mean > 0, ratio, torch::ones_like(ratio)).amax().reshape({1});
 }
 
 }  // namespace
 
-torch::Tensor ExpertLoadFigures(const std::vector<torch::Tensor>& counts, int64_t ep) {
-  if (counts.empty()) throw std::invalid_argument("expert load: no MoE layer's counts");
-  const int64_t experts = counts.front().numel();
+torch::Tensor ExpertLoadFigures(const std::vector<std::vector<torch::Tensor>>& forwards,
+                                int64_t ep) {
+  if (forwards.empty() || forwards.front().empty())
+    throw std::invalid_argument("expert load: no MoE layer's counts");
+  const size_t layers = forwards.front().size();
+  const int64_t experts = forwards.front().front().numel();
   if (ep < 1 || experts % ep != 0)
     throw std::invalid_argument("expert load: ep " + std::to_string(ep) +
                                 " does not divide the layer's " + std::to_string(experts) +
                                 " experts");
   std::vector<torch::Tensor> rows;
-  rows.reserve(counts.size());
-  for (const auto& c : counts) {
-    if (c.numel() != experts)
-      throw std::invalid_argument("expert load: layers have different expert counts");
-    rows.push_back(c.reshape({experts}).to(torch::kDouble));
+  rows.reserve(forwards.size() * layers);
+  for (const auto& forward : forwards) {
+    if (forward.size() != layers)
+      throw std::invalid_argument("expert load: forwards have different layer counts");
+    for (const auto& c : forward) {
+      if (c.numel() != experts)
+        throw std::invalid_argument("expert load: layers have different expert counts");
+      rows.push_back(c.reshape({experts}).to(torch::kDouble));
+    }
   }
-  const auto load = torch::stack(rows);  // [layers, experts]
-  const auto blocks = load.view({load.size(0), ep, experts / ep}).sum(2);
+  const int64_t f = static_cast<int64_t>(forwards.size()), l = static_cast<int64_t>(layers);
+  const auto load = torch::stack(rows).view({f, l, experts});
+  const auto blocks = load.view({f, l, ep, experts / ep}).sum(3);
   return torch::cat({WorstMaxOverMean(load), WorstMaxOverMean(blocks)});
 }
 
