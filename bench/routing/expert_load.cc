@@ -8,7 +8,8 @@
 //    where the spec sets them); the model does not depend on the world size,
 //    so world 1 gives every mesh's routing exactly (without micro-batches:
 //    with them, a forward at world W routes W times world 1's rows);
-//  - the busiest expert over the mean expert, likewise;
+//  - the busiest expert over the mean expert, likewise, over all layers and
+//    for each layer (expert_load_by_layer: which layer is uneven);
 //  - the loss: each step's batch is scored before the model trains on it, so
 //    within the first epoch the step losses are losses on unseen text.
 //   expert_load SPEC --data CORPUS --steps N --groups 1 --groups 4 --ep 4 --ep 8
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
       spec.model.expert_groups = groups;
       std::vector<Figure> rank_load(eps.size());
       Figure expert_load;
+      std::vector<Figure> layer_load(static_cast<size_t>(spec.model.layers));
       std::vector<double> losses;
       TrainerOptions o;
       o.on_step = [&](const StepRecord& r) { losses.push_back(r.loss); };
@@ -98,11 +100,13 @@ int main(int argc, char** argv) {
                              const std::vector<std::vector<std::vector<int64_t>>>& forwards) {
         const bool late = step > steps / 2;
         for (const auto& forward : forwards) {
-          for (const auto& layer : forward) {
+          for (size_t l = 0; l < forward.size(); ++l) {
+            const auto& layer = forward[l];
             for (size_t i = 0; i < eps.size(); ++i)
               rank_load[i].Add(MaxOverMean(layer, layer.size() / static_cast<size_t>(eps[i])),
                                late);
             expert_load.Add(MaxOverMean(layer, 1), late);
+            if (l < layer_load.size()) layer_load[l].Add(MaxOverMean(layer, 1), late);
           }
         }
       };
@@ -111,6 +115,8 @@ int main(int argc, char** argv) {
       trainer.Run(steps);
       nlohmann::ordered_json ranks = nlohmann::ordered_json::object();
       for (size_t i = 0; i < eps.size(); ++i) ranks[std::to_string(eps[i])] = rank_load[i].Json();
+      nlohmann::ordered_json by_layer = nlohmann::ordered_json::array();
+      for (const auto& f : layer_load) by_layer.push_back(f.Json());
       // The last tenth of the steps' losses, each on a batch not yet trained on.
       const size_t tail = std::max<size_t>(1, losses.size() / 10);
       double tail_loss = 0;
@@ -130,7 +136,8 @@ int main(int argc, char** argv) {
           {"tail_loss", tail_loss / static_cast<double>(tail)},
           {"tail_steps", tail},
           {"ep_rank_load", ranks},
-          {"expert_load", expert_load.Json()}};
+          {"expert_load", expert_load.Json()},
+          {"expert_load_by_layer", by_layer}};
       std::cout << out.dump() << std::endl;
     }
   } catch (const std::exception& e) {

@@ -2,7 +2,8 @@
 # bench/routing/run.sh end to end on a few steps of the test text: it builds
 # its corpus, trains every variant, and writes the table and the JSON; in the
 # JSON, group-limited routing with one group per EP rank loads every rank
-# exactly the same, while plain top-k does not, and every loss is finite.
+# exactly the same, while plain top-k does not, every loss is finite, and
+# the per-layer expert load has every layer, the worst of them the run's.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 : "${BUILD_DIR:?the build directory}"
@@ -29,6 +30,11 @@ for r in runs:
             assert load["worst_max_over_mean"] == 1.0, (ep, r)
         else:
             assert load["worst_max_over_mean"] > 1.0, (ep, r)
+    # One figure per layer, and the run's worst is the worst layer's.
+    by_layer = r["expert_load_by_layer"]
+    assert len(by_layer) == r["layers"], r
+    assert max(l["worst_max_over_mean"] for l in by_layer) == \
+        r["expert_load"]["worst_max_over_mean"], r
 assert glob.glob(f"{out}/routing-*.md"), "no markdown table"
 print("bench/routing/run.sh: ok,", len(runs), "runs")
 PY
