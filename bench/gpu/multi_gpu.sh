@@ -9,6 +9,11 @@
 #                 gradient reduction
 #   one_node      base as 1 node of NGPU (expert parallel over every GPU, no
 #                 expert gather)
+#   one_node_groups one_node with model.expert_groups = NGPU: every EP rank
+#                 gets the same token-expert pairs (its EP load is exactly 1),
+#                 so one_node's gap to it is what routing imbalance costs
+#                 there (moe-bench's deep layers route most tokens to the same
+#                 experts early in training: bench/results/routing-depth-2026-12-03.md)
 #   ctas_default  base with NCCL's own CTA count (NCCL_MAX_CTAS unset)
 #   gather_fp8    base with parallel.expert_gather_dtype = "fp8"
 #   gather_bf16   base with parallel.expert_gather_dtype = "bfloat16"
@@ -32,8 +37,8 @@
 # deploy/gpu/stage-headers.sh and carry .third_party (bench/gpu/README.md).
 #
 # Usage: bench/gpu/multi_gpu.sh [NGPU]   (env: STEPS=20 WARMUP=5
-#        VARIANTS="one_gpu base one_node ctas_default gather_fp8 gather_bf16 grad_fp32 visible_one
-#        prefetch_off" PREFETCH_LAYERS=1
+#        VARIANTS="one_gpu base one_node one_node_groups ctas_default gather_fp8 gather_bf16
+#        grad_fp32 visible_one prefetch_off" PREFETCH_LAYERS=1
 #        BUILD_DIR=build-gpu OUT_DIR=bench/results WORK=<temp dir> TRELLIS_COMM_TIMEOUT_S=300
 #        DEVICE=cpu: the same launcher on CPU (gloo, examples/tiny-moe.toml) to check it)
 set -uo pipefail
@@ -46,7 +51,7 @@ else
 fi
 STEPS=${STEPS:-20}
 WARMUP=${WARMUP:-5}
-ALL_VARIANTS="one_gpu base one_node ctas_default gather_fp8 gather_bf16 grad_fp32 visible_one"
+ALL_VARIANTS="one_gpu base one_node one_node_groups ctas_default gather_fp8 gather_bf16 grad_fp32 visible_one"
 VARIANTS=${VARIANTS:-$ALL_VARIANTS prefetch_off}
 PREFETCH_LAYERS=${PREFETCH_LAYERS:-1}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -85,8 +90,10 @@ ROWS_PER_GPU=$(sed -n 's/^global_batch = \([0-9]*\).*/\1/p' "$BASE_SPEC")
 # spec VARIANT WORLD -> path: the base spec with the variant's [parallel] and batch.
 spec() {
   local path="$WORK/$1.toml" node=$NODE_SIZE gather=float32 grad=bfloat16 ahead=$PREFETCH_LAYERS
+  local groups=1
   [ "$2" = 1 ] && node=1
   [ "$1" = one_node ] && node=$2
+  [ "$1" = one_node_groups ] && node=$2 && groups=$2
   [ "$1" = gather_fp8 ] && gather=fp8
   [ "$1" = gather_bf16 ] && gather=bfloat16
   [ "$1" = grad_fp32 ] && grad=float32
@@ -97,6 +104,7 @@ spec() {
   sed -e "s/^global_batch = .*/global_batch = $((ROWS_PER_GPU * $2))/" \
       -e "s/^steps = .*/steps = $STEPS/" -e "/^device = /d" -e "/^node_size = \|^ep = /d" \
       -e "/^grad_reduce_dtype = \|^expert_gather_dtype = \|^prefetch_layers = /d" \
+      -e "/^expert_groups = /d" -e "s/^experts_per_token = .*/&\nexpert_groups = $groups/" \
       -e "s/^\[parallel\]$/[parallel]\n$block/" "$BASE_SPEC" > "$path"
   grep -q '^\[parallel\]' "$path" || printf '[parallel]\n%b\n' "$block" >> "$path"
   sed -i "s/^\[training\]$/[training]\ndevice = \"$DEVICE\"/" "$path"

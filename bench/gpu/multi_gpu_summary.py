@@ -141,6 +141,9 @@ comparisons = {
     "prefetch_off_exposed_comm_share_of_step":
         rows.get("prefetch_off", {}).get("exposed_comm_share_of_step"),
     "base_vs_prefetch_off_tokens_per_s": ratio("base", "prefetch_off"),
+    # What routing imbalance costs the expert-parallel mesh: one_node against
+    # itself with every EP rank given the same load (expert_groups = EP).
+    "one_node_vs_groups_tokens_per_s": ratio("one_node", "one_node_groups"),
     "prefetch_off_vs_base_max_loss_diff_10_steps": loss_gap("prefetch_off", "base"),
     "expert_gather_bytes_per_layer_per_rank": bytes_gather,
     "grad_reduce_bytes_per_layer_per_rank": bytes_grad,

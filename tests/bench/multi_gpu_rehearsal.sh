@@ -23,7 +23,8 @@ import json, sys
 doc = json.load(open(sys.argv[1]))
 runs, cmp = doc["runs"], doc["comparisons"]
 bad = []
-want = {"one_gpu": (1, 1), "base": (2, 1), "one_node": (2, 2), "ctas_default": (2, 1),
+want = {"one_gpu": (1, 1), "base": (2, 1), "one_node": (2, 2), "one_node_groups": (2, 2),
+        "ctas_default": (2, 1),
         "gather_fp8": (2, 1), "gather_bf16": (2, 1), "grad_fp32": (2, 1), "visible_one": (2, 1),
         "prefetch_off": (2, 1)}
 for v, (world, node) in want.items():
@@ -45,6 +46,12 @@ for v, (world, node) in want.items():
 ep = {v: (runs.get(v) or {}).get("ep_load_median") for v in ("one_node", "base", "one_gpu")}
 if ep["one_node"] is None or not ep["one_node"] >= 1 or ep["base"] is not None or ep["one_gpu"] is not None:
     bad.append(f"EP load medians {ep}: expected >= 1 for one_node (EP 2) and none at EP 1")
+# One expert group per EP rank: every rank gets the same load, every step.
+groups_ep = (runs.get("one_node_groups") or {}).get("ep_load_median")
+if groups_ep != 1.0:
+    bad.append(f"one_node_groups EP load median {groups_ep}, expected exactly 1")
+if cmp.get("one_node_vs_groups_tokens_per_s") is None:
+    bad.append("no one_node_vs_groups_tokens_per_s comparison")
 # Same numbers, other timing or device mapping: the same losses (one thread, gloo).
 for k in ("prefetch_off_vs_base_max_loss_diff_10_steps", "same_numerics_max_loss_diff_10_steps"):
     if cmp[k] is None or cmp[k] > 1e-6:
