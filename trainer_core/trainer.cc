@@ -313,7 +313,7 @@ void Trainer::Step() {
   const int64_t targets = Targets(batch);
   s.model->ZeroGrad();
   ShardedForward out;
-  std::vector<std::vector<torch::Tensor>> forward_counts;  // the expert load's
+  std::vector<std::vector<torch::Tensor>> forward_counts;  // each forward's, for the expert load
   for (int64_t i = 0; i < parts; ++i) {
     TokenBatch mine = RowsToDevice(batch, s.comm->rank() * rows + i * micro, micro, s.device);
     // Cross entropy over the whole batch's targets, so the micro-batches'
