@@ -46,7 +46,7 @@ class Store {
     RunState to;
     std::string reason;
     std::string evidence_json = "{}";
-    std::function<absl::Status(Store&)> also;
+    std::function<absl::Status(Store&)> also = nullptr;  // none: the step alone
   };
   absl::Status Transitions(const std::string& run_id, const std::vector<Step>& steps,
                            WallTime now);
