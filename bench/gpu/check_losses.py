@@ -15,34 +15,23 @@ horizon long enough for routing to amplify rounding).
 import json
 import sys
 
+from loss_records import first_step_over, records_of, relative_diffs
+
 TOLERANCES = {"cuda.float32": 1e-3, "cuda.bfloat16": 2e-2}
 
 
 def losses(path):
-    """The step records' losses; other lines (start-up output) are skipped."""
-    out = []
-    with open(path) as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and "loss" in record:
-                out.append(record["loss"])
+    out = [r["loss"] for r in records_of(path) if "loss" in r]
     if not out:
         raise SystemExit(f"check: no step records in {path}")
     return out
 
 
 def compare(got, ref):
-    """Relative differences step by step (steps counted from 1)."""
+    """Relative differences step by step; a run of another length is refused."""
     if len(got) != len(ref):
         raise SystemExit(f"check: {len(got)} steps against {len(ref)} in the reference")
-    return [abs(a - b) / abs(b) for a, b in zip(got, ref)]
-
-
-def first_over(diffs, limit):
-    return next((i + 1 for i, d in enumerate(diffs) if d > limit), None)
+    return relative_diffs(got, ref)
 
 
 def main():
@@ -56,7 +45,7 @@ def main():
         worst = max(diffs)
         ok = worst <= tol
         failed |= not ok
-        over = first_over(diffs, tol)
+        over = first_step_over(diffs, tol)
         result["variants"][variant] = dict(
             tolerance=tol, max_rel_loss_diff=worst, worst_step=diffs.index(worst) + 1,
             first_step_over_tolerance=over, step1_rel_loss_diff=diffs[0],
@@ -70,7 +59,7 @@ def main():
     for label, variant, other in (("cpu.float32 at 1 thread", "cpu.float32.1thread", "cpu.float32"),
                                   ("cuda.float32 run twice", "cuda.float32.again", "cuda.float32")):
         drift = compare(losses(f"{base}.{variant}.jsonl"), losses(f"{base}.{other}.jsonl"))
-        apart = first_over(drift, 0.0)
+        apart = first_step_over(drift, 0.0)
         result["rounding"][variant] = dict(against=other, max_rel_loss_diff=max(drift),
                                            first_step_apart=apart)
         print(f"check {name}: {label}: max rel loss diff {max(drift):.2e} from {other}"

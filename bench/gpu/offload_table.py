@@ -7,13 +7,9 @@ import statistics
 import sys
 from datetime import datetime, timezone
 
+from loss_records import drift, records_of
+
 GIB = 2 ** 30
-
-
-def records_of(path):
-    if not os.path.exists(path):
-        return []
-    return [json.loads(line) for line in open(path) if line.startswith("{")]
 
 
 def how_it_ended(err_path):
@@ -44,15 +40,6 @@ def summary(work, label):
            if all(f"mem_allocated_peak_{phase}_bytes" in r for r in later)},
         host_arena_bytes=records[-1].get("host_arena_bytes", 0),
         losses=[r["loss"] for r in records])
-
-
-def drift(losses, reference):
-    """The first step (1-based) whose loss differs from the reference's, and the
-    largest relative difference over the common steps."""
-    n = min(len(losses), len(reference))
-    first = next((i + 1 for i in range(n) if losses[i] != reference[i]), None)
-    worst = max((abs(losses[i] - reference[i]) / abs(reference[i]) for i in range(n)), default=0.0)
-    return first, worst
 
 
 def main():

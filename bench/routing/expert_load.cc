@@ -105,8 +105,9 @@ int main(int argc, char** argv) {
             for (size_t i = 0; i < eps.size(); ++i)
               rank_load[i].Add(MaxOverMean(layer, layer.size() / static_cast<size_t>(eps[i])),
                                late);
-            expert_load.Add(MaxOverMean(layer, 1), late);
-            if (l < layer_load.size()) layer_load[l].Add(MaxOverMean(layer, 1), late);
+            const double experts = MaxOverMean(layer, 1);
+            expert_load.Add(experts, late);
+            layer_load.at(l).Add(experts, late);
           }
         }
       };
