@@ -43,13 +43,15 @@ double MaxOverMean(const std::vector<int64_t>& load, size_t width) {
   return total == 0 ? 1.0 : static_cast<double>(most) * parts / static_cast<double>(total);
 }
 
-// Mean over the second half of the steps (the router has learned by then)
-// and the worst over all of them, of one figure per (step, layer).
+// Mean over the second half of the steps (the router has learned by then),
+// the worst over all of them, and the worst of step 1 (the untrained model:
+// what the initialization routes), of one figure per (step, layer).
 struct Figure {
-  double sum_late = 0, worst = 0;
+  double sum_late = 0, worst = 0, first = 0;
   int64_t late = 0;
-  void Add(double v, bool is_late) {
+  void Add(double v, int64_t step, bool is_late) {
     worst = std::max(worst, v);
+    if (step == 1) first = std::max(first, v);
     if (is_late) {
       sum_late += v;
       ++late;
@@ -57,7 +59,8 @@ struct Figure {
   }
   nlohmann::ordered_json Json() const {
     return {{"late_mean_max_over_mean", late ? sum_late / static_cast<double>(late) : 0.0},
-            {"worst_max_over_mean", worst}};
+            {"worst_max_over_mean", worst},
+            {"first_step_max_over_mean", first}};
   }
 };
 
@@ -104,10 +107,10 @@ int main(int argc, char** argv) {
             const auto& layer = forward[l];
             for (size_t i = 0; i < eps.size(); ++i)
               rank_load[i].Add(MaxOverMean(layer, layer.size() / static_cast<size_t>(eps[i])),
-                               late);
+                               step, late);
             const double experts = MaxOverMean(layer, 1);
-            expert_load.Add(experts, late);
-            layer_load.at(l).Add(experts, late);
+            expert_load.Add(experts, step, late);
+            layer_load.at(l).Add(experts, step, late);
           }
         }
       };

@@ -1,7 +1,9 @@
 // trellis-corpus build OUT.bin FILE_OR_DIR...   byte-level corpus from text files
 // trellis-corpus info FILE.bin                  verify a corpus and print its size
-// trellis-corpus synthetic OUT.bin VOCAB TOKENS [SEED]
-//                                               one synthetic document (data/synthetic.h)
+// trellis-corpus synthetic OUT.bin VOCAB TOKENS [SEED [DOC_TOKENS]]
+//                                               synthetic text (data/synthetic.h): one
+//                                               document, or documents of DOC_TOKENS
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -17,7 +19,7 @@ int Usage() {
   std::fprintf(stderr,
                "usage: trellis-corpus build OUT.bin FILE_OR_DIR...\n"
                "       trellis-corpus info FILE.bin\n"
-               "       trellis-corpus synthetic OUT.bin VOCAB TOKENS [SEED]\n");
+               "       trellis-corpus synthetic OUT.bin VOCAB TOKENS [SEED [DOC_TOKENS]]\n");
   return 2;
 }
 
@@ -37,19 +39,30 @@ int main(int argc, char** argv) {
                   static_cast<long>(stats.files_used), static_cast<long>(stats.files_skipped));
       return 0;
     }
-    if (verb == "synthetic" && (argc == 5 || argc == 6)) {
-      char* end = nullptr;
-      const long long vocab = std::strtoll(argv[3], &end, 10);
-      const bool vocab_ok = *end == '\0';
-      const long long tokens = std::strtoll(argv[4], &end, 10);
-      const bool tokens_ok = *end == '\0';
-      const unsigned long long seed = argc == 6 ? std::strtoull(argv[5], &end, 10) : 1234;
-      if (!vocab_ok || !tokens_ok || *end != '\0' || vocab < 2 || vocab > 65536 || tokens < 2) {
-        std::fprintf(stderr, "trellis-corpus: VOCAB in [2, 65536], TOKENS >= 2, SEED >= 0\n");
+    if (verb == "synthetic" && argc >= 5 && argc <= 7) {
+      // Whole numbers only: strtoull alone would take "-1" and "12abc".
+      const auto whole = [](const char* s, unsigned long long* v) {
+        char* end = nullptr;
+        errno = 0;
+        *v = std::strtoull(s, &end, 10);
+        return *s >= '0' && *s <= '9' && *end == '\0' && errno == 0;
+      };
+      unsigned long long vocab = 0, tokens = 0, seed = 1234, doc_tokens = 0;
+      if (!whole(argv[3], &vocab) || !whole(argv[4], &tokens) ||
+          (argc >= 6 && !whole(argv[5], &seed)) || (argc == 7 && !whole(argv[6], &doc_tokens)) ||
+          vocab < 2 || vocab > 65536 || tokens < 2 || tokens > (1ull << 40) || doc_tokens == 1 ||
+          doc_tokens > tokens) {
+        std::fprintf(stderr,
+                     "trellis-corpus: VOCAB in [2, 65536], TOKENS in [2, 2^40], SEED >= 0, "
+                     "DOC_TOKENS 0 (one document) or in [2, TOKENS]\n");
         return 2;
       }
-      WriteCorpus(argv[2], SyntheticCorpus(static_cast<uint32_t>(vocab), tokens, seed));
-      std::printf("%s: %lld tokens, 1 document, vocab %lld\n", argv[2], tokens, vocab);
+      const Corpus c =
+          SyntheticCorpus(static_cast<uint32_t>(vocab), static_cast<int64_t>(tokens), seed,
+                          static_cast<int64_t>(doc_tokens));
+      WriteCorpus(argv[2], c);
+      std::printf("%s: %llu tokens, %zu document%s, vocab %llu\n", argv[2], tokens,
+                  c.doc_starts.size(), c.doc_starts.size() == 1 ? "" : "s", vocab);
       return 0;
     }
     if (verb == "info" && argc == 3) {

@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "trainer_core/data/batches.h"
+#include "trainer_core/data/synthetic.h"
 #include "trainer_core/error.h"
 #include "trainer_core/file_test_util.h"
 
@@ -166,6 +170,81 @@ TEST_F(CorpusTest, TooSmallForOneRowIsAClearError) {
   c.tokens = {1, 2, 3};
   c.doc_starts = {0};
   EXPECT_THROW(BatchSource(&c, 8, 1, 1), RefusedInput);
+}
+
+TEST(SyntheticCorpusTest, DocumentsOfDocTokensCarryTheSameTokens) {
+  const Corpus one = SyntheticCorpus(1000, 1000, 7);
+  const Corpus split = SyntheticCorpus(1000, 1000, 7, 300);
+  EXPECT_EQ(split.tokens, one.tokens);
+  EXPECT_EQ(one.doc_starts, std::vector<uint64_t>{0});
+  EXPECT_EQ(split.doc_starts, (std::vector<uint64_t>{0, 300, 600, 900}));  // the last is shorter
+  EXPECT_EQ(SyntheticCorpus(1000, 1000, 7, 1000).doc_starts, std::vector<uint64_t>{0});
+  EXPECT_THROW(SyntheticCorpus(1000, 1000, 7, 1), TrainError);  // nothing to predict
+  EXPECT_THROW(SyntheticCorpus(1000, 1000, 7, -4), TrainError);
+}
+
+TEST_F(CorpusTest, SyntheticDocumentsMaskAttentionAndTargetsAtTheirBoundaries) {
+  const std::string path = (dir_ / "synth.bin").string();
+  WriteCorpus(path, SyntheticCorpus(500, 4096, 3, 64));
+  const Corpus c = ReadCorpus(path);
+  ASSERT_EQ(c.doc_starts.size(), 64u);
+  BatchSource src(&c, 256, 1, 0);
+  const HostBatch b = src.ForStep(0);
+  // A row of 256 positions over whole documents of 64: four document ids, and
+  // no target crosses from one document into the next.
+  const std::set<int64_t> ids(b.doc_ids.begin(), b.doc_ids.end());
+  EXPECT_EQ(ids.size(), 4u);
+  for (size_t t = 0; t + 1 < b.doc_ids.size(); ++t) {
+    if (b.doc_ids[t] != b.doc_ids[t + 1]) {
+      EXPECT_EQ(b.targets[t], -1) << "position " << t;
+    }
+  }
+}
+
+// trellis-corpus synthetic, as a user runs it: exit status, the file it
+// writes, and the message for arguments it refuses (no file written).
+class CorpusCliTest : public CorpusTest {
+ protected:
+  int Run(const std::string& args, std::string* out) {
+    const std::string cmd = std::string(TRELLIS_CORPUS_BIN) + " " + args + " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (!p) return -1;
+    char buf[512];
+    out->clear();
+    while (std::fgets(buf, sizeof buf, p)) *out += buf;
+    const int status = ::pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+};
+
+TEST_F(CorpusCliTest, SyntheticWritesDocumentsOfDocTokens) {
+  const std::string path = (dir_ / "c.bin").string();
+  std::string out;
+  ASSERT_EQ(Run("synthetic " + path + " 1000 5000 9 512", &out), 0) << out;
+  EXPECT_NE(out.find("5000 tokens, 10 documents, vocab 1000"), std::string::npos) << out;
+  const Corpus c = ReadCorpus(path);
+  EXPECT_EQ(c.tokens, SyntheticCorpus(1000, 5000, 9).tokens);
+  EXPECT_EQ(c.doc_starts, SyntheticCorpus(1000, 5000, 9, 512).doc_starts);
+  ASSERT_EQ(Run("synthetic " + path + " 1000 5000", &out), 0) << out;  // seed 1234, one document
+  EXPECT_EQ(ReadCorpus(path).tokens, SyntheticCorpus(1000, 5000, 1234).tokens);
+  EXPECT_NE(out.find("5000 tokens, 1 document, vocab 1000"), std::string::npos) << out;
+}
+
+TEST_F(CorpusCliTest, SyntheticRefusesBadNumbersNamingWhatIsAccepted) {
+  const std::string path = (dir_ / "bad.bin").string();
+  for (const char* args : {"1000 5000 9 1", "1000 5000 9 5001", "1000 5000 9 -64", "1000 5000 9 8x",
+                           "1 5000", "70000 5000", "1000 1", "1000 -5", "1000 5000 -1",
+                           "1000 5000 9 64 extra"}) {
+    std::string out;
+    EXPECT_EQ(Run("synthetic " + path + " " + args, &out), 2) << args << ": " << out;
+    EXPECT_FALSE(fs::exists(path)) << args;
+    if (std::string(args) == "1000 5000 9 64 extra") {  // too many arguments: the usage
+      EXPECT_NE(out.find("usage:"), std::string::npos) << out;
+    } else {
+      EXPECT_NE(out.find("DOC_TOKENS 0 (one document) or in [2, TOKENS]"), std::string::npos)
+          << args << ": " << out;
+    }
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "trainer_core/data/synthetic.h"
 
 #include <cmath>
+#include <string>
 
 #include "trainer_core/error.h"
 #include "trainer_core/model/init.h"
@@ -19,12 +20,17 @@ uint16_t Skewed(uint32_t vocab, double u) {
 
 }  // namespace
 
-Corpus SyntheticCorpus(uint32_t vocab, int64_t tokens, uint64_t seed) {
+Corpus SyntheticCorpus(uint32_t vocab, int64_t tokens, uint64_t seed, int64_t doc_tokens) {
   if (vocab < 2 || vocab > 65536) throw TrainError("synthetic corpus: vocab must be in [2, 65536]");
   if (tokens < 2) throw TrainError("synthetic corpus: needs at least 2 tokens");
+  if (doc_tokens < 0 || doc_tokens == 1)
+    throw TrainError("synthetic corpus: doc_tokens must be 0 (one document) or at least 2, got " +
+                     std::to_string(doc_tokens));
   Corpus c;
   c.vocab = vocab;
-  c.doc_starts = {0};
+  const int64_t per_doc = doc_tokens == 0 ? tokens : doc_tokens;
+  for (int64_t start = 0; start < tokens; start += per_doc)
+    c.doc_starts.push_back(static_cast<uint64_t>(start));
   c.tokens.resize(tokens);
   const uint64_t draw = ParamSeed(seed, "synthetic.draw");
   const uint64_t successor = ParamSeed(seed, "synthetic.successor");
