@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# What the untrained model routes, and why: each layer's busiest expert over
+# the mean expert at step 1 (before any update), then over training, for a
+# grid of document lengths (trellis-corpus synthetic's DOC_TOKENS: a row's
+# attention stops at each document's boundary) and initial weight scales
+# (model.init_std). The same tokens, the same batches, and at each init_std
+# the same weights in every run (bench/routing/expert_load.cc).
+# Usage: bench/routing/init.sh
+#   env: BUILD_DIR=build, OUT=bench/results, SPEC=bench/routing/moe-bench-cpu.toml,
+#        STEPS=40, TOKENS=200000 (the corpus), DOCS="0 512 64 8" (0: one document),
+#        STDS="0.02 0.006 0.002", GRID=cross (each DOCS at the first of STDS and
+#        each STDS at the first of DOCS) or full (every pair), NAME=routing-init
+# Writes OUT/NAME-<date>.json and its table (bench/routing/init_table.py) as .md.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR=${BUILD_DIR:-build}
+OUT=${OUT:-bench/results}
+SPEC=${SPEC:-bench/routing/moe-bench-cpu.toml}
+STEPS=${STEPS:-40}
+TOKENS=${TOKENS:-200000}
+DOCS=${DOCS:-0 512 64 8}
+STDS=${STDS:-0.02 0.006 0.002}
+GRID=${GRID:-cross}
+NAME=${NAME:-routing-init}
+die() { echo "init.sh: $*" >&2; exit 2; }
+for b in trellis-corpus expert_load; do
+  [ -x "$BUILD_DIR/bin/$b" ] || die "missing $BUILD_DIR/bin/$b: build first (ninja -C $BUILD_DIR $b)"
+done
+[ -f "$SPEC" ] || die "no spec $SPEC"
+case $GRID in cross | full) ;; *) die "GRID is cross or full, got '$GRID'" ;; esac
+grep -q '^init_std' "$SPEC" && die "$SPEC sets init_std: STDS sets it here"
+vocab=$(sed -n 's/^vocab *= *\([0-9]*\).*/\1/p' "$SPEC")
+[ -n "$vocab" ] || die "$SPEC has no model.vocab"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+read -r -a docs <<< "$DOCS"
+read -r -a stds <<< "$STDS"
+pairs=()
+for d in "${docs[@]}"; do
+  for s in "${stds[@]}"; do
+    if [ "$GRID" = full ] || [ "$d" = "${docs[0]}" ] || [ "$s" = "${stds[0]}" ]; then
+      pairs+=("$d:$s")
+    fi
+  done
+done
+start=$SECONDS
+: > "$work/runs.jsonl"
+for pair in "${pairs[@]}"; do
+  d=${pair%%:*} s=${pair##*:}
+  corpus="$work/docs$d.corpus"
+  [ -f "$corpus" ] || "$BUILD_DIR/bin/trellis-corpus" synthetic "$corpus" "$vocab" "$TOKENS" 1234 "$d" >&2
+  # model.init_std added after the [model] table's header.
+  sed -e "s/^\[model\]/&\ninit_std = $s/" "$SPEC" > "$work/spec.toml"
+  echo "== doc_tokens $d, init_std $s" >&2
+  "$BUILD_DIR/bin/expert_load" "$work/spec.toml" --data "$corpus" --steps "$STEPS" --groups 1 \
+      --ep 8 | python3 -c '
+import json, sys
+d, s = int(sys.argv[1]), float(sys.argv[2])
+for line in sys.stdin:
+    r = json.loads(line)
+    print(json.dumps({"doc_tokens": d, "init_std": s, **r}))' "$d" "$s" >> "$work/runs.jsonl"
+done
+seconds=$((SECONDS - start))
+mkdir -p "$OUT"
+prefix="$OUT/$NAME-$(date -u +%F)"
+# The spec's device: a GPU run names its GPU.
+gpu=""
+if grep -q '^device *= *"cuda"' "$SPEC"; then
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null || true)
+fi
+GPU_NAME=$gpu python3 - "$work/runs.jsonl" "$prefix" "$SPEC" "$TOKENS" \
+  "bench/routing/init.sh (SPEC=$SPEC STEPS=$STEPS TOKENS=$TOKENS DOCS=\"$DOCS\" STDS=\"$STDS\" GRID=$GRID)" \
+  "$seconds" <<'PY'
+import json, os, sys
+from datetime import datetime, timezone
+runs_path, prefix, spec, tokens, command, seconds = sys.argv[1:7]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
+gpu = os.environ.get("GPU_NAME", "")
+doc = {"benchmark": "routing-init", "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+       "machine": f"{os.cpu_count()} cores, {cpu}" + (f"; {gpu}" if gpu else ""),
+       "command": command, "spec": spec,
+       "corpus_tokens": int(tokens), "seconds": int(seconds),
+       "runs": [json.loads(l) for l in open(runs_path)]}
+json.dump(doc, open(prefix + ".json", "w"), indent=1)
+PY
+python3 bench/routing/init_table.py "$prefix.json" | tee "$prefix.md"
