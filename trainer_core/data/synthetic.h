@@ -1,13 +1,12 @@
 #pragma once
 // A synthetic corpus for benchmarks at any vocabulary: `tokens` tokens from
-// a first-order Markov source with a skewed (roughly
-// Zipf, p(t) ~ 1 / (t + 1)) unigram distribution. Each token has a few
-// preferred successors, so a model's loss falls below the unigram entropy
-// as it learns. Every token is a pure function of (seed, position), through
-// the counter hash. `doc_tokens` = 0: one document; otherwise documents of
-// that many tokens (the last may be shorter), where a row's attention stops
-// at each boundary as it does on packed real text. The tokens are the same
-// either way. Torch-free.
+// a first-order Markov source with a skewed (roughly Zipf, p(t) ~ 1 / (t + 1))
+// unigram distribution. Each token has a few preferred successors, so a
+// model's loss falls below the unigram entropy as it learns. Every token is a
+// pure function of (seed, position), through the counter hash. `doc_tokens`
+// = 0: one document; otherwise documents of that many tokens (the last may be
+// shorter), where a row's attention and targets stop at each boundary as on
+// packed real text. The tokens are the same either way. Torch-free.
 
 #include <cstdint>
 
