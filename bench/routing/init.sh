@@ -9,7 +9,9 @@
 #   env: BUILD_DIR=build, OUT=bench/results, SPEC=bench/routing/moe-bench-cpu.toml,
 #        STEPS=40, TOKENS=200000 (the corpus), DOCS="0 512 64 8" (0: one document),
 #        STDS="0.02 0.006 0.002", GRID=cross (each DOCS at the first of STDS and
-#        each STDS at the first of DOCS) or full (every pair), NAME=routing-init
+#        each STDS at the first of DOCS) or full (every pair), NAME=routing-init,
+#        MODEL_LINES, TRAINING_LINES (TOML lines added to the spec's [model] and
+#        [training] tables in every run, e.g. MODEL_LINES="shared_expert = true")
 # Writes OUT/NAME-<date>.json and its table (bench/routing/init_table.py) as .md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,6 +24,8 @@ DOCS=${DOCS:-0 512 64 8}
 STDS=${STDS:-0.02 0.006 0.002}
 GRID=${GRID:-cross}
 NAME=${NAME:-routing-init}
+MODEL_LINES=${MODEL_LINES:-}
+TRAINING_LINES=${TRAINING_LINES:-}
 die() { echo "init.sh: $*" >&2; exit 2; }
 for b in trellis-corpus expert_load; do
   [ -x "$BUILD_DIR/bin/$b" ] || die "missing $BUILD_DIR/bin/$b: build first (ninja -C $BUILD_DIR $b)"
@@ -49,8 +53,17 @@ for pair in "${pairs[@]}"; do
   d=${pair%%:*} s=${pair##*:}
   corpus="$work/docs$d.corpus"
   [ -f "$corpus" ] || "$BUILD_DIR/bin/trellis-corpus" synthetic "$corpus" "$vocab" "$TOKENS" 1234 "$d" >&2
-  # model.init_std added after the [model] table's header.
-  sed -e "s/^\[model\]/&\ninit_std = $s/" "$SPEC" > "$work/spec.toml"
+  # model.init_std (and the extra lines) added after each table's header.
+  python3 - "$SPEC" "$s" "$MODEL_LINES" "$TRAINING_LINES" > "$work/spec.toml" <<'PY'
+import sys
+spec, std, model_lines, training_lines = sys.argv[1:5]
+extra = {"[model]": [f"init_std = {std}"] + model_lines.splitlines(),
+         "[training]": training_lines.splitlines()}
+for line in open(spec).read().splitlines():
+    print(line)
+    for l in extra.get(line.strip(), []):
+        print(l)
+PY
   echo "== doc_tokens $d, init_std $s" >&2
   "$BUILD_DIR/bin/expert_load" "$work/spec.toml" --data "$corpus" --steps "$STEPS" --groups 1 \
       --ep 8 | python3 -c '
@@ -69,7 +82,7 @@ if grep -q '^device *= *"cuda"' "$SPEC"; then
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null || true)
 fi
 GPU_NAME=$gpu python3 - "$work/runs.jsonl" "$prefix" "$SPEC" "$TOKENS" \
-  "bench/routing/init.sh (SPEC=$SPEC STEPS=$STEPS TOKENS=$TOKENS DOCS=\"$DOCS\" STDS=\"$STDS\" GRID=$GRID)" \
+  "bench/routing/init.sh (SPEC=$SPEC STEPS=$STEPS TOKENS=$TOKENS DOCS=\"$DOCS\" STDS=\"$STDS\" GRID=$GRID${MODEL_LINES:+ MODEL_LINES=\"$MODEL_LINES\"}${TRAINING_LINES:+ TRAINING_LINES=\"$TRAINING_LINES\"})" \
   "$seconds" <<'PY'
 import json, os, sys
 from datetime import datetime, timezone

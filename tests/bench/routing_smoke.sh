@@ -5,7 +5,8 @@
 # exactly the same, while plain top-k does not, every loss is finite, and
 # the per-layer expert load has every layer, the worst of them the run's.
 # Then bench/routing/init.sh on a few steps: its grid of document lengths and
-# initial scales, each run's step-1 load per layer within [1, top-k].
+# initial scales with lines added to the spec, each run's step-1 load per
+# layer within [1, top-k].
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 : "${BUILD_DIR:?the build directory}"
@@ -42,7 +43,9 @@ print("bench/routing/run.sh: ok,", len(runs), "runs")
 PY
 
 BUILD_DIR=$BUILD_DIR OUT=$out SPEC="$REPO/bench/routing/moe-routing.toml" STEPS=2 TOKENS=20000 \
-  DOCS="0 16" STDS="0.02 0.006" bash "$REPO/bench/routing/init.sh" > "$out/init-table.txt" 2>&1 \
+  DOCS="0 16" STDS="0.02 0.006" MODEL_LINES="shared_expert = true" \
+  TRAINING_LINES="aux_loss_coef = 0.02" \
+  bash "$REPO/bench/routing/init.sh" > "$out/init-table.txt" 2>&1 \
   || { cat "$out/init-table.txt"; exit 1; }
 python3 - "$out" <<'PY'
 import glob, json, math, sys
@@ -54,6 +57,7 @@ runs = doc["runs"]
 assert [(r["doc_tokens"], r["init_std"]) for r in runs] == [(0, 0.02), (0, 0.006), (16, 0.02)], runs
 for r in runs:
     assert math.isfinite(r["first_loss"]) and math.isfinite(r["tail_loss"]), r
+    assert r["aux_loss_coef"] == 0.02, r  # TRAINING_LINES reached the spec
     layers = r["expert_load_by_layer"]
     assert len(layers) == r["layers"] == 4, r
     for l in layers:
@@ -61,6 +65,7 @@ for r in runs:
         assert l["first_step_max_over_mean"] <= l["worst_max_over_mean"], r
 # Another init_std is another model: step 1's loss on the same batch changes.
 assert runs[0]["first_loss"] != runs[1]["first_loss"], "init_std did not reach the model"
+assert 'MODEL_LINES="shared_expert = true"' in doc["command"], doc["command"]
 table = open(path[:-len(".json")] + ".md").read()
 assert "| one document | 0.006 |" in table and "| 16 | 0.02 |" in table, table
 print("bench/routing/init.sh: ok,", len(runs), "runs")
