@@ -7,7 +7,7 @@
 # the same weights in every run (bench/routing/expert_load.cc).
 # Usage: bench/routing/init.sh
 #   env: BUILD_DIR=build, OUT=bench/results, SPEC=bench/routing/moe-bench-cpu.toml,
-#        STEPS=40, TOKENS=200000 (the corpus), DOCS="0 512 64 8" (0: one document),
+#        STEPS=60, TOKENS=200000 (the corpus), DOCS="0 512 64 8" (0: one document),
 #        STDS="0.02 0.006 0.002", GRID=cross (each DOCS at the first of STDS and
 #        each STDS at the first of DOCS) or full (every pair), NAME=routing-init,
 #        MODEL_LINES, TRAINING_LINES (TOML lines added to the spec's [model] and
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
 OUT=${OUT:-bench/results}
 SPEC=${SPEC:-bench/routing/moe-bench-cpu.toml}
-STEPS=${STEPS:-40}
+STEPS=${STEPS:-60}
 TOKENS=${TOKENS:-200000}
 DOCS=${DOCS:-0 512 64 8}
 STDS=${STDS:-0.02 0.006 0.002}
@@ -61,12 +61,15 @@ extra = {"[model]": [f"init_std = {std}"] + model_lines.splitlines(),
          "[training]": training_lines.splitlines()}
 for line in open(spec).read().splitlines():
     print(line)
-    for l in extra.get(line.strip(), []):
+    for l in extra.pop(line.strip(), []):
         print(l)
+if any(extra.values()):  # a table the spec lacks: say so rather than drop the lines
+    sys.exit(f"init.sh: {spec} has no {' '.join(t for t, v in extra.items() if v)} table")
 PY
   echo "== doc_tokens $d, init_std $s" >&2
+  # --ep 1: only the per-layer expert figures are read (any expert count).
   "$BUILD_DIR/bin/expert_load" "$work/spec.toml" --data "$corpus" --steps "$STEPS" --groups 1 \
-      --ep 8 | python3 -c '
+      --ep 1 | python3 -c '
 import json, sys
 d, s = int(sys.argv[1]), float(sys.argv[2])
 for line in sys.stdin:
