@@ -10,8 +10,9 @@
 #        STEPS=60, TOKENS=200000 (the corpus), DOCS="0 512 64 8" (0: one document),
 #        STDS="0.02 0.006 0.002", GRID=cross (each DOCS at the first of STDS and
 #        each STDS at the first of DOCS) or full (every pair), NAME=routing-init,
-#        MODEL_LINES, TRAINING_LINES (TOML lines added to the spec's [model] and
-#        [training] tables in every run, e.g. MODEL_LINES="shared_expert = true")
+#        MODEL_LINES, TRAINING_LINES (TOML lines "key = value" set in the spec's
+#        [model] and [training] tables in every run, replacing the spec's own
+#        value: MODEL_LINES="shared_expert = true", TRAINING_LINES="lr = 1e-3")
 # Writes OUT/NAME-<date>.json and its table (bench/routing/init_table.py) as .md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,7 +33,6 @@ for b in trellis-corpus expert_load; do
 done
 [ -f "$SPEC" ] || die "no spec $SPEC"
 case $GRID in cross | full) ;; *) die "GRID is cross or full, got '$GRID'" ;; esac
-grep -q '^init_std' "$SPEC" && die "$SPEC sets init_std: STDS sets it here"
 vocab=$(sed -n 's/^vocab *= *\([0-9]*\).*/\1/p' "$SPEC")
 [ -n "$vocab" ] || die "$SPEC has no model.vocab"
 work=$(mktemp -d)
@@ -53,18 +53,30 @@ for pair in "${pairs[@]}"; do
   d=${pair%%:*} s=${pair##*:}
   corpus="$work/docs$d.corpus"
   [ -f "$corpus" ] || "$BUILD_DIR/bin/trellis-corpus" synthetic "$corpus" "$vocab" "$TOKENS" 1234 "$d" >&2
-  # model.init_std (and the extra lines) added after each table's header.
+  # model.init_std (STDS) and the extra lines set in the spec's tables.
   python3 - "$SPEC" "$s" "$MODEL_LINES" "$TRAINING_LINES" > "$work/spec.toml" <<'PY'
 import sys
 spec, std, model_lines, training_lines = sys.argv[1:5]
+# Each line sets its key: the table's own line for that key is dropped, and
+# the line added after the table's header.
+key = lambda l: l.split("=", 1)[0].strip()
 extra = {"[model]": [f"init_std = {std}"] + model_lines.splitlines(),
          "[training]": training_lines.splitlines()}
+placed, table = set(), None
 for line in open(spec).read().splitlines():
-    print(line)
-    for l in extra.pop(line.strip(), []):
-        print(l)
-if any(extra.values()):  # a table the spec lacks: say so rather than drop the lines
-    sys.exit(f"init.sh: {spec} has no {' '.join(t for t, v in extra.items() if v)} table")
+    text = line.strip()
+    if text.startswith("["):
+        table = text
+        print(line)
+        if table in extra:
+            print("\n".join(extra[table]))
+            placed.add(table)
+    elif not (table in extra and "=" in text and not text.startswith("#")
+              and any(key(l) == key(text) for l in extra[table])):
+        print(line)
+missing = [t for t, lines in extra.items() if lines and t not in placed]
+if missing:  # a table the spec lacks: say so rather than drop the lines
+    sys.exit(f"init.sh: {spec} has no {' '.join(missing)} table")
 PY
   echo "== doc_tokens $d, init_std $s" >&2
   # --ep 1: only the per-layer expert figures are read (any expert count).
