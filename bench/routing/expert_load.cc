@@ -1,7 +1,9 @@
 // What group-limited routing (model.expert_groups) evens out and what it
 // costs: trains the spec's model on a corpus at world 1 once per
 // --groups value (same weights, same batches) and prints one JSON object per
-// run on standard output (bench/routing/run.sh tables them):
+// run on standard output (bench/routing/run.sh and init.sh table them). Each
+// figure is given as its mean over the second half of the steps, its worst,
+// and its worst at step 1 (the untrained model):
 //  - the load of expert-parallel ranks: for each --ep size, the token-expert
 //    pairs of the busiest EP rank (a block of experts / ep consecutive
 //    experts) over the mean rank's, per layer and forward (each micro-batch
