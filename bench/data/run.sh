@@ -31,13 +31,13 @@ done > "$work/rows.jsonl"
 mkdir -p "$OUT"
 python3 - "$work/rows.jsonl" "$OUT/row-order-$(date -u +%F)" "$TEXTS" "$(cat "$work/corpus.txt")" \
   "bench/data/run.sh (SEQ_LENS=\"$SEQ_LENS\" RANKS=\"$RANKS\" SEED=$SEED TEXTS=$TEXTS)" <<'PY'
-import json, os, platform, sys
-from datetime import datetime, timezone
+import json, sys
+sys.path.insert(0, "bench")
+import machine
 rows_path, prefix, texts, corpus_line, command = sys.argv[1:6]
 rows = [json.loads(l) for l in open(rows_path)]
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
-doc = {"benchmark": "row-order", "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-       "machine": f"{os.cpu_count()} cores, {cpu}", "command": command, "texts": texts,
+doc = {"benchmark": "row-order", "date": machine.now_utc(),
+       "machine": machine.describe(), "command": command, "texts": texts,
        "corpus": corpus_line.split(": ", 1)[-1], "rows": rows}
 json.dump(doc, open(prefix + ".json", "w"), indent=1)
 r0 = rows[0]

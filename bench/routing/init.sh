@@ -100,12 +100,11 @@ GPU_NAME=$gpu python3 - "$work/runs.jsonl" "$prefix" "$SPEC" "$TOKENS" \
   "bench/routing/init.sh (SPEC=$SPEC STEPS=$STEPS TOKENS=$TOKENS DOCS=\"$DOCS\" STDS=\"$STDS\" GRID=$GRID${MODEL_LINES:+ MODEL_LINES=\"$MODEL_LINES\"}${TRAINING_LINES:+ TRAINING_LINES=\"$TRAINING_LINES\"})" \
   "$seconds" <<'PY'
 import json, os, sys
-from datetime import datetime, timezone
+sys.path.insert(0, "bench")
+import machine
 runs_path, prefix, spec, tokens, command, seconds = sys.argv[1:7]
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
-gpu = os.environ.get("GPU_NAME", "")
-doc = {"benchmark": "routing-init", "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-       "machine": f"{os.cpu_count()} cores, {cpu}" + (f"; {gpu}" if gpu else ""),
+doc = {"benchmark": "routing-init", "date": machine.now_utc(),
+       "machine": machine.describe(os.environ.get("GPU_NAME", "")),
        "command": command, "spec": spec,
        "corpus_tokens": int(tokens), "seconds": int(seconds),
        "runs": [json.loads(l) for l in open(runs_path)]}

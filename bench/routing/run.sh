@@ -42,13 +42,13 @@ prefix="$OUT/routing-$(date -u +%F)"
 python3 - "$work/runs.jsonl" "$prefix" "$TEXTS" "$(cat "$work/corpus.txt")" \
   "bench/routing/run.sh (STEPS=$STEPS GROUPS_LIST=\"$GROUPS_LIST\" EPS=\"$EPS\" BIAS_RATE=$BIAS_RATE TEXTS=$TEXTS)" \
   "$seconds" <<'PY'
-import json, os, sys
-from datetime import datetime, timezone
+import json, sys
+sys.path.insert(0, "bench")
+import machine
 runs_path, prefix, texts, corpus_line, command, seconds = sys.argv[1:7]
 runs = [json.loads(l) for l in open(runs_path)]
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
-doc = {"benchmark": "routing", "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-       "machine": f"{os.cpu_count()} cores, {cpu}", "command": command, "texts": texts,
+doc = {"benchmark": "routing", "date": machine.now_utc(),
+       "machine": machine.describe(), "command": command, "texts": texts,
        "corpus": corpus_line.split(": ", 1)[-1], "seconds": int(seconds), "runs": runs}
 json.dump(doc, open(prefix + ".json", "w"), indent=1)
 PY
