@@ -96,8 +96,11 @@ gpu=""
 if grep -q '^device *= *"cuda"' "$SPEC"; then
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null || true)
 fi
+# The command as one line that reruns it: a value of several lines as $'a\nb'.
+word() { case $1 in *$'\n'*) printf '%q' "$1" ;; *) printf '"%s"' "$1" ;; esac; }
+lines=${MODEL_LINES:+ MODEL_LINES=$(word "$MODEL_LINES")}${TRAINING_LINES:+ TRAINING_LINES=$(word "$TRAINING_LINES")}
 GPU_NAME=$gpu python3 - "$work/runs.jsonl" "$prefix" "$SPEC" "$TOKENS" \
-  "bench/routing/init.sh (SPEC=$SPEC STEPS=$STEPS TOKENS=$TOKENS DOCS=\"$DOCS\" STDS=\"$STDS\" GRID=$GRID${MODEL_LINES:+ MODEL_LINES=\"$MODEL_LINES\"}${TRAINING_LINES:+ TRAINING_LINES=\"$TRAINING_LINES\"})" \
+  "bench/routing/init.sh (SPEC=$SPEC STEPS=$STEPS TOKENS=$TOKENS DOCS=\"$DOCS\" STDS=\"$STDS\" GRID=$GRID$lines)" \
   "$seconds" <<'PY'
 import json, os, sys
 sys.path.insert(0, "bench")

@@ -68,6 +68,9 @@ for r in runs:
 # Another init_std is another model: step 1's loss on the same batch changes.
 assert runs[0]["first_loss"] != runs[1]["first_loss"], "init_std did not reach the model"
 assert 'MODEL_LINES="shared_expert = true"' in doc["command"], doc["command"]
+# Several lines come back as one shell word that gives them again.
+assert "TRAINING_LINES=$'aux_loss_coef = 0.02\\nwarmup_steps = 1'" in doc["command"], doc["command"]
+assert "\n" not in doc["command"], doc["command"]
 table = open(path[:-len(".json")] + ".md").read()
 assert "| one document | 0.006 |" in table and "| 16 | 0.02 |" in table, table
 print("bench/routing/init.sh: ok,", len(runs), "runs")
