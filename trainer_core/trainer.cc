@@ -8,6 +8,7 @@
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/compat.h"
 #include "trainer_core/data/batches.h"
+#include "trainer_core/determinism.h"
 #include "trainer_core/error.h"
 #include "trainer_core/memory/phase_peaks.h"
 #include "trainer_core/model/compute_dtype.h"
@@ -30,6 +31,18 @@ auto Guard(F&& f) {
   } catch (const c10::Error& e) {
     throw TrainError(std::string("LibTorch: ") + e.what_without_backtrace());
   }
+}
+
+// ATen's choice of kernels is process-wide: set both ways, so that a trainer
+// after another in one process (tests, the worker's host) gets its own.
+// Before the model exists, so cuBLAS starts with the workspace set here.
+void ApplyDeterminism(bool deterministic, bool cuda) {
+  if (deterministic && cuda) {
+    CublasWorkspaceChoice c = ChooseCublasWorkspace(std::getenv("CUBLAS_WORKSPACE_CONFIG"));
+    if (!c.problem.empty()) throw TrainError(c.problem);
+    if (!c.set_to.empty()) setenv("CUBLAS_WORKSPACE_CONFIG", c.set_to.c_str(), 1);
+  }
+  at::globalContext().setDeterministicAlgorithms(deterministic, /*warn_only=*/false);
 }
 
 torch::Device ResolveDevice(const std::string& want) {
@@ -167,6 +180,7 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     s.spec = spec;
     s.options = std::move(options);
     s.device = ResolveDevice(t.device);
+    ApplyDeterminism(t.deterministic, s.device.is_cuda());
     s.compute_dtype =
         ChooseComputeDtype(t.dtype, s.device.is_cuda()).bf16() ? torch::kBFloat16 : torch::kFloat;
     if (t.data.empty()) throw TrainError("training.data: no corpus path given");
@@ -245,7 +259,8 @@ std::string Trainer::Describe() const {
          (m.expert_groups > 1 ? " in " + std::to_string(m.expert_groups) + " groups" : "") +
          ", device " + s_->device.str() + ", " +
          DescribeComputeDtype(ChooseComputeDtype(s_->spec.training.dtype, s_->device.is_cuda())) +
-         ", torch " + TORCH_VERSION +
+         (s_->spec.training.deterministic ? ", deterministic" : "") + ", torch " +
+         TORCH_VERSION +
          (DescribeFusionsOff(ActiveFusions()).empty()
               ? ""
               : ", fusions off: " + DescribeFusionsOff(ActiveFusions()));

@@ -286,6 +286,35 @@ TEST_F(TrainerTest, AMicroBatchThatDoesNotDivideTheRowsIsRefused) {
   }
 }
 
+// training.deterministic sets ATen's process-wide choice of kernels both ways
+// (a trainer after another in one process gets its own) and says so in the
+// rank's description. The CPU's kernels are the same either way: the same
+// losses bit for bit, and no op of the model is refused for lack of a
+// deterministic kernel.
+TEST_F(TrainerTest, DeterministicSetsAtensKernelChoiceBothWays) {
+  spec::TrainerSpec spec =
+      ParseSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}), 32));
+  spec.training.steps = 3;
+  spec.training.seq_len = 32;
+  spec.checkpoint.every_steps = 0;
+  auto losses = [&](bool deterministic) {
+    spec.training.deterministic = deterministic;
+    std::vector<double> out;
+    TrainerOptions options;
+    options.on_step = [&](const StepRecord& r) { out.push_back(r.loss); };
+    Trainer trainer(spec, options);
+    EXPECT_EQ(at::globalContext().deterministicAlgorithms(), deterministic);
+    EXPECT_FALSE(at::globalContext().deterministicAlgorithmsWarnOnly());
+    EXPECT_EQ(trainer.Describe().find(", deterministic,") != std::string::npos, deterministic)
+        << trainer.Describe();
+    trainer.Run(spec.training.steps);
+    return out;
+  };
+  const std::vector<double> on = losses(true), off = losses(false);
+  ASSERT_EQ(on.size(), 3u);
+  EXPECT_EQ(on, off);
+}
+
 // The stated learning bar: the tiny config on the system's license texts
 // (byte-level, ~240 KB on Debian 12) goes from ln(256) = 5.55 nats per byte to below 2.5
 // (mean of steps 96-100) within 100 steps.

@@ -32,12 +32,14 @@ def summary(work, label):
         median_fwd_seconds=statistics.median(r["fwd_seconds"] for r in later),
         median_bwd_seconds=statistics.median(r["bwd_seconds"] for r in later),
         tokens_per_second=records[-1]["tokens"] / step,
-        allocated_peak_bytes=max(r["mem_allocated_peak_bytes"] for r in later),
-        reserved_peak_bytes=max(r["mem_reserved_peak_bytes"] for r in later),
-        # Which part of the step sets the peak (records that carry it).
-        **{f"{phase}_peak_bytes": max(r[f"mem_allocated_peak_{phase}_bytes"] for r in later)
-           for phase in ("fwd", "bwd", "optim")
-           if all(f"mem_allocated_peak_{phase}_bytes" in r for r in later)},
+        # Device memory (CUDA records), and which part of the step sets the peak.
+        **{name: max(r[f"mem_{key}_bytes"] for r in later)
+           for name, key in [("allocated_peak_bytes", "allocated_peak"),
+                             ("reserved_peak_bytes", "reserved_peak"),
+                             ("fwd_peak_bytes", "allocated_peak_fwd"),
+                             ("bwd_peak_bytes", "allocated_peak_bwd"),
+                             ("optim_peak_bytes", "allocated_peak_optim")]
+           if all(f"mem_{key}_bytes" in r for r in later)},
         host_arena_bytes=records[-1].get("host_arena_bytes", 0),
         losses=[r["loss"] for r in records])
 

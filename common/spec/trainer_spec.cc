@@ -79,6 +79,7 @@ void ParseTraining(const toml::table& root, TrainingSpec* t, FieldErrors* errors
   r.Double("router_bias_rate", &t->router_bias_rate, 0, 1);
   Choice(&r, "dtype", &t->dtype, {"auto", "float32", "bfloat16"});
   Choice(&r, "device", &t->device, {"auto", "cpu", "cuda"});
+  r.Bool("deterministic", &t->deterministic);
   r.Finish();
   // Whether it divides each rank's rows needs the world (model_fit.h).
   if (t->micro_batch > t->global_batch)

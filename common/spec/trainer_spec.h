@@ -93,6 +93,11 @@ struct TrainingSpec {
   // (trainer_core/model/compute_dtype.h says why).
   std::string dtype = "auto";
   std::string device = "auto";  // auto, cpu, cuda
+  // The same losses bit for bit on every run of the same spec, weights and
+  // batches: ATen's deterministic kernels (an op without one is refused) and
+  // a fixed cuBLAS workspace (trainer_core/determinism.h). Off: some CUDA
+  // kernels sum in a varying order, a little faster.
+  bool deterministic = false;
 };
 
 struct CheckpointSpec {

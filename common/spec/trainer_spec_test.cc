@@ -83,6 +83,7 @@ dtype = "bfloat16"
 device = "cpu"
 grad_clip = 0
 row_order = "cost_bands"
+deterministic = true
 [checkpoint]
 at_end = false
 )");
@@ -106,6 +107,7 @@ at_end = false
   EXPECT_EQ(s.training.device, "cpu");
   EXPECT_DOUBLE_EQ(s.training.grad_clip, 0);
   EXPECT_EQ(s.training.row_order, "cost_bands");
+  EXPECT_TRUE(s.training.deterministic);
 }
 
 TEST(TrainerSpecTest, CrossFieldAndChoiceErrorsNameTheField) {
@@ -123,6 +125,7 @@ expert_gather_dtype = "e5m2"
 dtype = "float16"
 muon_momentum = 1.5
 row_order = "sorted"
+deterministic = 1
 )");
   FieldErrors errors;
   ParseTrainerSections(root, &errors);
@@ -150,6 +153,9 @@ row_order = "sorted"
             std::string::npos)
       << all;
   EXPECT_NE(all.find("training.muon_momentum: must be a number in [0, 0.9999], got 1.5"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("training.deterministic: must be true or false, got an integer"),
             std::string::npos)
       << all;
 }
