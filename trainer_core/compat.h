@@ -59,6 +59,18 @@ namespace trellis::train::compat {
 
 inline constexpr bool kTorch2 = TORCH_VERSION_MAJOR >= 2;
 
+// ATen's deterministic kernels on or off, process-wide (an op without one
+// throws). 2.1 on also fills every uninitialized tensor with NaN while they
+// are on, by default: a memset per allocation, which only changes the
+// results of a program that reads memory it never wrote; the trainer does
+// not (bench/gpu/determinism.sh: two deterministic runs would then differ).
+inline void SetDeterministicAlgorithms(bool on) {
+  at::globalContext().setDeterministicAlgorithms(on, /*warn_only=*/false);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  at::globalContext().setDeterministicFillUninitializedMemory(false);
+#endif
+}
+
 // Whether Attention can take k and v with fewer heads than q (grouped-query
 // attention inside the fused op, LibTorch >= 2.5).
 inline constexpr bool kAttentionGqa =

@@ -42,7 +42,7 @@ void ApplyDeterminism(bool deterministic, bool cuda) {
     if (!c.problem.empty()) throw TrainError(c.problem);
     if (!c.set_to.empty()) setenv("CUBLAS_WORKSPACE_CONFIG", c.set_to.c_str(), 1);
   }
-  at::globalContext().setDeterministicAlgorithms(deterministic, /*warn_only=*/false);
+  compat::SetDeterministicAlgorithms(deterministic);
 }
 
 torch::Device ResolveDevice(const std::string& want) {

@@ -8,7 +8,9 @@
 # Usage: bench/gpu/determinism.sh   (env: BUILD_DIR=build-gpu, built by bench/gpu/run.sh
 #        (with kernels/ unless WITH_KERNELS=OFF was given there); CONFIG=examples/moe-bench.toml
 #        STEPS=20 FUSIONS_OFF= (TRELLIS_FUSIONS_OFF for every run) OUT_DIR=bench/results
-#        WORK=<temp dir>)
+#        WORK=<temp dir> PROFILE=0 (1: the first run of each mode writes
+#        OUT_DIR/profile-determinism-<config name>-<label>.txt, its kernels over steps 6-7 by
+#        time; needs run.sh's PROFILE=1 build))
 # Writes OUT_DIR/determinism-gpu-<config name>-<date>.{md,json}. Exits 1 when a
 # run fails or the deterministic pair differs.
 set -euo pipefail
@@ -17,6 +19,7 @@ BUILD_DIR=${BUILD_DIR:-build-gpu}
 CONFIG=${CONFIG:-examples/moe-bench.toml}
 STEPS=${STEPS:-20}
 FUSIONS_OFF=${FUSIONS_OFF:-}
+PROFILE=${PROFILE:-0}
 OUT_DIR=${OUT_DIR:-bench/results}
 WORK=${WORK:-$(mktemp -d)}
 BIN=$BUILD_DIR/bin
@@ -24,6 +27,7 @@ BIN=$BUILD_DIR/bin
 grep -q '^\[training\]' "$CONFIG" || { echo "$CONFIG: no [training] section to add to" >&2; exit 2; }
 ! grep -q '^deterministic *=' "$CONFIG" || { echo "$CONFIG sets deterministic itself" >&2; exit 2; }
 mkdir -p "$WORK" "$OUT_DIR"
+name=$(sed -n 's/^name = "\(.*\)"/\1/p' "$CONFIG" | head -1)
 vocab=$(sed -n 's/^vocab = \([0-9]*\).*/\1/p' "$CONFIG" | head -1)
 [ -s "$WORK/corpus" ] || "$BIN/trellis-corpus" synthetic "$WORK/corpus" "${vocab:-32000}" 2000000 > /dev/null
 
@@ -33,10 +37,14 @@ train() {
   sed -e "s/^\[training\]/&\ndeterministic = $deterministic/" "$CONFIG" > "$WORK/$label.toml"
   echo "$label" >> "$WORK/runs"
   echo "== $(date -u +%H:%M:%S) $label"
-  TRELLIS_FUSIONS_OFF=$FUSIONS_OFF \
+  local profile=$([ "$PROFILE" = 1 ] && [[ $label != *_again ]] && echo 6:2)
+  TRELLIS_FUSIONS_OFF=$FUSIONS_OFF TRELLIS_PROFILE_STEPS=$profile \
+    TRELLIS_PROFILE_OUT="$WORK/$label.kernels.tsv" \
     "$BIN/trellis-train" "$WORK/$label.toml" --data "$WORK/corpus" --steps "$STEPS" --json \
     > "$WORK/$label.jsonl" 2> "$WORK/$label.err" || { tail -3 "$WORK/$label.err" >&2; return 1; }
   head -1 "$WORK/$label.err"
+  [ -z "$profile" ] || python3 bench/gpu/kernel_table.py "$WORK/$label.kernels.tsv" 2 \
+    "$OUT_DIR/profile-determinism-$name-$label.txt" > /dev/null || echo "no kernel table for $label"
 }
 
 : > "$WORK/runs"
@@ -46,7 +54,6 @@ train default false || failed=1
 train deterministic true || failed=1
 train default_again false || failed=1
 train deterministic_again true || failed=1
-name=$(sed -n 's/^name = "\(.*\)"/\1/p' "$CONFIG" | head -1)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null || true)
 GPU_NAME=$gpu python3 bench/gpu/determinism_table.py "$WORK" \
   "$OUT_DIR/determinism-gpu-$name-$(date -u +%F)" \
