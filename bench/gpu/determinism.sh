@@ -9,7 +9,7 @@
 #        (with kernels/ unless WITH_KERNELS=OFF was given there); CONFIG=examples/moe-bench.toml
 #        STEPS=20 FUSIONS_OFF= (TRELLIS_FUSIONS_OFF for every run) OUT_DIR=bench/results
 #        WORK=<temp dir> PROFILE=0 (1: the first run of each mode writes
-#        OUT_DIR/profile-determinism-<config name>-<label>.txt, its kernels over steps 6-7 by
+#        OUT_DIR/determinism-gpu-<config name>-<date>-profile-<label>.txt, its kernels over steps 6-7 by
 #        time; needs run.sh's PROFILE=1 build))
 # Writes OUT_DIR/determinism-gpu-<config name>-<date>.{md,json}. Exits 1 when a
 # run fails or the deterministic pair differs.
@@ -44,7 +44,8 @@ train() {
     > "$WORK/$label.jsonl" 2> "$WORK/$label.err" || { tail -3 "$WORK/$label.err" >&2; return 1; }
   head -1 "$WORK/$label.err"
   [ -z "$profile" ] || python3 bench/gpu/kernel_table.py "$WORK/$label.kernels.tsv" 2 \
-    "$OUT_DIR/profile-determinism-$name-$label.txt" > /dev/null || echo "no kernel table for $label"
+    "$OUT_DIR/determinism-gpu-$name-$(date -u +%F)-profile-$label.txt" > /dev/null \
+    || echo "no kernel table for $label"
 }
 
 : > "$WORK/runs"
