@@ -9,8 +9,10 @@
 // cuBLAS a fixed workspace; what it costs is in
 // bench/results/determinism-gpu-*.md. The rest of the trainer is
 // deterministic by construction: MoE dispatch and combine only gather
-// (model/moe_ops.h), and gradients are summed in rank order
-// (parallel/comm.h's ReduceScatter), not by NCCL.
+// (model/moe_ops.h), gradients are summed in rank order (parallel/comm.h's
+// ReduceScatter), and the few float all-reduces (loss, gradient norm) get
+// the same sum from NCCL for the same world and algorithm (NVLS off).
+// Measured on one GPU; not yet on several.
 // Torch-free: the decision; trainer.cc applies it.
 
 #include <string>

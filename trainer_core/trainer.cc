@@ -35,7 +35,8 @@ auto Guard(F&& f) {
 
 // ATen's choice of kernels is process-wide: set both ways, so that a trainer
 // after another in one process (tests, the worker's host) gets its own.
-// Before the model exists, so cuBLAS starts with the workspace set here.
+// Before the model exists, so cuBLAS starts with the workspace set here
+// (LibTorch sizes it once per process: one trainer per rank process).
 void ApplyDeterminism(bool deterministic, bool cuda) {
   if (deterministic && cuda) {
     CublasWorkspaceChoice c = ChooseCublasWorkspace(std::getenv("CUBLAS_WORKSPACE_CONFIG"));

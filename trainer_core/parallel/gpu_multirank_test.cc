@@ -3,8 +3,8 @@
 // 2-GPU host can form (one node of 2; two nodes of 1), bf16 gradients within
 // bf16's noise, the FP8 expert gather close to the fp32 one, a world-2
 // checkpoint resumed on one GPU, a killed peer named within the
-// collective timeout, the step records' collective times, and prefetch depths
-// (parallel.prefetch_layers) that agree. Skips where fewer than 2 GPUs are
+// collective timeout, the step records' collective times, prefetch depths
+// (parallel.prefetch_layers) that agree, and deterministic runs that repeat. Skips where fewer than 2 GPUs are
 // visible (label gpu).
 // Torch-free: it spawns the binary and reads its step records and its
 // checkpoint shards.
@@ -264,6 +264,38 @@ TEST_F(GpuMultiRankTest, Bf16GradientReductionStaysWithinBf16Noise) {
               loss, p.rms);
   EXPECT_LE(loss, 1e-3);
   EXPECT_LE(p.rms, 2.5e-3);
+}
+
+// training.deterministic at world 2 in bf16 with bf16 gradients on the wire
+// (the production setting): two runs give the same losses bit for bit on
+// both ranks, over the all-to-alls, reductions and all-reduces of both
+// meshes. (One GPU: bench/gpu/determinism.sh.)
+TEST_F(GpuMultiRankTest, DeterministicRunsRepeatBitForBit) {
+  for (Mesh mesh : {Mesh{2, 2}, Mesh{1, 1}}) {
+    const std::string path = Spec("det", mesh, "bfloat16", "bfloat16");
+    std::string text;
+    {
+      std::ifstream in(path);
+      text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    text.replace(text.find("[training]\n"), 11, "[training]\ndeterministic = true\n");
+    std::ofstream(path) << text;
+    std::string why;
+    auto first = Run(2, {path, "--steps", "6"});
+    ASSERT_TRUE(AllExitedZero(first, &why)) << why;
+    auto again = Run(2, {path, "--steps", "6"});
+    ASSERT_TRUE(AllExitedZero(again, &why)) << why;
+    EXPECT_NE(first[0].err.find(", deterministic,"), std::string::npos) << first[0].err;
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(first[r].records.size(), 6u);
+      ASSERT_EQ(again[r].records.size(), 6u);
+      for (size_t i = 0; i < 6; ++i)
+        EXPECT_EQ(again[r].records[i].loss, first[r].records[i].loss)
+            << "node_size " << mesh.node_size << " rank " << r << " step " << i + 1;
+    }
+    std::printf("cuda world 2 deterministic, node_size %d: 6 losses the same bits twice\n",
+                mesh.node_size);
+  }
 }
 
 // Two nodes of one GPU: each expert block is gathered from the other rank.
