@@ -11,7 +11,7 @@ import sys
 sys.path.insert(0, "bench")
 import machine  # noqa: E402
 from loss_records import drift  # noqa: E402
-from offload_table import summary  # noqa: E402
+from offload_table import runs_table, summary  # noqa: E402
 
 # (a, b, what the pair shows)
 PAIRS = [("default", "default_again", "the default, run twice"),
@@ -44,11 +44,6 @@ def main():
                deterministic_step_time_cost=cost)
     json.dump(doc, open(prefix + ".json", "w"), indent=1)
 
-    def cell(run, key, fmt):
-        if "failed" in run:
-            return run["failed"] if key == "median_step_seconds" else "-"
-        return fmt(run[key]) if key in run else "-"
-
     rows = [("step s (median)", "median_step_seconds", "{:.4f}".format),
             ("forward s", "median_fwd_seconds", "{:.4f}".format),
             ("backward s", "median_bwd_seconds", "{:.4f}".format),
@@ -61,10 +56,8 @@ def main():
           f"- trainer_core built {kernels} kernels/; every run from the same weights, batches "
           "and seed; `deterministic` runs set `training.deterministic = true`; the runs "
           "alternate default, deterministic, default, deterministic",
-          "- Medians over the steps after the first", "",
-          "| | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
-    for name, key, fmt in rows:
-        md.append(f"| {name} | " + " | ".join(cell(runs[l], key, fmt) for l in labels) + " |")
+          "- Medians over the steps after the first", ""]
+    md += runs_table(runs, labels, rows)
     md += ["", "| pair | same losses bit for bit | first step that differs | "
            "max relative loss difference |", "|---|---|---|---|"]
     for a, b, what in PAIRS:

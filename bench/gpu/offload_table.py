@@ -44,6 +44,24 @@ def summary(work, label):
         losses=[r["loss"] for r in records])
 
 
+def cell(run, key, fmt):
+    """One run's figure `key` formatted; how it ended in the step-time row of a
+    failed run, "-" where it has no such figure."""
+    if "failed" in run:
+        return run["failed"] if key == "median_step_seconds" else "-"
+    if key not in run:
+        return "-"
+    return "none" if run[key] is None else fmt(run[key])
+
+
+def runs_table(runs, labels, rows):
+    """Markdown lines: a column per run, a line per (name, key, format) of rows."""
+    md = ["| | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+    for name, key, fmt in rows:
+        md.append(f"| {name} | " + " | ".join(cell(runs[l], key, fmt) for l in labels) + " |")
+    return md
+
+
 def main():
     work, prefix, command, config = sys.argv[1:5]
     labels = [l.strip() for l in open(f"{work}/runs") if l.strip()]
@@ -56,13 +74,6 @@ def main():
     doc = dict(benchmark="offload-gpu", date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                machine="one NVIDIA H200", command=command, config=config, runs=runs)
     json.dump(doc, open(prefix + ".json", "w"), indent=1)
-
-    def cell(run, key, fmt):
-        if "failed" in run:
-            return run["failed"] if key == "median_step_seconds" else "-"
-        if key not in run:
-            return "-"
-        return "none" if run[key] is None else fmt(run[key])
 
     rows = [("step s", "median_step_seconds", "{:.4f}".format),
             ("forward s", "median_fwd_seconds", "{:.4f}".format),
@@ -85,10 +96,8 @@ def main():
           f"- Config: {config}; every run from the same weights and batches; `offload_F` is "
           "`parallel.offload_fraction` F with activation checkpointing (the first floor(F x layers) "
           "layers' checkpointed inputs in the host arena); `offload_F_again` repeats `offload_F`",
-          "- Medians over the steps after the first; peaks over them", "",
-          "| | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
-    for name, key, fmt in rows:
-        md.append(f"| {name} | " + " | ".join(cell(runs[l], key, fmt) for l in labels) + " |")
+          "- Medians over the steps after the first; peaks over them", ""]
+    md += runs_table(runs, labels, rows)
     trained = [l for l in labels if "losses" in runs[l]]
     if trained:
         md += ["", "Losses, step by step:", "", "| step | " + " | ".join(trained) + " |",
