@@ -2,8 +2,8 @@
 // training.deterministic: the same spec, weights and batches give the same
 // losses bit for bit on every run (same machine kind, world, mesh and thread
 // count). By default some CUDA kernels sum in an order that varies from run
-// to run (the fused attention's backward adds its query gradient with
-// atomics), so two runs drift apart at rounding level and then, through
+// to run (on an H200, cuDNN's fused attention backward: the one kernel that
+// changes), so two runs drift apart at rounding level and then, through
 // discrete routing, further. Deterministic mode makes ATen pick its
 // deterministic kernels (and refuse an op that has none, naming it) and gives
 // cuBLAS a fixed workspace; what it costs is in
