@@ -11,7 +11,7 @@ import sys
 sys.path.insert(0, "bench")
 import machine  # noqa: E402
 from loss_records import drift  # noqa: E402
-from offload_table import runs_table, summary  # noqa: E402
+from offload_table import STEP_ROWS, runs_table, summary  # noqa: E402
 
 # (a, b, what the pair shows)
 PAIRS = [("default", "default_again", "the default, run twice"),
@@ -44,13 +44,8 @@ def main():
                deterministic_step_time_cost=cost)
     json.dump(doc, open(prefix + ".json", "w"), indent=1)
 
-    rows = [("step s (median)", "median_step_seconds", "{:.4f}".format),
-            ("forward s", "median_fwd_seconds", "{:.4f}".format),
-            ("backward s", "median_bwd_seconds", "{:.4f}".format),
-            ("tokens/s", "tokens_per_second", "{:,.0f}".format),
-            ("allocated peak GiB", "allocated_peak_bytes", lambda v: f"{v / 2**30:.2f}"),
-            ("first loss", "losses", lambda v: f"{v[0]:.6f}"),
-            ("last loss", "losses", lambda v: f"{v[-1]:.6f}")]
+    rows = STEP_ROWS + [("first loss", "losses", lambda v: f"{v[0]:.6f}"),
+                        ("last loss", "losses", lambda v: f"{v[-1]:.6f}")]
     md = [f"# Run-to-run reproducibility of trellis-train: {config} ({doc['date'][:10]})", "",
           f"- Machine: {doc['machine']}", f"- Command: `{command}`",
           f"- trainer_core built {kernels} kernels/; every run from the same weights, batches "

@@ -45,6 +45,7 @@ for f in $FRACTIONS; do train "offload_$f" true "$f" || failed=1; done
 for f in $AGAIN; do train "offload_${f}_again" true "$f" || failed=1; done
 [ "$NO_CHECKPOINT" = 1 ] && { train no_checkpointing false 0 || true; }
 name=$(sed -n 's/^name = "\(.*\)"/\1/p' "$CONFIG" | head -1)
-python3 bench/gpu/offload_table.py "$WORK" "$OUT_DIR/offload-gpu-$name-$(date -u +%F)" \
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null || true) \
+  python3 bench/gpu/offload_table.py "$WORK" "$OUT_DIR/offload-gpu-$name-$(date -u +%F)" \
   "CONFIG=$CONFIG STEPS=$STEPS FRACTIONS=\"$FRACTIONS\" AGAIN=\"$AGAIN\" NO_CHECKPOINT=$NO_CHECKPOINT bench/gpu/offload.sh" "$CONFIG"
 exit $failed

@@ -5,11 +5,18 @@ import json
 import os
 import statistics
 import sys
-from datetime import datetime, timezone
 
-from loss_records import drift, records_of
+sys.path.insert(0, "bench")
+import machine  # noqa: E402
+from loss_records import drift, records_of  # noqa: E402
 
 GIB = 2 ** 30
+# The step-time rows of a runs table (runs_table), shared by the GPU tables.
+STEP_ROWS = [("step s", "median_step_seconds", "{:.4f}".format),
+             ("forward s", "median_fwd_seconds", "{:.4f}".format),
+             ("backward s (with any recompute)", "median_bwd_seconds", "{:.4f}".format),
+             ("tokens/s", "tokens_per_second", "{:,.0f}".format),
+             ("allocated peak GiB", "allocated_peak_bytes", lambda v: f"{v / GIB:.2f}")]
 
 
 def how_it_ended(err_path):
@@ -71,26 +78,23 @@ def main():
         if reference and "losses" in run and label != "offload_0":
             run["first_step_differing_from_offload_0"], run["max_relative_loss_difference"] = \
                 drift(run["losses"], reference)
-    doc = dict(benchmark="offload-gpu", date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               machine="one NVIDIA H200", command=command, config=config, runs=runs)
+    doc = dict(benchmark="offload-gpu", date=machine.now_utc(),
+               machine=machine.describe(os.environ.get("GPU_NAME", "")), command=command,
+               config=config, runs=runs)
     json.dump(doc, open(prefix + ".json", "w"), indent=1)
 
-    rows = [("step s", "median_step_seconds", "{:.4f}".format),
-            ("forward s", "median_fwd_seconds", "{:.4f}".format),
-            ("backward s (with any recompute)", "median_bwd_seconds", "{:.4f}".format),
-            ("tokens/s", "tokens_per_second", "{:,.0f}".format),
-            ("allocated peak GiB", "allocated_peak_bytes", lambda v: f"{v / GIB:.2f}"),
-            ("reserved peak GiB", "reserved_peak_bytes", lambda v: f"{v / GIB:.2f}"),
-            ("forward's allocated peak GiB", "fwd_peak_bytes", lambda v: f"{v / GIB:.2f}"),
-            ("backward's allocated peak GiB", "bwd_peak_bytes", lambda v: f"{v / GIB:.2f}"),
-            ("optimizer's allocated peak GiB", "optim_peak_bytes", lambda v: f"{v / GIB:.2f}"),
-            ("host arena GiB", "host_arena_bytes", lambda v: f"{v / GIB:.2f}"),
-            ("first loss", "losses", lambda v: f"{v[0]:.5f}"),
-            ("last loss", "losses", lambda v: f"{v[-1]:.5f}"),
-            ("first step whose loss differs from offload_0", "first_step_differing_from_offload_0",
-             lambda v: str(v)),
-            ("max relative loss difference from offload_0", "max_relative_loss_difference",
-             lambda v: f"{v:.2e}")]
+    rows = STEP_ROWS + [
+        ("reserved peak GiB", "reserved_peak_bytes", lambda v: f"{v / GIB:.2f}"),
+        ("forward's allocated peak GiB", "fwd_peak_bytes", lambda v: f"{v / GIB:.2f}"),
+        ("backward's allocated peak GiB", "bwd_peak_bytes", lambda v: f"{v / GIB:.2f}"),
+        ("optimizer's allocated peak GiB", "optim_peak_bytes", lambda v: f"{v / GIB:.2f}"),
+        ("host arena GiB", "host_arena_bytes", lambda v: f"{v / GIB:.2f}"),
+        ("first loss", "losses", lambda v: f"{v[0]:.5f}"),
+        ("last loss", "losses", lambda v: f"{v[-1]:.5f}"),
+        ("first step whose loss differs from offload_0", "first_step_differing_from_offload_0",
+         lambda v: str(v)),
+        ("max relative loss difference from offload_0", "max_relative_loss_difference",
+         lambda v: f"{v:.2e}")]
     md = [f"# Activation offload on one GPU: {config} ({doc['date'][:10]})", "",
           f"- Machine: {doc['machine']}", f"- Command: `{command}`",
           f"- Config: {config}; every run from the same weights and batches; `offload_F` is "
