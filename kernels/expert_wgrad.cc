@@ -117,7 +117,39 @@ void Gemm(cublasHandle_t blas, const ExpertWgrad& a, int64_t first_row, int64_t 
       a.parts, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// An overwriting call leaves an expert without rows a zero gradient. Under
+// concentrated routing most experts are empty (moe-bench at init: 56 of 64),
+// so their C's are zeroed a run of neighbours at a time, one memset per run
+// and part, not one per expert and part (each about 9 us on an H200).
+void ZeroEmptyExperts(const ExpertWgrad& a, cudaStream_t stream) {
+  const size_t width = static_cast<size_t>(a.m * a.n) * sizeof(float);
+  const size_t pitch = static_cast<size_t>(a.expert_stride) * sizeof(float);
+  for (const auto& [begin, end] : EmptyRuns(a.rows, a.experts)) {
+    const size_t height = static_cast<size_t>(end - begin);
+    for (int p = 0; p < a.parts; ++p) {
+      float* c = a.acc + begin * a.expert_stride + p * a.part_stride;
+      if (height == 1 || pitch == width) {  // one block of memory
+        TRELLIS_CUDA_CHECK(cudaMemsetAsync(c, 0, width * height, stream));
+      } else {  // C's with gaps between them, which keep their contents
+        TRELLIS_CUDA_CHECK(cudaMemset2DAsync(c, pitch, 0, width, height, stream));
+      }
+    }
+  }
+}
+
 }  // namespace
+
+std::vector<std::pair<int, int>> EmptyRuns(const int64_t* rows, int experts) {
+  std::vector<std::pair<int, int>> runs;
+  for (int g = 0; g < experts; ++g) {
+    if (rows[g] != 0) continue;
+    if (!runs.empty() && runs.back().second == g)
+      ++runs.back().second;
+    else
+      runs.emplace_back(g, g + 1);
+  }
+  return runs;
+}
 
 void ExpertWgradFp32(const ExpertWgrad& a, cudaStream_t stream,
                      const std::function<void()>& meanwhile) {
@@ -150,17 +182,16 @@ void ExpertWgradFp32(const ExpertWgrad& a, cudaStream_t stream,
   int64_t first_row = 0;
   for (int g = 0; g < a.experts; ++g) {
     const int64_t k = a.rows[g];
-    const int l = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    float* c = a.acc + g * a.expert_stride;
     if (k > 0) {
-      Gemm(lanes.blas[l], a, first_row, k, c);
+      const int l = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+      Gemm(lanes.blas[l], a, first_row, k, a.acc + g * a.expert_stride);
       load[l] += k;
-    } else if (a.overwrite) {
-      for (int p = 0; p < a.parts; ++p)
-        TRELLIS_CUDA_CHECK(
-            cudaMemsetAsync(c + p * a.part_stride, 0, a.m * a.n * sizeof(float), lanes.stream[l]));
     }
     first_row += k;
+  }
+  if (a.overwrite) {
+    const int l = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    ZeroEmptyExperts(a, lanes.stream[l]);
   }
   if (meanwhile) meanwhile();
 }

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
+#include <vector>
 
 namespace trellis::kernels {
 
@@ -41,5 +43,9 @@ struct ExpertWgrad {
 // gradient's GEMM) runs beside them.
 void ExpertWgradFp32(const ExpertWgrad& args, cudaStream_t stream,
                      const std::function<void()>& meanwhile = nullptr);
+
+// The runs [begin, end) of neighbouring experts with no rows, in order: what
+// an overwriting call zeroes, one memset per run and part.
+std::vector<std::pair<int, int>> EmptyRuns(const int64_t* rows, int experts);
 
 }  // namespace trellis::kernels

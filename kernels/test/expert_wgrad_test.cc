@@ -33,7 +33,9 @@ TEST_P(ExpertWgradTest, SumsEachExpertsRowsIntoFp32LikeTheReference) {
   std::uniform_int_distribution<int64_t> count(0, c.max_rows);
   int64_t total = 0;
   for (int g = 0; g < c.experts; ++g) {
-    rows[g] = g % 3 == 1 ? 0 : count(rng);  // empty experts among them
+    // Empty experts among them, alone and in runs of neighbours (zeroed a
+    // run at a time when overwriting).
+    rows[g] = g % 3 == 1 || (g >= 2 && g < 5) ? 0 : count(rng);
     total += rows[g];
   }
   const int64_t ld_dy = c.parts * c.m + c.pad, ld_x = c.n + c.pad;
@@ -97,7 +99,17 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{1, 8, 8, 1, 16, false, 0}, Case{5, 24, 40, 1, 70, true, 0},
                       Case{5, 24, 40, 1, 70, false, 0}, Case{7, 48, 32, 2, 90, false, 0},
                       Case{7, 48, 32, 2, 90, true, 0}, Case{6, 17, 23, 2, 33, false, 3},
-                      Case{4, 96, 64, 2, 300, false, 8}, Case{9, 64, 96, 1, 200, true, 5}));
+                      Case{6, 17, 23, 2, 33, true, 3}, Case{4, 96, 64, 2, 300, false, 8},
+                      Case{9, 64, 96, 1, 200, true, 5}, Case{2, 8, 8, 2, 40, true, 2}));
+
+TEST(ExpertWgrad, EmptyRunsAreTheNeighbouringExpertsWithNoRows) {
+  using Runs = std::vector<std::pair<int, int>>;
+  const std::vector<int64_t> rows = {0, 0, 5, 0, 7, 1, 0, 0, 0};
+  EXPECT_EQ(EmptyRuns(rows.data(), 9), (Runs{{0, 2}, {3, 4}, {6, 9}}));
+  EXPECT_EQ(EmptyRuns(rows.data(), 3), (Runs{{0, 2}}));
+  EXPECT_EQ(EmptyRuns(rows.data() + 4, 2), Runs{});
+  EXPECT_EQ(EmptyRuns(nullptr, 0), Runs{});
+}
 
 TEST(ExpertWgrad, NoExpertsOrNoRowsIsNothing) {
   TRELLIS_SKIP_WITHOUT_GPU();
