@@ -118,9 +118,10 @@ void Gemm(cublasHandle_t blas, const ExpertWgrad& a, int64_t first_row, int64_t 
 }
 
 // An overwriting call leaves an expert without rows a zero gradient. Under
-// concentrated routing most experts are empty (moe-bench at init: 56 of 64),
-// so their C's are zeroed a run of neighbours at a time, one memset per run
-// and part, not one per expert and part (each about 9 us on an H200).
+// concentrated routing many experts are empty (moe-bench: about 27 of 64 per
+// layer), so their C's are zeroed a run of neighbours at a time, one memset
+// per run and part, not one per expert and part (each about 9 us on an H200;
+// bench/results/trainer-gpu-empty-experts-2026-12-03.md).
 void ZeroEmptyExperts(const ExpertWgrad& a, cudaStream_t stream) {
   const size_t width = static_cast<size_t>(a.m * a.n) * sizeof(float);
   const size_t pitch = static_cast<size_t>(a.expert_stride) * sizeof(float);
