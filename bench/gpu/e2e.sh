@@ -25,7 +25,11 @@
 #        RUN_TIMEOUT_S (a controller run not ended by then is cancelled; default 300),
 #        RUNS (default "alone ctas16 ctas_default kill alone2"),
 #        BASE_SPEC (default examples/moe-bench.toml), SKIP_BUILD=1 (use BUILD_DIR
-#        as it is: for a rehearsal of the script on a CPU machine)
+#        as it is: for a rehearsal of the script on a CPU machine),
+#        PREFIX (where the staged packages are unpacked, default .third_party/prefix;
+#        set but empty: the machine's own Slurm, munge and gRPC, nothing unpacked),
+#        CLUSTER_DIR (default /tmp/trellis-gpu-cluster), PORT_BASE (the cluster's
+#        ports, default 17500), CONTROLLER_PORT (default 50161)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -42,10 +46,10 @@ BASE_SPEC=${BASE_SPEC:-examples/moe-bench.toml}
 OUT_DIR=${OUT_DIR:-bench/results}
 WORK=${WORK:-$(mktemp -d /tmp/trellis-e2e.XXXXXX)}
 BUILD_DIR=${BUILD_DIR:-build-gpu-e2e}
-PREFIX=$REPO/.third_party/prefix
-CLUSTER=/tmp/trellis-gpu-cluster
-PORT_BASE=17500
-CONTROLLER_PORT=50161
+PREFIX=${PREFIX-$REPO/.third_party/prefix}
+CLUSTER=${CLUSTER_DIR:-/tmp/trellis-gpu-cluster}
+PORT_BASE=${PORT_BASE:-17500}
+CONTROLLER_PORT=${CONTROLLER_PORT:-50161}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
 die() { echo "e2e.sh: $*" >&2; exit 1; }
 mkdir -p "$OUT_DIR" "$WORK"
@@ -55,10 +59,14 @@ have=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$have" -ge "$NGPU" ] || die "needs $NGPU GPUs, nvidia-smi lists $have"
 
 # ------------------------------------------------------------------ build --
-log "unpack the staged packages into $PREFIX"
-bash deploy/gpu/unpack-prefix.sh "$PREFIX" || die "unpack-prefix.sh failed"
-# shellcheck disable=SC1091
-. "$PREFIX/env"
+if [ -n "$PREFIX" ]; then
+  log "unpack the staged packages into $PREFIX"
+  bash deploy/gpu/unpack-prefix.sh "$PREFIX" || die "unpack-prefix.sh failed"
+  # shellcheck disable=SC1091
+  . "$PREFIX/env"
+else
+  log "PREFIX empty: the machine's own Slurm, munge and gRPC"
+fi
 if [ "${SKIP_BUILD:-0}" = 1 ]; then
   log "not building: SKIP_BUILD=1, using $BUILD_DIR"
 else
@@ -161,7 +169,7 @@ start_cluster_and_controller() {
   log "local Slurm cluster: $NGPU nodes x 1 GPU, host sysfs ($CLUSTER)"
   deploy/slurm/local-cluster down "$CLUSTER" >/dev/null 2>&1 || true
   deploy/slurm/local-cluster up "$CLUSTER" --nodes "$NGPU" --gpus-per-node 1 --host-sysfs \
-    --prefix "$PREFIX" --port-base "$PORT_BASE" >"$WORK/cluster-up.log" 2>&1 ||
+    ${PREFIX:+--prefix "$PREFIX"} --port-base "$PORT_BASE" >"$WORK/cluster-up.log" 2>&1 ||
     { cat "$WORK/cluster-up.log"; die "the local cluster did not start"; }
   tail -n 2 "$WORK/cluster-up.log"
   # shellcheck disable=SC1091
@@ -208,8 +216,10 @@ run_controller() {
     done
     victim=$(pgrep -f "trellis-rank --run-dir $run_dir" | head -1)
     if [ -n "$victim" ]; then
+      local cmdline
+      cmdline=$(tr '\0' ' ' 2>/dev/null <"/proc/$victim/cmdline")  # gone once it is killed
       kill -SEGV "$victim"
-      echo "$(date +%s.%N) $victim $(tr '\0' ' ' <"/proc/$victim/cmdline" 2>/dev/null)" >"$WORK/$name/killed"
+      echo "$(date +%s.%N) $victim $cmdline" >"$WORK/$name/killed"
       log "kill: SIGSEGV to rank process $victim after the step-10 checkpoint"
     fi
   fi
