@@ -58,7 +58,11 @@ torch::Tensor RunLocalExperts(const torch::Tensor& xs, const torch::Tensor& coun
     outs.push_back(SwiGluFfn(xs.narrow(0, start, c[i]), gate[i], up[i], w.down[i]));
     start += c[i];
   }
-  if (outs.empty()) return xs.narrow(1, 0, w.down.size(1)) * 0;  // no slots: [0, H]
+  // No slots (an EP rank whose block got no tokens): [0, H], with the
+  // weights still in the graph, so that their gradient is zeros and the
+  // block's reduction to its owners runs on this rank as on the others.
+  if (outs.empty())
+    return xs.narrow(1, 0, w.down.size(1)) * 0 + (gate.sum() + up.sum() + w.down.sum()) * 0;
   return torch::cat(outs);
 }
 

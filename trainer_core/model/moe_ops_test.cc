@@ -158,6 +158,25 @@ TEST(ChooseExpertsTest, EachGroupGivesItsBestExperts) {
 // token's output written out in fp64: the experts of ChoiceWrittenOut on
 // probabilities + bias, gated by the router's own probabilities
 // renormalized over them.
+// An EP rank whose expert block got no slots runs its experts on [0, H]:
+// the output is empty and every weight still gets a (zero) gradient, which
+// the block's reduction to its owners needs on every rank.
+TEST(MoeOpsTest, LocalExpertsWithNoSlotsGiveZeroWeightGradients) {
+  const int64_t e = 3, f = 4, h = 5;
+  ExpertWeights w;
+  w.gate = torch::randn({e, f, h}, torch::kDouble).requires_grad_();
+  w.up = torch::randn({e, f, h}, torch::kDouble).requires_grad_();
+  w.down = torch::randn({e, h, f}, torch::kDouble).requires_grad_();
+  auto xs = torch::randn({0, h}, torch::kDouble).requires_grad_();
+  auto y = RunLocalExperts(xs, torch::zeros({e}, torch::kLong), w);
+  ASSERT_EQ(y.sizes(), torch::IntArrayRef({0, h}));
+  y.sum().backward();
+  for (const auto* t : {&w.gate, &w.up, &w.down}) {
+    ASSERT_TRUE(t->grad().defined());
+    EXPECT_TRUE(torch::equal(t->grad(), torch::zeros_like(*t)));
+  }
+}
+
 TEST(ChooseExpertsTest, MoeForwardRoutesByGroupsAndGatesByTheRouter) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE("TRELLIS_TEST_SEED=" + std::to_string(seed));

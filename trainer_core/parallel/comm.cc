@@ -129,6 +129,18 @@ class C10dWork final : public CommWork {
         cuda_(cuda),
         span_(std::move(span)),
         keep_(std::move(keep)) {}
+  // Dropped without Wait (an error path): on a GPU the current stream still
+  // waits for the collective before its tensors go back to the caching
+  // allocator, which would otherwise hand them out while NCCL writes them.
+  // (On gloo the backend's thread holds the tensors itself.)
+  ~C10dWork() override {
+    if (!work_ || !cuda_) return;
+    try {
+      work_->wait();
+    } catch (...) {
+      // A failed collective: the run is already on an error path.
+    }
+  }
   void Wait() override {
     if (!work_) return;
     span_->waited = compat::DeviceStamp::Now(cuda_);
@@ -189,11 +201,12 @@ class C10dComm final : public Comm {
     CheckDevice(send, cuda(), "all-to-all");
     CheckDevice(recv, cuda(), "all-to-all");
     auto s = OnWire(send), r = OnWire(recv);
-    // Gloo wants real buffers even when nothing moves. NCCL checks that the
-    // counts add up to the buffer (a rank that receives no token slots at
-    // all, seen with EP 4 once routing concentrates), so it keeps the empty one.
-    if (!cuda() && s.numel() == 0) s = torch::empty({1}, s.options());
-    if (!cuda() && r.numel() == 0) r = torch::empty({1}, r.options());
+    // Gloo wants real buffers even when nothing moves, and both backends
+    // check that the counts add up to the buffer (a rank that receives no
+    // token slots at all, seen with EP 4 once routing concentrates): an empty
+    // view of one allocated element is both.
+    if (!cuda() && s.numel() == 0) s = torch::empty({1}, s.options()).narrow(0, 0, 0);
+    if (!cuda() && r.numel() == 0) r = torch::empty({1}, r.options()).narrow(0, 0, 0);
     std::vector<int64_t> sc = send_counts, rc = recv_counts;
     return Launch("all-to-all", [&] { return group_->alltoall_base(r, s, rc, sc); }, {s, r});
   }

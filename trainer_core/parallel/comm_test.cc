@@ -12,6 +12,7 @@
 
 #include "trainer_core/error.h"
 #include "trainer_core/parallel/comm_times.h"
+#include "trainer_core/parallel/expert_parallel.h"
 #include "trainer_core/parallel/multiprocess.h"
 #include "trainer_core/parallel/pending.h"
 
@@ -61,6 +62,33 @@ TEST(CommTest, AllGatherAndUnevenAllToAll) {
       comm->AllToAll(send, sc, recv, rc);
       if (!torch::equal(recv, torch::tensor(want_v).to(dtype))) return "uneven all-to-all differs";
     }
+    comm->Barrier();
+    return "";
+  });
+  EXPECT_EQ(Failures(outcomes), "");
+}
+
+// The expert-parallel row exchange where one rank receives no rows at all
+// (its expert block got no token slots): rank 0 sends its 3 rows to rank 1,
+// rank 1 keeps its 4. On the way back rank 0 has [0, H] to send and must
+// still receive its rows; its gradient crosses the same empty exchange.
+TEST(CommTest, RowAllToAllWithARankThatReceivesNothing) {
+  const int world = 2, port = FreePort();
+  auto outcomes = RunRanks(world, 60s, [&](int rank) -> std::string {
+    auto comm = Connect(rank, world, port);
+    const int64_t hidden = 3, rows = rank == 0 ? 3 : 4;
+    const std::vector<int64_t> send = {0, rows};
+    const std::vector<int64_t> recv = rank == 0 ? std::vector<int64_t>{0, 0}
+                                                : std::vector<int64_t>{3, 4};
+    auto x = (torch::arange(rows * hidden, torch::kFloat).view({rows, hidden}) + 100 * rank)
+                 .requires_grad_();
+    auto there = AllToAllRows(comm.get(), x, send, recv);
+    if (there.size(0) != recv[0] + recv[1] || there.size(1) != hidden)
+      return "forward: wrong shape";
+    auto back = AllToAllRows(comm.get(), there * 2, recv, send);
+    if (!torch::equal(back.detach(), x.detach() * 2)) return "back: not 2 x the rows sent";
+    back.sum().backward();
+    if (!torch::equal(x.grad(), torch::full_like(x, 2))) return "gradient differs";
     comm->Barrier();
     return "";
   });

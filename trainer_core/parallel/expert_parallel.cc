@@ -32,7 +32,10 @@ class AllToAllFn : public torch::autograd::Function<AllToAllFn> {
 
   static torch::Tensor Move(Comm* comm, const torch::Tensor& x, const std::vector<int64_t>& send,
                             const std::vector<int64_t>& recv) {
-    const int64_t row = x.numel() / std::max<int64_t>(1, x.size(0));
+    // Elements per row from the trailing sizes, not numel / rows: a rank
+    // that received no slots still sends [0, H] and must receive its rows.
+    int64_t row = 1;
+    for (int64_t d = 1; d < x.dim(); ++d) row *= x.size(d);
     int64_t total = 0;
     std::vector<int64_t> sc, rc;
     for (auto n : send) sc.push_back(n * row);
