@@ -4,8 +4,8 @@
 // bf16's noise, the FP8 expert gather close to the fp32 one, a world-2
 // checkpoint resumed on one GPU, a killed peer named within the
 // collective timeout, the step records' collective times, prefetch depths
-// (parallel.prefetch_layers) that agree, and deterministic runs that repeat. Skips where fewer than 2 GPUs are
-// visible (label gpu).
+// (parallel.prefetch_layers) that agree, and deterministic runs that repeat.
+// Skips where fewer than 2 GPUs are visible (label gpu).
 // Torch-free: it spawns the binary and reads its step records and its
 // checkpoint shards.
 #include <gtest/gtest.h>
