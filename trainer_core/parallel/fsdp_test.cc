@@ -83,11 +83,29 @@ std::vector<char> ReadAll(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
+// Experts [first, experts) of every layer get a router bias of -100: the
+// router (probabilities in [0, 1], the bias added before top-k) never picks
+// them, and the balancing step (rate x 5 steps) cannot undo it. -1: none.
+void StarveExperts(std::vector<torch::Tensor>& router_bias, int64_t first) {
+  if (first < 0) return;
+  for (auto& b : router_bias) b.narrow(0, first, b.numel() - first).fill_(-100.0);
+}
+
+// Token slots routed to experts [first, experts), over the layers.
+double TokensFrom(const std::vector<torch::Tensor>& expert_counts, int64_t first) {
+  double n = 0;
+  for (const auto& c : expert_counts)
+    n += c.narrow(0, first, c.numel() - first).sum().item<double>();
+  return n;
+}
+
 // The reference: the single-process trainer's step, five times.
-std::string RunReference(const spec::TrainerSpec& s, torch::Dtype dtype, const std::string& path) {
+std::string RunReference(const spec::TrainerSpec& s, torch::Dtype dtype, const std::string& path,
+                         int64_t starved_from) {
   torch::set_num_threads(1);
   const auto& t = s.training;
   Model model(s.model, t.seq_len, t.seed, torch::kCPU, torch::kFloat);
+  StarveExperts(model.router_bias(), starved_from);
   Muon muon(SlotsFor(model.blocks(), Optim::kMuon), MuonOpts(t));
   AdamW adamw(SlotsFor(model.blocks(), Optim::kAdamW), AdamWOpts(t));
   std::vector<double> losses;
@@ -115,6 +133,7 @@ struct Mesh {
   bool weight_copies = true;  // ShardedModel::SetWeightCopies (bf16 compute)
   bool gate_up_gemm = true;   // ShardedModel::SetGateUpGemm (with the copies)
   int offload_layers = 0;     // ShardedModel::SetOffloadLayers (with checkpointing)
+  int64_t starved_from = -1;  // StarveExperts, in the reference too
 };
 
 std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, int rank,
@@ -134,6 +153,7 @@ std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire
   model.SetWeightCopies(mesh.weight_copies);
   model.SetGateUpGemm(mesh.gate_up_gemm);
   model.SetOffloadLayers(mesh.offload_layers);
+  StarveExperts(model.router_bias(), mesh.starved_from);
   ShardedOptimizer opt(&model, MuonOpts(t), AdamWOpts(t));
   std::vector<double> losses;
   const int64_t rows = kRows / world;
@@ -151,6 +171,8 @@ std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire
     opt.Step(t.muon_lr * lr, t.lr * lr);
     model.UpdateRouterBias(out.expert_counts, t.router_bias_rate);
     losses.push_back(out.ce.item<double>());
+    if (mesh.starved_from >= 0 && TokensFrom(out.expert_counts, mesh.starved_from) > 0)
+      return "step " + std::to_string(step) + ": a starved expert got tokens";
     // The step's collective time: absent at world 1, else 0 <= exposed <= total.
     const auto times = comm->TakeTimes();
     if (world == 1 && times) return "collective times at world 1";
@@ -236,8 +258,8 @@ Compared TrainBoth(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, Me
   const int world = mesh.world;
   char tmpl[] = "/tmp/fsdp_test_XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
-  auto ref =
-      testing::RunRanks(1, 120s, [&](int) { return RunReference(s, dtype, dir + "/ref.bin"); });
+  auto ref = testing::RunRanks(
+      1, 120s, [&](int) { return RunReference(s, dtype, dir + "/ref.bin", mesh.starved_from); });
   EXPECT_EQ(Failures(ref), "");
   const int port = testing::FreePort();
   auto sharded = testing::RunRanks(world, 120s, [&](int rank) {
@@ -297,6 +319,25 @@ TEST(FsdpTest, GroupLimitedRoutingEqualsOneInFp32) {
     auto c = TrainBoth(s, torch::kFloat, Wire::kFp32, mesh);
     EXPECT_LE(c.max_loss_rel, 1e-5);
     EXPECT_LE(c.max_param_abs, 1e-5);
+  }
+}
+
+// A rank whose expert block is never routed to (its experts' router bias
+// at -100, so every token picks the other block): it sends its tokens away
+// and gets no slots back, its experts run on nothing, and their gradients
+// are zero but still reduced with the block's replicas. One node of 2 (EP 2)
+// and two nodes of 2 (EP 2, each block held by two ranks: a rank that left
+// out the block's reduction would hang the other), with and without
+// checkpointing: the same results as the single-process model with the same
+// bias.
+TEST(FsdpTest, ABlockThatGetsNoTokensTrainsAsOneRankDoes) {
+  for (Mesh mesh : {Mesh{2, 2, 2}, Mesh{4, 2, 2}, Mesh{2, 2, 2, false}}) {
+    mesh.starved_from = 2;  // experts 2 and 3: the second rank's block at EP 2
+    auto c = TrainBoth(TinySpec(), torch::kFloat, Wire::kFp32, mesh);
+    EXPECT_LE(c.max_loss_rel, 1e-5)
+        << "world " << mesh.world << ", checkpointing " << mesh.checkpointing;
+    EXPECT_LE(c.max_param_abs, 1e-5)
+        << "world " << mesh.world << ", checkpointing " << mesh.checkpointing;
   }
 }
 
