@@ -81,9 +81,13 @@ int main(int argc, char** argv) {
     trellis::train::ChooseRankDevice(spec->training, &comm_options);
     // NCCL's log to a file of the rank's (standard output carries --json's
     // records), before NCCL starts; its channel count goes in the records.
+    // PyTorch's blocking wait off (nccl_log.h says why).
     trellis::train::NcclLogPlan nccl_log;
-    if (trellis::train::MeetsOverNccl(comm_options))
+    std::string blocking_wait_note;
+    if (trellis::train::MeetsOverNccl(comm_options)) {
       nccl_log = trellis::train::SetUpNcclLog(comm_options.rank, checkpoint_dir);
+      blocking_wait_note = trellis::train::TurnOffNcclBlockingWait();
+    }
     auto comm = trellis::train::ConnectComm(comm_options);
     trellis::train::TrainerOptions options;
     options.comm = comm.get();
@@ -108,6 +112,8 @@ int main(int argc, char** argv) {
               << "\n";
     std::cerr << "trellis-train: " << trainer.DescribeDevice() << "\n";
     if (!nccl_log.note.empty()) std::cerr << "trellis-train: " << nccl_log.note << "\n";
+    if (!blocking_wait_note.empty())
+      std::cerr << "trellis-train: " << blocking_wait_note << "\n";
     if (trainer.Run(steps >= 0 ? steps : spec->training.steps))
       std::cerr << "trellis-train: stopped at step " << trainer.step()
                 << " for SIGUSR1 (a wall-time warning)" << std::endl;

@@ -99,7 +99,11 @@ int RunHostedRank(const spec::TrainerSpec& spec) {
     // its channel count goes in the step records.
     const std::string checkpoint_dir = Env("TRELLIS_CHECKPOINT_DIR");
     NcclLogPlan nccl_log;
-    if (MeetsOverNccl(comm_options)) nccl_log = SetUpNcclLog(comm_options.rank, checkpoint_dir);
+    std::string blocking_wait_note;
+    if (MeetsOverNccl(comm_options)) {
+      nccl_log = SetUpNcclLog(comm_options.rank, checkpoint_dir);
+      blocking_wait_note = TurnOffNcclBlockingWait();  // nccl_log.h says why
+    }
     auto comm = ConnectComm(comm_options);
     StepSocket socket(Env("TRELLIS_STEP_SOCKET"));
     TrainerOptions options;
@@ -119,6 +123,8 @@ int RunHostedRank(const spec::TrainerSpec& spec) {
                  static_cast<long>(trainer.step()));
     std::fprintf(stderr, "trellis rank: %s\n", trainer.DescribeDevice().c_str());
     if (!nccl_log.note.empty()) std::fprintf(stderr, "trellis rank: %s\n", nccl_log.note.c_str());
+    if (!blocking_wait_note.empty())
+      std::fprintf(stderr, "trellis rank: %s\n", blocking_wait_note.c_str());
     if (trainer.Run(spec.training.steps))
       std::fprintf(stderr,
                    "trellis rank: stopped at step %ld for Slurm's wall-time warning, with a "

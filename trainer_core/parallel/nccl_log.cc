@@ -143,4 +143,25 @@ NcclLogPlan PlanNcclLog(const NcclLogEnv& env, const std::string& own_file,
   return plan;
 }
 
+NcclBlockingWaitPlan PlanNcclBlockingWait(const NcclBlockingWaitEnv& env) {
+  auto off = [](const std::optional<std::string>& v) {
+    if (!Set(v)) return true;
+    const std::string u = Upper(*v);
+    return u == "N" || u == "NO" || u == "0" || u == "F" || u == "FALSE";
+  };
+  NcclBlockingWaitPlan plan;
+  std::string found;
+  for (auto [name, value] : {std::pair{"TORCH_NCCL_BLOCKING_WAIT", &env.torch_name},
+                             std::pair{"NCCL_BLOCKING_WAIT", &env.old_name}})
+    if (!off(*value)) found += std::string(found.empty() ? "" : " and ") + name + "=" + **value;
+  if (found.empty()) return plan;
+  plan.turn_off = true;
+  plan.note = found +
+              " turned off for this rank (TORCH_NCCL_BLOCKING_WAIT=0): it makes every NCCL "
+              "collective hold the host where it starts, so none would overlap compute and "
+              "the exposed-communication figures would be wrong; a stuck peer is still named "
+              "by the peer watch within the collective timeout (TRELLIS_COMM_TIMEOUT_S)";
+  return plan;
+}
+
 }  // namespace trellis::train

@@ -5,7 +5,8 @@
 //   host:1234:1240 [0] NCCL INFO 24 coll channels, 24 collnet channels,
 //       0 nvls channels, 32 p2p channels, 32 p2p channels per peer
 // (one line; older NCCL logs fewer kinds). Each collective launches one CTA
-// (one SM) per coll channel, so NCCL_MAX_CTAS=16 makes it 16. Pure: text and
+// (one SM) per coll channel, so NCCL_MAX_CTAS=16 makes it 16. Also: PyTorch's
+// blocking wait, which a rank turns off (PlanNcclBlockingWait). Pure: text and
 // environment values in, decisions out; the file I/O is nccl_log_file.h.
 // Torch-free.
 
@@ -66,5 +67,27 @@ std::string ExpandNcclDebugFile(const std::string& pattern, const std::string& h
 // lines through: a comma list of subsystems (ALL for all), or "^" and the
 // list of those left out.
 bool NcclSubsysLogsInit(const std::optional<std::string>& subsys);
+
+// PyTorch's blocking wait: TORCH_NCCL_BLOCKING_WAIT (NCCL_BLOCKING_WAIT
+// before PyTorch 2.2; the newer name wins) makes every wait on an NCCL
+// collective hold the host until the collective ends. Comm (comm.cc) waits on
+// a side stream right after it starts each collective, to stamp its end, so
+// with it every collective would block the host where it starts: nothing
+// would overlap compute, and the exposed-communication figures would read
+// near zero while the GPU idles. A rank that meets over NCCL turns it off;
+// a stuck peer is still found by the peer watch within the collective
+// timeout (TRELLIS_COMM_TIMEOUT_S).
+struct NcclBlockingWaitEnv {
+  std::optional<std::string> torch_name;  // TORCH_NCCL_BLOCKING_WAIT
+  std::optional<std::string> old_name;    // NCCL_BLOCKING_WAIT
+};
+struct NcclBlockingWaitPlan {
+  bool turn_off = false;  // set TORCH_NCCL_BLOCKING_WAIT=0, unset NCCL_BLOCKING_WAIT
+  std::string note;       // one line for the start-up log when turned off
+};
+// Turns it off when either name holds anything but one of PyTorch's false
+// values (n, no, 0, f, false; any case) or nothing: its true values, and a
+// value PyTorch would refuse when the group is made.
+NcclBlockingWaitPlan PlanNcclBlockingWait(const NcclBlockingWaitEnv& env);
 
 }  // namespace trellis::train

@@ -54,6 +54,16 @@ NcclLogPlan SetUpNcclLog(int rank, const std::string& dir) {
   return plan;
 }
 
+std::string TurnOffNcclBlockingWait() {
+  const NcclBlockingWaitPlan plan =
+      PlanNcclBlockingWait({Env("TORCH_NCCL_BLOCKING_WAIT"), Env("NCCL_BLOCKING_WAIT")});
+  if (plan.turn_off) {
+    ::setenv("TORCH_NCCL_BLOCKING_WAIT", "0", 1);
+    ::unsetenv("NCCL_BLOCKING_WAIT");  // a value PyTorch refuses would still stop the rank
+  }
+  return plan.note;
+}
+
 std::optional<NcclChannels> NcclLogFollower::Poll() {
   if (done()) return found_;
   ++polls_;

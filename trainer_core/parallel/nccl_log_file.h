@@ -1,7 +1,7 @@
 #pragma once
 // NCCL's log on disk: pointing it at a file of the rank's before NCCL starts,
 // and reading the communicators' channel counts from that file once they are
-// set up. The decisions and the parsing are nccl_log.h's; this is the I/O.
+// set up. Also PyTorch's blocking wait, turned off in the same environment. The decisions and the parsing are nccl_log.h's; this is the I/O.
 // Torch-free.
 
 #include <cstddef>
@@ -20,6 +20,10 @@ namespace trellis::train {
 // checkpoint directory) is given and can be created, else
 // $TMPDIR/trellis-nccl-rank<R>-<pid>.log (/tmp without TMPDIR).
 NcclLogPlan SetUpNcclLog(int rank, const std::string& dir);
+
+// For the same rank, at the same time: applies PlanNcclBlockingWait to this
+// process's environment. Returns its note (empty when nothing changed).
+std::string TurnOffNcclBlockingWait();
 
 // Reads the channel counts out of the file NCCL logs to. NCCL sets a
 // communicator up at its first collective (PyTorch creates them lazily), so

@@ -166,6 +166,30 @@ TEST(PlanNcclLogTest, WhatIsSetAndWhatIsRead) {
   EXPECT_NE(p.note.find("NCCL_DEBUG_SUBSYS=NET"), std::string::npos) << p.note;
 }
 
+TEST(PlanNcclBlockingWaitTest, OffUnlessBothNamesSayFalse) {
+  using Env = NcclBlockingWaitEnv;
+  const std::optional<std::string> unset;
+  // Unset, empty, or one of PyTorch's false values: nothing to do.
+  for (const Env& env : {Env{unset, unset}, Env{"", ""}, Env{"0", unset}, Env{"false", "no"},
+                         Env{"N", "F"}, Env{unset, "0"}}) {
+    auto p = PlanNcclBlockingWait(env);
+    EXPECT_FALSE(p.turn_off) << env.torch_name.value_or("-") << " " << env.old_name.value_or("-");
+    EXPECT_EQ(p.note, "");
+  }
+  // A true value under either name, or a value PyTorch refuses: off, named.
+  auto p = PlanNcclBlockingWait({"1", unset});
+  EXPECT_TRUE(p.turn_off);
+  EXPECT_EQ(p.note.rfind("TORCH_NCCL_BLOCKING_WAIT=1 turned off", 0), 0u) << p.note;
+  EXPECT_NE(p.note.find("TRELLIS_COMM_TIMEOUT_S"), std::string::npos) << p.note;
+  p = PlanNcclBlockingWait({"0", "True"});  // the old name is still read, then overridden
+  EXPECT_TRUE(p.turn_off);
+  EXPECT_EQ(p.note.rfind("NCCL_BLOCKING_WAIT=True turned off", 0), 0u) << p.note;
+  p = PlanNcclBlockingWait({"yes", "maybe"});
+  EXPECT_TRUE(p.turn_off);
+  EXPECT_EQ(p.note.rfind("TORCH_NCCL_BLOCKING_WAIT=yes and NCCL_BLOCKING_WAIT=maybe", 0), 0u)
+      << p.note;
+}
+
 class NcclLogFileTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = MakeTempDir("trellis-nccl-log-test"); }
@@ -269,6 +293,19 @@ TEST_F(NcclLogFileTest, SetUpLeavesTheUsersSettingsAlone) {
   EXPECT_EQ(p.follow, JoinPath(dir_, "theirs." + std::to_string(::getpid()) + ".log"));
   EXPECT_FALSE(PathExists(ckpt));  // nothing of ours is written
   EXPECT_EQ(std::getenv("NCCL_DEBUG_FILE"), theirs);
+}
+
+TEST_F(NcclLogFileTest, BlockingWaitIsTurnedOffInTheEnvironment) {
+  {
+    ScopedEnv torch_name("TORCH_NCCL_BLOCKING_WAIT", "1"), old_name("NCCL_BLOCKING_WAIT", "1");
+    EXPECT_NE(TurnOffNcclBlockingWait(), "");
+    EXPECT_STREQ(std::getenv("TORCH_NCCL_BLOCKING_WAIT"), "0");
+    EXPECT_EQ(std::getenv("NCCL_BLOCKING_WAIT"), nullptr);
+  }
+  ScopedEnv torch_name("TORCH_NCCL_BLOCKING_WAIT", nullptr), old_name("NCCL_BLOCKING_WAIT", "0");
+  EXPECT_EQ(TurnOffNcclBlockingWait(), "");
+  EXPECT_EQ(std::getenv("TORCH_NCCL_BLOCKING_WAIT"), nullptr);  // nothing set when nothing asked
+  EXPECT_STREQ(std::getenv("NCCL_BLOCKING_WAIT"), "0");
 }
 
 }  // namespace
