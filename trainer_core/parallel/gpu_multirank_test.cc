@@ -4,7 +4,8 @@
 // bf16's noise, the FP8 expert gather close to the fp32 one, a world-2
 // checkpoint resumed on one GPU, a killed peer named within the
 // collective timeout, the step records' collective times, prefetch depths
-// (parallel.prefetch_layers) that agree, and deterministic runs that repeat.
+// (parallel.prefetch_layers) that agree, deterministic runs that repeat, and
+// an EP rank whose expert block gets no tokens.
 // Skips where fewer than 2 GPUs are visible (label gpu).
 // With TRELLIS_REHEARSE_ON_CPU=1 the same tests train on CPU ranks over gloo
 // instead (ctest's "on_cpu." copies, label trainer): that checks the tests'
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/data/corpus.h"
@@ -117,10 +119,16 @@ double MaxLossRel(const std::vector<StepRecord>& got, const std::vector<StepReco
   return worst;
 }
 
+std::string StepName(int step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08d", step);
+  return name;
+}
+
 std::string ShardPath(const std::string& ckpt, int step, int rank, int world) {
-  char name[96];
-  std::snprintf(name, sizeof(name), "step-%08d/shard-%05d-of-%05d.bin", step, rank, world);
-  return JoinPath(ckpt, name);
+  char name[64];
+  std::snprintf(name, sizeof(name), "shard-%05d-of-%05d.bin", rank, world);
+  return JoinPath(JoinPath(ckpt, StepName(step)), name);
 }
 
 std::vector<float> Floats(const ShardReader& r, const ShardEntry& e) {
@@ -345,6 +353,77 @@ TEST_F(GpuMultiRankTest, AWorldTwoCheckpointResumesOnOneGpu) {
   std::printf("%s world 2 -> 1 resume at step 5: max loss rel diff vs straight world 2: %.3g\n",
               Device(), loss);
   EXPECT_LE(loss, 1e-5);
+}
+
+// Experts [first, E) of every layer starved in a world-1 checkpoint: their
+// router bias set to -100, so the router (probabilities in [0, 1], the bias
+// added before top-k) never picks them and 5 steps of balancing (rate 1e-3)
+// cannot undo it. The shard is rewritten and the manifest takes its new
+// checksum.
+void StarveExpertsInCheckpoint(const std::string& ckpt, int step, size_t first) {
+  const std::string path = ShardPath(ckpt, step, 0, 1);
+  std::vector<std::string> data;
+  ShardWriter writer;
+  {
+    ShardReader reader(path);
+    data.reserve(reader.entries().size());  // the writer keeps pointers into them
+    for (const ShardEntry& e : reader.entries()) {
+      data.emplace_back(reader.Data(e));
+      if (e.name.rfind("router_bias.", 0) == 0) {
+        ASSERT_EQ(e.dtype, DType::kF32) << e.name;
+        float* bias = reinterpret_cast<float*>(data.back().data());
+        for (size_t i = first; i < data.back().size() / sizeof(float); ++i) bias[i] = -100;
+      }
+      writer.Add(e.name, e.dtype, e.dims, data.back().data(), data.back().size());
+    }
+  }
+  const uint64_t checksum = writer.Write(path);
+  const std::string manifest_path = JoinPath(ckpt, StepName(step) + "/manifest.json");
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(manifest_path));
+  manifest["shards"][0]["fnv1a64"] = checksum;
+  std::ofstream(manifest_path) << manifest.dump(2) << "\n";
+}
+
+// A copy of checkpoint step `step` of `from` in `to`.
+void CopyCheckpoint(const std::string& from, const std::string& to, int step) {
+  const std::string dir = JoinPath(to, StepName(step));
+  MakeDirs(dir);
+  for (const std::string& name : ListDir(JoinPath(from, StepName(step))))
+    std::ofstream(JoinPath(dir, name), std::ios::binary)
+        << std::ifstream(JoinPath(JoinPath(from, StepName(step)), name), std::ios::binary).rdbuf();
+}
+
+// One EP rank's expert block is never routed to (EP 2 on one node of 2):
+// that rank sends its tokens to the other and gets no slots back, its
+// experts run on nothing, and their zero gradients still go through the
+// block's reduction. Resumed from the same starved checkpoint, world 2
+// follows world 1 within the fp32 bounds (losses 1e-5 relative, parameters
+// 1e-5 at step 10), and the records show the starving: every slot in one of
+// the two blocks (EP load 2 = all over the mean of 2).
+TEST_F(GpuMultiRankTest, ABlockThatGetsNoTokensFollowsOneGpu) {
+  std::string why;
+  const std::string one = JoinPath(dir_, "one"), two = JoinPath(dir_, "two");
+  auto first = Run(1, {Spec("one", {1, 1}), "--steps", "5", "--checkpoint-dir", one});
+  ASSERT_TRUE(AllExitedZero(first, &why)) << why;
+  StarveExpertsInCheckpoint(one, 5, 2);
+  CopyCheckpoint(one, two, 5);
+  auto ref = Run(1, {Spec("one", {1, 1}), "--checkpoint-dir", one, "--resume", "latest"});
+  ASSERT_TRUE(AllExitedZero(ref, &why)) << why;
+  auto runs = Run(2, {Spec("two", {2, 2}), "--checkpoint-dir", two, "--resume", "latest"});
+  ASSERT_TRUE(AllExitedZero(runs, &why)) << why;
+  ASSERT_EQ(ref[0].records.size(), 5u);
+  for (const auto& run : runs) {
+    ASSERT_EQ(run.records.size(), 5u);
+    for (const StepRecord& rec : run.records)
+      EXPECT_EQ(rec.ep_load_max_over_mean.value_or(0), 2.0) << "step " << rec.step;
+  }
+  const double loss = MaxLossRel(runs[1].records, ref[0].records);
+  const ParamDiff p = CompareParams(one, two, 10);
+  std::printf("%s world 2 (EP 2) with one expert block starved vs world 1, fp32, steps 6-10: max "
+              "loss rel diff %.3g, params max %.3g rms %.3g\n",
+              Device(), loss, p.max_abs, p.rms);
+  EXPECT_LE(loss, 1e-5);
+  EXPECT_LE(p.max_abs, 1e-5);
 }
 
 // "PCI 0000:2a:00.0" from a rank's start-up line naming its GPU; empty if none.
