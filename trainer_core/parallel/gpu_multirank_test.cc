@@ -475,11 +475,18 @@ TEST_F(GpuMultiRankTest, StepRecordsCarryNcclCtasAndRanksNameTheirGpus) {
     EXPECT_NE(own[r].err.find("CTAs per collective"), std::string::npos) << own[r].err;
   }
 
-  // The workers' cap; its log in the checkpoint directory.
+  // The workers' cap; its log in the checkpoint directory. Also a launcher's
+  // blocking wait, which each rank turns off and says so.
   const std::string ckpt = JoinPath(dir_, "ckpt");
   o.env.push_back("NCCL_MAX_CTAS=16");
+  o.env.push_back("TORCH_NCCL_BLOCKING_WAIT=1");
   auto capped = Run(2, {Spec("capped", {2, 2}), "--steps", "3", "--checkpoint-dir", ckpt}, o);
+  o.env.pop_back();
   ASSERT_TRUE(AllExitedZero(capped, &why)) << why;
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(capped[r].err.find("TORCH_NCCL_BLOCKING_WAIT=1 turned off for this rank"),
+              std::string::npos)
+        << capped[r].err;
   int64_t capped_ctas = 0;
   ctas(capped, &capped_ctas);
   EXPECT_EQ(capped_ctas, 16) << capped[0].err;
