@@ -84,7 +84,8 @@ class GpuMultiRankTest : public ::testing::Test {
                            "shared_expert = true\n[parallel]\nnode_size = "
                         << mesh.node_size << "\nep = " << mesh.ep << "\ngrad_reduce_dtype = \""
                         << wire << "\"\nexpert_gather_dtype = \"" << gather << "\"\n"
-                        << parallel << "[training]\ndevice = \"" << Device() << "\"\ndtype = \"" << dtype
+                        << parallel << "[training]\ndevice = \"" << Device() << "\"\ndtype = \""
+                        << dtype
                         << "\"\nseq_len = 32\nglobal_batch = 8\nsteps = 10\nwarmup_steps = 2\n"
                            "router_bias_rate = 0.001\nmuon_ns_dtype = \"float32\"\ndata = \""
                         << corpus_ << "\"\n[checkpoint]\nevery_steps = 5\n";
