@@ -3,12 +3,14 @@
 # builds trainer_core and kernels/ with their tests (TRELLIS_TRAINER_ONLY,
 # against the python package's LibTorch), then runs `ctest -L gpu`: the
 # kernels against their CPU references and trainer_core on two GPUs
-# (trainer_core/parallel/gpu_multirank_test.cc; it skips below 2 GPUs). Run it
-# whenever trainer_core/parallel/ or kernels/ change.
+# (trainer_core/parallel/gpu_multirank_test.cc; on a one-GPU machine both
+# ranks share the GPU, over NCCL's socket transport). Run it whenever
+# trainer_core/parallel/ or kernels/ change.
 #
 # Needs the header-only deps staged by deploy/gpu/stage-headers.sh (carry
 # .third_party). Usage: bench/gpu/gpu_tests.sh [ctest args]
 #   env: BUILD_DIR=build-gpu OUT_DIR=<dir for the logs, default $WORK> WORK=<temp dir>
+#        SHARE_ONE_GPU=1 (0: on one GPU, skip the two-rank tests)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -32,11 +34,19 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_TRAINER
 ninja -C "$BUILD_DIR" -j "$(nproc)" > "$OUT_DIR/gpu-build.log" 2>&1 \
   || { grep -E "error" -A5 "$OUT_DIR/gpu-build.log" | head -60; die build; }
 
+# One GPU: the two-rank tests run with both ranks on it, meeting over NCCL's
+# socket transport (gpu_multirank_test.cc says how), so that the trainer's
+# NCCL paths run in every GPU session. SHARE_ONE_GPU=0 skips them instead.
+if [ "$(nvidia-smi -L | grep -c '^GPU ')" = 1 ] && [ "${SHARE_ONE_GPU:-1}" = 1 ]; then
+  export TRELLIS_RANKS_SHARE_ONE_GPU=1
+  log "one GPU: the two-rank tests put both ranks on it"
+fi
+
 log "ctest -L gpu"
 cd "$BUILD_DIR"
 ctest -L gpu -V --timeout 600 "$@" > "$OUT_DIR/gpu-ctest.log" 2>&1
 rc=$?
 # Each test's own figures (losses, parameter differences, timings) and the verdicts.
-grep -hE "cuda world|cuda fp8|cuda:|Passed|Failed|Skipped|tests passed|tests failed" \
+grep -hE "cuda world|cuda fp8|cuda:|cuda \(2 ranks|Passed|Failed|Skipped|tests passed|tests failed" \
   "$OUT_DIR/gpu-ctest.log" | grep -vE "^ *Start" | tail -80
 exit $rc

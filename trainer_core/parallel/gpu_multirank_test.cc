@@ -6,7 +6,9 @@
 // collective timeout, the step records' collective times, prefetch depths
 // (parallel.prefetch_layers) that agree, deterministic runs that repeat, and
 // an EP rank whose expert block gets no tokens.
-// Skips where fewer than 2 GPUs are visible (label gpu).
+// Skips where fewer than 2 GPUs are visible (label gpu), unless
+// TRELLIS_RANKS_SHARE_ONE_GPU=1 puts both ranks on a machine's one GPU
+// (SharingOneGpu below; bench/gpu/gpu_tests.sh sets it there).
 // With TRELLIS_REHEARSE_ON_CPU=1 the same tests train on CPU ranks over gloo
 // instead (ctest's "on_cpu." copies, label trainer): that checks the tests'
 // own logic on every CI run, so the rare two-GPU session spends its time on
@@ -15,6 +17,7 @@
 // checkpoint shards.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -55,15 +58,29 @@ bool RehearsingOnCpu() {
   return v && std::string(v) == "1";
 }
 
+// Both ranks on the one GPU of a one-GPU machine (TRELLIS_RANKS_SHARE_ONE_GPU=1).
+// NCCL refuses two ranks of one host on one GPU ("Duplicate GPU detected"),
+// so each rank names a host of its own (NCCL_HOSTID) and the two meet over
+// NCCL's socket transport on the loopback interface. Every NCCL code path of
+// the trainer runs as on two GPUs; only the speed and the transport differ.
+bool SharingOneGpu() {
+  const char* v = std::getenv("TRELLIS_RANKS_SHARE_ONE_GPU");
+  return v && std::string(v) == "1" && !RehearsingOnCpu();
+}
+
 // The device the ranks train on, as the tests' printed lines name it.
-const char* Device() { return RehearsingOnCpu() ? "cpu" : "cuda"; }
+const char* Device() {
+  return RehearsingOnCpu() ? "cpu" : SharingOneGpu() ? "cuda (2 ranks on 1 GPU)" : "cuda";
+}
 
 class GpuMultiRankTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const int gpus = RehearsingOnCpu() ? 2 : VisibleGpus();
+    const int visible = RehearsingOnCpu() ? 0 : VisibleGpus();
+    const int gpus = RehearsingOnCpu() ? 2 : SharingOneGpu() && visible == 1 ? 2 : visible;
     if (gpus < 2)
-      GTEST_SKIP() << "needs 2 CUDA GPUs, " << gpus << " visible (nvidia-smi -L): skipped";
+      GTEST_SKIP() << "needs 2 CUDA GPUs, " << gpus
+                   << " visible (nvidia-smi -L; with 1, TRELLIS_RANKS_SHARE_ONE_GPU=1 shares it)";
     dir_ = MakeTempDir("trellis-gpu-multirank-test");
     BuildStats stats;
     corpus_ = JoinPath(dir_, "corpus.bin");
@@ -84,8 +101,8 @@ class GpuMultiRankTest : public ::testing::Test {
                            "shared_expert = true\n[parallel]\nnode_size = "
                         << mesh.node_size << "\nep = " << mesh.ep << "\ngrad_reduce_dtype = \""
                         << wire << "\"\nexpert_gather_dtype = \"" << gather << "\"\n"
-                        << parallel << "[training]\ndevice = \"" << Device() << "\"\ndtype = \""
-                        << dtype
+                        << parallel << "[training]\ndevice = \""
+                        << (RehearsingOnCpu() ? "cpu" : "cuda") << "\"\ndtype = \"" << dtype
                         << "\"\nseq_len = 32\nglobal_batch = 8\nsteps = 10\nwarmup_steps = 2\n"
                            "router_bias_rate = 0.001\nmuon_ns_dtype = \"float32\"\ndata = \""
                         << corpus_ << "\"\n[checkpoint]\nevery_steps = 5\n";
@@ -96,8 +113,13 @@ class GpuMultiRankTest : public ::testing::Test {
   std::vector<RankRun> Run(int world, std::vector<std::string> args,
                            testing::WorldOptions o = {}) {
     o.rank_env = [](int r) {
-      return std::vector<std::string>{"LOCAL_RANK=" + std::to_string(r),
-                                      "NCCL_NVLS_ENABLE=0"};
+      std::vector<std::string> env{"LOCAL_RANK=" + std::to_string(r), "NCCL_NVLS_ENABLE=0"};
+      if (SharingOneGpu())
+        for (const std::string& kv : {"NCCL_HOSTID=trellis-test-rank" + std::to_string(r),
+                                      std::string("NCCL_SOCKET_IFNAME=lo"),
+                                      std::string("NCCL_IB_DISABLE=1")})
+          env.push_back(kv);
+      return env;
     };
     // NCCL's log files of runs without a checkpoint directory: removed with dir_.
     o.env.push_back("TMPDIR=" + dir_);
@@ -488,9 +510,12 @@ TEST_F(GpuMultiRankTest, StepRecordsCarryNcclCtasAndRanksNameTheirGpus) {
     EXPECT_NE(capped[r].err.find("TORCH_NCCL_BLOCKING_WAIT=1 turned off for this rank"),
               std::string::npos)
         << capped[r].err;
+  // (Two ranks sharing one GPU meet over NCCL's socket transport, which
+  // takes fewer channels than the cap: there the cap leaves NCCL's count.)
+  const int64_t want_capped = SharingOneGpu() ? std::min<int64_t>(16, own_ctas) : 16;
   int64_t capped_ctas = 0;
   ctas(capped, &capped_ctas);
-  EXPECT_EQ(capped_ctas, 16) << capped[0].err;
+  EXPECT_EQ(capped_ctas, want_capped) << capped[0].err;
   for (int r = 0; r < 2; ++r)
     EXPECT_TRUE(IsRegularFile(JoinPath(ckpt, "nccl-rank" + std::to_string(r) + ".log"))) << r;
 
@@ -501,22 +526,25 @@ TEST_F(GpuMultiRankTest, StepRecordsCarryNcclCtasAndRanksNameTheirGpus) {
   ASSERT_TRUE(AllExitedZero(user, &why)) << why;
   int64_t user_ctas = 0;
   ctas(user, &user_ctas);
-  EXPECT_EQ(user_ctas, 16) << user[0].err;
-  int user_files = 0;
-  for (const std::string& name : ListDir(dir_)) user_files += name.rfind("user.", 0) == 0;
-  EXPECT_EQ(user_files, 2) << "one NCCL log per rank process (%p)";
+  EXPECT_EQ(user_ctas, want_capped) << user[0].err;
+  std::vector<std::string> user_files;
+  for (const std::string& name : ListDir(dir_))
+    if (name.rfind("user.", 0) == 0 && name.size() > 5 && name.substr(name.size() - 5) == ".nccl")
+      user_files.push_back(name);  // (not the spec, user.toml)
+  EXPECT_EQ(user_files.size(), 2u)
+      << "one NCCL log per rank process (%p): " << ::testing::PrintToString(user_files);
 
-  std::printf("cuda world 2: nccl_max_ctas %ld by NCCL's choice, %ld under NCCL_MAX_CTAS=16 (%ld "
-              "from the user's NCCL_DEBUG_FILE)\n",
-              static_cast<long>(own_ctas), static_cast<long>(capped_ctas),
-              static_cast<long>(user_ctas));
+  std::printf(
+      "cuda world 2: nccl_max_ctas %ld by NCCL's choice, %ld under NCCL_MAX_CTAS=16 (%ld "
+      "from the user's NCCL_DEBUG_FILE)\n",
+      static_cast<long>(own_ctas), static_cast<long>(capped_ctas), static_cast<long>(user_ctas));
 
   // Every rank on a GPU of its own, named in its start-up log.
   const std::string bus0 = PciBusOf(own[0].err), bus1 = PciBusOf(own[1].err);
   std::printf("rank 0: %s; rank 1: %s\n", bus0.c_str(), bus1.c_str());
   EXPECT_FALSE(bus0.empty()) << own[0].err;
   EXPECT_FALSE(bus1.empty()) << own[1].err;
-  EXPECT_NE(bus0, bus1);
+  if (!SharingOneGpu()) EXPECT_NE(bus0, bus1);
 }
 
 // Rank 1 is killed mid-run. NCCL would leave rank 0 spinning in its
