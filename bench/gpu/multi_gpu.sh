@@ -111,9 +111,16 @@ spec() {
   echo "$path"
 }
 
+# A port free at this moment, from the kernel: a random one could be another
+# program's server, which rank 1 would then wait on until the timeout.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
 # launch VARIANT WORLD: one trellis-train per rank; rank r on GPU r.
 launch() {
-  local variant=$1 world=$2 port=$((29500 + RANDOM % 20000)) path pids=()
+  local variant=$1 world=$2 port path pids=()
+  port=$(free_port) || die "no free port on 127.0.0.1"
   path=$(spec "$variant" "$world")
   for ((r = 0; r < world; r++)); do
     (
