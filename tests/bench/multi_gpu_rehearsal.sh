@@ -12,8 +12,8 @@ work=$(mktemp -d /tmp/trellis-mg-rehearsal.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 # A collective timeout well inside the test's: a stuck variant fails, named.
-if ! DEVICE=cpu STEPS=4 WARMUP=1 TRELLIS_COMM_TIMEOUT_S=60 BUILD_DIR="$(dirname "$bin")" OUT_DIR="$work/out" WORK="$work/w" \
-    bash "$repo/bench/gpu/multi_gpu.sh" 2 > "$work/log" 2>&1; then
+if ! DEVICE=cpu STEPS=4 WARMUP=1 TRELLIS_COMM_TIMEOUT_S=60 BUILD_DIR="$(dirname "$bin")" \
+    OUT_DIR="$work/out" WORK="$work/w" bash "$repo/bench/gpu/multi_gpu.sh" 2 > "$work/log" 2>&1; then
   tail -40 "$work/log"
   echo "FAIL: multi_gpu.sh exited non-zero"
   exit 1
