@@ -3,7 +3,7 @@
 # builds trainer_core and kernels/ with their tests (TRELLIS_TRAINER_ONLY,
 # against the python package's LibTorch), then runs `ctest -L gpu`: the
 # kernels against their CPU references and trainer_core on two GPUs
-# (trainer_core/parallel/gpu_multirank_test.cc; on a one-GPU machine both
+# (trainer_core/parallel/gpu_multirank_*; on a one-GPU machine both
 # ranks share the GPU, over NCCL's socket transport). Run it whenever
 # trainer_core/parallel/ or kernels/ change.
 #
@@ -35,7 +35,7 @@ ninja -C "$BUILD_DIR" -j "$(nproc)" > "$OUT_DIR/gpu-build.log" 2>&1 \
   || { grep -E "error" -A5 "$OUT_DIR/gpu-build.log" | head -60; die build; }
 
 # One GPU: the two-rank tests run with both ranks on it, meeting over NCCL's
-# socket transport (gpu_multirank_test.cc says how), so that the trainer's
+# socket transport (gpu_multirank_fixture.h says how), so that the trainer's
 # NCCL paths run in every GPU session. SHARE_ONE_GPU=0 skips them instead.
 if [ "$(nvidia-smi -L | grep -c '^GPU ')" = 1 ] && [ "${SHARE_ONE_GPU:-1}" = 1 ]; then
   export TRELLIS_RANKS_SHARE_ONE_GPU=1
