@@ -299,16 +299,36 @@ tr '\0' ' ' <"/proc/$(cat "$D3/run/slurmd-node1.pid")/cmdline" | grep -q -- "-d 
 out=$D3/gpus.out
 for g in 2 1; do
   (. "$D3/env" && sbatch --parsable -N 2 --gpus-per-node=$g -o "$out.$g" \
-     --wrap 'srun --ntasks-per-node=1 sh -c "echo \$SLURMD_NODENAME \$CUDA_VISIBLE_DEVICES \$TRELLIS_SYSFS_ROOT"') >/dev/null ||
+     --wrap 'srun --ntasks-per-node=1 sh -c "echo \$SLURMD_NODENAME \$CUDA_VISIBLE_DEVICES \$TRELLIS_SYSFS_ROOT \${NCCL_HOSTID-unset}"') >/dev/null ||
     fail "sbatch --gpus-per-node=$g"
 done
 for _ in $(seq 100); do [ "$(cat "$out.2" "$out.1" 2>/dev/null | wc -l)" -ge 4 ] && break; sleep 0.2; done
-[ "$(sort "$out.2" | tr '\n' ' ')" = "node1 0,1 /sys node2 2,3 /sys " ] || fail "2 GPUs per node: $(cat "$out.2" 2>&1)"
-[ "$(sort "$out.1" | tr '\n' ' ')" = "node1 0 /sys node2 2 /sys " ] || fail "1 GPU per node: $(cat "$out.1" 2>&1)"
+[ "$(sort "$out.2" | tr '\n' ' ')" = "node1 0,1 /sys unset node2 2,3 /sys unset " ] || fail "2 GPUs per node: $(cat "$out.2" 2>&1)"
+[ "$(sort "$out.1" | tr '\n' ' ')" = "node1 0 /sys unset node2 2 /sys unset " ] || fail "1 GPU per node: $(cat "$out.1" 2>&1)"
 if LOCAL_CLUSTER_GPU_DEVICE_DIR=$G "$LC" up "$D/too-many" --nodes 3 --port-base $((PB2 + 20)) --gpus-per-node 2 >/dev/null 2>&1; then
   fail "3 nodes x 2 GPUs on 4 devices came up"
 fi
 "$LC" down "$D3" >/dev/null || fail "down of the GPU cluster"
 ok "each node's tasks see its own GPUs"
+
+check "--share-gpus: every node on the same GPUs, a host of its own for NCCL"
+if "$LC" up "$D/share-no-gpus" --nodes 2 --port-base $((PB2 + 30)) --share-gpus >/dev/null 2>"$D/share.err"; then
+  fail "--share-gpus without --gpus-per-node came up"
+fi
+grep -q -- "--share-gpus shares the GPUs of --gpus-per-node" "$D/share.err" || fail "unclear error: $(cat "$D/share.err")"
+# Three nodes x 2 GPUs on 4 devices: too many unless shared.
+D4=$D/shared-cluster
+LOCAL_CLUSTER_GPU_DEVICE_DIR=$G "$LC" up "$D4" --nodes 3 --port-base $((PB2 + 30)) --gpus-per-node 2 \
+  --share-gpus >/dev/null || fail "up with shared GPUs"
+grep -q "NodeName=node3 Name=gpu File=$G/nvidia\[0-1\]" "$D4/etc/gres.conf" || fail "gres.conf: $(cat "$D4/etc/gres.conf")"
+out=$D4/gpus.out
+(. "$D4/env" && sbatch --parsable -N 3 --gpus-per-node=2 -o "$out" --wrap 'srun --ntasks-per-node=1 \
+   sh -c "echo \$SLURMD_NODENAME \$CUDA_VISIBLE_DEVICES \$NCCL_HOSTID \$NCCL_SOCKET_IFNAME \$NCCL_IB_DISABLE"') \
+  >/dev/null || fail "sbatch on shared GPUs"
+for _ in $(seq 100); do [ "$(cat "$out" 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.2; done
+want="node1 0,1 trellis-local-node1 lo 1 node2 0,1 trellis-local-node2 lo 1 node3 0,1 trellis-local-node3 lo 1 "
+[ "$(sort "$out" | tr '\n' ' ')" = "$want" ] || fail "shared GPUs: $(cat "$out" 2>&1)"
+"$LC" down "$D4" >/dev/null || fail "down of the shared-GPU cluster"
+ok "3 nodes on 2 shared GPUs, each a NCCL host of its own"
 
 echo "PASS: local cluster test in $((SECONDS - T0)) s"
