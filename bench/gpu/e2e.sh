@@ -13,14 +13,20 @@
 #                 checkpoint: the run restarts and resumes from it (a crash blames no
 #                 node; a SIGKILL would, and quarantine a one-node cluster's only node)
 #
-# It writes OUT_DIR/gpu-e2e-<date>.{md,json} (gpu-e2e-<N>gpu-<date> for N != 2;
-# bench/gpu/e2e_summary.py) and
+# With SHARE_ONE_GPU=1 all NGPU nodes (and the alone runs' ranks) share GPU 0,
+# each a NCCL host of its own over loopback sockets (local-cluster --share-gpus):
+# the two-node path, NCCL included, on a machine with one GPU; its speed is not
+# that of NGPU GPUs.
+#
+# It writes OUT_DIR/gpu-e2e-<date>.{md,json} (gpu-e2e-<N>gpu-<date> for N != 2,
+# gpu-e2e-<N>nodes-1gpu-<date> with SHARE_ONE_GPU=1; bench/gpu/e2e_summary.py) and
 # the logs under WORK. Needs .third_party from deploy/gpu/stage-prefix.sh
 # (carry it); see bench/gpu/README.md.
 #
 #   bench/gpu/e2e.sh [NGPU]        (default: 2)
 #   env: OUT_DIR (default bench/results), WORK (default a temp dir),
 #        BUILD_DIR (default build-gpu-e2e), STEPS (default 60), WARMUP (10),
+#        LAYERS (every run's layers, default the spec's), SHARE_ONE_GPU=1 (above),
 #        KILL_STEPS (the kill run's steps, default 15), KILL_LAYERS (its layers, default 2),
 #        RUN_TIMEOUT_S (a controller run not ended by then is cancelled; default 300),
 #        RUNS (default "alone ctas16 ctas_default kill alone2"),
@@ -37,6 +43,8 @@ NGPU=${1:-2}
 STEPS=${STEPS:-60}
 KILL_STEPS=${KILL_STEPS:-15}
 KILL_LAYERS=${KILL_LAYERS:-2}
+LAYERS=${LAYERS:-}
+SHARE=${SHARE_ONE_GPU:-0}
 RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-300}
 WARMUP=${WARMUP:-10}
 # The baseline runs before and after the controller runs (their mean is the
@@ -55,8 +63,15 @@ die() { echo "e2e.sh: $*" >&2; exit 1; }
 mkdir -p "$OUT_DIR" "$WORK"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 [[ "$NGPU" =~ ^[1-9][0-9]*$ ]] || die "NGPU must be a positive integer, got '$NGPU'"
+[[ "$SHARE" =~ ^[01]$ ]] || die "SHARE_ONE_GPU must be 0 or 1, got '$SHARE'"
+[[ -z "$LAYERS" || "$LAYERS" =~ ^[1-9][0-9]*$ ]] || die "LAYERS must be a positive integer, got '$LAYERS'"
 have=$(nvidia-smi -L 2>/dev/null | wc -l)
-[ "$have" -ge "$NGPU" ] || die "needs $NGPU GPUs, nvidia-smi lists $have"
+if [ "$SHARE" = 1 ]; then
+  [ "$have" -ge 1 ] || die "SHARE_ONE_GPU=1 needs a GPU, nvidia-smi lists none"
+else
+  [ "$have" -ge "$NGPU" ] ||
+    die "needs $NGPU GPUs, nvidia-smi lists $have (SHARE_ONE_GPU=1 puts all $NGPU nodes on GPU 0)"
+fi
 
 # ------------------------------------------------------------------ build --
 if [ -n "$PREFIX" ]; then
@@ -106,7 +121,7 @@ vocab=$(sed -n 's/^vocab = \([0-9]*\).*/\1/p' "$BASE_SPEC")
 # spec NAME [env lines...] -> path: moe-bench on NGPU nodes x 1 GPU.
 spec() {
   local name=$1 path="$WORK/$1.toml"; shift
-  local steps=$STEPS layers=
+  local steps=$STEPS layers=$LAYERS
   # The kill run: moe-bench with KILL_LAYERS layers (its checkpoint, written
   # and read back, is then a quarter of the full model's ~30 GB).
   [ "$name" = kill ] && steps=$KILL_STEPS layers=$KILL_LAYERS
@@ -147,13 +162,18 @@ EOF
 # ----------------------------------------------------------------- alone --
 # One trellis-train per GPU, ranks bound as the worker binds them
 # (CUDA_VISIBLE_DEVICES per rank), NCCL_MAX_CTAS=16 as the worker sets it.
+# Shared: every rank on GPU 0 with the NCCL settings the shared cluster's
+# nodes get (a host id each, loopback sockets).
 run_alone() {
-  local name=$1 path port=$((29500 + RANDOM % 2000)) r pids=() rc=0
+  local name=$1 path port=$((29500 + RANDOM % 2000)) r pids=() rc=0 share_env dev
   path=$(spec alone)
   mkdir -p "$WORK/$name"
   for ((r = 0; r < NGPU; r++)); do
-    CUDA_VISIBLE_DEVICES=$r NCCL_MAX_CTAS=16 OMP_NUM_THREADS=1 NCCL_NVLS_ENABLE=0 \
-      TORCH_SYMM_MEM_DISABLE_MULTICAST=1 RANK=$r WORLD_SIZE=$NGPU LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
+    share_env=() dev=$r
+    [ "$SHARE" = 1 ] && dev=0 &&
+      share_env=(NCCL_HOSTID="trellis-alone-rank$r" NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1)
+    env "${share_env[@]}" CUDA_VISIBLE_DEVICES=$dev NCCL_MAX_CTAS=16 OMP_NUM_THREADS=1 \
+      NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 RANK=$r WORLD_SIZE=$NGPU LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
       MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       "$BIN/trellis-train" "$path" --data "$WORK/data.corpus" --json \
       >"$WORK/$name/rank$r.jsonl" 2>"$WORK/$name/rank$r.err" &
@@ -166,9 +186,10 @@ run_alone() {
 
 # ----------------------------------------------------- cluster, controller --
 start_cluster_and_controller() {
-  log "local Slurm cluster: $NGPU nodes x 1 GPU, host sysfs ($CLUSTER)"
+  log "local Slurm cluster: $NGPU nodes x 1 GPU$([ "$SHARE" = 1 ] && echo " (shared)"), host sysfs ($CLUSTER)"
   deploy/slurm/local-cluster down "$CLUSTER" >/dev/null 2>&1 || true
   deploy/slurm/local-cluster up "$CLUSTER" --nodes "$NGPU" --gpus-per-node 1 --host-sysfs \
+    $([ "$SHARE" = 1 ] && echo --share-gpus) \
     ${PREFIX:+--prefix "$PREFIX"} --port-base "$PORT_BASE" >"$WORK/cluster-up.log" 2>&1 ||
     { cat "$WORK/cluster-up.log"; die "the local cluster did not start"; }
   tail -n 2 "$WORK/cluster-up.log"
@@ -262,8 +283,14 @@ for r in $RUNS; do
 done
 
 log "summary"
-# gpu-e2e-<date> for the 2-GPU run the results cite, gpu-e2e-<N>gpu-<date> otherwise.
-name=gpu-e2e-$([ "$NGPU" = 2 ] || echo "${NGPU}gpu-")$(date -u +%Y-%m-%d)
+# gpu-e2e-<date> for the 2-GPU run the results cite, gpu-e2e-<N>gpu-<date> otherwise,
+# gpu-e2e-<N>nodes-1gpu-<date> when the nodes share one GPU.
+if [ "$SHARE" = 1 ]; then
+  name=gpu-e2e-${NGPU}nodes-1gpu-$(date -u +%Y-%m-%d) gpus=1
+else
+  name=gpu-e2e-$([ "$NGPU" = 2 ] || echo "${NGPU}gpu-")$(date -u +%Y-%m-%d) gpus=$NGPU
+fi
+settings="STEPS=$STEPS WARMUP=$WARMUP${LAYERS:+ LAYERS=$LAYERS}$([ "$SHARE" = 1 ] && echo " SHARE_ONE_GPU=1")"
 python3 bench/gpu/e2e_summary.py "$WORK" "$OUT_DIR/$name" \
-  "bench/gpu/e2e.sh $NGPU (STEPS=$STEPS WARMUP=$WARMUP)" "$NGPU" "$WARMUP" "$RUNS" || status=1
+  "bench/gpu/e2e.sh $NGPU ($settings)" "$NGPU" "$WARMUP" "$RUNS" "$gpus" || status=1
 exit $status

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Summarizes a bench/gpu/e2e.sh run into PREFIX.md and PREFIX.json.
 
-usage: e2e_summary.py WORK PREFIX COMMAND NGPU WARMUP "RUNS"
+usage: e2e_summary.py WORK PREFIX COMMAND NGPU WARMUP "RUNS" [GPUS]
+
+NGPU is the number of nodes (one rank each), GPUS the GPUs they ran on
+(default NGPU; 1 when e2e.sh's SHARE_ONE_GPU=1 put every node on one GPU,
+and the rates are then per rank).
 
 Reads what e2e.sh left in WORK: host.txt, alone/rank*.jsonl (trellis-train's
 step records), and per controller run NAME/: watch.jsonl (`trellis watch
@@ -144,6 +148,11 @@ def controller_run(work, name, ngpu, warmup):
                 if not f.endswith(os.path.join("attempt-1", "launch-1", "rank-0.log"))]
         out["resume_line"] = next((l.strip() for f in logs for l in open(f, errors="replace")
                                    if "starting at step" in l), None)
+        # Every rank's checkpoint read after the kill (the trainer's note).
+        later = [f for f in sorted(glob.glob(os.path.join(d, "attempt-*", "launch-*", "rank-*.log")))
+                 if os.sep.join(f.split(os.sep)[-3:-1]) != os.path.join("attempt-1", "launch-1")]
+        out["checkpoint_reads"] = [f"{os.path.basename(f)[:-4]}: {l.strip()}" for f in later
+                                   for l in open(f, errors="replace") if "read in" in l and "checkpoint step" in l]
     gate = load_json(os.path.join(d, "gate.json"))
     if gate is not None:
         out["gate"] = gate
@@ -157,8 +166,11 @@ def fmt(v, f="{:.0f}"):
 def main():
     work, prefix, command, ngpu, warmup, runs = sys.argv[1:7]
     ngpu, warmup = int(ngpu), int(warmup)
+    gpus = int(sys.argv[7]) if len(sys.argv) > 7 else ngpu
+    shared = gpus < ngpu
     host = open(os.path.join(work, "host.txt")).read() if os.path.exists(os.path.join(work, "host.txt")) else ""
     result = {"date": host.split("\n", 1)[0].replace("date: ", ""), "command": command, "ngpu": ngpu,
+              "gpus": gpus, "nodes_share_gpus": shared,
               "warmup_steps": warmup, "host": host.strip().splitlines(), "runs": {}}
     for name in runs.split():
         r = alone(work, name, ngpu, warmup) if name.startswith("alone") else controller_run(work, name, ngpu, warmup)
@@ -171,12 +183,15 @@ def main():
     result["controller_cost"] = (1 - via / base) if base and via else None
     json.dump(result, open(prefix + ".json", "w"), indent=1, sort_keys=True)
 
-    md = [f"# The production path on {ngpu} GPU{'s' if ngpu > 1 else ''}: controller, Slurm, workers ({result['date'][:10]})", "",
+    per = "per rank" if shared else "per GPU"
+    where = f"{ngpu} nodes sharing {gpus} GPU{'s' if gpus > 1 else ''}" if shared else \
+        f"{ngpu} GPU{'s' if ngpu > 1 else ''}"
+    md = [f"# The production path on {where}: controller, Slurm, workers ({result['date'][:10]})", "",
           f"Command: `{command}` (one call on the GPU machine; the packages it needs were staged with "
           "`deploy/gpu/stage-prefix.sh`).", "", "## Host", "", "```"] + result["host"] + ["```", ""]
     md += ["## Throughput: through the controller vs trellis-train alone", "",
            f"Median over the steps after {warmup} of (tokens of all ranks) / (slowest rank's step time) / {ngpu}.", "",
-           "| run | how | tokens/s per GPU | steps | NCCL CTAs (per rank) | alloc retries | reserved GiB (per rank) |",
+           f"| run | how | tokens/s {per} | steps | NCCL CTAs (per rank) | alloc retries | reserved GiB (per rank) |",
            "|---|---|---|---|---|---|---|"]
     how = {"alone": "trellis-train per GPU, NCCL_MAX_CTAS=16", "alone2": "the same, after the others", "ctas16": "controller + workers (NCCL_MAX_CTAS=16)",
            "ctas_default": "controller + workers, NCCL's own CTAs", "kill": "controller, a rank killed"}
@@ -189,12 +204,20 @@ def main():
                   f"{', '.join(fmt(x.get('nccl_ctas')) for x in ranks)} | "
                   f"{', '.join(fmt(x.get('alloc_retries')) for x in ranks)} | "
                   f"{', '.join(fmt(x.get('reserved_peak_gib'), '{:.1f}') for x in ranks)} |")
-    if ngpu == 1:
+    if shared:
+        md += ["", f"The {ngpu} nodes share {gpus} GPU{'s' if gpus > 1 else ''} (local-cluster --share-gpus): each "
+               "node's ranks are a NCCL host of their own (`NCCL_HOSTID`) and meet over NCCL's socket "
+               "transport on loopback, as the `alone` ranks do. Process groups, collectives, the "
+               "workers, Slurm and the controller are those of a run on as many GPUs; speed is not: "
+               "the ranks take turns on one GPU and their collectives go through host memory, so "
+               f"tokens/s are {per} and say nothing of {ngpu} GPUs. The controller's cost compares "
+               "runs made the same way."]
+    elif ngpu == 1:
         md += ["", "One GPU: a world of one rank builds no NCCL communicator, so there are no NCCL CTAs "
                "to report and `ctas_default` is not run; the 2-GPU run has them."]
     c = result["controller_cost"]
     md += ["", f"Cost of the controller path (ctas16) vs alone (mean of {len(bases)} baseline runs, "
-           f"{fmt(base)} tokens/s per GPU): {fmt(c * 100 if c is not None else None, '{:.2f}')}% "
+           f"{fmt(base)} tokens/s {per}): {fmt(c * 100 if c is not None else None, '{:.2f}')}% "
            "(target < 2%).", "", "## Each rank's device (its start-up line)", ""]
     for name, r in result["runs"].items():
         for line in (r or {}).get("devices", []):
@@ -212,6 +235,8 @@ def main():
                              for l in r.get("launches", []) if l.get("recovery") != "succeed")
             md.append(f"  - rank killed at {r['killed_at_s']} s ({then}); first step after it {r['resumed_first_step']}; "
                       f"rank 0 said: `{r['resume_line']}`")
+            for line in r.get("checkpoint_reads", []):
+                md.append(f"  - {line}")
     md += ["", "## The gate's report of this host (`trellis gate-report`)", "",
            "Each node's worker probed this host's real /sys (local-cluster --host-sysfs); the JSON beside "
            "this file has every figure.", "", "```"]

@@ -9,13 +9,20 @@
 # run relaunched once and resumed after its step-10 checkpoint, both ranks of
 # every run reported, and the summary's table. Needs root (mknod) and Slurm;
 # 77 (skipped) without them.
+#
+# SHARE=1: e2e.sh 2 with SHARE_ONE_GPU=1 on a machine whose nvidia-smi lists
+# one GPU: both nodes on it (local-cluster --share-gpus), runs alone and
+# ctas16 (the kill run is the same as without sharing).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:?"BUILD_DIR, a build directory with the binaries, is required"}
+share=${SHARE:-0}
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (device nodes)"; exit 77; }
 command -v slurmctld >/dev/null || { echo "SKIP: no slurmctld"; exit 77; }
 work=$(mktemp -d /tmp/trellis-e2e-rehearsal.XXXXXX)
 cluster=/tmp/trellis-ctest-gpu-e2e
+runs="alone ctas16 ctas_default kill alone2" gpus=2
+[ "$share" = 1 ] && runs="alone ctas16" gpus=1
 cleanup() {
   "$repo/deploy/slurm/local-cluster" down "$cluster" >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -23,14 +30,14 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$work/dev" "$work/bin"
-for i in 0 1; do mknod "$work/dev/nvidia$i" c 1 3; done
-cat >"$work/bin/nvidia-smi" <<'EOF'
+for ((i = 0; i < gpus; i++)); do mknod "$work/dev/nvidia$i" c 1 3; done
+cat >"$work/bin/nvidia-smi" <<EOF
 #!/bin/sh
-# Two GPUs that are not there, for the script's host section.
-case "$*" in
-  -L) printf 'GPU 0: Stand-in (UUID: GPU-0)\nGPU 1: Stand-in (UUID: GPU-1)\n';;
+# GPUs that are not there ($gpus), for the script's host section.
+case "\$*" in
+  -L) for i in \$(seq 0 $((gpus - 1))); do echo "GPU \$i: Stand-in (UUID: GPU-\$i)"; done;;
   *driver_version*) echo "0.0";;
-  *) printf '0, Stand-in, 00000000:01:00.0\n1, Stand-in, 00000000:02:00.0\n';;
+  *) for i in \$(seq 0 $((gpus - 1))); do echo "\$i, Stand-in, 00000000:0\$((i + 1)):00.0"; done;;
 esac
 EOF
 chmod +x "$work/bin/nvidia-smi"
@@ -38,7 +45,7 @@ chmod +x "$work/bin/nvidia-smi"
 if ! PATH="$work/bin:$PATH" LOCAL_CLUSTER_GPU_DEVICE_DIR="$work/dev" PREFIX= \
     CLUSTER_DIR="$cluster" PORT_BASE=17600 CONTROLLER_PORT=50171 \
     BASE_SPEC=examples/tiny-moe.toml SKIP_BUILD=1 BUILD_DIR="$build" STEPS=20 WARMUP=5 \
-    KILL_STEPS=40 OUT_DIR="$work/out" WORK="$work/w" \
+    KILL_STEPS=40 OUT_DIR="$work/out" WORK="$work/w" RUNS="$runs" SHARE_ONE_GPU=$share \
     bash "$repo/bench/gpu/e2e.sh" 2 >"$work/log" 2>&1; then
   tail -60 "$work/log"
   echo "FAIL: e2e.sh exited non-zero"
@@ -49,13 +56,16 @@ if grep -q "No such file" "$work/log"; then
   echo "FAIL: the script printed an error"
   exit 1
 fi
-python3 - "$work"/out/gpu-e2e-*.json <<'PY'
+want_name=gpu-e2e-20; [ "$share" = 1 ] && want_name=gpu-e2e-2nodes-1gpu-20
+ls "$work"/out/$want_name*.json >/dev/null 2>&1 || { ls "$work/out"; echo "FAIL: no $want_name*.json"; exit 1; }
+python3 - "$work"/out/$want_name*.json "$runs" "$gpus" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
+names, gpus = sys.argv[2].split(), int(sys.argv[3])
 runs, bad = doc["runs"], []
-if doc["ngpu"] != 2:
-    bad.append(f"ngpu {doc['ngpu']}, expected 2")
-for name in ("alone", "ctas16", "ctas_default", "kill", "alone2"):
+if doc["ngpu"] != 2 or doc["gpus"] != gpus or doc["nodes_share_gpus"] != (gpus < 2):
+    bad.append(f"ngpu {doc['ngpu']} gpus {doc['gpus']} shared {doc['nodes_share_gpus']}, expected 2, {gpus}")
+for name in names:
     r = runs.get(name)
     if r is None:
         bad.append(f"{name}: no run in the summary")
@@ -73,26 +83,43 @@ for name in ("alone", "ctas16", "ctas_default", "kill", "alone2"):
     gates = r.get("gate", {}).get("gates", [])
     if not gates or any(g["decision"] != "GO" for g in gates):
         bad.append(f"{name}: gate decisions {[g['decision'] for g in gates]}")
-kill = runs.get("kill", {})
-classes = [l["failure_class"] for l in kill.get("launches", [])]
-if classes != ["signal", "succeeded"]:
-    bad.append(f"kill: launches {classes}, expected a signal then a success")
-# Killed right after the step-10 checkpoint; a slow machine may get past the
-# next one (every 10 steps) first.
-resumed = kill.get("resumed_first_step")
-if resumed not in (11, 21):
-    bad.append(f"kill: first step after the relaunch {resumed}, expected 11 (resumed from the "
-               "step-10 checkpoint) or 21")
-if kill.get("last_step") != 40:
-    bad.append(f"kill: last step {kill.get('last_step')}, expected 40")
+kill = runs.get("kill", {}) if "kill" in names else None
+if kill is not None:
+    classes = [l["failure_class"] for l in kill.get("launches", [])]
+    if classes != ["signal", "succeeded"]:
+        bad.append(f"kill: launches {classes}, expected a signal then a success")
+    # Killed right after the step-10 checkpoint; a slow machine may get past the
+    # next one (every 10 steps) first.
+    resumed = kill.get("resumed_first_step")
+    if resumed not in (11, 21):
+        bad.append(f"kill: first step after the relaunch {resumed}, expected 11 (resumed from the "
+                   "step-10 checkpoint) or 21")
+    if kill.get("last_step") != 40:
+        bad.append(f"kill: last step {kill.get('last_step')}, expected 40")
+    reads = kill.get("checkpoint_reads", [])
+    if [x.split(":")[0] for x in reads] != ["rank-0", "rank-1"] or \
+            not all(f"checkpoint step {(resumed or 1) - 1} read in" in x for x in reads):
+        bad.append(f"kill: the ranks' checkpoint reads after the relaunch: {reads}")
 if bad:
     print("FAIL:\n  " + "\n  ".join(bad))
     sys.exit(1)
 PY
 md=$(ls "$work"/out/gpu-e2e-*.md)
-for want in "## Throughput: through the controller vs trellis-train alone" \
-    "| ctas16 | controller + workers (NCCL_MAX_CTAS=16)" "rank killed at" \
-    "## The gate's report of this host"; do
+wants=("## Throughput: through the controller vs trellis-train alone"
+  "| ctas16 | controller + workers (NCCL_MAX_CTAS=16)" "## The gate's report of this host")
+if [ "$share" = 1 ]; then
+  wants+=("# The production path on 2 nodes sharing 1 GPU" "tokens/s per rank" "socket transport")
+else
+  wants+=("rank killed at")
+fi
+for want in "${wants[@]}"; do
   grep -qF "$want" "$md" || { echo "FAIL: the summary lacks '$want'"; exit 1; }
 done
-echo "ok: bench/gpu/e2e.sh 2 rehearsed: 3 controller runs SUCCEEDED on 2 nodes, the killed run resumed"
+if [ "$share" = 1 ]; then
+  # Both nodes' GRES on the one device.
+  [ "$(grep -c "File=$work/dev/nvidia0\$" "$work/w/gres.conf")" = 2 ] ||
+    { cat "$work/w/gres.conf"; echo "FAIL: the nodes do not share the GPU"; exit 1; }
+  echo "ok: bench/gpu/e2e.sh 2 with SHARE_ONE_GPU=1 rehearsed: both nodes on one GPU, ctas16 SUCCEEDED"
+else
+  echo "ok: bench/gpu/e2e.sh 2 rehearsed: 3 controller runs SUCCEEDED on 2 nodes, the killed run resumed"
+fi
