@@ -231,8 +231,14 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
       throw TrainError("resuming needs a checkpoint directory");
     if (resume == kResumeLatest) resume = LatestCompleteStep(s.options.checkpoint_dir);
     if (resume >= 0) {
+      const auto load_start = std::chrono::steady_clock::now();
       CheckpointMeta meta = LoadCheckpoint(s.options.checkpoint_dir, resume, spec, s.AllState(),
                                            s.CheckpointSharding());
+      // How long a resume spends reading is part of what a restart costs.
+      if (s.options.on_note)
+        s.options.on_note(DescribeLoad(
+            meta, std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start)
+                      .count()));
       if (meta.corpus_checksum != s.corpus.checksum)
         throw TrainError("training.data: corpus " + t.data +
                          " is not the one the checkpoint was trained on (checksum differs)");

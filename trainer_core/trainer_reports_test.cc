@@ -1,8 +1,8 @@
 // What the trainer reports beside the loss, in process at world 1: each
 // forward's expert load (TrainerOptions::on_expert_load, and the record's
 // expert_load_max_over_mean), the activation-offload arena
-// (host_arena_bytes) and NCCL's channel count from its log (nccl_max_ctas).
-// Part of trainer_test.
+// (host_arena_bytes), NCCL's channel count from its log (nccl_max_ctas) and
+// how long a resume spent reading its checkpoint. Part of trainer_test.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -150,6 +150,26 @@ TEST_F(TrainerTest, NcclChannelCountFromItsLogGoesInTheRecords) {
   EXPECT_NE(EncodeStepRecord(records[3]).find("\"nccl_max_ctas\":16"), std::string::npos);
   // World 1 has no collectives to time.
   for (const StepRecord& r : records) EXPECT_FALSE(r.comm_seconds || r.exposed_comm_seconds);
+}
+
+// A resume says, once, how long its checkpoint took to read and how much it
+// read: a restart's cost beside the steps it redoes. A fresh start says nothing.
+TEST_F(TrainerTest, AResumeSaysHowLongItsCheckpointTookToRead) {
+  spec::TrainerSpec spec =
+      ParseSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}), 32));
+  spec.training.device = "cpu";
+  std::vector<std::string> notes;
+  TrainerOptions options;
+  options.checkpoint_dir = dir_;
+  options.on_note = [&](const std::string& line) { notes.push_back(line); };
+  Trainer(spec, options).Run(5);
+  EXPECT_TRUE(notes.empty()) << notes[0];
+  options.resume_step = 5;
+  Trainer resumed(spec, options);
+  EXPECT_EQ(resumed.step(), 5);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].rfind("checkpoint step 5 read in ", 0), 0u) << notes[0];
+  EXPECT_NE(notes[0].find(" GiB from 1 shard file ("), std::string::npos) << notes[0];
 }
 
 }  // namespace

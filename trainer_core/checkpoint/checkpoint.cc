@@ -192,6 +192,17 @@ void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
   if (comm) comm->Barrier();  // every rank returns once the step is complete
 }
 
+std::string DescribeLoad(const CheckpointMeta& meta, double seconds) {
+  const double gib = static_cast<double>(meta.bytes_read) / (1ull << 30);
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "checkpoint step %lld read in %.1f s: %.2f GiB from %d shard file%s (%.2f GiB/s, "
+                "checksums and the copy to the device included)",
+                static_cast<long long>(meta.step), seconds, gib, meta.shard_files_read,
+                meta.shard_files_read == 1 ? "" : "s", seconds > 0 ? gib / seconds : 0.0);
+  return text;
+}
+
 CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::TrainerSpec& spec,
                               const NamedTensors& state, const Sharding& sharding) {
   const std::string step_dir = StepDir(dir, step);
@@ -281,6 +292,11 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
                        "' is not fully covered by " + "its shards (" + std::to_string(covered) +
                        " of " + std::to_string(need) + " elements)");
     t.detach().copy_(dst.view(t.sizes()));
+  }
+  for (const auto& rd : readers) {
+    if (!rd) continue;
+    ++meta.shard_files_read;
+    meta.bytes_read += rd->size();
   }
   return meta;
 }

@@ -22,6 +22,8 @@ struct CheckpointMeta {
   int64_t step = 0;              // steps completed
   int64_t rows_consumed = 0;     // data position
   uint64_t corpus_checksum = 0;  // the corpus it was trained on
+  int shard_files_read = 0;      // by LoadCheckpoint: the shards this rank needed
+  uint64_t bytes_read = 0;
 };
 
 // The mesh a checkpoint was written on: enough to know which elements of
@@ -65,6 +67,10 @@ void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
 // through `sharding.ranges` of the saved mesh and copied where this rank's
 // ranges want them (resharding). Throws TrainError naming the file and the
 // mismatching field or tensor.
+// "checkpoint step 10 read in 4.2 s: 4.71 GiB from 1 shard file (1.12 GiB/s,
+// checksums and the copy to the device included)", for the rank's log.
+std::string DescribeLoad(const CheckpointMeta& meta, double seconds);
+
 CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::TrainerSpec& spec,
                               const NamedTensors& state, const Sharding& sharding = {});
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "trainer_core/error.h"
@@ -97,10 +98,24 @@ TEST_F(CheckpointTest, RoundTripsEveryTensorAndTheDataPosition) {
   EXPECT_EQ(meta.step, 3);
   EXPECT_EQ(meta.rows_consumed, 24);
   EXPECT_EQ(meta.corpus_checksum, 0xABCDEFull);
+  EXPECT_EQ(meta.shard_files_read, 1);
+  EXPECT_EQ(meta.bytes_read, std::filesystem::file_size(ShardPath(3)));
   auto state = fresh.State();
   ASSERT_EQ(state.size(), saved.size());
   for (size_t i = 0; i < saved.size(); ++i)
     EXPECT_TRUE(torch::equal(state[i].second, saved[i])) << state[i].first;
+}
+
+TEST(CheckpointLoadNote, SaysTheStepTheTimeTheBytesAndTheRate) {
+  CheckpointMeta meta;
+  meta.step = 10;
+  meta.shard_files_read = 1;
+  meta.bytes_read = 5ull << 30;
+  EXPECT_EQ(DescribeLoad(meta, 2.0),
+            "checkpoint step 10 read in 2.0 s: 5.00 GiB from 1 shard file (2.50 GiB/s, checksums "
+            "and the copy to the device included)");
+  meta.shard_files_read = 2;
+  EXPECT_NE(DescribeLoad(meta, 0.0).find("from 2 shard files (0.00 GiB/s"), std::string::npos);
 }
 
 TEST_F(CheckpointTest, AStepWithoutManifestDoesNotCount) {

@@ -55,6 +55,7 @@ class ShardReader {
   const ShardEntry* Find(std::string_view name) const;
   std::string_view Data(const ShardEntry& e) const;
   uint64_t file_checksum() const { return file_checksum_; }
+  uint64_t size() const { return bytes_.size(); }
 
  private:
   std::string path_;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -92,6 +93,7 @@ std::vector<std::string> DataRoots(const std::string& text) {
 
 int RunHostedRank(const spec::TrainerSpec& spec) {
   InstallStopSignal();  // first: a warning during start-up must not kill the rank
+  const auto started = std::chrono::steady_clock::now();
   try {
     CommOptions comm_options = CommOptionsFromEnv();
     ChooseRankDevice(spec.training, &comm_options);
@@ -119,8 +121,11 @@ int RunHostedRank(const spec::TrainerSpec& spec) {
     options.stop_requested = StopSignalled;
     options.data_roots = DataRoots(Env("TRELLIS_DATA_ROOTS"));
     Trainer trainer(spec, std::move(options));
-    std::fprintf(stderr, "trellis rank: %s; starting at step %ld\n", trainer.Describe().c_str(),
-                 static_cast<long>(trainer.step()));
+    // The start-up time (rendezvous, model, checkpoint) is what a relaunch
+    // costs before its first step.
+    std::fprintf(stderr, "trellis rank: %s; starting at step %ld, %.1f s after the rank started\n",
+                 trainer.Describe().c_str(), static_cast<long>(trainer.step()),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     std::fprintf(stderr, "trellis rank: %s\n", trainer.DescribeDevice().c_str());
     if (!nccl_log.note.empty()) std::fprintf(stderr, "trellis rank: %s\n", nccl_log.note.c_str());
     if (!blocking_wait_note.empty())
