@@ -120,6 +120,23 @@ void Prune(const std::string& dir, int keep) {
   for (size_t i = keep; i < complete.size(); ++i) RemoveTree(StepDir(dir, complete[i]));
 }
 
+// The saved shards in the order a rank looks in them for a tensor: those
+// already read first, then from the one at the rank's place in the saved
+// world (its own shard on the same mesh) on. A replicated tensor is then taken
+// from a shard the rank reads anyway, so on the same mesh it reads its own
+// shard only, and after a change of world size only those its ranges need.
+template <typename Readers>
+std::vector<int> ShardOrder(const Readers& readers, int rank, int world, int saved_world) {
+  const int start = static_cast<int>(static_cast<int64_t>(rank) * saved_world / world);
+  std::vector<int> order;
+  for (bool opened : {true, false})
+    for (int i = 0; i < saved_world; ++i) {
+      const int r = (start + i) % saved_world;
+      if ((readers[r] != nullptr) == opened) order.push_back(r);
+    }
+  return order;
+}
+
 }  // namespace
 
 std::string StepDir(const std::string& dir, int64_t step) {
@@ -230,6 +247,7 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
                      e.what() + ")");
   }
   const int rank = sharding.comm ? sharding.comm->rank() : 0;
+  const int world = sharding.comm ? sharding.comm->size() : 1;
   auto ranges = [&](const std::string& name, const MeshInfo& mesh, int r, int64_t numel) {
     return sharding.ranges ? sharding.ranges(name, mesh, r) : std::vector<Range>{{0, numel}};
   };
@@ -238,8 +256,9 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
   auto reader = [&](int r) -> ShardReader& {
     if (!readers[r]) {
       const std::string path = JoinPath(step_dir, shards[r].at("file").get<std::string>());
-      readers[r] = std::make_unique<ShardReader>(path);
-      if (readers[r]->file_checksum() != shards[r].at("fnv1a64").get<uint64_t>())
+      const uint64_t recorded = shards[r].at("fnv1a64").get<uint64_t>();
+      readers[r] = std::make_unique<ShardReader>(path, recorded);
+      if (readers[r]->file_checksum() != recorded)
         throw TrainError("checkpoint shard " + path +
                          ": checksum differs from the manifest (corrupt or replaced)");
     }
@@ -256,7 +275,8 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
     auto dst = torch::zeros({t.numel()}, torch::TensorOptions().dtype(t.scalar_type()));
     char* out = static_cast<char*>(dst.data_ptr());
     int64_t covered = 0;
-    for (int r = 0; r < saved.world && covered < need; ++r) {
+    for (int r : ShardOrder(readers, rank, world, saved.world)) {
+      if (covered >= need) break;
       const auto have = ranges(name, saved, r, t.numel());
       bool overlaps = false;
       for (const auto& h : have)

@@ -5,7 +5,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
+#include "trainer_core/checkpoint/shard_file.h"
+#include "trainer_core/data/corpus.h"
 #include "trainer_core/error.h"
 #include "trainer_core/file_test_util.h"
 #include "trainer_core/files.h"
@@ -139,6 +142,28 @@ TEST_F(CheckpointTest, FlippedByteNamesTheFileAndTheTensor) {
   SaveAt(2);
   testing::FlipByte(ShardPath(2), 3);  // inside the last tensor
   ExpectLoadError(2, spec_, {ShardPath(2), "is corrupt", "adamw.v.final.head"});
+}
+
+// Given the file's checksum as the manifest recorded it, a shard that matches
+// is taken in one pass: its per-tensor checksums are not recomputed (here one
+// is wrong, and the whole-file checksum is told to vouch for it). Without it,
+// or with another value, every tensor is checked and the corrupt one named.
+TEST_F(CheckpointTest, AShardAsTheManifestRecordedItIsReadInOnePass) {
+  SaveAt(2);
+  testing::FlipByte(ShardPath(2), 3);
+  std::ifstream in(ShardPath(2), std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+  const uint64_t flipped = Fnv1a(bytes.data(), bytes.size());
+  EXPECT_EQ(ShardReader(ShardPath(2), flipped).file_checksum(), flipped);
+  for (std::optional<uint64_t> expected : {std::optional<uint64_t>(), std::optional(flipped + 1)}) {
+    try {
+      ShardReader reader(ShardPath(2), expected);
+      ADD_FAILURE() << "read without error";
+    } catch (const TrainError& e) {
+      EXPECT_NE(std::string(e.what()).find("'adamw.v.final.head' is corrupt"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST_F(CheckpointTest, CorruptManifestNamesTheFile) {

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "trainer_core/data/corpus.h"
 #include "trainer_core/error.h"
@@ -119,15 +118,25 @@ uint64_t ShardWriter::Write(const std::string& path) {
   return Fnv1a(out.data(), out.size());
 }
 
-ShardReader::ShardReader(const std::string& path) : path_(path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TrainError("checkpoint shard " + path + ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  bytes_ = s.str();
+ShardReader::ShardReader(const std::string& path, std::optional<uint64_t> expected_file_checksum)
+    : path_(path) {
   auto fail = [&](const std::string& why) {
     throw TrainError("checkpoint shard " + path + ": " + why);
   };
+  // Straight into a buffer of the file's size: a stream copy of a shard of
+  // gigabytes costs seconds of a restart.
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw TrainError("checkpoint shard " + path + ": cannot open");
+  const std::streamoff size = in.tellg();
+  if (size < 0) fail("cannot tell its size");
+  bytes_.resize(static_cast<size_t>(size));
+  in.seekg(0);
+  if (!in.read(bytes_.data(), size))
+    fail("read failed after " + std::to_string(in.gcount()) + " of " + std::to_string(size) +
+         " bytes");
+  file_checksum_ = Fnv1a(bytes_.data(), bytes_.size());
+  const bool file_as_recorded =
+      expected_file_checksum && *expected_file_checksum == file_checksum_;
   if (bytes_.size() < 32) fail("truncated (" + std::to_string(bytes_.size()) + " bytes)");
   if (std::memcmp(bytes_.data(), kShardMagic, 8) != 0) fail("not a checkpoint shard (bad magic)");
   Cursor head(std::string_view(bytes_).substr(8, 16), path_);
@@ -154,12 +163,11 @@ ShardReader::ShardReader(const std::string& path) : path_(path) {
     e.checksum = c.Take<uint64_t>();
     if (e.offset > bytes_.size() || e.bytes > bytes_.size() - e.offset)
       fail("truncated: tensor '" + e.name + "' runs past the end of the file");
-    if (Fnv1a(bytes_.data() + e.offset, e.bytes) != e.checksum)
+    if (!file_as_recorded && Fnv1a(bytes_.data() + e.offset, e.bytes) != e.checksum)
       fail("tensor '" + e.name + "' is corrupt (checksum mismatch)");
     entries_.push_back(std::move(e));
   }
   if (!c.done()) fail("corrupt index (unread bytes)");
-  file_checksum_ = Fnv1a(bytes_.data(), bytes_.size());
 }
 
 const ShardEntry* ShardReader::Find(std::string_view name) const {

@@ -106,6 +106,19 @@ TEST_F(MultiRankTest, ResumeOnAnotherWorldSizeFollowsTheStraightRun) {
   }
   std::printf("world 4 -> 2 resume: max loss rel diff vs straight world 4: %.3g\n", worst);
   EXPECT_LE(worst, 1e-5);
+  for (const auto& run : resumed)
+    EXPECT_NE(run.err.find("checkpoint step 5 read in"), std::string::npos) << run.err;
+
+  // On the mesh it was saved on, every rank reads its own shard only, the
+  // replicated tensors included (every shard has them).
+  auto same = RunWorld(4, {spec, "--json", "--checkpoint-dir", ckpt, "--resume", "5"}, dir_, 180s);
+  ASSERT_TRUE(AllExitedZero(same, &why)) << why;
+  ASSERT_EQ(same[0].records.size(), 5u);
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_NEAR(same[0].records[i].loss, straight[0].records[5 + i].loss,
+                1e-6 * straight[0].records[5 + i].loss);
+  for (const auto& run : same)
+    EXPECT_NE(run.err.find(" from 1 shard file ("), std::string::npos) << run.err;
 }
 
 // World 4 as 2 nodes of 2: each expert block is gathered from the other
