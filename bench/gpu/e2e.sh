@@ -173,8 +173,8 @@ run_alone() {
     [ "$SHARE" = 1 ] && dev=0 &&
       share_env=(NCCL_HOSTID="trellis-alone-rank$r" NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1)
     env "${share_env[@]}" CUDA_VISIBLE_DEVICES=$dev NCCL_MAX_CTAS=16 OMP_NUM_THREADS=1 \
-      NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 RANK=$r WORLD_SIZE=$NGPU LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
-      MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
+      RANK=$r WORLD_SIZE=$NGPU LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       "$BIN/trellis-train" "$path" --data "$WORK/data.corpus" --json \
       >"$WORK/$name/rank$r.jsonl" 2>"$WORK/$name/rank$r.err" &
     pids+=($!)

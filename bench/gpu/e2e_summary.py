@@ -149,10 +149,11 @@ def controller_run(work, name, ngpu, warmup):
         out["resume_line"] = next((l.strip() for f in logs for l in open(f, errors="replace")
                                    if "starting at step" in l), None)
         # Every rank's checkpoint read after the kill (the trainer's note).
-        later = [f for f in sorted(glob.glob(os.path.join(d, "attempt-*", "launch-*", "rank-*.log")))
-                 if os.sep.join(f.split(os.sep)[-3:-1]) != os.path.join("attempt-1", "launch-1")]
-        out["checkpoint_reads"] = [f"{os.path.basename(f)[:-4]}: {l.strip()}" for f in later
-                                   for l in open(f, errors="replace") if "read in" in l and "checkpoint step" in l]
+        relaunched = [f for f in sorted(glob.glob(os.path.join(d, "attempt-*", "launch-*", "rank-*.log")))
+                      if os.sep.join(f.split(os.sep)[-3:-1]) != os.path.join("attempt-1", "launch-1")]
+        out["checkpoint_reads"] = [f"{os.path.basename(f)[:-4]}: {l.strip()}" for f in relaunched
+                                   for l in open(f, errors="replace")
+                                   if "checkpoint step" in l and " read in " in l]
     gate = load_json(os.path.join(d, "gate.json"))
     if gate is not None:
         out["gate"] = gate
