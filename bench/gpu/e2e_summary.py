@@ -144,13 +144,12 @@ def controller_run(work, name, ngpu, warmup):
         out["killed_at_s"] = round(float(killed[0]) - submitted, 1) if submitted else None
         later = [k[2] for k in steps if (k[0], k[1]) > first]
         out["resumed_first_step"] = min(later) if later else None
-        logs = [f for f in sorted(glob.glob(os.path.join(d, "attempt-*", "launch-*", "rank-0.log")))
-                if not f.endswith(os.path.join("attempt-1", "launch-1", "rank-0.log"))]
-        out["resume_line"] = next((l.strip() for f in logs for l in open(f, errors="replace")
-                                   if "starting at step" in l), None)
-        # Every rank's checkpoint read after the kill (the trainer's note).
+        # The ranks' logs after the kill (every launch but the first).
         relaunched = [f for f in sorted(glob.glob(os.path.join(d, "attempt-*", "launch-*", "rank-*.log")))
                       if os.sep.join(f.split(os.sep)[-3:-1]) != os.path.join("attempt-1", "launch-1")]
+        out["resume_line"] = next((l.strip() for f in relaunched if f.endswith("rank-0.log")
+                                   for l in open(f, errors="replace") if "starting at step" in l), None)
+        # Every relaunched rank's checkpoint read (the trainer's note).
         out["checkpoint_reads"] = [f"{os.path.basename(f)[:-4]}: {l.strip()}" for f in relaunched
                                    for l in open(f, errors="replace")
                                    if "checkpoint step" in l and " read in " in l]
