@@ -317,6 +317,12 @@ class DeviceStamp {
     return s;
   }
   bool stamped() const { return stamped_; }
+  // Returns once the device has reached the stamp (at once on the CPU).
+  void Wait() const {
+#ifdef TRELLIS_TORCH_CUDA
+    if (event_) event_->synchronize();
+#endif
+  }
   // Seconds from `origin` (a stamp of the same kind) to this one; on a GPU it
   // waits until both events have happened.
   double SecondsSince(const DeviceStamp& origin) const {

@@ -461,8 +461,15 @@ void Trainer::SaveCheckpoint() {
     State& s = *s_;
     if (s.options.checkpoint_dir.empty()) throw TrainError("no checkpoint directory set");
     CheckpointMeta meta{s.step, s.data->RowsBefore(s.step), s.corpus.checksum};
-    train::SaveCheckpoint(s.options.checkpoint_dir, s.spec, meta, s.AllState(),
-                          s.spec.checkpoint.keep, s.CheckpointSharding());
+    const auto start = std::chrono::steady_clock::now();
+    const uint64_t bytes =
+        train::SaveCheckpoint(s.options.checkpoint_dir, s.spec, meta, s.AllState(),
+                              s.spec.checkpoint.keep, s.CheckpointSharding());
+    // What a checkpoint costs the run, in the rank's log.
+    if (s.options.on_note)
+      s.options.on_note(DescribeSave(
+          s.step, bytes,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
     s.checkpoint_step = s.step;
   });
 }

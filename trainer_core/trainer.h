@@ -42,7 +42,8 @@ struct TrainerOptions {
   // every later step record carries as nccl_max_ctas. Empty: not reported.
   std::string nccl_log;
   // A line of news for the rank's log (stderr), without a newline: NCCL's
-  // channel count once found. None: not said.
+  // channel count once found, each checkpoint write and read with its time.
+  // None: not said.
   std::function<void(const std::string&)> on_note;
   // Asked after every step: true on any rank stops all of them at that step
   // boundary (one all-reduce of a flag a step agrees on it), with a

@@ -154,7 +154,7 @@ TEST_F(TrainerTest, NcclChannelCountFromItsLogGoesInTheRecords) {
 
 // A resume says, once, how long its checkpoint took to read and how much it
 // read: a restart's cost beside the steps it redoes. A fresh start says nothing.
-TEST_F(TrainerTest, AResumeSaysHowLongItsCheckpointTookToRead) {
+TEST_F(TrainerTest, ACheckpointSaysHowLongItTookToWriteAndToRead) {
   spec::TrainerSpec spec =
       ParseSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}), 32));
   spec.training.device = "cpu";
@@ -163,7 +163,12 @@ TEST_F(TrainerTest, AResumeSaysHowLongItsCheckpointTookToRead) {
   options.checkpoint_dir = dir_;
   options.on_note = [&](const std::string& line) { notes.push_back(line); };
   Trainer(spec, options).Run(5);
-  EXPECT_TRUE(notes.empty()) << notes[0];
+  ASSERT_FALSE(notes.empty());
+  for (const std::string& note : notes)
+    EXPECT_EQ(note.rfind("checkpoint step ", 0), 0u) << note;
+  EXPECT_EQ(notes.back().rfind("checkpoint step 5 written in ", 0), 0u) << notes.back();
+  EXPECT_NE(notes.back().find(" GiB ("), std::string::npos) << notes.back();
+  notes.clear();
   options.resume_step = 5;
   Trainer resumed(spec, options);
   EXPECT_EQ(resumed.step(), 5);

@@ -189,7 +189,7 @@ MicroRun TrainAndRead(spec::TrainerSpec spec, int micro_batch, const std::string
   ShardReader shard(StepDir(dir, spec.training.steps) + "/shard-00000-of-00001.bin");
   for (const ShardEntry& e : shard.entries()) {
     if (e.name.rfind("param.", 0) != 0) continue;
-    const std::string_view bytes = shard.Data(e);
+    const std::string bytes = shard.ReadBytes(e);
     auto& values = run.params[e.name];
     values.resize(bytes.size() / sizeof(float));
     std::memcpy(values.data(), bytes.data(), bytes.size());

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "trainer_core/checkpoint/shard_file.h"
+#include "trainer_core/checkpoint/tensor_io.h"
 #include "trainer_core/error.h"
 #include "trainer_core/files.h"
 
@@ -23,6 +24,13 @@ std::string ShardName(int rank, int world) {
 }
 
 int64_t ElementSize(DType t) { return t == DType::kBF16 ? 2 : t == DType::kF32 ? 4 : 8; }
+
+bool SameRanges(const std::vector<Range>& a, const std::vector<Range>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].begin != b[i].begin || a[i].end != b[i].end) return false;
+  return true;
+}
 
 int64_t Length(const std::vector<Range>& ranges) {
   int64_t n = 0;
@@ -80,9 +88,11 @@ Json ReadManifest(const std::string& path) {
     throw TrainError("checkpoint manifest " + path + ": not valid JSON (truncated or corrupt)");
   if (j.value("format", "") != "trellis-checkpoint")
     throw TrainError("checkpoint manifest " + path + ": not a trellis checkpoint manifest");
-  if (j.value("version", -1) != kCheckpointVersion)
-    throw TrainError("checkpoint manifest " + path + ": unsupported version " +
-                     j.value("version", Json()).dump() + " (this build reads " +
+  const Json version = j.value("version", Json());
+  if (!version.is_number_integer() || version.get<int>() < kOldestCheckpointVersion ||
+      version.get<int>() > kCheckpointVersion)
+    throw TrainError("checkpoint manifest " + path + ": unsupported version " + version.dump() +
+                     " (this build reads " + std::to_string(kOldestCheckpointVersion) + " to " +
                      std::to_string(kCheckpointVersion) + ")");
   return j;
 }
@@ -150,9 +160,9 @@ int64_t LatestCompleteStep(const std::string& dir) {
   return complete.empty() ? -1 : complete.front();
 }
 
-void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
-                    const CheckpointMeta& meta, const NamedTensors& state, int keep,
-                    const Sharding& sharding) {
+uint64_t SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
+                        const CheckpointMeta& meta, const NamedTensors& state, int keep,
+                        const Sharding& sharding) {
   Comm* comm = sharding.comm;
   const int world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
   const std::string step_dir = StepDir(dir, meta.step);
@@ -161,22 +171,25 @@ void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
   if (rank == 0) std::remove(JoinPath(step_dir, "manifest.json").c_str());
   if (comm) comm->Barrier();
 
-  ShardWriter writer;
-  std::vector<torch::Tensor> host;  // keeps the bytes alive until Write
-  for (const auto& [name, t] : state) {
-    host.push_back(t.detach().to(torch::kCPU).contiguous());
-    const auto& h = host.back();
-    writer.Add(name, ToDType(h.scalar_type()), h.sizes().vec(), h.data_ptr(), h.nbytes());
-  }
+  std::vector<ShardEntry> entries;
+  for (const auto& [name, t] : state)
+    entries.push_back({name, ToDType(t.scalar_type()), t.sizes().vec(), 0,
+                       static_cast<uint64_t>(t.nbytes())});
   const std::string shard_path = JoinPath(step_dir, ShardName(rank, world));
-  const uint64_t shard_sum = writer.Write(shard_path);
+  ShardWriter writer(shard_path, std::move(entries));
+  {
+    TensorIo io;
+    for (const auto& [name, t] : state) io.Write(t, writer);
+  }
+  const uint64_t index_sum = writer.Finish();
+  const uint64_t shard_bytes = writer.file_bytes();
 
   // Rank 0 learns every shard's size and checksum, then completes the step.
   // On the communicator's device (NCCL moves only GPU tensors), read back here.
   const auto where = torch::TensorOptions(comm && comm->cuda() ? torch::kCUDA : torch::kCPU)
                          .dtype(torch::kLong);
   auto mine = torch::tensor(
-                  {static_cast<int64_t>(FileSize(shard_path)), static_cast<int64_t>(shard_sum)},
+                  {static_cast<int64_t>(shard_bytes), static_cast<int64_t>(index_sum)},
                   torch::kLong)
                   .to(where.device());
   auto all = torch::empty({2 * world}, where);
@@ -190,7 +203,7 @@ void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
     for (int r = 0; r < world; ++r)
       shards.push_back({{"file", ShardName(r, world)},
                         {"bytes", all[2 * r].item<int64_t>()},
-                        {"fnv1a64", static_cast<uint64_t>(all[2 * r + 1].item<int64_t>())}});
+                        {"index_xxh64", static_cast<uint64_t>(all[2 * r + 1].item<int64_t>())}});
     const MeshInfo& m = sharding.mesh;
     Json manifest = {
         {"format", "trellis-checkpoint"},
@@ -207,6 +220,17 @@ void SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
     Prune(dir, keep);
   }
   if (comm) comm->Barrier();  // every rank returns once the step is complete
+  return shard_bytes;
+}
+
+std::string DescribeSave(int64_t step, uint64_t bytes, double seconds) {
+  const double gib = static_cast<double>(bytes) / (1ull << 30);
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "checkpoint step %lld written in %.1f s: %.2f GiB (%.2f GiB/s, checksums, the copy "
+                "from the device and fsync included)",
+                static_cast<long long>(step), seconds, gib, seconds > 0 ? gib / seconds : 0.0);
+  return text;
 }
 
 std::string DescribeLoad(const CheckpointMeta& meta, double seconds) {
@@ -242,6 +266,13 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
       throw TrainError("checkpoint manifest " + manifest_path + ": " +
                        std::to_string(shards.size()) + " shards listed for world size " +
                        std::to_string(saved.world));
+    // Every shard's fields, checked here so that a missing one is named below.
+    for (const Json& shard : shards) {
+      shard.at("file").get<std::string>();
+      shard.at("bytes").get<uint64_t>();
+      shard.at(manifest.at("version").get<int>() == 2 ? "fnv1a64" : "index_xxh64")
+          .get<uint64_t>();
+    }
   } catch (const Json::exception& e) {
     throw TrainError("checkpoint manifest " + manifest_path + ": missing or mistyped field (" +
                      e.what() + ")");
@@ -251,14 +282,26 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
   auto ranges = [&](const std::string& name, const MeshInfo& mesh, int r, int64_t numel) {
     return sharding.ranges ? sharding.ranges(name, mesh, r) : std::vector<Range>{{0, numel}};
   };
-  // Shards are read (and verified) only when one of their ranges is needed.
+  // A shard is opened (its index read and checked against the manifest) only
+  // when one of its ranges is needed; each entry is verified as it is read.
+  const int manifest_version = manifest.at("version").get<int>();
   std::vector<std::unique_ptr<ShardReader>> readers(saved.world);
   auto reader = [&](int r) -> ShardReader& {
     if (!readers[r]) {
-      const std::string path = JoinPath(step_dir, shards[r].at("file").get<std::string>());
-      const uint64_t recorded = shards[r].at("fnv1a64").get<uint64_t>();
-      readers[r] = std::make_unique<ShardReader>(path, recorded);
-      if (readers[r]->file_checksum() != recorded)
+      const Json& recorded = shards[r];
+      const std::string path = JoinPath(step_dir, recorded.at("file").get<std::string>());
+      readers[r] = std::make_unique<ShardReader>(path);
+      const ShardReader& rd = *readers[r];
+      if (rd.size() != recorded.at("bytes").get<uint64_t>())
+        throw TrainError("checkpoint shard " + path + ": " + std::to_string(rd.size()) +
+                         " bytes, the manifest recorded " + recorded.at("bytes").dump() +
+                         " (truncated or replaced)");
+      // Version 2 recorded the whole file's FNV-1a (a pass of its own).
+      const bool as_recorded =
+          manifest_version == 2
+              ? rd.WholeFileFnv1a() == recorded.at("fnv1a64").get<uint64_t>()
+              : rd.index_checksum() == recorded.at("index_xxh64").get<uint64_t>();
+      if (!as_recorded)
         throw TrainError("checkpoint shard " + path +
                          ": checksum differs from the manifest (corrupt or replaced)");
     }
@@ -266,14 +309,15 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
   };
 
   torch::NoGradGuard no_grad;
+  TensorIo io;
   for (const auto& [name, t] : state) {
     const auto want = ranges(name, sharding.mesh, rank, t.numel());
     const int64_t need = Length(want);
     const DType dtype = ToDType(t.scalar_type());
     const int64_t elem = ElementSize(dtype);
-    // Filled on the host; elements outside `want` (padding) stay zero.
-    auto dst = torch::zeros({t.numel()}, torch::TensorOptions().dtype(t.scalar_type()));
-    char* out = static_cast<char*>(dst.data_ptr());
+    // Resharding fills a host buffer from the overlaps, copied in at the end;
+    // elements outside `want` (padding) stay zero.
+    torch::Tensor dst;
     int64_t covered = 0;
     for (int r : ShardOrder(readers, rank, world, saved.world)) {
       if (covered >= need) break;
@@ -291,7 +335,19 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
         throw TrainError("checkpoint shard " + rd.path() + ": tensor '" + name + "' is " +
                          DTypeName(e->dtype) + " " + Shape(e->dims) + ", the model expects " +
                          DTypeName(dtype) + " " + Shape(t.sizes().vec()));
-      const std::string_view data = rd.Data(*e);
+      // Laid out as saved (the same mesh, or a tensor every rank holds
+      // whole): the entry goes straight into the tensor.
+      if (covered == 0 && SameRanges(have, want) && e->bytes == t.nbytes() &&
+          t.is_contiguous()) {
+        io.Read(rd, *e, t);
+        if (need < t.numel()) t.detach().view({-1}).narrow(0, need, t.numel() - need).zero_();
+        covered = need;
+        break;
+      }
+      if (!dst.defined())
+        dst = torch::zeros({t.numel()}, torch::TensorOptions().dtype(t.scalar_type()));
+      char* out = static_cast<char*>(dst.data_ptr());
+      const std::string data = rd.ReadBytes(*e);
       int64_t at_have = 0;
       for (const auto& h : have) {
         int64_t at_want = 0;
@@ -311,12 +367,12 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
       throw TrainError("checkpoint " + step_dir + ": tensor '" + name +
                        "' is not fully covered by " + "its shards (" + std::to_string(covered) +
                        " of " + std::to_string(need) + " elements)");
-    t.detach().copy_(dst.view(t.sizes()));
+    if (dst.defined()) t.detach().copy_(dst.view(t.sizes()));
   }
   for (const auto& rd : readers) {
     if (!rd) continue;
     ++meta.shard_files_read;
-    meta.bytes_read += rd->size();
+    meta.bytes_read += rd->bytes_read();
   }
   return meta;
 }

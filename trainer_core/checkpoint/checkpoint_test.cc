@@ -1,13 +1,16 @@
 #include "trainer_core/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <optional>
 
 #include "trainer_core/checkpoint/shard_file.h"
+#include "trainer_core/checkpoint/tensor_io.h"
 #include "trainer_core/data/corpus.h"
 #include "trainer_core/error.h"
 #include "trainer_core/file_test_util.h"
@@ -144,26 +147,66 @@ TEST_F(CheckpointTest, FlippedByteNamesTheFileAndTheTensor) {
   ExpectLoadError(2, spec_, {ShardPath(2), "is corrupt", "adamw.v.final.head"});
 }
 
-// Given the file's checksum as the manifest recorded it, a shard that matches
-// is taken in one pass: its per-tensor checksums are not recomputed (here one
-// is wrong, and the whole-file checksum is told to vouch for it). Without it,
-// or with another value, every tensor is checked and the corrupt one named.
-TEST_F(CheckpointTest, AShardAsTheManifestRecordedItIsReadInOnePass) {
-  SaveAt(2);
-  testing::FlipByte(ShardPath(2), 3);
-  std::ifstream in(ShardPath(2), std::ios::binary);
-  const std::string bytes{std::istreambuf_iterator<char>(in), {}};
-  const uint64_t flipped = Fnv1a(bytes.data(), bytes.size());
-  EXPECT_EQ(ShardReader(ShardPath(2), flipped).file_checksum(), flipped);
-  for (std::optional<uint64_t> expected : {std::optional<uint64_t>(), std::optional(flipped + 1)}) {
-    try {
-      ShardReader reader(ShardPath(2), expected);
-      ADD_FAILURE() << "read without error";
-    } catch (const TrainError& e) {
-      EXPECT_NE(std::string(e.what()).find("'adamw.v.final.head' is corrupt"), std::string::npos)
-          << e.what();
+// Written by the build before shard version 2 (FNV-1a checksums, the whole
+// file's in the manifest): trainer_core/testdata/checkpoint-v2 holds step 4
+// of the fixture with tensor i filled with (k mod 97) / 4 - i at element k.
+// A run started before an upgrade still resumes from it.
+TEST_F(CheckpointTest, ACheckpointOfManifestVersion2StillLoads) {
+  const std::string old_dir = std::string(TRELLIS_TESTDATA) + "/checkpoint-v2";
+  Fixture f(spec_);
+  CheckpointMeta meta = LoadCheckpoint(old_dir, 4, spec_, f.State());
+  EXPECT_EQ(meta.step, 4);
+  EXPECT_EQ(meta.rows_consumed, 32);
+  EXPECT_EQ(meta.corpus_checksum, 0xABCDEFull);
+  int i = 0;
+  for (auto& [name, t] : f.State()) {
+    if (t.is_floating_point()) {
+      auto want = (torch::arange(t.numel(), torch::kDouble).remainder(97) * 0.25 - i)
+                      .view(t.sizes())
+                      .to(t.scalar_type());
+      EXPECT_TRUE(torch::equal(t, want)) << name;
+    } else {
+      EXPECT_TRUE(torch::equal(t, torch::full_like(t, 4))) << name;
     }
+    ++i;
   }
+  // Its shard is still checked against the manifest's whole-file checksum.
+  MakeDirs(StepDir(dir_, 4));
+  Copy(old_dir + "/step-00000004/manifest.json", ManifestPath(4));
+  Copy(old_dir + "/step-00000004/shard-00000-of-00001.bin", ShardPath(4));
+  testing::FlipByte(ShardPath(4), 3);
+  ExpectLoadError(4, spec_, {ShardPath(4), "checksum differs from the manifest"});
+}
+
+// On a GPU the tensors go through two pinned buffers in pieces of 64 MiB: a
+// tensor of three pieces (the last one short), one of exactly one, and small
+// ones, saved from and loaded back into device memory.
+TEST_F(CheckpointTest, DeviceTensorsRoundTripThroughPinnedPieces) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto on_gpu = torch::TensorOptions().device(torch::kCUDA);
+  NamedTensors state = {
+      {"three_pieces", torch::randn({(2 * kPinnedPieceBytes + 4096) / 4}, on_gpu)},
+      {"one_piece", torch::randn({kPinnedPieceBytes / 2}, on_gpu.dtype(torch::kBFloat16))},
+      {"small", torch::randn({3, 5}, on_gpu)},
+      {"steps", torch::full({1}, 7, on_gpu.dtype(torch::kLong))}};
+  SaveCheckpoint(dir_, spec_, {2, 16, 0xABCDEFull}, state, 5);
+  NamedTensors loaded;
+  for (auto& [name, t] : state) loaded.emplace_back(name, torch::zeros_like(t));
+  CheckpointMeta meta = LoadCheckpoint(dir_, 2, spec_, loaded);
+  EXPECT_EQ(meta.bytes_read, std::filesystem::file_size(ShardPath(2)));
+  for (size_t i = 0; i < state.size(); ++i)
+    EXPECT_TRUE(torch::equal(loaded[i].second, state[i].second)) << state[i].first;
+  // The file holds what the device held (read on the host).
+  ShardReader shard(ShardPath(2));
+  const std::string bytes = shard.ReadBytes(*shard.Find("small"));
+  auto host = state[2].second.cpu();
+  EXPECT_EQ(std::memcmp(bytes.data(), host.data_ptr(), bytes.size()), 0);
+}
+
+TEST(CheckpointSaveNote, SaysTheStepTheTimeTheBytesAndTheRate) {
+  EXPECT_EQ(DescribeSave(20, 3ull << 30, 2.0),
+            "checkpoint step 20 written in 2.0 s: 3.00 GiB (1.50 GiB/s, checksums, the copy from "
+            "the device and fsync included)");
 }
 
 TEST_F(CheckpointTest, CorruptManifestNamesTheFile) {
@@ -171,7 +214,14 @@ TEST_F(CheckpointTest, CorruptManifestNamesTheFile) {
   std::ofstream(ManifestPath(4)) << "{\"format\": \"trellis-checkpoint\", \"vers";
   ExpectLoadError(4, spec_, {ManifestPath(4), "not valid JSON"});
   std::ofstream(ManifestPath(4)) << "{\"format\": \"trellis-checkpoint\", \"version\": 9}";
-  ExpectLoadError(4, spec_, {ManifestPath(4), "unsupported version 9"});
+  ExpectLoadError(4, spec_, {ManifestPath(4), "unsupported version 9", "reads 2 to 3"});
+  SaveAt(5);
+  std::ifstream in(ManifestPath(5));
+  nlohmann::json manifest = nlohmann::json::parse(in);
+  in.close();
+  manifest["shards"][0].erase("index_xxh64");
+  std::ofstream(ManifestPath(5)) << manifest.dump();
+  ExpectLoadError(5, spec_, {ManifestPath(5), "missing or mistyped field", "index_xxh64"});
 }
 
 TEST_F(CheckpointTest, SpecMismatchNamesTheField) {

@@ -1,11 +1,13 @@
 #include "trainer_core/checkpoint/shard_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include "trainer_core/data/corpus.h"
 #include "trainer_core/error.h"
@@ -14,8 +16,11 @@
 namespace trellis::train {
 namespace {
 
+constexpr uint64_t kHeaderBytes = 24;         // magic, version, entry count, index bytes
+constexpr uint64_t kPieceBytes = 4ull << 20;  // read, then checksummed while in the cache
+
 template <typename T>
-void Append(std::string* out, T v) {
+void Put(std::string* out, T v) {
   out->append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
 
@@ -43,6 +48,37 @@ class Cursor {
   const std::string& path_;
   size_t pos_ = 0;
 };
+
+uint64_t IndexBytes(const std::vector<ShardEntry>& entries) {
+  uint64_t n = 0;
+  for (const auto& e : entries) n += 4 + e.name.size() + 8 + 8 * e.dims.size() + 24;
+  return n;
+}
+
+std::string EncodeIndex(const std::vector<ShardEntry>& entries) {
+  std::string index;
+  for (const auto& e : entries) {
+    Put<uint32_t>(&index, static_cast<uint32_t>(e.name.size()));
+    index += e.name;
+    Put<uint32_t>(&index, static_cast<uint32_t>(e.dtype));
+    Put<uint32_t>(&index, static_cast<uint32_t>(e.dims.size()));
+    for (int64_t d : e.dims) Put<int64_t>(&index, d);
+    Put<uint64_t>(&index, e.offset);
+    Put<uint64_t>(&index, e.bytes);
+    Put<uint64_t>(&index, e.checksum);
+  }
+  return index;
+}
+
+void WriteAll(int fd, const char* p, uint64_t n, const std::string& path) {
+  while (n > 0) {
+    const ssize_t put = ::write(fd, p, n);
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0) throw TrainError(path + ": write failed: " + std::strerror(errno));
+    p += put;
+    n -= static_cast<uint64_t>(put);
+  }
+}
 
 void SyncPath(const std::string& path, int flags) {
   int fd = ::open(path.c_str(), flags);
@@ -79,78 +115,112 @@ void WriteFileAtomically(const std::string& path, std::string_view text) {
   SyncPath(DirName(path), O_RDONLY | O_DIRECTORY);
 }
 
-void ShardWriter::Add(std::string name, DType dtype, std::vector<int64_t> dims, const void* data,
-                      uint64_t bytes) {
-  ShardEntry e{std::move(name), dtype, std::move(dims)};
-  e.bytes = bytes;
-  e.checksum = Fnv1a(data, bytes);
-  entries_.push_back(std::move(e));
-  data_.push_back(data);
-}
 
-uint64_t ShardWriter::Write(const std::string& path) {
-  // The index size is known before the offsets: compute it first.
-  uint64_t index_bytes = 0;
-  for (const auto& e : entries_) index_bytes += 4 + e.name.size() + 8 + 8 * e.dims.size() + 24;
-  uint64_t offset = 24 + index_bytes + 8;
-  std::string index;
+// ---- writing ----
+
+ShardWriter::ShardWriter(const std::string& path, std::vector<ShardEntry> entries)
+    : path_(path), tmp_(path + ".tmp"), entries_(std::move(entries)) {
+  uint64_t offset = kHeaderBytes + IndexBytes(entries_) + 8;
   for (auto& e : entries_) {
     e.offset = offset;
     offset += e.bytes;
-    Append<uint32_t>(&index, static_cast<uint32_t>(e.name.size()));
-    index += e.name;
-    Append<uint32_t>(&index, static_cast<uint32_t>(e.dtype));
-    Append<uint32_t>(&index, static_cast<uint32_t>(e.dims.size()));
-    for (int64_t d : e.dims) Append<int64_t>(&index, d);
-    Append<uint64_t>(&index, e.offset);
-    Append<uint64_t>(&index, e.bytes);
-    Append<uint64_t>(&index, e.checksum);
   }
-  std::string out(kShardMagic, 8);
-  Append<uint32_t>(&out, kShardVersion);
-  Append<uint32_t>(&out, static_cast<uint32_t>(entries_.size()));
-  Append<uint64_t>(&out, index.size());
-  out += index;
-  Append<uint64_t>(&out, Fnv1a(index.data(), index.size()));
-  for (size_t i = 0; i < entries_.size(); ++i)
-    out.append(static_cast<const char*>(data_[i]), entries_[i].bytes);
-  WriteFileAtomically(path, out);
-  return Fnv1a(out.data(), out.size());
+  file_bytes_ = offset;
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw TrainError(tmp_ + ": cannot create: " + std::strerror(errno));
+  const off_t data_start = static_cast<off_t>(kHeaderBytes + IndexBytes(entries_) + 8);
+  if (::lseek(fd_, data_start, SEEK_SET) != data_start)
+    throw TrainError(tmp_ + ": cannot seek: " + std::strerror(errno));
+  CloseFilledEntries();
 }
 
-ShardReader::ShardReader(const std::string& path, std::optional<uint64_t> expected_file_checksum)
-    : path_(path) {
+ShardWriter::~ShardWriter() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(tmp_.c_str());
+}
+
+void ShardWriter::CloseFilledEntries() {
+  for (; current_ < entries_.size() && written_ == entries_[current_].bytes; ++current_) {
+    entries_[current_].checksum = hash_.Digest();
+    hash_ = Xxh64();
+    written_ = 0;
+  }
+}
+
+void ShardWriter::Append(const void* data, uint64_t n) {
+  auto p = static_cast<const char*>(data);
+  while (n > 0) {
+    if (current_ == entries_.size())
+      throw TrainError(tmp_ + ": more bytes appended than the entries declare");
+    const uint64_t take = std::min(n, entries_[current_].bytes - written_);
+    hash_.Update(p, take);
+    WriteAll(fd_, p, take, tmp_);
+    written_ += take;
+    p += take;
+    n -= take;
+    CloseFilledEntries();
+  }
+}
+
+uint64_t ShardWriter::Finish() {
+  if (current_ != entries_.size())
+    throw TrainError(tmp_ + ": tensor '" + entries_[current_].name + "' got " +
+                     std::to_string(written_) + " of its " +
+                     std::to_string(entries_[current_].bytes) + " bytes");
+  std::string head(kShardMagic, 8);
+  Put<uint32_t>(&head, kShardVersion);
+  Put<uint32_t>(&head, static_cast<uint32_t>(entries_.size()));
+  const std::string index = EncodeIndex(entries_);
+  Put<uint64_t>(&head, index.size());
+  head += index;
+  const uint64_t index_checksum = Xxh64Of(index.data(), index.size());
+  Put<uint64_t>(&head, index_checksum);
+  if (::lseek(fd_, 0, SEEK_SET) != 0)
+    throw TrainError(tmp_ + ": cannot seek: " + std::strerror(errno));
+  WriteAll(fd_, head.data(), head.size(), tmp_);
+  if (::fsync(fd_) != 0) throw TrainError(tmp_ + ": fsync failed: " + std::strerror(errno));
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {
+    ::unlink(tmp_.c_str());
+    throw TrainError(tmp_ + ": write failed: " + std::strerror(errno));
+  }
+  RenamePath(tmp_, path_);
+  SyncPath(DirName(path_), O_RDONLY | O_DIRECTORY);
+  return index_checksum;
+}
+
+// ---- reading ----
+
+ShardReader::ShardReader(const std::string& path) : path_(path) {
   auto fail = [&](const std::string& why) {
     throw TrainError("checkpoint shard " + path + ": " + why);
   };
-  // Straight into a buffer of the file's size: a stream copy of a shard of
-  // gigabytes costs seconds of a restart.
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw TrainError("checkpoint shard " + path + ": cannot open");
-  const std::streamoff size = in.tellg();
-  if (size < 0) fail("cannot tell its size");
-  bytes_.resize(static_cast<size_t>(size));
-  in.seekg(0);
-  if (!in.read(bytes_.data(), size))
-    fail("read failed after " + std::to_string(in.gcount()) + " of " + std::to_string(size) +
-         " bytes");
-  file_checksum_ = Fnv1a(bytes_.data(), bytes_.size());
-  const bool file_as_recorded =
-      expected_file_checksum && *expected_file_checksum == file_checksum_;
-  if (bytes_.size() < 32) fail("truncated (" + std::to_string(bytes_.size()) + " bytes)");
-  if (std::memcmp(bytes_.data(), kShardMagic, 8) != 0) fail("not a checkpoint shard (bad magic)");
-  Cursor head(std::string_view(bytes_).substr(8, 16), path_);
-  auto version = head.Take<uint32_t>();
-  auto count = head.Take<uint32_t>();
-  auto index_bytes = head.Take<uint64_t>();
-  if (version != kShardVersion)
-    fail("unsupported version " + std::to_string(version) + " (this build reads " +
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) fail(std::string("cannot stat: ") + std::strerror(errno));
+  size_ = static_cast<uint64_t>(st.st_size);
+  if (size_ < kHeaderBytes + 8) fail("truncated (" + std::to_string(size_) + " bytes)");
+  char header[kHeaderBytes];
+  ReadAt(0, header, kHeaderBytes);
+  if (std::memcmp(header, kShardMagic, 8) != 0) fail("not a checkpoint shard (bad magic)");
+  Cursor head(std::string_view(header + 8, kHeaderBytes - 8), path_);
+  version_ = head.Take<uint32_t>();
+  const auto count = head.Take<uint32_t>();
+  const auto index_bytes = head.Take<uint64_t>();
+  if (version_ != 1 && version_ != kShardVersion)
+    fail("unsupported version " + std::to_string(version_) + " (this build reads 1 and " +
          std::to_string(kShardVersion) + ")");
-  if (index_bytes > bytes_.size() - 32) fail("truncated (the index runs past the end)");
-  std::string_view index = std::string_view(bytes_).substr(24, index_bytes);
-  uint64_t stored;
-  std::memcpy(&stored, bytes_.data() + 24 + index_bytes, 8);
-  if (Fnv1a(index.data(), index.size()) != stored) fail("corrupt index (checksum mismatch)");
+  if (index_bytes > size_ - kHeaderBytes - 8) fail("truncated (the index runs past the end)");
+  std::string index(index_bytes + 8, '\0');
+  ReadAt(kHeaderBytes, index.data(), index.size());
+  std::memcpy(&index_checksum_, index.data() + index_bytes, 8);
+  index.resize(index_bytes);
+  const uint64_t computed =
+      version_ == 1 ? Fnv1a(index.data(), index.size()) : Xxh64Of(index.data(), index.size());
+  if (computed != index_checksum_) fail("corrupt index (checksum mismatch)");
   Cursor c(index, path_);
   for (uint32_t i = 0; i < count; ++i) {
     ShardEntry e;
@@ -161,13 +231,15 @@ ShardReader::ShardReader(const std::string& path, std::optional<uint64_t> expect
     e.offset = c.Take<uint64_t>();
     e.bytes = c.Take<uint64_t>();
     e.checksum = c.Take<uint64_t>();
-    if (e.offset > bytes_.size() || e.bytes > bytes_.size() - e.offset)
+    if (e.offset > size_ || e.bytes > size_ - e.offset)
       fail("truncated: tensor '" + e.name + "' runs past the end of the file");
-    if (!file_as_recorded && Fnv1a(bytes_.data() + e.offset, e.bytes) != e.checksum)
-      fail("tensor '" + e.name + "' is corrupt (checksum mismatch)");
     entries_.push_back(std::move(e));
   }
   if (!c.done()) fail("corrupt index (unread bytes)");
+}
+
+ShardReader::~ShardReader() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 const ShardEntry* ShardReader::Find(std::string_view name) const {
@@ -176,8 +248,70 @@ const ShardEntry* ShardReader::Find(std::string_view name) const {
   return nullptr;
 }
 
-std::string_view ShardReader::Data(const ShardEntry& e) const {
-  return std::string_view(bytes_).substr(e.offset, e.bytes);
+void ShardReader::ReadAt(uint64_t offset, void* out, uint64_t n) const {
+  auto p = static_cast<char*>(out);
+  for (uint64_t done = 0; done < n;) {
+    const ssize_t got = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0)
+      throw TrainError("checkpoint shard " + path_ + ": read failed: " + std::strerror(errno));
+    if (got == 0)
+      throw TrainError("checkpoint shard " + path_ + ": truncated (ends at byte " +
+                       std::to_string(offset + done) + ")");
+    done += static_cast<uint64_t>(got);
+  }
+  bytes_read_ += n;
+}
+
+void ShardReader::Read(const ShardEntry& e, void* out) const {
+  EntryReader reader(*this, e);
+  // In pieces that stay in the cache between the read and the checksum.
+  for (char* p = static_cast<char*>(out); reader.left() > 0;) {
+    const uint64_t n = std::min<uint64_t>(reader.left(), kPieceBytes);
+    reader.Next(p, n);
+    p += n;
+  }
+  reader.Verify();
+}
+
+std::string ShardReader::ReadBytes(const ShardEntry& e) const {
+  std::string bytes(e.bytes, '\0');
+  Read(e, bytes.data());
+  return bytes;
+}
+
+uint64_t ShardReader::WholeFileFnv1a() const {
+  std::vector<char> piece(kPieceBytes);
+  uint64_t h = Fnv1a(nullptr, 0);
+  for (uint64_t at = 0; at < size_; at += piece.size()) {
+    const uint64_t n = std::min<uint64_t>(piece.size(), size_ - at);
+    ReadAt(at, piece.data(), n);
+    h = Fnv1a(piece.data(), n, h);
+  }
+  return h;
+}
+
+EntryReader::EntryReader(const ShardReader& shard, const ShardEntry& e)
+    : shard_(shard), entry_(e), fnv_(Fnv1a(nullptr, 0)) {}
+
+void EntryReader::Next(void* out, uint64_t n) {
+  if (n > left())
+    throw TrainError("checkpoint shard " + shard_.path() + ": tensor '" + entry_.name +
+                     "' has " + std::to_string(left()) + " bytes left, " + std::to_string(n) +
+                     " asked for");
+  shard_.ReadAt(entry_.offset + done_, out, n);
+  if (shard_.version() == 1)
+    fnv_ = Fnv1a(out, n, fnv_);
+  else
+    xxh_.Update(out, n);
+  done_ += n;
+}
+
+void EntryReader::Verify() const {
+  const uint64_t sum = shard_.version() == 1 ? fnv_ : xxh_.Digest();
+  if (left() != 0 || sum != entry_.checksum)
+    throw TrainError("checkpoint shard " + shard_.path() + ": tensor '" + entry_.name +
+                     "' is corrupt (checksum mismatch)");
 }
 
 }  // namespace trellis::train

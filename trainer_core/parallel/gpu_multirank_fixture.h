@@ -151,7 +151,7 @@ inline std::string ShardPath(const std::string& ckpt, int step, int rank, int wo
 }
 
 inline std::vector<float> Floats(const ShardReader& r, const ShardEntry& e) {
-  auto d = r.Data(e);
+  const std::string d = r.ReadBytes(e);
   std::vector<float> v(d.size() / sizeof(float));
   std::memcpy(v.data(), d.data(), d.size());
   return v;

@@ -15,28 +15,30 @@ using namespace std::chrono_literals;
 // router bias set to -100, so the router (probabilities in [0, 1], the bias
 // added before top-k) never picks them and 5 steps of balancing (rate 1e-3)
 // cannot undo it. The shard is rewritten and the manifest takes its new
-// checksum.
+// index checksum.
 void StarveExpertsInCheckpoint(const std::string& ckpt, int step, size_t first) {
   const std::string path = ShardPath(ckpt, step, 0, 1);
   std::vector<std::string> data;
-  ShardWriter writer;
+  std::vector<ShardEntry> entries;
   {
     ShardReader reader(path);
-    data.reserve(reader.entries().size());  // the writer keeps pointers into them
-    for (const ShardEntry& e : reader.entries()) {
-      data.emplace_back(reader.Data(e));
+    entries = reader.entries();
+    for (const ShardEntry& e : entries) {
+      data.push_back(reader.ReadBytes(e));
       if (e.name.rfind("router_bias.", 0) == 0) {
         ASSERT_EQ(e.dtype, DType::kF32) << e.name;
         float* bias = reinterpret_cast<float*>(data.back().data());
         for (size_t i = first; i < data.back().size() / sizeof(float); ++i) bias[i] = -100;
       }
-      writer.Add(e.name, e.dtype, e.dims, data.back().data(), data.back().size());
     }
   }
-  const uint64_t checksum = writer.Write(path);
+  ShardWriter writer(path, entries);
+  for (const std::string& d : data) writer.Append(d.data(), d.size());
+  const uint64_t checksum = writer.Finish();
   const std::string manifest_path = JoinPath(ckpt, StepName(step) + "/manifest.json");
   nlohmann::json manifest = nlohmann::json::parse(std::ifstream(manifest_path));
-  manifest["shards"][0]["fnv1a64"] = checksum;
+  manifest["shards"][0]["index_xxh64"] = checksum;
+  manifest["shards"][0]["bytes"] = writer.file_bytes();
   std::ofstream(manifest_path) << manifest.dump(2) << "\n";
 }
 

@@ -262,7 +262,7 @@ TEST_F(MultiRankTest, MicroBatchesOnTwoRanksFollowTheUnsplitBatch) {
       run.params.emplace_back();
       for (const ShardEntry& e : shard.entries()) {
         if (e.name.rfind("param.", 0) != 0) continue;
-        const std::string_view bytes = shard.Data(e);
+        const std::string bytes = shard.ReadBytes(e);
         const size_t at = run.params.back().size();
         run.params.back().resize(at + bytes.size() / sizeof(float));
         std::memcpy(run.params.back().data() + at, bytes.data(), bytes.size());
