@@ -139,6 +139,11 @@ def controller_run(work, name, ngpu, warmup):
         "steps_measured": n,
         "ranks": ranks,
     }
+    # Every checkpoint written, by every launch's ranks (the trainer's note).
+    out["checkpoint_writes"] = [
+        f"{os.sep.join(f.split(os.sep)[-3:-1])} {os.path.basename(f)[:-4]}: {l.strip()}"
+        for f in sorted(glob.glob(os.path.join(d, "attempt-*", "launch-*", "rank-*.log")))
+        for l in open(f, errors="replace") if "checkpoint step" in l and " written in " in l]
     if os.path.exists(os.path.join(d, "killed")):
         killed = open(os.path.join(d, "killed")).read().split()
         out["killed_at_s"] = round(float(killed[0]) - submitted, 1) if submitted else None
@@ -237,6 +242,8 @@ def main():
                       f"rank 0 said: `{r['resume_line']}`")
             for line in r.get("checkpoint_reads", []):
                 md.append(f"  - {line}")
+        for line in r.get("checkpoint_writes", []):
+            md.append(f"  - {line}")
     md += ["", "## The gate's report of this host (`trellis gate-report`)", "",
            "Each node's worker probed this host's real /sys (local-cluster --host-sysfs); the JSON beside "
            "this file has every figure.", "", "```"]

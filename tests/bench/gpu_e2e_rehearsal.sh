@@ -100,6 +100,10 @@ if kill is not None:
     if [x.split(":")[0] for x in reads] != ["rank-0", "rank-1"] or \
             not all(f"checkpoint step {(resumed or 1) - 1} read in" in x for x in reads):
         bad.append(f"kill: the ranks' checkpoint reads after the relaunch: {reads}")
+    writes = [w for w in kill.get("checkpoint_writes", [])
+              if w.startswith("attempt-1/launch-1 ") and "checkpoint step 10 written in" in w]
+    if len(writes) != 2:
+        bad.append(f"kill: the first launch's two ranks' step-10 checkpoint writes: {writes}")
 if bad:
     print("FAIL:\n  " + "\n  ".join(bad))
     sys.exit(1)
