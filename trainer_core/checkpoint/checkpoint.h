@@ -60,7 +60,7 @@ int64_t LatestCompleteStep(const std::string& dir);
 // shard-RRRRR-of-WWWWW.bin; after all have, rank 0 writes the manifest and
 // prunes all but the newest `keep` complete checkpoints. Collective. Throws
 // TrainError. Tensors go to the file in pieces (through two pinned buffers
-// from a GPU), never all at once in host memory. Returns the bytes of this
+// from a GPU), never staged whole in host memory. Returns the bytes of this
 // rank's shard.
 uint64_t SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
                         const CheckpointMeta& meta, const NamedTensors& state, int keep,

@@ -120,7 +120,8 @@ void WriteFileAtomically(const std::string& path, std::string_view text) {
 
 ShardWriter::ShardWriter(const std::string& path, std::vector<ShardEntry> entries)
     : path_(path), tmp_(path + ".tmp"), entries_(std::move(entries)) {
-  uint64_t offset = kHeaderBytes + IndexBytes(entries_) + 8;
+  const uint64_t data_start = kHeaderBytes + IndexBytes(entries_) + 8;
+  uint64_t offset = data_start;
   for (auto& e : entries_) {
     e.offset = offset;
     offset += e.bytes;
@@ -128,9 +129,12 @@ ShardWriter::ShardWriter(const std::string& path, std::vector<ShardEntry> entrie
   file_bytes_ = offset;
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw TrainError(tmp_ + ": cannot create: " + std::strerror(errno));
-  const off_t data_start = static_cast<off_t>(kHeaderBytes + IndexBytes(entries_) + 8);
-  if (::lseek(fd_, data_start, SEEK_SET) != data_start)
-    throw TrainError(tmp_ + ": cannot seek: " + std::strerror(errno));
+  if (::lseek(fd_, static_cast<off_t>(data_start), SEEK_SET) != static_cast<off_t>(data_start)) {
+    const std::string why = std::strerror(errno);
+    ::close(fd_);  // no destructor runs for a constructor that throws
+    ::unlink(tmp_.c_str());
+    throw TrainError(tmp_ + ": cannot seek: " + why);
+  }
   CloseFilledEntries();
 }
 
