@@ -5,14 +5,17 @@
 // load is checked equal to what was saved. A read is timed twice: from the
 // page cache (a rank relaunched on the node that wrote it) and after the
 // shard's pages are dropped (posix_fadvise DONTNEED; the disk, or a node
-// that did not write it). One JSON object per repeat on standard output
-// (bench/checkpoint/run.sh tables them).
+// that did not write it). Each save and page-cache read also gives the host
+// memory it added at its peak (resident set, Linux's VmHWM reset before it):
+// what a checkpoint costs a node's host memory. One JSON object per repeat on
+// standard output (bench/checkpoint/run.sh tables them).
 //   checkpoint_io SPEC --layers 2 --device cuda --dir /tmp/ckpt --repeats 3
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
@@ -46,6 +49,24 @@ void DropFromPageCache(const std::string& step_dir) {
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     ::close(fd);
   }
+}
+
+// A field of /proc/self/status in bytes ("VmRSS", "VmHWM").
+int64_t StatusBytes(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1)) * 1024;
+  throw TrainError("/proc/self/status has no " + key);
+}
+
+// Runs `f` and returns the resident memory it added at its peak.
+template <typename F>
+int64_t PeakAddedBytes(F f) {
+  std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM := VmRSS
+  const int64_t before = StatusBytes("VmRSS");
+  f();
+  return StatusBytes("VmHWM") - before;
 }
 
 bool AllEqual(const NamedTensors& a, const NamedTensors& b) {
@@ -98,14 +119,18 @@ int main(int argc, char** argv) {
     for (int i = 0; i < repeats; ++i) {
       const int64_t step = i + 1;
       auto start = std::chrono::steady_clock::now();
-      SaveCheckpoint(dir, spec, {step, 0, 0}, state, /*keep=*/1);
+      const int64_t save_peak = PeakAddedBytes(
+          [&] { SaveCheckpoint(dir, spec, {step, 0, 0}, state, /*keep=*/1); });
       const double save_s = Since(start);
 
       for (auto& [name, t] : loaded) t.zero_();
       Sync(device);
       start = std::chrono::steady_clock::now();
-      CheckpointMeta warm = LoadCheckpoint(dir, step, spec, loaded);
-      Sync(device);
+      CheckpointMeta warm;
+      const int64_t load_peak = PeakAddedBytes([&] {
+        warm = LoadCheckpoint(dir, step, spec, loaded);
+        Sync(device);
+      });
       const double load_warm_s = Since(start);
       const bool warm_equal = AllEqual(state, loaded);
 
@@ -132,7 +157,9 @@ int main(int argc, char** argv) {
                             {"load_disk_s", load_cold_s},
                             {"save_gib_per_s", gib / save_s},
                             {"load_page_cache_gib_per_s", gib / load_warm_s},
-                            {"load_disk_gib_per_s", gib / load_cold_s}};
+                            {"load_disk_gib_per_s", gib / load_cold_s},
+                            {"save_host_peak_added_gib", save_peak / double(1ull << 30)},
+                            {"load_host_peak_added_gib", load_peak / double(1ull << 30)}};
       std::cout << row.dump() << std::endl;
     }
     RemoveTree(dir);

@@ -16,6 +16,10 @@ FIGURES = [("save_s", "save_gib_per_s", "write (save, fsync included)"),
            ("load_disk_s", "load_disk_gib_per_s", "read from the disk (pages dropped)")]
 
 
+MEMORY = [("save_host_peak_added_gib", "host memory added at the peak of a write"),
+          ("load_host_peak_added_gib", "host memory added at the peak of a read")]
+
+
 def medians(runs):
     groups = {}
     for r in runs:
@@ -28,6 +32,10 @@ def medians(runs):
         for seconds, rate, _ in FIGURES:
             m[seconds] = statistics.median(r[seconds] for r in rows)
             m[rate] = statistics.median(r[rate] for r in rows)
+        # Memory: the most any repeat added (the first also allocates buffers kept after it).
+        for figure, _ in MEMORY:
+            if all(figure in r for r in rows):
+                m[figure] = max(r[figure] for r in rows)
         out[key] = m
     return out
 
@@ -53,8 +61,9 @@ def main():
     print(f"Command: `{command}`\n")
     print(f"One rank's state of the model at {first['layers']} layers: {first['tensors']} tensors, "
           f"{first['state_gib']:.2f} GiB (parameters and both optimizers' slots, fp32), one shard "
-          f"of {first['shard_gib']:.2f} GiB. Medians of {max(m['repeats'] for m in med.values())} "
-          "repeats; every load checked equal to what was saved.\n")
+          f"of {first['shard_gib']:.2f} GiB. Times: medians of {max(m['repeats'] for m in med.values())} "
+          "repeats; host memory: the most of any repeat (resident set at the peak over before it; the "
+          "page cache is not counted). Every load checked equal to what was saved.\n")
     builds = [b for b in ("base", "this") if any(r["build"] == b for r in runs)]
     for d in devices:
         print(f"## State on the {'GPU' if d == 'cuda' else 'CPU'} ({d})\n")
@@ -66,6 +75,10 @@ def main():
                      for b in builds if f"{b}/{d}" in med]
             extra = f" | {speedup[d][rate]:.1f}x" if d in speedup else ""
             print(f"| {label} | " + " | ".join(cells) + extra + " |")
+        for key, label in MEMORY:
+            if all(key in med.get(f"{b}/{d}", {}) for b in builds):
+                cells = [f"{med[f'{b}/{d}'][key]:.2f} GiB" for b in builds]
+                print(f"| {label} | " + " | ".join(cells) + (" | |" if d in speedup else " |"))
         print()
 
 
