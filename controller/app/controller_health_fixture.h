@@ -71,6 +71,8 @@ class HealthTest : public GateTest {
         req.set_metrics_addr(addr->second);
       workers.emplace_back([&, node, req] {
         grpc::ClientContext ctx;
+        // Bounded: a gate that waits for more nodes fails the test, not hangs it.
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
         v1::GateDecision d;
         EXPECT_TRUE(agent_stub_->Register(&ctx, req, &d).ok()) << node;
         std::lock_guard<std::mutex> l(mu);

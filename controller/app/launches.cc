@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "common/version.h"
 #include "controller/app/gate_json.h"
+#include "controller/app/go_record.h"
 #include "controller/app/metrics.h"
 #include "controller/app/spec_paths.h"
 #include "controller/slurm/parsers.h"
@@ -121,6 +122,23 @@ Effects Launches::Register(const WorkerId& id, const std::string& version,
     if (IsTerminal(run->state) || !attempt->live())
       return refuse(GateAnswer::Abort("run is " + std::string(StateName(run->state)) +
                                       ", attempt ended"));
+    // A launch whose gate decided before (in an earlier life of this
+    // controller, or one that ended): the stored decision answers. A second
+    // gate could start ranks that already run elsewhere.
+    auto past = ctx_.store.Launches(id.run_id);
+    if (!past.ok()) return refuse(past.status());
+    for (const LaunchRecord& row : *past) {
+      if (row.attempt != id.attempt || row.launch != id.launch) continue;
+      GateAnswer answer = AnswerDecidedLaunch(row, id.node);
+      spdlog::info("run {} launch {}.{}: node {} registered after the gate decided; answering "
+                   "{}: {}", id.run_id, id.attempt, id.launch, id.node,
+                   answer.kind == GateAnswer::kGo        ? "GO"
+                   : answer.kind == GateAnswer::kStandby ? "STANDBY"
+                                                         : "ABORT",
+                   answer.reason);
+      answer.data_roots = ctx_.config.data_roots;
+      return refuse(answer);
+    }
     auto spec = ctx_.ParseStoredSpec(*run);
     if (!spec.ok()) return refuse(spec.status());
     l = Create(id, *spec);
@@ -228,6 +246,7 @@ Effects Launches::EvaluateGate(LaunchState* l, bool timed_out) {
                                 return s.SetAttemptLaunches(run_id, attempt_no, launch_no);
                               }});
     l->go_nodes = go;
+    l->go = GoAnswer(*l, out);
     fx += Started(l, out);
     fx += AnswerWaiting(l);
     return fx;
@@ -269,6 +288,8 @@ Effects Launches::Started(LaunchState* l, const GateOutcome& out) {
   row.launch = l->launch;
   for (const auto& n : l->go_nodes) row.nodes += (row.nodes.empty() ? "" : ",") + n;
   row.started = l->started;
+  // Stored before any node hears GO (Effects: writes, then replies).
+  row.go_json = GoToJson(l->go);
   fx.writes.push_back({"launch record of " + l->run_id,
                        [row](Store& s) { return s.PutLaunch(row); }});
   LaunchStartedEffect started;
@@ -311,6 +332,34 @@ StoreEffect Launches::GateRecord(const LaunchState& l, const GateOutcome& out) c
           [run_id = l.run_id, row](Store& s) { return s.AddGateRecord(run_id, row); }};
 }
 
+GateAnswer Launches::GoAnswer(const LaunchState& l, const GateOutcome& out) const {
+  GateAnswer go;
+  go.kind = GateAnswer::kGo;
+  go.reason = out.reason;
+  for (const auto& a : out.assignments)
+    if (a.go && a.node_index == 0) {
+      auto host = l.hostnames.find(a.node);
+      go.master_addr = host != l.hostnames.end() ? host->second : a.node;
+    }
+  go.ranks_per_node = l.ranks_per_node;
+  go.world_size = l.needed_nodes * l.ranks_per_node;
+  auto run = ctx_.store.GetRun(l.run_id);
+  // Distinct per launch, so runs sharing a host do not collide; the run
+  // directory (under this controller's output root) keeps two controllers'
+  // runs of the same id apart too.
+  const std::string launch_key = (run.ok() ? run->run_dir : l.run_id) + "/" +
+                                 std::to_string(l.attempt) + "/" + std::to_string(l.launch);
+  go.master_port =
+      ctx_.config.master_port + static_cast<int>(std::hash<std::string>{}(launch_key) % 2000);
+  go.checkpoint_dir = run.ok() ? run->run_dir + "/checkpoints" : "";
+  // A relaunch or a new attempt continues from the last complete checkpoint.
+  go.resume_step = go.checkpoint_dir.empty() ? -1 : NewestCompleteCheckpoint(go.checkpoint_dir);
+  // Checked above on the stored spec; the ranks check the corpus again on
+  // the file they open, so a link swapped after this answer leads nowhere.
+  go.data_roots = ctx_.config.data_roots;
+  return go;
+}
+
 Effects Launches::AnswerWaiting(LaunchState* l) {
   Effects fx;
   const GateOutcome& out = *l->outcome;
@@ -321,28 +370,12 @@ Effects Launches::AnswerWaiting(LaunchState* l) {
   for (const auto& v : out.verdicts)
     if (!v.passed) failed[v.node] = &v;
   GateAnswer common;
-  common.reason = out.reason;
-  common.kind = out.kind == GateOutcome::kAbort ? GateAnswer::kAbort : GateAnswer::kStandby;
   if (out.kind == GateOutcome::kGo) {
-    for (const auto& a : out.assignments)
-      if (a.go && a.node_index == 0) common.master_addr = l->hostnames[a.node];
-    common.ranks_per_node = l->ranks_per_node;
-    common.world_size = l->needed_nodes * l->ranks_per_node;
-    auto run = ctx_.store.GetRun(l->run_id);
-    // Distinct per launch, so runs sharing a host do not collide; the run
-    // directory (under this controller's output root) keeps two controllers'
-    // runs of the same id apart too.
-    const std::string launch_key = (run.ok() ? run->run_dir : l->run_id) + "/" +
-                                   std::to_string(l->attempt) + "/" + std::to_string(l->launch);
-    common.master_port =
-        ctx_.config.master_port + static_cast<int>(std::hash<std::string>{}(launch_key) % 2000);
-    common.checkpoint_dir = run.ok() ? run->run_dir + "/checkpoints" : "";
-    // A relaunch or a new attempt continues from the last complete checkpoint.
-    common.resume_step =
-        common.checkpoint_dir.empty() ? -1 : NewestCompleteCheckpoint(common.checkpoint_dir);
-    // Checked above on the stored spec; the ranks check the corpus again on
-    // the file they open, so a link swapped after this answer leads nowhere.
-    common.data_roots = ctx_.config.data_roots;
+    common = l->go;
+    common.kind = GateAnswer::kStandby;  // GO below for the nodes that go
+  } else {
+    common.reason = out.reason;
+    common.kind = out.kind == GateOutcome::kAbort ? GateAnswer::kAbort : GateAnswer::kStandby;
   }
   for (auto& w : l->waiting) {
     GateAnswer ans = common;

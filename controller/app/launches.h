@@ -77,6 +77,7 @@ class Launches {
     TimerId gate_timer = 0;
     SlurmStep step;                     // of the first worker that said
     std::vector<std::string> go_nodes;  // rank order, once GO
+    GateAnswer go;                      // what GO tells every node (GoAnswer)
     WallTime started;
     // What happened while it ran.
     std::map<std::string, bool> reported;  // node -> ReportExit received
@@ -96,6 +97,7 @@ class Launches {
   // The stored spec's paths against this controller's roots, as at submit.
   absl::Status PathsStillAllowed(const std::string& run_id) const;
   Effects Started(LaunchState* launch, const GateOutcome& out);
+  GateAnswer GoAnswer(const LaunchState& launch, const GateOutcome& out) const;
   Effects AnswerWaiting(LaunchState* launch);
   StoreEffect GateRecord(const LaunchState& launch, const GateOutcome& out) const;
   // launch_end.cc

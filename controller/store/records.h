@@ -74,6 +74,9 @@ struct LaunchRecord {
   std::string blamed_node;  // empty: no node blamed
   std::string evidence_json = "{}";
   std::string recovery;  // what followed: "relaunch", "new_attempt", "fail", "succeed"
+  // What the gate's GO told every node (GoToJson, controller/app/gate_json.h);
+  // written once, at GO: a later PutLaunch with "" keeps it.
+  std::string go_json;
 };
 
 // Something noticed about a running launch that is not a state change.

@@ -297,11 +297,15 @@ TEST_F(StoreTest, LaunchesAreUpsertedAndListedInOrder) {
   l.launch = 1;
   l.nodes = "node1,node2";
   l.started = clock_.Now();
+  l.go_json = R"({"master_port":29500})";
   ASSERT_TRUE(store_->PutLaunch(l).ok());
   LaunchRecord second = l;
   second.launch = 2;
   second.nodes = "node1,node3";
+  second.go_json = R"({"master_port":29501})";
   ASSERT_TRUE(store_->PutLaunch(second).ok());
+  // How the launch ended, written without its GO: the GO stays.
+  l.go_json.clear();
   l.ended = clock_.Now();
   l.failure_class = "node_lost";
   l.exit_code = 137;
@@ -316,6 +320,8 @@ TEST_F(StoreTest, LaunchesAreUpsertedAndListedInOrder) {
   EXPECT_EQ(*(*all)[0].exit_code, 137);
   EXPECT_EQ((*all)[0].blamed_node, "node2");
   EXPECT_EQ((*all)[0].recovery, "relaunch");
+  EXPECT_EQ((*all)[0].go_json, R"({"master_port":29500})");
+  EXPECT_EQ((*all)[1].go_json, R"({"master_port":29501})");
   EXPECT_TRUE((*all)[0].ended.has_value());
   EXPECT_FALSE((*all)[1].ended.has_value());
   EXPECT_FALSE((*all)[1].exit_code.has_value());

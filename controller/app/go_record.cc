@@ -1,0 +1,74 @@
+#include "controller/app/go_record.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace trellis::controller {
+
+using Json = nlohmann::json;
+
+std::string GoToJson(const GateAnswer& go) {
+  return Json{{"reason", go.reason},
+              {"ranks_per_node", go.ranks_per_node},
+              {"world_size", go.world_size},
+              {"master_addr", go.master_addr},
+              {"master_port", go.master_port},
+              {"resume_step", go.resume_step},
+              {"checkpoint_dir", go.checkpoint_dir}}
+      .dump();
+}
+
+absl::StatusOr<GateAnswer> GoFromJson(const std::string& text) {
+  Json j = Json::parse(text, nullptr, false);
+  if (!j.is_object()) return absl::DataLossError("launch GO record is not a JSON object");
+  GateAnswer go;
+  go.kind = GateAnswer::kGo;
+  try {
+    go.reason = j.at("reason").get<std::string>();
+    go.ranks_per_node = j.at("ranks_per_node").get<int>();
+    go.world_size = j.at("world_size").get<int>();
+    go.master_addr = j.at("master_addr").get<std::string>();
+    go.master_port = j.at("master_port").get<int>();
+    go.resume_step = j.at("resume_step").get<int64_t>();
+    go.checkpoint_dir = j.at("checkpoint_dir").get<std::string>();
+  } catch (const Json::exception& e) {
+    return absl::DataLossError(std::string("launch GO record: ") + e.what());
+  }
+  if (go.ranks_per_node < 1 || go.world_size < go.ranks_per_node)
+    return absl::DataLossError("launch GO record: " + std::to_string(go.world_size) +
+                               " rank(s), " + std::to_string(go.ranks_per_node) + " per node");
+  return go;
+}
+
+GateAnswer AnswerDecidedLaunch(const LaunchRecord& row, const std::string& node) {
+  const std::string launch = std::to_string(row.attempt) + "." + std::to_string(row.launch);
+  if (row.ended)
+    return GateAnswer::Abort("launch " + launch + " already ended" +
+                             (row.reason.empty() ? "" : " (" + row.reason + ")") +
+                             "; this worker registered late");
+  if (row.go_json.empty())
+    return GateAnswer::Abort("the gate of launch " + launch +
+                             " decided before the controller restarted, and what it told the "
+                             "nodes was not kept (a store older than schema 6)");
+  absl::StatusOr<GateAnswer> go = GoFromJson(row.go_json);
+  if (!go.ok()) return GateAnswer::Abort(std::string(go.status().message()));
+  const std::vector<std::string> nodes = absl::StrSplit(row.nodes, ',', absl::SkipEmpty());
+  auto at = std::find(nodes.begin(), nodes.end(), node);
+  if (at == nodes.end()) {
+    GateAnswer standby = *go;
+    standby.kind = GateAnswer::kStandby;
+    standby.reason = "the gate of launch " + launch + " already decided: " +
+                     absl::StrJoin(nodes, ", ") + " go";
+    return standby;
+  }
+  GateAnswer answer = *go;
+  answer.node_index = static_cast<int>(at - nodes.begin());
+  answer.rank_offset = answer.node_index * answer.ranks_per_node;
+  return answer;
+}
+
+}  // namespace trellis::controller
