@@ -1,8 +1,9 @@
-// A controller started again while a launch's workers register: the gate's
-// stored decision answers them (launches.cc, go_record.h). A worker whose GO
-// was lost with the old controller registers again and gets the same GO; the
-// node the GO left out stands by; a worker of a launch that ended is turned
-// away. No second gate, so no rank starts twice.
+// Questions asked again, most often because the controller was killed before
+// its answer arrived, get the answer given before (launch_answers.h): a worker
+// whose GO was lost registers again and gets the same GO, the node the GO left
+// out stands by, a worker of a launch that ended is turned away (no second
+// gate, so no rank starts twice); a batch script asking again what follows a
+// launch gets the same relaunch, whose gate still waits for the nodes named.
 
 #include "controller/app/controller_health_fixture.h"
 
@@ -91,6 +92,38 @@ TEST_F(ControllerRestartTest, AWorkerOfALaunchThatEndedIsTurnedAwayNotGated) {
               next.reason());
   }
   EXPECT_EQ(GateRecords(), 1);
+}
+
+TEST_F(ControllerRestartTest, ARelaunchAnnouncedBeforeARestartIsAnsweredAndGatedAfterIt) {
+  StartRun();
+  Register(kRun, 1, {"node1", "node2", "node3"});
+  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  // node2's worker never reports: node2 is lost, the relaunch leaves it out.
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 137);
+  ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
+  const std::vector<std::string> named(next.nodes().begin(), next.nodes().end());
+  ASSERT_EQ(named, (std::vector<std::string>{"node1", "node3"}));
+  WaitFor(kRun, v1::RUN_STATE_RESTARTING);
+
+  // The batch script asks again (its answer lost), before and after a restart.
+  for (bool restarted : {false, true}) {
+    if (restarted) Restart();
+    v1::NextLaunchResponse again = NextLaunch(kRun, 1, 137);
+    EXPECT_EQ(again.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << again.reason();
+    EXPECT_EQ(again.next_launch(), 2);
+    EXPECT_EQ(std::vector<std::string>(again.nodes().begin(), again.nodes().end()), named);
+    EXPECT_EQ(WaitFor(kRun, v1::RUN_STATE_RESTARTING).summary().restarts(), 1);
+  }
+  // The gate of launch 2 waits for the two nodes named, not for node2.
+  auto d = Register(kRun, 2, {"node1", "node3"});
+  EXPECT_EQ(d["node1"].decision(), v1::GateDecision::DECISION_GO) << d["node1"].reason();
+  EXPECT_EQ(d["node3"].decision(), v1::GateDecision::DECISION_GO) << d["node3"].reason();
+  EXPECT_EQ(d["node3"].rank_offset(), 2);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(run.summary().restarts(), 1);
+  EXPECT_EQ(run.attempts_size(), 1);
+  EXPECT_EQ(slurm_->Submissions().size(), 1u);
 }
 
 }  // namespace

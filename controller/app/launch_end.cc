@@ -6,6 +6,7 @@
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "controller/app/launch_answers.h"
 #include "controller/app/launches.h"
 #include "controller/app/metrics.h"
 #include "controller/slurm/slurm_client.h"
@@ -203,6 +204,7 @@ Effects Launches::Settle(LaunchState& l, const RunRecord& run, int step_exit_cod
   row.blamed_node = v.blamed_node;
   row.evidence_json = v.evidence_json;
   row.recovery = std::string(RecoveryName(d.kind));
+  if (d.kind == RecoveryDecision::kRelaunch) row.next_nodes = Joined(d.nodes);
   fx.writes.push_back({"launch record of " + l.run_id, [row](Store& s) { return s.PutLaunch(row); }});
   if (!v.blamed_node.empty())
     fx.strikes.push_back({v.blamed_node, v.reason, v.evidence_json,
@@ -261,6 +263,21 @@ Effects Launches::NextLaunch(const WorkerId& id, const NextLaunchQuestion& q,
     return fx;
   }
   auto it = launches_.find(KeyOf(id));
+  if (it == launches_.end()) {
+    // Asked again about a launch settled before (the answer lost on its way,
+    // or the controller restarted since): the same answer, not a second one.
+    auto rows = ctx_.store.Launches(id.run_id);
+    if (!rows.ok()) return Effects::Reply([reply, st = rows.status()] { reply(st); });
+    for (const LaunchRecord& row : *rows) {
+      static const std::set<std::string> kSettled = {"relaunch", "succeed", "new_attempt", "fail"};
+      if (row.attempt != id.attempt || row.launch != id.launch || !kSettled.count(row.recovery))
+        continue;
+      ans = AnswerSettledLaunch(row, run->state == RunState::kRestarting && a->live());
+      spdlog::info("run {} attempt {} launch {}: {}", id.run_id, id.attempt, id.launch, ans.reason);
+      fx.replies.push_back([reply, ans] { reply(ans); });
+      return fx;
+    }
+  }
   bool known = it != launches_.end() && it->second.outcome &&
                it->second.outcome->kind == GateOutcome::kGo;
   if (run->state == RunState::kRunning && a->live() && known) {
@@ -282,7 +299,7 @@ Effects Launches::NextLaunch(const WorkerId& id, const NextLaunchQuestion& q,
                                    "{\"step_exit_code\":" + std::to_string(step_exit_code) + "}",
                                    std::nullopt, std::nullopt});
     }
-  } else if (run->state == RunState::kRestarting && a->live() && planned_.count(KeyOf(id))) {
+  } else if (run->state == RunState::kRestarting && a->live() && PlannedNodes(KeyOf(id))) {
     // A relaunch whose srun step ended before its workers registered (Slurm
     // refused the step, or the nodes died meanwhile): the attempt ends now.
     planned_.erase(KeyOf(id));

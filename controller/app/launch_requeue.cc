@@ -82,7 +82,8 @@ Effects Launches::Requeued(const WorkerId& id, const RunRecord& run, const Attem
   auto rows = ctx_.store.Launches(run.run_id);
   if (rows.ok())
     for (const auto& r : *rows)
-      if (r.attempt == attempt.attempt) last = std::max(last, r.launch);
+      if (r.attempt == attempt.attempt)  // a relaunch announced took the next number
+        last = std::max(last, r.recovery == "relaunch" ? r.launch + 1 : r.launch);
   WallTime now = ctx_.clock.Now();
   for (auto it = launches_.begin(); it != launches_.end();) {
     LaunchState& l = it->second;

@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "absl/strings/str_split.h"
+
 #include "common/checkpoint_layout.h"
 #include "common/auth.h"
 #include "common/exit_codes.h"
@@ -10,7 +12,7 @@
 #include "common/status.h"
 #include "common/version.h"
 #include "controller/app/gate_json.h"
-#include "controller/app/go_record.h"
+#include "controller/app/launch_answers.h"
 #include "controller/app/metrics.h"
 #include "controller/app/spec_paths.h"
 #include "controller/slurm/parsers.h"
@@ -62,6 +64,22 @@ absl::StatusOr<std::string> Launches::AuthenticatedJob(const WorkerId& id) {
   return attempt->slurm_job_id;
 }
 
+const std::vector<std::string>* Launches::PlannedNodes(const LaunchKey& key) {
+  if (auto planned = planned_.find(key); planned != planned_.end()) return &planned->second;
+  const auto& [run_id, attempt, launch] = key;
+  auto rows = ctx_.store.Launches(run_id);
+  if (launch < 2 || !rows.ok()) return nullptr;
+  const LaunchRecord* before = nullptr;
+  for (const LaunchRecord& row : *rows) {
+    if (row.attempt != attempt) continue;
+    if (row.launch == launch) return nullptr;  // gated already: the plan was used
+    if (row.launch == launch - 1) before = &row;
+  }
+  if (before == nullptr || before->recovery != "relaunch" || before->next_nodes.empty())
+    return nullptr;
+  return &(planned_[key] = absl::StrSplit(before->next_nodes, ',', absl::SkipEmpty()));
+}
+
 Launches::LaunchState* Launches::Create(const WorkerId& id, const spec::RunSpec& spec) {
   LaunchKey key = KeyOf(id);
   LaunchState& l = launches_[key];
@@ -70,10 +88,10 @@ Launches::LaunchState* Launches::Create(const WorkerId& id, const spec::RunSpec&
   l.launch = id.launch;
   l.expected_nodes = spec.total_nodes();
   // A relaunch runs on the nodes NextLaunch named: the gate waits for those.
-  if (auto planned = planned_.find(key); planned != planned_.end()) {
-    l.planned = planned->second;
+  if (const std::vector<std::string>* planned = PlannedNodes(key)) {
+    l.planned = *planned;
     l.expected_nodes = static_cast<int>(l.planned.size());
-    planned_.erase(planned);
+    planned_.erase(key);
   }
   l.needed_nodes = spec.slurm.nodes;
   l.ranks_per_node = spec.slurm.ranks_per_node;

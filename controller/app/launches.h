@@ -93,6 +93,9 @@ class Launches {
   static LaunchKey KeyOf(const LaunchRef& r) { return {r.run_id, r.attempt, r.launch}; }
 
   LaunchState* Create(const WorkerId& id, const spec::RunSpec& spec);
+  // The nodes NextLaunch announced the relaunch `key` on: kept here, or after
+  // a controller restart read back from the launch before it. Null: none.
+  const std::vector<std::string>* PlannedNodes(const LaunchKey& key);
   Effects EvaluateGate(LaunchState* launch, bool timed_out);
   // The stored spec's paths against this controller's roots, as at submit.
   absl::Status PathsStillAllowed(const std::string& run_id) const;
@@ -114,7 +117,8 @@ class Launches {
   LoopContext ctx_;
   Defer defer_;
   std::map<LaunchKey, LaunchState> launches_;
-  // The nodes of relaunches announced to batch scripts, until they register.
+  // The nodes of relaunches announced to batch scripts, until they register
+  // (stored too: LaunchRecord::next_nodes).
   std::map<LaunchKey, std::vector<std::string>> planned_;
 };
 

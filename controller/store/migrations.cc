@@ -137,10 +137,12 @@ CREATE TABLE step_batches (
 ALTER TABLE attempts RENAME COLUMN secret TO secret_sha256;
 UPDATE attempts SET secret_sha256 = trellis_sha256(secret_sha256);
 )sql",
-      // 6: what a launch's GO told every node, so that a controller started
-      // again answers a worker that registers again the same way.
+      // 6: what a launch's GO told every node, and the nodes a relaunch was
+      // announced on, so that a controller started again gates and answers
+      // as the one before it would have.
       R"sql(
 ALTER TABLE launches ADD COLUMN go_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE launches ADD COLUMN next_nodes TEXT NOT NULL DEFAULT '';
 )sql",
   };
   return kMigrations;

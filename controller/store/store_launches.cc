@@ -7,13 +7,14 @@ namespace trellis::controller {
 absl::Status Store::PutLaunch(const LaunchRecord& l) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
       "INSERT INTO launches (run_id, attempt, launch, nodes, started_ms, ended_ms, "
-      "failure_class, exit_code, reason, blamed_node, evidence_json, recovery, go_json) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+      "failure_class, exit_code, reason, blamed_node, evidence_json, recovery, go_json, next_nodes) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
       "ON CONFLICT (run_id, attempt, launch) DO UPDATE SET nodes = excluded.nodes, "
       "started_ms = excluded.started_ms, ended_ms = excluded.ended_ms, "
       "failure_class = excluded.failure_class, exit_code = excluded.exit_code, "
       "reason = excluded.reason, blamed_node = excluded.blamed_node, "
       "evidence_json = excluded.evidence_json, recovery = excluded.recovery, "
+      "next_nodes = excluded.next_nodes, "
       "go_json = CASE WHEN excluded.go_json = '' THEN go_json ELSE excluded.go_json END"));
   st.Bind(1, l.run_id).Bind(2, l.attempt).Bind(3, l.launch).Bind(4, l.nodes)
       .Bind(5, ToUnixMillis(l.started));
@@ -27,13 +28,13 @@ absl::Status Store::PutLaunch(const LaunchRecord& l) {
   else
     st.BindNull(8);
   return st.Bind(9, l.reason).Bind(10, l.blamed_node)
-      .Bind(11, l.evidence_json.empty() ? "{}" : l.evidence_json).Bind(12, l.recovery).Bind(13, l.go_json).Run();
+      .Bind(11, l.evidence_json.empty() ? "{}" : l.evidence_json).Bind(12, l.recovery).Bind(13, l.go_json).Bind(14, l.next_nodes).Run();
 }
 
 absl::StatusOr<std::vector<LaunchRecord>> Store::Launches(const std::string& run_id) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
       "SELECT attempt, launch, nodes, started_ms, ended_ms, failure_class, exit_code, reason, "
-      "blamed_node, evidence_json, recovery, go_json FROM launches WHERE run_id = ? "
+      "blamed_node, evidence_json, recovery, go_json, next_nodes FROM launches WHERE run_id = ? "
       "ORDER BY attempt, launch"));
   st.Bind(1, run_id);
   std::vector<LaunchRecord> out;
@@ -54,6 +55,7 @@ absl::StatusOr<std::vector<LaunchRecord>> Store::Launches(const std::string& run
     l.evidence_json = st.ColumnText(9);
     l.recovery = st.ColumnText(10);
     l.go_json = st.ColumnText(11);
+    l.next_nodes = st.ColumnText(12);
     out.push_back(std::move(l));
   }
   return out;

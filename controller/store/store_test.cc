@@ -312,6 +312,7 @@ TEST_F(StoreTest, LaunchesAreUpsertedAndListedInOrder) {
   l.blamed_node = "node2";
   l.evidence_json = R"({"node":"node2"})";
   l.recovery = "relaunch";
+  l.next_nodes = "node1,node3";
   ASSERT_TRUE(store_->PutLaunch(l).ok());
   auto all = store_->Launches(r.run_id);
   ASSERT_TRUE(all.ok()) << all.status();
@@ -321,6 +322,7 @@ TEST_F(StoreTest, LaunchesAreUpsertedAndListedInOrder) {
   EXPECT_EQ((*all)[0].blamed_node, "node2");
   EXPECT_EQ((*all)[0].recovery, "relaunch");
   EXPECT_EQ((*all)[0].go_json, R"({"master_port":29500})");
+  EXPECT_EQ((*all)[0].next_nodes, "node1,node3");
   EXPECT_EQ((*all)[1].go_json, R"({"master_port":29501})");
   EXPECT_TRUE((*all)[0].ended.has_value());
   EXPECT_FALSE((*all)[1].ended.has_value());

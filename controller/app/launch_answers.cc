@@ -1,4 +1,4 @@
-#include "controller/app/go_record.h"
+#include "controller/app/launch_answers.h"
 
 #include <algorithm>
 
@@ -68,6 +68,24 @@ GateAnswer AnswerDecidedLaunch(const LaunchRecord& row, const std::string& node)
   GateAnswer answer = *go;
   answer.node_index = static_cast<int>(at - nodes.begin());
   answer.rank_offset = answer.node_index * answer.ranks_per_node;
+  return answer;
+}
+
+NextLaunchAnswer AnswerSettledLaunch(const LaunchRecord& row, bool relaunch_due) {
+  NextLaunchAnswer answer;
+  const std::string launch = std::to_string(row.attempt) + "." + std::to_string(row.launch);
+  if (row.recovery == "relaunch" && relaunch_due && !row.next_nodes.empty()) {
+    answer.relaunch = true;
+    answer.next_launch = row.launch + 1;
+    answer.nodes = absl::StrSplit(row.next_nodes, ',', absl::SkipEmpty());
+    answer.reason = "launch " + launch + " ended (" + row.reason + "); asked again: relaunch " +
+                    std::to_string(answer.next_launch) + " on " + absl::StrJoin(answer.nodes, ", ");
+    return answer;
+  }
+  answer.exit_code = row.exit_code.value_or(row.recovery == "succeed" ? 0 : 1);
+  answer.reason = "launch " + launch + " ended (" + row.reason + "); asked again: " +
+                  (row.recovery == "relaunch" ? "its relaunch is no longer due"
+                                              : "exit " + std::to_string(answer.exit_code));
   return answer;
 }
 

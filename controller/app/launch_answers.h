@@ -1,8 +1,10 @@
 #pragma once
-// A launch's GO as the store keeps it (LaunchRecord::go_json), and the answer
-// it gives a worker that registers again once the gate has decided: after a
-// controller restart the GO some nodes already act on stays the launch's GO,
-// never a second gate that could start the same ranks elsewhere.
+// What was decided about a launch, as the store keeps it, answering the same
+// question asked again: a worker that registers once the gate has decided (its
+// GO lost with a killed controller), a batch script that asks again what
+// follows a launch that was settled. After a controller restart the GO some
+// nodes already act on stays the launch's GO (a second gate could start the
+// same ranks elsewhere), and a relaunch announced stays announced.
 
 #include <string>
 
@@ -23,5 +25,11 @@ absl::StatusOr<GateAnswer> GoFromJson(const std::string& text);
 // GO left out, ABORT once the launch ended or when the row kept no GO (a
 // database of schema 5).
 GateAnswer AnswerDecidedLaunch(const LaunchRecord& row, const std::string& node);
+
+// The answer to the batch script asking again what follows the settled launch
+// of `row` (recovery "relaunch", "succeed", "new_attempt" or "fail"): the
+// relaunch announced while `relaunch_due` (the run still RESTARTING, its
+// attempt live), else the exit code the launch ended with.
+NextLaunchAnswer AnswerSettledLaunch(const LaunchRecord& row, bool relaunch_due);
 
 }  // namespace trellis::controller
