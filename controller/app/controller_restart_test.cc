@@ -46,25 +46,27 @@ TEST_F(ControllerRestartTest, AWorkerRegisteringAgainGetsTheGoDecidedBeforeTheRe
   WaitFor(kRun, v1::RUN_STATE_RUNNING);
 
   // node1 heard GO and runs ranks 0 and 1; node2's and node3's answers were
-  // lost with the controller.
-  Restart();
-  auto again = Register(kRun, 1, {"node2", "node3"});
-  const v1::GateDecision& go = again["node2"];
-  ASSERT_EQ(go.decision(), v1::GateDecision::DECISION_GO) << go.reason();
-  EXPECT_EQ(go.node_index(), first["node2"].node_index());
-  EXPECT_EQ(go.rank_offset(), 2);
-  EXPECT_EQ(go.ranks_per_node(), 2);
-  EXPECT_EQ(go.world_size(), 4);
-  EXPECT_EQ(go.master_addr(), "host-node1");
-  EXPECT_EQ(go.master_port(), first["node2"].master_port());
-  EXPECT_EQ(go.resume_step(), first["node2"].resume_step());
-  EXPECT_EQ(go.checkpoint_dir(), first["node2"].checkpoint_dir());
-  EXPECT_EQ(go.data_roots_size(), first["node2"].data_roots_size());
-  EXPECT_EQ(again["node3"].decision(), v1::GateDecision::DECISION_STANDBY);
-  EXPECT_EQ(again["node3"].reason(), "the gate of launch 1.1 already decided: node1, node2 go");
-  // Nothing was gated a second time.
-  EXPECT_EQ(GateRecords(), 1);
-  EXPECT_EQ(WaitFor(kRun, v1::RUN_STATE_RUNNING).launches_size(), 1);
+  // lost on their way, then with the controller.
+  for (bool restarted : {false, true}) {
+    if (restarted) Restart();
+    auto again = Register(kRun, 1, {"node2", "node3"});
+    const v1::GateDecision& go = again["node2"];
+    ASSERT_EQ(go.decision(), v1::GateDecision::DECISION_GO) << go.reason();
+    EXPECT_EQ(go.node_index(), first["node2"].node_index());
+    EXPECT_EQ(go.rank_offset(), 2);
+    EXPECT_EQ(go.ranks_per_node(), 2);
+    EXPECT_EQ(go.world_size(), 4);
+    EXPECT_EQ(go.master_addr(), "host-node1");
+    EXPECT_EQ(go.master_port(), first["node2"].master_port());
+    EXPECT_EQ(go.resume_step(), first["node2"].resume_step());
+    EXPECT_EQ(go.checkpoint_dir(), first["node2"].checkpoint_dir());
+    EXPECT_EQ(go.data_roots_size(), first["node2"].data_roots_size());
+    EXPECT_EQ(again["node3"].decision(), v1::GateDecision::DECISION_STANDBY);
+    EXPECT_EQ(again["node3"].reason(), "the gate of launch 1.1 already decided: node1, node2 go");
+    // Nothing was gated a second time.
+    EXPECT_EQ(GateRecords(), 1);
+    EXPECT_EQ(WaitFor(kRun, v1::RUN_STATE_RUNNING).launches_size(), 1);
+  }
 
   // The launch ends as any launch across a restart: srun's status decides.
   EXPECT_EQ(NextLaunch(kRun, 1, 0).action(), v1::NextLaunchResponse::ACTION_EXIT);

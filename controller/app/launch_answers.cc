@@ -44,6 +44,22 @@ absl::StatusOr<GateAnswer> GoFromJson(const std::string& text) {
   return go;
 }
 
+GateAnswer AnswerForNode(const GateAnswer& go, const std::vector<std::string>& go_nodes,
+                         const std::string& node, const std::string& launch) {
+  GateAnswer answer = go;
+  auto at = std::find(go_nodes.begin(), go_nodes.end(), node);
+  if (at == go_nodes.end()) {
+    answer.kind = GateAnswer::kStandby;
+    answer.reason =
+        "the gate of launch " + launch + " already decided: " + absl::StrJoin(go_nodes, ", ") + " go";
+    return answer;
+  }
+  answer.kind = GateAnswer::kGo;
+  answer.node_index = static_cast<int>(at - go_nodes.begin());
+  answer.rank_offset = answer.node_index * answer.ranks_per_node;
+  return answer;
+}
+
 GateAnswer AnswerDecidedLaunch(const LaunchRecord& row, const std::string& node) {
   const std::string launch = std::to_string(row.attempt) + "." + std::to_string(row.launch);
   if (row.ended)
@@ -56,19 +72,7 @@ GateAnswer AnswerDecidedLaunch(const LaunchRecord& row, const std::string& node)
                              "nodes was not kept (a store older than schema 6)");
   absl::StatusOr<GateAnswer> go = GoFromJson(row.go_json);
   if (!go.ok()) return GateAnswer::Abort(std::string(go.status().message()));
-  const std::vector<std::string> nodes = absl::StrSplit(row.nodes, ',', absl::SkipEmpty());
-  auto at = std::find(nodes.begin(), nodes.end(), node);
-  if (at == nodes.end()) {
-    GateAnswer standby = *go;
-    standby.kind = GateAnswer::kStandby;
-    standby.reason = "the gate of launch " + launch + " already decided: " +
-                     absl::StrJoin(nodes, ", ") + " go";
-    return standby;
-  }
-  GateAnswer answer = *go;
-  answer.node_index = static_cast<int>(at - nodes.begin());
-  answer.rank_offset = answer.node_index * answer.ranks_per_node;
-  return answer;
+  return AnswerForNode(*go, absl::StrSplit(row.nodes, ',', absl::SkipEmpty()), node, launch);
 }
 
 NextLaunchAnswer AnswerSettledLaunch(const LaunchRecord& row, bool relaunch_due) {

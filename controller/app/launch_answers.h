@@ -20,6 +20,12 @@ namespace trellis::controller {
 std::string GoToJson(const GateAnswer& go);
 absl::StatusOr<GateAnswer> GoFromJson(const std::string& text);
 
+// What a launch's GO (`go`: its shared fields; `go_nodes`: rank order) says to
+// `node`: GO at its place in the rank order, or STANDBY for a node left out.
+// `launch` names the launch ("attempt.launch") in the STANDBY reason.
+GateAnswer AnswerForNode(const GateAnswer& go, const std::vector<std::string>& go_nodes,
+                         const std::string& node, const std::string& launch);
+
 // The answer to `node` registering again for the launch of `row`, decided
 // before: GO with its place in the row's rank order, STANDBY for a node the
 // GO left out, ABORT once the launch ended or when the row kept no GO (a

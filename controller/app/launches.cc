@@ -67,8 +67,9 @@ absl::StatusOr<std::string> Launches::AuthenticatedJob(const WorkerId& id) {
 const std::vector<std::string>* Launches::PlannedNodes(const LaunchKey& key) {
   if (auto planned = planned_.find(key); planned != planned_.end()) return &planned->second;
   const auto& [run_id, attempt, launch] = key;
+  if (launch < 2) return nullptr;
   auto rows = ctx_.store.Launches(run_id);
-  if (launch < 2 || !rows.ok()) return nullptr;
+  if (!rows.ok()) return nullptr;
   const LaunchRecord* before = nullptr;
   for (const LaunchRecord& row : *rows) {
     if (row.attempt != attempt) continue;
@@ -167,8 +168,13 @@ Effects Launches::Register(const WorkerId& id, const std::string& version,
   }
   if (l->step.step_id.empty() && !step.step_id.empty()) l->step = step;
   if (l->outcome) {
-    // A late or repeated registration after the decision.
-    return refuse(GateAnswer::Abort("the gate of this launch already decided"));
+    // A registration after the decision: a worker whose answer was lost on
+    // its way gets it again (an ABORT would end the launch its peers run).
+    if (l->outcome->kind != GateOutcome::kGo)
+      return refuse(GateAnswer::Abort("the gate of this launch already decided: " +
+                                      l->outcome->reason));
+    return refuse(AnswerForNode(l->go, l->go_nodes, id.node,
+                                std::to_string(id.attempt) + "." + std::to_string(id.launch)));
   }
   // A repeated registration (a worker retrying) replaces the node's verdict.
   NodeVerdict verdict = JudgeNode(id.node, probe, l->policy);

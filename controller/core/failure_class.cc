@@ -191,8 +191,11 @@ LaunchVerdict RankVerdict(const LaunchEvidence& e, const RankEnd& cause, bool st
     cls = FailureClass::kRankExit;
   }
   std::string reason = where + how + (what.empty() ? "" : ": " + what);
+  // With a marker the worker quotes the last line that matched one; without,
+  // only the log's last line, which may say nothing about the failure.
   if (!cause.evidence_line.empty())
-    reason += "; log: " + Utf8Prefix(cause.evidence_line, kMaxLogInReason);
+    reason += (cause.markers.empty() ? "; last log line: " : "; log: ") +
+              Utf8Prefix(cause.evidence_line, kMaxLogInReason);
 
   std::vector<std::string> failing_nodes;
   for (const auto& r : e.rank_ends)
