@@ -50,8 +50,8 @@ GateAnswer AnswerForNode(const GateAnswer& go, const std::vector<std::string>& g
   auto at = std::find(go_nodes.begin(), go_nodes.end(), node);
   if (at == go_nodes.end()) {
     answer.kind = GateAnswer::kStandby;
-    answer.reason =
-        "the gate of launch " + launch + " already decided: " + absl::StrJoin(go_nodes, ", ") + " go";
+    answer.reason = "the gate of launch " + launch + " already decided: " +
+                    absl::StrJoin(go_nodes, ", ") + " go";
     return answer;
   }
   answer.kind = GateAnswer::kGo;

@@ -7,6 +7,7 @@
 // same ranks elsewhere), and a relaunch announced stays announced.
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "controller/app/views.h"

@@ -81,7 +81,8 @@ TEST(LaunchAnswersTest, ASettledLaunchAskedAgainGetsTheSameRelaunchOrExit) {
   NextLaunchAnswer late = AnswerSettledLaunch(row, /*relaunch_due=*/false);
   EXPECT_FALSE(late.relaunch);
   EXPECT_EQ(late.exit_code, 137);
-  EXPECT_EQ(late.reason, "launch 2.3 ended (node b lost); asked again: its relaunch is no longer due");
+  EXPECT_EQ(late.reason,
+            "launch 2.3 ended (node b lost); asked again: its relaunch is no longer due");
 
   row.recovery = "succeed";
   row.exit_code = 0;

@@ -7,7 +7,8 @@ namespace trellis::controller {
 absl::Status Store::PutLaunch(const LaunchRecord& l) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
       "INSERT INTO launches (run_id, attempt, launch, nodes, started_ms, ended_ms, "
-      "failure_class, exit_code, reason, blamed_node, evidence_json, recovery, go_json, next_nodes) "
+      "failure_class, exit_code, reason, blamed_node, evidence_json, recovery, go_json, "
+      "next_nodes) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
       "ON CONFLICT (run_id, attempt, launch) DO UPDATE SET nodes = excluded.nodes, "
       "started_ms = excluded.started_ms, ended_ms = excluded.ended_ms, "
@@ -28,7 +29,8 @@ absl::Status Store::PutLaunch(const LaunchRecord& l) {
   else
     st.BindNull(8);
   return st.Bind(9, l.reason).Bind(10, l.blamed_node)
-      .Bind(11, l.evidence_json.empty() ? "{}" : l.evidence_json).Bind(12, l.recovery).Bind(13, l.go_json).Bind(14, l.next_nodes).Run();
+      .Bind(11, l.evidence_json.empty() ? "{}" : l.evidence_json).Bind(12, l.recovery)
+      .Bind(13, l.go_json).Bind(14, l.next_nodes).Run();
 }
 
 absl::StatusOr<std::vector<LaunchRecord>> Store::Launches(const std::string& run_id) {
