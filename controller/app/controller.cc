@@ -71,6 +71,9 @@ absl::Status Controller::Start() {
     // Runs left between two states by a stop, then what finished or
     // vanished while the controller was down, before new work for those runs.
     Apply(scheduler_.RepairAtStartup());
+    // The launches that ran before the stop are watched again before what
+    // Slurm says now ends any of them.
+    Apply(launches_.ResumeAtStartup());
     Apply(reconciler_.Tick(/*startup=*/true));
     ArmTimer(schedule_timer_, config_.schedule_interval, [this] { return scheduler_.Tick(); });
     // Quarantines also end by time alone, and a live run's goodput moves
@@ -148,7 +151,7 @@ void Controller::Apply(Effects fx) {
   for (const auto& started : fx.started_launches) {
     health_.Start(started);
     targets_.Add(started.ref, started.metrics_addresses);
-    metrics_.LaunchStarted(started.ref.run_id);
+    if (!started.resumed) metrics_.LaunchStarted(started.ref.run_id);
   }
   for (const auto& ref : fx.settled_launches) {
     health_.End(ref);
@@ -352,7 +355,10 @@ void Controller::AsWorker(const WorkerId& id, bool fresh, Allocations::Then then
 }
 
 void Controller::Heartbeat(WorkerId id) {
-  asio::post(io_, [this, id = std::move(id)] { health_.Heard(id); });
+  asio::post(io_, [this, id = std::move(id)] {
+    health_.Heard(id);
+    launches_.Heard(id);
+  });
 }
 
 void Controller::AuthenticateWorker(WorkerId id, Reply<bool> reply) {
@@ -374,6 +380,7 @@ void Controller::StepsStored(std::vector<StepBatch> batches, std::vector<StoredS
   if (stopped_) return;
   for (const StepBatch& b : batches) {
     WorkerId id{b.source.run_id, b.source.attempt, b.source.launch, b.source.node, ""};
+    launches_.Heard(id);
     for (const RankStepRecord& r : b.records) {
       Effects fx = health_.ObserveStep(id, r.rank, r.record);  // straggler events only
       if (!fx.writes.empty() || !fx.strikes.empty()) Apply(std::move(fx));
@@ -392,6 +399,7 @@ void Controller::StepsStored(std::vector<StepBatch> batches, std::vector<StoredS
 void Controller::RecordRankExit(WorkerId id, RankExitInfo exit) {
   asio::post(io_, [this, id = std::move(id), exit = std::move(exit)] {
     health_.Heard(id);
+    launches_.Heard(id);
     launches_.RecordRankExit(id, exit);
   });
 }

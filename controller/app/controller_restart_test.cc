@@ -4,6 +4,11 @@
 // out stands by, a worker of a launch that ended is turned away (no second
 // gate, so no rank starts twice); a batch script asking again what follows a
 // launch gets the same relaunch, whose gate still waits for the nodes named.
+// A launch that runs across the restart is known again from its stored GO:
+// watched, stopped by its own srun step, settled and relaunched as any.
+
+#include <fstream>
+#include <iterator>
 
 #include "controller/app/controller_health_fixture.h"
 
@@ -18,7 +23,7 @@ class ControllerRestartTest : public HealthTest {
     v1::SubmitRunResponse resp;
     ASSERT_TRUE(Submit("[job]\nname = \"again\"\ncommand = \"train\"\n"
                        "[slurm]\nnodes = 2\nranks_per_node = 2\nspare_nodes = 1\n"
-                       "[restart]\nmax_restarts = 2\nbackoff_s = 0\n",
+                       "[restart]\nmax_restarts = 2\nbackoff_s = 0\nheartbeat_timeout_s = 8\n",
                        &resp)
                     .ok());
     ASSERT_EQ(resp.run_id(), kRun);
@@ -68,9 +73,11 @@ TEST_F(ControllerRestartTest, AWorkerRegisteringAgainGetsTheGoDecidedBeforeTheRe
     EXPECT_EQ(WaitFor(kRun, v1::RUN_STATE_RUNNING).launches_size(), 1);
   }
 
-  // The launch ends as any launch across a restart: srun's status decides.
+  // The launch, resumed after the restart, ends as any.
   EXPECT_EQ(NextLaunch(kRun, 1, 0).action(), v1::NextLaunchResponse::ACTION_EXIT);
-  WaitFor(kRun, v1::RUN_STATE_SUCCEEDED);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUCCEEDED);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).recovery(), "succeed");
 }
 
 TEST_F(ControllerRestartTest, AWorkerOfALaunchThatEndedIsTurnedAwayNotGated) {
@@ -126,6 +133,90 @@ TEST_F(ControllerRestartTest, ARelaunchAnnouncedBeforeARestartIsAnsweredAndGated
   EXPECT_EQ(run.summary().restarts(), 1);
   EXPECT_EQ(run.attempts_size(), 1);
   EXPECT_EQ(slurm_->Submissions().size(), 1u);
+}
+
+TEST_F(ControllerRestartTest, ALaunchRunningAcrossARestartIsWatchedStoppedAndRelaunched) {
+  metrics_addrs_ = {{"node1", "host-node1:9400"}, {"node2", "host-node2:9400"}};
+  StartRun();
+  Register(kRun, 1, {"node1", "node2", "node3"});
+  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  Restart();
+  // Prometheus scrapes the launch's workers again.
+  Sync();
+  std::ifstream in(dir_ / "targets.json");
+  const std::string targets{std::istreambuf_iterator<char>(in), {}};
+  EXPECT_NE(targets.find("host-node2:9400"), std::string::npos) << targets;
+
+  // node1's worker reconnects and beats; node2's never comes back.
+  auto beat = [&] { Send(Id(kRun, "node1", 1), {HeartbeatReport(2)}); };
+  Pass(14, beat);  // heartbeat_timeout_s = 8, but the workers get 15 s to reconnect first
+  EXPECT_TRUE(HealthEvents(kRun, "node_lost").empty());
+  EXPECT_TRUE(slurm_->Signalled().empty());
+  Pass(3, beat);
+  std::vector<v1::HealthEvent> lost = HealthEvents(kRun, "node_lost");
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].node(), "node2");
+  // The launch's own srun step (its GO record kept it) is stopped, not the job.
+  ASSERT_TRUE(WaitSignalled("100.0 TERM"));
+  EXPECT_TRUE(slurm_->Cancelled().empty());
+
+  // node1 reported its ranks' ends after the restart; node2 is blamed for
+  // being lost, and the relaunch takes the spare the allocation still has.
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 143);
+  ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
+  EXPECT_EQ(std::vector<std::string>(next.nodes().begin(), next.nodes().end()),
+            (std::vector<std::string>{"node1", "node3"}));
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).failure_class(), "node_lost");
+  EXPECT_EQ(run.launches(0).blamed_node(), "node2");
+  EXPECT_NE(run.launches(0).evidence_json().find("\"controller_restarted\":true"),
+            std::string::npos)
+      << run.launches(0).evidence_json();
+  EXPECT_EQ(run.attempts_size(), 1);
+  auto d = Register(kRun, 2, {"node1", "node3"});
+  EXPECT_EQ(d["node3"].decision(), v1::GateDecision::DECISION_GO) << d["node3"].reason();
+}
+
+TEST_F(ControllerRestartTest, AResumedLaunchDoesNotTakeAReportSentBeforeTheRestartForALostNode) {
+  StartRun();
+  Register(kRun, 1, {"node1", "node2", "node3"});
+  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  // Rank 3 fails: node2's worker reports before the restart, node1's after.
+  ReportExit(kRun, "node2", 1, {RankEnded(2, 143, 15, true), RankEnded(3, 3, 0, false)}, 3);
+  Restart();
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 3);
+  ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
+  ASSERT_EQ(run.launches_size(), 1);
+  // No node is blamed: the rank exit that named node2 was heard before the restart.
+  EXPECT_EQ(run.launches(0).blamed_node(), "");
+  EXPECT_NE(run.launches(0).failure_class(), "node_lost");
+  // Every node of the allocation is healthy: the relaunch may use them all.
+  EXPECT_EQ(std::vector<std::string>(next.nodes().begin(), next.nodes().end()),
+            (std::vector<std::string>{"node1", "node2", "node3"}));
+}
+
+TEST_F(ControllerRestartTest, AWorkerHeardSinceTheRestartThatNeverReportsIsLost) {
+  StartRun();
+  Register(kRun, 1, {"node1", "node2", "node3"});
+  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  Restart();
+  // Both workers are back; node2's is killed before its final report and
+  // srun ends before its silence reaches heartbeat_timeout_s.
+  Send(Id(kRun, "node1", 1), {HeartbeatReport(2)});
+  Send(Id(kRun, "node2", 1), {HeartbeatReport(2)});
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 137);
+  ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
+  EXPECT_EQ(std::vector<std::string>(next.nodes().begin(), next.nodes().end()),
+            (std::vector<std::string>{"node1", "node3"}));
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).failure_class(), "node_lost");
+  EXPECT_EQ(run.launches(0).blamed_node(), "node2");
 }
 
 }  // namespace

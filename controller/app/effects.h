@@ -106,6 +106,9 @@ struct LaunchStartedEffect {
   spec::HealthSection health;
   // GO node -> host:port of its worker's /metrics, where the worker sent one.
   std::map<std::string, std::string> metrics_addresses;
+  // Started before a controller restart and watched again since
+  // (launch_resume.cc): its workers get time to reconnect first.
+  bool resumed = false;
 };
 
 // Run health found a launch that cannot go on: its workers' nodes lost, or a

@@ -11,21 +11,27 @@ namespace trellis::controller {
 
 using Json = nlohmann::json;
 
-std::string GoToJson(const GateAnswer& go) {
+std::string GoRecordToJson(const GoRecord& record) {
+  const GateAnswer& go = record.go;
   return Json{{"reason", go.reason},
               {"ranks_per_node", go.ranks_per_node},
               {"world_size", go.world_size},
               {"master_addr", go.master_addr},
               {"master_port", go.master_port},
               {"resume_step", go.resume_step},
-              {"checkpoint_dir", go.checkpoint_dir}}
+              {"checkpoint_dir", go.checkpoint_dir},
+              {"slurm_job_id", record.step.job_id},
+              {"slurm_step_id", record.step.step_id},
+              {"allocation", record.allocation},
+              {"metrics_addrs", record.metrics_addrs}}
       .dump();
 }
 
-absl::StatusOr<GateAnswer> GoFromJson(const std::string& text) {
+absl::StatusOr<GoRecord> GoRecordFromJson(const std::string& text) {
   Json j = Json::parse(text, nullptr, false);
   if (!j.is_object()) return absl::DataLossError("launch GO record is not a JSON object");
-  GateAnswer go;
+  GoRecord record;
+  GateAnswer& go = record.go;
   go.kind = GateAnswer::kGo;
   try {
     go.reason = j.at("reason").get<std::string>();
@@ -35,13 +41,17 @@ absl::StatusOr<GateAnswer> GoFromJson(const std::string& text) {
     go.master_port = j.at("master_port").get<int>();
     go.resume_step = j.at("resume_step").get<int64_t>();
     go.checkpoint_dir = j.at("checkpoint_dir").get<std::string>();
+    record.step.job_id = j.value("slurm_job_id", "");
+    record.step.step_id = j.value("slurm_step_id", "");
+    record.allocation = j.value("allocation", std::vector<std::string>{});
+    record.metrics_addrs = j.value("metrics_addrs", std::map<std::string, std::string>{});
   } catch (const Json::exception& e) {
     return absl::DataLossError(std::string("launch GO record: ") + e.what());
   }
   if (go.ranks_per_node < 1 || go.world_size < go.ranks_per_node)
     return absl::DataLossError("launch GO record: " + std::to_string(go.world_size) +
                                " rank(s), " + std::to_string(go.ranks_per_node) + " per node");
-  return go;
+  return record;
 }
 
 GateAnswer AnswerForNode(const GateAnswer& go, const std::vector<std::string>& go_nodes,
@@ -70,9 +80,9 @@ GateAnswer AnswerDecidedLaunch(const LaunchRecord& row, const std::string& node)
     return GateAnswer::Abort("the gate of launch " + launch +
                              " decided before the controller restarted, and what it told the "
                              "nodes was not kept (a store older than schema 6)");
-  absl::StatusOr<GateAnswer> go = GoFromJson(row.go_json);
-  if (!go.ok()) return GateAnswer::Abort(std::string(go.status().message()));
-  return AnswerForNode(*go, absl::StrSplit(row.nodes, ',', absl::SkipEmpty()), node, launch);
+  absl::StatusOr<GoRecord> record = GoRecordFromJson(row.go_json);
+  if (!record.ok()) return GateAnswer::Abort(std::string(record.status().message()));
+  return AnswerForNode(record->go, absl::StrSplit(row.nodes, ',', absl::SkipEmpty()), node, launch);
 }
 
 NextLaunchAnswer AnswerSettledLaunch(const LaunchRecord& row, bool relaunch_due) {

@@ -6,6 +6,7 @@
 // nodes already act on stays the launch's GO (a second gate could start the
 // same ranks elsewhere), and a relaunch announced stays announced.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,11 +16,23 @@
 
 namespace trellis::controller {
 
-// The fields every node's GO shares (ranks, master, resume step, checkpoint
-// directory); node_index, rank_offset and data_roots are per node or per
-// controller, and not kept.
-std::string GoToJson(const GateAnswer& go);
-absl::StatusOr<GateAnswer> GoFromJson(const std::string& text);
+// What a launch's GO decided, as its row keeps it (LaunchRecord::go_json):
+// the answer every node shares, and what a restarted controller needs to go
+// on watching, stopping and settling the launch (launch_resume.cc).
+struct GoRecord {
+  // The fields every node's GO shares (ranks, master, resume step,
+  // checkpoint directory); node_index, rank_offset and data_roots are per
+  // node or per controller, and not kept.
+  GateAnswer go;
+  SlurmStep step;  // the launch's srun step; empty outside Slurm
+  // Every node the launch may use: those that registered (spares too) and
+  // those it was planned on. A relaunch picks its nodes from these.
+  std::vector<std::string> allocation;
+  std::map<std::string, std::string> metrics_addrs;  // node -> its worker's /metrics
+};
+std::string GoRecordToJson(const GoRecord& record);
+// A record without step, allocation or metrics addresses reads them as empty.
+absl::StatusOr<GoRecord> GoRecordFromJson(const std::string& text);
 
 // What a launch's GO (`go`: its shared fields; `go_nodes`: rank order) says to
 // `node`: GO at its place in the rank order, or STANDBY for a node left out.

@@ -7,8 +7,9 @@
 namespace trellis::controller {
 namespace {
 
-LaunchRecord GoRow() {
-  GateAnswer go;
+GoRecord Record() {
+  GoRecord record;
+  GateAnswer& go = record.go;
   go.reason = "2 nodes go, 1 standing by";
   go.ranks_per_node = 4;
   go.world_size = 8;
@@ -16,13 +17,46 @@ LaunchRecord GoRow() {
   go.master_port = 29612;
   go.resume_step = 40;
   go.checkpoint_dir = "/out/r-1/checkpoints";
+  record.step = {"812", "2"};
+  record.allocation = {"a", "b", "c"};
+  record.metrics_addrs = {{"a", "a:9400"}, {"c", "c:9400"}};
+  return record;
+}
+
+LaunchRecord GoRow() {
   LaunchRecord row;
   row.run_id = "r-1";
   row.attempt = 2;
   row.launch = 3;
   row.nodes = "a,b";
-  row.go_json = GoToJson(go);
+  row.go_json = GoRecordToJson(Record());
   return row;
+}
+
+TEST(LaunchAnswersTest, AGoRecordReadsBackWhatWasWritten) {
+  absl::StatusOr<GoRecord> back = GoRecordFromJson(GoRow().go_json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  const GoRecord want = Record();
+  EXPECT_EQ(back->go.kind, GateAnswer::kGo);
+  EXPECT_EQ(back->go.reason, want.go.reason);
+  EXPECT_EQ(back->go.master_port, want.go.master_port);
+  EXPECT_EQ(back->step.job_id, "812");
+  EXPECT_EQ(back->step.step_id, "2");
+  EXPECT_EQ(back->allocation, want.allocation);
+  EXPECT_EQ(back->metrics_addrs, want.metrics_addrs);
+  // Without the launch's step, allocation and metrics: read as empty.
+  auto bare = GoRecordFromJson(R"({"reason":"x","ranks_per_node":1,"world_size":2,)"
+                               R"("master_addr":"h","master_port":1,"resume_step":-1,)"
+                               R"("checkpoint_dir":""})");
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_TRUE(bare->step.job_id.empty());
+  EXPECT_TRUE(bare->allocation.empty());
+  EXPECT_TRUE(bare->metrics_addrs.empty());
+  // A wrong type is named, not taken for empty.
+  auto wrong = GoRecordFromJson(R"({"reason":"x","ranks_per_node":1,"world_size":2,)"
+                                R"("master_addr":"h","master_port":1,"resume_step":-1,)"
+                                R"("checkpoint_dir":"","allocation":"a,b"})");
+  EXPECT_FALSE(wrong.ok());
 }
 
 TEST(LaunchAnswersTest, AGoNodeGetsItsPlaceInTheRankOrderAndTheSharedFields) {

@@ -157,10 +157,13 @@ Effects Launches::Settle(LaunchState& l, const RunRecord& run, int step_exit_cod
   ev.lost_silent_s = l.fault.lost_silent_s;
   // A node that ran ranks and never sent its final report lost its worker
   // (killed, or the node died); the others' reports arrive before srun ends.
+  // In a launch resumed after a restart, only of a worker heard since: the
+  // others' reports may have come before it.
   for (const auto& n : l.go_nodes)
-    if (!l.reported.count(n) &&
+    if (!l.reported.count(n) && (!l.resumed || l.heard_since_resume.count(n)) &&
         std::find(ev.lost_nodes.begin(), ev.lost_nodes.end(), n) == ev.lost_nodes.end())
       ev.lost_nodes.push_back(n);
+  ev.controller_restarted = l.resumed;
   ev.hang = l.fault.hang;
   ev.oom_kills = l.oom_kills;
   ev.time_limit = l.time_limit_warned;

@@ -1,5 +1,6 @@
 #include "controller/app/launches.h"
 
+#include <set>
 #include <unordered_map>
 
 #include "absl/strings/str_split.h"
@@ -271,7 +272,7 @@ Effects Launches::EvaluateGate(LaunchState* l, bool timed_out) {
                               }});
     l->go_nodes = go;
     l->go = GoAnswer(*l, out);
-    fx += Started(l, out);
+    fx += Started(l);
     fx += AnswerWaiting(l);
     return fx;
   }
@@ -303,7 +304,7 @@ absl::Status Launches::PathsStillAllowed(const std::string& run_id) const {
   return CheckSpecPaths(*spec, ctx_.config.data_roots, ctx_.config.output_root);
 }
 
-Effects Launches::Started(LaunchState* l, const GateOutcome& out) {
+Effects Launches::Started(LaunchState* l) {
   Effects fx;
   l->started = ctx_.clock.Now();
   LaunchRecord row;
@@ -313,26 +314,34 @@ Effects Launches::Started(LaunchState* l, const GateOutcome& out) {
   for (const auto& n : l->go_nodes) row.nodes += (row.nodes.empty() ? "" : ",") + n;
   row.started = l->started;
   // Stored before any node hears GO (Effects: writes, then replies).
-  row.go_json = GoToJson(l->go);
+  GoRecord record{l->go, l->step, {}, l->metrics_addrs};
+  std::set<std::string> allocation(l->planned.begin(), l->planned.end());
+  for (const auto& v : l->registered) allocation.insert(v.node);  // as Settle counts it
+  record.allocation.assign(allocation.begin(), allocation.end());
+  row.go_json = GoRecordToJson(record);
   fx.writes.push_back({"launch record of " + l->run_id,
                        [row](Store& s) { return s.PutLaunch(row); }});
+  fx.started_launches.push_back(Watched(*l));
+  return fx;
+}
+
+LaunchStartedEffect Launches::Watched(const LaunchState& l) const {
   LaunchStartedEffect started;
-  started.ref = {l->run_id, l->attempt, l->launch};
-  for (const auto& node : l->go_nodes) {
-    for (int r = 0; r < l->ranks_per_node; ++r) started.rank_nodes.push_back(node);
-    auto addr = l->metrics_addrs.find(node);
-    if (addr != l->metrics_addrs.end()) started.metrics_addresses[node] = addr->second;
+  started.ref = {l.run_id, l.attempt, l.launch};
+  for (const auto& node : l.go_nodes) {
+    for (int r = 0; r < l.ranks_per_node; ++r) started.rank_nodes.push_back(node);
+    auto addr = l.metrics_addrs.find(node);
+    if (addr != l.metrics_addrs.end()) started.metrics_addresses[node] = addr->second;
   }
-  auto run = ctx_.store.GetRun(l->run_id);
+  auto run = ctx_.store.GetRun(l.run_id);
   auto spec = run.ok() ? ctx_.ParseStoredSpec(*run) : absl::StatusOr<spec::RunSpec>(run.status());
   if (spec.ok()) {
     started.model = spec->has_model;
     started.restart = spec->restart;
     started.health = spec->health;
   }
-  fx.started_launches.push_back(std::move(started));
-  (void)out;
-  return fx;
+  started.resumed = l.resumed;
+  return started;
 }
 
 StoreEffect Launches::GateRecord(const LaunchState& l, const GateOutcome& out) const {

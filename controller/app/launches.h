@@ -8,6 +8,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -39,6 +40,12 @@ class Launches {
   // Ranks of the launch, or 0 when it is unknown here (after a restart).
   int WorldSize(const WorkerId& id) const;
 
+  // launch_resume.cc: at start-up, the launches that ran when the controller
+  // stopped are known again, from their stored GO (GoRecord), and watched.
+  Effects ResumeAtStartup();
+  // A worker's report of any kind (heartbeat, rank exit) for its launch.
+  void Heard(const WorkerId& id);
+
   // launch_end.cc: how launches end.
   void RecordRankExit(const WorkerId& id, const RankExitInfo& exit);
   Effects ReportExit(const WorkerId& id, const std::vector<RankExitInfo>& exits, int oom_kills,
@@ -64,7 +71,8 @@ class Launches {
     int needed_nodes = 0;
     int ranks_per_node = 0;
     GatePolicy policy;
-    // Nodes this launch may run on, where known: a relaunch's nodes.
+    // Nodes this launch may run on, where known: a relaunch's nodes; for a
+    // launch resumed after a restart, the allocation its GO record kept.
     std::vector<std::string> planned;
     std::vector<NodeVerdict> registered;  // in registration order
     std::map<std::string, NodeProbe> probes;
@@ -87,6 +95,12 @@ class Launches {
     LaunchFaultEffect fault;               // lost nodes and hang, from run health
     bool stopping = false;
     TimerId kill_timer = 0;
+    // Known again after a controller restart (launch_resume.cc): what
+    // arrived before it (rank exits, final reports) is not kept. The nodes
+    // whose workers were heard since tell a final report missing from one
+    // never sent.
+    bool resumed = false;
+    std::set<std::string> heard_since_resume;
   };
   using LaunchKey = std::tuple<std::string, int, int>;
   static LaunchKey KeyOf(const WorkerId& id) { return {id.run_id, id.attempt, id.launch}; }
@@ -99,10 +113,14 @@ class Launches {
   Effects EvaluateGate(LaunchState* launch, bool timed_out);
   // The stored spec's paths against this controller's roots, as at submit.
   absl::Status PathsStillAllowed(const std::string& run_id) const;
-  Effects Started(LaunchState* launch, const GateOutcome& out);
+  Effects Started(LaunchState* launch);
+  // What run health and the scrape targets need of a launch that runs.
+  LaunchStartedEffect Watched(const LaunchState& launch) const;
   GateAnswer GoAnswer(const LaunchState& launch, const GateOutcome& out) const;
   Effects AnswerWaiting(LaunchState* launch);
   StoreEffect GateRecord(const LaunchState& launch, const GateOutcome& out) const;
+  // launch_resume.cc
+  Effects Resume(const RunRecord& run, const AttemptRecord& attempt, const LaunchRecord& row);
   // launch_end.cc
   Effects Settle(LaunchState& launch, const RunRecord& run, int step_exit_code,
                  NextLaunchAnswer* answer);

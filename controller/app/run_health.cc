@@ -112,6 +112,7 @@ void RunHealth::Start(const LaunchStartedEffect& started) {
   Watch w;
   w.launch = started;
   w.started = ctx_.clock.SteadyNow();
+  w.lost_checked_from = started.resumed ? w.started + kReconnectGrace : w.started;
   for (size_t r = 0; r < started.rank_nodes.size(); ++r) {
     w.ranks.push_back({static_cast<int>(r), started.rank_nodes[r], -1, w.started});
     w.last_heard[started.rank_nodes[r]] = w.started;
@@ -156,8 +157,9 @@ Effects RunHealth::Check() {
     const spec::RestartSection& r = w.launch.restart;
     LaunchFaultEffect fault;
     fault.ref = ref;
-    fault.lost_nodes =
-        FindLostWorkers(w.last_heard, now, std::chrono::seconds(r.heartbeat_timeout_s));
+    if (now >= w.lost_checked_from)
+      fault.lost_nodes =
+          FindLostWorkers(w.last_heard, now, std::chrono::seconds(r.heartbeat_timeout_s));
     for (const auto& n : fault.lost_nodes) {
       double silent = Seconds(now - w.last_heard[n]);
       fault.lost_silent_s[n] = silent;

@@ -27,6 +27,10 @@ class RunHealth {
  public:
   // How often running launches are checked for lost workers and hangs.
   static constexpr std::chrono::seconds kCheckEvery{1};
+  // A launch watched again after a controller restart: its workers reconnect
+  // first (their retries back off to 10 s, +-20 %), and none is taken for lost
+  // before this has passed, whatever restart.heartbeat_timeout_s says.
+  static constexpr std::chrono::seconds kReconnectGrace{15};
 
   RunHealth(LoopContext ctx, Defer defer) : ctx_(ctx), defer_(std::move(defer)) {}
   ~RunHealth();
@@ -54,6 +58,7 @@ class RunHealth {
   struct Watch {
     LaunchStartedEffect launch;
     SteadyTime started;
+    SteadyTime lost_checked_from;  // started, or after kReconnectGrace when resumed
     std::map<std::string, SteadyTime> last_heard;  // node -> last report
     std::vector<RankProgress> ranks;               // by global rank
     std::unique_ptr<StragglerWindow> stragglers;

@@ -244,6 +244,7 @@ std::optional<FailureClass> ParseFailureClass(std::string_view name) {
 
 LaunchVerdict ClassifyLaunch(const LaunchEvidence& e) {
   json ev = {{"step_exit_code", e.step_exit_code}};
+  if (e.controller_restarted) ev["controller_restarted"] = true;
   // Whatever the step said, a launch that did not succeed ends non-zero.
   int failed_code = e.step_exit_code != 0 ? e.step_exit_code : kExitError;
   if (e.cancelled) return Verdict(FailureClass::kCancel, kExitCancelled, "cancelled", ev);
@@ -298,6 +299,7 @@ LaunchVerdict ClassifyLaunch(const LaunchEvidence& e) {
     reason += "; no final report from " + Join(unreported);
     ev["unreported_nodes"] = unreported;
   }
+  if (e.controller_restarted) reason += " (the controller restarted during the launch)";
   return Verdict(ClassOfCode(e.step_exit_code), e.step_exit_code, reason, std::move(ev));
 }
 

@@ -122,6 +122,9 @@ struct LaunchEvidence {
   bool time_limit = false;
   bool preempted = false;
   bool gate_aborted = false;
+  // The controller restarted during the launch: what it heard before (rank
+  // exits, final reports) is not part of this evidence.
+  bool controller_restarted = false;
 };
 
 struct LaunchVerdict {

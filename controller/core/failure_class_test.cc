@@ -83,6 +83,15 @@ TEST(ClassifyLaunchTest, Table) {
               e.reported_nodes = {"n1"};
             }),
        FC::kRankExit, 3, true, "", "srun step ended with 3; no final report from n2"},
+      {"the controller restarted: no reports kept",
+       With(Ranks(137, {}),
+            [](auto& e) {
+              e.go_nodes = {"n1"};
+              e.controller_restarted = true;
+            }),
+       FC::kSignal, 137, true, "",
+       "srun step ended with 137; no final report from n1 (the controller restarted during the "
+       "launch)"},
       {"cancel beats everything",
        With(failing,
             [](auto& e) {

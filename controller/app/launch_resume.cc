@@ -1,0 +1,99 @@
+// A launch that ran when the controller stopped goes on after the restart:
+// its ranks never noticed. At start-up its state is rebuilt from the GO its
+// row kept (GoRecord): run health watches it again, a fault stops its own
+// srun step, and its batch script's question settles it like any launch
+// (classification, blame, a relaunch inside the allocation). What arrived
+// only in memory before the restart (rank exits, final reports) is gone, so
+// a missing final report is a lost node only from a worker heard since the
+// restart (launch_end.cc).
+#include "absl/strings/str_split.h"
+
+#include "common/log.h"
+#include "common/status.h"
+#include "controller/app/launch_answers.h"
+#include "controller/app/launches.h"
+
+namespace trellis::controller {
+
+Effects Launches::ResumeAtStartup() {
+  Effects fx;
+  auto runs = ctx_.store.ListRuns(100000, /*active_only=*/true);
+  if (!runs.ok()) {
+    spdlog::error("launches not resumed: {}", std::string(runs.status().message()));
+    return fx;
+  }
+  for (const RunRecord& run : *runs) {
+    // GATING: the GO was stored, and the controller stopped before RUNNING was.
+    if (run.state != RunState::kRunning && run.state != RunState::kGating) continue;
+    auto attempt = ctx_.store.LatestAttempt(run.run_id);
+    if (!attempt.ok() || !attempt->has_value() || !(*attempt)->live()) continue;
+    auto rows = ctx_.store.Launches(run.run_id);
+    if (!rows.ok()) continue;
+    const LaunchRecord* newest = nullptr;
+    for (const LaunchRecord& row : *rows)
+      if (row.attempt == (*attempt)->attempt && (!newest || row.launch > newest->launch))
+        newest = &row;
+    if (newest == nullptr || newest->ended) continue;
+    fx += Resume(run, **attempt, *newest);
+  }
+  return fx;
+}
+
+Effects Launches::Resume(const RunRecord& run, const AttemptRecord& attempt,
+                         const LaunchRecord& row) {
+  Effects fx;
+  const std::string name = std::to_string(row.attempt) + "." + std::to_string(row.launch);
+  if (row.go_json.empty()) {
+    spdlog::warn("run {}: launch {} ran before the restart, and its row keeps no GO (a store "
+                 "older than schema 6): not watched; srun's status will settle it",
+                 run.run_id, name);
+    return fx;
+  }
+  absl::StatusOr<GoRecord> record = GoRecordFromJson(row.go_json);
+  absl::StatusOr<spec::RunSpec> spec = ctx_.ParseStoredSpec(run);
+  if (!record.ok() || !spec.ok()) {
+    spdlog::error("run {}: launch {} not resumed: {}", run.run_id, name,
+                  std::string((record.ok() ? spec.status() : record.status()).message()));
+    return fx;
+  }
+  LaunchState& l = launches_[{run.run_id, row.attempt, row.launch}];
+  l.run_id = run.run_id;
+  l.attempt = row.attempt;
+  l.launch = row.launch;
+  l.needed_nodes = spec->slurm.nodes;
+  l.ranks_per_node = record->go.ranks_per_node;
+  l.expected_nodes = static_cast<int>(record->allocation.size());
+  l.planned = record->allocation;
+  l.secret_sha256 = attempt.secret_sha256;
+  l.slurm_job_id = attempt.slurm_job_id;
+  GateOutcome go;
+  go.kind = GateOutcome::kGo;
+  go.reason = record->go.reason;
+  l.outcome = go;
+  l.step = record->step;
+  l.go_nodes = absl::StrSplit(row.nodes, ',', absl::SkipEmpty());
+  l.go = record->go;
+  l.go.data_roots = ctx_.config.data_roots;
+  l.metrics_addrs = record->metrics_addrs;
+  l.started = row.started;
+  l.resumed = true;
+  spdlog::info("run {}: launch {} on {} ran before the restart: watched again (srun step {}.{})",
+               run.run_id, name, row.nodes, l.step.job_id, l.step.step_id);
+  fx.started_launches.push_back(Watched(l));
+  if (run.state == RunState::kGating) {
+    std::string run_id = run.run_id, nodes = row.nodes;
+    int attempt_no = row.attempt, launch_no = row.launch;
+    fx.transitions.push_back({run_id, RunState::kRunning, go.reason, "{}", [=](Store& s) {
+                                RETURN_IF_ERROR(s.SetAttemptNodes(run_id, attempt_no, nodes));
+                                return s.SetAttemptLaunches(run_id, attempt_no, launch_no);
+                              }});
+  }
+  return fx;
+}
+
+void Launches::Heard(const WorkerId& id) {
+  auto it = launches_.find(KeyOf(id));
+  if (it != launches_.end() && it->second.resumed) it->second.heard_since_resume.insert(id.node);
+}
+
+}  // namespace trellis::controller
