@@ -3,8 +3,9 @@
 #  a) run A ends while the controller is down (its batch script gives up
 #     asking and writes exit.json): A is settled from Slurm and exit.json at
 #     start-up;
-#  b) run B is still running when the controller is back: it is still
-#     tracked (RUNNING) and settles when its batch script asks.
+#  b) run B is still running when the controller is back: its launch is
+#     known again from its stored GO (RUNNING, watched), its workers' final
+#     reports after the restart count, and it settles when its batch script asks.
 . "$(dirname "$0")/lib.sh"
 
 # The batch script asks the controller for at most this long (A's case).
@@ -25,7 +26,9 @@ wait_state "$a" SUCCEEDED 30
 grep -q "run $a: job $job_a ended while the controller was down" "$E2E_DIR/controller.log" ||
   fail "the controller did not settle $a from Slurm at start-up"
 [ "$(run_state "$b")" = RUNNING ] || fail "$b is not tracked as RUNNING after the restart"
+grep -q "run $b: launch 1.1 on .* ran before the restart: watched again" "$E2E_DIR/controller.log" ||
+  fail "the controller did not resume $b's launch"
 wait_state "$b" SUCCEEDED 90
 reason=$(json_get "$(run_json "$b")" "d['state_reason']")
-[ "$reason" = "srun step exited 0" ] || fail "$b was not settled by its batch script: '$reason'"
+[ "$reason" = "all 4 ranks exited 0" ] || fail "$b was not settled from its ranks' reports: '$reason'"
 log "PASS: $a settled at start-up; $b settled by its batch script ($reason)"
