@@ -74,7 +74,8 @@ struct LaunchRecord {
   std::string blamed_node;  // empty: no node blamed
   std::string evidence_json = "{}";
   std::string recovery;  // what followed: "relaunch", "new_attempt", "fail", "succeed"
-  // What the gate's GO told every node (GoToJson, controller/app/launch_answers.h);
+  // What the gate's GO told every node, and what resuming the launch needs
+  // (GoRecordToJson, controller/app/launch_answers.h);
   // written once, at GO: a later PutLaunch with "" keeps it.
   std::string go_json;
   // recovery "relaunch": the nodes the next launch was announced on, in order.
