@@ -147,9 +147,10 @@ TEST_F(ControllerRestartTest, ALaunchRunningAcrossARestartIsWatchedStoppedAndRel
   const std::string targets{std::istreambuf_iterator<char>(in), {}};
   EXPECT_NE(targets.find("host-node2:9400"), std::string::npos) << targets;
 
-  // node1's worker reconnects and beats; node2's never comes back.
+  // Both workers reconnect; node1's beats on, node2's falls silent.
+  Send(Id(kRun, "node2", 1), {HeartbeatReport(2)});
   auto beat = [&] { Send(Id(kRun, "node1", 1), {HeartbeatReport(2)}); };
-  Pass(14, beat);  // heartbeat_timeout_s = 8, but the workers get 15 s to reconnect first
+  Pass(7, beat);  // heartbeat_timeout_s = 8
   EXPECT_TRUE(HealthEvents(kRun, "node_lost").empty());
   EXPECT_TRUE(slurm_->Signalled().empty());
   Pass(3, beat);
@@ -177,6 +178,25 @@ TEST_F(ControllerRestartTest, ALaunchRunningAcrossARestartIsWatchedStoppedAndRel
   EXPECT_EQ(run.attempts_size(), 1);
   auto d = Register(kRun, 2, {"node1", "node3"});
   EXPECT_EQ(d["node3"].decision(), v1::GateDecision::DECISION_GO) << d["node3"].reason();
+}
+
+TEST_F(ControllerRestartTest, WorkersThatEndedBeforeTheRestartAreNotTakenForLost) {
+  StartRun();
+  Register(kRun, 1, {"node1", "node2", "node3"});
+  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  // The ranks ended and both workers reported; the controller restarts
+  // before the batch script asks what follows (its retries are slow).
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, false), RankEnded(1, 0, 0, false)}, 0);
+  ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, false), RankEnded(3, 0, 0, false)}, 0);
+  Restart();
+  Pass(60);  // far past heartbeat_timeout_s = 8
+  EXPECT_TRUE(HealthEvents(kRun, "node_lost").empty());
+  EXPECT_TRUE(slurm_->Signalled().empty());
+  EXPECT_EQ(NextLaunch(kRun, 1, 0).action(), v1::NextLaunchResponse::ACTION_EXIT);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUCCEEDED);
+  EXPECT_EQ(run.summary().restarts(), 0);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).failure_class(), "succeeded");
 }
 
 TEST_F(ControllerRestartTest, AResumedLaunchDoesNotTakeAReportSentBeforeTheRestartForALostNode) {

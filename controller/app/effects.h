@@ -107,7 +107,7 @@ struct LaunchStartedEffect {
   // GO node -> host:port of its worker's /metrics, where the worker sent one.
   std::map<std::string, std::string> metrics_addresses;
   // Started before a controller restart and watched again since
-  // (launch_resume.cc): its workers get time to reconnect first.
+  // (launch_resume.cc): only its workers heard since are judged.
   bool resumed = false;
 };
 

@@ -104,18 +104,17 @@ void RunHealth::StepStored(const std::string& run_id, const StepRow& row) {
 void RunHealth::Heard(const WorkerId& id) {
   auto it = watches_.find({id.run_id, id.attempt, id.launch});
   if (it == watches_.end()) return;
-  auto node = it->second.last_heard.find(id.node);
-  if (node != it->second.last_heard.end()) node->second = ctx_.clock.SteadyNow();
+  if (it->second.go_nodes.count(id.node)) it->second.last_heard[id.node] = ctx_.clock.SteadyNow();
 }
 
 void RunHealth::Start(const LaunchStartedEffect& started) {
   Watch w;
   w.launch = started;
   w.started = ctx_.clock.SteadyNow();
-  w.lost_checked_from = started.resumed ? w.started + kReconnectGrace : w.started;
   for (size_t r = 0; r < started.rank_nodes.size(); ++r) {
     w.ranks.push_back({static_cast<int>(r), started.rank_nodes[r], -1, w.started});
-    w.last_heard[started.rank_nodes[r]] = w.started;
+    w.go_nodes.insert(started.rank_nodes[r]);
+    if (!started.resumed) w.last_heard[started.rank_nodes[r]] = w.started;
   }
   const spec::HealthSection& h = started.health;
   w.stragglers = std::make_unique<StragglerWindow>(static_cast<int>(started.rank_nodes.size()),
@@ -157,9 +156,8 @@ Effects RunHealth::Check() {
     const spec::RestartSection& r = w.launch.restart;
     LaunchFaultEffect fault;
     fault.ref = ref;
-    if (now >= w.lost_checked_from)
-      fault.lost_nodes =
-          FindLostWorkers(w.last_heard, now, std::chrono::seconds(r.heartbeat_timeout_s));
+    fault.lost_nodes =
+        FindLostWorkers(w.last_heard, now, std::chrono::seconds(r.heartbeat_timeout_s));
     for (const auto& n : fault.lost_nodes) {
       double silent = Seconds(now - w.last_heard[n]);
       fault.lost_silent_s[n] = silent;
@@ -175,7 +173,12 @@ Effects RunHealth::Check() {
     // ranks are held to the start-up timeout.
     std::chrono::seconds startup =
         w.launch.model ? std::chrono::seconds(r.startup_timeout_s) : std::chrono::hours(24 * 365);
-    fault.hang = FindHang(w.ranks, w.started, now, std::chrono::seconds(r.hang_timeout_s), startup);
+    std::vector<RankProgress> heard_ranks;  // resumed: the ranks of nodes heard since
+    if (w.launch.resumed)
+      for (const RankProgress& p : w.ranks)
+        if (w.last_heard.count(p.node)) heard_ranks.push_back(p);
+    fault.hang = FindHang(w.launch.resumed ? heard_ranks : w.ranks, w.started, now,
+                          std::chrono::seconds(r.hang_timeout_s), startup);
     if (fault.hang) {
       const HangEvidence& h = *fault.hang;
       std::string detail =

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,6 @@ class RunHealth {
  public:
   // How often running launches are checked for lost workers and hangs.
   static constexpr std::chrono::seconds kCheckEvery{1};
-  // A launch watched again after a controller restart: its workers reconnect
-  // first (their retries back off to 10 s, +-20 %), and none is taken for lost
-  // before this has passed, whatever restart.heartbeat_timeout_s says.
-  static constexpr std::chrono::seconds kReconnectGrace{15};
 
   RunHealth(LoopContext ctx, Defer defer) : ctx_(ctx), defer_(std::move(defer)) {}
   ~RunHealth();
@@ -58,8 +55,11 @@ class RunHealth {
   struct Watch {
     LaunchStartedEffect launch;
     SteadyTime started;
-    SteadyTime lost_checked_from;  // started, or after kReconnectGrace when resumed
-    std::map<std::string, SteadyTime> last_heard;  // node -> last report
+    // node -> last report. A launch resumed after a controller restart has
+    // only the nodes heard since: a worker that ended (and reported) before
+    // the restart is silent, not lost, and neither it nor its ranks are judged.
+    std::map<std::string, SteadyTime> last_heard;
+    std::set<std::string> go_nodes;
     std::vector<RankProgress> ranks;               // by global rank
     std::unique_ptr<StragglerWindow> stragglers;
     // The newest step every rank reported, until its summary row is stored.
