@@ -120,6 +120,9 @@ int main(int argc, char** argv) {
   next_cmd->add_flag("--terminated-by-slurm", next.terminated_by_slurm,
                      "Slurm signalled the batch script (scancel, requeue, preemption, the time "
                      "limit): the job's end in Slurm decides what follows, not this launch");
+  next_cmd->add_flag("--time-limit-warned", next.time_limit_warned,
+                     "Slurm's wall-time warning (USR1) came during the launch: it stopped for "
+                     "the time limit, and the run continues in a new attempt");
 
   CLI11_PARSE(app, argc, argv);
   trellis::InitLogging("trellis-worker", log_level);

@@ -117,11 +117,13 @@ class HealthTest : public GateTest {
 
   // The batch script (on the allocation's first node) asks what follows the launch.
   v1::NextLaunchResponse NextLaunch(const std::string& run_id, int launch, int step_exit_code,
-                                    const std::string& batch_host = "node1") {
+                                    const std::string& batch_host = "node1",
+                                    bool time_limit_warned = false) {
     grpc::ClientContext ctx;
     v1::NextLaunchRequest req;
     *req.mutable_id() = Id(run_id, batch_host, launch);
     req.set_step_exit_code(step_exit_code);
+    req.set_time_limit_warned(time_limit_warned);
     v1::NextLaunchResponse resp;
     EXPECT_TRUE(agent_stub_->NextLaunch(&ctx, req, &resp).ok());
     return resp;

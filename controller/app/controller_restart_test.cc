@@ -199,6 +199,27 @@ TEST_F(ControllerRestartTest, WorkersThatEndedBeforeTheRestartAreNotTakenForLost
   EXPECT_EQ(run.launches(0).failure_class(), "succeeded");
 }
 
+TEST_F(ControllerRestartTest, ALaunchStoppedForTheTimeLimitBeforeTheRestartIsContinued) {
+  StartRun();
+  Register(kRun, 1, {"node1", "node2", "node3"});
+  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  // Slurm's wall-time warning: the ranks checkpoint and exit 0, and the
+  // workers' reports saying so are lost with the controller.
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
+             "time_limit");
+  ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, true), RankEnded(3, 0, 0, true)}, 0,
+             "time_limit");
+  Restart();
+  // The batch script got the warning too, and says so: not a finished run.
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 0, "node1", /*time_limit_warned=*/true);
+  EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).failure_class(), "time_limit");
+  EXPECT_EQ(run.summary().restarts(), 0);
+  EXPECT_EQ(run.attempts_size(), 2);
+}
+
 TEST_F(ControllerRestartTest, AResumedLaunchDoesNotTakeAReportSentBeforeTheRestartForALostNode) {
   StartRun();
   Register(kRun, 1, {"node1", "node2", "node3"});

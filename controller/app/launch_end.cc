@@ -284,6 +284,9 @@ Effects Launches::NextLaunch(const WorkerId& id, const NextLaunchQuestion& q,
   bool known = it != launches_.end() && it->second.outcome &&
                it->second.outcome->kind == GateOutcome::kGo;
   if (run->state == RunState::kRunning && a->live() && known) {
+    // The batch script's word too: the workers' reports of the warning may
+    // have been lost with a controller restarted since.
+    it->second.time_limit_warned = it->second.time_limit_warned || q.time_limit_warned;
     fx += Settle(it->second, *run, step_exit_code, &ans);
   } else if (run->state == RunState::kRunning && a->live()) {
     // After a controller restart the launch's reports are gone: srun's status decides.

@@ -92,6 +92,7 @@ struct NextLaunchQuestion {
   int requeue_count = 0;            // > 0: Slurm requeued the job; no launch yet
   std::string allocation_nodelist;  // with requeue_count
   bool terminated_by_slurm = false;
+  bool time_limit_warned = false;  // the batch script got Slurm's wall-time warning
 };
 
 struct NextLaunchAnswer {

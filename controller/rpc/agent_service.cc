@@ -282,7 +282,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::NextLaunch(grpc::CallbackServerConte
     return reactor;
   }
   NextLaunchQuestion q{req->step_exit_code(), req->requeue_count(), req->allocation_nodelist(),
-                       req->terminated_by_slurm()};
+                       req->terminated_by_slurm(), req->time_limit_warned()};
   controller_->NextLaunch(FromProto(req->id()), std::move(q),
                           Timed(controller_->metrics(), RpcMethod::kNextLaunch,
                                 [reactor, resp](absl::StatusOr<NextLaunchAnswer> a) {

@@ -23,7 +23,7 @@ int RunNextLaunch(const NextLaunchArgs& args) {
   if (!credentials.ok()) return fallback(std::string(credentials.status().message()));
   AgentClient client(ControllerChannel(args.id.controller, *credentials), *id);
   NextLaunchAsk ask{args.step_exit_code, args.requeue_count, args.allocation_nodelist,
-                   args.terminated_by_slurm};
+                   args.terminated_by_slurm, args.time_limit_warned};
   auto choice = client.NextLaunch(ask, args.timeout);
   if (!choice.ok())
     return fallback("the controller did not answer: " + std::string(choice.status().message()));

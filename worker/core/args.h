@@ -59,6 +59,7 @@ struct NextLaunchArgs {
   int requeue_count = 0;            // SLURM_RESTART_COUNT of a requeued job
   std::string allocation_nodelist;  // SLURM_JOB_NODELIST, with requeue_count
   bool terminated_by_slurm = false;  // Slurm signalled the batch script
+  bool time_limit_warned = false;    // Slurm's wall-time warning came during the launch
 };
 
 // HOST:PORT or [IPv6]:PORT with a port in [1, 65535].

@@ -25,6 +25,7 @@ struct NextLaunchAsk {
   int requeue_count = 0;
   std::string allocation_nodelist;
   bool terminated_by_slurm = false;
+  bool time_limit_warned = false;
 };
 
 // What the batch script reads after a launch (one line, see FormatNextLaunchLine).

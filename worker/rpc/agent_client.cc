@@ -130,6 +130,7 @@ absl::StatusOr<NextLaunchChoice> AgentClient::NextLaunch(const NextLaunchAsk& as
   req.set_requeue_count(ask.requeue_count);
   req.set_allocation_nodelist(ask.allocation_nodelist);
   req.set_terminated_by_slurm(ask.terminated_by_slurm);
+  req.set_time_limit_warned(ask.time_limit_warned);
   v1::NextLaunchResponse resp;
   grpc::Status st =
       WithRetries("NextLaunch", backoff_, timeout, timeout, false, [&](Seconds budget) {
