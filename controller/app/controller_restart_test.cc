@@ -29,6 +29,15 @@ class ControllerRestartTest : public HealthTest {
     ASSERT_EQ(resp.run_id(), kRun);
     WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
   }
+  // node1 and node2 GO for launch 1 (node3 stands by): the run is RUNNING.
+  void RunOnNode1AndNode2() {
+    StartRun();
+    Register(kRun, 1, {"node1", "node2", "node3"});
+    WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  }
+  static std::vector<std::string> NodesOf(const v1::NextLaunchResponse& next) {
+    return {next.nodes().begin(), next.nodes().end()};
+  }
   void Restart() {
     StopController();
     StartController();
@@ -81,9 +90,7 @@ TEST_F(ControllerRestartTest, AWorkerRegisteringAgainGetsTheGoDecidedBeforeTheRe
 }
 
 TEST_F(ControllerRestartTest, AWorkerOfALaunchThatEndedIsTurnedAwayNotGated) {
-  StartRun();
-  Register(kRun, 1, {"node1", "node2", "node3"});
-  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  RunOnNode1AndNode2();
   ReportExit(kRun, "node1", 1, {RankEnded(0, 3, 0, false), RankEnded(1, 143, 15, true)}, 3);
   ReportExit(kRun, "node2", 1, {RankEnded(2, 143, 15, true), RankEnded(3, 143, 15, true)}, 143);
   v1::NextLaunchResponse next = NextLaunch(kRun, 1, 3);
@@ -104,14 +111,12 @@ TEST_F(ControllerRestartTest, AWorkerOfALaunchThatEndedIsTurnedAwayNotGated) {
 }
 
 TEST_F(ControllerRestartTest, ARelaunchAnnouncedBeforeARestartIsAnsweredAndGatedAfterIt) {
-  StartRun();
-  Register(kRun, 1, {"node1", "node2", "node3"});
-  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  RunOnNode1AndNode2();
   // node2's worker never reports: node2 is lost, the relaunch leaves it out.
   ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
   v1::NextLaunchResponse next = NextLaunch(kRun, 1, 137);
   ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
-  const std::vector<std::string> named(next.nodes().begin(), next.nodes().end());
+  const std::vector<std::string> named = NodesOf(next);
   ASSERT_EQ(named, (std::vector<std::string>{"node1", "node3"}));
   WaitFor(kRun, v1::RUN_STATE_RESTARTING);
 
@@ -121,7 +126,7 @@ TEST_F(ControllerRestartTest, ARelaunchAnnouncedBeforeARestartIsAnsweredAndGated
     v1::NextLaunchResponse again = NextLaunch(kRun, 1, 137);
     EXPECT_EQ(again.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << again.reason();
     EXPECT_EQ(again.next_launch(), 2);
-    EXPECT_EQ(std::vector<std::string>(again.nodes().begin(), again.nodes().end()), named);
+    EXPECT_EQ(NodesOf(again), named);
     EXPECT_EQ(WaitFor(kRun, v1::RUN_STATE_RESTARTING).summary().restarts(), 1);
   }
   // The gate of launch 2 waits for the two nodes named, not for node2.
@@ -137,9 +142,7 @@ TEST_F(ControllerRestartTest, ARelaunchAnnouncedBeforeARestartIsAnsweredAndGated
 
 TEST_F(ControllerRestartTest, ALaunchRunningAcrossARestartIsWatchedStoppedAndRelaunched) {
   metrics_addrs_ = {{"node1", "host-node1:9400"}, {"node2", "host-node2:9400"}};
-  StartRun();
-  Register(kRun, 1, {"node1", "node2", "node3"});
-  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  RunOnNode1AndNode2();
   Restart();
   // Prometheus scrapes the launch's workers again.
   Sync();
@@ -166,8 +169,7 @@ TEST_F(ControllerRestartTest, ALaunchRunningAcrossARestartIsWatchedStoppedAndRel
   ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
   v1::NextLaunchResponse next = NextLaunch(kRun, 1, 143);
   ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
-  EXPECT_EQ(std::vector<std::string>(next.nodes().begin(), next.nodes().end()),
-            (std::vector<std::string>{"node1", "node3"}));
+  EXPECT_EQ(NodesOf(next), (std::vector<std::string>{"node1", "node3"}));
   v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
   ASSERT_EQ(run.launches_size(), 1);
   EXPECT_EQ(run.launches(0).failure_class(), "node_lost");
@@ -181,9 +183,7 @@ TEST_F(ControllerRestartTest, ALaunchRunningAcrossARestartIsWatchedStoppedAndRel
 }
 
 TEST_F(ControllerRestartTest, WorkersThatEndedBeforeTheRestartAreNotTakenForLost) {
-  StartRun();
-  Register(kRun, 1, {"node1", "node2", "node3"});
-  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  RunOnNode1AndNode2();
   // The ranks ended and both workers reported; the controller restarts
   // before the batch script asks what follows (its retries are slow).
   ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, false), RankEnded(1, 0, 0, false)}, 0);
@@ -200,9 +200,7 @@ TEST_F(ControllerRestartTest, WorkersThatEndedBeforeTheRestartAreNotTakenForLost
 }
 
 TEST_F(ControllerRestartTest, ALaunchStoppedForTheTimeLimitBeforeTheRestartIsContinued) {
-  StartRun();
-  Register(kRun, 1, {"node1", "node2", "node3"});
-  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  RunOnNode1AndNode2();
   // Slurm's wall-time warning: the ranks checkpoint and exit 0, and the
   // workers' reports saying so are lost with the controller.
   ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
@@ -221,9 +219,7 @@ TEST_F(ControllerRestartTest, ALaunchStoppedForTheTimeLimitBeforeTheRestartIsCon
 }
 
 TEST_F(ControllerRestartTest, AResumedLaunchDoesNotTakeAReportSentBeforeTheRestartForALostNode) {
-  StartRun();
-  Register(kRun, 1, {"node1", "node2", "node3"});
-  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  RunOnNode1AndNode2();
   // Rank 3 fails: node2's worker reports before the restart, node1's after.
   ReportExit(kRun, "node2", 1, {RankEnded(2, 143, 15, true), RankEnded(3, 3, 0, false)}, 3);
   Restart();
@@ -236,14 +232,11 @@ TEST_F(ControllerRestartTest, AResumedLaunchDoesNotTakeAReportSentBeforeTheResta
   EXPECT_EQ(run.launches(0).blamed_node(), "");
   EXPECT_NE(run.launches(0).failure_class(), "node_lost");
   // Every node of the allocation is healthy: the relaunch may use them all.
-  EXPECT_EQ(std::vector<std::string>(next.nodes().begin(), next.nodes().end()),
-            (std::vector<std::string>{"node1", "node2", "node3"}));
+  EXPECT_EQ(NodesOf(next), (std::vector<std::string>{"node1", "node2", "node3"}));
 }
 
 TEST_F(ControllerRestartTest, AWorkerHeardSinceTheRestartThatNeverReportsIsLost) {
-  StartRun();
-  Register(kRun, 1, {"node1", "node2", "node3"});
-  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  RunOnNode1AndNode2();
   Restart();
   // Both workers are back; node2's is killed before its final report and
   // srun ends before its silence reaches heartbeat_timeout_s.
@@ -252,8 +245,7 @@ TEST_F(ControllerRestartTest, AWorkerHeardSinceTheRestartThatNeverReportsIsLost)
   ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
   v1::NextLaunchResponse next = NextLaunch(kRun, 1, 137);
   ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
-  EXPECT_EQ(std::vector<std::string>(next.nodes().begin(), next.nodes().end()),
-            (std::vector<std::string>{"node1", "node3"}));
+  EXPECT_EQ(NodesOf(next), (std::vector<std::string>{"node1", "node3"}));
   v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
   ASSERT_EQ(run.launches_size(), 1);
   EXPECT_EQ(run.launches(0).failure_class(), "node_lost");
