@@ -38,6 +38,21 @@ class ControllerRestartTest : public HealthTest {
   static std::vector<std::string> NodesOf(const v1::NextLaunchResponse& next) {
     return {next.nodes().begin(), next.nodes().end()};
   }
+  // node1's worker reports its ranks stopped and the batch script asks what
+  // follows: node2 is lost and blamed, the relaunch takes node1 and the spare.
+  v1::Run Node2LostAndRelaunchedOnTheSpare(int step_exit_code) {
+    ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
+    v1::NextLaunchResponse next = NextLaunch(kRun, 1, step_exit_code);
+    EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
+    EXPECT_EQ(NodesOf(next), (std::vector<std::string>{"node1", "node3"}));
+    v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
+    EXPECT_EQ(run.launches_size(), 1);
+    if (run.launches_size() > 0) {
+      EXPECT_EQ(run.launches(0).failure_class(), "node_lost");
+      EXPECT_EQ(run.launches(0).blamed_node(), "node2");
+    }
+    return run;
+  }
   void Restart() {
     StopController();
     StartController();
@@ -164,16 +179,10 @@ TEST_F(ControllerRestartTest, ALaunchRunningAcrossARestartIsWatchedStoppedAndRel
   ASSERT_TRUE(WaitSignalled("100.0 TERM"));
   EXPECT_TRUE(slurm_->Cancelled().empty());
 
-  // node1 reported its ranks' ends after the restart; node2 is blamed for
-  // being lost, and the relaunch takes the spare the allocation still has.
-  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
-  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 143);
-  ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
-  EXPECT_EQ(NodesOf(next), (std::vector<std::string>{"node1", "node3"}));
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
+  // node1 reported its ranks' ends after the restart; the relaunch takes
+  // the spare the allocation still has.
+  v1::Run run = Node2LostAndRelaunchedOnTheSpare(143);
   ASSERT_EQ(run.launches_size(), 1);
-  EXPECT_EQ(run.launches(0).failure_class(), "node_lost");
-  EXPECT_EQ(run.launches(0).blamed_node(), "node2");
   EXPECT_NE(run.launches(0).evidence_json().find("\"controller_restarted\":true"),
             std::string::npos)
       << run.launches(0).evidence_json();
@@ -242,14 +251,7 @@ TEST_F(ControllerRestartTest, AWorkerHeardSinceTheRestartThatNeverReportsIsLost)
   // srun ends before its silence reaches heartbeat_timeout_s.
   Send(Id(kRun, "node1", 1), {HeartbeatReport(2)});
   Send(Id(kRun, "node2", 1), {HeartbeatReport(2)});
-  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
-  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 137);
-  ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
-  EXPECT_EQ(NodesOf(next), (std::vector<std::string>{"node1", "node3"}));
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
-  ASSERT_EQ(run.launches_size(), 1);
-  EXPECT_EQ(run.launches(0).failure_class(), "node_lost");
-  EXPECT_EQ(run.launches(0).blamed_node(), "node2");
+  Node2LostAndRelaunchedOnTheSpare(137);
 }
 
 }  // namespace
