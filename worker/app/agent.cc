@@ -42,7 +42,10 @@ namespace asio = boost::asio;
 // After the last rank exits, how long to wait for its step socket to be read
 // to the end (a child of the rank may still hold it open).
 constexpr std::chrono::seconds kDrainBound{2};
-constexpr Seconds kReportExitTimeout{15};
+// How long the final report keeps trying while the controller is unreachable:
+// it must outlast a controller restart, since a controller started again
+// takes a running launch's worker that never reports for a lost node.
+constexpr Seconds kReportExitTimeout{120};
 
 template <typename D>
 std::chrono::steady_clock::duration Steady(D d) {

@@ -20,17 +20,26 @@ std::chrono::system_clock::time_point DeadlineAfter(Seconds d) {
          std::chrono::duration_cast<std::chrono::system_clock::duration>(d);
 }
 
-// Runs `call(deadline)` until it returns anything but UNAVAILABLE, or until
-// `window` has passed. Each try gets min(per_call, what is left of the window)
-// unless per_call_fixed (a gate wait must not shrink with the retries).
-grpc::Status WithRetries(const char* what, const BackoffPolicy& backoff, Seconds window,
-                         Seconds per_call, bool per_call_fixed,
+// A try made when the window is over still gets this long: enough to connect
+// to a controller that just came back, or to be told why it cannot be reached.
+constexpr Seconds kLastTry{5};
+
+// Runs `call(budget)` until it returns anything but UNAVAILABLE, or until
+// `window` has passed. Before each try it waits for `channel` to connect (at
+// most what is left of the window): a controller that comes back is called at
+// once, not at the end of a backoff sleep. Each try gets min(per_call, what is
+// left of the window, at least kLastTry) unless per_call_fixed (a gate wait
+// must not shrink with the retries). The backoff only spaces tries that a
+// connected controller answered with UNAVAILABLE.
+grpc::Status WithRetries(const char* what, grpc::Channel& channel, const BackoffPolicy& backoff,
+                         Seconds window, Seconds per_call, bool per_call_fixed,
                          const std::function<grpc::Status(Seconds)>& call) {
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(window);
   for (int retry = 0;; ++retry) {
-    Seconds left = end - Clock::now();
+    channel.WaitForConnected(DeadlineAfter(std::max(Seconds(end - Clock::now()), Seconds(0))));
+    Seconds left = std::max(Seconds(end - Clock::now()), kLastTry);
     Seconds budget = per_call_fixed ? per_call : std::min(per_call, left);
     grpc::Status st = call(budget);
     if (st.error_code() != grpc::StatusCode::UNAVAILABLE) return st;
@@ -60,7 +69,10 @@ std::shared_ptr<grpc::Channel> ControllerChannel(
 
 AgentClient::AgentClient(std::shared_ptr<grpc::Channel> channel, v1::WorkerIdentity id,
                          BackoffPolicy backoff)
-    : stub_(v1::AgentService::NewStub(channel)), id_(std::move(id)), backoff_(backoff) {}
+    : channel_(channel),
+      stub_(v1::AgentService::NewStub(channel)),
+      id_(std::move(id)),
+      backoff_(backoff) {}
 
 absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds retry_window,
                                                  Seconds gate_wait) {
@@ -76,7 +88,7 @@ absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds
   ToProto(facts.probe, req.mutable_probe());
   v1::GateDecision decision;
   grpc::Status st =
-      WithRetries("Register", backoff_, retry_window, gate_wait, true, [&](Seconds budget) {
+      WithRetries("Register", *channel_, backoff_, retry_window, gate_wait, true, [&](Seconds budget) {
         grpc::ClientContext ctx;
         ctx.set_deadline(DeadlineAfter(budget));
         return stub_->Register(&ctx, req, &decision);
@@ -113,7 +125,7 @@ absl::Status AgentClient::ReportExit(const std::vector<RankExit>& exits,
   req.set_oom_kills(oom_kills);
   req.set_planned_stop(planned_stop);
   grpc::Status st =
-      WithRetries("ReportExit", backoff_, timeout, timeout, false, [&](Seconds budget) {
+      WithRetries("ReportExit", *channel_, backoff_, timeout, timeout, false, [&](Seconds budget) {
         grpc::ClientContext ctx;
         ctx.set_deadline(DeadlineAfter(budget));
         v1::ReportExitResponse resp;
@@ -133,7 +145,7 @@ absl::StatusOr<NextLaunchChoice> AgentClient::NextLaunch(const NextLaunchAsk& as
   req.set_time_limit_warned(ask.time_limit_warned);
   v1::NextLaunchResponse resp;
   grpc::Status st =
-      WithRetries("NextLaunch", backoff_, timeout, timeout, false, [&](Seconds budget) {
+      WithRetries("NextLaunch", *channel_, backoff_, timeout, timeout, false, [&](Seconds budget) {
         grpc::ClientContext ctx;
         ctx.set_deadline(DeadlineAfter(budget));
         return stub_->NextLaunch(&ctx, req, &resp);

@@ -1,7 +1,8 @@
 #pragma once
 // Unary calls of AgentService with bounded retries while the controller is
-// unreachable (it may be restarting). Blocking; used before and after the
-// worker's event loop runs.
+// unreachable (it may be restarting): each waits for the channel to connect,
+// so the call goes out as soon as the controller is back. Blocking; used
+// before and after the worker's event loop runs.
 
 #include <grpcpp/channel.h>
 #include <grpcpp/security/credentials.h>
@@ -59,6 +60,7 @@ class AgentClient {
   const v1::WorkerIdentity& id() const { return id_; }
 
  private:
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::AgentService::Stub> stub_;
   v1::WorkerIdentity id_;
   BackoffPolicy backoff_;
