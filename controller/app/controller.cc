@@ -357,7 +357,6 @@ void Controller::AsWorker(const WorkerId& id, bool fresh, Allocations::Then then
 void Controller::Heartbeat(WorkerId id) {
   asio::post(io_, [this, id = std::move(id)] {
     health_.Heard(id);
-    launches_.Heard(id);
   });
 }
 
@@ -380,7 +379,6 @@ void Controller::StepsStored(std::vector<StepBatch> batches, std::vector<StoredS
   if (stopped_) return;
   for (const StepBatch& b : batches) {
     WorkerId id{b.source.run_id, b.source.attempt, b.source.launch, b.source.node, ""};
-    launches_.Heard(id);
     for (const RankStepRecord& r : b.records) {
       Effects fx = health_.ObserveStep(id, r.rank, r.record);  // straggler events only
       if (!fx.writes.empty() || !fx.strikes.empty()) Apply(std::move(fx));
@@ -399,22 +397,18 @@ void Controller::StepsStored(std::vector<StepBatch> batches, std::vector<StoredS
 void Controller::RecordRankExit(WorkerId id, RankExitInfo exit) {
   asio::post(io_, [this, id = std::move(id), exit = std::move(exit)] {
     health_.Heard(id);
-    launches_.Heard(id);
+    health_.RankEnded(id, exit.rank);
     launches_.RecordRankExit(id, exit);
   });
 }
 
-void Controller::ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int oom_kills,
-                            bool time_limit_warned, int exit_code, std::string reason,
-                            Reply<bool> reply) {
-  asio::post(io_, [this, id = std::move(id), exits = std::move(exits), oom_kills,
-                   time_limit_warned, exit_code, reason = std::move(reason),
+void Controller::ReportExit(WorkerId id, WorkerReport report, Reply<bool> reply) {
+  asio::post(io_, [this, id = std::move(id), report = std::move(report),
                    reply = std::move(reply)] {
     AsWorker(id, /*fresh=*/false, [=](absl::Status allowed) {
       if (!allowed.ok()) return Effects::Reply([reply, allowed] { reply(allowed); });
-      health_.Heard(id);
-      return launches_.ReportExit(id, exits, oom_kills, time_limit_warned, exit_code, reason,
-                                  reply);
+      health_.Finished(id);
+      return launches_.ReportExit(id, report, reply);
     });
   });
 }

@@ -90,8 +90,7 @@ class Controller {
   // cgroup on that node during the launch; -1 unknown.
   // `time_limit_warned`: the worker passed Slurm's wall-time warning on to
   // its ranks (a planned stop: the run continues in a new attempt).
-  void ReportExit(WorkerId id, std::vector<RankExitInfo> exits, int oom_kills,
-                  bool time_limit_warned, int exit_code, std::string reason, Reply<bool> reply);
+  void ReportExit(WorkerId id, WorkerReport report, Reply<bool> reply);
   void NextLaunch(WorkerId id, NextLaunchQuestion question, Reply<NextLaunchAnswer> reply);
 
  private:

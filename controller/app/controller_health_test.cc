@@ -142,6 +142,33 @@ TEST_F(HealingTest, ASilentWorkerIsALostNode) {
   EXPECT_EQ(run.launches(0).blamed_node(), "node2");
 }
 
+TEST_F(HealingTest, WorkersAndRanksThatFinishFirstAreNeitherLostNorHung) {
+  StartRun(Spec("[restart]\nheartbeat_timeout_s = 10\nhang_timeout_s = 30\n"),
+           {"node1", "node2"});
+  Send(Id(kRun, "node1", 1), {StepReport(0, 1, 0.5), StepReport(1, 1, 0.5)});
+  Send(Id(kRun, "node2", 1), {StepReport(2, 1, 0.5), StepReport(3, 1, 0.5)});
+  // node1's ranks are done first; its worker reports and falls silent.
+  v1::AgentReport rank0_ended;
+  *rank0_ended.mutable_rank_exit() = RankEnded(0, 0, 0, false);
+  Send(Id(kRun, "node1", 1), {rank0_ended});
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, false), RankEnded(1, 0, 0, false)}, 0);
+  // On node2, rank 2 ends too, and rank 3 works on far past both timeouts.
+  v1::AgentReport rank2_ended;
+  *rank2_ended.mutable_rank_exit() = RankEnded(2, 0, 0, false);
+  Send(Id(kRun, "node2", 1), {rank2_ended});
+  int64_t step = 1;
+  Pass(90, [&] { Send(Id(kRun, "node2", 1), {HeartbeatReport(1), StepReport(3, ++step, 0.5)}); });
+  EXPECT_TRUE(HealthEvents(kRun, "node_lost").empty());
+  EXPECT_TRUE(HealthEvents(kRun, "hang").empty());
+  EXPECT_TRUE(slurm_->Signalled().empty());
+
+  ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, false), RankEnded(3, 0, 0, false)}, 0);
+  EXPECT_EQ(NextLaunch(kRun, 1, 0).action(), v1::NextLaunchResponse::ACTION_EXIT);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUCCEEDED);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).failure_class(), "succeeded");
+}
+
 TEST_F(HealingTest, AWorkerWithoutAFinalReportIsALostNodeAndItsSpareTakesOver) {
   StartRun(Spec("spare_nodes = 1\n[restart]\nmax_restarts = 1\n"), {"node1", "node2", "node3"});
   // node2's worker was killed: only node1 reports, its ranks stopped by srun.

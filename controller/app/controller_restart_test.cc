@@ -4,8 +4,9 @@
 // out stands by, a worker of a launch that ended is turned away (no second
 // gate, so no rank starts twice); a batch script asking again what follows a
 // launch gets the same relaunch, whose gate still waits for the nodes named.
-// A launch that runs across the restart is known again from its stored GO:
-// watched, stopped by its own srun step, settled and relaunched as any.
+// A launch that runs across the restart is known again from its stored GO
+// and its workers' stored final reports: watched, stopped by its own srun
+// step, settled and relaunched as any.
 
 #include <fstream>
 #include <iterator>
@@ -98,6 +99,8 @@ TEST_F(ControllerRestartTest, AWorkerRegisteringAgainGetsTheGoDecidedBeforeTheRe
   }
 
   // The launch, resumed after the restart, ends as any.
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, false), RankEnded(1, 0, 0, false)}, 0);
+  ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, false), RankEnded(3, 0, 0, false)}, 0);
   EXPECT_EQ(NextLaunch(kRun, 1, 0).action(), v1::NextLaunchResponse::ACTION_EXIT);
   v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUCCEEDED);
   ASSERT_EQ(run.launches_size(), 1);
@@ -165,8 +168,14 @@ TEST_F(ControllerRestartTest, ALaunchRunningAcrossARestartIsWatchedStoppedAndRel
   const std::string targets{std::istreambuf_iterator<char>(in), {}};
   EXPECT_NE(targets.find("host-node2:9400"), std::string::npos) << targets;
 
-  // Both workers reconnect; node1's beats on, node2's falls silent.
-  Send(Id(kRun, "node2", 1), {HeartbeatReport(2)});
+  // Both workers reconnect and beat past the reconnect grace; then node1's
+  // beats on, node2's falls silent.
+  auto both = [&] {
+    Send(Id(kRun, "node1", 1), {HeartbeatReport(2)});
+    Send(Id(kRun, "node2", 1), {HeartbeatReport(2)});
+  };
+  Pass(20, both);
+  both();
   auto beat = [&] { Send(Id(kRun, "node1", 1), {HeartbeatReport(2)}); };
   Pass(7, beat);  // heartbeat_timeout_s = 8
   EXPECT_TRUE(HealthEvents(kRun, "node_lost").empty());
@@ -193,8 +202,8 @@ TEST_F(ControllerRestartTest, ALaunchRunningAcrossARestartIsWatchedStoppedAndRel
 
 TEST_F(ControllerRestartTest, WorkersThatEndedBeforeTheRestartAreNotTakenForLost) {
   RunOnNode1AndNode2();
-  // The ranks ended and both workers reported; the controller restarts
-  // before the batch script asks what follows (its retries are slow).
+  // The ranks ended and both workers reported (their reports were stored);
+  // the controller restarts before the batch script asks what follows.
   ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, false), RankEnded(1, 0, 0, false)}, 0);
   ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, false), RankEnded(3, 0, 0, false)}, 0);
   Restart();
@@ -211,7 +220,7 @@ TEST_F(ControllerRestartTest, WorkersThatEndedBeforeTheRestartAreNotTakenForLost
 TEST_F(ControllerRestartTest, ALaunchStoppedForTheTimeLimitBeforeTheRestartIsContinued) {
   RunOnNode1AndNode2();
   // Slurm's wall-time warning: the ranks checkpoint and exit 0, and the
-  // workers' reports saying so are lost with the controller.
+  // workers' reports say so before the controller restarts.
   ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
              "time_limit");
   ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, true), RankEnded(3, 0, 0, true)}, 0,
@@ -227,21 +236,60 @@ TEST_F(ControllerRestartTest, ALaunchStoppedForTheTimeLimitBeforeTheRestartIsCon
   EXPECT_EQ(run.attempts_size(), 2);
 }
 
-TEST_F(ControllerRestartTest, AResumedLaunchDoesNotTakeAReportSentBeforeTheRestartForALostNode) {
+TEST_F(ControllerRestartTest, TheTimeLimitStopIsKnownFromReportsStoredBeforeTheRestart) {
   RunOnNode1AndNode2();
-  // Rank 3 fails: node2's worker reports before the restart, node1's after.
-  ReportExit(kRun, "node2", 1, {RankEnded(2, 143, 15, true), RankEnded(3, 3, 0, false)}, 3);
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
+             "time_limit");
+  ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, true), RankEnded(3, 0, 0, true)}, 0,
+             "time_limit");
   Restart();
+  // A batch script that missed the warning (it came to the ranks only).
+  EXPECT_EQ(NextLaunch(kRun, 1, 0).action(), v1::NextLaunchResponse::ACTION_EXIT);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).failure_class(), "time_limit");
+  EXPECT_EQ(run.attempts_size(), 2);
+}
+
+TEST_F(ControllerRestartTest, AFinalReportSentBeforeTheRestartIsEvidenceAfterIt) {
+  RunOnNode1AndNode2();
+  // Rank 3 fails on a device error: node2's worker reports before the
+  // restart, node1's (its ranks stopped) after.
+  v1::RankExit failed = RankEnded(3, 1, 0, false);
+  failed.add_markers("device_error");
+  failed.set_evidence("Xid 79: GPU has fallen off the bus");
+  ReportExit(kRun, "node2", 1, {RankEnded(2, 143, 15, true), failed}, 1);
+  Restart();
+  // node2's worker finished: silent, not lost (heartbeat_timeout_s = 8).
+  Pass(20, [&] { Send(Id(kRun, "node1", 1), {HeartbeatReport(2)}); });
+  EXPECT_TRUE(HealthEvents(kRun, "node_lost").empty());
   ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
-  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 3);
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 1);
   ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
+  EXPECT_EQ(NodesOf(next), (std::vector<std::string>{"node1", "node3"}));
   v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
   ASSERT_EQ(run.launches_size(), 1);
-  // No node is blamed: the rank exit that named node2 was heard before the restart.
-  EXPECT_EQ(run.launches(0).blamed_node(), "");
-  EXPECT_NE(run.launches(0).failure_class(), "node_lost");
-  // Every node of the allocation is healthy: the relaunch may use them all.
-  EXPECT_EQ(NodesOf(next), (std::vector<std::string>{"node1", "node2", "node3"}));
+  EXPECT_EQ(run.launches(0).failure_class(), "device_error");
+  EXPECT_EQ(run.launches(0).blamed_node(), "node2");
+  EXPECT_NE(run.launches(0).reason().find("fallen off the bus"), std::string::npos)
+      << run.launches(0).reason();
+}
+
+TEST_F(ControllerRestartTest, AWorkerNeverHeardAfterTheRestartIsLost) {
+  RunOnNode1AndNode2();
+  // node2 died while the controller was down: its worker never comes back.
+  Restart();
+  auto beat = [&] { Send(Id(kRun, "node1", 1), {HeartbeatReport(2)}); };
+  // heartbeat_timeout_s = 8 from the restart, but not before the workers'
+  // reconnect grace (RunHealth::kReconnectGrace, 15 s) has passed.
+  Pass(14, beat);
+  EXPECT_TRUE(HealthEvents(kRun, "node_lost").empty());
+  Pass(3, beat);
+  std::vector<v1::HealthEvent> lost = HealthEvents(kRun, "node_lost");
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].node(), "node2");
+  ASSERT_TRUE(WaitSignalled("100.0 TERM"));
+  Node2LostAndRelaunchedOnTheSpare(143);
 }
 
 TEST_F(ControllerRestartTest, AWorkerHeardSinceTheRestartThatNeverReportsIsLost) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -107,8 +108,11 @@ struct LaunchStartedEffect {
   // GO node -> host:port of its worker's /metrics, where the worker sent one.
   std::map<std::string, std::string> metrics_addresses;
   // Started before a controller restart and watched again since
-  // (launch_resume.cc): only its workers heard since are judged.
+  // (launch_resume.cc), with what its stored final reports say: the nodes
+  // whose workers finished, and the ranks that ended.
   bool resumed = false;
+  std::set<std::string> finished_nodes;
+  std::set<int> ended_ranks;
 };
 
 // Run health found a launch that cannot go on: its workers' nodes lost, or a

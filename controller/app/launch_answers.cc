@@ -23,7 +23,8 @@ std::string GoRecordToJson(const GoRecord& record) {
               {"slurm_job_id", record.step.job_id},
               {"slurm_step_id", record.step.step_id},
               {"allocation", record.allocation},
-              {"metrics_addrs", record.metrics_addrs}}
+              {"metrics_addrs", record.metrics_addrs},
+              {"reports_kept", record.reports_kept}}
       .dump();
 }
 
@@ -45,6 +46,7 @@ absl::StatusOr<GoRecord> GoRecordFromJson(const std::string& text) {
     record.step.step_id = j.value("slurm_step_id", "");
     record.allocation = j.value("allocation", std::vector<std::string>{});
     record.metrics_addrs = j.value("metrics_addrs", std::map<std::string, std::string>{});
+    record.reports_kept = j.value("reports_kept", false);
   } catch (const Json::exception& e) {
     return absl::DataLossError(std::string("launch GO record: ") + e.what());
   }

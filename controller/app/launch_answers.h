@@ -29,6 +29,10 @@ struct GoRecord {
   // those it was planned on. A relaunch picks its nodes from these.
   std::vector<std::string> allocation;
   std::map<std::string, std::string> metrics_addrs;  // node -> its worker's /metrics
+  // The workers' final reports are stored (schema 7): a controller started
+  // again can tell a finished worker from a lost one. False in a record a
+  // controller of schema 6 wrote.
+  bool reports_kept = true;
 };
 std::string GoRecordToJson(const GoRecord& record);
 // A record without step, allocation or metrics addresses reads them as empty.

@@ -44,7 +44,9 @@ TEST(LaunchAnswersTest, AGoRecordReadsBackWhatWasWritten) {
   EXPECT_EQ(back->step.step_id, "2");
   EXPECT_EQ(back->allocation, want.allocation);
   EXPECT_EQ(back->metrics_addrs, want.metrics_addrs);
-  // Without the launch's step, allocation and metrics: read as empty.
+  EXPECT_TRUE(back->reports_kept);
+  // Without the launch's step, allocation and metrics: read as empty; a
+  // record of schema 6 says nothing of final reports, which were not kept.
   auto bare = GoRecordFromJson(R"({"reason":"x","ranks_per_node":1,"world_size":2,)"
                                R"("master_addr":"h","master_port":1,"resume_step":-1,)"
                                R"("checkpoint_dir":""})");
@@ -52,6 +54,7 @@ TEST(LaunchAnswersTest, AGoRecordReadsBackWhatWasWritten) {
   EXPECT_TRUE(bare->step.job_id.empty());
   EXPECT_TRUE(bare->allocation.empty());
   EXPECT_TRUE(bare->metrics_addrs.empty());
+  EXPECT_FALSE(bare->reports_kept);
   // A wrong type is named, not taken for empty.
   auto wrong = GoRecordFromJson(R"({"reason":"x","ranks_per_node":1,"world_size":2,)"
                                 R"("master_addr":"h","master_port":1,"resume_step":-1,)"

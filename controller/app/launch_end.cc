@@ -52,30 +52,35 @@ void Launches::RecordRankExit(const WorkerId& id, const RankExitInfo& exit) {
   it->second.rank_exits.push_back(exit);
 }
 
-Effects Launches::ReportExit(const WorkerId& id, const std::vector<RankExitInfo>& exits,
-                             int oom_kills, bool time_limit_warned, int exit_code,
-                             const std::string& reason, Reply<bool> reply) {
+Effects Launches::ReportExit(const WorkerId& id, const WorkerReport& report,
+                             Reply<bool> reply) {
   auto a = CheckWorker(id);
   if (!a.ok()) return Effects::Reply([reply, st = a.status()] { reply(st); });
   spdlog::info("run {} attempt {} launch {}: worker on {} exited {}: {}", id.run_id, id.attempt,
-               id.launch, id.node, exit_code, reason);
+               id.launch, id.node, report.exit_code, report.reason);
+  Effects fx;
+  WorkerReportRecord row = WorkerReportRecordOf(id, ctx_.clock.Now(), report);
+  fx.writes.push_back({"final report of " + id.node + " for " + id.run_id,
+                       [row](Store& s) { return s.PutWorkerReport(row); }});
   auto it = launches_.find(KeyOf(id));
-  if (it != launches_.end()) {
-    LaunchState& l = it->second;
-    l.reported[id.node] = true;
-    if (oom_kills >= 0) l.oom_kills[id.node] = oom_kills;
-    l.time_limit_warned = l.time_limit_warned || time_limit_warned;
-    for (const auto& e : exits) {
-      // The final report replaces what the stream said, keeping arrival order.
-      auto known = std::find_if(l.rank_exits.begin(), l.rank_exits.end(),
-                                [&](const RankExitInfo& k) { return k.rank == e.rank; });
-      if (known != l.rank_exits.end())
-        *known = e;
-      else
-        l.rank_exits.push_back(e);
-    }
+  if (it != launches_.end()) Gather(it->second, id.node, report);
+  fx.replies.push_back([reply] { reply(true); });
+  return fx;
+}
+
+void Launches::Gather(LaunchState& l, const std::string& node, const WorkerReport& report) {
+  l.reported[node] = true;
+  if (report.oom_kills >= 0) l.oom_kills[node] = report.oom_kills;
+  l.time_limit_warned = l.time_limit_warned || report.time_limit_warned;
+  for (const auto& e : report.ranks) {
+    // The final report replaces what the stream said, keeping arrival order.
+    auto known = std::find_if(l.rank_exits.begin(), l.rank_exits.end(),
+                              [&](const RankExitInfo& k) { return k.rank == e.rank; });
+    if (known != l.rank_exits.end())
+      *known = e;
+    else
+      l.rank_exits.push_back(e);
   }
-  return Effects::Reply([reply] { reply(true); });
 }
 
 SlurmCall Launches::SignalStep(const LaunchState& l, const std::string& signal) const {
@@ -156,11 +161,10 @@ Effects Launches::Settle(LaunchState& l, const RunRecord& run, int step_exit_cod
   ev.lost_nodes = l.fault.lost_nodes;
   ev.lost_silent_s = l.fault.lost_silent_s;
   // A node that ran ranks and never sent its final report lost its worker
-  // (killed, or the node died); the others' reports arrive before srun ends.
-  // In a launch resumed after a restart, only of a worker heard since: the
-  // others' reports may have come before it.
+  // (killed, or the node died); the others' reports arrive before srun ends
+  // (and are stored: a controller started again knows them).
   for (const auto& n : l.go_nodes)
-    if (!l.reported.count(n) && (!l.resumed || l.heard_since_resume.count(n)) &&
+    if (!l.reported.count(n) &&
         std::find(ev.lost_nodes.begin(), ev.lost_nodes.end(), n) == ev.lost_nodes.end())
       ev.lost_nodes.push_back(n);
   ev.controller_restarted = l.resumed;

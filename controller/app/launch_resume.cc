@@ -2,10 +2,11 @@
 // its ranks never noticed. At start-up its state is rebuilt from the GO its
 // row kept (GoRecord): run health watches it again, a fault stops its own
 // srun step, and its batch script's question settles it like any launch
-// (classification, blame, a relaunch inside the allocation). What arrived
-// only in memory before the restart (rank exits, final reports) is gone, so
-// a missing final report is a lost node only from a worker heard since the
-// restart (launch_end.cc).
+// (classification, blame, a relaunch inside the allocation). The workers'
+// final reports were stored, so a node that finished before the restart is
+// known as finished, and any other is given heartbeat_timeout_s from the
+// restart to be heard again (run_health.cc). The rank exits streamed before
+// the restart are gone; a final report repeats them.
 #include "absl/strings/str_split.h"
 
 #include "common/log.h"
@@ -51,9 +52,19 @@ Effects Launches::Resume(const RunRecord& run, const AttemptRecord& attempt,
   }
   absl::StatusOr<GoRecord> record = GoRecordFromJson(row.go_json);
   absl::StatusOr<spec::RunSpec> spec = ctx_.ParseStoredSpec(run);
-  if (!record.ok() || !spec.ok()) {
+  auto reports = ctx_.store.WorkerReports(run.run_id, row.attempt, row.launch);
+  absl::Status bad = !record.ok() ? record.status() : !spec.ok() ? spec.status()
+                                                                 : reports.status();
+  if (!bad.ok()) {
     spdlog::error("run {}: launch {} not resumed: {}", run.run_id, name,
-                  std::string((record.ok() ? spec.status() : record.status()).message()));
+                  std::string(bad.message()));
+    return fx;
+  }
+  if (!record->reports_kept) {
+    // Its finished workers cannot be told from lost ones.
+    spdlog::warn("run {}: launch {} ran before the restart under a controller that kept no "
+                 "final reports (schema 6): not watched; srun's status will settle it",
+                 run.run_id, name);
     return fx;
   }
   LaunchState& l = launches_[{run.run_id, row.attempt, row.launch}];
@@ -77,6 +88,16 @@ Effects Launches::Resume(const RunRecord& run, const AttemptRecord& attempt,
   l.metrics_addrs = record->metrics_addrs;
   l.started = row.started;
   l.resumed = true;
+  for (const WorkerReportRecord& stored : *reports) {
+    absl::StatusOr<WorkerReport> report = WorkerReportFromRecord(stored);
+    if (!report.ok()) {
+      // Still a finished worker; how its ranks ended is lost.
+      spdlog::error("run {}: {}", run.run_id, std::string(report.status().message()));
+      report = WorkerReport{{}, stored.oom_kills, stored.time_limit_warned, stored.exit_code,
+                            stored.reason};
+    }
+    Gather(l, stored.node, *report);
+  }
   spdlog::info("run {}: launch {} on {} ran before the restart: watched again (srun step {}.{})",
                run.run_id, name, row.nodes, l.step.job_id, l.step.step_id);
   fx.started_launches.push_back(Watched(l));
@@ -89,11 +110,6 @@ Effects Launches::Resume(const RunRecord& run, const AttemptRecord& attempt,
                               }});
   }
   return fx;
-}
-
-void Launches::Heard(const WorkerId& id) {
-  auto it = launches_.find(KeyOf(id));
-  if (it != launches_.end() && it->second.resumed) it->second.heard_since_resume.insert(id.node);
 }
 
 }  // namespace trellis::controller

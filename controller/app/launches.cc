@@ -341,6 +341,9 @@ LaunchStartedEffect Launches::Watched(const LaunchState& l) const {
     started.health = spec->health;
   }
   started.resumed = l.resumed;
+  for (const auto& [node, yes] : l.reported)
+    if (yes) started.finished_nodes.insert(node);
+  for (const auto& e : l.rank_exits) started.ended_ranks.insert(e.rank);
   return started;
 }
 

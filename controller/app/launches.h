@@ -16,6 +16,7 @@
 #include "controller/app/effects.h"
 #include "controller/app/loop_context.h"
 #include "controller/app/views.h"
+#include "controller/app/worker_reports.h"
 #include "controller/core/decisions.h"
 
 namespace trellis::controller {
@@ -43,14 +44,12 @@ class Launches {
   // launch_resume.cc: at start-up, the launches that ran when the controller
   // stopped are known again, from their stored GO (GoRecord), and watched.
   Effects ResumeAtStartup();
-  // A worker's report of any kind (heartbeat, rank exit) for its launch.
-  void Heard(const WorkerId& id);
 
   // launch_end.cc: how launches end.
   void RecordRankExit(const WorkerId& id, const RankExitInfo& exit);
-  Effects ReportExit(const WorkerId& id, const std::vector<RankExitInfo>& exits, int oom_kills,
-                     bool time_limit_warned, int exit_code, const std::string& reason,
-                     Reply<bool> reply);
+  // The worker's final report, stored before the reply (a controller
+  // started again knows the node finished).
+  Effects ReportExit(const WorkerId& id, const WorkerReport& report, Reply<bool> reply);
   // Run health's finding: the launch is stopped (its srun step signalled)
   // and the finding kept as evidence for NextLaunch.
   Effects Fault(const LaunchFaultEffect& fault);
@@ -95,12 +94,10 @@ class Launches {
     LaunchFaultEffect fault;               // lost nodes and hang, from run health
     bool stopping = false;
     TimerId kill_timer = 0;
-    // Known again after a controller restart (launch_resume.cc): what
-    // arrived before it (rank exits, final reports) is not kept. The nodes
-    // whose workers were heard since tell a final report missing from one
-    // never sent.
+    // Known again after a controller restart (launch_resume.cc), with the
+    // final reports stored before it; the rank exits streamed before it are
+    // gone (a final report repeats them).
     bool resumed = false;
-    std::set<std::string> heard_since_resume;
   };
   using LaunchKey = std::tuple<std::string, int, int>;
   static LaunchKey KeyOf(const WorkerId& id) { return {id.run_id, id.attempt, id.launch}; }
@@ -122,6 +119,8 @@ class Launches {
   // launch_resume.cc
   Effects Resume(const RunRecord& run, const AttemptRecord& attempt, const LaunchRecord& row);
   // launch_end.cc
+  // A final report's facts join the launch's evidence.
+  static void Gather(LaunchState& launch, const std::string& node, const WorkerReport& report);
   Effects Settle(LaunchState& launch, const RunRecord& run, int step_exit_code,
                  NextLaunchAnswer* answer);
   SlurmCall SignalStep(const LaunchState& launch, const std::string& signal) const;

@@ -104,18 +104,39 @@ void RunHealth::StepStored(const std::string& run_id, const StepRow& row) {
 void RunHealth::Heard(const WorkerId& id) {
   auto it = watches_.find({id.run_id, id.attempt, id.launch});
   if (it == watches_.end()) return;
-  if (it->second.go_nodes.count(id.node)) it->second.last_heard[id.node] = ctx_.clock.SteadyNow();
+  Watch& w = it->second;
+  if (w.go_nodes.count(id.node) && !w.finished_nodes.count(id.node))
+    w.last_heard[id.node] = ctx_.clock.SteadyNow();
+}
+
+void RunHealth::RankEnded(const WorkerId& id, int rank) {
+  auto it = watches_.find({id.run_id, id.attempt, id.launch});
+  if (it != watches_.end()) it->second.ended_ranks.insert(rank);
+}
+
+void RunHealth::Finished(const WorkerId& id) {
+  auto it = watches_.find({id.run_id, id.attempt, id.launch});
+  if (it == watches_.end()) return;
+  it->second.finished_nodes.insert(id.node);
+  it->second.last_heard.erase(id.node);
 }
 
 void RunHealth::Start(const LaunchStartedEffect& started) {
   Watch w;
   w.launch = started;
+  // A launch resumed after a controller restart: its workers that had not
+  // finished are given heartbeat_timeout_s from now (kReconnectGrace at the
+  // least) to be heard again.
   w.started = ctx_.clock.SteadyNow();
+  w.judge_lost_from = started.resumed ? w.started + kReconnectGrace : w.started;
+  w.finished_nodes = started.finished_nodes;
+  w.ended_ranks = started.ended_ranks;
   for (size_t r = 0; r < started.rank_nodes.size(); ++r) {
     w.ranks.push_back({static_cast<int>(r), started.rank_nodes[r], -1, w.started});
     w.go_nodes.insert(started.rank_nodes[r]);
-    if (!started.resumed) w.last_heard[started.rank_nodes[r]] = w.started;
   }
+  for (const auto& n : w.go_nodes)
+    if (!w.finished_nodes.count(n)) w.last_heard[n] = w.started;
   const spec::HealthSection& h = started.health;
   w.stragglers = std::make_unique<StragglerWindow>(static_cast<int>(started.rank_nodes.size()),
                                                    h.straggler_window, h.straggler_min_slow,
@@ -156,8 +177,9 @@ Effects RunHealth::Check() {
     const spec::RestartSection& r = w.launch.restart;
     LaunchFaultEffect fault;
     fault.ref = ref;
-    fault.lost_nodes =
-        FindLostWorkers(w.last_heard, now, std::chrono::seconds(r.heartbeat_timeout_s));
+    if (now >= w.judge_lost_from)
+      fault.lost_nodes =
+          FindLostWorkers(w.last_heard, now, std::chrono::seconds(r.heartbeat_timeout_s));
     for (const auto& n : fault.lost_nodes) {
       double silent = Seconds(now - w.last_heard[n]);
       fault.lost_silent_s[n] = silent;
@@ -173,12 +195,11 @@ Effects RunHealth::Check() {
     // ranks are held to the start-up timeout.
     std::chrono::seconds startup =
         w.launch.model ? std::chrono::seconds(r.startup_timeout_s) : std::chrono::hours(24 * 365);
-    std::vector<RankProgress> heard_ranks;  // resumed: the ranks of nodes heard since
-    if (w.launch.resumed)
-      for (const RankProgress& p : w.ranks)
-        if (w.last_heard.count(p.node)) heard_ranks.push_back(p);
-    fault.hang = FindHang(w.launch.resumed ? heard_ranks : w.ranks, w.started, now,
-                          std::chrono::seconds(r.hang_timeout_s), startup);
+    std::vector<RankProgress> running;  // ended ranks and finished nodes' ranks step no more
+    for (const RankProgress& p : w.ranks)
+      if (!w.ended_ranks.count(p.rank) && !w.finished_nodes.count(p.node)) running.push_back(p);
+    fault.hang = FindHang(running, w.started, now, std::chrono::seconds(r.hang_timeout_s),
+                          startup);
     if (fault.hang) {
       const HangEvidence& h = *fault.hang;
       std::string detail =

@@ -28,6 +28,10 @@ class RunHealth {
  public:
   // How often running launches are checked for lost workers and hangs.
   static constexpr std::chrono::seconds kCheckEvery{1};
+  // After a controller restart, no worker of a resumed launch is taken for
+  // lost before this: its channel reconnects within 5 s (the worker's
+  // reconnect backoff), and its next heartbeat follows within 5 s more.
+  static constexpr std::chrono::seconds kReconnectGrace{15};
 
   RunHealth(LoopContext ctx, Defer defer) : ctx_(ctx), defer_(std::move(defer)) {}
   ~RunHealth();
@@ -40,6 +44,11 @@ class RunHealth {
   void StepStored(const std::string& run_id, const StepRow& row);
   // A report of any kind from a worker (heartbeats, steps, exits).
   void Heard(const WorkerId& id);
+  // A rank ended: it steps no more, and is not judged for a hang.
+  void RankEnded(const WorkerId& id, int rank);
+  // The worker's final report: its node is done with the launch (silent,
+  // not lost), and so are its ranks, while other nodes may run on.
+  void Finished(const WorkerId& id);
   void Start(const LaunchStartedEffect& started);
   void End(const LaunchRef& ref);
   // The run's launches are no longer watched (its job ended).
@@ -55,12 +64,14 @@ class RunHealth {
   struct Watch {
     LaunchStartedEffect launch;
     SteadyTime started;
-    // node -> last report. A launch resumed after a controller restart has
-    // only the nodes heard since: a worker that ended (and reported) before
-    // the restart is silent, not lost, and neither it nor its ranks are judged.
+    SteadyTime judge_lost_from;  // resumed: kReconnectGrace after the restart
+    // node -> last report, for the nodes whose workers have not sent their
+    // final report: a finished worker is silent, not lost.
     std::map<std::string, SteadyTime> last_heard;
     std::set<std::string> go_nodes;
+    std::set<std::string> finished_nodes;
     std::vector<RankProgress> ranks;               // by global rank
+    std::set<int> ended_ranks;                     // not judged for a hang
     std::unique_ptr<StragglerWindow> stragglers;
     // The newest step every rank reported, until its summary row is stored.
     std::optional<StepSpread> completed;

@@ -144,6 +144,23 @@ UPDATE attempts SET secret_sha256 = trellis_sha256(secret_sha256);
 ALTER TABLE launches ADD COLUMN go_json TEXT NOT NULL DEFAULT '';
 ALTER TABLE launches ADD COLUMN next_nodes TEXT NOT NULL DEFAULT '';
 )sql",
+      // 7: the workers' final reports, so that a controller started again
+      // knows which nodes of a running launch had finished before it.
+      R"sql(
+CREATE TABLE worker_reports (
+  run_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  launch INTEGER NOT NULL,
+  node TEXT NOT NULL,
+  unix_ms INTEGER NOT NULL,
+  exit_code INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  oom_kills INTEGER NOT NULL,
+  time_limit_warned INTEGER NOT NULL,
+  ranks_json TEXT NOT NULL,
+  PRIMARY KEY (run_id, attempt, launch, node)
+) WITHOUT ROWID;
+)sql",
   };
   return kMigrations;
 }

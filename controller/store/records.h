@@ -82,6 +82,21 @@ struct LaunchRecord {
   std::string next_nodes;
 };
 
+// A worker's final report on its launch, kept so that a controller started
+// again knows which nodes finished before it (controller/app/launch_resume.cc).
+struct WorkerReportRecord {
+  std::string run_id;
+  int attempt = 0;
+  int launch = 0;
+  std::string node;
+  WallTime time;
+  int exit_code = 0;
+  std::string reason;
+  int oom_kills = -1;  // -1: not measured
+  bool time_limit_warned = false;
+  std::string ranks_json = "[]";  // its ranks' ends (controller/app/worker_reports.h)
+};
+
 // Something noticed about a running launch that is not a state change.
 struct HealthEventRecord {
   std::string run_id;

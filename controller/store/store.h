@@ -79,6 +79,11 @@ class Store {
   // Inserts or replaces the launch's row.
   absl::Status PutLaunch(const LaunchRecord& launch);
   absl::StatusOr<std::vector<LaunchRecord>> Launches(const std::string& run_id);
+  // Inserts or replaces the node's final report on its launch.
+  absl::Status PutWorkerReport(const WorkerReportRecord& report);
+  // The launch's final reports, in the order they were stored.
+  absl::StatusOr<std::vector<WorkerReportRecord>> WorkerReports(const std::string& run_id,
+                                                                int attempt, int launch);
   absl::Status AddHealthEvent(const HealthEventRecord& event);
   // The newest `limit`, oldest first.
   absl::StatusOr<std::vector<HealthEventRecord>> HealthEvents(const std::string& run_id,

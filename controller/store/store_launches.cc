@@ -63,6 +63,42 @@ absl::StatusOr<std::vector<LaunchRecord>> Store::Launches(const std::string& run
   return out;
 }
 
+absl::Status Store::PutWorkerReport(const WorkerReportRecord& r) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "INSERT OR REPLACE INTO worker_reports (run_id, attempt, launch, node, unix_ms, exit_code, "
+      "reason, oom_kills, time_limit_warned, ranks_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  return st.Bind(1, r.run_id).Bind(2, r.attempt).Bind(3, r.launch).Bind(4, r.node)
+      .Bind(5, ToUnixMillis(r.time)).Bind(6, r.exit_code).Bind(7, r.reason)
+      .Bind(8, r.oom_kills).Bind(9, r.time_limit_warned ? 1 : 0)
+      .Bind(10, r.ranks_json.empty() ? "[]" : r.ranks_json).Run();
+}
+
+absl::StatusOr<std::vector<WorkerReportRecord>> Store::WorkerReports(const std::string& run_id,
+                                                                     int attempt, int launch) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "SELECT node, unix_ms, exit_code, reason, oom_kills, time_limit_warned, ranks_json FROM "
+      "worker_reports WHERE run_id = ? AND attempt = ? AND launch = ? ORDER BY unix_ms, node"));
+  st.Bind(1, run_id).Bind(2, attempt).Bind(3, launch);
+  std::vector<WorkerReportRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    WorkerReportRecord r;
+    r.run_id = run_id;
+    r.attempt = attempt;
+    r.launch = launch;
+    r.node = st.ColumnText(0);
+    r.time = FromUnixMillis(st.ColumnInt(1));
+    r.exit_code = static_cast<int>(st.ColumnInt(2));
+    r.reason = st.ColumnText(3);
+    r.oom_kills = static_cast<int>(st.ColumnInt(4));
+    r.time_limit_warned = st.ColumnInt(5) != 0;
+    r.ranks_json = st.ColumnText(6);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 absl::Status Store::AddHealthEvent(const HealthEventRecord& e) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
       "INSERT INTO health_events (run_id, attempt, launch, unix_ms, kind, rank, node, detail, "

@@ -329,6 +329,35 @@ TEST_F(StoreTest, LaunchesAreUpsertedAndListedInOrder) {
   EXPECT_FALSE((*all)[1].exit_code.has_value());
 }
 
+TEST_F(StoreTest, WorkerReportsAreKeptPerLaunchInTheOrderTheyCame) {
+  RunRecord r = NewRun("hello");
+  WorkerReportRecord node2{r.run_id, 1, 1, "node2", clock_.Now(), 3, "rank 3 exited 3", 0, false,
+                           R"([{"rank":3}])"};
+  WorkerReportRecord node1{r.run_id, 1, 1, "node1", clock_.Now() + std::chrono::seconds(1), 143,
+                           "stopped", -1, true, "[]"};
+  WorkerReportRecord next_launch = node1;
+  next_launch.launch = 2;
+  for (const auto* w : {&node2, &node1, &next_launch})
+    ASSERT_TRUE(store_->PutWorkerReport(*w).ok());
+  // A report sent again replaces the first.
+  node1.reason = "stopped, sent again";
+  ASSERT_TRUE(store_->PutWorkerReport(node1).ok());
+  auto got = store_->WorkerReports(r.run_id, 1, 1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].node, "node2");
+  EXPECT_EQ((*got)[0].exit_code, 3);
+  EXPECT_EQ((*got)[0].oom_kills, 0);
+  EXPECT_FALSE((*got)[0].time_limit_warned);
+  EXPECT_EQ((*got)[0].ranks_json, R"([{"rank":3}])");
+  EXPECT_EQ((*got)[1].node, "node1");
+  EXPECT_EQ((*got)[1].reason, "stopped, sent again");
+  EXPECT_EQ((*got)[1].oom_kills, -1);
+  EXPECT_TRUE((*got)[1].time_limit_warned);
+  EXPECT_EQ(store_->WorkerReports(r.run_id, 1, 2)->size(), 1u);
+  EXPECT_TRUE(store_->WorkerReports(r.run_id, 2, 1)->empty());
+}
+
 // A launch still open when its attempt ends closes with it, keeping what a
 // launch that ended on its own recorded.
 TEST_F(StoreTest, EndingAnAttemptClosesItsOpenLaunches) {

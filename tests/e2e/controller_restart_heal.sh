@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The controller is SIGKILLed while a run with a spare node trains, and
-# started again: it knows the running launch again from its stored GO
-# (docs/architecture.md, "A launch that runs while the controller restarts").
-# Once both workers have reported since the restart, one of them is killed
-# with SIGKILL: the resumed launch finds its node lost, blames it, and
-# relaunches inside the same Slurm job on the spare; the run SUCCEEDS.
+# started again: it knows the running launch again from its stored GO and its
+# workers' stored final reports (docs/architecture.md, "A launch that runs
+# while the controller restarts"). One worker is killed with SIGKILL:
+#   controller_restart_heal.sh          once both workers have reported since
+#                                       the restart;
+#   controller_restart_heal.sh outage   while the controller is down (its node
+#                                       "dies" unseen, and is never heard again).
+# The resumed launch finds that node lost, blames it, and relaunches inside
+# the same Slurm job on the spare; the run SUCCEEDS.
 . "$(dirname "$0")/lib.sh"
 STEPS_PY="$(cd "$(dirname "$0")" && pwd)/steps.py"
 
@@ -22,26 +26,33 @@ until [ "$(steps_since 0)" -gt 3 ]; do
   [ $SECONDS -lt $deadline ] || fail "launch 1 reported no steps"
   sleep 0.2
 done
+victim_node=$(json_get "$(run_json "$id")" "d['attempts'][0]['nodes'][1]")
+kill_victim() {
+  local pid
+  pid=$(worker_pid_on "$id" "$victim_node")
+  [ -n "$pid" ] || fail "no worker of $id found on $victim_node"
+  kill -KILL "$pid"
+  log "killed the worker on $victim_node (pid $pid) $1"
+}
 stop_controller KILL
 log "controller killed"
+[ "${1:-}" = outage ] && kill_victim "while the controller was down"
 sleep 2
 restart_ms=$(date +%s%3N)
 start_controller
 grep -q "run $id: launch 1.1 on .* ran before the restart: watched again" "$E2E_DIR/controller.log" ||
   fail "the controller did not resume launch 1.1 of $id"
-# Both workers' streams are back once steps of all four ranks are stored again
-# (the ranks step on their own, 0.1 s a step: neither is 10 steps ahead).
-deadline=$((SECONDS + 30))
-until [ "$(steps_since "$restart_ms")" -ge 10 ]; do
-  [ $SECONDS -lt $deadline ] || fail "no step of launch 1 stored since the restart"
-  sleep 0.2
-done
-[ "$(run_state "$id")" = RUNNING ] || fail "$id is $(run_state "$id") after the restart"
-victim_node=$(json_get "$(run_json "$id")" "d['attempts'][0]['nodes'][1]")
-pid=$(worker_pid_on "$id" "$victim_node")
-[ -n "$pid" ] || fail "no worker of $id found on $victim_node"
-kill -KILL "$pid"
-log "killed the worker on $victim_node (pid $pid) after the restart"
+if [ "${1:-}" != outage ]; then
+  # Both workers' streams are back once steps of all four ranks are stored
+  # again (the ranks step on their own, 0.1 s a step: neither is 10 steps ahead).
+  deadline=$((SECONDS + 30))
+  until [ "$(steps_since "$restart_ms")" -ge 10 ]; do
+    [ $SECONDS -lt $deadline ] || fail "no step of launch 1 stored since the restart"
+    sleep 0.2
+  done
+  [ "$(run_state "$id")" = RUNNING ] || fail "$id is $(run_state "$id") after the restart"
+  kill_victim "after the restart"
+fi
 
 wait_state "$id" SUCCEEDED 120
 show=$(expect_node_lost_relaunch "$id" "$victim_node")
