@@ -8,8 +8,13 @@
 // and its workers' stored final reports: watched, stopped by its own srun
 // step, settled and relaunched as any.
 
+#include <google/protobuf/util/json_util.h>
+
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+
+#include "common/run_layout.h"
 
 #include "controller/app/controller_health_fixture.h"
 
@@ -53,6 +58,30 @@ class ControllerRestartTest : public HealthTest {
       EXPECT_EQ(run.launches(0).blamed_node(), "node2");
     }
     return run;
+  }
+  static v1::RankExit Rank3DeviceError() {
+    v1::RankExit failed = RankEnded(3, 1, 0, false);
+    failed.add_markers("device_error");
+    failed.set_evidence("Xid 79: GPU has fallen off the bus");
+    return failed;
+  }
+  // node2 reported rank 3's device error before the restart: after it,
+  // node2 is finished (silent, not lost), node1 beats and then reports its
+  // ranks stopped; node2 is blamed for the device error, the spare takes over.
+  void Node2FinishedAndBlamedAfterTheRestart() {
+    Pass(20, [&] { Send(Id(kRun, "node1", 1), {HeartbeatReport(2)}); });  // timeout 8 s
+    EXPECT_TRUE(HealthEvents(kRun, "node_lost").empty());
+    ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)},
+               143);
+    v1::NextLaunchResponse next = NextLaunch(kRun, 1, 1);
+    ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
+    EXPECT_EQ(NodesOf(next), (std::vector<std::string>{"node1", "node3"}));
+    v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
+    ASSERT_EQ(run.launches_size(), 1);
+    EXPECT_EQ(run.launches(0).failure_class(), "device_error");
+    EXPECT_EQ(run.launches(0).blamed_node(), "node2");
+    EXPECT_NE(run.launches(0).reason().find("fallen off the bus"), std::string::npos)
+        << run.launches(0).reason();
   }
   void Restart() {
     StopController();
@@ -255,24 +284,28 @@ TEST_F(ControllerRestartTest, AFinalReportSentBeforeTheRestartIsEvidenceAfterIt)
   RunOnNode1AndNode2();
   // Rank 3 fails on a device error: node2's worker reports before the
   // restart, node1's (its ranks stopped) after.
-  v1::RankExit failed = RankEnded(3, 1, 0, false);
-  failed.add_markers("device_error");
-  failed.set_evidence("Xid 79: GPU has fallen off the bus");
-  ReportExit(kRun, "node2", 1, {RankEnded(2, 143, 15, true), failed}, 1);
+  ReportExit(kRun, "node2", 1, {RankEnded(2, 143, 15, true), Rank3DeviceError()}, 1);
   Restart();
-  // node2's worker finished: silent, not lost (heartbeat_timeout_s = 8).
-  Pass(20, [&] { Send(Id(kRun, "node1", 1), {HeartbeatReport(2)}); });
-  EXPECT_TRUE(HealthEvents(kRun, "node_lost").empty());
-  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
-  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 1);
-  ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
-  EXPECT_EQ(NodesOf(next), (std::vector<std::string>{"node1", "node3"}));
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
-  ASSERT_EQ(run.launches_size(), 1);
-  EXPECT_EQ(run.launches(0).failure_class(), "device_error");
-  EXPECT_EQ(run.launches(0).blamed_node(), "node2");
-  EXPECT_NE(run.launches(0).reason().find("fallen off the bus"), std::string::npos)
-      << run.launches(0).reason();
+  Node2FinishedAndBlamedAfterTheRestart();
+}
+
+TEST_F(ControllerRestartTest, AFinalReportLeftInTheLaunchDirectoryIsReadAtTheRestart) {
+  RunOnNode1AndNode2();
+  // node2's worker could not reach the controller: its report is only in
+  // the file it wrote first (as the worker writes it: no secret).
+  v1::ReportExitRequest report;
+  *report.mutable_id() = Id(kRun, "node2", 1);
+  report.mutable_id()->clear_secret();
+  *report.add_ranks() = RankEnded(2, 143, 15, true);
+  *report.add_ranks() = Rank3DeviceError();
+  report.set_exit_code(1);
+  std::string json;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(report, &json).ok());
+  const std::string path = FinalReportPath(Get(kRun).run_dir(), 1, 1, "node2");
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << json;
+  Restart();
+  Node2FinishedAndBlamedAfterTheRestart();
 }
 
 TEST_F(ControllerRestartTest, AWorkerNeverHeardAfterTheRestartIsLost) {

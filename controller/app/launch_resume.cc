@@ -3,16 +3,18 @@
 // row kept (GoRecord): run health watches it again, a fault stops its own
 // srun step, and its batch script's question settles it like any launch
 // (classification, blame, a relaunch inside the allocation). The workers'
-// final reports were stored, so a node that finished before the restart is
-// known as finished, and any other is given heartbeat_timeout_s from the
-// restart to be heard again (run_health.cc). The rank exits streamed before
-// the restart are gone; a final report repeats them.
+// final reports were stored, or left in the launch's directory by a worker
+// that could not reach the controller, so a node that finished before the
+// restart is known as finished, and any other is given heartbeat_timeout_s
+// from the restart to be heard again (run_health.cc). The rank exits
+// streamed before the restart are gone; a final report repeats them.
 #include "absl/strings/str_split.h"
 
 #include "common/log.h"
 #include "common/status.h"
 #include "controller/app/launch_answers.h"
 #include "controller/app/launches.h"
+#include "controller/rpc/final_report_file.h"
 
 namespace trellis::controller {
 
@@ -97,6 +99,20 @@ Effects Launches::Resume(const RunRecord& run, const AttemptRecord& attempt,
                             stored.reason};
     }
     Gather(l, stored.node, *report);
+  }
+  // A worker that could not reach this controller to send its final report
+  // left it in its launch's directory (FinalReportPath).
+  for (const std::string& node : l.go_nodes) {
+    if (l.reported.count(node)) continue;
+    absl::StatusOr<WorkerReport> left =
+        ReadFinalReportFile(run.run_dir, {run.run_id, row.attempt, row.launch, node, ""});
+    if (left.ok()) {
+      spdlog::info("run {}: launch {}: the final report of {} was read from its file", run.run_id,
+                   name, node);
+      Gather(l, node, *left);
+    } else if (!absl::IsNotFound(left.status())) {
+      spdlog::warn("run {}: launch {}: {}", run.run_id, name, std::string(left.status().message()));
+    }
   }
   spdlog::info("run {}: launch {} on {} ran before the restart: watched again (srun step {}.{})",
                run.run_id, name, row.nodes, l.step.job_id, l.step.step_id);

@@ -263,14 +263,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportExit(grpc::CallbackServerConte
     reactor->Finish(st);
     return reactor;
   }
-  WorkerReport report;
-  for (const auto& r : req->ranks()) report.ranks.push_back(FromProto(r, req->id().node()));
-  report.oom_kills = req->oom_kills();
-  report.time_limit_warned = req->planned_stop() == "time_limit";
-  report.exit_code = req->exit_code();
-  report.reason = req->reason().substr(0, 1024);
   controller_->ReportExit(
-      FromProto(req->id()), std::move(report),
+      FromProto(req->id()), FromProto(*req),
       Timed(controller_->metrics(), RpcMethod::kReportExit,
             [reactor](absl::StatusOr<bool> r) { reactor->Finish(ToGrpc(r.status())); }));
   return reactor;

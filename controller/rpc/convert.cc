@@ -185,6 +185,16 @@ RankExitInfo FromProto(const v1::RankExit& r, const std::string& node) {
   return e;
 }
 
+WorkerReport FromProto(const v1::ReportExitRequest& req) {
+  WorkerReport report;
+  for (const auto& r : req.ranks()) report.ranks.push_back(FromProto(r, req.id().node()));
+  report.oom_kills = req.oom_kills();
+  report.time_limit_warned = req.planned_stop() == "time_limit";
+  report.exit_code = req.exit_code();
+  report.reason = req.reason().substr(0, 1024);
+  return report;
+}
+
 WorkerId FromProto(const v1::WorkerIdentity& id) {
   return {id.run_id(), id.attempt(), id.launch(), id.node(), id.secret()};
 }

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "controller/app/views.h"
+#include "controller/app/worker_reports.h"
 #include "proto/convert.h"
 #include "trellis/v1/agent.pb.h"
 #include "trellis/v1/controller.pb.h"
@@ -27,6 +28,8 @@ void ToProto(const NextLaunchAnswer& answer, v1::NextLaunchResponse* out);
 WorkerId FromProto(const v1::WorkerIdentity& id);
 // `node`: the reporting worker's node (from its identity).
 RankExitInfo FromProto(const v1::RankExit& r, const std::string& node);
+// A worker's final report (checked before: validate.h), its texts bounded.
+WorkerReport FromProto(const v1::ReportExitRequest& req);
 // A worker's probe, its error bounded (the counts are checked before, in Register).
 NodeProbe ProbeFromWorker(const v1::NodeProbe& probe);
 void ToProto(const NodeStatusView& node, WallTime now, v1::NodeStatus* out);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The controller is SIGKILLed while two runs are RUNNING and started again:
-#  a) run A ends while the controller is down (its batch script gives up
-#     asking and writes exit.json): A is settled from Slurm and exit.json at
-#     start-up;
+#  a) run A ends while the controller is down (its workers leave their final
+#     reports in files, its batch script gives up asking and writes
+#     exit.json): A is settled from Slurm and exit.json at start-up;
 #  b) run B is still running when the controller is back: its launch is
 #     known again from its stored GO (RUNNING, watched), its workers' final
 #     reports after the restart count, and it settles when its batch script asks.
@@ -25,6 +25,10 @@ start_controller
 wait_state "$a" SUCCEEDED 30
 grep -q "run $a: job $job_a ended while the controller was down" "$E2E_DIR/controller.log" ||
   fail "the controller did not settle $a from Slurm at start-up"
+# A's workers could not send their final reports: the files they wrote first
+# in the launch's directory were read when its launch was known again.
+[ "$(grep -c "run $a: launch 1.1: the final report of .* was read from its file" \
+  "$E2E_DIR/controller.log")" = 2 ] || fail "A's two final report files were not read at start-up"
 [ "$(run_state "$b")" = RUNNING ] || fail "$b is not tracked as RUNNING after the restart"
 grep -q "run $b: launch 1.1 on .* ran before the restart: watched again" "$E2E_DIR/controller.log" ||
   fail "the controller did not resume $b's launch"

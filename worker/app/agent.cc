@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/run_layout.h"
 #include "common/spec/run_spec.h"
 #include "common/tls.h"
 #include "common/version.h"
@@ -32,6 +33,7 @@
 #include "worker/io/sysfs_probe.h"
 #include "worker/metrics/rank_metrics.h"
 #include "worker/rpc/agent_client.h"
+#include "worker/rpc/final_report_file.h"
 #include "worker/rpc/step_stream.h"
 
 namespace trellis::worker {
@@ -42,10 +44,9 @@ namespace asio = boost::asio;
 // After the last rank exits, how long to wait for its step socket to be read
 // to the end (a child of the rank may still hold it open).
 constexpr std::chrono::seconds kDrainBound{2};
-// How long the final report keeps trying while the controller is unreachable:
-// it must outlast a controller restart, since a controller started again
-// takes a running launch's worker that never reports for a lost node.
-constexpr Seconds kReportExitTimeout{120};
+// How long the final report keeps trying while the controller is unreachable
+// (the file written before it speaks for the worker after that).
+constexpr Seconds kReportExitTimeout{15};
 
 template <typename D>
 std::chrono::steady_clock::duration Steady(D d) {
@@ -63,8 +64,9 @@ bool IsRefusal(absl::StatusCode code) {
 int FailLaunch(AgentClient& client, const std::string& why) {
   spdlog::error("{}", why);
   WorkerOutcome outcome{kExitError, why};
-  if (absl::Status st = client.ReportExit({}, outcome, /*oom_kills=*/-1, /*planned_stop=*/"",
-                                          kReportExitTimeout);
+  if (absl::Status st = client.ReportExit(
+          client.FinalReport({}, outcome, /*oom_kills=*/-1, /*planned_stop=*/""),
+          kReportExitTimeout);
       !st.ok())
     spdlog::warn("ReportExit failed: {}", std::string(st.message()));
   return kExitError;
@@ -230,10 +232,15 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
     spdlog::warn("step records: {} stored, {} dropped (--max-queued-reports reached), {} "
                  "refused by the controller; {} reconnect(s)",
                  ss.stored, ss.dropped, ss.refused, ss.reconnects);
-  if (absl::Status st =
-          client.ReportExit(supervisor.exits(), outcome, oom_kills, planned_stop,
-                            kReportExitTimeout);
-      !st.ok())
+  v1::ReportExitRequest report =
+      client.FinalReport(supervisor.exits(), outcome, oom_kills, planned_stop);
+  // Written first: a controller restarted after this worker gave up reads it.
+  const v1::WorkerIdentity& id = client.id();
+  const std::string report_path =
+      FinalReportPath(args.run_dir, id.attempt(), id.launch(), id.node());
+  if (absl::Status st = WriteFinalReportFile(report_path, report); !st.ok())
+    spdlog::warn("final report file: {}", std::string(st.message()));
+  if (absl::Status st = client.ReportExit(report, kReportExitTimeout); !st.ok())
     spdlog::warn("ReportExit failed: {}", std::string(st.message()));
   return outcome.exit_code;
 }

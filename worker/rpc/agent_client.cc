@@ -114,9 +114,9 @@ absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds
   return r;
 }
 
-absl::Status AgentClient::ReportExit(const std::vector<RankExit>& exits,
-                                     const WorkerOutcome& outcome, int oom_kills,
-                                     const std::string& planned_stop, Seconds timeout) {
+v1::ReportExitRequest AgentClient::FinalReport(const std::vector<RankExit>& exits,
+                                               const WorkerOutcome& outcome, int oom_kills,
+                                               const std::string& planned_stop) const {
   v1::ReportExitRequest req;
   *req.mutable_id() = id_;
   for (const RankExit& e : exits) ToProto(e, req.add_ranks());
@@ -124,12 +124,16 @@ absl::Status AgentClient::ReportExit(const std::vector<RankExit>& exits,
   req.set_reason(outcome.reason);
   req.set_oom_kills(oom_kills);
   req.set_planned_stop(planned_stop);
+  return req;
+}
+
+absl::Status AgentClient::ReportExit(const v1::ReportExitRequest& report, Seconds timeout) {
   grpc::Status st =
       WithRetries("ReportExit", *channel_, backoff_, timeout, timeout, false, [&](Seconds budget) {
         grpc::ClientContext ctx;
         ctx.set_deadline(DeadlineAfter(budget));
         v1::ReportExitResponse resp;
-        return stub_->ReportExit(&ctx, req, &resp);
+        return stub_->ReportExit(&ctx, report, &resp);
       });
   return FromGrpc(st);
 }

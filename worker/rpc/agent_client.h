@@ -50,10 +50,13 @@ class AgentClient {
   // and message (FAILED_PRECONDITION on a version mismatch, ...).
   absl::StatusOr<GateResult> Register(const NodeFacts& facts, Seconds retry_window,
                                       Seconds gate_wait);
-  // oom_kills: the job cgroup's OOM kills during the launch, -1 when unknown.
-  // `planned_stop`: ReportExitRequest.planned_stop ("time_limit" or empty).
-  absl::Status ReportExit(const std::vector<RankExit>& exits, const WorkerOutcome& outcome,
-                          int oom_kills, const std::string& planned_stop, Seconds timeout);
+  // The final report. oom_kills: the job cgroup's OOM kills during the
+  // launch, -1 when unknown. `planned_stop`: ReportExitRequest.planned_stop
+  // ("time_limit" or empty).
+  v1::ReportExitRequest FinalReport(const std::vector<RankExit>& exits,
+                                    const WorkerOutcome& outcome, int oom_kills,
+                                    const std::string& planned_stop) const;
+  absl::Status ReportExit(const v1::ReportExitRequest& report, Seconds timeout);
   absl::StatusOr<NextLaunchChoice> NextLaunch(const NextLaunchAsk& ask, Seconds timeout);
 
   v1::AgentService::Stub* stub() { return stub_.get(); }

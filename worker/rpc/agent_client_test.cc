@@ -39,7 +39,8 @@ TEST(AgentClientRestart, AFinalReportGoesOutWhenTheControllerComesBack) {
   const std::string address = ClosedAddress();
   AgentClient client(ControllerChannel(address), Id(), kNoSecondTry);
   auto report = std::async(std::launch::async, [&] {
-    return client.ReportExit({}, WorkerOutcome{0, "ranks exited 0"}, 0, "", Seconds(60));
+    return client.ReportExit(client.FinalReport({}, WorkerOutcome{0, "ranks exited 0"}, 0, ""),
+                             Seconds(60));
   });
   std::this_thread::sleep_for(500ms);  // the first try has failed by now
 
