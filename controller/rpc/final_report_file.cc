@@ -36,9 +36,14 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
                                            " bytes, at most 1 MiB accepted");
   } else {
     text.resize(static_cast<size_t>(st.st_size));
-    ssize_t n = ::read(fd, text.data(), text.size());
-    if (n != static_cast<ssize_t>(text.size()))
-      status = absl::UnavailableError(path + ": short read");
+    size_t got = 0;
+    while (got < text.size()) {  // a network file system may read it in parts
+      ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    if (got != text.size()) status = absl::UnavailableError(path + ": short read");
   }
   ::close(fd);
   if (!status.ok()) return status;

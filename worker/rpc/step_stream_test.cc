@@ -13,15 +13,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::FakeAgentService;
 
-v1::WorkerIdentity Id() {
-  v1::WorkerIdentity id;
-  id.set_run_id("r1");
-  id.set_attempt(1);
-  id.set_launch(1);
-  id.set_node("n1");
-  id.set_secret("s");
-  return id;
-}
+v1::WorkerIdentity Id() { return testing::TestIdentity(); }
 
 StepRecord Step(int64_t step) {
   StepRecord r;

@@ -104,6 +104,18 @@ class FakeAgentService final : public v1::AgentService::Service {
   std::vector<v1::ReportExitRequest> exits;
   std::vector<v1::NextLaunchRequest> next_requests;
 };
+
+// The identity the tests' worker sends: run r1, attempt 1, launch 1, node n1.
+inline v1::WorkerIdentity TestIdentity() {
+  v1::WorkerIdentity id;
+  id.set_run_id("r1");
+  id.set_attempt(1);
+  id.set_launch(1);
+  id.set_node("n1");
+  id.set_secret("s");
+  return id;
+}
+
 // Serves `service` on `address` ("127.0.0.1:0": any free port); sets *port.
 inline std::unique_ptr<grpc::Server> Serve(FakeAgentService* service, int* port,
                                            const std::string& address = "127.0.0.1:0") {
