@@ -83,6 +83,24 @@ class ControllerRestartTest : public HealthTest {
     EXPECT_NE(run.launches(0).reason().find("fallen off the bus"), std::string::npos)
         << run.launches(0).reason();
   }
+  // Slurm's wall-time warning: the ranks checkpoint and exit 0, and the
+  // workers' reports say so before the controller restarts. Not a finished
+  // run: continued in a new attempt, no restart used.
+  void ContinuedAfterATimeLimitStopAndARestart(bool batch_script_warned) {
+    RunOnNode1AndNode2();
+    ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
+               "time_limit");
+    ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, true), RankEnded(3, 0, 0, true)}, 0,
+               "time_limit");
+    Restart();
+    v1::NextLaunchResponse next = NextLaunch(kRun, 1, 0, "node1", batch_script_warned);
+    EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
+    v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+    ASSERT_EQ(run.launches_size(), 1);
+    EXPECT_EQ(run.launches(0).failure_class(), "time_limit");
+    EXPECT_EQ(run.summary().restarts(), 0);
+    EXPECT_EQ(run.attempts_size(), 2);
+  }
   void Restart() {
     StopController();
     StartController();
@@ -247,37 +265,13 @@ TEST_F(ControllerRestartTest, WorkersThatEndedBeforeTheRestartAreNotTakenForLost
 }
 
 TEST_F(ControllerRestartTest, ALaunchStoppedForTheTimeLimitBeforeTheRestartIsContinued) {
-  RunOnNode1AndNode2();
-  // Slurm's wall-time warning: the ranks checkpoint and exit 0, and the
-  // workers' reports say so before the controller restarts.
-  ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
-             "time_limit");
-  ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, true), RankEnded(3, 0, 0, true)}, 0,
-             "time_limit");
-  Restart();
-  // The batch script got the warning too, and says so: not a finished run.
-  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 0, "node1", /*time_limit_warned=*/true);
-  EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
-  ASSERT_EQ(run.launches_size(), 1);
-  EXPECT_EQ(run.launches(0).failure_class(), "time_limit");
-  EXPECT_EQ(run.summary().restarts(), 0);
-  EXPECT_EQ(run.attempts_size(), 2);
+  // The batch script got the warning too, and says so.
+  ContinuedAfterATimeLimitStopAndARestart(/*batch_script_warned=*/true);
 }
 
 TEST_F(ControllerRestartTest, TheTimeLimitStopIsKnownFromReportsStoredBeforeTheRestart) {
-  RunOnNode1AndNode2();
-  ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
-             "time_limit");
-  ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, true), RankEnded(3, 0, 0, true)}, 0,
-             "time_limit");
-  Restart();
   // A batch script that missed the warning (it came to the ranks only).
-  EXPECT_EQ(NextLaunch(kRun, 1, 0).action(), v1::NextLaunchResponse::ACTION_EXIT);
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
-  ASSERT_EQ(run.launches_size(), 1);
-  EXPECT_EQ(run.launches(0).failure_class(), "time_limit");
-  EXPECT_EQ(run.attempts_size(), 2);
+  ContinuedAfterATimeLimitStopAndARestart(/*batch_script_warned=*/false);
 }
 
 TEST_F(ControllerRestartTest, AFinalReportSentBeforeTheRestartIsEvidenceAfterIt) {
