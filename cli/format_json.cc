@@ -135,6 +135,7 @@ Json StepRecordToJson(const v1::StepRecord& r) {
   if (r.has_host_arena_bytes()) out["host_arena_bytes"] = r.host_arena_bytes();
   if (r.has_nccl_max_ctas()) out["nccl_max_ctas"] = r.nccl_max_ctas();
   if (r.has_checkpoint_step()) out["checkpoint_step"] = r.checkpoint_step();
+  if (r.has_checkpoint_seconds()) out["checkpoint_seconds"] = Number(r.checkpoint_seconds());
   return out;
 }
 

@@ -457,6 +457,10 @@ TEST(CliRenderTest, StepTablesShowTheExpertLoadWhereRecordsCarryIt) {
   moe.mutable_last()->set_mem_allocated_peak_bwd_bytes(int64_t{3} << 30);
   EXPECT_EQ(StepRecordToJson(moe.last())["mem_allocated_peak_bwd_bytes"], int64_t{3} << 30);
   EXPECT_FALSE(StepRecordToJson(moe.last()).contains("mem_allocated_peak_fwd_bytes"));
+  // The checkpoint time after a step: in the JSON, only on steps that had one.
+  EXPECT_FALSE(StepRecordToJson(moe.last()).contains("checkpoint_seconds"));
+  moe.mutable_last()->set_checkpoint_seconds(1.25);
+  EXPECT_EQ(StepRecordToJson(moe.last())["checkpoint_seconds"], 1.25);
 }
 
 TEST(CliRenderTest, TotalStepsOnlyForModelRuns) {

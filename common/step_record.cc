@@ -68,7 +68,8 @@ bool CheckStepRecord(const StepRecord& r, std::string* error) {
       {"bwd_seconds", &r.bwd_seconds},     {"optim_seconds", &r.optim_seconds},
       {"comm_seconds", &r.comm_seconds},   {"exposed_comm_seconds", &r.exposed_comm_seconds},
       {"expert_load_max_over_mean", &r.expert_load_max_over_mean},
-      {"ep_load_max_over_mean", &r.ep_load_max_over_mean}};
+      {"ep_load_max_over_mean", &r.ep_load_max_over_mean},
+      {"checkpoint_seconds", &r.checkpoint_seconds}};
   for (const auto& [key, v] : doubles)
     if (*v && !CheckTime(key, **v, error)) return false;
   const std::pair<const char*, const std::optional<int64_t>*> counts[] = {
@@ -110,6 +111,7 @@ std::string EncodeStepRecord(const StepRecord& r) {
   PutOptional(&j, "host_arena_bytes", r.host_arena_bytes);
   PutOptional(&j, "nccl_max_ctas", r.nccl_max_ctas);
   PutOptional(&j, "checkpoint_step", r.checkpoint_step);
+  PutOptional(&j, "checkpoint_seconds", r.checkpoint_seconds);
   return j.dump();
 }
 
@@ -155,7 +157,8 @@ std::optional<StepRecord> DecodeStepRecord(std::string_view line, std::string* e
                                  {"comm_seconds", &r.comm_seconds},
                                  {"exposed_comm_seconds", &r.exposed_comm_seconds},
                                  {"expert_load_max_over_mean", &r.expert_load_max_over_mean},
-                                 {"ep_load_max_over_mean", &r.ep_load_max_over_mean}};
+                                 {"ep_load_max_over_mean", &r.ep_load_max_over_mean},
+                                 {"checkpoint_seconds", &r.checkpoint_seconds}};
   const CountField counts[] = {{"alloc_retries", &r.alloc_retries},
                                {"mem_allocated_peak_bytes", &r.mem_allocated_peak_bytes},
                                {"mem_reserved_peak_bytes", &r.mem_reserved_peak_bytes},

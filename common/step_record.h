@@ -45,6 +45,11 @@ struct StepRecord {
   std::optional<int64_t> host_arena_bytes;
   std::optional<int64_t> nccl_max_ctas;
   std::optional<int64_t> checkpoint_step;
+  // Seconds the rank spent on checkpoints after this step, outside
+  // step_seconds: a checkpoint written in place, whole; one written behind
+  // the steps (checkpoint.async), starting its copy and completing its step,
+  // waits for a write still in flight included. Absent on steps without.
+  std::optional<double> checkpoint_seconds;
 };
 
 // The decoder's bounds on a record that arrived another way (the

@@ -37,7 +37,8 @@ bool Same(const StepRecord& a, const StepRecord& b) {
          a.mem_allocated_peak_bwd_bytes == b.mem_allocated_peak_bwd_bytes &&
          a.mem_allocated_peak_optim_bytes == b.mem_allocated_peak_optim_bytes &&
          a.host_arena_bytes == b.host_arena_bytes && a.nccl_max_ctas == b.nccl_max_ctas &&
-         a.checkpoint_step == b.checkpoint_step;
+         a.checkpoint_step == b.checkpoint_step &&
+         Same(a.checkpoint_seconds, b.checkpoint_seconds);
 }
 
 void Append(std::vector<LineEvent>* to, std::vector<LineEvent> from) {

@@ -30,6 +30,7 @@ void ToProto(const StepRecord& in, v1::StepRecord* out) {
   if (in.host_arena_bytes) out->set_host_arena_bytes(*in.host_arena_bytes);
   if (in.nccl_max_ctas) out->set_nccl_max_ctas(*in.nccl_max_ctas);
   if (in.checkpoint_step) out->set_checkpoint_step(*in.checkpoint_step);
+  if (in.checkpoint_seconds) out->set_checkpoint_seconds(*in.checkpoint_seconds);
 }
 
 StepRecord FromProto(const v1::StepRecord& in) {
@@ -59,6 +60,7 @@ StepRecord FromProto(const v1::StepRecord& in) {
   if (in.has_host_arena_bytes()) r.host_arena_bytes = in.host_arena_bytes();
   if (in.has_nccl_max_ctas()) r.nccl_max_ctas = in.nccl_max_ctas();
   if (in.has_checkpoint_step()) r.checkpoint_step = in.checkpoint_step();
+  if (in.has_checkpoint_seconds()) r.checkpoint_seconds = in.checkpoint_seconds();
   return r;
 }
 

@@ -255,6 +255,7 @@ void ToProto(const StepPointRow& p, v1::StepPoint* out) {
   if (p.expert_load_max_over_mean)
     out->set_expert_load_max_over_mean(*p.expert_load_max_over_mean);
   if (p.ep_load_max_over_mean) out->set_ep_load_max_over_mean(*p.ep_load_max_over_mean);
+  if (p.checkpoint_seconds) out->set_checkpoint_seconds(*p.checkpoint_seconds);
   out->set_updated_unix_ms(ToUnixMillis(p.updated));
 }
 

@@ -123,6 +123,8 @@ struct StepPointRow {
       exposed_comm_seconds;
   // The MoE routing figures of the same record.
   std::optional<double> expert_load_max_over_mean, ep_load_max_over_mean;
+  // The checkpoint time after the same record's step (outside its step time).
+  std::optional<double> checkpoint_seconds;
   WallTime updated;
 };
 struct StepSeries {

@@ -35,6 +35,7 @@ void ReadFigures(const std::string& last_json, StepPointRow* p) {
   p->exposed_comm_seconds = Figure(record, "exposed_comm_seconds");
   p->expert_load_max_over_mean = Figure(record, "expert_load_max_over_mean");
   p->ep_load_max_over_mean = Figure(record, "ep_load_max_over_mean");
+  p->checkpoint_seconds = Figure(record, "checkpoint_seconds");
 }
 
 // Folds one row into its bucket's point (rows arrive in order).

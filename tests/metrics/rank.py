@@ -47,6 +47,8 @@ for step in range(1, steps + 1):
            "checkpoint_step": step // 10 * 10,
            # The step's routing figures, the same on every rank.
            "expert_load_max_over_mean": 1.5 + step / 100, "ep_load_max_over_mean": 1 + step / 100}
+    if step % 10 == 0:  # the checkpoint after this step (checkpoint_step moves to it)
+        rec["checkpoint_seconds"] = 0.5 * dt
     s.sendall((json.dumps(rec) + "\n").encode())
 
 hold = env.get("HOLD_FILE")

@@ -102,7 +102,8 @@ TEST_F(RunStepsTest, EveryStepIsAPointWhenTheyFit) {
                 {1, 2, 2, 4, 20.0,
                  Record(2, 0.3,
                         ",\"comm_seconds\":0.25,\"exposed_comm_seconds\":0.05,"
-                        "\"expert_load_max_over_mean\":1.5,\"ep_load_max_over_mean\":1.25")}});
+                        "\"expert_load_max_over_mean\":1.5,\"ep_load_max_over_mean\":1.25,"
+                        "\"checkpoint_seconds\":3.5")}});
   v1::RunStepsResponse resp;
   ASSERT_TRUE(Steps(id, 0, &resp).ok());
   EXPECT_EQ(resp.total_steps(), 4);
@@ -120,6 +121,8 @@ TEST_F(RunStepsTest, EveryStepIsAPointWhenTheyFit) {
   EXPECT_FALSE(first.has_expert_load_max_over_mean());
   EXPECT_DOUBLE_EQ(resp.points(3).expert_load_max_over_mean(), 1.5);
   EXPECT_DOUBLE_EQ(resp.points(3).ep_load_max_over_mean(), 1.25);
+  EXPECT_FALSE(first.has_checkpoint_seconds());
+  EXPECT_DOUBLE_EQ(resp.points(3).checkpoint_seconds(), 3.5);
   EXPECT_TRUE(std::isnan(resp.points(1).loss()));
   EXPECT_TRUE(std::isnan(resp.points(1).loss_min()));
   EXPECT_FALSE(resp.points(1).has_fwd_seconds());

@@ -64,6 +64,7 @@ StepRecord FullRecord(int64_t step) {
   r.host_arena_bytes = int64_t{16} << 30;
   r.nccl_max_ctas = 16;
   r.checkpoint_step = 0;
+  r.checkpoint_seconds = 0.5;
   return r;
 }
 

@@ -46,6 +46,9 @@ const Column kSums[] = {
     {"trellis_rank_exposed_comm_seconds_total",
      "Seconds of the rank's communication not hidden behind computation",
      [](const StepRecord& r) { return r.exposed_comm_seconds; }, false},
+    {"trellis_rank_checkpoint_seconds_total",
+     "Seconds the rank spent on checkpoints outside its steps",
+     [](const StepRecord& r) { return r.checkpoint_seconds; }, false},
 };
 
 // Gauges: the latest counted record's figure; each appears with its first

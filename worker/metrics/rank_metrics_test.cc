@@ -97,6 +97,7 @@ TEST_F(RankMetricsTest, CountersAddUpOverRecords) {
     r.checkpoint_step = 2;
     r.expert_load_max_over_mean = 1.5 + 0.25 * step;  // the latest step's, not a sum
     r.ep_load_max_over_mean = 1.125;
+    if (step == 2) r.checkpoint_seconds = 2.5;  // only steps with checkpoint work carry it
     metrics_.OnStep(2, r, kReceived + std::chrono::seconds(step));
   }
   const std::map<std::string, double> want = {
@@ -108,6 +109,7 @@ TEST_F(RankMetricsTest, CountersAddUpOverRecords) {
       {"trellis_rank_optimizer_seconds_total", 0.1875},
       {"trellis_rank_comm_seconds_total", 1.5},
       {"trellis_rank_exposed_comm_seconds_total", 0.75},
+      {"trellis_rank_checkpoint_seconds_total", 2.5},
       {"trellis_rank_loss", 1.5},
       {"trellis_rank_grad_norm", 1.5},
       {"trellis_rank_last_step", 3},
@@ -163,7 +165,7 @@ TEST_F(RankMetricsTest, OnlyPhasesTheRecordCarries) {
         "trellis_rank_optimizer_seconds_total", "trellis_rank_comm_seconds_total",
         "trellis_rank_exposed_comm_seconds_total", "trellis_rank_grad_norm",
         "trellis_rank_allocated_peak_bytes", "trellis_rank_nccl_ctas",
-        "trellis_rank_checkpoint_step"})
+        "trellis_rank_checkpoint_step", "trellis_rank_checkpoint_seconds_total"})
     EXPECT_FALSE(Has(registry_, absent, 0)) << absent;
   StepRecord r = Record(2);
   r.comm_seconds = 0.25;
@@ -210,11 +212,12 @@ TEST_F(RankMetricsTest, LabelsAreRunNodeRankOnly) {
   r.host_arena_bytes = 1;
   r.nccl_max_ctas = 1;
   r.checkpoint_step = 1;
+  r.checkpoint_seconds = 0.1;
   metrics_.OnStep(5, r, kReceived);
   const std::map<std::string, std::string> rank_labels = {
       {"run", "run-1"}, {"node", "node2"}, {"rank", "5"}};
   std::vector<Sample> samples = Scrape(registry_);
-  EXPECT_EQ(samples.size(), 19u);  // every family once
+  EXPECT_EQ(samples.size(), 20u);  // every family once
   for (const Sample& s : samples) {
     if (s.name == "trellis_rank_info") {
       std::map<std::string, std::string> want = rank_labels;
