@@ -15,6 +15,7 @@ TEST(StepRecordTest, RoundTripsAllFields) {
   r.alloc_retries = 0;
   r.nccl_max_ctas = 16;
   r.checkpoint_step = 5;
+  r.checkpoint_seconds = 2.5;
   r.expert_load_max_over_mean = 1.75;
   r.ep_load_max_over_mean = 1.125;
   r.mem_allocated_peak_fwd_bytes = int64_t{40} << 30;
@@ -29,6 +30,7 @@ TEST(StepRecordTest, RoundTripsAllFields) {
   EXPECT_EQ(*back->grad_norm, 1.5);
   EXPECT_EQ(*back->nccl_max_ctas, 16);
   EXPECT_EQ(*back->checkpoint_step, 5);
+  EXPECT_EQ(*back->checkpoint_seconds, 2.5);
   EXPECT_EQ(*back->expert_load_max_over_mean, 1.75);
   EXPECT_EQ(*back->ep_load_max_over_mean, 1.125);
   EXPECT_EQ(*back->mem_allocated_peak_fwd_bytes, int64_t{40} << 30);
@@ -60,6 +62,8 @@ TEST(StepRecordTest, RefusesBadRecordsNamingTheField) {
        "ep_load_max_over_mean: must be finite and >= 0"},
       {R"({"v":1,"step":1,"loss":1,"tokens":1,"step_seconds":1,"expert_load_max_over_mean":"2"})",
        "expert_load_max_over_mean: must be a number"},
+      {R"({"v":1,"step":1,"loss":1,"tokens":1,"step_seconds":1,"checkpoint_seconds":-0.5})",
+       "checkpoint_seconds: must be finite and >= 0"},
       {R"({"v":1,"step":1,"loss":1,"tokens":1,"step_seconds":1,"mem_allocated_peak_bwd_bytes":1.5})",
        "mem_allocated_peak_bwd_bytes: must be an integer >= 0"},
   };

@@ -55,7 +55,7 @@ std::string Describe(const RunSpec& s) {
     << tr.muon_ns_steps << '|' << tr.muon_ns_dtype << '|' << tr.aux_loss_coef << '|'
     << tr.router_bias_rate << '|' << tr.dtype << '|' << tr.device;
   o << "|C" << t.checkpoint.every_steps << '|' << t.checkpoint.keep << '|'
-    << t.checkpoint.at_end;
+    << t.checkpoint.at_end << '|' << t.checkpoint.async;
   return o.str();
 }
 

@@ -201,6 +201,16 @@ inline void SetCudaDevice(int index) {
 #endif
 }
 
+// The current CUDA device's index (-1 in LibTorch builds without CUDA), for
+// a thread of the rank's own that works with it.
+inline int CurrentCudaDevice() {
+#ifdef TRELLIS_TORCH_CUDA
+  return c10::cuda::current_device();
+#else
+  return -1;
+#endif
+}
+
 // The current CUDA device as a start-up log names it: "cuda:1 NVIDIA H200,
 // PCI 0000:2a:00.0" (the bus id as sysfs and lspci write it); empty in
 // LibTorch builds without CUDA.
@@ -323,6 +333,13 @@ class DeviceStamp {
     if (event_) event_->synchronize();
 #endif
   }
+  // Makes the current stream wait (on the device, the host goes on) until the
+  // stamp is reached. Nothing on the CPU, where a stamp is in the past.
+  void BlockCurrentStream() const {
+#ifdef TRELLIS_TORCH_CUDA
+    if (event_) event_->block(at::cuda::getCurrentCUDAStream());
+#endif
+  }
   // Seconds from `origin` (a stamp of the same kind) to this one; on a GPU it
   // waits until both events have happened.
   double SecondsSince(const DeviceStamp& origin) const {
@@ -356,6 +373,13 @@ class SideStream {
     if (cuda) stream_.emplace(c10::cuda::getStreamFromPool());
 #endif
     (void)cuda;
+  }
+  bool cuda() const {
+#ifdef TRELLIS_TORCH_CUDA
+    return stream_.has_value();
+#else
+    return false;
+#endif
   }
   template <typename F>
   DeviceStamp StampAfter(F&& wait) {

@@ -1,11 +1,20 @@
 #pragma once
-// Test helper: corrupts a file in place.
+// Test helpers: a file's bytes; corrupting a file in place.
 
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
 namespace trellis::train::testing {
+
+// The whole file (empty when it cannot be read).
+inline std::string ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 // Replaces the byte `from_end` bytes before the end of `path` with its
 // complement: always a change, whatever the byte was (writing a fixed value

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "common/spec/model_fit.h"
+#include "trainer_core/checkpoint/async_save.h"
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/compat.h"
 #include "trainer_core/data/batches.h"
@@ -154,6 +155,9 @@ struct Trainer::State {
   int64_t step = 0;
   int64_t checkpoint_step = -1;
   std::unique_ptr<NcclLogFollower> nccl_log;  // while NCCL's channel count is wanted
+  // checkpoint.async's writer; last, so that it is gone (its copies and
+  // thread done) before the tensors it copies.
+  std::unique_ptr<AsyncCheckpointWriter> async_save;
 
   // This rank's part of everything the trainer needs to continue.
   NamedTensors AllState() {
@@ -166,6 +170,12 @@ struct Trainer::State {
       out.emplace_back("router_bias.layers." + std::to_string(i), model->router_bias()[i]);
     for (auto& t : optim->State()) out.push_back(t);
     return out;
+  }
+  // A save behind the steps that completed: the newest checkpoint now.
+  void NoteSaveBehind(const std::optional<AsyncCheckpointWriter::Completed>& done) {
+    if (!done) return;
+    checkpoint_step = done->step;
+    if (options.on_note) options.on_note(DescribeSaveBehind(*done));
   }
   Sharding CheckpointSharding() const {
     return {comm, {mesh.world, mesh.node_size, mesh.ep}, StateRanges(spec.model)};
@@ -247,6 +257,10 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
                          ": data position does not match training.global_batch");
       s.step = s.checkpoint_step = meta.step;
     }
+    if (spec.checkpoint.async && !s.options.checkpoint_dir.empty())
+      s.async_save = std::make_unique<AsyncCheckpointWriter>(
+          s.options.checkpoint_dir, spec, spec.checkpoint.keep, s.CheckpointSharding(),
+          s.device.is_cuda());
   });
 }
 
@@ -298,6 +312,7 @@ bool Trainer::Run(int64_t last_step) {
       Step();
       stopped = s_->step < last_step && StopAgreed();
     }
+    if (s_->async_save) s_->NoteSaveBehind(s_->async_save->Poll(/*wait=*/true));
     if (!s_->options.checkpoint_dir.empty() && (s_->spec.checkpoint.at_end || stopped) &&
         s_->checkpoint_step != s_->step)
       SaveCheckpoint();
@@ -359,6 +374,7 @@ void Trainer::Step() {
   }
   auto grad_norm = s.optim->ClipGradNorm(t.grad_clip);
   const double lr_scale = LrScale(s.step, t.warmup_steps, t.steps, t.min_lr_ratio);
+  if (s.async_save) s.async_save->BeforeStateChanges();  // a copy may still be reading
   s.optim->Step(t.muon_lr * lr_scale, t.lr * lr_scale);
   if (t.router_bias_rate > 0) s.model->UpdateRouterBias(out.expert_counts, t.router_bias_rate);
   laps.Mark();
@@ -416,8 +432,7 @@ void Trainer::Step() {
       r.mem_allocated_peak_optim_bytes = phases->optimizer;
     }
   }
-  const int64_t every = s.spec.checkpoint.every_steps;
-  if (!s.options.checkpoint_dir.empty() && every > 0 && s.step % every == 0) SaveCheckpoint();
+  if (auto seconds = CheckpointAfterStep()) r.checkpoint_seconds = *seconds;
   if (s.checkpoint_step >= 0) r.checkpoint_step = s.checkpoint_step;
   if (s.nccl_log) {
     // NCCL sets a communicator up at its first collective: after the first
@@ -456,10 +471,33 @@ void Trainer::Step() {
   if (s.options.on_step) s.options.on_step(r);
 }
 
+// The step boundary's checkpoint work: a save behind the steps completed
+// once every rank's shard is written, and every_steps' save (behind the
+// steps with checkpoint.async). Returns the seconds it took, if any.
+std::optional<double> Trainer::CheckpointAfterStep() {
+  State& s = *s_;
+  const int64_t every = s.spec.checkpoint.every_steps;
+  const bool due = !s.options.checkpoint_dir.empty() && every > 0 && s.step % every == 0;
+  const bool in_flight = s.async_save && s.async_save->in_flight();
+  if (!due && !in_flight) return std::nullopt;
+  const auto start = std::chrono::steady_clock::now();
+  if (!s.async_save) {
+    SaveCheckpoint();
+  } else if (due) {
+    s.NoteSaveBehind(s.async_save->Begin(
+        {s.step, s.data->RowsBefore(s.step), s.corpus.checksum}, s.AllState()));
+  } else {
+    s.NoteSaveBehind(s.async_save->Poll(/*wait=*/false));
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 void Trainer::SaveCheckpoint() {
   Guard([&] {
     State& s = *s_;
     if (s.options.checkpoint_dir.empty()) throw TrainError("no checkpoint directory set");
+    // A save behind the steps first: checkpoints complete in step order.
+    if (s.async_save) s.NoteSaveBehind(s.async_save->Poll(/*wait=*/true));
     CheckpointMeta meta{s.step, s.data->RowsBefore(s.step), s.corpus.checksum};
     const auto start = std::chrono::steady_clock::now();
     const uint64_t bytes =

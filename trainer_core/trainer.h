@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,9 +87,12 @@ class Trainer {
 
   // Trains until step() == min(last_step, training.steps), or until the
   // ranks agree to stop (options.stop_requested). Checkpoints every
-  // checkpoint.every_steps and when it returns (if a directory is set; on a
-  // stop always). True when it stopped before its last step.
+  // checkpoint.every_steps (behind the steps with checkpoint.async; such a
+  // save still in flight is completed before it returns) and when it
+  // returns (if a directory is set; on a stop always). True when it stopped
+  // before its last step.
   bool Run(int64_t last_step);
+  // A checkpoint of the current step, written in place (collective).
   void SaveCheckpoint();
 
  private:
@@ -96,6 +100,7 @@ class Trainer {
   std::unique_ptr<State> s_;
   void Step();
   bool StopAgreed();
+  std::optional<double> CheckpointAfterStep();
 };
 
 }  // namespace trellis::train

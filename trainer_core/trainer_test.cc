@@ -122,6 +122,50 @@ TEST_F(TrainerTest, AtEndFalseSavesNoFinalCheckpoint) {
   EXPECT_EQ(LatestCompleteStep(without_end), 5);
 }
 
+// checkpoint.async: the every_steps checkpoints are written behind the
+// steps, and hold the same bytes as those written in place; training is the
+// same; a record names a checkpoint only once it is complete (the step-2
+// one by step 4, whose own is then still in flight); the last one is
+// written in place before the run ends.
+TEST_F(TrainerTest, CheckpointsWrittenBehindTheStepsHoldTheSameBytes) {
+  std::string base = ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}));
+  base.replace(base.find("every_steps = 5"), 15, "every_steps = 2");
+  const std::string in_place_dir = JoinPath(dir_, "in-place"), behind_dir = JoinPath(dir_, "behind");
+  ChildResult in_place = RunTrain(
+      {WriteSpec(base), "--json", "--steps", "7", "--checkpoint-dir", in_place_dir}, dir_);
+  ASSERT_EQ(in_place.status, 0) << in_place.err;
+  ChildResult behind = RunTrain({WriteSpec(base + "async = true\n"), "--json", "--steps", "7",
+                                 "--checkpoint-dir", behind_dir},
+                                dir_);
+  ASSERT_EQ(behind.status, 0) << behind.err;
+  ASSERT_EQ(behind.records.size(), 7u);
+  ASSERT_EQ(in_place.records.size(), 7u);
+  for (size_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(behind.records[i].loss, in_place.records[i].loss) << "step " << i + 1;
+    const bool saves = (i + 1) % 2 == 0;
+    EXPECT_EQ(in_place.records[i].checkpoint_seconds.has_value(), saves) << "step " << i + 1;
+    if (saves) EXPECT_TRUE(behind.records[i].checkpoint_seconds) << "step " << i + 1;
+  }
+  EXPECT_FALSE(behind.records[0].checkpoint_seconds);
+  EXPECT_EQ(in_place.records[1].checkpoint_step, 2);
+  EXPECT_FALSE(behind.records[1].checkpoint_step) << "reported before it was complete";
+  EXPECT_EQ(behind.records[3].checkpoint_step, 2);
+  EXPECT_NE(behind.err.find("checkpoint step 6 written behind the steps in "), std::string::npos)
+      << behind.err;
+  EXPECT_NE(behind.err.find("checkpoint step 7 written in "), std::string::npos) << behind.err;
+  // keep = 2: steps 6 and 7 remain in both, the same files.
+  for (int64_t step : {6, 7}) {
+    ASSERT_EQ(LatestCompleteStep(behind_dir), 7);
+    for (const char* file : {"shard-00000-of-00001.bin", "manifest.json"}) {
+      const std::string a = JoinPath(StepDir(in_place_dir, step), file),
+                        b = JoinPath(StepDir(behind_dir, step), file);
+      ASSERT_TRUE(PathExists(a) && PathExists(b)) << a << " / " << b;
+      EXPECT_EQ(testing::ReadFileBytes(a), testing::ReadFileBytes(b)) << file << " of step " << step;
+    }
+  }
+  EXPECT_FALSE(PathExists(StepDir(behind_dir, 4)));
+}
+
 TEST_F(TrainerTest, BinaryNamesTheFileAndFieldOnBadInput) {
   const std::string corpus = BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"});
   const std::string ckpt = JoinPath(dir_, "ckpt");

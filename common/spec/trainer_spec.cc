@@ -117,6 +117,7 @@ TrainerSpec ParseTrainerSections(const toml::table& root, FieldErrors* errors) {
     r.Int("every_steps", &s.checkpoint.every_steps, 0, int64_t{1} << 40);
     r.Int("keep", &s.checkpoint.keep, 1, 1000);
     r.Bool("at_end", &s.checkpoint.at_end);
+    r.Bool("async", &s.checkpoint.async);
     r.Finish();
   }
   return s;

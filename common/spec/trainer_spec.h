@@ -106,6 +106,12 @@ struct CheckpointSpec {
   // A checkpoint when the last step is done (the run's result). false: none,
   // for benchmark runs whose model is thrown away (moe-bench's is ~30 GB).
   bool at_end = true;
+  // The every_steps checkpoints written behind the steps: the state is
+  // copied to host memory (that much more of it, kept for the next save) and
+  // a thread writes it while training goes on; the step counts once every
+  // rank's shard is on disk. The last checkpoint and the one at a stop are
+  // written in place (the run waits for them anyway).
+  bool async = false;
 };
 
 struct TrainerSpec {

@@ -32,6 +32,7 @@ lr = 0.01
   EXPECT_EQ(s.parallel.prefetch_layers, 1);
   EXPECT_EQ(s.training.dtype, "auto");
   EXPECT_EQ(s.training.micro_batch, 0);  // all of a rank's rows in one forward
+  EXPECT_FALSE(s.checkpoint.async);       // checkpoints written in place
 }
 
 TEST(TrainerSpecTest, DtypeTakesAutoAndTheTwoNames) {
@@ -86,6 +87,7 @@ row_order = "cost_bands"
 deterministic = true
 [checkpoint]
 at_end = false
+async = true
 )");
   FieldErrors errors;
   TrainerSpec s = ParseTrainerSections(root, &errors);
@@ -104,6 +106,7 @@ at_end = false
   EXPECT_DOUBLE_EQ(s.training.router_bias_rate, 0.001);
   EXPECT_EQ(s.training.dtype, "bfloat16");
   EXPECT_FALSE(s.checkpoint.at_end);
+  EXPECT_TRUE(s.checkpoint.async);
   EXPECT_EQ(s.training.device, "cpu");
   EXPECT_DOUBLE_EQ(s.training.grad_clip, 0);
   EXPECT_EQ(s.training.row_order, "cost_bands");

@@ -160,37 +160,58 @@ int64_t LatestCompleteStep(const std::string& dir) {
   return complete.empty() ? -1 : complete.front();
 }
 
-uint64_t SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
-                        const CheckpointMeta& meta, const NamedTensors& state, int keep,
-                        const Sharding& sharding) {
-  Comm* comm = sharding.comm;
-  const int world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
-  const std::string step_dir = StepDir(dir, meta.step);
+std::string BeginStep(const std::string& dir, int64_t step, Comm* comm) {
+  const std::string step_dir = StepDir(dir, step);
   MakeDirs(step_dir);
   // Re-saving a step starts incomplete, before any rank writes its shard.
-  if (rank == 0) std::remove(JoinPath(step_dir, "manifest.json").c_str());
+  if (!comm || comm->rank() == 0) std::remove(JoinPath(step_dir, "manifest.json").c_str());
   if (comm) comm->Barrier();
+  return step_dir;
+}
 
+ShardWritten WriteShard(const std::string& step_dir, const NamedTensors& state, int rank,
+                        int world, const std::function<bool()>& cancelled) {
   std::vector<ShardEntry> entries;
   for (const auto& [name, t] : state)
     entries.push_back({name, ToDType(t.scalar_type()), t.sizes().vec(), 0,
                        static_cast<uint64_t>(t.nbytes())});
   const std::string shard_path = JoinPath(step_dir, ShardName(rank, world));
   ShardWriter writer(shard_path, std::move(entries));
-  {
+  if (cancelled) {
+    // Host tensors only (a snapshot): in pieces, so that a cancel lands soon.
+    for (const auto& [name, t] : state) {
+      if (t.is_cuda() || !t.is_contiguous())
+        throw TrainError("checkpoint: a cancellable shard write takes contiguous host tensors ('" +
+                         name + "' is not)");
+      const char* bytes = static_cast<const char*>(t.data_ptr());
+      const uint64_t n = t.nbytes();
+      for (uint64_t at = 0; at < n; at += kPinnedPieceBytes) {
+        if (cancelled())
+          throw TrainError("checkpoint shard " + shard_path + ": write cancelled, step left "
+                           "incomplete");
+        writer.Append(bytes + at, std::min<uint64_t>(kPinnedPieceBytes, n - at));
+      }
+    }
+  } else {
     TensorIo io;
     for (const auto& [name, t] : state) io.Write(t, writer);
   }
   const uint64_t index_sum = writer.Finish();
-  const uint64_t shard_bytes = writer.file_bytes();
+  return {writer.file_bytes(), index_sum};
+}
 
+void CompleteStep(const std::string& dir, const spec::TrainerSpec& spec,
+                  const CheckpointMeta& meta, int keep, const Sharding& sharding,
+                  const ShardWritten& written) {
+  Comm* comm = sharding.comm;
+  const int world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
   // Rank 0 learns every shard's size and checksum, then completes the step.
   // On the communicator's device (NCCL moves only GPU tensors), read back here.
   const auto where = torch::TensorOptions(comm && comm->cuda() ? torch::kCUDA : torch::kCPU)
                          .dtype(torch::kLong);
-  auto mine = torch::tensor(
-                  {static_cast<int64_t>(shard_bytes), static_cast<int64_t>(index_sum)},
-                  torch::kLong)
+  auto mine = torch::tensor({static_cast<int64_t>(written.bytes),
+                             static_cast<int64_t>(written.index_xxh64)},
+                            torch::kLong)
                   .to(where.device());
   auto all = torch::empty({2 * world}, where);
   if (comm)
@@ -216,11 +237,22 @@ uint64_t SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
         {"data", {{"rows_consumed", meta.rows_consumed}, {"corpus_fnv1a64", meta.corpus_checksum}}},
         // All randomness is counter-based: (seed, position) is the RNG state.
         {"rng", {{"seed", spec.training.seed}, {"counter", meta.rows_consumed}}}};
-    WriteFileAtomically(JoinPath(step_dir, "manifest.json"), manifest.dump(2) + "\n");
+    WriteFileAtomically(JoinPath(StepDir(dir, meta.step), "manifest.json"),
+                        manifest.dump(2) + "\n");
     Prune(dir, keep);
   }
   if (comm) comm->Barrier();  // every rank returns once the step is complete
-  return shard_bytes;
+}
+
+uint64_t SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
+                        const CheckpointMeta& meta, const NamedTensors& state, int keep,
+                        const Sharding& sharding) {
+  Comm* comm = sharding.comm;
+  const std::string step_dir = BeginStep(dir, meta.step, comm);
+  const ShardWritten written =
+      WriteShard(step_dir, state, comm ? comm->rank() : 0, comm ? comm->size() : 1);
+  CompleteStep(dir, spec, meta, keep, sharding, written);
+  return written.bytes;
 }
 
 std::string DescribeSave(int64_t step, uint64_t bytes, double seconds) {

@@ -65,6 +65,26 @@ int64_t LatestCompleteStep(const std::string& dir);
 uint64_t SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
                         const CheckpointMeta& meta, const NamedTensors& state, int keep,
                         const Sharding& sharding = {});
+// The three parts of SaveCheckpoint, for a save written behind the steps
+// (async_save.h). BeginStep (collective) makes the step's directory and
+// removes a manifest an earlier save of the same step left, before any rank
+// writes; it returns the step's directory. WriteShard writes this rank's
+// shard there (not collective, any thread; `cancelled`, when given, is asked
+// between 64 MiB pieces and abandons the shard with a TrainError).
+// CompleteStep (collective) gives rank 0 every shard's size and checksum;
+// it writes the manifest and prunes, and every rank returns once the step
+// is complete.
+struct ShardWritten {
+  uint64_t bytes = 0;        // the shard file's size
+  uint64_t index_xxh64 = 0;  // its index's checksum, for the manifest
+};
+std::string BeginStep(const std::string& dir, int64_t step, Comm* comm);
+ShardWritten WriteShard(const std::string& step_dir, const NamedTensors& state, int rank,
+                        int world, const std::function<bool()>& cancelled = {});
+void CompleteStep(const std::string& dir, const spec::TrainerSpec& spec,
+                  const CheckpointMeta& meta, int keep, const Sharding& sharding,
+                  const ShardWritten& mine);
+
 // "checkpoint step 10 written in 2.1 s: 3.10 GiB (1.48 GiB/s, checksums, the
 // copy from the device and fsync included)", for the rank's log.
 std::string DescribeSave(int64_t step, uint64_t bytes, double seconds);

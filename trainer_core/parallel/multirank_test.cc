@@ -5,12 +5,14 @@
 // time. Torch-free: it only spawns
 // the binary and reads its JSON step records.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 
@@ -234,6 +236,68 @@ TEST_F(MultiRankTest, AStopSignalOnOneRankStopsAllAtOneStepWithACheckpoint) {
   ASSERT_TRUE(AllExitedZero(resumed, &why)) << why;
   ASSERT_FALSE(resumed[0].records.empty());
   EXPECT_EQ(resumed[0].records.front().step, stopped + 1);
+}
+
+// checkpoint.async on two ranks: each writes its shard behind the steps and
+// the step completes (rank 0's manifest) only once both are on disk; the
+// training is that of a run without checkpoints, and a resume from such a
+// checkpoint follows it. One rank's failed write fails both, each naming it.
+TEST_F(MultiRankTest, CheckpointsBehindTheStepsCompleteOnEveryRankAndResume) {
+  const std::string plain = Spec(Corpus());
+  std::string text;
+  {
+    std::ifstream in(plain);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  text.replace(text.find("every_steps = 5"), 15, "every_steps = 2\nasync = true");
+  const std::string spec = JoinPath(dir_, "async.toml"), ckpt = JoinPath(dir_, "ckpt");
+  std::ofstream(spec) << text;
+  std::string why;
+
+  auto straight = RunWorld(2, {plain, "--json", "--steps", "7"}, dir_, 180s);
+  ASSERT_TRUE(AllExitedZero(straight, &why)) << why;
+  auto behind =
+      RunWorld(2, {spec, "--json", "--steps", "7", "--checkpoint-dir", ckpt}, dir_, 180s);
+  ASSERT_TRUE(AllExitedZero(behind, &why)) << why;
+  ASSERT_EQ(behind[0].records.size(), 7u);
+  for (size_t i = 0; i < 7; ++i)
+    EXPECT_EQ(behind[0].records[i].loss, straight[0].records[i].loss) << "step " << i + 1;
+  for (const auto& run : behind)
+    EXPECT_NE(run.err.find("checkpoint step 6 written behind the steps in "), std::string::npos)
+        << run.err;
+  for (int step : {6, 7}) {
+    char name[48];
+    std::snprintf(name, sizeof(name), "step-%08d/manifest.json", step);
+    std::ifstream manifest(JoinPath(ckpt, name));
+    const std::string m{std::istreambuf_iterator<char>(manifest), {}};
+    EXPECT_NE(m.find("shard-00001-of-00002.bin"), std::string::npos) << name << ": " << m;
+  }
+  auto resumed = RunWorld(2, {spec, "--json", "--steps", "7", "--checkpoint-dir", ckpt,
+                              "--resume", "6"},
+                          dir_, 180s);
+  ASSERT_TRUE(AllExitedZero(resumed, &why)) << why;
+  ASSERT_EQ(resumed[0].records.size(), 1u);
+  EXPECT_NEAR(resumed[0].records[0].loss, straight[0].records[6].loss,
+              1e-6 * straight[0].records[6].loss);
+
+  // Rank 1 cannot create its step-2 shard: both ranks stop with an error.
+  const std::string failing = JoinPath(dir_, "failing");
+  ASSERT_EQ(std::system(("mkdir -p " + failing + "/step-00000002/shard-00001-of-00002.bin.tmp")
+                            .c_str()),
+            0);
+  auto failed =
+      RunWorld(2, {spec, "--json", "--steps", "7", "--checkpoint-dir", failing}, dir_, 180s);
+  for (const auto& run : failed) {
+    EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 1) << run.err;
+    EXPECT_NE(run.err.find("checkpoint step 2 written behind the steps failed on 1 of 2 ranks"),
+              std::string::npos)
+        << run.err;
+  }
+  EXPECT_NE(failed[1].err.find("shard-00001-of-00002.bin.tmp: cannot create"), std::string::npos)
+      << failed[1].err;
+  EXPECT_NE(failed[0].err.find("(this rank's shard was written)"), std::string::npos)
+      << failed[0].err;
+  EXPECT_FALSE(std::ifstream(failing + "/step-00000002/manifest.json").good());
 }
 
 // Gradient accumulation on two ranks (one node of 2, EP 2: tokens cross

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""What checkpoints cost a training run: written in place vs behind the steps.
+
+Trains one model three times from the same start with trellis-train --json:
+  none      no checkpoints;
+  in_place  every EVERY steps a checkpoint written in place (the steps wait);
+  behind    the same checkpoints with checkpoint.async = true (a copy in host
+            memory, written by a thread while the steps go on).
+For each: the training time (the steps plus the time the rank stood for
+checkpoints after them, from the step records), its share over `none`, the
+median step outside and right after checkpoints, each checkpoint's write
+time (the rank's log), and the process's peak resident memory (the host copy
+of `behind` shows there). Checkpoints go to DIR (the disk measured); each
+variant's directory is removed after it.
+
+Usage: bench/checkpoint/behind.py
+  env: BUILD_DIR=build SPEC=examples/moe-bench.toml LAYERS=2 GLOBAL_BATCH=16 MICRO_BATCH=2
+       STEPS=60 EVERY=20 DEVICE=cuda VOCAB=32000 DIR=<temp dir> OUT=bench/results
+       NAME=checkpoint-behind-<date> MACHINE=<words>
+Writes OUT/NAME.json and OUT/NAME.md.
+"""
+import datetime
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import machine  # noqa: E402  (bench/machine.py: the machine and date every result records)
+
+ENV = os.environ
+BUILD_DIR = ENV.get("BUILD_DIR", "build")
+SPEC = ENV.get("SPEC", "examples/moe-bench.toml")
+LAYERS = int(ENV.get("LAYERS", "2"))
+GLOBAL_BATCH = int(ENV.get("GLOBAL_BATCH", "16"))
+MICRO_BATCH = int(ENV.get("MICRO_BATCH", "2"))
+STEPS = int(ENV.get("STEPS", "60"))
+EVERY = int(ENV.get("EVERY", "20"))
+DEVICE = ENV.get("DEVICE", "cuda")
+VOCAB = int(ENV.get("VOCAB", "32000"))
+OUT = ENV.get("OUT", "bench/results")
+NAME = ENV.get("NAME", "checkpoint-behind-" + datetime.date.today().isoformat())
+VARIANTS = ("none", "in_place", "behind")
+
+
+def set_key(text, section, key, value):
+    """`key = value` in [section] of a TOML text: replaced, or added at its top."""
+    lines = text.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.strip() == f"[{section}]"), None)
+    if start is None:
+        lines += ["", f"[{section}]"]
+        start = len(lines) - 1
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines))
+    for i in range(start + 1, end):
+        if re.match(rf"\s*{key}\s*=", lines[i]):
+            lines[i] = f"{key} = {value}"
+            return "\n".join(lines) + "\n"
+    lines.insert(start + 1, f"{key} = {value}")
+    return "\n".join(lines) + "\n"
+
+
+def spec_text(variant):
+    text = open(os.path.join(ROOT, SPEC)).read()
+    text = set_key(text, "model", "layers", LAYERS)
+    text = set_key(text, "training", "global_batch", GLOBAL_BATCH)
+    text = set_key(text, "training", "micro_batch", MICRO_BATCH if MICRO_BATCH else 0)
+    text = set_key(text, "training", "steps", STEPS)
+    text = set_key(text, "training", "device", json.dumps(DEVICE))
+    text = set_key(text, "checkpoint", "every_steps", EVERY)
+    text = set_key(text, "checkpoint", "keep", 1)
+    text = set_key(text, "checkpoint", "at_end", "false")
+    return set_key(text, "checkpoint", "async", "true" if variant == "behind" else "false")
+
+
+def run(variant, work, corpus):
+    spec = os.path.join(work, f"{variant}.toml")
+    open(spec, "w").write(spec_text(variant))
+    ckpt = os.path.join(work, "ckpt-" + variant)
+    cmd = [os.path.join(BUILD_DIR, "bin", "trellis-train"), spec, "--data", corpus, "--json"]
+    if variant != "none":
+        cmd += ["--checkpoint-dir", ckpt]
+    out_path, err_path = os.path.join(work, variant + ".out"), os.path.join(work, variant + ".err")
+    start = time.monotonic()
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err)
+        # This child's own peak resident set (ru_maxrss, KiB), not the most of all children.
+        _, status, usage = os.wait4(p.pid, 0)
+    wall = time.monotonic() - start
+    stdout, stderr = open(out_path).read(), open(err_path).read()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"{variant}: trellis-train exited {code}:\n{stderr[-3000:]}")
+    peak_kib = usage.ru_maxrss
+    shutil.rmtree(ckpt, ignore_errors=True)
+    records = [json.loads(l) for l in stdout.splitlines() if l.startswith("{")]
+    if len(records) != STEPS:
+        sys.exit(f"{variant}: {len(records)} step records, expected {STEPS}")
+    writes = [float(m.group(1)) for m in re.finditer(
+        r"checkpoint step \d+ written (?:behind the steps )?in ([0-9.]+) s", stderr)]
+    waited = [float(m.group(1)) for m in re.finditer(r"the steps waited ([0-9.]+) s", stderr)]
+    sizes = [float(m.group(1)) for m in re.finditer(r"s: ([0-9.]+) GiB \(", stderr)]
+    steps = [r["step_seconds"] for r in records]
+    ckpt_s = [r.get("checkpoint_seconds", 0.0) for r in records]
+    # Steps whose previous step began a checkpoint: what a write behind them
+    # costs the steps it overlaps.
+    after = [steps[i] for i in range(1, STEPS) if records[i - 1]["step"] % EVERY == 0]
+    outside = [steps[i] for i in range(1, STEPS)
+               if records[i - 1]["step"] % EVERY != 0 and records[i]["step"] % EVERY != 0]
+    return {
+        "variant": variant,
+        "wall_seconds": wall,
+        "train_seconds": sum(steps) + sum(ckpt_s),
+        "step_seconds_sum": sum(steps),
+        "checkpoint_seconds_sum": sum(ckpt_s),
+        "checkpoints": len(writes),
+        "checkpoint_write_seconds": writes,
+        "checkpoint_waited_seconds": waited,
+        "checkpoint_gib": sizes[0] if sizes else 0.0,
+        "step_seconds_median_outside": statistics.median(outside) if outside else None,
+        "step_seconds_median_after_begin": statistics.median(after) if after else None,
+        "peak_rss_gib": peak_kib / (1 << 20),
+        "tokens_per_step": records[0]["tokens"],
+        "losses_last": records[-1]["loss"],
+    }
+
+
+def table(runs, meta):
+    base = next(r for r in runs if r["variant"] == "none")["train_seconds"]
+    out = [
+        "# What checkpoints cost a run: written in place vs behind the steps",
+        "",
+        f"- Date: {meta['date']}",
+        f"- Machine: {meta['machine']}",
+        f"- Command: `{meta['command']}`",
+        f"- Model: `{SPEC}` at {LAYERS} layers, global_batch {GLOBAL_BATCH} "
+        f"(micro_batch {MICRO_BATCH}), {STEPS} steps, a checkpoint every {EVERY} steps "
+        f"(keep 1, none at the end), on {DEVICE}; checkpoints on the machine's local disk",
+        "- Training time: the steps' `step_seconds` plus the `checkpoint_seconds` the rank stood "
+        "for checkpoints after them (start-up excluded); overhead is over `none`",
+        "",
+        "| variant | training s | overhead | stood for checkpoints s | checkpoints | GiB each | "
+        "write s (each) | median step s | median step after a checkpoint began s | "
+        "peak resident GiB | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        over = r["train_seconds"] / base - 1
+        writes = ", ".join(f"{w:.1f}" for w in r["checkpoint_write_seconds"]) or "-"
+        after = r["step_seconds_median_after_begin"]
+        out.append(
+            f"| {r['variant']} | {r['train_seconds']:.1f} | {over * 100:+.1f}% | "
+            f"{r['checkpoint_seconds_sum']:.2f} | {r['checkpoints']} | "
+            f"{r['checkpoint_gib']:.2f} | {writes} | {r['step_seconds_median_outside']:.3f} | "
+            f"{'-' if after is None else f'{after:.3f}'} | {r['peak_rss_gib']:.1f} | "
+            f"{r['wall_seconds']:.1f} |")
+    inp = next(r for r in runs if r["variant"] == "in_place")
+    beh = next(r for r in runs if r["variant"] == "behind")
+    out += [
+        "",
+        f"Checkpoints cost the run {inp['checkpoint_seconds_sum']:.1f} s in place and "
+        f"{beh['checkpoint_seconds_sum']:.2f} s behind the steps "
+        f"({(inp['train_seconds'] / base - 1) * 100:.1f}% vs "
+        f"{(beh['train_seconds'] / base - 1) * 100:.1f}% of the training time); behind the steps "
+        f"held {beh['peak_rss_gib'] - inp['peak_rss_gib']:+.1f} GiB more host memory at its peak "
+        f"(the copy of the rank's state). All three end at the same loss: "
+        + ", ".join(f"{r['losses_last']:.6f}" for r in runs) + ".",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def main():
+    work = ENV.get("DIR") or tempfile.mkdtemp(prefix="trellis-ckpt-behind-")
+    os.makedirs(work, exist_ok=True)
+    corpus = os.path.join(work, "bench.corpus")
+    subprocess.run([os.path.join(BUILD_DIR, "bin", "trellis-corpus"), "synthetic", corpus,
+                    str(VOCAB), "2000000"], check=True, stdout=subprocess.DEVNULL)
+    runs = []
+    for v in VARIANTS:
+        print(f"== {v}", file=sys.stderr, flush=True)
+        runs.append(run(v, work, corpus))
+        print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+    if len({r["losses_last"] for r in runs}) != 1:
+        sys.exit("the variants ended at different losses: " +
+                 ", ".join(str(r["losses_last"]) for r in runs))
+    command = (f"LAYERS={LAYERS} GLOBAL_BATCH={GLOBAL_BATCH} MICRO_BATCH={MICRO_BATCH} "
+               f"STEPS={STEPS} EVERY={EVERY} DEVICE={DEVICE} SPEC={SPEC} "
+               "bench/checkpoint/behind.py")
+    gpu = ""
+    if DEVICE == "cuda":
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True).stdout.splitlines()[0].strip()
+    meta = {"date": machine.now_utc(), "machine": ENV.get("MACHINE") or machine.describe(gpu),
+            "command": command}
+    os.makedirs(OUT, exist_ok=True)
+    json.dump({"meta": meta, "config": {"spec": SPEC, "layers": LAYERS,
+                                        "global_batch": GLOBAL_BATCH, "micro_batch": MICRO_BATCH,
+                                        "steps": STEPS, "every_steps": EVERY, "device": DEVICE},
+               "runs": runs}, open(os.path.join(OUT, NAME + ".json"), "w"), indent=1)
+    md = table(runs, meta)
+    open(os.path.join(OUT, NAME + ".md"), "w").write(md)
+    print(md)
+    if not ENV.get("DIR"):
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
