@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A [model] run on 2 nodes x 2 ranks and a spare: trellis-rank hosts
-# trainer_core in each rank. One rank is SIGKILLed after the first checkpoint;
+# trainer_core in each rank, its checkpoints written behind the steps
+# (checkpoint.async). One rank is SIGKILLed after the first checkpoint;
 # the controller relaunches inside the same Slurm job (launch 2), which resumes
 # from that checkpoint, and the run SUCCEEDS with every step's records at the
 # controller and a falling loss.
@@ -12,7 +13,7 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
   >/dev/null || fail "trellis-corpus failed"
 spec="$E2E_DIR/tiny-moe.toml"
 sed -e "s|^data = .*|data = \"$E2E_DIR/licenses.corpus\"|" -e 's/^steps = .*/steps = 30/' \
-  -e 's/^every_steps = .*/every_steps = 10/' -e 's/^backoff_s = .*/backoff_s = 1/' \
+  -e 's/^every_steps = .*/every_steps = 10\nasync = true/' -e 's/^backoff_s = .*/backoff_s = 1/' \
   -e 's/^ranks_per_node = 2$/ranks_per_node = 2\nspare_nodes = 1/' \
   "$REPO/examples/tiny-moe-2x2.toml" >"$spec"
 
@@ -54,6 +55,8 @@ first2=$(sqlite3 "$E2E_DIR/controller.db" \
 [ -n "$first2" ] && [ "$first2" -gt 10 ] || fail "launch 2 began at step '$first2', expected > 10"
 grep -q "starting at step 10" "$run_dir"/attempt-1/launch-2/rank-0.log ||
   fail "launch 2's rank 0 did not resume from step 10"
+grep -q "checkpoint step 10 written behind the steps in" "$run_dir"/attempt-1/launch-1/rank-0.log ||
+  fail "launch 1's rank 0 did not write its step-10 checkpoint behind the steps"
 # Every step of the run reached the controller from all 4 ranks, and the model learned.
 steps=$(sqlite3 "$E2E_DIR/controller.db" \
   "SELECT COUNT(DISTINCT step) FROM steps WHERE run_id='$id' AND ranks=4")
