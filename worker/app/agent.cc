@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -59,16 +60,28 @@ bool IsRefusal(absl::StatusCode code) {
          code == absl::StatusCode::kUnauthenticated || code == absl::StatusCode::kNotFound;
 }
 
+// The final report: to the launch's directory first (made here when no rank
+// started, which would have made it), so that a controller restarted after
+// this worker gave up reads it; then to the controller.
+void SendFinalReport(const AgentArgs& args, AgentClient& client,
+                     const v1::ReportExitRequest& report) {
+  const v1::WorkerIdentity& id = client.id();
+  const std::string path = FinalReportPath(args.run_dir, id.attempt(), id.launch(), id.node());
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (absl::Status st = WriteFinalReportFile(path, report); !st.ok())
+    spdlog::warn("final report file: {}", std::string(st.message()));
+  if (absl::Status st = client.ReportExit(report, kReportExitTimeout); !st.ok())
+    spdlog::warn("ReportExit failed: {}", std::string(st.message()));
+}
+
 // Ends a launch that got GO but could not start its ranks: the controller
-// still learns why.
-int FailLaunch(AgentClient& client, const std::string& why) {
+// still learns why, after a restart too.
+int FailLaunch(const AgentArgs& args, AgentClient& client, const std::string& why) {
   spdlog::error("{}", why);
   WorkerOutcome outcome{kExitError, why};
-  if (absl::Status st = client.ReportExit(
-          client.FinalReport({}, outcome, /*oom_kills=*/-1, /*planned_stop=*/""),
-          kReportExitTimeout);
-      !st.ok())
-    spdlog::warn("ReportExit failed: {}", std::string(st.message()));
+  SendFinalReport(args, client,
+                  client.FinalReport({}, outcome, /*oom_kills=*/-1, /*planned_stop=*/""));
   return kExitError;
 }
 
@@ -127,7 +140,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> ServeMetrics(
 int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision& go,
               AgentClient& client, RankMetrics& metrics) {
   auto socket_dir = SocketDir::Create();
-  if (!socket_dir.ok()) return FailLaunch(client, std::string(socket_dir.status().message()));
+  if (!socket_dir.ok())
+    return FailLaunch(args, client, std::string(socket_dir.status().message()));
 
   RankLayoutInput layout;
   layout.launch = {args.id.run_id, args.id.attempt, args.id.launch};
@@ -140,7 +154,7 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   layout.socket_dir = (*socket_dir)->path();
   SetNumaBinding(&layout);
   auto plans = PlanRanks(layout);
-  if (!plans.ok()) return FailLaunch(client, std::string(plans.status().message()));
+  if (!plans.ok()) return FailLaunch(args, client, std::string(plans.status().message()));
 
   asio::io_context io;
   StepStream::Options stream_options;
@@ -154,7 +168,7 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   for (const RankPlan& p : *plans) {
     if (absl::Status st = channel.Listen(p.global_rank, p.step_socket); !st.ok()) {
       stream.Close(Steady(args.stream_flush));
-      return FailLaunch(client, std::string(st.message()));
+      return FailLaunch(args, client, std::string(st.message()));
     }
   }
 
@@ -232,16 +246,8 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
     spdlog::warn("step records: {} stored, {} dropped (--max-queued-reports reached), {} "
                  "refused by the controller; {} reconnect(s)",
                  ss.stored, ss.dropped, ss.refused, ss.reconnects);
-  v1::ReportExitRequest report =
-      client.FinalReport(supervisor.exits(), outcome, oom_kills, planned_stop);
-  // Written first: a controller restarted after this worker gave up reads it.
-  const v1::WorkerIdentity& id = client.id();
-  const std::string report_path =
-      FinalReportPath(args.run_dir, id.attempt(), id.launch(), id.node());
-  if (absl::Status st = WriteFinalReportFile(report_path, report); !st.ok())
-    spdlog::warn("final report file: {}", std::string(st.message()));
-  if (absl::Status st = client.ReportExit(report, kReportExitTimeout); !st.ok())
-    spdlog::warn("ReportExit failed: {}", std::string(st.message()));
+  SendFinalReport(args, client,
+                  client.FinalReport(supervisor.exits(), outcome, oom_kills, planned_stop));
   return outcome.exit_code;
 }
 
@@ -318,7 +324,7 @@ int RunAgent(const AgentArgs& args) {
       break;
   }
   if (!metrics_server.ok())
-    return FailLaunch(client, std::string(metrics_server.status().message()));
+    return FailLaunch(args, client, std::string(metrics_server.status().message()));
   return Supervise(args, *spec, gate->go, client, metrics);
 }
 

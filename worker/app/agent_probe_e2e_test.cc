@@ -1,5 +1,8 @@
 // The trellis-worker binary against an in-test AgentService: what it sends
 // at registration (its metrics address, its memory probe) and its metrics.
+#include <fstream>
+
+#include "common/run_layout.h"
 #include "worker/app/agent_e2e_fixture.h"
 
 namespace trellis::worker {
@@ -74,6 +77,11 @@ TEST_F(AgentE2eTest, MetricsBindFailureFailsTheLaunchWithTheAddress) {
   EXPECT_NE(service_.exits[0].reason().find("cannot serve metrics on " + taken), std::string::npos)
       << service_.exits[0].reason();
   EXPECT_EQ(service_.reports.size(), 0u);  // no rank started
+  // Its final report is also in the launch's directory (which no rank made),
+  // for a controller that restarts before it heard the report.
+  std::ifstream file(FinalReportPath(run_dir_, 1, 2, "node2"));
+  const std::string json{std::istreambuf_iterator<char>(file), {}};
+  EXPECT_NE(json.find("cannot serve metrics on " + taken), std::string::npos) << json;
 }
 
 TEST_F(AgentE2eTest, RegisterCarriesTheMemoryProbe) {
