@@ -258,9 +258,12 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
       s.step = s.checkpoint_step = meta.step;
     }
     if (spec.checkpoint.async && !s.options.checkpoint_dir.empty())
+    {
       s.async_save = std::make_unique<AsyncCheckpointWriter>(
           s.options.checkpoint_dir, spec, spec.checkpoint.keep, s.CheckpointSharding(),
           s.device.is_cuda());
+      s.async_save->Prepare(s.AllState());  // the host copy's memory, beside the first steps
+    }
   });
 }
 

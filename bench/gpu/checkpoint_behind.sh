@@ -8,12 +8,12 @@
 # Needs the header-only deps staged by deploy/gpu/stage-headers.sh (carry
 # .third_party). Usage: bench/gpu/checkpoint_behind.sh
 #   env: BUILD_DIR=build-gpu OUT=bench/results CONFIGS="LAYERS:STEPS:EVERY ..." (default
-#        "2:60:20 4:75:25"), the rest as bench/checkpoint/behind.py reads it
+#        "2:70:20 4:85:25"), the rest as bench/checkpoint/behind.py reads it
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 OUT=${OUT:-bench/results}
-CONFIGS=${CONFIGS:-2:60:20 4:75:25}
+CONFIGS=${CONFIGS:-2:70:20 4:85:25}
 THIRD_PARTY_INCLUDE=${THIRD_PARTY_INCLUDE:-$PWD/.third_party/include}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 log() { echo "== $(date -u +%H:%M:%S) $*"; }

@@ -13,9 +13,8 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-bool SameShape(const torch::Tensor& a, const torch::Tensor& b) {
-  return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes();
-}
+// 256 bytes: any dtype's alignment, and a GPU copy's best.
+constexpr int64_t kSlotAlign = 256;
 
 }  // namespace
 
@@ -30,7 +29,8 @@ AsyncCheckpointWriter::AsyncCheckpointWriter(std::string dir, spec::TrainerSpec 
 AsyncCheckpointWriter::~AsyncCheckpointWriter() {
   cancel_ = true;
   JoinWriter();
-  copied_.Wait();  // the copies write into copy_'s memory
+  if (preparing_.joinable()) preparing_.join();
+  copied_.Wait();  // the copies write into the arena
 }
 
 void AsyncCheckpointWriter::JoinWriter() {
@@ -38,23 +38,68 @@ void AsyncCheckpointWriter::JoinWriter() {
 }
 
 uint64_t AsyncCheckpointWriter::host_bytes() const {
-  uint64_t n = 0;
-  for (const auto& [name, t] : copy_) n += t.nbytes();
-  return n;
+  return arena_ ? static_cast<uint64_t>(arena_->bytes()) : 0;
+}
+
+std::vector<AsyncCheckpointWriter::Slot> AsyncCheckpointWriter::Layout(const NamedTensors& state,
+                                                                      int64_t* total) {
+  std::vector<Slot> slots;
+  int64_t at = 0;
+  for (const auto& [name, t] : state) {
+    const int64_t bytes = static_cast<int64_t>(t.nbytes());
+    slots.push_back({name, t.scalar_type(), t.sizes().vec(), at, bytes});
+    at += (bytes + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  }
+  *total = at;
+  return slots;
+}
+
+void AsyncCheckpointWriter::Prepare(const NamedTensors& state) {
+  if (arena_ || preparing_.joinable()) return;
+  int64_t total = 0;
+  layout_ = Layout(state, &total);
+  const bool lock = copy_stream_.cuda();
+  const int device = lock ? compat::CurrentCudaDevice() : -1;
+  preparing_ = std::thread([this, total, lock, device] {
+    try {
+      const auto start = Clock::now();
+      if (device >= 0) compat::SetCudaDevice(device);
+      arena_ = HostArena::Allocate(total, lock, "checkpoint.async",
+                                   "a host copy of the rank's state; or checkpoint.async = false");
+      arena_seconds_ = SecondsSince(start);
+    } catch (const std::exception& e) {
+      prepare_error_ = e.what();
+    }
+  });
+}
+
+// The arena Prepare made (or one made now), and a view of it per tensor.
+void AsyncCheckpointWriter::AwaitArena(const NamedTensors& state) {
+  if (preparing_.joinable()) preparing_.join();
+  if (!prepare_error_.empty()) throw TrainError(prepare_error_);
+  int64_t total = 0;
+  std::vector<Slot> wanted = Layout(state, &total);
+  bool same = arena_ && wanted.size() == layout_.size();
+  for (size_t i = 0; same && i < wanted.size(); ++i)
+    same = wanted[i].name == layout_[i].name && wanted[i].dtype == layout_[i].dtype &&
+           wanted[i].sizes == layout_[i].sizes;
+  if (!same) {
+    const auto start = Clock::now();
+    copy_.clear();
+    arena_.reset();
+    arena_ = HostArena::Allocate(total, copy_stream_.cuda(), "checkpoint.async",
+                                 "a host copy of the rank's state; or checkpoint.async = false");
+    arena_seconds_ = SecondsSince(start);
+    layout_ = std::move(wanted);
+  }
+  if (!copy_.empty()) return;
+  for (const Slot& s : layout_)
+    copy_.emplace_back(s.name, torch::from_blob(arena_->base() + s.offset, s.sizes,
+                                                torch::TensorOptions().dtype(s.dtype)));
 }
 
 void AsyncCheckpointWriter::TakeCopy(const NamedTensors& state) {
-  bool reuse = copy_.size() == state.size();
-  for (size_t i = 0; reuse && i < state.size(); ++i)
-    reuse = copy_[i].first == state[i].first && SameShape(copy_[i].second, state[i].second) &&
-            copy_[i].second.is_pinned() == state[i].second.is_cuda();
-  if (!reuse) {
-    copy_.clear();
-    for (const auto& [name, t] : state)
-      copy_.emplace_back(name, torch::empty(t.sizes(), torch::TensorOptions()
-                                                           .dtype(t.scalar_type())
-                                                           .pinned_memory(t.is_cuda())));
-  }
+  AwaitArena(state);
   torch::NoGradGuard no_grad;
   // Host tensors now; device ones on the copy stream, once the current
   // stream has reached this point (the step's optimizer wrote them). The
@@ -144,7 +189,9 @@ std::optional<AsyncCheckpointWriter::Completed> AsyncCheckpointWriter::Poll(bool
   CompleteStep(dir_, spec_, meta_, keep_, sharding_, result_);
   in_flight_ = false;
   stood_seconds_ += SecondsSince(start);
-  return Completed{meta_.step, result_.bytes, SecondsSince(began_), stood_seconds_};
+  Completed done{meta_.step, result_.bytes, SecondsSince(began_), stood_seconds_, arena_seconds_};
+  arena_seconds_ = 0;  // said once
+  return done;
 }
 
 std::string DescribeSaveBehind(const AsyncCheckpointWriter::Completed& c) {
@@ -155,7 +202,13 @@ std::string DescribeSaveBehind(const AsyncCheckpointWriter::Completed& c) {
                 "checksums and fsync included); the steps waited %.2f s for it",
                 static_cast<long long>(c.step), c.write_seconds, gib,
                 c.write_seconds > 0 ? gib / c.write_seconds : 0.0, c.stood_seconds);
-  return text;
+  std::string out = text;
+  if (c.arena_seconds > 0) {
+    std::snprintf(text, sizeof text, "; its host copy's memory took %.1f s to make",
+                  c.arena_seconds);
+    out += text;
+  }
+  return out;
 }
 
 }  // namespace trellis::train

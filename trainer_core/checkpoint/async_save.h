@@ -9,8 +9,10 @@
 // before that leaves the previous checkpoint the newest, as with a save in
 // place.
 //
-// The cost is host memory: a copy of the rank's state (its shard), kept
-// from the first save on for the next ones (host_bytes()).
+// The cost is host memory: a copy of the rank's state (its shard), one
+// arena of exactly that size (memory/host_arena.h), made by Prepare in a
+// thread of its own while the first steps run and kept for every save
+// (host_bytes()).
 
 #include <atomic>
 #include <chrono>
@@ -20,6 +22,7 @@
 
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/compat.h"
+#include "trainer_core/memory/host_arena.h"
 
 namespace trellis::train {
 
@@ -39,7 +42,15 @@ class AsyncCheckpointWriter {
     uint64_t bytes = 0;          // this rank's shard
     double write_seconds = 0;    // from Begin to the step's completion
     double stood_seconds = 0;    // of those, the time the rank's steps waited for it
+    // The first save only: how long the host copy's arena took to make
+    // (beside the first steps, when Prepare was called), 0 after.
+    double arena_seconds = 0;
   };
+
+  // Starts making the host copy's arena for a state shaped as `state`, in a
+  // thread of its own (Begin waits for it). Without it the first Begin
+  // makes it.
+  void Prepare(const NamedTensors& state);
 
   // Collective. A save still in flight is completed first (waited for, and
   // returned). Then the state is copied and its shard's write started.
@@ -59,13 +70,28 @@ class AsyncCheckpointWriter {
  private:
   void TakeCopy(const NamedTensors& state);
   void JoinWriter();
+  void AwaitArena(const NamedTensors& state);
+
+  // Where each tensor of the state goes in the arena.
+  struct Slot {
+    std::string name;
+    torch::ScalarType dtype;
+    std::vector<int64_t> sizes;
+    int64_t offset = 0, bytes = 0;
+  };
+  static std::vector<Slot> Layout(const NamedTensors& state, int64_t* total);
 
   const std::string dir_;
   const spec::TrainerSpec spec_;
   const int keep_;
   const Sharding sharding_;
 
-  NamedTensors copy_;           // host tensors, reused when the shapes match
+  std::vector<Slot> layout_;
+  std::unique_ptr<HostArena> arena_;
+  std::thread preparing_;       // making arena_ (Prepare)
+  std::string prepare_error_;   // set by that thread when it failed
+  double arena_seconds_ = 0;    // how long making it took; reported once
+  NamedTensors copy_;           // views of arena_, one per state tensor
   compat::SideStream copy_stream_;
   compat::DeviceStamp copied_;  // when the device-to-host copies end
   bool copy_awaited_ = true;    // BeforeStateChanges has made the stream wait

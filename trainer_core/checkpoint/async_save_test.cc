@@ -81,7 +81,8 @@ TEST_F(AsyncSaveTest, HoldsTheStateAsItWasWhenTheSaveBegan) {
   EXPECT_EQ(testing::ReadFileBytes(Shard(4)),
             testing::ReadFileBytes(JoinPath(StepDir(in_place, 4), "shard-00000-of-00001.bin")));
   EXPECT_EQ(testing::ReadFileBytes(Manifest(4)), testing::ReadFileBytes(JoinPath(StepDir(in_place, 4), "manifest.json")));
-  EXPECT_EQ(writer.host_bytes(), static_cast<uint64_t>(kPinnedPieceBytes + 4096 + 30 + 8));
+  // One arena: each tensor at a multiple of 256 bytes, the whole in pages.
+  EXPECT_EQ(writer.host_bytes(), static_cast<uint64_t>(kPinnedPieceBytes + 4096 + 4096));
 }
 
 TEST_F(AsyncSaveTest, AStepCountsOnlyOnceCompletedAndTheOldOnesArePrunedThen) {
@@ -108,15 +109,20 @@ TEST_F(AsyncSaveTest, AStepCountsOnlyOnceCompletedAndTheOldOnesArePrunedThen) {
 TEST_F(AsyncSaveTest, ASaveBegunWhileAnotherIsInFlightCompletesThatOneFirst) {
   NamedTensors state = RandomState(torch::kCPU);
   AsyncCheckpointWriter writer(dir_, spec_, 5, {}, false);
+  writer.Prepare(state);  // the arena, made beside the first steps
   ASSERT_FALSE(writer.Begin({2, 16, 1}, state));
   const uint64_t copy_bytes = writer.host_bytes();
+  EXPECT_GE(copy_bytes, static_cast<uint64_t>(kPinnedPieceBytes));
   for (auto& [name, t] : state) t.mul_(2);
   const auto second_state = Clones(state);
   const auto first = writer.Begin({3, 24, 1}, state);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->step, 2);
+  EXPECT_GT(first->arena_seconds, 0);
   EXPECT_TRUE(PathExists(Manifest(2)));
-  ASSERT_TRUE(writer.Poll(/*wait=*/true));
+  const auto second = writer.Poll(/*wait=*/true);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->arena_seconds, 0) << "the arena's time is said once";
   EXPECT_EQ(writer.host_bytes(), copy_bytes) << "the host copy is reused, not added to";
   const auto loaded = Load(3, state);
   for (size_t i = 0; i < state.size(); ++i)
@@ -162,6 +168,8 @@ TEST(AsyncSaveNote, SaysTheStepTheTimesTheBytesAndTheRate) {
   EXPECT_EQ(DescribeSaveBehind({20, 3ull << 30, 2.0, 0.05}),
             "checkpoint step 20 written behind the steps in 2.0 s: 3.00 GiB (1.50 GiB/s, "
             "checksums and fsync included); the steps waited 0.05 s for it");
+  EXPECT_EQ(DescribeSaveBehind({20, 3ull << 30, 2.0, 0.05, 1.25}).substr(137),
+            "; its host copy's memory took 1.2 s to make");
 }
 
 // On a GPU the copy goes on a stream of its own: it must see what the

@@ -17,18 +17,6 @@ int OffloadedLayers(double offload_fraction, int layers) {
   return static_cast<int>(std::floor(offload_fraction * layers + 1e-9));
 }
 
-struct ActivationOffload::Arena {
-  void* base = nullptr;
-  int64_t bytes = 0;
-  bool registered = false;  // page-locked for the device (CUDA)
-  ~Arena() {
-#ifdef TRELLIS_TORCH_CUDA
-    if (registered) cudaHostUnregister(base);
-#endif
-    std::free(base);
-  }
-};
-
 struct ActivationOffload::Slot {
   torch::Tensor host;     // the layer input's place in the arena
   torch::Tensor fetched;  // on the device, from Prefetch until Take
@@ -58,7 +46,7 @@ ActivationOffload::~ActivationOffload() {
 #endif
 }
 
-int64_t ActivationOffload::arena_bytes() const { return arena_ ? arena_->bytes : 0; }
+int64_t ActivationOffload::arena_bytes() const { return arena_ ? arena_->bytes() : 0; }
 
 void ActivationOffload::EnsureArena(const torch::Tensor& like) {
   if (arena_) {
@@ -70,32 +58,14 @@ void ActivationOffload::EnsureArena(const torch::Tensor& like) {
                        std::string(c10::toString(slot.scalar_type())));
     return;
   }
-  constexpr int64_t kPage = 4096;
-  const int64_t slot_bytes = (like.numel() * like.element_size() + kPage - 1) / kPage * kPage;
-  auto arena = std::make_unique<Arena>();
-  arena->bytes = slot_bytes * layers_;
-  arena->base = std::aligned_alloc(kPage, static_cast<size_t>(arena->bytes));
-  if (!arena->base)
-    throw TrainError("activation offload: cannot allocate a host arena of " +
-                     std::to_string(arena->bytes) + " bytes (parallel.offload_fraction)");
-  // Every page written from the CPU first, so the CPU's NUMA policy places
-  // it, not a device copy's first touch.
-  std::memset(arena->base, 0, static_cast<size_t>(arena->bytes));
-#ifdef TRELLIS_TORCH_CUDA
-  if (device_.is_cuda()) {
-    const cudaError_t err =
-        cudaHostRegister(arena->base, static_cast<size_t>(arena->bytes), cudaHostRegisterDefault);
-    if (err != cudaSuccess)
-      throw TrainError("activation offload: cannot page-lock a host arena of " +
-                       std::to_string(arena->bytes) + " bytes: " + cudaGetErrorString(err) +
-                       " (lower parallel.offload_fraction, or raise the locked-memory limit)");
-    arena->registered = true;
-  }
-#endif
+  const int64_t page = HostArena::kPage;
+  const int64_t slot_bytes = (like.numel() * like.element_size() + page - 1) / page * page;
+  auto arena = HostArena::Allocate(slot_bytes * layers_, device_.is_cuda(), "activation offload",
+                                   "lower parallel.offload_fraction");
   for (int i = 0; i < layers_; ++i)
-    slots_[static_cast<size_t>(i)].host = torch::from_blob(
-        static_cast<char*>(arena->base) + i * slot_bytes, like.sizes(),
-        torch::TensorOptions().dtype(like.scalar_type()));
+    slots_[static_cast<size_t>(i)].host =
+        torch::from_blob(arena->base() + i * slot_bytes, like.sizes(),
+                         torch::TensorOptions().dtype(like.scalar_type()));
   arena_ = std::move(arena);
 }
 

@@ -12,13 +12,15 @@
 // the CPU before any copy (a page first touched by a device-to-host copy can
 // be placed in device memory on a machine whose GPU memory is a NUMA node),
 // and on CUDA page-locked in place, without the pinned allocator's rounding
-// to a power of two. Copies run on a stream of their own.
+// to a power of two (memory/host_arena.h). Copies run on a stream of their own.
 
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "trainer_core/memory/host_arena.h"
 
 namespace trellis::train {
 
@@ -47,13 +49,12 @@ class ActivationOffload {
   int64_t arena_bytes() const;
 
  private:
-  struct Arena;
   struct Slot;
   void EnsureArena(const torch::Tensor& like);
 
   int layers_;
   torch::Device device_;
-  std::unique_ptr<Arena> arena_;
+  std::unique_ptr<HostArena> arena_;
   std::vector<Slot> slots_;
 };
 
