@@ -3,17 +3,19 @@
 # (checkpoint.async): builds trellis-train, trellis-corpus and checkpoint_test
 # (TRELLIS_TRAINER_ONLY, against the python package's LibTorch), runs
 # checkpoint_test there (its GPU cases: the copy on a stream of its own), then
-# bench/checkpoint/behind.py once per entry of CONFIGS.
+# bench/checkpoint/behind.py once per entry of CONFIGS. The checkpoints are
+# spaced so that the local disk (about 0.8 GiB/s) can write each before the
+# next is due: a 2-layer moe-bench rank holds 6.2 GiB.
 #
 # Needs the header-only deps staged by deploy/gpu/stage-headers.sh (carry
 # .third_party). Usage: bench/gpu/checkpoint_behind.sh
 #   env: BUILD_DIR=build-gpu OUT=bench/results CONFIGS="LAYERS:STEPS:EVERY ..." (default
-#        "2:70:20 4:85:25"), the rest as bench/checkpoint/behind.py reads it
+#        "2:100:30 4:100:40"), the rest as bench/checkpoint/behind.py reads it
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 OUT=${OUT:-bench/results}
-CONFIGS=${CONFIGS:-2:70:20 4:85:25}
+CONFIGS=${CONFIGS:-2:100:30 4:100:40}
 THIRD_PARTY_INCLUDE=${THIRD_PARTY_INCLUDE:-$PWD/.third_party/include}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
