@@ -257,8 +257,7 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
                          ": data position does not match training.global_batch");
       s.step = s.checkpoint_step = meta.step;
     }
-    if (spec.checkpoint.async && !s.options.checkpoint_dir.empty())
-    {
+    if (spec.checkpoint.async && !s.options.checkpoint_dir.empty()) {
       s.async_save = std::make_unique<AsyncCheckpointWriter>(
           s.options.checkpoint_dir, spec, spec.checkpoint.keep, s.CheckpointSharding(),
           s.device.is_cuda());
