@@ -144,7 +144,9 @@ TEST_F(TrainerTest, CheckpointsWrittenBehindTheStepsHoldTheSameBytes) {
     EXPECT_EQ(behind.records[i].loss, in_place.records[i].loss) << "step " << i + 1;
     const bool saves = (i + 1) % 2 == 0;
     EXPECT_EQ(in_place.records[i].checkpoint_seconds.has_value(), saves) << "step " << i + 1;
-    if (saves) EXPECT_TRUE(behind.records[i].checkpoint_seconds) << "step " << i + 1;
+    if (saves) {
+      EXPECT_TRUE(behind.records[i].checkpoint_seconds) << "step " << i + 1;
+    }
   }
   EXPECT_FALSE(behind.records[0].checkpoint_seconds);
   EXPECT_EQ(in_place.records[1].checkpoint_step, 2);

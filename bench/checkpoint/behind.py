@@ -13,7 +13,7 @@ time (the rank's log), and the process's peak resident memory (the host copy
 of `behind` shows there). Checkpoints go to DIR (the disk measured); each
 variant's directory is removed after it.
 
-Usage: bench/checkpoint/behind.py
+Usage: bench/checkpoint/behind.py            (or: behind.py --table RESULT.json: the table again)
   env: BUILD_DIR=build SPEC=examples/moe-bench.toml LAYERS=2 GLOBAL_BATCH=16 MICRO_BATCH=2
        STEPS=70 EVERY=20 DEVICE=cuda VOCAB=32000 DIR=<temp dir> OUT=bench/results
        NAME=checkpoint-behind-<date> MACHINE=<words>
@@ -119,7 +119,10 @@ def run(variant, work, corpus):
     return {
         "variant": variant,
         "wall_seconds": wall,
-        "train_seconds": sum(steps) + sum(ckpt_s),
+        # The records' checkpoint time; behind the steps the log's waits add
+        # what came after the last step (the run's end waits for a write).
+        "stood_seconds": sum(waited) if waited else sum(ckpt_s),
+        "train_seconds": sum(steps) + (sum(waited) if waited else sum(ckpt_s)),
         "step_seconds_sum": sum(steps),
         "checkpoint_seconds_sum": sum(ckpt_s),
         "checkpoints": len(writes),
@@ -148,8 +151,9 @@ def table(runs, meta):
         f"- Model: `{SPEC}` at {LAYERS} layers, global_batch {GLOBAL_BATCH} "
         f"(micro_batch {MICRO_BATCH}), {STEPS} steps, a checkpoint every {EVERY} steps "
         f"(keep 1, none at the end), on {DEVICE}; checkpoints on the machine's local disk",
-        "- Training time: the steps' `step_seconds` plus the `checkpoint_seconds` the rank stood "
-        "for checkpoints after them (start-up excluded); overhead is over `none`",
+        "- Training time: the steps' `step_seconds` plus the time the rank stood for checkpoints "
+        "(the records' `checkpoint_seconds`; behind the steps the log's waits, which add the end "
+        "of the run waiting for the last write); start-up excluded; overhead is over `none`",
         "",
         "| variant | training s | overhead | stood for checkpoints s | checkpoints | GiB each | "
         "write s (each) | median step s | median step after a checkpoint began s | "
@@ -162,7 +166,7 @@ def table(runs, meta):
         after = r["step_seconds_median_after_begin"]
         out.append(
             f"| {r['variant']} | {r['train_seconds']:.1f} | {over * 100:+.1f}% | "
-            f"{r['checkpoint_seconds_sum']:.2f} | {r['checkpoints']} | "
+            f"{r['stood_seconds']:.2f} | {r['checkpoints']} | "
             f"{r['checkpoint_gib']:.2f} | {writes} | {r['step_seconds_median_outside']:.3f} | "
             f"{'-' if after is None else f'{after:.3f}'} | "
             f"{r['step_seconds_median_first_window']:.3f} | {r['peak_rss_gib']:.1f} | "
@@ -171,8 +175,9 @@ def table(runs, meta):
     beh = next(r for r in runs if r["variant"] == "behind")
     out += [
         "",
-        f"Checkpoints cost the run {inp['checkpoint_seconds_sum']:.1f} s in place and "
-        f"{beh['checkpoint_seconds_sum']:.2f} s behind the steps "
+        f"Checkpoints cost the run {inp['stood_seconds']:.1f} s in place and "
+        f"{beh['stood_seconds']:.2f} s behind the steps "
+        f"({beh['stood_seconds'] - beh['checkpoint_seconds_sum']:.2f} s of it after the last step) "
         f"({(inp['train_seconds'] / base - 1) * 100:.1f}% vs "
         f"{(beh['train_seconds'] / base - 1) * 100:.1f}% of the training time); behind the steps "
         f"held {beh['peak_rss_gib'] - inp['peak_rss_gib']:+.1f} GiB more host memory at its peak "
@@ -186,6 +191,18 @@ def table(runs, meta):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--table":
+        d = json.load(open(sys.argv[2]))
+        globals().update({"SPEC": d["config"]["spec"], "LAYERS": d["config"]["layers"],
+                          "GLOBAL_BATCH": d["config"]["global_batch"],
+                          "MICRO_BATCH": d["config"]["micro_batch"], "STEPS": d["config"]["steps"],
+                          "EVERY": d["config"]["every_steps"], "DEVICE": d["config"]["device"]})
+        for r in d["runs"]:
+            r.setdefault("stood_seconds", sum(r["checkpoint_waited_seconds"]) or
+                         r["checkpoint_seconds_sum"])
+            r["train_seconds"] = r["step_seconds_sum"] + r["stood_seconds"]
+        print(table(d["runs"], d["meta"]), end="")
+        return
     work = ENV.get("DIR") or tempfile.mkdtemp(prefix="trellis-ckpt-behind-")
     os.makedirs(work, exist_ok=True)
     corpus = os.path.join(work, "bench.corpus")
