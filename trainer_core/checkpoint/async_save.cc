@@ -16,6 +16,11 @@ double SecondsSince(Clock::time_point t) {
 // 256 bytes: any dtype's alignment, and a GPU copy's best.
 constexpr int64_t kSlotAlign = 256;
 
+std::unique_ptr<HostArena> MakeArena(int64_t bytes, bool page_lock) {
+  return HostArena::Allocate(bytes, page_lock, "checkpoint.async",
+                             "a host copy of the rank's state; or checkpoint.async = false");
+}
+
 }  // namespace
 
 AsyncCheckpointWriter::AsyncCheckpointWriter(std::string dir, spec::TrainerSpec spec, int keep,
@@ -64,8 +69,7 @@ void AsyncCheckpointWriter::Prepare(const NamedTensors& state) {
     try {
       const auto start = Clock::now();
       if (device >= 0) compat::SetCudaDevice(device);
-      arena_ = HostArena::Allocate(total, lock, "checkpoint.async",
-                                   "a host copy of the rank's state; or checkpoint.async = false");
+      arena_ = MakeArena(total, lock);
       arena_seconds_ = SecondsSince(start);
     } catch (const std::exception& e) {
       prepare_error_ = e.what();
@@ -87,8 +91,7 @@ void AsyncCheckpointWriter::AwaitArena(const NamedTensors& state) {
     const auto start = Clock::now();
     copy_.clear();
     arena_.reset();
-    arena_ = HostArena::Allocate(total, copy_stream_.cuda(), "checkpoint.async",
-                                 "a host copy of the rank's state; or checkpoint.async = false");
+    arena_ = MakeArena(total, copy_stream_.cuda());
     arena_seconds_ = SecondsSince(start);
     layout_ = std::move(wanted);
   }
