@@ -21,19 +21,10 @@
 #include "trainer_core/parallel/fsdp.h"
 #include "trainer_core/parallel/nccl_log_file.h"
 #include "trainer_core/parallel/shard_optim.h"
+#include "trainer_core/trainer_state.h"
 
 namespace trellis::train {
 namespace {
-
-// Converts LibTorch's exceptions at the API edge.
-template <typename F>
-auto Guard(F&& f) {
-  try {
-    return f();
-  } catch (const c10::Error& e) {
-    throw TrainError(std::string("LibTorch: ") + e.what_without_backtrace());
-  }
-}
 
 // ATen's choice of kernels is process-wide: set both ways, so that a trainer
 // after another in one process (tests, the worker's host) gets its own.
@@ -106,48 +97,6 @@ int64_t Targets(const HostBatch& b) {
 }
 
 }  // namespace
-
-struct Trainer::State {
-  spec::TrainerSpec spec;
-  TrainerOptions options;
-  std::unique_ptr<Comm> own_comm;  // world 1 when the host gives none
-  Comm* comm = nullptr;
-  ExpertMesh mesh;
-  torch::Device device = torch::kCPU;
-  torch::Dtype compute_dtype = torch::kFloat;
-  Corpus corpus;
-  std::unique_ptr<BatchSource> data;
-  std::unique_ptr<ShardedModel> model;
-  std::unique_ptr<ShardedOptimizer> optim;
-  int64_t step = 0;
-  int64_t checkpoint_step = -1;
-  std::unique_ptr<NcclLogFollower> nccl_log;  // while NCCL's channel count is wanted
-  // checkpoint.async's writer; last, so that it is gone (its copies and
-  // thread done) before the tensors it copies.
-  std::unique_ptr<AsyncCheckpointWriter> async_save;
-
-  // This rank's part of everything the trainer needs to continue.
-  NamedTensors AllState() {
-    NamedTensors out;
-    for (auto& b : model->shards()) out.emplace_back("param." + b.layout->name, b.value);
-    for (size_t i = 0; i < model->experts().size(); ++i)
-      out.emplace_back("param.experts." + model->shards()[i + 1].layout->name,
-                       model->experts()[i].value);
-    for (size_t i = 0; i < model->router_bias().size(); ++i)
-      out.emplace_back("router_bias.layers." + std::to_string(i), model->router_bias()[i]);
-    for (auto& t : optim->State()) out.push_back(t);
-    return out;
-  }
-  // A save behind the steps that completed: the newest checkpoint now.
-  void NoteSaveBehind(const std::optional<AsyncCheckpointWriter::Completed>& done) {
-    if (!done) return;
-    checkpoint_step = done->step;
-    if (options.on_note) options.on_note(DescribeSaveBehind(*done));
-  }
-  Sharding CheckpointSharding() const {
-    return {comm, {mesh.world, mesh.node_size, mesh.ep}, StateRanges(spec.model)};
-  }
-};
 
 Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     : s_(std::make_unique<State>()) {
@@ -224,12 +173,7 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
                          ": data position does not match training.global_batch");
       s.step = s.checkpoint_step = meta.step;
     }
-    if (spec.checkpoint.async && !s.options.checkpoint_dir.empty()) {
-      s.async_save = std::make_unique<AsyncCheckpointWriter>(
-          s.options.checkpoint_dir, spec, spec.checkpoint.keep, s.CheckpointSharding(),
-          s.device.is_cuda());
-      s.async_save->Prepare(s.AllState());  // the host copy's memory, beside the first steps
-    }
+    SetUpSaveBehind();
   });
 }
 
@@ -281,10 +225,7 @@ bool Trainer::Run(int64_t last_step) {
       Step();
       stopped = s_->step < last_step && StopAgreed();
     }
-    if (s_->async_save) s_->NoteSaveBehind(s_->async_save->Poll(/*wait=*/true));
-    if (!s_->options.checkpoint_dir.empty() && (s_->spec.checkpoint.at_end || stopped) &&
-        s_->checkpoint_step != s_->step)
-      SaveCheckpoint();
+    CheckpointAtTheEnd(stopped);
   });
   return stopped;
 }
@@ -295,12 +236,7 @@ bool Trainer::Run(int64_t last_step) {
 bool Trainer::StopAgreed() {
   State& s = *s_;
   if (!s.options.stop_requested) return false;
-  const bool mine = s.options.stop_requested();
-  if (s.comm->size() == 1) return mine;
-  at::Tensor flag = torch::full({1}, mine ? 1.0f : 0.0f,
-                                torch::TensorOptions().dtype(torch::kFloat32).device(s.device));
-  s.comm->AllReduceSum(flag);
-  return flag.item<float>() > 0;
+  return s.RanksSaying(s.options.stop_requested()) > 0;
 }
 
 // One step, top to bottom: batch, forward and backward per micro-batch, clip,
@@ -385,7 +321,10 @@ void Trainer::Step() {
     r.comm_seconds = times->total;
     r.exposed_comm_seconds = times->exposed;
   }
-  r.host_arena_bytes = s.model->HostArenaBytes();  // this rank's, with offload
+  // This rank's pinned host arenas: activation offload's, checkpoint.async's copy.
+  r.host_arena_bytes = s.model->HostArenaBytes();
+  if (s.async_save && s.async_save->host_bytes() > 0)
+    r.host_arena_bytes = r.host_arena_bytes.value_or(0) + s.async_save->host_bytes();
   if (auto mem = compat::CudaMemory(s.device)) {
     // This step's peaks: its laps' (each read and reset at its mark) and
     // what came after the last mark.
@@ -438,47 +377,6 @@ void Trainer::Step() {
     s.options.on_expert_load(s.step, load);
   }
   if (s.options.on_step) s.options.on_step(r);
-}
-
-// The step boundary's checkpoint work: a save behind the steps completed
-// once every rank's shard is written, and every_steps' save (behind the
-// steps with checkpoint.async). Returns the seconds it took, if any.
-std::optional<double> Trainer::CheckpointAfterStep() {
-  State& s = *s_;
-  const int64_t every = s.spec.checkpoint.every_steps;
-  const bool due = !s.options.checkpoint_dir.empty() && every > 0 && s.step % every == 0;
-  const bool in_flight = s.async_save && s.async_save->in_flight();
-  if (!due && !in_flight) return std::nullopt;
-  const auto start = std::chrono::steady_clock::now();
-  if (!s.async_save) {
-    SaveCheckpoint();
-  } else if (due) {
-    s.NoteSaveBehind(s.async_save->Begin(
-        {s.step, s.data->RowsBefore(s.step), s.corpus.checksum}, s.AllState()));
-  } else {
-    s.NoteSaveBehind(s.async_save->Poll(/*wait=*/false));
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-void Trainer::SaveCheckpoint() {
-  Guard([&] {
-    State& s = *s_;
-    if (s.options.checkpoint_dir.empty()) throw TrainError("no checkpoint directory set");
-    // A save behind the steps first: checkpoints complete in step order.
-    if (s.async_save) s.NoteSaveBehind(s.async_save->Poll(/*wait=*/true));
-    CheckpointMeta meta{s.step, s.data->RowsBefore(s.step), s.corpus.checksum};
-    const auto start = std::chrono::steady_clock::now();
-    const uint64_t bytes =
-        train::SaveCheckpoint(s.options.checkpoint_dir, s.spec, meta, s.AllState(),
-                              s.spec.checkpoint.keep, s.CheckpointSharding());
-    // What a checkpoint costs the run, in the rank's log.
-    if (s.options.on_note)
-      s.options.on_note(DescribeSave(
-          s.step, bytes,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
-    s.checkpoint_step = s.step;
-  });
 }
 
 }  // namespace trellis::train

@@ -100,7 +100,10 @@ class Trainer {
   std::unique_ptr<State> s_;
   void Step();
   bool StopAgreed();
+  // trainer_checkpoints.cc
+  void SetUpSaveBehind();
   std::optional<double> CheckpointAfterStep();
+  void CheckpointAtTheEnd(bool stopped);
 };
 
 }  // namespace trellis::train

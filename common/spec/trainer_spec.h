@@ -112,6 +112,11 @@ struct CheckpointSpec {
   // rank's shard is on disk. The last checkpoint and the one at a stop are
   // written in place (the run waits for them anyway).
   bool async = false;
+  // The host memory the copy must leave available, in GiB, on the tightest
+  // bound of the rank (its NUMA node when bound to one, else the host; its
+  // Slurm job's cgroup limit). Where the copy would leave less on any rank,
+  // every rank writes in place instead, said in their logs.
+  double async_keep_free_gib = 4;
 };
 
 struct TrainerSpec {

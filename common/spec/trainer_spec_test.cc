@@ -88,6 +88,7 @@ deterministic = true
 [checkpoint]
 at_end = false
 async = true
+async_keep_free_gib = 16.5
 )");
   FieldErrors errors;
   TrainerSpec s = ParseTrainerSections(root, &errors);
@@ -107,6 +108,7 @@ async = true
   EXPECT_EQ(s.training.dtype, "bfloat16");
   EXPECT_FALSE(s.checkpoint.at_end);
   EXPECT_TRUE(s.checkpoint.async);
+  EXPECT_DOUBLE_EQ(s.checkpoint.async_keep_free_gib, 16.5);
   EXPECT_EQ(s.training.device, "cpu");
   EXPECT_DOUBLE_EQ(s.training.grad_clip, 0);
   EXPECT_EQ(s.training.row_order, "cost_bands");
@@ -129,6 +131,8 @@ dtype = "float16"
 muon_momentum = 1.5
 row_order = "sorted"
 deterministic = 1
+[checkpoint]
+async_keep_free_gib = -1
 )");
   FieldErrors errors;
   ParseTrainerSections(root, &errors);
@@ -153,6 +157,9 @@ deterministic = 1
             std::string::npos)
       << all;
   EXPECT_NE(all.find("training.dtype: must be one of auto, float32, bfloat16, got \"float16\""),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("checkpoint.async_keep_free_gib: must be a number in [0, 1048576], got -1"),
             std::string::npos)
       << all;
   EXPECT_NE(all.find("training.muon_momentum: must be a number in [0, 0.9999], got 1.5"),

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "trainer_core/error.h"
+#include "trainer_core/memory/host_room.h"
 
 namespace trellis::train {
 namespace {
@@ -24,11 +25,13 @@ std::unique_ptr<HostArena> MakeArena(int64_t bytes, bool page_lock) {
 }  // namespace
 
 AsyncCheckpointWriter::AsyncCheckpointWriter(std::string dir, spec::TrainerSpec spec, int keep,
-                                             Sharding sharding, bool cuda)
+                                             Sharding sharding, bool cuda,
+                                             CheckpointPruner* pruner)
     : dir_(std::move(dir)),
       spec_(std::move(spec)),
       keep_(keep),
       sharding_(std::move(sharding)),
+      pruner_(pruner),
       copy_stream_(cuda) {}
 
 AsyncCheckpointWriter::~AsyncCheckpointWriter() {
@@ -38,12 +41,22 @@ AsyncCheckpointWriter::~AsyncCheckpointWriter() {
   copied_.Wait();  // the copies write into the arena
 }
 
+std::optional<int64_t> AsyncCheckpointWriter::Abandon() {
+  if (!in_flight_) return std::nullopt;
+  cancel_ = true;
+  JoinWriter();
+  in_flight_ = false;
+  return meta_.step;
+}
+
 void AsyncCheckpointWriter::JoinWriter() {
   if (writer_.joinable()) writer_.join();
 }
 
-uint64_t AsyncCheckpointWriter::host_bytes() const {
-  return arena_ ? static_cast<uint64_t>(arena_->bytes()) : 0;
+int64_t AsyncCheckpointWriter::CopyBytes(const NamedTensors& state) {
+  int64_t total = 0;
+  Layout(state, &total);
+  return (total + HostArena::kPage - 1) / HostArena::kPage * HostArena::kPage;
 }
 
 std::vector<AsyncCheckpointWriter::Slot> AsyncCheckpointWriter::Layout(const NamedTensors& state,
@@ -71,6 +84,7 @@ void AsyncCheckpointWriter::Prepare(const NamedTensors& state) {
       if (device >= 0) compat::SetCudaDevice(device);
       arena_ = MakeArena(total, lock);
       arena_seconds_ = SecondsSince(start);
+      arena_bytes_ = static_cast<uint64_t>(arena_->bytes());
     } catch (const std::exception& e) {
       prepare_error_ = e.what();
     }
@@ -91,8 +105,10 @@ void AsyncCheckpointWriter::AwaitArena(const NamedTensors& state) {
     const auto start = Clock::now();
     copy_.clear();
     arena_.reset();
+    arena_bytes_ = 0;
     arena_ = MakeArena(total, copy_stream_.cuda());
     arena_seconds_ = SecondsSince(start);
+    arena_bytes_ = static_cast<uint64_t>(arena_->bytes());
     layout_ = std::move(wanted);
   }
   if (!copy_.empty()) return;
@@ -189,12 +205,17 @@ std::optional<AsyncCheckpointWriter::Completed> AsyncCheckpointWriter::Poll(bool
     return std::nullopt;
   }
   JoinWriter();
-  CompleteStep(dir_, spec_, meta_, keep_, sharding_, result_);
+  CompleteStep(dir_, spec_, meta_, keep_, sharding_, result_, pruner_);
   in_flight_ = false;
   stood_seconds_ += SecondsSince(start);
   Completed done{meta_.step, result_.bytes, SecondsSince(began_), stood_seconds_, arena_seconds_};
   arena_seconds_ = 0;  // said once
   return done;
+}
+
+std::string WhyTheCopyDoesNotFit(const NamedTensors& state, int64_t keep_free) {
+  return WhyItDoesNotFit(AsyncCheckpointWriter::CopyBytes(state),
+                         ReadMemoryBounds("", MemoryBindNodes()), keep_free);
 }
 
 std::string DescribeSaveBehind(const AsyncCheckpointWriter::Completed& c) {

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "trainer_core/checkpoint/checkpoint.h"
+#include "trainer_core/checkpoint/pruner.h"
 #include "trainer_core/compat.h"
 #include "trainer_core/memory/host_arena.h"
 
@@ -29,8 +30,9 @@ namespace trellis::train {
 class AsyncCheckpointWriter {
  public:
   // `cuda`: the state lives on a GPU (its copies then go on a stream of their own).
+  // `pruner` (may be null: pruned in place) removes the old checkpoints.
   AsyncCheckpointWriter(std::string dir, spec::TrainerSpec spec, int keep, Sharding sharding,
-                        bool cuda);
+                        bool cuda, CheckpointPruner* pruner = nullptr);
   // Cancels a write in flight and waits for its thread: that step stays
   // incomplete (no manifest), and its unfinished shard file is removed.
   ~AsyncCheckpointWriter();
@@ -63,9 +65,18 @@ class AsyncCheckpointWriter {
   // written (with `wait`, blocks until then). Throws TrainError, on every
   // rank, when any rank's write failed; the step is then left incomplete.
   std::optional<Completed> Poll(bool wait);
+  // Cancels the write in flight and waits for its thread; returns its step.
+  // For a newer checkpoint about to be written in place (the last of a run,
+  // or at a stop), which the write would only delay. Not collective: every
+  // rank must decide it alike. The abandoned step stays incomplete (the
+  // next prune removes it).
+  std::optional<int64_t> Abandon();
   bool in_flight() const { return in_flight_; }
+  int64_t step_in_flight() const { return in_flight_ ? meta_.step : -1; }
   // Host memory the copy of the state holds (kept between saves).
-  uint64_t host_bytes() const;
+  uint64_t host_bytes() const { return arena_bytes_.load(); }
+  // What a copy of `state` will hold.
+  static int64_t CopyBytes(const NamedTensors& state);
 
  private:
   void TakeCopy(const NamedTensors& state);
@@ -85,12 +96,14 @@ class AsyncCheckpointWriter {
   const spec::TrainerSpec spec_;
   const int keep_;
   const Sharding sharding_;
+  CheckpointPruner* const pruner_;
 
   std::vector<Slot> layout_;
   std::unique_ptr<HostArena> arena_;
   std::thread preparing_;       // making arena_ (Prepare)
   std::string prepare_error_;   // set by that thread when it failed
   double arena_seconds_ = 0;    // how long making it took; reported once
+  std::atomic<uint64_t> arena_bytes_{0};  // arena_'s size, read from any thread
   NamedTensors copy_;           // views of arena_, one per state tensor
   compat::SideStream copy_stream_;
   compat::DeviceStamp copied_;  // when the device-to-host copies end
@@ -105,6 +118,10 @@ class AsyncCheckpointWriter {
   ShardWritten result_;  // set by the writer before written_
   std::string error_;    // likewise, when the write failed
 };
+
+// Empty when a host copy of `state` fits the host memory this rank may
+// still take (memory/host_room.h) with `keep_free` bytes left; else why not.
+std::string WhyTheCopyDoesNotFit(const NamedTensors& state, int64_t keep_free);
 
 // "checkpoint step 10 written behind the steps in 4.2 s: 3.10 GiB (0.74 GiB/s,
 // ...); the steps waited 0.04 s for it", for the rank's log.

@@ -164,6 +164,29 @@ TEST_F(AsyncSaveTest, AWriterDestroyedMidSaveLeavesTheStepIncomplete) {
   EXPECT_FALSE(PathExists(Shard(6) + ".tmp")) << "an abandoned shard's temporary file stays";
 }
 
+TEST_F(AsyncSaveTest, AnAbandonedSaveStaysIncompleteAndTheNextCompleteStepPrunesIt) {
+  NamedTensors state = RandomState(torch::kCPU);
+  CheckpointPruner pruner;
+  AsyncCheckpointWriter writer(dir_, spec_, /*keep=*/1, {}, false, &pruner);
+  ASSERT_FALSE(writer.Begin({2, 16, 1}, state));
+  ASSERT_TRUE(writer.Poll(/*wait=*/true));
+  ASSERT_FALSE(writer.Begin({4, 32, 1}, state));
+  EXPECT_EQ(writer.step_in_flight(), 4);
+  EXPECT_EQ(writer.Abandon(), std::optional<int64_t>(4));
+  EXPECT_FALSE(writer.in_flight());
+  EXPECT_EQ(writer.step_in_flight(), -1);
+  EXPECT_EQ(writer.Abandon(), std::nullopt) << "nothing left to abandon";
+  EXPECT_FALSE(writer.Poll(/*wait=*/true));
+  EXPECT_EQ(LatestCompleteStep(dir_), 2);
+  EXPECT_FALSE(PathExists(Manifest(4)));
+  EXPECT_FALSE(PathExists(Shard(4) + ".tmp"));
+  // The run's last checkpoint, written in place: step 2 goes (keep = 1),
+  // and so does the abandoned step 4's directory.
+  SaveCheckpoint(dir_, spec_, {5, 40, 1}, state, 1, {}, &pruner);
+  pruner.Wait();
+  EXPECT_EQ(ListDir(dir_), std::vector<std::string>{"step-00000005"});
+}
+
 TEST(AsyncSaveNote, SaysTheStepTheTimesTheBytesAndTheRate) {
   EXPECT_EQ(DescribeSaveBehind({20, 3ull << 30, 2.0, 0.05}),
             "checkpoint step 20 written behind the steps in 2.0 s: 3.00 GiB (1.50 GiB/s, "

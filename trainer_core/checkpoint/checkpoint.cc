@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "trainer_core/checkpoint/pruner.h"
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/checkpoint/tensor_io.h"
 #include "trainer_core/error.h"
@@ -125,11 +126,6 @@ std::vector<int64_t> CompleteSteps(const std::string& dir) {
   return steps;
 }
 
-void Prune(const std::string& dir, int keep) {
-  auto complete = CompleteSteps(dir);
-  for (size_t i = keep; i < complete.size(); ++i) RemoveTree(StepDir(dir, complete[i]));
-}
-
 // The saved shards in the order a rank looks in them for a tensor: those
 // already read first, then from the one at the rank's place in the saved
 // world (its own shard on the same mesh) on. A replicated tensor is then taken
@@ -202,7 +198,7 @@ ShardWritten WriteShard(const std::string& step_dir, const NamedTensors& state, 
 
 void CompleteStep(const std::string& dir, const spec::TrainerSpec& spec,
                   const CheckpointMeta& meta, int keep, const Sharding& sharding,
-                  const ShardWritten& written) {
+                  const ShardWritten& written, CheckpointPruner* pruner) {
   Comm* comm = sharding.comm;
   const int world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
   // Rank 0 learns every shard's size and checksum, then completes the step.
@@ -239,19 +235,25 @@ void CompleteStep(const std::string& dir, const spec::TrainerSpec& spec,
         {"rng", {{"seed", spec.training.seed}, {"counter", meta.rows_consumed}}}};
     WriteFileAtomically(JoinPath(StepDir(dir, meta.step), "manifest.json"),
                         manifest.dump(2) + "\n");
-    Prune(dir, keep);
+    if (pruner) {
+      pruner->Prune(dir, meta.step, keep);
+    } else {
+      CheckpointPruner now;
+      now.Prune(dir, meta.step, keep);
+      now.Wait();
+    }
   }
   if (comm) comm->Barrier();  // every rank returns once the step is complete
 }
 
 uint64_t SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
                         const CheckpointMeta& meta, const NamedTensors& state, int keep,
-                        const Sharding& sharding) {
+                        const Sharding& sharding, CheckpointPruner* pruner) {
   Comm* comm = sharding.comm;
   const std::string step_dir = BeginStep(dir, meta.step, comm);
   const ShardWritten written =
       WriteShard(step_dir, state, comm ? comm->rank() : 0, comm ? comm->size() : 1);
-  CompleteStep(dir, spec, meta, keep, sharding, written);
+  CompleteStep(dir, spec, meta, keep, sharding, written, pruner);
   return written.bytes;
 }
 

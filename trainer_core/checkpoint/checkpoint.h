@@ -56,15 +56,18 @@ std::string StepDir(const std::string& dir, int64_t step);
 // Newest step with a manifest, or -1 when there is none.
 int64_t LatestCompleteStep(const std::string& dir);
 
+class CheckpointPruner;
+
 // Every rank saves its `state` (every tensor it needs to continue) as
 // shard-RRRRR-of-WWWWW.bin; after all have, rank 0 writes the manifest and
-// prunes all but the newest `keep` complete checkpoints. Collective. Throws
+// prunes all but the newest `keep` complete checkpoints (pruner.h: with a
+// `pruner`, removed by its thread; without, before returning). Collective. Throws
 // TrainError. Tensors go to the file in pieces (through two pinned buffers
 // from a GPU), never staged whole in host memory. Returns the bytes of this
 // rank's shard.
 uint64_t SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
                         const CheckpointMeta& meta, const NamedTensors& state, int keep,
-                        const Sharding& sharding = {});
+                        const Sharding& sharding = {}, CheckpointPruner* pruner = nullptr);
 // The three parts of SaveCheckpoint, for a save written behind the steps
 // (async_save.h). BeginStep (collective) makes the step's directory and
 // removes a manifest an earlier save of the same step left, before any rank
@@ -83,7 +86,7 @@ ShardWritten WriteShard(const std::string& step_dir, const NamedTensors& state, 
                         int world, const std::function<bool()>& cancelled = {});
 void CompleteStep(const std::string& dir, const spec::TrainerSpec& spec,
                   const CheckpointMeta& meta, int keep, const Sharding& sharding,
-                  const ShardWritten& mine);
+                  const ShardWritten& mine, CheckpointPruner* pruner = nullptr);
 
 // "checkpoint step 10 written in 2.1 s: 3.10 GiB (1.48 GiB/s, checksums, the
 // copy from the device and fsync included)", for the rank's log.

@@ -67,7 +67,8 @@ const Column kGauges[] = {
      "Peak device memory reserved by the rank's caching allocator in its "
      "latest step",
      [](const StepRecord& r) { return Figure(r.mem_reserved_peak_bytes); }, false},
-    {"trellis_rank_host_arena_bytes", "Bytes of the rank's pinned host arena",
+    {"trellis_rank_host_arena_bytes",
+     "Bytes of the rank's pinned host arenas (activation offload, checkpoint.async's copy)",
      [](const StepRecord& r) { return Figure(r.host_arena_bytes); }, false},
     {"trellis_rank_nccl_ctas", "CTAs each NCCL collective of the rank launches",
      [](const StepRecord& r) { return Figure(r.nccl_max_ctas); }, false},

@@ -1,0 +1,99 @@
+// The trainer's checkpoints: in place, or behind the steps
+// (checkpoint.async) where the host copy fits; the last one of a run.
+#include <chrono>
+
+#include "trainer_core/memory/host_room.h"
+#include "trainer_core/trainer.h"
+#include "trainer_core/trainer_state.h"
+
+namespace trellis::train {
+
+// checkpoint.async's writer, when the host copy of the state fits every
+// rank's host memory (a copy that would not is not taken: a rank bound to a
+// socket is killed when the socket runs out). Ranks agree, as the two ways
+// of saving take different collectives.
+void Trainer::SetUpSaveBehind() {
+  State& s = *s_;
+  const auto& c = s.spec.checkpoint;
+  if (!c.async || s.options.checkpoint_dir.empty()) return;
+  const NamedTensors state = s.AllState();
+  const std::string why = WhyTheCopyDoesNotFit(
+      state, static_cast<int64_t>(c.async_keep_free_gib * static_cast<double>(1ull << 30)));
+  const int short_ranks = s.RanksSaying(!why.empty());
+  if (short_ranks > 0) {
+    if (s.options.on_note)
+      s.options.on_note(
+          "checkpoint.async: the host copy of the state does not fit " +
+          (why.empty() ? "on " + std::to_string(short_ranks) + " of " +
+                             std::to_string(s.comm->size()) + " ranks"
+                       : "this rank's memory: " + why) +
+          " (checkpoint.async_keep_free_gib); every rank writes its checkpoints in place");
+    return;
+  }
+  s.async_save = std::make_unique<AsyncCheckpointWriter>(
+      s.options.checkpoint_dir, s.spec, c.keep, s.CheckpointSharding(), s.device.is_cuda(),
+      &s.pruner);
+  s.async_save->Prepare(state);  // the host copy's memory, beside the first steps
+}
+
+// The step boundary's checkpoint work: a save behind the steps completed
+// once every rank's shard is written, and every_steps' save (behind the
+// steps with checkpoint.async). Returns the seconds it took, if any.
+std::optional<double> Trainer::CheckpointAfterStep() {
+  State& s = *s_;
+  const int64_t every = s.spec.checkpoint.every_steps;
+  const bool due = !s.options.checkpoint_dir.empty() && every > 0 && s.step % every == 0;
+  const bool in_flight = s.async_save && s.async_save->in_flight();
+  if (!due && !in_flight) return std::nullopt;
+  const auto start = std::chrono::steady_clock::now();
+  if (!s.async_save) {
+    SaveCheckpoint();
+  } else if (due) {
+    s.NoteSaveBehind(s.async_save->Begin(
+        {s.step, s.data->RowsBefore(s.step), s.corpus.checksum}, s.AllState()));
+  } else {
+    s.NoteSaveBehind(s.async_save->Poll(/*wait=*/false));
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void Trainer::SaveCheckpoint() {
+  Guard([&] {
+    State& s = *s_;
+    if (s.options.checkpoint_dir.empty()) throw TrainError("no checkpoint directory set");
+    // A save behind the steps first: checkpoints complete in step order.
+    if (s.async_save) s.NoteSaveBehind(s.async_save->Poll(/*wait=*/true));
+    CheckpointMeta meta{s.step, s.data->RowsBefore(s.step), s.corpus.checksum};
+    const auto start = std::chrono::steady_clock::now();
+    const uint64_t bytes =
+        train::SaveCheckpoint(s.options.checkpoint_dir, s.spec, meta, s.AllState(),
+                              s.spec.checkpoint.keep, s.CheckpointSharding(), &s.pruner);
+    // What a checkpoint costs the run, in the rank's log.
+    if (s.options.on_note)
+      s.options.on_note(DescribeSave(
+          s.step, bytes,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
+    s.checkpoint_step = s.step;
+  });
+}
+
+// When Run returns: a save behind the steps still in flight, and the run's
+// last checkpoint (checkpoint.at_end, or at a stop).
+void Trainer::CheckpointAtTheEnd(bool stopped) {
+    State& s = *s_;
+    const bool save_last = !s.options.checkpoint_dir.empty() &&
+                           (s.spec.checkpoint.at_end || stopped) && s.checkpoint_step != s.step;
+    if (s.async_save && save_last && s.async_save->step_in_flight() < s.step) {
+      // The last checkpoint, written in place, supersedes an older one still
+      // being written: waiting for that would only delay it (and at a stop,
+      // eat into the grace time before the kill).
+      if (auto step = s.async_save->Abandon(); step && s.options.on_note)
+        s.options.on_note("checkpoint step " + std::to_string(*step) +
+                          " written behind the steps: abandoned for step " +
+                          std::to_string(s.step) + "'s, written in place now");
+    }
+    if (s.async_save) s.NoteSaveBehind(s.async_save->Poll(/*wait=*/true));
+    if (save_last && s.checkpoint_step != s.step) SaveCheckpoint();
+}
+
+}  // namespace trellis::train
