@@ -118,7 +118,7 @@ TrainerSpec ParseTrainerSections(const toml::table& root, FieldErrors* errors) {
     r.Int("keep", &s.checkpoint.keep, 1, 1000);
     r.Bool("at_end", &s.checkpoint.at_end);
     r.Bool("async", &s.checkpoint.async);
-    r.Double("async_keep_free_gib", &s.checkpoint.async_keep_free_gib, 0, 1 << 20);
+    r.Double("async_keep_free_gib", &s.checkpoint.async_keep_free_gib, 0, 65536);
     r.Finish();
   }
   return s;

@@ -159,7 +159,7 @@ async_keep_free_gib = -1
   EXPECT_NE(all.find("training.dtype: must be one of auto, float32, bfloat16, got \"float16\""),
             std::string::npos)
       << all;
-  EXPECT_NE(all.find("checkpoint.async_keep_free_gib: must be a number in [0, 1048576], got -1"),
+  EXPECT_NE(all.find("checkpoint.async_keep_free_gib: must be a number in [0, 65536], got -1"),
             std::string::npos)
       << all;
   EXPECT_NE(all.find("training.muon_momentum: must be a number in [0, 0.9999], got 1.5"),
