@@ -80,20 +80,23 @@ void Trainer::SaveCheckpoint() {
 // When Run returns: a save behind the steps still in flight, and the run's
 // last checkpoint (checkpoint.at_end, or at a stop).
 void Trainer::CheckpointAtTheEnd(bool stopped) {
-    State& s = *s_;
-    const bool save_last = !s.options.checkpoint_dir.empty() &&
-                           (s.spec.checkpoint.at_end || stopped) && s.checkpoint_step != s.step;
-    if (s.async_save && save_last && s.async_save->step_in_flight() < s.step) {
-      // The last checkpoint, written in place, supersedes an older one still
-      // being written: waiting for that would only delay it (and at a stop,
-      // eat into the grace time before the kill).
-      if (auto step = s.async_save->Abandon(); step && s.options.on_note)
-        s.options.on_note("checkpoint step " + std::to_string(*step) +
-                          " written behind the steps: abandoned for step " +
-                          std::to_string(s.step) + "'s, written in place now");
-    }
-    if (s.async_save) s.NoteSaveBehind(s.async_save->Poll(/*wait=*/true));
-    if (save_last && s.checkpoint_step != s.step) SaveCheckpoint();
+  State& s = *s_;
+  const bool save_last = !s.options.checkpoint_dir.empty() &&
+                         (s.spec.checkpoint.at_end || stopped) && s.checkpoint_step != s.step;
+  if (s.async_save && save_last && s.async_save->in_flight() &&
+      s.async_save->step_in_flight() < s.step) {
+    // The last checkpoint, written in place, supersedes an older one still
+    // being written: waiting for that would only delay it (and at a stop,
+    // eat into the grace time before the kill). One written on every rank
+    // already is completed (a collective poll, alike on every rank).
+    s.NoteSaveBehind(s.async_save->Poll(/*wait=*/false));
+    if (auto step = s.async_save->Abandon(); step && s.options.on_note)
+      s.options.on_note("checkpoint step " + std::to_string(*step) +
+                        " written behind the steps: abandoned for step " +
+                        std::to_string(s.step) + "'s, written in place now");
+  }
+  if (s.async_save) s.NoteSaveBehind(s.async_save->Poll(/*wait=*/true));
+  if (save_last && s.checkpoint_step != s.step) SaveCheckpoint();
 }
 
 }  // namespace trellis::train
