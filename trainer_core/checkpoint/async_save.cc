@@ -56,7 +56,7 @@ void AsyncCheckpointWriter::JoinWriter() {
 int64_t AsyncCheckpointWriter::CopyBytes(const NamedTensors& state) {
   int64_t total = 0;
   Layout(state, &total);
-  return (total + HostArena::kPage - 1) / HostArena::kPage * HostArena::kPage;
+  return HostArena::Rounded(total);
 }
 
 std::vector<AsyncCheckpointWriter::Slot> AsyncCheckpointWriter::Layout(const NamedTensors& state,

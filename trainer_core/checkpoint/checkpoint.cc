@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/checkpoint_layout.h"
 #include "trainer_core/checkpoint/pruner.h"
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/checkpoint/tensor_io.h"
@@ -112,20 +113,6 @@ void CheckSpec(const Json& manifest, const spec::TrainerSpec& spec, const std::s
     throw TrainError("checkpoint " + path + " does not match the spec: " + mismatches);
 }
 
-// Steps with a manifest, newest first.
-std::vector<int64_t> CompleteSteps(const std::string& dir) {
-  std::vector<int64_t> steps;
-  for (const auto& name : ListDir(dir)) {
-    long step;
-    char tail;
-    if (std::sscanf(name.c_str(), "step-%ld%c", &step, &tail) == 1 &&
-        PathExists(JoinPath(JoinPath(dir, name), "manifest.json")))
-      steps.push_back(step);
-  }
-  std::sort(steps.rbegin(), steps.rend());
-  return steps;
-}
-
 // The saved shards in the order a rank looks in them for a tensor: those
 // already read first, then from the one at the rank's place in the saved
 // world (its own shard on the same mesh) on. A replicated tensor is then taken
@@ -151,10 +138,7 @@ std::string StepDir(const std::string& dir, int64_t step) {
   return JoinPath(dir, name);
 }
 
-int64_t LatestCompleteStep(const std::string& dir) {
-  auto complete = CompleteSteps(dir);
-  return complete.empty() ? -1 : complete.front();
-}
+int64_t LatestCompleteStep(const std::string& dir) { return NewestCompleteCheckpoint(dir); }
 
 std::string BeginStep(const std::string& dir, int64_t step, Comm* comm) {
   const std::string step_dir = StepDir(dir, step);

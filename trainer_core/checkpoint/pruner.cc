@@ -3,20 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 
+#include "common/checkpoint_layout.h"
 #include "trainer_core/error.h"
 #include "trainer_core/files.h"
 
 namespace trellis::train {
 namespace {
-
-std::optional<int64_t> StepOf(const std::string& name) {
-  long step;
-  char tail;
-  if (std::sscanf(name.c_str(), "step-%ld%c", &step, &tail) == 1 && step >= 0) return step;
-  return std::nullopt;
-}
 
 bool IsPrunedName(const std::string& name) { return name.rfind(kPrunedPrefix, 0) == 0; }
 
@@ -59,7 +52,7 @@ void CheckpointPruner::Prune(const std::string& dir, int64_t completed, int keep
   ThrowIfFailed();
   std::vector<CheckpointDirEntry> entries;
   for (const auto& name : ListDir(dir)) {
-    const auto step = StepOf(name);
+    const auto step = ParseCheckpointStepDir(name);
     entries.push_back(
         {name, step, step && PathExists(JoinPath(JoinPath(dir, name), "manifest.json"))});
   }

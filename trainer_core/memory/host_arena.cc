@@ -12,7 +12,7 @@ std::unique_ptr<HostArena> HostArena::Allocate(int64_t bytes, bool page_lock,
                                                const std::string& purpose,
                                                const std::string& remedy) {
   std::unique_ptr<HostArena> arena(new HostArena());
-  arena->bytes_ = (bytes + kPage - 1) / kPage * kPage;
+  arena->bytes_ = Rounded(bytes);
   arena->base_ = std::aligned_alloc(kPage, static_cast<size_t>(std::max<int64_t>(arena->bytes_, kPage)));
   if (!arena->base_)
     throw TrainError(purpose + ": cannot allocate a host arena of " +

@@ -26,6 +26,8 @@ class HostArena {
   int64_t bytes() const { return bytes_; }
 
   static constexpr int64_t kPage = 4096;
+  // What an arena asked for `bytes` holds: whole pages.
+  static int64_t Rounded(int64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
 
  private:
   HostArena() = default;
