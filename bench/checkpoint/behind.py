@@ -10,13 +10,17 @@ For each: the training time (the steps plus the time the rank stood for
 checkpoints after them, from the step records), its share over `none`, the
 median step outside and right after checkpoints, each checkpoint's write
 time (the rank's log), and the process's peak resident memory (the host copy
-of `behind` shows there). Checkpoints go to DIR (the disk measured); each
-variant's directory is removed after it.
+of `behind` shows there), and where the step after a checkpoint began spends
+its time (forward, backward, optimizer, from the records). Checkpoints go to
+DIR (the disk measured); each variant's directory is removed after it.
+With PROFILE=1 (trellis-train built with -DTRELLIS_KERNEL_PROFILE=ON) the
+step after the first checkpoint began is profiled in `none` and `behind`:
+its kernels and the device's idle time, OUT/NAME-profile-<variant>.txt.
 
 Usage: bench/checkpoint/behind.py            (or: behind.py --table RESULT.json: the table again)
   env: BUILD_DIR=build SPEC=examples/moe-bench.toml LAYERS=2 GLOBAL_BATCH=16 MICRO_BATCH=2
        STEPS=70 EVERY=20 DEVICE=cuda VOCAB=32000 DIR=<temp dir> OUT=bench/results
-       NAME=checkpoint-behind-<date> MACHINE=<words>
+       NAME=checkpoint-behind-<date> MACHINE=<words> PROFILE=0
 Writes OUT/NAME.json and OUT/NAME.md.
 """
 import datetime
@@ -48,7 +52,9 @@ DEVICE = ENV.get("DEVICE", "cuda")
 VOCAB = int(ENV.get("VOCAB", "32000"))
 OUT = ENV.get("OUT", "bench/results")
 NAME = ENV.get("NAME", "checkpoint-behind-" + datetime.date.today().isoformat())
+PROFILE = ENV.get("PROFILE", "0") == "1"
 VARIANTS = ("none", "in_place", "behind")
+PARTS = ("fwd_seconds", "bwd_seconds", "optim_seconds")
 
 
 def set_key(text, section, key, value):
@@ -88,9 +94,13 @@ def run(variant, work, corpus):
     if variant != "none":
         cmd += ["--checkpoint-dir", ckpt]
     out_path, err_path = os.path.join(work, variant + ".out"), os.path.join(work, variant + ".err")
+    env = dict(ENV)
+    profile = os.path.join(work, variant + ".kernels.tsv")
+    if PROFILE and variant != "in_place":
+        env.update(TRELLIS_PROFILE_STEPS=f"{EVERY + 1}:1", TRELLIS_PROFILE_OUT=profile)
     start = time.monotonic()
     with open(out_path, "w") as out, open(err_path, "w") as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err)
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
         # This child's own peak resident set (ru_maxrss, KiB), not the most of all children.
         _, status, usage = os.wait4(p.pid, 0)
     wall = time.monotonic() - start
@@ -111,11 +121,24 @@ def run(variant, work, corpus):
     ckpt_s = [r.get("checkpoint_seconds", 0.0) for r in records]
     # Steps whose previous step began a checkpoint: what a write behind them
     # costs the steps it overlaps.
-    after = [steps[i] for i in range(1, STEPS) if records[i - 1]["step"] % EVERY == 0]
-    outside = [steps[i] for i in range(1, STEPS)
-               if records[i - 1]["step"] % EVERY != 0 and records[i]["step"] % EVERY != 0]
+    after_i = [i for i in range(1, STEPS) if records[i - 1]["step"] % EVERY == 0]
+    outside_i = [i for i in range(1, STEPS)
+                 if records[i - 1]["step"] % EVERY != 0 and records[i]["step"] % EVERY != 0]
+    after, outside = [steps[i] for i in after_i], [steps[i] for i in outside_i]
     # Steps 2 .. EVERY - 1: with `behind`, the host copy's memory is made meanwhile.
     first = steps[1:EVERY - 1]
+
+    def parts(indices):
+        return {k: statistics.median(records[i][k] for i in indices) if indices else None
+                for k in PARTS}
+
+    if PROFILE and os.path.exists(profile):
+        kernels = os.path.join(OUT, f"{NAME}-profile-{variant}.txt")
+        subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu", "kernel_table.py"),
+                        profile, "1", kernels], check=True, stdout=subprocess.DEVNULL)
+        with open(kernels, "a") as f:
+            f.write(f"\nstep {EVERY + 1} (the first after a checkpoint began)\n")
+            f.write(open(profile + ".timeline.txt").read())
     return {
         "variant": variant,
         "wall_seconds": wall,
@@ -132,6 +155,9 @@ def run(variant, work, corpus):
         "step_seconds_median_outside": statistics.median(outside) if outside else None,
         "step_seconds_median_after_begin": statistics.median(after) if after else None,
         "step_seconds_median_first_window": statistics.median(first) if first else None,
+        # Medians of the step records' parts (GPU time between the step's marks).
+        "step_parts_median_outside": parts(outside_i),
+        "step_parts_median_after_begin": parts(after_i),
         "arena_seconds": [float(m.group(1)) for m in re.finditer(
             r"host copy's memory took ([0-9.]+) s", stderr)],
         "peak_rss_gib": peak_kib / (1 << 20),
@@ -173,6 +199,15 @@ def table(runs, meta):
             f"{r['wall_seconds']:.1f} |")
     inp = next(r for r in runs if r["variant"] == "in_place")
     beh = next(r for r in runs if r["variant"] == "behind")
+    if all("step_parts_median_after_begin" in r for r in runs):
+        out += ["", "| variant | forward s | backward s | optimizer s | "
+                "the step after a checkpoint began: forward s | backward s | optimizer s |",
+                "|---|---|---|---|---|---|---|"]
+        for r in runs:
+            cells = [r["step_parts_median_outside"][k] for k in PARTS] + \
+                    [r["step_parts_median_after_begin"][k] for k in PARTS]
+            out.append(f"| {r['variant']} | " + " | ".join(
+                "-" if c is None else f"{c:.3f}" for c in cells) + " |")
     out += [
         "",
         f"Checkpoints cost the run {inp['stood_seconds']:.1f} s in place and "

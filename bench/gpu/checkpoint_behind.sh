@@ -10,7 +10,8 @@
 # Needs the header-only deps staged by deploy/gpu/stage-headers.sh (carry
 # .third_party). Usage: bench/gpu/checkpoint_behind.sh
 #   env: BUILD_DIR=build-gpu OUT=bench/results CONFIGS="LAYERS:STEPS:EVERY ..." (default
-#        "2:100:30 4:100:40"), the rest as bench/checkpoint/behind.py reads it
+#        "2:100:30 4:100:40"), PROFILE=1 (builds with -DTRELLIS_KERNEL_PROFILE=ON: the step
+#        after the first checkpoint began is profiled), the rest as behind.py reads it
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -29,6 +30,7 @@ prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') || die
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_TRAINER_ONLY=ON \
   -DTRELLIS_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
   -DTRELLIS_THIRD_PARTY_INCLUDE="$THIRD_PARTY_INCLUDE" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DTRELLIS_KERNEL_PROFILE="$([ "${PROFILE:-0}" = 1 ] && echo ON || echo OFF)" \
   > "$OUT/checkpoint-behind-cmake.log" 2>&1 || { tail -30 "$OUT/checkpoint-behind-cmake.log"; die cmake; }
 ninja -C "$BUILD_DIR" -j "$(nproc)" trellis-train trellis-corpus checkpoint_test \
   > "$OUT/checkpoint-behind-build.log" 2>&1 \

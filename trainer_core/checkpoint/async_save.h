@@ -1,9 +1,11 @@
 #pragma once
 // A checkpoint written behind the training steps (`checkpoint.async`).
-// Begin copies this rank's state into host memory (pinned where it comes
-// from a GPU, copied on a stream of its own behind the step's work, so the
-// host does not wait for it) and a thread writes the shard from that copy
-// while the steps go on. Poll, at each step boundary while a save is in
+// Begin copies this rank's state into host memory and a thread writes the
+// shard from that copy while the steps go on. From a GPU the copy goes into
+// pinned memory on a stream of its own, after the step's work, queued by
+// the writer's thread in batches of 32 MiB with two in flight
+// (copy_batches.h): queued whole, the step's own small device-to-host reads
+// waited in line behind all of it. Poll, at each step boundary while a save is in
 // flight, completes the step (manifest, prune) once every rank's shard is on
 // disk. A step counts only when its manifest exists, so a rank that dies
 // before that leaves the previous checkpoint the newest, as with a save in
@@ -16,11 +18,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "trainer_core/checkpoint/checkpoint.h"
+#include "trainer_core/checkpoint/copy_batches.h"
 #include "trainer_core/checkpoint/pruner.h"
 #include "trainer_core/compat.h"
 #include "trainer_core/memory/host_arena.h"
@@ -58,7 +63,8 @@ class AsyncCheckpointWriter {
   // returned). Then the state is copied and its shard's write started.
   std::optional<Completed> Begin(const CheckpointMeta& meta, const NamedTensors& state);
   // Call before the state's tensors are next written (the optimizer step):
-  // on a GPU the current stream then waits, on the device, for the copy.
+  // on a GPU the current stream then waits, on the device, for the copy
+  // (the host waits only while batches of it are still to be queued).
   void BeforeStateChanges();
   // Collective, at every step boundary on every rank while in_flight(): one
   // all-reduce of two flags. Returns the save once every rank's shard is
@@ -80,6 +86,10 @@ class AsyncCheckpointWriter {
 
  private:
   void TakeCopy(const NamedTensors& state);
+  // On the writer's thread: the device tensors' copies, queued batch by batch.
+  void CopyInBatches(const NamedTensors& state);
+  // Every batch is queued (or none will be): `last` is when the last ends.
+  void CopyQueued(const compat::DeviceStamp& last);
   void JoinWriter();
   void AwaitArena(const NamedTensors& state);
 
@@ -106,8 +116,13 @@ class AsyncCheckpointWriter {
   std::atomic<uint64_t> arena_bytes_{0};  // arena_'s size, read from any thread
   NamedTensors copy_;           // views of arena_, one per state tensor
   compat::SideStream copy_stream_;
-  compat::DeviceStamp copied_;  // when the device-to-host copies end
+  std::vector<std::vector<CopyPiece>> batches_;  // the device tensors' copies
+  compat::DeviceStamp ready_;   // the step's work the copies come after
   bool copy_awaited_ = true;    // BeforeStateChanges has made the stream wait
+  std::mutex queued_mu_;        // guards the two below, set by the writer's thread
+  std::condition_variable queued_cv_;
+  bool copy_queued_ = true;     // every batch of the copy is queued (or it was cancelled)
+  compat::DeviceStamp last_batch_;  // when the last queued batch ends
 
   bool in_flight_ = false;
   CheckpointMeta meta_;

@@ -48,7 +48,8 @@ class AsyncSaveTest : public ::testing::Test {
   // Loads `step` into zeroed tensors shaped as `like` (on the CPU).
   NamedTensors Load(int64_t step, const NamedTensors& like) {
     NamedTensors out;
-    for (const auto& [name, t] : like) out.emplace_back(name, torch::zeros_like(t.cpu()));
+    for (const auto& [name, t] : like)
+      out.emplace_back(name, torch::zeros(t.sizes(), t.options().device(torch::kCPU)));
     LoadCheckpoint(dir_, step, spec_, out);
     return out;
   }
@@ -195,12 +196,14 @@ TEST(AsyncSaveNote, SaysTheStepTheTimesTheBytesAndTheRate) {
             "; its host copy's memory took 1.2 s to make");
 }
 
-// On a GPU the copy goes on a stream of its own: it must see what the
-// current stream wrote before Begin, and the current stream's next writes
-// must wait for it (BeforeStateChanges), without the host waiting.
+// On a GPU the copy goes on a stream of its own, in batches queued by the
+// writer's thread (the big tensor takes three; a transposed one goes whole):
+// it must see what the current stream wrote before Begin, and the current
+// stream's next writes must wait for it (BeforeStateChanges).
 TEST_F(AsyncSaveTest, DeviceStateIsCopiedAfterItsLastWriteAndBeforeItsNext) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   NamedTensors state = RandomState(torch::kCUDA);
+  state.emplace_back("param.transposed", torch::randn({64, 48}, torch::kCUDA).t());
   torch::NoGradGuard no_grad;
   // Queued on the current stream just before the save: a chain of kernels
   // long enough that a copy not ordered after it would read older values.
@@ -217,6 +220,21 @@ TEST_F(AsyncSaveTest, DeviceStateIsCopiedAfterItsLastWriteAndBeforeItsNext) {
   for (size_t i = 0; i < state.size(); ++i)
     EXPECT_TRUE(torch::equal(loaded[i].second, want[i].cpu())) << loaded[i].first;
   EXPECT_GT(writer.host_bytes(), static_cast<uint64_t>(kPinnedPieceBytes));
+
+  // Abandoned as it begins: the steps go on (BeforeStateChanges returns),
+  // and the next save copies the state whole.
+  ASSERT_FALSE(writer.Begin({3, 24, 1}, state));
+  EXPECT_EQ(writer.Abandon(), 3);
+  writer.BeforeStateChanges();
+  for (auto& [name, t] : state) t.add_(1);
+  ASSERT_FALSE(writer.Begin({4, 32, 1}, state));
+  writer.BeforeStateChanges();
+  const auto want4 = Clones(state);
+  for (auto& [name, t] : state) t.mul_(-1);
+  ASSERT_TRUE(writer.Poll(/*wait=*/true));
+  const auto loaded4 = Load(4, state);
+  for (size_t i = 0; i < state.size(); ++i)
+    EXPECT_TRUE(torch::equal(loaded4[i].second, want4[i].cpu())) << loaded4[i].first;
 }
 
 }  // namespace
