@@ -117,6 +117,9 @@ def run(variant, work, corpus):
         r"checkpoint step \d+ written (?:behind the steps )?in ([0-9.]+) s", stderr)]
     waited = [float(m.group(1)) for m in re.finditer(r"the steps waited ([0-9.]+) s", stderr)]
     sizes = [float(m.group(1)) for m in re.finditer(r"s: ([0-9.]+) GiB \(", stderr)]
+    # Behind the steps from a GPU: Begin until the state was all in host memory.
+    copies = [float(m.group(1)) for m in re.finditer(
+        r"the copy to host memory took ([0-9.]+) s", stderr)]
     steps = [r["step_seconds"] for r in records]
     ckpt_s = [r.get("checkpoint_seconds", 0.0) for r in records]
     # Steps whose previous step began a checkpoint: what a write behind them
@@ -152,6 +155,7 @@ def run(variant, work, corpus):
         "checkpoint_write_seconds": writes,
         "checkpoint_waited_seconds": waited,
         "checkpoint_gib": sizes[0] if sizes else 0.0,
+        "copy_to_host_seconds": copies,
         "step_seconds_median_outside": statistics.median(outside) if outside else None,
         "step_seconds_median_after_begin": statistics.median(after) if after else None,
         "step_seconds_median_first_window": statistics.median(first) if first else None,
@@ -219,6 +223,8 @@ def table(runs, meta):
         f"(the copy of the rank's state"
         + (f"; its memory took {beh['arena_seconds'][0]:.1f} s to make, beside the first steps"
            if beh["arena_seconds"] else "")
+        + ("; the copy to host memory took " + ", ".join(f"{c:.2f}" for c in beh["copy_to_host_seconds"])
+           + " s" if beh.get("copy_to_host_seconds") else "")
         + "). Last losses: " + ", ".join(f"{r['losses_last']:.6f}" for r in runs)
         + " (the same bits where the device's kernels are deterministic).",
     ]

@@ -30,8 +30,7 @@ std::unique_ptr<HostArena> MakeArena(int64_t bytes, bool page_lock) {
 }  // namespace
 
 AsyncCheckpointWriter::AsyncCheckpointWriter(std::string dir, spec::TrainerSpec spec, int keep,
-                                             Sharding sharding, bool cuda,
-                                             CheckpointPruner* pruner)
+                                             Sharding sharding, bool cuda, CheckpointPruner* pruner)
     : dir_(std::move(dir)),
       spec_(std::move(spec)),
       keep_(keep),
@@ -64,7 +63,7 @@ int64_t AsyncCheckpointWriter::CopyBytes(const NamedTensors& state) {
 }
 
 std::vector<AsyncCheckpointWriter::Slot> AsyncCheckpointWriter::Layout(const NamedTensors& state,
-                                                                      int64_t* total) {
+                                                                       int64_t* total) {
   std::vector<Slot> slots;
   int64_t at = 0;
   for (const auto& [name, t] : state) {
@@ -133,8 +132,8 @@ void AsyncCheckpointWriter::TakeCopy(const NamedTensors& state) {
   for (size_t i = 0; i < state.size(); ++i) {
     const torch::Tensor& t = state[i].second;
     if (!t.is_cuda()) copy_[i].second.copy_(t);
-    on_device.push_back({t.is_cuda() ? t.numel() : 0, static_cast<int64_t>(t.element_size()),
-                         t.is_contiguous()});
+    on_device.push_back(
+        {t.is_cuda() ? t.numel() : 0, static_cast<int64_t>(t.element_size()), t.is_contiguous()});
   }
   batches_ = CopyBatches(on_device, kCopyBatchBytes);
   ready_ = compat::DeviceStamp::Now(copy_stream_.cuda());
@@ -162,7 +161,8 @@ void AsyncCheckpointWriter::CopyInBatches(const NamedTensors& state) {
     if (p.count == from.numel()) {
       to.copy_(from, /*non_blocking=*/true);
     } else {  // a contiguous tensor's elements [first, first + count)
-      to.view({-1}).narrow(0, p.first, p.count)
+      to.view({-1})
+          .narrow(0, p.first, p.count)
           .copy_(from.view({-1}).narrow(0, p.first, p.count), /*non_blocking=*/true);
     }
   };
@@ -184,6 +184,7 @@ void AsyncCheckpointWriter::CopyInBatches(const NamedTensors& state) {
   }
   all_queued();
   for (const auto& q : queued) q.Wait();
+  if (!batches_.empty()) copy_seconds_ = SecondsSince(began_);
 }
 
 std::optional<AsyncCheckpointWriter::Completed> AsyncCheckpointWriter::Begin(
@@ -198,6 +199,7 @@ std::optional<AsyncCheckpointWriter::Completed> AsyncCheckpointWriter::Begin(
   meta_ = meta;
   began_ = start;
   written_ = false;
+  copy_seconds_ = 0;
   cancel_ = false;
   error_.clear();
   in_flight_ = true;
@@ -272,7 +274,13 @@ std::optional<AsyncCheckpointWriter::Completed> AsyncCheckpointWriter::Poll(bool
   CompleteStep(dir_, spec_, meta_, keep_, sharding_, result_, pruner_);
   in_flight_ = false;
   stood_seconds_ += SecondsSince(start);
-  Completed done{meta_.step, result_.bytes, SecondsSince(began_), stood_seconds_, arena_seconds_};
+  Completed done;
+  done.step = meta_.step;
+  done.bytes = result_.bytes;
+  done.write_seconds = SecondsSince(began_);
+  done.stood_seconds = stood_seconds_;
+  done.arena_seconds = arena_seconds_;
+  done.copy_seconds = copy_seconds_;
   arena_seconds_ = 0;  // said once
   return done;
 }
@@ -291,6 +299,11 @@ std::string DescribeSaveBehind(const AsyncCheckpointWriter::Completed& c) {
                 static_cast<long long>(c.step), c.write_seconds, gib,
                 c.write_seconds > 0 ? gib / c.write_seconds : 0.0, c.stood_seconds);
   std::string out = text;
+  if (c.copy_seconds > 0) {
+    std::snprintf(text, sizeof text, "; the copy to host memory took %.2f s (%.1f GB/s)",
+                  c.copy_seconds, c.bytes / c.copy_seconds / 1e9);
+    out += text;
+  }
   if (c.arena_seconds > 0) {
     std::snprintf(text, sizeof text, "; its host copy's memory took %.1f s to make",
                   c.arena_seconds);

@@ -46,12 +46,14 @@ class AsyncCheckpointWriter {
 
   struct Completed {
     int64_t step = 0;
-    uint64_t bytes = 0;          // this rank's shard
-    double write_seconds = 0;    // from Begin to the step's completion
-    double stood_seconds = 0;    // of those, the time the rank's steps waited for it
+    uint64_t bytes = 0;        // this rank's shard
+    double write_seconds = 0;  // from Begin to the step's completion
+    double stood_seconds = 0;  // of those, the time the rank's steps waited for it
     // The first save only: how long the host copy's arena took to make
     // (beside the first steps, when Prepare was called), 0 after.
     double arena_seconds = 0;
+    // From Begin until a GPU's tensors were all in host memory (0 without a GPU).
+    double copy_seconds = 0;
   };
 
   // Starts making the host copy's arena for a state shaped as `state`, in a
@@ -110,18 +112,18 @@ class AsyncCheckpointWriter {
 
   std::vector<Slot> layout_;
   std::unique_ptr<HostArena> arena_;
-  std::thread preparing_;       // making arena_ (Prepare)
-  std::string prepare_error_;   // set by that thread when it failed
-  double arena_seconds_ = 0;    // how long making it took; reported once
+  std::thread preparing_;                 // making arena_ (Prepare)
+  std::string prepare_error_;             // set by that thread when it failed
+  double arena_seconds_ = 0;              // how long making it took; reported once
   std::atomic<uint64_t> arena_bytes_{0};  // arena_'s size, read from any thread
-  NamedTensors copy_;           // views of arena_, one per state tensor
+  NamedTensors copy_;                     // views of arena_, one per state tensor
   compat::SideStream copy_stream_;
   std::vector<std::vector<CopyPiece>> batches_;  // the device tensors' copies
-  compat::DeviceStamp ready_;   // the step's work the copies come after
-  bool copy_awaited_ = true;    // BeforeStateChanges has made the stream wait
-  std::mutex queued_mu_;        // guards the two below, set by the writer's thread
+  compat::DeviceStamp ready_;                    // the step's work the copies come after
+  bool copy_awaited_ = true;                     // BeforeStateChanges has made the stream wait
+  std::mutex queued_mu_;                         // guards the two below, set by the writer's thread
   std::condition_variable queued_cv_;
-  bool copy_queued_ = true;     // every batch of the copy is queued (or it was cancelled)
+  bool copy_queued_ = true;         // every batch of the copy is queued (or it was cancelled)
   compat::DeviceStamp last_batch_;  // when the last queued batch ends
 
   bool in_flight_ = false;
@@ -130,8 +132,9 @@ class AsyncCheckpointWriter {
   double stood_seconds_ = 0;
   std::thread writer_;
   std::atomic<bool> written_{false}, cancel_{false};
-  ShardWritten result_;  // set by the writer before written_
-  std::string error_;    // likewise, when the write failed
+  ShardWritten result_;      // set by the writer before written_
+  double copy_seconds_ = 0;  // likewise
+  std::string error_;        // likewise, when the write failed
 };
 
 // Empty when a host copy of `state` fits the host memory this rank may

@@ -194,6 +194,8 @@ TEST(AsyncSaveNote, SaysTheStepTheTimesTheBytesAndTheRate) {
             "checksums and fsync included); the steps waited 0.05 s for it");
   EXPECT_EQ(DescribeSaveBehind({20, 3ull << 30, 2.0, 0.05, 1.25}).substr(137),
             "; its host copy's memory took 1.2 s to make");
+  EXPECT_EQ(DescribeSaveBehind({20, 3ull << 30, 2.0, 0.05, 0, 0.125}).substr(137),
+            "; the copy to host memory took 0.12 s (25.8 GB/s)");
 }
 
 // On a GPU the copy goes on a stream of its own, in batches queued by the
