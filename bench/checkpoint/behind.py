@@ -20,7 +20,7 @@ its kernels and the device's idle time, OUT/NAME-profile-<variant>.txt.
 Usage: bench/checkpoint/behind.py            (or: behind.py --table RESULT.json: the table again)
   env: BUILD_DIR=build SPEC=examples/moe-bench.toml LAYERS=2 GLOBAL_BATCH=16 MICRO_BATCH=2
        STEPS=70 EVERY=20 DEVICE=cuda VOCAB=32000 DIR=<temp dir> OUT=bench/results
-       NAME=checkpoint-behind-<date> MACHINE=<words> PROFILE=0
+       NAME=checkpoint-behind-<date> MACHINE=<words> PROFILE=0 AT_END=0
 Writes OUT/NAME.json and OUT/NAME.md.
 """
 import datetime
@@ -53,6 +53,9 @@ VOCAB = int(ENV.get("VOCAB", "32000"))
 OUT = ENV.get("OUT", "bench/results")
 NAME = ENV.get("NAME", "checkpoint-behind-" + datetime.date.today().isoformat())
 PROFILE = ENV.get("PROFILE", "0") == "1"
+# AT_END=1: a checkpoint at the run's end too (checkpoint.at_end), written in
+# place; behind the steps a save still in flight then is abandoned for it.
+AT_END = ENV.get("AT_END", "0") == "1"
 VARIANTS = ("none", "in_place", "behind")
 PARTS = ("fwd_seconds", "bwd_seconds", "optim_seconds")
 
@@ -82,7 +85,7 @@ def spec_text(variant):
     text = set_key(text, "training", "device", json.dumps(DEVICE))
     text = set_key(text, "checkpoint", "every_steps", EVERY)
     text = set_key(text, "checkpoint", "keep", 1)
-    text = set_key(text, "checkpoint", "at_end", "false")
+    text = set_key(text, "checkpoint", "at_end", "true" if AT_END else "false")
     return set_key(text, "checkpoint", "async", "true" if variant == "behind" else "false")
 
 
@@ -122,6 +125,10 @@ def run(variant, work, corpus):
         r"the copy to host memory took ([0-9.]+) s", stderr)]
     steps = [r["step_seconds"] for r in records]
     ckpt_s = [r.get("checkpoint_seconds", 0.0) for r in records]
+    # AT_END: the last checkpoint, written in place after the last step's record.
+    end = re.search(rf"checkpoint step {STEPS} written in ([0-9.]+) s", stderr)
+    end_s = float(end.group(1)) if end else 0.0
+    abandoned = len(re.findall(r"written behind the steps: abandoned for step", stderr))
     # Steps whose previous step began a checkpoint: what a write behind them
     # costs the steps it overlaps.
     after_i = [i for i in range(1, STEPS) if records[i - 1]["step"] % EVERY == 0]
@@ -147,8 +154,10 @@ def run(variant, work, corpus):
         "wall_seconds": wall,
         # The records' checkpoint time; behind the steps the log's waits add
         # what came after the last step (the run's end waits for a write).
-        "stood_seconds": sum(waited) if waited else sum(ckpt_s),
-        "train_seconds": sum(steps) + (sum(waited) if waited else sum(ckpt_s)),
+        "stood_seconds": (sum(waited) if waited else sum(ckpt_s)) + end_s,
+        "train_seconds": sum(steps) + (sum(waited) if waited else sum(ckpt_s)) + end_s,
+        "end_checkpoint_seconds": end_s,
+        "abandoned_saves": abandoned,
         "step_seconds_sum": sum(steps),
         "checkpoint_seconds_sum": sum(ckpt_s),
         "checkpoints": len(writes),
@@ -180,7 +189,8 @@ def table(runs, meta):
         f"- Command: `{meta['command']}`",
         f"- Model: `{SPEC}` at {LAYERS} layers, global_batch {GLOBAL_BATCH} "
         f"(micro_batch {MICRO_BATCH}), {STEPS} steps, a checkpoint every {EVERY} steps "
-        f"(keep 1, none at the end), on {DEVICE}; checkpoints on the machine's local disk",
+        f"(keep 1, {'one at the end, written in place' if AT_END else 'none at the end'}), "
+        f"on {DEVICE}; checkpoints on the machine's local disk",
         "- Training time: the steps' `step_seconds` plus the time the rank stood for checkpoints "
         "(the records' `checkpoint_seconds`; behind the steps the log's waits, which add the end "
         "of the run waiting for the last write); start-up excluded; overhead is over `none`",
@@ -225,7 +235,12 @@ def table(runs, meta):
            if beh["arena_seconds"] else "")
         + ("; the copy to host memory took " + ", ".join(f"{c:.2f}" for c in beh["copy_to_host_seconds"])
            + " s" if beh.get("copy_to_host_seconds") else "")
-        + "). Last losses: " + ", ".join(f"{r['losses_last']:.6f}" for r in runs)
+        + ")"
+        + (f". The last checkpoint, in place at the end, took {inp.get('end_checkpoint_seconds', 0):.1f} s "
+           f"and {beh.get('end_checkpoint_seconds', 0):.1f} s behind the steps, where "
+           f"{beh.get('abandoned_saves', 0)} save(s) still in flight were abandoned for it"
+           if AT_END else "")
+        + ". Last losses: " + ", ".join(f"{r['losses_last']:.6f}" for r in runs)
         + " (the same bits where the device's kernels are deterministic).",
     ]
     return "\n".join(out) + "\n"
@@ -259,7 +274,8 @@ def main():
     losses = [r["losses_last"] for r in runs]
     if max(losses) - min(losses) > (0.01 * min(losses) if DEVICE == "cuda" else 0):
         sys.exit("the variants ended at different losses: " + ", ".join(map(str, losses)))
-    command = (f"LAYERS={LAYERS} GLOBAL_BATCH={GLOBAL_BATCH} MICRO_BATCH={MICRO_BATCH} "
+    command = (("AT_END=1 " if AT_END else "") + ("PROFILE=1 " if PROFILE else "") +
+               f"LAYERS={LAYERS} GLOBAL_BATCH={GLOBAL_BATCH} MICRO_BATCH={MICRO_BATCH} "
                f"STEPS={STEPS} EVERY={EVERY} DEVICE={DEVICE} SPEC={SPEC} "
                "bench/checkpoint/behind.py")
     gpu = ""
