@@ -199,35 +199,55 @@ void CompleteStep(const std::string& dir, const spec::TrainerSpec& spec,
   else
     all.copy_(mine);
   all = all.cpu();
+  // Rank 0's failure (the manifest not written, an old checkpoint not
+  // removed) reaches every rank: thrown before the last collective, it left
+  // the others failing there with "a peer exited" and no reason, or waiting
+  // for the collective timeout.
+  std::string failure;
   if (rank == 0) {
-    Json shards = Json::array();
-    for (int r = 0; r < world; ++r)
-      shards.push_back({{"file", ShardName(r, world)},
-                        {"bytes", all[2 * r].item<int64_t>()},
-                        {"index_xxh64", static_cast<uint64_t>(all[2 * r + 1].item<int64_t>())}});
-    const MeshInfo& m = sharding.mesh;
-    Json manifest = {
-        {"format", "trellis-checkpoint"},
-        {"version", kCheckpointVersion},
-        {"step", meta.step},
-        {"world_size", world},
-        {"mesh", {{"world_size", world}, {"node_size", m.node_size}, {"ep", m.ep}}},
-        {"shards", shards},
-        {"spec", SpecIdentity(spec)},
-        {"data", {{"rows_consumed", meta.rows_consumed}, {"corpus_fnv1a64", meta.corpus_checksum}}},
-        // All randomness is counter-based: (seed, position) is the RNG state.
-        {"rng", {{"seed", spec.training.seed}, {"counter", meta.rows_consumed}}}};
-    WriteFileAtomically(JoinPath(StepDir(dir, meta.step), "manifest.json"),
-                        manifest.dump(2) + "\n");
-    if (pruner) {
-      pruner->Prune(dir, meta.step, keep);
-    } else {
-      CheckpointPruner now;
-      now.Prune(dir, meta.step, keep);
-      now.Wait();
+    try {
+      Json shards = Json::array();
+      for (int r = 0; r < world; ++r)
+        shards.push_back({{"file", ShardName(r, world)},
+                          {"bytes", all[2 * r].item<int64_t>()},
+                          {"index_xxh64", static_cast<uint64_t>(all[2 * r + 1].item<int64_t>())}});
+      const MeshInfo& m = sharding.mesh;
+      Json manifest = {
+          {"format", "trellis-checkpoint"},
+          {"version", kCheckpointVersion},
+          {"step", meta.step},
+          {"world_size", world},
+          {"mesh", {{"world_size", world}, {"node_size", m.node_size}, {"ep", m.ep}}},
+          {"shards", shards},
+          {"spec", SpecIdentity(spec)},
+          {"data",
+           {{"rows_consumed", meta.rows_consumed}, {"corpus_fnv1a64", meta.corpus_checksum}}},
+          // All randomness is counter-based: (seed, position) is the RNG state.
+          {"rng", {{"seed", spec.training.seed}, {"counter", meta.rows_consumed}}}};
+      WriteFileAtomically(JoinPath(StepDir(dir, meta.step), "manifest.json"),
+                          manifest.dump(2) + "\n");
+      if (pruner) {
+        pruner->Prune(dir, meta.step, keep);
+      } else {
+        CheckpointPruner now;
+        now.Prune(dir, meta.step, keep);
+        now.Wait();
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
     }
   }
-  if (comm) comm->Barrier();  // every rank returns once the step is complete
+  // Every rank returns once the step is complete (this sum is the barrier),
+  // or throws with rank 0.
+  if (comm && world > 1) {
+    auto failed = torch::tensor({failure.empty() ? 0.0f : 1.0f}).to(where.device());
+    comm->AllReduceSum(failed);
+    if (rank != 0 && failed.cpu().item<float>() > 0)
+      throw TrainError("checkpoint step " + std::to_string(meta.step) +
+                       ": rank 0 could not complete it or remove the old checkpoints (rank 0's "
+                       "log says why)");
+  }
+  if (!failure.empty()) throw TrainError(failure);
 }
 
 uint64_t SaveCheckpoint(const std::string& dir, const spec::TrainerSpec& spec,
