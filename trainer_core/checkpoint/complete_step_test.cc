@@ -13,7 +13,7 @@
 #include "trainer_core/error.h"
 #include "trainer_core/file_test_util.h"
 #include "trainer_core/files.h"
-#include "trainer_core/parallel/comm.h"
+#include "trainer_core/parallel/local_ranks_test_util.h"
 #include "trainer_core/parallel/multiprocess.h"
 
 namespace trellis::train {
@@ -32,13 +32,7 @@ TEST(CompleteStepTest, RankZerosFailureReachesEveryRankAtOnce) {
   const int world = 2, port = FreePort();
   const std::string dir = MakeTempDir("trellis-complete-step-test");
   auto outcomes = RunRanks(world, 90s, [&](int rank) -> std::string {
-    torch::set_num_threads(1);
-    CommOptions o;
-    o.rank = rank;
-    o.world = world;
-    o.master_port = port;
-    o.timeout = 30s;
-    auto comm = ConnectComm(o);
+    auto comm = testing::ConnectLocalRank(rank, world, port, 30s);
     std::atomic<bool> tried{false};
     CheckpointPruner pruner([&tried](const std::string& path) {
       tried = true;

@@ -13,6 +13,7 @@
 #include "trainer_core/error.h"
 #include "trainer_core/parallel/comm_times.h"
 #include "trainer_core/parallel/expert_parallel.h"
+#include "trainer_core/parallel/local_ranks_test_util.h"
 #include "trainer_core/parallel/multiprocess.h"
 #include "trainer_core/parallel/pending.h"
 
@@ -25,13 +26,7 @@ using testing::RunRanks;
 using namespace std::chrono_literals;
 
 std::unique_ptr<Comm> Connect(int rank, int world, int port) {
-  torch::set_num_threads(1);
-  CommOptions o;
-  o.rank = rank;
-  o.world = world;
-  o.master_port = port;
-  o.timeout = 30s;
-  return ConnectComm(o);
+  return testing::ConnectLocalRank(rank, world, port, 30s);
 }
 
 TEST(CommTest, AllGatherAndUnevenAllToAll) {

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "kernels/ref/fp8_e4m3.h"
+#include "trainer_core/parallel/local_ranks_test_util.h"
 #include "trainer_core/parallel/multiprocess.h"
 
 namespace trellis::train {
@@ -47,13 +48,7 @@ TEST(ExpertGatherTest, FormatsMatchTheirRoundTripOnEveryRank) {
   // 1000 values per shard: not a multiple of 128, so each shard ends in a
   // partial block; 1024: whole blocks, one dequantize pass.
   auto outcomes = RunRanks(world, 60s, [&](int rank) -> std::string {
-    torch::set_num_threads(1);
-    CommOptions o;
-    o.rank = rank;
-    o.world = world;
-    o.master_port = port;
-    o.timeout = 30s;
-    auto comm = ConnectComm(o);
+    auto comm = testing::ConnectLocalRank(rank, world, port, 30s);
     for (int64_t n : {1000, 1024}) {
       std::vector<torch::Tensor> shards;
       for (int r = 0; r < world; ++r) shards.push_back(Shard(seed, r, n));

@@ -15,6 +15,7 @@
 
 #include "trainer_core/optim/optim.h"
 #include "trainer_core/optim/schedule.h"
+#include "trainer_core/parallel/local_ranks_test_util.h"
 #include "trainer_core/parallel/multiprocess.h"
 #include "trainer_core/parallel/shard_optim.h"
 
@@ -139,14 +140,8 @@ struct Mesh {
 std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, int rank,
                        Mesh mesh, int port, const std::string& path) {
   const int world = mesh.world;
-  torch::set_num_threads(1);
   const auto& t = s.training;
-  CommOptions co;
-  co.rank = rank;
-  co.world = world;
-  co.master_port = port;
-  co.timeout = 60s;
-  auto comm = ConnectComm(co);
+  auto comm = testing::ConnectLocalRank(rank, world, port, 60s);
   auto em = PlanExpertMesh(world, rank, mesh.node_size, mesh.ep, s.model.experts, world);
   ShardedModel model(s.model, t.seq_len, t.seed, comm.get(), em, torch::kCPU, wire,
                      mesh.checkpointing, "float32", mesh.prefetch);
