@@ -11,7 +11,9 @@
 # The batch script asks the controller for at most this long (A's case).
 export TRELLIS_NEXT_LAUNCH_TIMEOUT_S=4
 start_controller
-a=$(trellis submit "$(write_spec brief 'exec sleep 3')") || fail "submit a failed"
+# A must still be running when the controller is killed: under load the two
+# RUNNING waits took 3 s, as long as A's work once was (and A ended first).
+a=$(trellis submit "$(write_spec brief 'exec sleep 12')") || fail "submit a failed"
 b=$(trellis submit "$(write_spec longer 'exec sleep 40')") || fail "submit b failed"
 wait_state "$a" RUNNING 90
 wait_state "$b" RUNNING 90
