@@ -1,7 +1,6 @@
 #include "trainer_core/checkpoint/async_save.h"
 
 #include <cstdio>
-#include <deque>
 
 #include "trainer_core/error.h"
 #include "trainer_core/memory/host_room.h"
@@ -17,10 +16,6 @@ double SecondsSince(Clock::time_point t) {
 
 // 256 bytes: any dtype's alignment, and a GPU copy's best.
 constexpr int64_t kSlotAlign = 256;
-// About 0.7 ms of PCIe each: what another copy may wait behind; two in
-// flight keep the copy engine busy while the thread queues the next.
-constexpr int64_t kCopyBatchBytes = int64_t{32} << 20;
-constexpr size_t kBatchesInFlight = 2;
 
 std::unique_ptr<HostArena> MakeArena(int64_t bytes, bool page_lock) {
   return HostArena::Allocate(bytes, page_lock, "checkpoint.async",
@@ -30,7 +25,8 @@ std::unique_ptr<HostArena> MakeArena(int64_t bytes, bool page_lock) {
 }  // namespace
 
 AsyncCheckpointWriter::AsyncCheckpointWriter(std::string dir, spec::TrainerSpec spec, int keep,
-                                             Sharding sharding, bool cuda, CheckpointPruner* pruner)
+                                             Sharding sharding, bool cuda,
+                                             CheckpointPruner* pruner)
     : dir_(std::move(dir)),
       spec_(std::move(spec)),
       keep_(keep),
@@ -40,8 +36,9 @@ AsyncCheckpointWriter::AsyncCheckpointWriter(std::string dir, spec::TrainerSpec 
 
 AsyncCheckpointWriter::~AsyncCheckpointWriter() {
   cancel_ = true;
-  JoinWriter();  // it waits for the copies it queued: they write into the arena
+  JoinWriter();
   if (preparing_.joinable()) preparing_.join();
+  copied_.Wait();  // the copies write into the arena
 }
 
 std::optional<int64_t> AsyncCheckpointWriter::Abandon() {
@@ -63,7 +60,7 @@ int64_t AsyncCheckpointWriter::CopyBytes(const NamedTensors& state) {
 }
 
 std::vector<AsyncCheckpointWriter::Slot> AsyncCheckpointWriter::Layout(const NamedTensors& state,
-                                                                       int64_t* total) {
+                                                                      int64_t* total) {
   std::vector<Slot> slots;
   int64_t at = 0;
   for (const auto& [name, t] : state) {
@@ -123,68 +120,20 @@ void AsyncCheckpointWriter::AwaitArena(const NamedTensors& state) {
 void AsyncCheckpointWriter::TakeCopy(const NamedTensors& state) {
   AwaitArena(state);
   torch::NoGradGuard no_grad;
-  // Host tensors now; device ones by the writer's thread (CopyInBatches),
-  // on the copy stream, once the current stream has reached this point (the
-  // step's optimizer wrote them). The state's tensors live as long as the
-  // trainer, so no other stream can be handed their memory while the copies
-  // read it.
-  std::vector<CopiedTensor> on_device;
-  for (size_t i = 0; i < state.size(); ++i) {
-    const torch::Tensor& t = state[i].second;
-    if (!t.is_cuda()) copy_[i].second.copy_(t);
-    on_device.push_back(
-        {t.is_cuda() ? t.numel() : 0, static_cast<int64_t>(t.element_size()), t.is_contiguous()});
-  }
-  batches_ = CopyBatches(on_device, kCopyBatchBytes);
-  ready_ = compat::DeviceStamp::Now(copy_stream_.cuda());
-  std::lock_guard<std::mutex> lock(queued_mu_);
-  copy_queued_ = batches_.empty();
-  last_batch_ = {};
-  copy_awaited_ = batches_.empty();
-}
-
-void AsyncCheckpointWriter::CopyQueued(const compat::DeviceStamp& last) {
-  std::lock_guard<std::mutex> lock(queued_mu_);
-  if (copy_queued_) return;
-  copy_queued_ = true;
-  last_batch_ = last;
-  queued_cv_.notify_all();
-}
-
-void AsyncCheckpointWriter::CopyInBatches(const NamedTensors& state) {
-  torch::NoGradGuard no_grad;
-  std::deque<compat::DeviceStamp> queued;
-  auto all_queued = [&] { CopyQueued(queued.empty() ? compat::DeviceStamp() : queued.back()); };
-  auto copy = [&](const CopyPiece& p) {
-    const torch::Tensor from = state[p.tensor].second.detach();
-    torch::Tensor& to = copy_[p.tensor].second;
-    if (p.count == from.numel()) {
-      to.copy_(from, /*non_blocking=*/true);
-    } else {  // a contiguous tensor's elements [first, first + count)
-      to.view({-1})
-          .narrow(0, p.first, p.count)
-          .copy_(from.view({-1}).narrow(0, p.first, p.count), /*non_blocking=*/true);
-    }
-  };
-  try {
-    for (size_t b = 0; b < batches_.size() && !cancel_; ++b) {
-      if (queued.size() >= kBatchesInFlight) {
-        queued.front().Wait();
-        queued.pop_front();
-      }
-      queued.push_back(copy_stream_.StampAfter([&] {
-        if (b == 0) ready_.BlockCurrentStream();
-        for (const CopyPiece& p : batches_[b]) copy(p);
-      }));
-    }
-  } catch (...) {
-    all_queued();
-    for (const auto& q : queued) q.Wait();  // they write into the arena
-    throw;
-  }
-  all_queued();
-  for (const auto& q : queued) q.Wait();
-  if (!batches_.empty()) copy_seconds_ = SecondsSince(began_);
+  // Host tensors now; device ones on the copy stream, once the current
+  // stream has reached this point (the step's optimizer wrote them). The
+  // state's tensors live as long as the trainer, so no other stream can be
+  // handed their memory while the copies read it.
+  for (size_t i = 0; i < state.size(); ++i)
+    if (!state[i].second.is_cuda()) copy_[i].second.copy_(state[i].second);
+  const compat::DeviceStamp ready = compat::DeviceStamp::Now(copy_stream_.cuda());
+  copied_ = copy_stream_.StampAfter([&] {
+    ready.BlockCurrentStream();
+    for (size_t i = 0; i < state.size(); ++i)
+      if (state[i].second.is_cuda())
+        copy_[i].second.copy_(state[i].second.detach(), /*non_blocking=*/true);
+  });
+  copy_awaited_ = !copy_stream_.cuda();
 }
 
 std::optional<AsyncCheckpointWriter::Completed> AsyncCheckpointWriter::Begin(
@@ -194,7 +143,7 @@ std::optional<AsyncCheckpointWriter::Completed> AsyncCheckpointWriter::Begin(
   const auto start = Clock::now();
   Comm* comm = sharding_.comm;
   const std::string step_dir = BeginStep(dir_, meta.step, comm);
-  JoinWriter();  // the last save's thread, and its copies into the arena
+  copied_.Wait();  // the last save's copies, before their memory is written again
   TakeCopy(state);
   meta_ = meta;
   began_ = start;
@@ -205,37 +154,24 @@ std::optional<AsyncCheckpointWriter::Completed> AsyncCheckpointWriter::Begin(
   in_flight_ = true;
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
   const int device = copy_stream_.cuda() ? compat::CurrentCudaDevice() : -1;
-  auto write = [this, state, step_dir, rank, world, device] {
+  writer_ = std::thread([this, step_dir, rank, world, device] {
     try {
       if (device >= 0) compat::SetCudaDevice(device);
-      CopyInBatches(state);
+      copied_.Wait();
+      if (device >= 0) copy_seconds_ = SecondsSince(began_);
       result_ = WriteShard(step_dir, copy_, rank, world, [this] { return cancel_.load(); });
     } catch (const std::exception& e) {
       error_ = e.what();
     }
-    CopyQueued({});  // when it failed before the copy: BeforeStateChanges waits for nothing
     written_ = true;
-  };
-  try {
-    writer_ = std::thread(write);
-  } catch (...) {
-    CopyQueued({});
-    in_flight_ = false;
-    throw;
-  }
+  });
   stood_seconds_ = SecondsSince(start);
   return before;
 }
 
 void AsyncCheckpointWriter::BeforeStateChanges() {
   if (copy_awaited_) return;
-  compat::DeviceStamp last;
-  {
-    std::unique_lock<std::mutex> lock(queued_mu_);
-    queued_cv_.wait(lock, [this] { return copy_queued_; });
-    last = last_batch_;
-  }
-  last.BlockCurrentStream();
+  copied_.BlockCurrentStream();
   copy_awaited_ = true;
 }
 

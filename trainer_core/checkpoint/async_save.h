@@ -1,11 +1,9 @@
 #pragma once
 // A checkpoint written behind the training steps (`checkpoint.async`).
-// Begin copies this rank's state into host memory and a thread writes the
-// shard from that copy while the steps go on. From a GPU the copy goes into
-// pinned memory on a stream of its own, after the step's work, queued by
-// the writer's thread in batches of 32 MiB with two in flight
-// (copy_batches.h): queued whole, the step's own small device-to-host reads
-// waited in line behind all of it. Poll, at each step boundary while a save is in
+// Begin copies this rank's state into host memory (pinned where it comes
+// from a GPU, copied on a stream of its own behind the step's work, so the
+// host does not wait for it) and a thread writes the shard from that copy
+// while the steps go on. Poll, at each step boundary while a save is in
 // flight, completes the step (manifest, prune) once every rank's shard is on
 // disk. A step counts only when its manifest exists, so a rank that dies
 // before that leaves the previous checkpoint the newest, as with a save in
@@ -18,14 +16,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "trainer_core/checkpoint/checkpoint.h"
-#include "trainer_core/checkpoint/copy_batches.h"
 #include "trainer_core/checkpoint/pruner.h"
 #include "trainer_core/compat.h"
 #include "trainer_core/memory/host_arena.h"
@@ -46,9 +41,9 @@ class AsyncCheckpointWriter {
 
   struct Completed {
     int64_t step = 0;
-    uint64_t bytes = 0;        // this rank's shard
-    double write_seconds = 0;  // from Begin to the step's completion
-    double stood_seconds = 0;  // of those, the time the rank's steps waited for it
+    uint64_t bytes = 0;          // this rank's shard
+    double write_seconds = 0;    // from Begin to the step's completion
+    double stood_seconds = 0;    // of those, the time the rank's steps waited for it
     // The first save only: how long the host copy's arena took to make
     // (beside the first steps, when Prepare was called), 0 after.
     double arena_seconds = 0;
@@ -65,8 +60,7 @@ class AsyncCheckpointWriter {
   // returned). Then the state is copied and its shard's write started.
   std::optional<Completed> Begin(const CheckpointMeta& meta, const NamedTensors& state);
   // Call before the state's tensors are next written (the optimizer step):
-  // on a GPU the current stream then waits, on the device, for the copy
-  // (the host waits only while batches of it are still to be queued).
+  // on a GPU the current stream then waits, on the device, for the copy.
   void BeforeStateChanges();
   // Collective, at every step boundary on every rank while in_flight(): one
   // all-reduce of two flags. Returns the save once every rank's shard is
@@ -88,10 +82,6 @@ class AsyncCheckpointWriter {
 
  private:
   void TakeCopy(const NamedTensors& state);
-  // On the writer's thread: the device tensors' copies, queued batch by batch.
-  void CopyInBatches(const NamedTensors& state);
-  // Every batch is queued (or none will be): `last` is when the last ends.
-  void CopyQueued(const compat::DeviceStamp& last);
   void JoinWriter();
   void AwaitArena(const NamedTensors& state);
 
@@ -112,19 +102,14 @@ class AsyncCheckpointWriter {
 
   std::vector<Slot> layout_;
   std::unique_ptr<HostArena> arena_;
-  std::thread preparing_;                 // making arena_ (Prepare)
-  std::string prepare_error_;             // set by that thread when it failed
-  double arena_seconds_ = 0;              // how long making it took; reported once
+  std::thread preparing_;       // making arena_ (Prepare)
+  std::string prepare_error_;   // set by that thread when it failed
+  double arena_seconds_ = 0;    // how long making it took; reported once
   std::atomic<uint64_t> arena_bytes_{0};  // arena_'s size, read from any thread
-  NamedTensors copy_;                     // views of arena_, one per state tensor
+  NamedTensors copy_;           // views of arena_, one per state tensor
   compat::SideStream copy_stream_;
-  std::vector<std::vector<CopyPiece>> batches_;  // the device tensors' copies
-  compat::DeviceStamp ready_;                    // the step's work the copies come after
-  bool copy_awaited_ = true;                     // BeforeStateChanges has made the stream wait
-  std::mutex queued_mu_;                         // guards the two below, set by the writer's thread
-  std::condition_variable queued_cv_;
-  bool copy_queued_ = true;         // every batch of the copy is queued (or it was cancelled)
-  compat::DeviceStamp last_batch_;  // when the last queued batch ends
+  compat::DeviceStamp copied_;  // when the device-to-host copies end
+  bool copy_awaited_ = true;    // BeforeStateChanges has made the stream wait
 
   bool in_flight_ = false;
   CheckpointMeta meta_;
@@ -132,9 +117,9 @@ class AsyncCheckpointWriter {
   double stood_seconds_ = 0;
   std::thread writer_;
   std::atomic<bool> written_{false}, cancel_{false};
-  ShardWritten result_;      // set by the writer before written_
+  ShardWritten result_;  // set by the writer before written_
   double copy_seconds_ = 0;  // likewise
-  std::string error_;        // likewise, when the write failed
+  std::string error_;    // likewise, when the write failed
 };
 
 // Empty when a host copy of `state` fits the host memory this rank may

@@ -198,10 +198,11 @@ TEST(AsyncSaveNote, SaysTheStepTheTimesTheBytesAndTheRate) {
             "; the copy to host memory took 0.12 s (25.8 GB/s)");
 }
 
-// On a GPU the copy goes on a stream of its own, in batches queued by the
-// writer's thread (the big tensor takes three; a transposed one goes whole):
-// it must see what the current stream wrote before Begin, and the current
-// stream's next writes must wait for it (BeforeStateChanges).
+// On a GPU the copy goes on a stream of its own: it must see what the
+// current stream wrote before Begin, and the current stream's next writes
+// must wait for it (BeforeStateChanges), without the host waiting. A
+// transposed tensor is copied as it is laid out; an abandoned save leaves
+// the next one whole.
 TEST_F(AsyncSaveTest, DeviceStateIsCopiedAfterItsLastWriteAndBeforeItsNext) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   NamedTensors state = RandomState(torch::kCUDA);
@@ -223,8 +224,8 @@ TEST_F(AsyncSaveTest, DeviceStateIsCopiedAfterItsLastWriteAndBeforeItsNext) {
     EXPECT_TRUE(torch::equal(loaded[i].second, want[i].cpu())) << loaded[i].first;
   EXPECT_GT(writer.host_bytes(), static_cast<uint64_t>(kPinnedPieceBytes));
 
-  // Abandoned as it begins: the steps go on (BeforeStateChanges returns),
-  // and the next save copies the state whole.
+  // Abandoned as it begins: the steps go on, and the next save copies the
+  // state whole.
   ASSERT_FALSE(writer.Begin({3, 24, 1}, state));
   EXPECT_EQ(writer.Abandon(), 3);
   writer.BeforeStateChanges();
