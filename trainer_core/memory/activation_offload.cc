@@ -9,6 +9,7 @@
 
 #include "trainer_core/compat.h"
 #include "trainer_core/error.h"
+#include "trainer_core/memory/host_room.h"
 
 namespace trellis::train {
 
@@ -60,6 +61,15 @@ void ActivationOffload::EnsureArena(const torch::Tensor& like) {
   }
   const int64_t page = HostArena::kPage;
   const int64_t slot_bytes = (like.numel() * like.element_size() + page - 1) / page * page;
+  // Checked before it is touched: an arena the host can hold on paper
+  // (overcommit) but not in fact would be filled page by page until the
+  // kernel kills the rank, with no word of why.
+  if (const std::string why = WhyItDoesNotFit(
+          slot_bytes * layers_, ReadMemoryBounds("", MemoryBindNodes()), /*keep_free=*/0);
+      !why.empty())
+    throw TrainError("activation offload: the host arena for " + std::to_string(layers_) +
+                     " layers' inputs does not fit: " + why +
+                     " (lower parallel.offload_fraction, or give the rank more memory)");
   auto arena = HostArena::Allocate(slot_bytes * layers_, device_.is_cuda(), "activation offload",
                                    "lower parallel.offload_fraction");
   for (int i = 0; i < layers_; ++i)

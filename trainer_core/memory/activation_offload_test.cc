@@ -70,5 +70,25 @@ TEST(ActivationOffloadTest, MisuseIsAClearError) {
   EXPECT_THROW(offload.Store(2, torch::zeros({4, 8})), c10::Error);  // layer 2 stays
 }
 
+// An arena larger than the memory this rank may take is refused before it
+// is touched, naming the bound (an input of 1 PiB, seen through expand:
+// the tensor itself holds 4 bytes).
+TEST(ActivationOffloadTest, AnArenaThatCannotFitIsRefusedNamingTheBound) {
+  ActivationOffload offload(2, torch::kCPU);
+  const auto huge = torch::zeros({1}).expand({int64_t{1} << 48});
+  try {
+    offload.Store(0, huge);
+    ADD_FAILURE() << "a 2 PiB arena was made";
+  } catch (const TrainError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("activation offload: the host arena for 2 layers' inputs does not fit: "),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find(" available of "), std::string::npos) << m;
+    EXPECT_NE(m.find("lower parallel.offload_fraction"), std::string::npos) << m;
+  }
+  EXPECT_EQ(offload.arena_bytes(), 0);
+}
+
 }  // namespace
 }  // namespace trellis::train
