@@ -4,18 +4,18 @@ what `checkpoint.async`'s copy of a rank's state meets in a training step
 (the step's token rows go host-to-device each micro-batch; the gradient norm
 and the step's figures come back to the host).
 
-The copy: BYTES (default 6 GiB, a 2-layer moe-bench rank) from device memory
+The copy: --gib GiB (default 6, a 2-layer moe-bench rank) from device memory
 into page-locked host memory (cudaHostRegister'd, as trainer_core's arenas):
 queued whole, queued at once in pieces, or paced: pieces queued by a thread
-of their own, at most two in flight at a time. The compute: ITERS bf16 GEMMs of 8192^3 on the
-default stream, with a small transfer every EVERY GEMMs (none, 128 KiB
-host-to-device from pinned memory, or a scalar read to the host). Each case
-reports the compute stream's time (wall, host) and the copy's.
+of their own, at most two in flight at a time. The compute: --iters bf16
+GEMMs of 8192^3 on the default stream, with a small transfer every --every
+GEMMs (none, 128 KiB host-to-device from pinned memory, or a scalar read to
+the host). Each case reports the compute stream's time (device and wall)
+and the wall time until the copy ended too.
 Prints one JSON line per case.
 Usage: python3 bench/gpu/probes/copy_overlap.py [--gib 6] [--iters 200] [--every 25]
 """
 import argparse
-import ctypes
 import json
 import threading
 import time
