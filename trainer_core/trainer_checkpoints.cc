@@ -2,6 +2,7 @@
 // (checkpoint.async) where the host copy fits; the last one of a run.
 #include <chrono>
 
+#include "trainer_core/memory/activation_offload.h"
 #include "trainer_core/memory/host_room.h"
 #include "trainer_core/trainer.h"
 #include "trainer_core/trainer_state.h"
@@ -17,13 +18,23 @@ void Trainer::SetUpSaveBehind() {
   const auto& c = s.spec.checkpoint;
   if (!c.async || s.options.checkpoint_dir.empty()) return;
   const NamedTensors state = s.AllState();
+  // The activation offload's arena, made at the first forward, takes the
+  // same memory: a micro-batch's layer input per offloaded layer.
+  const auto& t = s.spec.training;
+  const int64_t rows = t.micro_batch > 0 ? t.micro_batch : t.global_batch / s.comm->size();
+  const int64_t offload = OffloadArenaBytes(
+      OffloadedLayers(s.spec.parallel.offload_fraction, s.spec.model.layers),
+      rows * t.seq_len * s.spec.model.hidden * c10::elementSize(s.compute_dtype));
   const std::string why = WhyTheCopyDoesNotFit(
-      state, static_cast<int64_t>(c.async_keep_free_gib * static_cast<double>(1ull << 30)));
+      state, offload,
+      static_cast<int64_t>(c.async_keep_free_gib * static_cast<double>(1ull << 30)));
   const int short_ranks = s.RanksSaying(!why.empty());
   if (short_ranks > 0) {
     if (s.options.on_note)
       s.options.on_note(
-          "checkpoint.async: the host copy of the state does not fit " +
+          "checkpoint.async: the host copy of the state" +
+          (offload > 0 ? std::string(" (with activation offload's arena)") : "") +
+          " does not fit " +
           (why.empty() ? "on " + std::to_string(short_ranks) + " of " +
                              std::to_string(s.comm->size()) + " ranks"
                        : "this rank's memory: " + why) +

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/step_record.h"
+#include "trainer_core/memory/activation_offload.h"
 #include "trainer_core/trainer.h"
 #include "trainer_core/trainer_test_util.h"
 
@@ -113,6 +114,11 @@ TEST_F(TrainerTest, OffloadKeepsTheLossesAndRecordsTheArena) {
     EXPECT_FALSE(runs[0][i].host_arena_bytes.has_value());
     EXPECT_EQ(runs[1][i].host_arena_bytes, std::optional<int64_t>(8 * 64 * 32 * 4));
   }
+  // What checkpoint.async counts for the arena before it is made, from the spec.
+  const auto& t = spec.training;
+  EXPECT_EQ(OffloadArenaBytes(OffloadedLayers(0.5, spec.model.layers),
+                              t.global_batch * t.seq_len * spec.model.hidden * 4),
+            runs[1][0].host_arena_bytes.value_or(-1));
 }
 
 // NCCL's log as a rank over NCCL sees it, emulated on the CPU: the

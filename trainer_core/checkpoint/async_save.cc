@@ -221,8 +221,8 @@ std::optional<AsyncCheckpointWriter::Completed> AsyncCheckpointWriter::Poll(bool
   return done;
 }
 
-std::string WhyTheCopyDoesNotFit(const NamedTensors& state, int64_t keep_free) {
-  return WhyItDoesNotFit(AsyncCheckpointWriter::CopyBytes(state),
+std::string WhyTheCopyDoesNotFit(const NamedTensors& state, int64_t also, int64_t keep_free) {
+  return WhyItDoesNotFit(AsyncCheckpointWriter::CopyBytes(state) + also,
                          ReadMemoryBounds("", MemoryBindNodes()), keep_free);
 }
 

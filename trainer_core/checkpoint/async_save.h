@@ -122,9 +122,10 @@ class AsyncCheckpointWriter {
   std::string error_;    // likewise, when the write failed
 };
 
-// Empty when a host copy of `state` fits the host memory this rank may
+// Empty when a host copy of `state`, and `also` bytes the rank will take
+// beside it (activation offload's arena), fit the host memory this rank may
 // still take (memory/host_room.h) with `keep_free` bytes left; else why not.
-std::string WhyTheCopyDoesNotFit(const NamedTensors& state, int64_t keep_free);
+std::string WhyTheCopyDoesNotFit(const NamedTensors& state, int64_t also, int64_t keep_free);
 
 // "checkpoint step 10 written behind the steps in 4.2 s: 3.10 GiB (0.74 GiB/s,
 // ...); the steps waited 0.04 s for it", for the rank's log.

@@ -18,6 +18,10 @@ int OffloadedLayers(double offload_fraction, int layers) {
   return static_cast<int>(std::floor(offload_fraction * layers + 1e-9));
 }
 
+int64_t OffloadArenaBytes(int offloaded_layers, int64_t input_bytes) {
+  return HostArena::Rounded(input_bytes) * offloaded_layers;
+}
+
 struct ActivationOffload::Slot {
   torch::Tensor host;     // the layer input's place in the arena
   torch::Tensor fetched;  // on the device, from Prefetch until Take
@@ -59,18 +63,18 @@ void ActivationOffload::EnsureArena(const torch::Tensor& like) {
                        std::string(c10::toString(slot.scalar_type())));
     return;
   }
-  const int64_t page = HostArena::kPage;
-  const int64_t slot_bytes = (like.numel() * like.element_size() + page - 1) / page * page;
+  const int64_t bytes = OffloadArenaBytes(layers_, like.numel() * like.element_size());
+  const int64_t slot_bytes = bytes / layers_;
   // Checked before it is touched: an arena the host can hold on paper
   // (overcommit) but not in fact would be filled page by page until the
   // kernel kills the rank, with no word of why.
-  if (const std::string why = WhyItDoesNotFit(
-          slot_bytes * layers_, ReadMemoryBounds("", MemoryBindNodes()), /*keep_free=*/0);
+  if (const std::string why =
+          WhyItDoesNotFit(bytes, ReadMemoryBounds("", MemoryBindNodes()), /*keep_free=*/0);
       !why.empty())
     throw TrainError("activation offload: the host arena for " + std::to_string(layers_) +
                      " layers' inputs does not fit: " + why +
                      " (lower parallel.offload_fraction, or give the rank more memory)");
-  auto arena = HostArena::Allocate(slot_bytes * layers_, device_.is_cuda(), "activation offload",
+  auto arena = HostArena::Allocate(bytes, device_.is_cuda(), "activation offload",
                                    "lower parallel.offload_fraction");
   for (int i = 0; i < layers_; ++i)
     slots_[static_cast<size_t>(i)].host =
