@@ -14,8 +14,10 @@ of `behind` shows there), and where the step after a checkpoint began spends
 its time (forward, backward, optimizer, from the records). Checkpoints go to
 DIR (the disk measured); each variant's directory is removed after it.
 With PROFILE=1 (trellis-train built with -DTRELLIS_KERNEL_PROFILE=ON) the
-step after the first checkpoint began is profiled in `none` and `behind`:
-its kernels and the device's idle time, OUT/NAME-profile-<variant>.txt.
+step that begins the first checkpoint and the next are profiled in `none` and
+`behind`: their kernels, the device's idle time, and the host calls and device
+copies of 1 ms or more (what the host stood waiting in, and when),
+OUT/NAME-profile-<variant>.txt.
 
 Usage: bench/checkpoint/behind.py            (or: behind.py --table RESULT.json: the table again)
   env: BUILD_DIR=build SPEC=examples/moe-bench.toml LAYERS=2 GLOBAL_BATCH=16 MICRO_BATCH=2
@@ -100,7 +102,7 @@ def run(variant, work, corpus):
     env = dict(ENV)
     profile = os.path.join(work, variant + ".kernels.tsv")
     if PROFILE and variant != "in_place":
-        env.update(TRELLIS_PROFILE_STEPS=f"{EVERY + 1}:1", TRELLIS_PROFILE_OUT=profile)
+        env.update(TRELLIS_PROFILE_STEPS=f"{EVERY}:2", TRELLIS_PROFILE_OUT=profile)
     start = time.monotonic()
     with open(out_path, "w") as out, open(err_path, "w") as err:
         p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
@@ -145,10 +147,12 @@ def run(variant, work, corpus):
     if PROFILE and os.path.exists(profile):
         kernels = os.path.join(OUT, f"{NAME}-profile-{variant}.txt")
         subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu", "kernel_table.py"),
-                        profile, "1", kernels], check=True, stdout=subprocess.DEVNULL)
+                        profile, "2", kernels], check=True, stdout=subprocess.DEVNULL)
         with open(kernels, "a") as f:
-            f.write(f"\nstep {EVERY + 1} (the first after a checkpoint began)\n")
+            f.write(f"\nsteps {EVERY} and {EVERY + 1} (the first checkpoint began after step "
+                    f"{EVERY})\n")
             f.write(open(profile + ".timeline.txt").read())
+            f.write("\n" + open(profile + ".long.txt").read())
     return {
         "variant": variant,
         "wall_seconds": wall,

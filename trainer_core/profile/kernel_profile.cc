@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "trainer_core/error.h"
+#include "trainer_core/profile/long_spans.h"
 
 #ifdef TRELLIS_KERNEL_PROFILE
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -76,11 +77,12 @@ void KernelProfile::AfterStep(int64_t step) {
   using torch::profiler::impl::ActivityType;
   using torch::profiler::impl::ProfilerConfig;
   using torch::profiler::impl::ProfilerState;
-  const std::set<ActivityType> cuda{ActivityType::CUDA};
+  // CPU too: the host's ATen ops and CUDA runtime calls, for the long spans.
+  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
   if (step == first_ - 1) {
     const ProfilerConfig config(ProfilerState::KINETO);
-    prof::prepareProfiler(config, cuda);
-    prof::enableProfiler(config, cuda);
+    prof::prepareProfiler(config, activities);
+    prof::enableProfiler(config, activities);
     return;
   }
   if (step != first_ + count_ - 1) return;
@@ -88,7 +90,13 @@ void KernelProfile::AfterStep(int64_t step) {
   std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
   std::map<std::string, std::pair<uint64_t, int64_t>> by_name;  // us, calls
   std::vector<DeviceSpan> spans;
+  std::vector<HostSpan> host;
   for (const auto& e : result->events()) {
+    if (e.deviceType() == c10::DeviceType::CPU) {
+      const auto [start, end] = SpanOf(e, 0);
+      host.push_back({start, end, e.startThreadId(), e.name()});
+      continue;
+    }
     if (e.deviceType() != c10::DeviceType::CUDA) continue;
     auto& [us, calls] = by_name[e.name()];
     us += DurationUs(e, 0);
@@ -97,6 +105,7 @@ void KernelProfile::AfterStep(int64_t step) {
     spans.push_back({start, end, StreamOf(e, 0), e.name()});
   }
   WriteTimeline(spans);
+  WriteLongSpans(host, spans);
   std::vector<std::pair<uint64_t, std::string>> order;
   for (const auto& [name, v] : by_name) order.emplace_back(v.first, name);
   std::sort(order.rbegin(), order.rend());
@@ -116,6 +125,15 @@ void KernelProfile::WriteTimeline(const std::vector<DeviceSpan>& spans) const {
   std::ofstream out(out_ + ".timeline.txt");
   out << text;
   if (!out) throw TrainError("TRELLIS_PROFILE_OUT " + out_ + ".timeline.txt: cannot write it");
+}
+
+void KernelProfile::WriteLongSpans(const std::vector<HostSpan>& host,
+                                   const std::vector<DeviceSpan>& device) const {
+  // 1 ms: far above a launch; what a host call takes only when it waits.
+  const std::string text = FormatLongSpans(host, device, 1'000'000, 80);
+  std::ofstream out(out_ + ".long.txt");
+  out << text;
+  if (!out) throw TrainError("TRELLIS_PROFILE_OUT " + out_ + ".long.txt: cannot write it");
 }
 
 }  // namespace trellis::train

@@ -8,13 +8,16 @@
 //   TRELLIS_PROFILE_STEPS=FIRST:COUNT   steps FIRST .. FIRST+COUNT-1 (FIRST >= 2)
 //   TRELLIS_PROFILE_OUT=FILE            "<total us>\t<calls>\t<kernel>" per line,
 //                                       and FILE.timeline.txt: the device's busy
-//                                       and idle time (timeline.h)
+//                                       and idle time (timeline.h), and
+//                                       FILE.long.txt: the host calls and device
+//                                       copies of 1 ms or more (long_spans.h)
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "trainer_core/profile/long_spans.h"
 #include "trainer_core/profile/timeline.h"
 
 namespace trellis::train {
@@ -32,6 +35,8 @@ class KernelProfile {
   KernelProfile(int64_t first, int64_t count, std::string out)
       : first_(first), count_(count), out_(std::move(out)) {}
   void WriteTimeline(const std::vector<DeviceSpan>& spans) const;
+  void WriteLongSpans(const std::vector<HostSpan>& host,
+                      const std::vector<DeviceSpan>& device) const;
   int64_t first_, count_;
   std::string out_;
 };
