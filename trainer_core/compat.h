@@ -227,6 +227,46 @@ inline std::string DescribeCurrentCudaDevice() {
 #endif
 }
 
+// Small device-to-host transfers on a step's path go through the host
+// memory's device mapping: a kernel's stores, not a cudaMemcpy. A cudaMemcpy to
+// the host queues on the copy engine behind any other device-to-host copy in
+// flight, e.g. checkpoint.async's copy of the rank's state (6 GiB: 0.12 s, and
+// more than a step for a large rank), and the step would wait for all of it
+// (bench/results/checkpoint-copy-2026-12-05-mapped.md).
+#ifdef TRELLIS_TORCH_CUDA
+// Queues on the current stream the write of `src` (on the GPU) into `host`:
+// page-locked (its device address is its host address under unified
+// addressing), contiguous, src's dtype and element count. Wait for an event
+// recorded after it before reading `host`, or freeing it.
+inline void WriteToMappedHost(const torch::Tensor& src, const torch::Tensor& host) {
+  TORCH_CHECK(src.is_cuda() && host.is_pinned() && host.is_contiguous() &&
+                  host.scalar_type() == src.scalar_type() && host.numel() == src.numel(),
+              "WriteToMappedHost: needs a GPU tensor and page-locked contiguous host memory of "
+              "its dtype and size, got ",
+              src.device(), " ", src.scalar_type(), " [", src.numel(), "] into ",
+              host.scalar_type(), " [", host.numel(), "]", host.is_pinned() ? "" : ", pageable");
+  auto on_device = torch::from_blob(host.data_ptr(), src.sizes(), src.options());
+  // x * 1: an elementwise kernel, exact for every dtype (copy_ would be a cudaMemcpy).
+  torch::mul_out(on_device, src, torch::scalar_tensor(1, src.options().device(torch::kCPU)));
+}
+#endif
+
+// A small tensor's values on the host; on a GPU written through the mapping
+// and waited for.
+inline torch::Tensor ReadToHost(const torch::Tensor& t) {
+#ifdef TRELLIS_TORCH_CUDA
+  if (t.is_cuda()) {
+    auto host = torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(true));
+    WriteToMappedHost(t.contiguous(), host);
+    at::cuda::CUDAEvent written;
+    written.record();
+    written.synchronize();
+    return host;
+  }
+#endif
+  return t.cpu();
+}
+
 // Waits for queued device work, so step timings measure the work itself.
 inline void Synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());

@@ -287,7 +287,7 @@ void Trainer::Step() {
   const bool moe = !out.expert_counts.empty();
   std::vector<torch::Tensor> read{out.ce, grad_norm, out.routing_changed};
   if (moe) read.push_back(ExpertLoadFigures(forward_counts, s.mesh.ep));
-  const auto figures = torch::cat(read).cpu();
+  const auto figures = compat::ReadToHost(torch::cat(read));
   // Forward and backward of each micro-batch, then the optimizer.
   const std::vector<double> lap = laps.Finish();
   double fwd = 0, bwd = 0;

@@ -75,7 +75,7 @@ struct Trainer::State {
     at::Tensor flag = torch::full({1}, mine ? 1.0f : 0.0f,
                                   torch::TensorOptions().dtype(torch::kFloat32).device(device));
     comm->AllReduceSum(flag);
-    return static_cast<int>(flag.item<float>());
+    return static_cast<int>(compat::ReadToHost(flag).item<float>());
   }
   Sharding CheckpointSharding() const {
     return {comm, {mesh.world, mesh.node_size, mesh.ep}, StateRanges(spec.model)};

@@ -187,7 +187,7 @@ std::optional<AsyncCheckpointWriter::Completed> AsyncCheckpointWriter::Poll(bool
   if (comm && comm->size() > 1) {
     flags = flags.to(comm->cuda() ? torch::kCUDA : torch::kCPU);
     comm->AllReduceSum(flags);
-    flags = flags.cpu();
+    flags = compat::ReadToHost(flags);  // not behind the copy this writer may have in flight
   }
   const int writing = static_cast<int>(flags[0].item<float>());
   const int failures = static_cast<int>(flags[1].item<float>());

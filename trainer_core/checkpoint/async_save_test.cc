@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "trainer_core/checkpoint/tensor_io.h"
+#include "trainer_core/compat.h"
 #include "trainer_core/error.h"
 #include "trainer_core/file_test_util.h"
 #include "trainer_core/files.h"
@@ -239,6 +240,51 @@ TEST_F(AsyncSaveTest, DeviceStateIsCopiedAfterItsLastWriteAndBeforeItsNext) {
   for (size_t i = 0; i < state.size(); ++i)
     EXPECT_TRUE(torch::equal(loaded4[i].second, want4[i].cpu())) << loaded4[i].first;
 }
+
+// A step's small reads to the host (its figures, the ranks' flags, the
+// expert counts) are written by a kernel through the host memory's mapping:
+// the same values as a copy, for every dtype and layout.
+TEST(ReadToHostTest, GivesTheTensorsValuesForEachDtypeAndLayout) {
+  std::vector<torch::Device> devices{torch::kCPU};
+  if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA);
+  for (const auto& device : devices)
+    for (auto dtype :
+         {torch::kFloat, torch::kDouble, torch::kLong, torch::kInt, torch::kBFloat16}) {
+      const auto t = (torch::randn({3, 5}) * 100).to(dtype).to(device).t();  // not contiguous
+      const auto got = compat::ReadToHost(t);
+      EXPECT_TRUE(got.device().is_cpu()) << device << " " << dtype;
+      EXPECT_EQ(got.sizes(), t.sizes()) << device << " " << dtype;
+      EXPECT_TRUE(torch::equal(got, t.cpu())) << device << " " << dtype;
+    }
+}
+
+#ifdef TRELLIS_TORCH_CUDA
+// ... and so do not wait behind a checkpoint's copy to host memory on
+// another stream, as a cudaMemcpy to the host does (it queues on the copy
+// engine behind the whole copy).
+TEST(ReadToHostTest, ReturnsWhileAnotherStreamsCopyToTheHostIsInFlight) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const int64_t bytes = int64_t{2} << 30;
+  const auto big = torch::ones({bytes}, torch::dtype(torch::kByte).device(torch::kCUDA));
+  auto host = torch::empty({bytes}, torch::dtype(torch::kByte).pinned_memory(true));
+  const auto small = torch::arange(8, torch::dtype(torch::kFloat).device(torch::kCUDA));
+  compat::ReadToHost(small);  // its pinned memory made before the copy begins
+  torch::cuda::synchronize();
+  auto side = c10::cuda::getStreamFromPool();
+  at::cuda::CUDAEvent copied;
+  {
+    c10::cuda::CUDAStreamGuard on_side(side);
+    host.copy_(big, /*non_blocking=*/true);
+    copied.record(side);
+  }
+  const auto got = compat::ReadToHost(small);
+  const bool still_copying = !copied.query();
+  copied.synchronize();
+  EXPECT_TRUE(torch::equal(got, small.cpu()));
+  EXPECT_TRUE(still_copying) << "the read waited for the 2 GiB copy to the host";
+  EXPECT_EQ(host[bytes - 1].item<uint8_t>(), 1);
+}
+#endif
 
 }  // namespace
 }  // namespace trellis::train

@@ -31,16 +31,21 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // What a layer's two GEMMs share: the slots per expert on their way to the
-// host, and where the weight gradients go.
+// host (written through its mapping, compat::WriteToMappedHost: a cudaMemcpy
+// would stand behind a checkpoint's copy in flight, and backward with it),
+// and where the weight gradients go.
 struct Shared : torch::CustomClassHolder {
   torch::Tensor rows;  // int64 [E], pinned
   cudaEvent_t copied = nullptr;
   std::function<WgradTarget(int)> into;
 
   ~Shared() override {
-    if (copied != nullptr) cudaEventDestroy(copied);
+    // `rows` goes back to the pinned cache only once the kernel wrote it.
+    if (copied == nullptr) return;
+    cudaEventSynchronize(copied);
+    cudaEventDestroy(copied);
   }
-  // Waits for the copy, which backward finds long done.
+  // Waits for the write, which backward finds long done.
   const int64_t* Rows() const {
     TRELLIS_CUDA_CHECK(cudaEventSynchronize(copied));
     return rows.data_ptr<int64_t>();
@@ -135,7 +140,7 @@ torch::Tensor RunExpertsSummingWgrad(const torch::Tensor& xs, const torch::Tenso
   shared->into = w.wgrad_into;
   shared->rows = torch::empty({counts.size(0)},
                               torch::TensorOptions().dtype(torch::kLong).pinned_memory(true));
-  shared->rows.copy_(counts.to(torch::kLong), /*non_blocking=*/true);
+  compat::WriteToMappedHost(counts.to(torch::kLong).contiguous(), shared->rows);
   TRELLIS_CUDA_CHECK(cudaEventCreateWithFlags(&shared->copied, cudaEventDisableTiming));
   TRELLIS_CUDA_CHECK(cudaEventRecord(shared->copied, CurrentStream()));
   auto gate_up = GroupedLinear::apply(xs, w.gate_up, offs, shared, int64_t{0}, int64_t{2});

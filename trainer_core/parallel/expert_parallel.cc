@@ -1,5 +1,6 @@
 #include "trainer_core/parallel/expert_parallel.h"
 
+#include "trainer_core/compat.h"
 #include "trainer_core/error.h"
 
 namespace trellis::train {
@@ -125,7 +126,7 @@ ExpertRunner MakeEpRunner(Comm* ep_comm, const ExpertMesh& mesh, ExpertWeights w
       } else {
         // The all-to-all needs its split sizes on the host: the one host
         // synchronization of a layer's dispatch.
-        auto host = all.cpu().view({ep, ep, nb});  // [source, destination, expert]
+        auto host = compat::ReadToHost(all).view({ep, ep, nb});  // [source, destination, expert]
         splits->send_rows = ToVector(host.select(0, me).sum(1));
         splits->recv_rows = ToVector(host.select(1, me).sum(1));
         splits->received = 0;
