@@ -102,7 +102,8 @@ def run(variant, work, corpus):
     env = dict(ENV)
     profile = os.path.join(work, variant + ".kernels.tsv")
     if PROFILE and variant != "in_place":
-        env.update(TRELLIS_PROFILE_STEPS=f"{EVERY}:2", TRELLIS_PROFILE_OUT=profile)
+        env.update(TRELLIS_PROFILE_STEPS=f"{EVERY}:2", TRELLIS_PROFILE_OUT=profile,
+                   TRELLIS_PROFILE_HOST="1")
     start = time.monotonic()
     with open(out_path, "w") as out, open(err_path, "w") as err:
         p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)

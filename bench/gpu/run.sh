@@ -172,6 +172,9 @@ bench_size() {
           # The device's idle time and where it falls (trainer_core/profile/timeline.h).
           { echo; cat "$dir/$run.kernels.tsv.timeline.txt"; } >> "$OUT_DIR/profile-${tag}-$run.txt" \
             || echo "run.sh: no timeline for $run"
+          # With TRELLIS_PROFILE_HOST=1: what the host stood waiting in (profile/long_spans.h).
+          [ -f "$dir/$run.kernels.tsv.long.txt" ] &&
+            { echo; cat "$dir/$run.kernels.tsv.long.txt"; } >> "$OUT_DIR/profile-${tag}-$run.txt"
         fi
         head -2 "$dir/$run.err"; sed -n '1p;$p' "$dir/$run.jsonl" ;;
       eager_*|compile_*)

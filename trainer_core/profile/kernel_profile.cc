@@ -67,7 +67,9 @@ std::unique_ptr<KernelProfile> KernelProfile::FromEnv() {
   const char* out = std::getenv("TRELLIS_PROFILE_OUT");
   if (out == nullptr || *out == '\0')
     throw TrainError("TRELLIS_PROFILE_STEPS is set without TRELLIS_PROFILE_OUT (the file to write)");
-  return std::unique_ptr<KernelProfile>(new KernelProfile(first, count, out));
+  const char* host = std::getenv("TRELLIS_PROFILE_HOST");
+  const bool with_host = host != nullptr && std::string(host) == "1";
+  return std::unique_ptr<KernelProfile>(new KernelProfile(first, count, out, with_host));
 #endif
 }
 
@@ -77,8 +79,11 @@ void KernelProfile::AfterStep(int64_t step) {
   using torch::profiler::impl::ActivityType;
   using torch::profiler::impl::ProfilerConfig;
   using torch::profiler::impl::ProfilerState;
-  // CPU too: the host's ATen ops and CUDA runtime calls, for the long spans.
-  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
+  // With TRELLIS_PROFILE_HOST the host's ATen ops and CUDA runtime calls too,
+  // for the long spans; off by default, as recording every op slows the host
+  // and so the idle gaps it would explain.
+  std::set<ActivityType> activities{ActivityType::CUDA};
+  if (host_) activities.insert(ActivityType::CPU);
   if (step == first_ - 1) {
     const ProfilerConfig config(ProfilerState::KINETO);
     prof::prepareProfiler(config, activities);
@@ -105,7 +110,7 @@ void KernelProfile::AfterStep(int64_t step) {
     spans.push_back({start, end, StreamOf(e, 0), e.name()});
   }
   WriteTimeline(spans);
-  WriteLongSpans(host, spans);
+  if (host_) WriteLongSpans(host, spans);
   std::vector<std::pair<uint64_t, std::string>> order;
   for (const auto& [name, v] : by_name) order.emplace_back(v.first, name);
   std::sort(order.rbegin(), order.rend());

@@ -8,9 +8,10 @@
 //   TRELLIS_PROFILE_STEPS=FIRST:COUNT   steps FIRST .. FIRST+COUNT-1 (FIRST >= 2)
 //   TRELLIS_PROFILE_OUT=FILE            "<total us>\t<calls>\t<kernel>" per line,
 //                                       and FILE.timeline.txt: the device's busy
-//                                       and idle time (timeline.h), and
-//                                       FILE.long.txt: the host calls and device
-//                                       copies of 1 ms or more (long_spans.h)
+//                                       and idle time (timeline.h)
+//   TRELLIS_PROFILE_HOST=1              also FILE.long.txt: the host calls and
+//                                       device copies of 1 ms or more
+//                                       (long_spans.h; records every ATen op)
 
 #include <cstdint>
 #include <memory>
@@ -32,13 +33,14 @@ class KernelProfile {
   void AfterStep(int64_t step);
 
  private:
-  KernelProfile(int64_t first, int64_t count, std::string out)
-      : first_(first), count_(count), out_(std::move(out)) {}
+  KernelProfile(int64_t first, int64_t count, std::string out, bool host)
+      : first_(first), count_(count), out_(std::move(out)), host_(host) {}
   void WriteTimeline(const std::vector<DeviceSpan>& spans) const;
   void WriteLongSpans(const std::vector<HostSpan>& host,
                       const std::vector<DeviceSpan>& device) const;
   int64_t first_, count_;
   std::string out_;
+  bool host_;
 };
 
 }  // namespace trellis::train
