@@ -264,7 +264,7 @@ TEST(ReadToHostTest, GivesTheTensorsValuesForEachDtypeAndLayout) {
 // engine behind the whole copy).
 TEST(ReadToHostTest, ReturnsWhileAnotherStreamsCopyToTheHostIsInFlight) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  const int64_t bytes = int64_t{2} << 30;
+  const int64_t bytes = int64_t{4} << 30;  // 70 ms at PCIe speed; a mapped read takes far less
   const auto big = torch::ones({bytes}, torch::dtype(torch::kByte).device(torch::kCUDA));
   auto host = torch::empty({bytes}, torch::dtype(torch::kByte).pinned_memory(true));
   const auto small = torch::arange(8, torch::dtype(torch::kFloat).device(torch::kCUDA));
@@ -281,7 +281,7 @@ TEST(ReadToHostTest, ReturnsWhileAnotherStreamsCopyToTheHostIsInFlight) {
   const bool still_copying = !copied.query();
   copied.synchronize();
   EXPECT_TRUE(torch::equal(got, small.cpu()));
-  EXPECT_TRUE(still_copying) << "the read waited for the 2 GiB copy to the host";
+  EXPECT_TRUE(still_copying) << "the read waited for the 4 GiB copy to the host";
   EXPECT_EQ(host[bytes - 1].item<uint8_t>(), 1);
 }
 #endif
