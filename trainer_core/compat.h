@@ -245,7 +245,12 @@ inline void WriteToMappedHost(const torch::Tensor& src, const torch::Tensor& hos
               "its dtype and size, got ",
               src.device(), " ", src.scalar_type(), " [", src.numel(), "] into ",
               host.scalar_type(), " [", host.numel(), "]", host.is_pinned() ? "" : ", pageable");
-  auto on_device = torch::from_blob(host.data_ptr(), src.sizes(), src.options());
+  // The device named, not looked up from the pointer: pinned memory is
+  // reused across the devices of a process (ranks as threads in tests).
+  auto on_device = at::for_blob(host.data_ptr(), src.sizes())
+                       .target_device(src.device())
+                       .options(src.options())
+                       .make_tensor();
   // x * 1: an elementwise kernel, exact for every dtype (copy_ would be a cudaMemcpy).
   torch::mul_out(on_device, src, torch::scalar_tensor(1, src.options().device(torch::kCPU)));
 }

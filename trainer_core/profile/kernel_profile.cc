@@ -67,8 +67,11 @@ std::unique_ptr<KernelProfile> KernelProfile::FromEnv() {
   const char* out = std::getenv("TRELLIS_PROFILE_OUT");
   if (out == nullptr || *out == '\0')
     throw TrainError("TRELLIS_PROFILE_STEPS is set without TRELLIS_PROFILE_OUT (the file to write)");
-  const char* host = std::getenv("TRELLIS_PROFILE_HOST");
-  const bool with_host = host != nullptr && std::string(host) == "1";
+  const char* host_env = std::getenv("TRELLIS_PROFILE_HOST");
+  const std::string host = host_env != nullptr ? host_env : "";
+  if (host != "" && host != "0" && host != "1")
+    throw TrainError("TRELLIS_PROFILE_HOST=" + host + ": expected 1 (the host's calls too) or 0");
+  const bool with_host = host == "1";
   return std::unique_ptr<KernelProfile>(new KernelProfile(first, count, out, with_host));
 #endif
 }
