@@ -15,6 +15,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,9 +27,31 @@ struct RankOutcome {
   std::string message;  // what the body returned or threw; "killed: ..." on timeout
 };
 
-// A port nothing listens on right now (bound to port 0, then closed).
-inline int FreePort() {
+// A port nothing listens on right now, for a rendezvous the ranks bind
+// later. Drawn below the kernel's ephemeral range (32768 and up): a port from
+// port 0 is ephemeral, and any process's outgoing connection may take it
+// before the rank binds it (a test that failed with "Address already in use"
+// beside the e2e tests). Random, so that tests drawing at once rarely meet.
+inline bool PortIsFree(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return free;
+}
+
+inline int FreePort() {
+  std::random_device seed;
+  std::mt19937 gen(seed() ^ static_cast<unsigned>(::getpid()));
+  std::uniform_int_distribution<int> below_ephemeral(20000, 32000);
+  for (int tries = 0; tries < 100; ++tries) {
+    const int port = below_ephemeral(gen);
+    if (PortIsFree(port)) return port;
+  }
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);  // all taken: any the kernel gives
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
