@@ -25,8 +25,7 @@ std::unique_ptr<HostArena> MakeArena(int64_t bytes, bool page_lock) {
 }  // namespace
 
 AsyncCheckpointWriter::AsyncCheckpointWriter(std::string dir, spec::TrainerSpec spec, int keep,
-                                             Sharding sharding, bool cuda,
-                                             CheckpointPruner* pruner)
+                                             Sharding sharding, bool cuda, CheckpointPruner* pruner)
     : dir_(std::move(dir)),
       spec_(std::move(spec)),
       keep_(keep),
@@ -60,7 +59,7 @@ int64_t AsyncCheckpointWriter::CopyBytes(const NamedTensors& state) {
 }
 
 std::vector<AsyncCheckpointWriter::Slot> AsyncCheckpointWriter::Layout(const NamedTensors& state,
-                                                                      int64_t* total) {
+                                                                       int64_t* total) {
   std::vector<Slot> slots;
   int64_t at = 0;
   for (const auto& [name, t] : state) {

@@ -2,7 +2,9 @@
 // A checkpoint written behind the training steps (`checkpoint.async`).
 // Begin copies this rank's state into host memory (pinned where it comes
 // from a GPU, copied on a stream of its own behind the step's work, so the
-// host does not wait for it) and a thread writes the shard from that copy
+// host does not wait for it; the step's own small reads to the host go
+// through the host memory's mapping, compat::ReadToHost, so as not to queue
+// behind it on the copy engine) and a thread writes the shard from that copy
 // while the steps go on. Poll, at each step boundary while a save is in
 // flight, completes the step (manifest, prune) once every rank's shard is on
 // disk. A step counts only when its manifest exists, so a rank that dies
@@ -41,9 +43,9 @@ class AsyncCheckpointWriter {
 
   struct Completed {
     int64_t step = 0;
-    uint64_t bytes = 0;          // this rank's shard
-    double write_seconds = 0;    // from Begin to the step's completion
-    double stood_seconds = 0;    // of those, the time the rank's steps waited for it
+    uint64_t bytes = 0;        // this rank's shard
+    double write_seconds = 0;  // from Begin to the step's completion
+    double stood_seconds = 0;  // of those, the time the rank's steps waited for it
     // The first save only: how long the host copy's arena took to make
     // (beside the first steps, when Prepare was called), 0 after.
     double arena_seconds = 0;
@@ -102,11 +104,11 @@ class AsyncCheckpointWriter {
 
   std::vector<Slot> layout_;
   std::unique_ptr<HostArena> arena_;
-  std::thread preparing_;       // making arena_ (Prepare)
-  std::string prepare_error_;   // set by that thread when it failed
-  double arena_seconds_ = 0;    // how long making it took; reported once
+  std::thread preparing_;                 // making arena_ (Prepare)
+  std::string prepare_error_;             // set by that thread when it failed
+  double arena_seconds_ = 0;              // how long making it took; reported once
   std::atomic<uint64_t> arena_bytes_{0};  // arena_'s size, read from any thread
-  NamedTensors copy_;           // views of arena_, one per state tensor
+  NamedTensors copy_;                     // views of arena_, one per state tensor
   compat::SideStream copy_stream_;
   compat::DeviceStamp copied_;  // when the device-to-host copies end
   bool copy_awaited_ = true;    // BeforeStateChanges has made the stream wait
@@ -117,9 +119,9 @@ class AsyncCheckpointWriter {
   double stood_seconds_ = 0;
   std::thread writer_;
   std::atomic<bool> written_{false}, cancel_{false};
-  ShardWritten result_;  // set by the writer before written_
+  ShardWritten result_;      // set by the writer before written_
   double copy_seconds_ = 0;  // likewise
-  std::string error_;    // likewise, when the write failed
+  std::string error_;        // likewise, when the write failed
 };
 
 // Empty when a host copy of `state`, and `also` bytes the rank will take
