@@ -14,15 +14,16 @@ of `behind` shows there), and where the step after a checkpoint began spends
 its time (forward, backward, optimizer, from the records). Checkpoints go to
 DIR (the disk measured); each variant's directory is removed after it.
 With PROFILE=1 (trellis-train built with -DTRELLIS_KERNEL_PROFILE=ON) the
-step that begins the first checkpoint and the next are profiled in `none` and
-`behind`: their kernels, the device's idle time, and the host calls and device
-copies of 1 ms or more (what the host stood waiting in, and when),
-OUT/NAME-profile-<variant>.txt.
+step that begins a checkpoint (PROFILE_AT, default the first: EVERY) and the
+next are profiled in `none` and `behind`: their kernels, the device's idle
+time, and the host calls and device copies of 1 ms or more (what the host
+stood waiting in, and when), OUT/NAME-profile-<variant>.txt. The JSON lists
+each step after a checkpoint began (`step_seconds_after_begin`), the table too.
 
 Usage: bench/checkpoint/behind.py            (or: behind.py --table RESULT.json: the table again)
   env: BUILD_DIR=build SPEC=examples/moe-bench.toml LAYERS=2 GLOBAL_BATCH=16 MICRO_BATCH=2
        STEPS=70 EVERY=20 DEVICE=cuda VOCAB=32000 DIR=<temp dir> OUT=bench/results
-       NAME=checkpoint-behind-<date> MACHINE=<words> PROFILE=0 AT_END=0
+       NAME=checkpoint-behind-<date> MACHINE=<words> PROFILE=0 PROFILE_AT=EVERY AT_END=0
 Writes OUT/NAME.json and OUT/NAME.md.
 """
 import datetime
@@ -55,6 +56,10 @@ VOCAB = int(ENV.get("VOCAB", "32000"))
 OUT = ENV.get("OUT", "bench/results")
 NAME = ENV.get("NAME", "checkpoint-behind-" + datetime.date.today().isoformat())
 PROFILE = ENV.get("PROFILE", "0") == "1"
+PROFILE_AT = int(ENV.get("PROFILE_AT", str(EVERY)))
+if PROFILE and (PROFILE_AT % EVERY or not 0 < PROFILE_AT < STEPS):
+    sys.exit(f"PROFILE_AT={PROFILE_AT}: a step that begins a checkpoint (a multiple of "
+             f"EVERY={EVERY}) below STEPS={STEPS}")
 # AT_END=1: a checkpoint at the run's end too (checkpoint.at_end), written in
 # place; behind the steps a save still in flight then is abandoned for it.
 AT_END = ENV.get("AT_END", "0") == "1"
@@ -102,7 +107,7 @@ def run(variant, work, corpus):
     env = dict(ENV)
     profile = os.path.join(work, variant + ".kernels.tsv")
     if PROFILE and variant != "in_place":
-        env.update(TRELLIS_PROFILE_STEPS=f"{EVERY}:2", TRELLIS_PROFILE_OUT=profile,
+        env.update(TRELLIS_PROFILE_STEPS=f"{PROFILE_AT}:2", TRELLIS_PROFILE_OUT=profile,
                    TRELLIS_PROFILE_HOST="1")
     start = time.monotonic()
     with open(out_path, "w") as out, open(err_path, "w") as err:
@@ -150,8 +155,8 @@ def run(variant, work, corpus):
         subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu", "kernel_table.py"),
                         profile, "2", kernels], check=True, stdout=subprocess.DEVNULL)
         with open(kernels, "a") as f:
-            f.write(f"\nsteps {EVERY} and {EVERY + 1} (the first checkpoint began after step "
-                    f"{EVERY})\n")
+            f.write(f"\nsteps {PROFILE_AT} and {PROFILE_AT + 1} (a checkpoint began after step "
+                    f"{PROFILE_AT})\n")
             f.write(open(profile + ".timeline.txt").read())
             f.write("\n" + open(profile + ".long.txt").read())
     return {
@@ -172,6 +177,8 @@ def run(variant, work, corpus):
         "copy_to_host_seconds": copies,
         "step_seconds_median_outside": statistics.median(outside) if outside else None,
         "step_seconds_median_after_begin": statistics.median(after) if after else None,
+        # Each of them, by step: whether one checkpoint's step stands apart.
+        "step_seconds_after_begin": {records[i]["step"]: steps[i] for i in after_i},
         "step_seconds_median_first_window": statistics.median(first) if first else None,
         # Medians of the step records' parts (GPU time between the step's marks).
         "step_parts_median_outside": parts(outside_i),
@@ -227,6 +234,11 @@ def table(runs, meta):
                     [r["step_parts_median_after_begin"][k] for k in PARTS]
             out.append(f"| {r['variant']} | " + " | ".join(
                 "-" if c is None else f"{c:.3f}" for c in cells) + " |")
+    if all(r.get("step_seconds_after_begin") for r in runs):
+        out += ["", "Each step after a checkpoint began, s: " + "; ".join(
+            f"{r['variant']} " + ", ".join(f"step {k} {v:.3f}"
+                                           for k, v in r["step_seconds_after_begin"].items())
+            for r in runs) + "."]
     out += [
         "",
         f"Checkpoints cost the run {inp['stood_seconds']:.1f} s in place and "
@@ -275,11 +287,14 @@ def main():
         runs.append(run(v, work, corpus))
         print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     # Checkpoints must not change the training: the same bits on the CPU; on a
-    # GPU within run-to-run noise (its kernels are not deterministic by default).
+    # GPU within run-to-run noise (its kernels are not deterministic by default:
+    # over 40 steps of moe-bench the last losses of three runs have spread up
+    # to 1.1% on an H100, the same without any checkpoint).
     losses = [r["losses_last"] for r in runs]
-    if max(losses) - min(losses) > (0.01 * min(losses) if DEVICE == "cuda" else 0):
+    if max(losses) - min(losses) > (0.02 * min(losses) if DEVICE == "cuda" else 0):
         sys.exit("the variants ended at different losses: " + ", ".join(map(str, losses)))
     command = (("AT_END=1 " if AT_END else "") + ("PROFILE=1 " if PROFILE else "") +
+               (f"PROFILE_AT={PROFILE_AT} " if PROFILE and PROFILE_AT != EVERY else "") +
                f"LAYERS={LAYERS} GLOBAL_BATCH={GLOBAL_BATCH} MICRO_BATCH={MICRO_BATCH} "
                f"STEPS={STEPS} EVERY={EVERY} DEVICE={DEVICE} SPEC={SPEC} "
                "bench/checkpoint/behind.py")

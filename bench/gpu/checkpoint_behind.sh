@@ -11,7 +11,8 @@
 # .third_party). Usage: bench/gpu/checkpoint_behind.sh
 #   env: BUILD_DIR=build-gpu OUT=bench/results CONFIGS="LAYERS:STEPS:EVERY ..." (default
 #        "2:100:30 4:100:40"), PROFILE=1 (builds with -DTRELLIS_KERNEL_PROFILE=ON: the step
-#        after the first checkpoint began is profiled), the rest as behind.py reads it
+#        that begins the first checkpoint and the next are profiled; PROFILE_AT=<step> another),
+#        the rest as behind.py reads it
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}

@@ -11,6 +11,7 @@
 #include "trainer_core/checkpoint/pruner.h"
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/checkpoint/tensor_io.h"
+#include "trainer_core/compat.h"
 #include "trainer_core/error.h"
 #include "trainer_core/files.h"
 
@@ -186,19 +187,23 @@ void CompleteStep(const std::string& dir, const spec::TrainerSpec& spec,
   Comm* comm = sharding.comm;
   const int world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
   // Rank 0 learns every shard's size and checksum, then completes the step.
-  // On the communicator's device (NCCL moves only GPU tensors), read back here.
-  const auto where = torch::TensorOptions(comm && comm->cuda() ? torch::kCUDA : torch::kCPU)
-                         .dtype(torch::kLong);
+  // On the communicator's device (NCCL moves only GPU tensors), read back
+  // through the mapping (compat::ReadToHost): a save behind the steps begins
+  // right after this, and a read by the copy engine on the compute stream
+  // here left the next step's small reads behind that save's copy. One rank
+  // has nothing to gather: its figures stay on the host.
+  const bool on_gpu = comm && world > 1 && comm->cuda();
+  const auto where = torch::TensorOptions(on_gpu ? torch::kCUDA : torch::kCPU).dtype(torch::kLong);
   auto mine = torch::tensor({static_cast<int64_t>(written.bytes),
                              static_cast<int64_t>(written.index_xxh64)},
                             torch::kLong)
                   .to(where.device());
   auto all = torch::empty({2 * world}, where);
-  if (comm)
+  if (comm && world > 1)
     comm->AllGatherInto(mine, all);
   else
     all.copy_(mine);
-  all = all.cpu();
+  all = compat::ReadToHost(all);
   // Rank 0's failure (the manifest not written, an old checkpoint not
   // removed) reaches every rank: thrown before the last collective, it left
   // the others failing there with "a peer exited" and no reason, or waiting
@@ -242,7 +247,7 @@ void CompleteStep(const std::string& dir, const spec::TrainerSpec& spec,
   if (comm && world > 1) {
     auto failed = torch::tensor({failure.empty() ? 0.0f : 1.0f}).to(where.device());
     comm->AllReduceSum(failed);
-    if (rank != 0 && failed.cpu().item<float>() > 0)
+    if (rank != 0 && compat::ReadToHost(failed).item<float>() > 0)
       throw TrainError("checkpoint step " + std::to_string(meta.step) +
                        ": rank 0 could not complete it or remove the old checkpoints (rank 0's "
                        "log says why)");

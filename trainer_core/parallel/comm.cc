@@ -220,10 +220,11 @@ class C10dComm final : public Comm {
   void Barrier() override {
     if (!cuda()) return Launch("barrier", [&] { return group_->barrier(); }, {})->Wait();
     // NCCL's barrier guesses a device from the rank; an all-reduce on ours,
-    // read back, is a barrier on the right GPU.
+    // read back, is a barrier on the right GPU. Read through the mapping, not
+    // by the copy engine, where a save's copy to the host may be in flight.
     auto one = torch::ones({1}, torch::TensorOptions(torch::kCUDA).dtype(torch::kFloat));
     AllReduceSum(one);
-    (void)one.cpu();
+    (void)compat::ReadToHost(one);
   }
 
   void ResetTimes() override { clock_->Reset(); }

@@ -3,8 +3,8 @@
 // step records' collective times, prefetch depths (parallel.prefetch_layers)
 // that agree, bf16 gradients within bf16's noise, deterministic runs that
 // repeat, the FP8 expert gather close to the fp32 one, a world-2 checkpoint
-// resumed on one GPU. How they run (two GPUs, one shared GPU, CPU ranks):
-// gpu_multirank_fixture.h.
+// (in place, and written behind the steps) resumed on one GPU. How they run
+// (two GPUs, one shared GPU, CPU ranks): gpu_multirank_fixture.h.
 #include "trainer_core/parallel/gpu_multirank_fixture.h"
 
 namespace trellis::train {
@@ -156,6 +156,32 @@ TEST_F(GpuMultiRankTest, AWorldTwoCheckpointResumesOnOneGpu) {
   ASSERT_NE(resumed[0].err.find("starting at step 5"), std::string::npos) << resumed[0].err;
   const double loss = MaxLossRel(resumed[0].records, straight[0].records, 5);
   std::printf("%s world 2 -> 1 resume at step 5: max loss rel diff vs straight world 2: %.3g\n",
+              Device(), loss);
+  EXPECT_LE(loss, 1e-5);
+}
+
+// checkpoint.async at world 2: the step-5 save is written behind steps 6 and 7
+// (each step sums the ranks' "still writing" flags; the step completes over the
+// world's collectives) and the run's end waits for it; resumed on one GPU, the
+// run goes on as the straight world-2 run did.
+TEST_F(GpuMultiRankTest, AWorldTwoCheckpointWrittenBehindTheStepsResumesOnOneGpu) {
+  std::string why;
+  const std::string ckpt = JoinPath(dir_, "ckpt");
+  auto straight = Run(2, {Spec("two", {2, 2})});
+  ASSERT_TRUE(AllExitedZero(straight, &why)) << why;
+  const std::string behind = Spec("behind", {2, 2});
+  std::ofstream(behind, std::ios::app) << "async = true\nat_end = false\n";
+  auto first = Run(2, {behind, "--steps", "7", "--checkpoint-dir", ckpt});
+  ASSERT_TRUE(AllExitedZero(first, &why)) << why;
+  for (const auto& rank : first)
+    EXPECT_NE(rank.err.find("checkpoint step 5 written behind the steps"), std::string::npos)
+        << rank.err;
+  auto resumed = Run(1, {Spec("one", {1, 1}), "--checkpoint-dir", ckpt, "--resume", "latest"});
+  ASSERT_TRUE(AllExitedZero(resumed, &why)) << why;
+  ASSERT_NE(resumed[0].err.find("starting at step 5"), std::string::npos) << resumed[0].err;
+  const double loss = MaxLossRel(resumed[0].records, straight[0].records, 5);
+  std::printf("%s world 2 -> 1 resume of a save behind the steps at step 5: max loss rel diff "
+              "vs straight world 2: %.3g\n",
               Device(), loss);
   EXPECT_LE(loss, 1e-5);
 }
