@@ -66,6 +66,11 @@ for step in range(first, steps + 1):
         if rank == 0:
             checkpoint(step)
         print("rank %d: wall-time warning: stopped after step %d" % (rank, step), flush=True)
+        # The warning may come again (Slurm signals every process of the step and
+        # the worker passes it on too), and Python's exit puts back the default
+        # action, which kills: a rank stopped cleanly died of SIGUSR1 and its
+        # worker's bad exit cut the other nodes' checkpoint short.
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         sys.exit(0)
 if exit_code == 79:
     print("bad input: refusing to go on (exit 79: do not retry)", file=sys.stderr, flush=True)
