@@ -1,5 +1,6 @@
 #include "worker/core/outcome.h"
 
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -24,8 +25,13 @@ RankExit RankExitFromWaitStatus(int rank, int wait_status) {
 std::string DescribeRankExit(const RankExit& e) {
   if (e.signal != 0) {
     const char* abbrev = sigabbrev_np(e.signal);
+    // The worker sends SIGUSR1 only as Slurm's wall-time warning; a rank it
+    // killed did not handle it through its exit (it may come twice).
     return absl::StrCat("was killed by signal ", e.signal,
-                        abbrev != nullptr ? absl::StrCat(" (SIG", abbrev, ")") : "");
+                        abbrev != nullptr ? absl::StrCat(" (SIG", abbrev, ")") : "",
+                        e.signal == SIGUSR1 ? ", the wall-time warning, which a rank must handle "
+                                              "until it is gone (README, \"Time limits\")"
+                                            : "");
   }
   if (e.exit_code == kCannotStartExitCode) return "could not be started (127)";
   return absl::StrCat("exited with ", e.exit_code);

@@ -17,6 +17,10 @@ TEST(RankExitTest, FromWaitStatus) {
   EXPECT_EQ(killed.exit_code, 137);
   EXPECT_EQ(killed.signal, SIGKILL);
   EXPECT_EQ(DescribeRankExit(killed), "was killed by signal 9 (SIGKILL)");
+  // Killed by the warning itself: the rank's author learns what to fix.
+  EXPECT_EQ(DescribeRankExit(RankExitFromWaitStatus(2, W_EXITCODE(0, SIGUSR1))),
+            "was killed by signal 10 (SIGUSR1), the wall-time warning, which a rank must handle "
+            "until it is gone (README, \"Time limits\")");
 }
 
 struct OutcomeCase {
