@@ -2,7 +2,8 @@
 # The multi-GPU validation, one command on a host with 2, 4 or 8 GPUs. Builds
 # trainer_core (TRELLIS_TRAINER_ONLY, kernels/ linked), then trains moe-bench
 # STEPS steps per variant, every rank a trellis-train process (RANK,
-# WORLD_SIZE, LOCAL_RANK = its GPU, MASTER_ADDR/PORT), at 2 rows per GPU:
+# WORLD_SIZE, LOCAL_RANK = its GPU, MASTER_ADDR/PORT), at the spec's rows per
+# GPU (moe-bench: 2; ROWS_PER_GPU another, MICRO_BATCH rows per forward):
 #   one_gpu       world 1 (the scaling baseline)
 #   base          world NGPU as 2 nodes of NGPU/2 (node_size in the spec),
 #                 NCCL_MAX_CTAS=16, fp32 expert gather, bf16 all-to-all
@@ -38,7 +39,8 @@
 #
 # Usage: bench/gpu/multi_gpu.sh [NGPU]   (env: STEPS=20 WARMUP=5
 #        VARIANTS="one_gpu base one_node one_node_groups ctas_default gather_fp8 gather_bf16
-#        grad_fp32 visible_one prefetch_off" PREFETCH_LAYERS=1
+#        grad_fp32 visible_one prefetch_off" PREFETCH_LAYERS=1 ROWS_PER_GPU=<spec's>
+#        MICRO_BATCH=<none: all rows in one forward>
 #        BUILD_DIR=build-gpu OUT_DIR=bench/results WORK=<temp dir> TRELLIS_COMM_TIMEOUT_S=300
 #        DEVICE=cpu: the same launcher on CPU (gloo, examples/tiny-moe.toml) to check it)
 set -uo pipefail
@@ -85,7 +87,18 @@ else
     || die "corpus (build $BUILD_DIR first)"
 fi
 BIN=$BUILD_DIR/bin
-ROWS_PER_GPU=$(sed -n 's/^global_batch = \([0-9]*\).*/\1/p' "$BASE_SPEC")
+SPEC_ROWS=$(sed -n 's/^global_batch = \([0-9]*\).*/\1/p' "$BASE_SPEC")
+ROWS_PER_GPU=${ROWS_PER_GPU:-$SPEC_ROWS}
+MICRO_BATCH=${MICRO_BATCH:-}
+[[ "$ROWS_PER_GPU" =~ ^[1-9][0-9]*$ ]] || die "ROWS_PER_GPU must be a positive integer, got '$ROWS_PER_GPU'"
+if [ -n "$MICRO_BATCH" ]; then
+  [[ "$MICRO_BATCH" =~ ^[1-9][0-9]*$ ]] && [ $((ROWS_PER_GPU % MICRO_BATCH)) = 0 ] ||
+    die "MICRO_BATCH must divide ROWS_PER_GPU=$ROWS_PER_GPU, got '$MICRO_BATCH'"
+fi
+# Another size than the spec's: its own result files.
+SIZE_TAG=""
+[ "$ROWS_PER_GPU" != "$SPEC_ROWS" ] || [ -n "$MICRO_BATCH" ] &&
+  SIZE_TAG="-${ROWS_PER_GPU}rows${MICRO_BATCH:+-micro$MICRO_BATCH}"
 
 # spec VARIANT WORLD -> path: the base spec with the variant's [parallel] and batch.
 spec() {
@@ -108,6 +121,8 @@ spec() {
       -e "s/^\[parallel\]$/[parallel]\n$block/" "$BASE_SPEC" > "$path"
   grep -q '^\[parallel\]' "$path" || printf '[parallel]\n%b\n' "$block" >> "$path"
   sed -i "s/^\[training\]$/[training]\ndevice = \"$DEVICE\"/" "$path"
+  sed -i "/^micro_batch = /d" "$path"
+  [ -n "$MICRO_BATCH" ] && sed -i "s/^\[training\]$/[training]\nmicro_batch = $MICRO_BATCH/" "$path"
   echo "$path"
 }
 
@@ -162,6 +177,8 @@ else
   machine="$(getconf _NPROCESSORS_ONLN) CPU cores (gloo)"
 fi
 settings="STEPS=$STEPS WARMUP=$WARMUP DEVICE=$DEVICE PREFETCH_LAYERS=$PREFETCH_LAYERS"
-python3 bench/gpu/multi_gpu_summary.py "$WORK" "$OUT_DIR/multi-gpu-${NGPU}gpu-$(date -u +%Y-%m-%d)" \
+settings="$settings ROWS_PER_GPU=$ROWS_PER_GPU${MICRO_BATCH:+ MICRO_BATCH=$MICRO_BATCH}"
+python3 bench/gpu/multi_gpu_summary.py "$WORK" \
+  "$OUT_DIR/multi-gpu-${NGPU}gpu$SIZE_TAG-$(date -u +%Y-%m-%d)" \
   "bench/gpu/multi_gpu.sh $NGPU ($settings)" "$NGPU" "$WARMUP" \
   "$VARIANTS" "$machine"
