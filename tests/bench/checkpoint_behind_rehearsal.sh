@@ -21,8 +21,12 @@ for v in ("in_place", "behind"):
     assert runs[v]["checkpoints"] == 2, (v, runs[v]["checkpoints"])  # steps 5 and 10
     assert runs[v]["checkpoint_seconds_sum"] > 0, v
 assert len(runs["behind"]["checkpoint_waited_seconds"]) == 2, runs["behind"]
+for v, r in runs.items():  # each step after a checkpoint began, by step
+    assert set(r["step_seconds_after_begin"]) == {"6", "11"}, (v, r["step_seconds_after_begin"])
+    assert all(s > 0 for s in r["step_seconds_after_begin"].values()), (v, r)
 assert len({r["losses_last"] for r in d["runs"]}) == 1, [r["losses_last"] for r in d["runs"]]
 md = open(sys.argv[1] + "/behind.md").read()
 assert "| behind |" in md and "bench/checkpoint/behind.py" in md, md
+assert "Each step after a checkpoint began, s: none step 6 " in md, md
 PY
 echo "bench/checkpoint/behind.py: ok"

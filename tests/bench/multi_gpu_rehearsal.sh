@@ -72,3 +72,27 @@ if bad:
     sys.exit(1)
 print(f"ok: {len(want)} variants on 2 CPU ranks")
 PY
+
+# Another size: ROWS_PER_GPU rows as MICRO_BATCH-row forwards, in files of its own;
+# a MICRO_BATCH that does not divide the rows is refused, naming both.
+DEVICE=cpu STEPS=3 WARMUP=1 VARIANTS="one_gpu base" ROWS_PER_GPU=8 MICRO_BATCH=4 \
+  TRELLIS_COMM_TIMEOUT_S=60 BUILD_DIR="$(dirname "$bin")" OUT_DIR="$work/out2" WORK="$work/w2" \
+  bash "$repo/bench/gpu/multi_gpu.sh" 2 > "$work/log2" 2>&1 || { tail -40 "$work/log2"; exit 1; }
+json2=$(ls "$work"/out2/multi-gpu-2gpu-8rows-micro4-*.json) || { echo "FAIL: no -8rows-micro4 result"; exit 1; }
+grep -q "^micro_batch = 4$" "$work/w2/base.toml" && grep -q "^global_batch = 16$" "$work/w2/base.toml" ||
+  { echo "FAIL: base.toml at 8 rows per rank as 4-row forwards:"; cat "$work/w2/base.toml"; exit 1; }
+python3 - "$json2" <<'PY'
+import json, sys
+runs = json.load(open(sys.argv[1]))["runs"]
+bad = [v for v in ("one_gpu", "base") if "error" in runs.get(v, {"error": 1}) or runs[v]["steps"] != 3]
+if bad:
+    print(f"FAIL: 8 rows as 4-row forwards: {bad}: {runs}")
+    sys.exit(1)
+PY
+if out=$(DEVICE=cpu ROWS_PER_GPU=8 MICRO_BATCH=3 BUILD_DIR="$(dirname "$bin")" \
+    OUT_DIR="$work/out3" WORK="$work/w3" bash "$repo/bench/gpu/multi_gpu.sh" 2 2>&1); then
+  echo "FAIL: MICRO_BATCH=3 of 8 rows was accepted"
+  exit 1
+fi
+[[ "$out" == *"MICRO_BATCH must divide ROWS_PER_GPU=8, got '3'"* ]] || { echo "FAIL: $out"; exit 1; }
+echo "ok: ROWS_PER_GPU and MICRO_BATCH"
