@@ -27,39 +27,35 @@ struct RankOutcome {
   std::string message;  // what the body returned or threw; "killed: ..." on timeout
 };
 
-// A port nothing listens on right now, for a rendezvous the ranks bind
-// later. Drawn below the kernel's ephemeral range (32768 and up): a port from
-// port 0 is ephemeral, and any process's outgoing connection may take it
-// before the rank binds it (a test that failed with "Address already in use"
-// beside the e2e tests). Random, so that tests drawing at once rarely meet.
-inline bool PortIsFree(int port) {
+// Binds a loopback socket to `port` (0: any the kernel gives) and closes it;
+// the port it got, 0 when the bind failed.
+inline int BindLoopbackOnce(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  socklen_t len = sizeof(addr);
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   ::close(fd);
-  return free;
+  return bound ? ntohs(addr.sin_port) : 0;
 }
 
+// A port nothing listens on right now, for a rendezvous the ranks bind
+// later. Drawn below the kernel's ephemeral range (32768 and up): a port from
+// port 0 is ephemeral, and any process's outgoing connection may take it
+// before the rank binds it (a test that failed with "Address already in use"
+// beside the e2e tests). Random, so that tests drawing at once rarely meet.
 inline int FreePort() {
   std::random_device seed;
   std::mt19937 gen(seed() ^ static_cast<unsigned>(::getpid()));
   std::uniform_int_distribution<int> below_ephemeral(20000, 32000);
   for (int tries = 0; tries < 100; ++tries) {
     const int port = below_ephemeral(gen);
-    if (PortIsFree(port)) return port;
+    if (BindLoopbackOnce(port) == port) return port;
   }
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);  // all taken: any the kernel gives
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  return BindLoopbackOnce(0);  // all taken: any the kernel gives
 }
 
 // Reads every pipe until its writer closes it or `timeout` passes; returns
