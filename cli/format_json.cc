@@ -219,7 +219,9 @@ Json WatchEventToJson(const v1::WatchRunEvent& e) {
 
 Json SubmitToJson(const v1::SubmitRunResponse& r, bool dry_run) {
   if (!dry_run) return Json{{"run_id", r.run_id()}};
-  return Json{{"batch_script", r.batch_script()}, {"sbatch_args", Strings(r.sbatch_args())}};
+  return Json{{"batch_script", r.batch_script()},
+              {"sbatch_args", Strings(r.sbatch_args())},
+              {"gate_policy", Json::parse(r.gate_policy_json(), nullptr, false)}};
 }
 
 }  // namespace trellis::cli

@@ -24,6 +24,29 @@ std::string RenderNodes(const v1::ListNodesResponse& nodes, int64_t now_ms, bool
   return t.Render();
 }
 
+std::string RenderGatePolicy(const std::string& policy_json) {
+  Json policy = Json::parse(policy_json, nullptr, false);
+  if (!policy.is_object()) return "";
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "policy: free >= %.1f GiB and unattributed <= %.1f GiB per socket, "
+                "registration within %d s, touch probe %s\n",
+                policy.value("min_free_gib_per_socket", 0.0),
+                policy.value("max_unattributed_gib_per_socket", 0.0), policy.value("timeout_s", 0),
+                policy.value("touch_probe", false) ? "on" : "off");
+  std::string out = buf;
+  // Records from before the ranks' host memory was counted lack the keys.
+  if (const double rank_gib = policy.value("rank_host_gib", 0.0); rank_gib > 0) {
+    std::snprintf(buf, sizeof(buf),
+                  "        ranks' host memory: %.1f GiB per rank bound to a socket (%d ranks per "
+                  "node; ",
+                  rank_gib, policy.value("ranks_per_node", 1));
+    out += buf + policy.value("rank_host_what", std::string()) +
+           "); nodes with less free than that on top go last\n";
+  }
+  return out;
+}
+
 std::string RenderGateReport(const v1::GateReportResponse& report, bool utc) {
   std::ostringstream out;
   out << "gate report for run " << report.run_id() << "\n";
@@ -31,17 +54,7 @@ std::string RenderGateReport(const v1::GateReportResponse& report, bool utc) {
   for (const auto& g : report.gates()) {
     out << "\nattempt " << g.attempt() << " launch " << g.launch() << ": " << g.decision()
         << " at " << FormatTime(g.unix_ms(), utc) << ": " << g.reason() << "\n";
-    Json policy = Json::parse(g.policy_json(), nullptr, false);
-    if (policy.is_object()) {
-      char buf[256];
-      std::snprintf(buf, sizeof(buf),
-                    "policy: free >= %.1f GiB and unattributed <= %.1f GiB per socket, "
-                    "registration within %d s, touch probe %s\n",
-                    policy.value("min_free_gib_per_socket", 0.0),
-                    policy.value("max_unattributed_gib_per_socket", 0.0),
-                    policy.value("timeout_s", 0), policy.value("touch_probe", false) ? "on" : "off");
-      out << buf;
-    }
+    out << RenderGatePolicy(g.policy_json());
     Table t({"NODE", "DECISION", "SOCKET", "TOTAL", "FREE", "UNATTRIBUTED", "TOUCHED", "REASONS"});
     for (const auto& n : g.nodes()) {
       std::string reasons;

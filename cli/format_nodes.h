@@ -9,6 +9,10 @@ namespace trellis::cli {
 
 std::string GiB(int64_t bytes);  // "72.7 GiB"
 std::string RenderNodes(const v1::ListNodesResponse& nodes, int64_t now_ms, bool utc);
+// A gate policy (GateRecord.policy_json) in a line or two: "policy: free >=
+// 100.0 GiB and ...", and what a [model] run's ranks add per socket; empty
+// when the JSON is not an object.
+std::string RenderGatePolicy(const std::string& policy_json);
 // What a user sends to the site's admins: per node and socket figures, the
 // decision and the reasons.
 std::string RenderGateReport(const v1::GateReportResponse& report, bool utc);

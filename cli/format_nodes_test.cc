@@ -45,6 +45,23 @@ TEST(FormatNodesTest, GateReportShowsFiguresDecisionAndReasons) {
   EXPECT_NE(text.find("no registration within 120 s"), std::string::npos);
 }
 
+TEST(FormatNodesTest, GateReportShowsTheRanksHostMemoryWhereThePolicyCountedIt) {
+  v1::GateReportResponse r = Report();
+  r.mutable_gates(0)->set_policy_json(
+      R"({"min_free_gib_per_socket":100.0,"max_unattributed_gib_per_socket":24.0,"timeout_s":120,)"
+      R"("touch_probe":false,"rank_host_gib":30.25,"ranks_per_node":4,)"
+      R"("rank_host_what":"checkpoint.async's copy of the state 30.25 GiB"})");
+  EXPECT_EQ(RenderGatePolicy("not json"), "");
+  EXPECT_NE(RenderGateReport(r, true)
+                .find("        ranks' host memory: 30.2 GiB per rank bound to a socket (4 ranks "
+                      "per node; checkpoint.async's copy of the state 30.25 GiB); nodes with "
+                      "less free than that on top go last\n"),
+            std::string::npos)
+      << RenderGateReport(r, true);
+  // A record from before the policy counted it (no such keys): no such line.
+  EXPECT_EQ(RenderGateReport(Report(), true).find("ranks' host memory"), std::string::npos);
+}
+
 TEST(FormatNodesTest, GateReportJsonKeepsBytesAndPolicy) {
   Json j = GateReportToJson(Report());
   EXPECT_EQ(j["gates"][0]["policy"]["min_free_gib_per_socket"], 100.0);

@@ -50,4 +50,13 @@ struct NodeProbe {
   int64_t probed_unix_ms = 0;  // when the worker read sysfs; 0: unknown
 };
 
+// The index into a node's sockets (ascending) that local rank `local_rank` of
+// `ranks_per_node` is bound to: i * sockets / ranks_per_node, so the ranks are
+// spread evenly and neighbours share a socket (4 ranks on 4 sockets: 0,1,2,3;
+// 8 ranks: 0,0,1,1,...; 2 ranks: 0,2). The worker binds ranks so; the gate
+// counts each socket's ranks so.
+inline int SocketIndexForRank(int local_rank, int ranks_per_node, int sockets) {
+  return static_cast<int>(static_cast<int64_t>(local_rank) * sockets / ranks_per_node);
+}
+
 }  // namespace trellis

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "common/spec/rank_host_memory.h"
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/data/corpus.h"
@@ -158,6 +159,12 @@ TEST_F(TrainerTest, CheckpointsWrittenBehindTheStepsHoldTheSameBytes) {
   EXPECT_LT(*copy, shard * 2);
   for (size_t i = 2; i < 7; ++i) EXPECT_EQ(behind.records[i].host_arena_bytes, copy) << i + 1;
   for (const auto& r : in_place.records) EXPECT_FALSE(r.host_arena_bytes) << r.step;
+  // The shard holds the state the launch gate counts per rank for this copy
+  // (common/spec/rank_host_memory.h).
+  ShardReader written(JoinPath(StepDir(in_place_dir, 7), "shard-00000-of-00001.bin"));
+  uint64_t state = 0;
+  for (const ShardEntry& e : written.entries()) state += e.bytes;
+  EXPECT_EQ(static_cast<int64_t>(state), spec::CheckpointStateBytes(ParseSpec(base).model, 1));
   EXPECT_EQ(in_place.records[1].checkpoint_step, 2);
   EXPECT_FALSE(behind.records[1].checkpoint_step) << "reported before it was complete";
   EXPECT_EQ(behind.records[3].checkpoint_step, 2);
@@ -187,6 +194,21 @@ TEST_F(TrainerTest, CheckpointsWrittenBehindTheStepsHoldTheSameBytes) {
   const std::vector<std::string> kept = {six_abandoned ? "step-00000004" : "step-00000006",
                                          "step-00000007"};
   EXPECT_EQ(ListDir(behind_dir), kept);
+}
+
+// checkpoint.async without every_steps: no checkpoint goes behind the steps
+// (the last is written in place), so no host copy is made.
+TEST_F(TrainerTest, AsyncWithoutEveryStepsTakesNoHostCopy) {
+  std::string base = ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}));
+  base.replace(base.find("every_steps = 5"), 15, "every_steps = 0");
+  const std::string dir = JoinPath(dir_, "ckpt");
+  ChildResult r = RunTrain(
+      {WriteSpec(base + "async = true\n"), "--json", "--steps", "2", "--checkpoint-dir", dir},
+      dir_);
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.records.size(), 2u);
+  for (const auto& record : r.records) EXPECT_FALSE(record.host_arena_bytes) << record.step;
+  EXPECT_EQ(LatestCompleteStep(dir), 2);
 }
 
 TEST_F(TrainerTest, AHostCopyThatWouldNotFitIsNotTakenAndCheckpointsAreWrittenInPlace) {

@@ -10,6 +10,7 @@
 #include "cli/commands/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/format.h"
+#include "cli/format_nodes.h"
 #include "common/spec/run_spec.h"
 
 namespace trellis::cli {
@@ -64,6 +65,8 @@ void PrintDryRun(const v1::SubmitRunResponse& resp) {
   if (!resp.batch_script().empty() && resp.batch_script().back() != '\n') std::cout << "\n";
   std::cout << "--- sbatch arguments (one per line) ---\n";
   for (const auto& arg : resp.sbatch_args()) std::cout << arg << "\n";
+  std::cout << "--- launch gate (each node's sockets) ---\n"
+            << RenderGatePolicy(resp.gate_policy_json());
 }
 
 int RunSubmit(const GlobalOptions& global, const SubmitOptions& opt) {

@@ -107,10 +107,11 @@ struct CheckpointSpec {
   // for benchmark runs whose model is thrown away (moe-bench's is ~30 GB).
   bool at_end = true;
   // The every_steps checkpoints written behind the steps: the state is
-  // copied to host memory (that much more of it, kept for the next save) and
-  // a thread writes it while training goes on; the step counts once every
-  // rank's shard is on disk. The last checkpoint and the one at a stop are
-  // written in place (the run waits for them anyway).
+  // copied to host memory (that much more of it, kept for the next save; the
+  // launch gate counts it per socket, rank_host_memory.h) and a thread writes
+  // it while training goes on; the step counts once every rank's shard is on
+  // disk. The last checkpoint and the one at a stop are written in place (the
+  // run waits for them anyway). Without every_steps there is no copy.
   bool async = false;
   // The host memory the copy must leave available, in GiB, on the tightest
   // bound of the rank (its NUMA node when bound to one, else the host; its

@@ -1,5 +1,7 @@
 #include "controller/app/controller_fixture.h"
 #include "common/exit_codes.h"
+#include "common/spec/rank_host_memory.h"
+#include "controller/core/gate_policy.h"
 #include "controller/rpc/convert.h"
 
 namespace trellis::controller {
@@ -155,6 +157,9 @@ TEST_F(ControllerTest, DryRunShowsTheScriptAndStoresNothing) {
   EXPECT_TRUE(resp.run_id().empty());
   EXPECT_NE(resp.batch_script().find("RUN_ID='hello-1'"), std::string::npos);
   EXPECT_EQ(resp.sbatch_args(1), "--nodes=2");
+  // The policy the gate will judge the nodes by, as gate-report shows it.
+  EXPECT_NE(resp.gate_policy_json().find("\"min_free_gib_per_socket\":"), std::string::npos)
+      << resp.gate_policy_json();
   grpc::ClientContext ctx;
   v1::ListRunsResponse list;
   ASSERT_TRUE(user_stub_->ListRuns(&ctx, v1::ListRunsRequest(), &list).ok());
@@ -340,6 +345,56 @@ TEST_F(GateTest, ACorpusLinkSwappedAfterSubmitEndsTheRunAtTheGate) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(slurm_->Cancelled().size(), 1u);
   fs::remove_all(outside);
+}
+
+// A [model] run writing checkpoints behind the steps: each rank's host copy
+// of its state (about 7 GiB here) counts on the socket it is bound to. Both
+// nodes' socket 1 (106 GiB free) is short of 100 GiB plus it: they still go
+// (the copy falls back to writing in place), named in the gate's reason and
+// report, and nobody is quarantined for it.
+TEST_F(GateTest, NodesShortOfTheRanksHostMemoryGoNamedAndUnstruck) {
+  std::ofstream(dir_ / "tiny.corpus") << "bytes";
+  const std::string spec =
+      "[job]\nname='big'\n[slurm]\nnodes=2\nranks_per_node=2\n"
+      "[model]\nlayers=4\nhidden=4096\nexperts=8\nexpert_hidden=8192\nvocab=32000\n"
+      "[training]\ndata='" + (dir_ / "tiny.corpus").string() + "'\n"
+      "[checkpoint]\nevery_steps=100\nasync=true\n";
+  spec::FieldErrors errors;
+  const auto parsed = spec::ParseRunSpec(spec, &errors);
+  ASSERT_TRUE(parsed) << spec::JoinErrors(errors);
+  const double copy = static_cast<double>(spec::CheckpointStateBytes(parsed->trainer.model, 4));
+  ASSERT_GT(copy, 6.0 * kGiB);  // socket 1 has 106 GiB free: short
+  ASSERT_LT(copy, 8.0 * kGiB);  // socket 0 has 108: room
+
+  v1::SubmitRunResponse resp;
+  ASSERT_TRUE(Submit(spec, &resp).ok());
+  WaitFor("big-1", v1::RUN_STATE_SUBMITTED);
+  auto d = RegisterAll("big-1", {"node1", "node2"});
+  EXPECT_EQ(d["node1"].decision(), v1::GateDecision::DECISION_GO);
+  EXPECT_EQ(d["node2"].decision(), v1::GateDecision::DECISION_GO);
+  WaitFor("big-1", v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(Nodes().nodes_size(), 0);
+
+  grpc::ClientContext ctx;
+  v1::GateReportRequest greq;
+  greq.set_run_id("big-1");
+  v1::GateReportResponse report;
+  ASSERT_TRUE(user_stub_->GateReport(&ctx, greq, &report).ok());
+  ASSERT_EQ(report.gates_size(), 1);
+  const std::string note = "socket 1: 106.0 GiB free < " + FormatGiB(100 * kGiB + copy) +
+                           " with the ranks' host memory (100.0 GiB + 1 rank x " +
+                           FormatGiB(copy) + ": checkpoint.async's copy of the state ";
+  EXPECT_NE(report.gates(0).reason().find("node1 short of the ranks' host memory: " + note),
+            std::string::npos)
+      << report.gates(0).reason();
+  ASSERT_EQ(report.gates(0).nodes_size(), 2);
+  for (const auto& node : report.gates(0).nodes()) {
+    EXPECT_EQ(node.decision(), "go");
+    ASSERT_EQ(node.reasons_size(), 1) << node.node();
+    EXPECT_EQ(node.reasons(0).rfind(note, 0), 0u) << node.reasons(0);
+  }
+  EXPECT_NE(report.gates(0).policy_json().find("\"ranks_per_node\":2"), std::string::npos)
+      << report.gates(0).policy_json();
 }
 
 class DrainingGateTest : public GateTest {

@@ -71,7 +71,10 @@ std::string PolicyToJson(const GatePolicy& p) {
   return Json{{"min_free_gib_per_socket", p.min_free_gib_per_socket},
               {"max_unattributed_gib_per_socket", p.max_unattributed_gib_per_socket},
               {"timeout_s", p.timeout.count()},
-              {"touch_probe", p.touch_probe}}
+              {"touch_probe", p.touch_probe},
+              {"rank_host_gib", static_cast<double>(p.rank_host_bytes) / kGiB},
+              {"rank_host_what", p.rank_host_what},
+              {"ranks_per_node", p.ranks_per_node}}
       .dump();
 }
 

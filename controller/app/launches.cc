@@ -97,8 +97,7 @@ Launches::LaunchState* Launches::Create(const WorkerId& id, const spec::RunSpec&
   }
   l.needed_nodes = spec.slurm.nodes;
   l.ranks_per_node = spec.slurm.ranks_per_node;
-  l.policy = GatePolicy{spec.gate.min_free_gib_per_socket, spec.gate.max_unattributed_gib_per_socket,
-                        std::chrono::seconds(spec.gate.timeout_s), spec.gate.touch_probe};
+  l.policy = GatePolicyFor(spec);
   // The gate waits at most timeout_s after the first node of the launch registers.
   l.gate_timer = ctx_.clock.ScheduleAfter(l.policy.timeout, [this, key] {
     defer_([this, key] {
@@ -351,6 +350,8 @@ StoreEffect Launches::GateRecord(const LaunchState& l, const GateOutcome& out) c
   std::vector<NodeGateView> nodes;
   for (const auto& v : out.verdicts) {
     NodeGateView n{v.node, v.passed ? "standby" : "fail", v.reasons, v.score, {}};
+    n.reasons.insert(n.reasons.end(), v.short_of_ranks_memory.begin(),
+                     v.short_of_ranks_memory.end());
     for (const auto& a : out.assignments)
       if (a.node == v.node && a.go) n.decision = "go";
     if (out.kind == GateOutcome::kAbort && v.passed) n.decision = "standby";

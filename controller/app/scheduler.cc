@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/status.h"
+#include "controller/app/gate_json.h"
 #include "controller/app/metrics.h"
 #include "controller/app/spec_paths.h"
 #include "controller/core/batch_script.h"
@@ -83,7 +84,8 @@ Effects Scheduler::Submit(const std::string& spec_toml, bool dry_run, const std:
                        run_dir + "/attempt-1/secret", /*job_tag=*/"", ctx_.config.worker_tls_ca};
     auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);
     if (!script.ok()) return Effects::Reply([=] { reply(script.status()); });
-    SubmitResult result{"", *script, SbatchArgs(*spec, paths, {})};
+    SubmitResult result{"", *script, SbatchArgs(*spec, paths, {}),
+                        PolicyToJson(GatePolicyFor(*spec))};
     return Effects::Reply([=] { reply(result); });
   }
   auto run = ctx_.store.CreateRun(spec->job.name, user, spec_toml, spec->slurm.nodes,

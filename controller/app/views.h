@@ -45,6 +45,7 @@ struct SubmitResult {
   std::string run_id;                    // empty on dry run
   std::string batch_script;              // dry run only
   std::vector<std::string> sbatch_args;  // dry run only
+  std::string gate_policy_json;          // dry run only (gate_json.h)
 };
 
 // A rank's exit as the controller keeps it (one definition: RankEnd of

@@ -67,8 +67,12 @@ GateOutcome DecideGate(const std::vector<NodeVerdict>& registered,
     else
       out.failed_nodes.push_back(v.node);
   }
-  // Best first: the most free memory on the worst socket; ties by name.
+  // Best first: nodes with room for the ranks' host memory before those
+  // short of it, then the most free memory on the worst socket; ties by name.
   std::sort(passing.begin(), passing.end(), [](const NodeVerdict* a, const NodeVerdict* b) {
+    const bool a_short = !a->short_of_ranks_memory.empty();
+    const bool b_short = !b->short_of_ranks_memory.empty();
+    if (a_short != b_short) return b_short;
     return a->score != b->score ? a->score > b->score : NaturalLess(a->node, b->node);
   });
   int missing = expected_nodes - static_cast<int>(registered.size());
@@ -100,6 +104,10 @@ GateOutcome DecideGate(const std::vector<NodeVerdict>& registered,
                " standing by";
   if (!out.failed_nodes.empty())
     out.reason += ", " + std::to_string(out.failed_nodes.size()) + " failed the gate";
+  for (int i = 0; i < nodes_needed; ++i)
+    if (!passing[i]->short_of_ranks_memory.empty())
+      out.reason += "; " + passing[i]->node + " short of the ranks' host memory: " +
+                    passing[i]->short_of_ranks_memory[0];
   return out;
 }
 

@@ -43,8 +43,9 @@ struct GateOutcome {
 // order. `allocated`: the allocation's node names where known (to name the
 // nodes that never registered). Decides once every expected node has
 // registered, or at the timeout with what has registered: the best
-// `nodes_needed` passing nodes go (ranks in node-name order), other passing
-// nodes stand by as spares; fewer than needed pass: abort.
+// `nodes_needed` passing nodes go (ranks in node-name order; nodes short of
+// the ranks' host memory last, named in the reason), other passing nodes
+// stand by as spares; fewer than needed pass: abort.
 GateOutcome DecideGate(const std::vector<NodeVerdict>& registered,
                        const std::vector<std::string>& allocated, int expected_nodes,
                        int nodes_needed, int ranks_per_node, bool timed_out,

@@ -77,6 +77,25 @@ TEST(DecideGateTest, Table) {
   }
 }
 
+// A node short of the ranks' host memory (checkpoint.async's copy) passes,
+// but a spare with room goes first, whatever its free memory; short nodes
+// that go are named.
+TEST(DecideGateTest, NodesShortOfTheRanksHostMemoryGoLast) {
+  NodeVerdict short_one = Pass("n1", 109);
+  short_one.short_of_ranks_memory = {"socket 1: 109.0 GiB free < 110.2 GiB with the ranks' ..."};
+  auto out = DecideGate({short_one, Pass("n2", 111), Pass("n3", 110.5)}, {}, 3, 2, 4, false,
+                        seconds(1));
+  ASSERT_EQ(out.kind, GateOutcome::kGo);
+  EXPECT_FALSE(out.assignments[0].go);
+  EXPECT_TRUE(out.failed_nodes.empty());
+  EXPECT_EQ(out.reason, "2 nodes go, 1 standing by");
+  out = DecideGate({short_one, Pass("n2", 111)}, {}, 2, 2, 4, false, seconds(1));
+  ASSERT_EQ(out.kind, GateOutcome::kGo);
+  EXPECT_EQ(out.reason,
+            "2 nodes go, 0 standing by; n1 short of the ranks' host memory: socket 1: 109.0 GiB "
+            "free < 110.2 GiB with the ranks' ...");
+}
+
 TEST(DecideGateTest, RanksAreContiguousPerNodeInNodeNameOrder) {
   auto out = DecideGate({Pass("b", 108), Pass("a", 108), Pass("c", 100)}, {}, 3, 2, 4, false,
                         seconds(1));

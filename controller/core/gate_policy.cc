@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <utility>
+
+#include "common/spec/rank_host_memory.h"
 
 namespace trellis::controller {
 
@@ -10,6 +13,37 @@ std::string FormatGiB(double bytes) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / kGiB);
   return buf;
+}
+
+namespace {
+
+// What the ranks bound to socket `index` of `sockets` take on top of the
+// policy's minimum, and the words for it; empty when nothing.
+std::pair<double, std::string> RanksShare(const GatePolicy& policy, int index, int sockets) {
+  int ranks = 0;
+  for (int r = 0; r < policy.ranks_per_node; ++r)
+    ranks += SocketIndexForRank(r, policy.ranks_per_node, sockets) == index;
+  const double bytes = static_cast<double>(ranks) * static_cast<double>(policy.rank_host_bytes);
+  if (bytes <= 0) return {0, ""};
+  return {bytes, FormatGiB(policy.min_free_gib_per_socket * kGiB) + " + " +
+                     std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s") + " x " +
+                     FormatGiB(static_cast<double>(policy.rank_host_bytes)) + ": " +
+                     policy.rank_host_what};
+}
+
+}  // namespace
+
+GatePolicy GatePolicyFor(const spec::RunSpec& spec) {
+  GatePolicy p{spec.gate.min_free_gib_per_socket, spec.gate.max_unattributed_gib_per_socket,
+               std::chrono::seconds(spec.gate.timeout_s), spec.gate.touch_probe};
+  if (spec.has_model) {
+    const spec::RankHostMemory host =
+        spec::RankHostMemoryOf(spec.trainer, spec.world_size(), spec.slurm.gpus_per_node > 0);
+    p.rank_host_bytes = host.total();
+    p.rank_host_what = host.Describe();
+    p.ranks_per_node = spec.slurm.ranks_per_node;
+  }
+  return p;
 }
 
 NodeVerdict JudgeNode(const std::string& node, const NodeProbe& probe, const GatePolicy& policy) {
@@ -30,8 +64,10 @@ NodeVerdict JudgeNode(const std::string& node, const NodeProbe& probe, const Gat
   char allowed[64];
   std::snprintf(allowed, sizeof(allowed), "%.1f GiB", policy.max_unattributed_gib_per_socket);
   double worst = std::numeric_limits<double>::infinity();
-  for (const auto& s : probe.sockets) {
-    std::string where = "socket " + std::to_string(s.numa_node) + ": ";
+  const int sockets = static_cast<int>(probe.sockets.size());
+  for (int i = 0; i < sockets; ++i) {
+    const SocketProbe& s = probe.sockets[i];
+    const std::string where = "socket " + std::to_string(s.numa_node) + ": ";
     double usable = static_cast<double>(s.free_bytes);
     if (s.free_bytes < min_free)
       v.reasons.push_back(where + FormatGiB(s.free_bytes) + " free < " + required + " required");
@@ -48,6 +84,12 @@ NodeVerdict JudgeNode(const std::string& node, const NodeProbe& probe, const Gat
                               required + " required");
       }
     }
+    const auto [share, share_words] = RanksShare(policy, i, sockets);
+    if (usable >= min_free && usable < min_free + share)
+      v.short_of_ranks_memory.push_back(where + FormatGiB(usable) +
+                                        (policy.touch_probe ? " obtainable < " : " free < ") +
+                                        FormatGiB(min_free + share) +
+                                        " with the ranks' host memory (" + share_words + ")");
     worst = std::min(worst, usable);
   }
   v.score = worst;

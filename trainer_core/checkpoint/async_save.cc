@@ -220,9 +220,9 @@ std::optional<AsyncCheckpointWriter::Completed> AsyncCheckpointWriter::Poll(bool
   return done;
 }
 
-std::string WhyTheCopyDoesNotFit(const NamedTensors& state, int64_t also, int64_t keep_free) {
-  return WhyItDoesNotFit(AsyncCheckpointWriter::CopyBytes(state) + also,
-                         ReadMemoryBounds("", MemoryBindNodes()), keep_free);
+std::string WhyTheCopyDoesNotFit(const NamedTensors& state, int64_t also, int64_t keep_free,
+                                 const std::vector<MemoryBound>& bounds) {
+  return WhyItDoesNotFit(AsyncCheckpointWriter::CopyBytes(state) + also, bounds, keep_free);
 }
 
 std::string DescribeSaveBehind(const AsyncCheckpointWriter::Completed& c) {

@@ -21,11 +21,13 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/checkpoint/pruner.h"
 #include "trainer_core/compat.h"
 #include "trainer_core/memory/host_arena.h"
+#include "trainer_core/memory/host_room.h"
 
 namespace trellis::train {
 
@@ -126,8 +128,10 @@ class AsyncCheckpointWriter {
 
 // Empty when a host copy of `state`, and `also` bytes the rank will take
 // beside it (activation offload's arena), fit the host memory this rank may
-// still take (memory/host_room.h) with `keep_free` bytes left; else why not.
-std::string WhyTheCopyDoesNotFit(const NamedTensors& state, int64_t also, int64_t keep_free);
+// still take (`bounds`, memory/host_room.h, each with the ranks that make the
+// same copy from it) with `keep_free` bytes left; else why not.
+std::string WhyTheCopyDoesNotFit(const NamedTensors& state, int64_t also, int64_t keep_free,
+                                 const std::vector<MemoryBound>& bounds);
 
 // "checkpoint step 10 written behind the steps in 4.2 s: 3.10 GiB (0.74 GiB/s,
 // ...); the steps waited 0.04 s for it", for the rank's log.

@@ -1,12 +1,12 @@
 #include "trainer_core/memory/activation_offload.h"
 
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "common/spec/rank_host_memory.h"
 #include "trainer_core/compat.h"
 #include "trainer_core/error.h"
 #include "trainer_core/memory/host_room.h"
@@ -14,12 +14,11 @@
 namespace trellis::train {
 
 int OffloadedLayers(double offload_fraction, int layers) {
-  // The epsilon keeps exact products (0.5 of 4) from rounding down a layer.
-  return static_cast<int>(std::floor(offload_fraction * layers + 1e-9));
+  return spec::OffloadedLayers(offload_fraction, layers);
 }
 
 int64_t OffloadArenaBytes(int offloaded_layers, int64_t input_bytes) {
-  return HostArena::Rounded(input_bytes) * offloaded_layers;
+  return spec::OffloadArenaBytes(offloaded_layers, input_bytes, HostArena::kPage);
 }
 
 struct ActivationOffload::Slot {

@@ -25,10 +25,11 @@
 namespace trellis::train {
 
 // How many of `layers` offload: the fraction rounded down (0.86 of 74 is 63).
+// The gate counts the same (common/spec/rank_host_memory.h).
 int OffloadedLayers(double offload_fraction, int layers);
 
 // The arena's size for `offloaded_layers` inputs of `input_bytes` each: a
-// slot per layer, each rounded up to a page.
+// slot per layer, each rounded up to a page (HostArena::kPage).
 int64_t OffloadArenaBytes(int offloaded_layers, int64_t input_bytes);
 
 class ActivationOffload {

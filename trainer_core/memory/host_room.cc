@@ -162,12 +162,38 @@ std::vector<int> MemoryBindNodes() {
 std::string WhyItDoesNotFit(int64_t bytes, const std::vector<MemoryBound>& bounds,
                             int64_t keep_free) {
   const MemoryBound* tightest = nullptr;
-  for (const auto& b : bounds)
-    if (!tightest || b.available < tightest->available) tightest = &b;
-  if (!tightest || tightest->available - bytes >= keep_free) return "";
+  int64_t tightest_left = 0;
+  for (const auto& b : bounds) {
+    const int64_t left = b.available - bytes * b.ranks;
+    if (!tightest || left < tightest_left) {
+      tightest = &b;
+      tightest_left = left;
+    }
+  }
+  if (!tightest || tightest_left >= keep_free) return "";
+  const std::string taken =
+      tightest->ranks > 1 ? std::to_string(tightest->ranks) + " ranks x " + Gib(bytes) : Gib(bytes);
   return tightest->where + " has " + Gib(tightest->available) + " available of " +
-         Gib(tightest->total) + "; " + Gib(bytes) + " would leave less than " + Gib(keep_free) +
+         Gib(tightest->total) + "; " + taken + " would leave less than " + Gib(keep_free) +
          " free";
+}
+
+std::vector<uint64_t> BoundKeys(const std::string& host, const std::vector<MemoryBound>& bounds) {
+  std::vector<uint64_t> keys;
+  for (const auto& b : bounds) {
+    uint64_t h = 14695981039346656037ull;  // FNV-1a: the same on every rank's build
+    for (const char c : host + '\n' + b.where)
+      h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    keys.push_back(h == 0 ? 1 : h);
+  }
+  return keys;
+}
+
+void SetRanksSharing(const std::vector<uint64_t>& all, const std::vector<uint64_t>& mine,
+                     std::vector<MemoryBound>* bounds) {
+  for (size_t i = 0; i < mine.size() && i < bounds->size(); ++i)
+    (*bounds)[i].ranks =
+        std::max(1, static_cast<int>(std::count(all.begin(), all.end(), mine[i])));
 }
 
 }  // namespace trellis::train

@@ -18,6 +18,10 @@ struct MemoryBound {
   std::string where;       // "NUMA node 1", "cgroup /slurm/job_7", "the host"
   int64_t available = 0;   // bytes it can still give (free, plus page cache it can drop)
   int64_t total = 0;       // the limit itself
+  // The ranks that take the same allocation from it at once, this one
+  // included (SetRanksSharing): the ranks of one host share its memory and
+  // its job's cgroups, the ranks bound to one socket its NUMA node.
+  int ranks = 1;
 };
 
 // The bounds on this process, read under `root` ("" or "/": the machine;
@@ -33,11 +37,22 @@ std::vector<MemoryBound> ReadMemoryBounds(const std::string& root,
 // node may serve it).
 std::vector<int> MemoryBindNodes();
 
-// Empty when `bytes` fit every bound with `keep_free` bytes left; otherwise
-// why not, naming the tightest bound: "NUMA node 1 has 5.10 GiB available
-// of 120.00 GiB; 6.20 GiB would leave less than 4.00 GiB free".
+// Empty when `bytes` from each of a bound's `ranks` fit every bound with
+// `keep_free` bytes left; otherwise why not, naming the tightest bound:
+// "NUMA node 1 has 5.10 GiB available of 120.00 GiB; 6.20 GiB would leave
+// less than 4.00 GiB free" ("2 ranks x 6.20 GiB" where ranks share it).
 std::string WhyItDoesNotFit(int64_t bytes, const std::vector<MemoryBound>& bounds,
                             int64_t keep_free);
+
+// A key for each bound that names it machine-wide: `host` (this machine's
+// name) and the bound's `where`; never 0.
+std::vector<uint64_t> BoundKeys(const std::string& host, const std::vector<MemoryBound>& bounds);
+
+// Sets bound i's `ranks` to the number of ranks whose keys hold mine[i]:
+// `all` is every rank's keys (BoundKeys) side by side, 0 where a rank has
+// fewer. A rank's keys are distinct, so each rank counts once.
+void SetRanksSharing(const std::vector<uint64_t>& all, const std::vector<uint64_t>& mine,
+                     std::vector<MemoryBound>* bounds);
 
 // Parsers, for the tests: kB figures of /proc/meminfo or a node's meminfo
 // ("Node 0 MemFree: 123 kB"); -1 when the key is absent.

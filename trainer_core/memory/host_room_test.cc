@@ -38,6 +38,48 @@ TEST(HostRoomFitTest, NamesTheTightestBound) {
   EXPECT_EQ(WhyItDoesNotFit(100 * kGiB, {}, 4 * kGiB), "") << "no bound known: nothing refused";
 }
 
+// Ranks that take their copies from one bound at once need room for all of
+// them (4 ranks on the NUMA node, each wanting 5 GiB, leave none of its 20),
+// and the tightest bound is the one they would leave least of.
+TEST(HostRoomFitTest, CountsEveryRankThatSharesABound) {
+  std::vector<MemoryBound> bounds = {{"NUMA node 1", 20 * kGiB, 120 * kGiB},
+                                     {"cgroup /slurm/job_7", 40 * kGiB, 64 * kGiB}};
+  bounds[0].ranks = 4;
+  bounds[1].ranks = 8;
+  EXPECT_EQ(WhyItDoesNotFit(5 * kGiB, bounds, 4 * kGiB),
+            "NUMA node 1 has 20.00 GiB available of 120.00 GiB; 4 ranks x 5.00 GiB would leave "
+            "less than 4.00 GiB free");
+  EXPECT_EQ(WhyItDoesNotFit(5 * kGiB, bounds, 0), "");
+  EXPECT_EQ(WhyItDoesNotFit(static_cast<int64_t>(5.5 * kGiB), bounds, 0),
+            "cgroup /slurm/job_7 has 40.00 GiB available of 64.00 GiB; 8 ranks x 5.50 GiB would "
+            "leave less than 0.00 GiB free");
+}
+
+// Two hosts of two ranks each: socket 0 of host a has rank 0, socket 1 rank
+// 1; host b's ranks are unbound. The cgroup path is the same on both hosts
+// (a Slurm step's), shared only within one.
+TEST(HostRoomFitTest, RanksSharingABoundAreThoseOfItsHost) {
+  auto bounds = [](const std::string& where) {
+    return std::vector<MemoryBound>{{where, 1, 1}, {"cgroup /slurm/job_7/step_0", 1, 1}};
+  };
+  const std::vector<std::vector<uint64_t>> keys = {
+      BoundKeys("a", bounds("NUMA node 0")), BoundKeys("a", bounds("NUMA node 1")),
+      BoundKeys("b", bounds("the host")), BoundKeys("b", bounds("the host"))};
+  std::vector<uint64_t> all;
+  for (const auto& k : keys) {
+    all.insert(all.end(), k.begin(), k.end());
+    all.push_back(0);  // a slot left empty
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    std::vector<MemoryBound> mine = bounds(rank < 2 ? (rank == 0 ? "NUMA node 0" : "NUMA node 1")
+                                                    : "the host");
+    SetRanksSharing(all, keys[rank], &mine);
+    EXPECT_EQ(mine[0].ranks, rank < 2 ? 1 : 2) << "rank " << rank;
+    EXPECT_EQ(mine[1].ranks, 2) << "rank " << rank;
+  }
+  EXPECT_NE(BoundKeys("a", bounds("x"))[0], BoundKeys("b", bounds("x"))[0]);
+}
+
 class HostRoomReadTest : public ::testing::Test {
  protected:
   void SetUp() override { root_ = MakeTempDir("trellis-host-room-test"); }

@@ -16,6 +16,9 @@
 #include <fstream>
 #include <functional>
 
+#include <toml++/toml.h>
+
+#include "common/spec/rank_host_memory.h"
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/data/corpus.h"
 #include "trainer_core/parallel/rank_runs.h"
@@ -94,6 +97,19 @@ TEST_F(MultiRankTest, ResumeOnAnotherWorldSizeFollowsTheStraightRun) {
   std::ifstream manifest(JoinPath(ckpt, "step-00000005/manifest.json"));
   std::string text{std::istreambuf_iterator<char>(manifest), {}};
   EXPECT_NE(text.find("shard-00003-of-00004.bin"), std::string::npos) << text;
+  // Every shard holds the state the launch gate counts per rank for
+  // checkpoint.async's copy (common/spec/rank_host_memory.h).
+  spec::FieldErrors errors;
+  const spec::TrainerSpec parsed = spec::ParseTrainerSections(toml::parse_file(spec), &errors);
+  ASSERT_TRUE(errors.empty()) << spec::JoinErrors(errors);
+  for (int r = 0; r < 4; ++r) {
+    ShardReader shard(
+        JoinPath(ckpt, "step-00000005/shard-0000" + std::to_string(r) + "-of-00004.bin"));
+    uint64_t bytes = 0;
+    for (const ShardEntry& e : shard.entries()) bytes += e.bytes;
+    EXPECT_EQ(static_cast<int64_t>(bytes), spec::CheckpointStateBytes(parsed.model, 4))
+        << shard.path();
+  }
 
   auto resumed =
       RunWorld(2, {spec, "--json", "--checkpoint-dir", ckpt, "--resume", "latest"}, dir_, 180s);
@@ -298,6 +314,21 @@ TEST_F(MultiRankTest, CheckpointsBehindTheStepsCompleteOnEveryRankAndResume) {
   EXPECT_NE(failed[0].err.find("(this rank's shard was written)"), std::string::npos)
       << failed[0].err;
   EXPECT_FALSE(std::ifstream(failing + "/step-00000002/manifest.json").good());
+
+  // Both ranks run on this host: each counts the other's copy too, and no
+  // host leaves 64 TiB after them, so both write in place, saying so.
+  const std::string greedy = JoinPath(dir_, "greedy.toml");
+  std::ofstream(greedy) << text << "async_keep_free_gib = 65536\n";
+  auto in_place = RunWorld(2, {greedy, "--json", "--steps", "2", "--checkpoint-dir",
+                               JoinPath(dir_, "in-place")},
+                           dir_, 180s);
+  ASSERT_TRUE(AllExitedZero(in_place, &why)) << why;
+  for (const auto& run : in_place) {
+    EXPECT_NE(run.err.find(" available of "), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("; 2 ranks x "), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("every rank writes its checkpoints in place"), std::string::npos)
+        << run.err;
+  }
 }
 
 // Gradient accumulation on two ranks (one node of 2, EP 2: tokens cross

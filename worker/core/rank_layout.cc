@@ -72,10 +72,6 @@ std::string RankLogPath(const std::string& run_dir, const LaunchId& launch, int 
                       global_rank, ".log");
 }
 
-int SocketIndexForRank(int local_rank, int ranks_per_node, int sockets) {
-  return static_cast<int>(static_cast<int64_t>(local_rank) * sockets / ranks_per_node);
-}
-
 bool WantsNumaBinding(const RankLayoutInput& in) { return in.socket_nodes.size() > 1; }
 
 absl::StatusOr<std::vector<RankPlan>> PlanRanks(const RankLayoutInput& in) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/node_probe.h"  // SocketIndexForRank: which socket a rank is bound to
 
 namespace trellis::worker {
 
@@ -68,12 +69,6 @@ std::string RankLogPath(const std::string& run_dir, const LaunchId& launch, int 
 // OMP_NUM_THREADS=1, NCCL_MAX_CTAS=16, MIMALLOC_ALLOW_THP=0. PlanRanks also
 // gives OPENBLAS_NUM_THREADS the rank's OMP_NUM_THREADS unless [env] sets it.
 const EnvMap& LaunchHygiene();
-
-// The index into the node's sockets that local rank `local_rank` of
-// `ranks_per_node` is bound to: i * sockets / ranks_per_node, so the ranks are
-// spread evenly and neighbours share a socket (4 ranks on 4 sockets: 0,1,2,3;
-// 8 ranks: 0,0,1,1,...; 2 ranks: 0,2).
-int SocketIndexForRank(int local_rank, int ranks_per_node, int sockets);
 
 // True when a node's ranks should be bound to sockets (it has more than one).
 bool WantsNumaBinding(const RankLayoutInput& in);
