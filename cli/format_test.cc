@@ -208,6 +208,8 @@ TEST(CliFormatJsonTest, EdgeValues) {
   r.add_sbatch_args("--parsable");
   EXPECT_EQ(SubmitToJson(r, true).dump(),
             R"({"batch_script":"#!/bin/bash\n","sbatch_args":["--parsable"]})");
+  r.set_gate_policy_json(R"({"min_free_gib_per_socket":100.0,"rank_host_gib":2.5})");
+  EXPECT_EQ(SubmitToJson(r, true)["gate_policy"]["rank_host_gib"], 2.5);
 }
 
 TEST(CliFormatJsonTest, WatchEventsAreKeyedByKind) {

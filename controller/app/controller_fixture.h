@@ -239,6 +239,14 @@ class GateTest : public ControllerTest {
     EXPECT_TRUE(user_stub_->ListNodes(&ctx, v1::ListNodesRequest(), &resp).ok());
     return resp;
   }
+  v1::GateReportResponse GateReport(const std::string& run_id) {
+    grpc::ClientContext ctx;
+    v1::GateReportRequest req;
+    req.set_run_id(run_id);
+    v1::GateReportResponse report;
+    EXPECT_TRUE(user_stub_->GateReport(&ctx, req, &report).ok());
+    return report;
+  }
 };
 
 }  // namespace trellis::controller

@@ -252,11 +252,7 @@ TEST_F(GateTest, AShortNodeIsReplacedByTheSpareAndQuarantined) {
   EXPECT_NE(nodes.nodes(0).evidence_json().find("free_bytes"), std::string::npos);
 
   // The gate report has every node's figures and decision.
-  grpc::ClientContext ctx;
-  v1::GateReportRequest greq;
-  greq.set_run_id("hello-1");
-  v1::GateReportResponse report;
-  ASSERT_TRUE(user_stub_->GateReport(&ctx, greq, &report).ok());
+  const v1::GateReportResponse report = GateReport("hello-1");
   ASSERT_EQ(report.gates_size(), 1);
   EXPECT_EQ(report.gates(0).decision(), "GO");
   ASSERT_EQ(report.gates(0).nodes_size(), 3);
@@ -375,11 +371,7 @@ TEST_F(GateTest, NodesShortOfTheRanksHostMemoryGoNamedAndUnstruck) {
   WaitFor("big-1", v1::RUN_STATE_RUNNING);
   EXPECT_EQ(Nodes().nodes_size(), 0);
 
-  grpc::ClientContext ctx;
-  v1::GateReportRequest greq;
-  greq.set_run_id("big-1");
-  v1::GateReportResponse report;
-  ASSERT_TRUE(user_stub_->GateReport(&ctx, greq, &report).ok());
+  const v1::GateReportResponse report = GateReport("big-1");
   ASSERT_EQ(report.gates_size(), 1);
   const std::string note = "socket 1: 106.0 GiB free < " + FormatGiB(100 * kGiB + copy) +
                            " with the ranks' host memory (100.0 GiB + 1 rank x " +
