@@ -13,6 +13,7 @@
 #include "trainer_core/determinism.h"
 #include "trainer_core/error.h"
 #include "trainer_core/memory/phase_peaks.h"
+#include "trainer_core/memory/shared_bounds.h"
 #include "trainer_core/model/compute_dtype.h"
 #include "trainer_core/model/expert_load.h"
 #include "trainer_core/model/fusions.h"
@@ -141,7 +142,12 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
                                              spec.parallel.expert_gather_dtype,
                                              spec.parallel.prefetch_layers);
 
-    s.model->SetOffloadLayers(OffloadedLayers(spec.parallel.offload_fraction, spec.model.layers));
+    // The ranks that share a socket or a host, counted once (a collective:
+    // decided from the spec alone) for the host memory they will all take.
+    const int offload_layers = OffloadedLayers(spec.parallel.offload_fraction, spec.model.layers);
+    if (offload_layers > 0 || (spec.checkpoint.async && spec.checkpoint.every_steps > 0))
+      s.shared_bounds = BoundsSharedByTheRanks(*s.comm, s.device);
+    s.model->SetOffloadLayers(offload_layers, s.shared_bounds);
 
     MuonOptions mo{t.muon_momentum, t.muon_ns_steps, torch::kFloat, t.weight_decay};
     // "auto": bf16 wherever bf16 matmuls are fast (accelerators, bf16 compute).

@@ -1,12 +1,8 @@
 // The trainer's checkpoints: in place, or behind the steps
 // (checkpoint.async) where the host copy fits; the last one of a run.
-#include <unistd.h>
-
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "trainer_core/memory/activation_offload.h"
 #include "trainer_core/memory/host_room.h"
@@ -14,35 +10,6 @@
 #include "trainer_core/trainer_state.h"
 
 namespace trellis::train {
-namespace {
-
-std::string HostName() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? name : "unknown";
-}
-
-// This rank's memory bounds, each with the number of the world's ranks that
-// take their copies from it at once (ranks of one host, or of one socket):
-// one all-gather of the bounds' keys where world > 1.
-std::vector<MemoryBound> BoundsSharedByTheRanks(Comm& comm, const torch::Device& device) {
-  std::vector<MemoryBound> bounds = ReadMemoryBounds("", MemoryBindNodes());
-  if (comm.size() == 1) return bounds;
-  constexpr size_t kSlots = 16;  // the NUMA node or host, and its cgroups
-  std::vector<uint64_t> mine = BoundKeys(HostName(), bounds);
-  mine.resize(std::min(mine.size(), kSlots));  // any further bounds count as this rank's own
-  at::Tensor local = torch::zeros({static_cast<int64_t>(kSlots)}, torch::kLong);
-  for (size_t i = 0; i < mine.size(); ++i)
-    local.data_ptr<int64_t>()[i] = static_cast<int64_t>(mine[i]);
-  local = local.to(device);
-  at::Tensor all = torch::empty({comm.size() * static_cast<int64_t>(kSlots)}, local.options());
-  comm.AllGatherInto(local, all);
-  const at::Tensor host = compat::ReadToHost(all);
-  const int64_t* keys = host.data_ptr<int64_t>();
-  SetRanksSharing(std::vector<uint64_t>(keys, keys + host.numel()), mine, &bounds);
-  return bounds;
-}
-
-}  // namespace
 
 // checkpoint.async's writer, when the host copy of the state fits every
 // rank's host memory, the copies of the ranks that share a socket or a host
@@ -65,7 +32,7 @@ void Trainer::SetUpSaveBehind() {
   const std::string why = WhyTheCopyDoesNotFit(
       state, offload,
       static_cast<int64_t>(c.async_keep_free_gib * static_cast<double>(1ull << 30)),
-      BoundsSharedByTheRanks(*s.comm, s.device));
+      s.SharedBoundsNow());
   const int short_ranks = s.RanksSaying(!why.empty());
   if (short_ranks > 0) {
     if (s.options.on_note)

@@ -12,6 +12,7 @@
 #include "trainer_core/checkpoint/state_ranges.h"
 #include "trainer_core/data/batches.h"
 #include "trainer_core/error.h"
+#include "trainer_core/memory/host_room.h"
 #include "trainer_core/parallel/fsdp.h"
 #include "trainer_core/parallel/nccl_log_file.h"
 #include "trainer_core/parallel/shard_optim.h"
@@ -50,6 +51,16 @@ struct Trainer::State {
   // checkpoint.async's writer; last, so that it is gone (its copies and
   // thread done) before the tensors it copies.
   std::unique_ptr<AsyncCheckpointWriter> async_save;
+  // This rank's memory bounds with the ranks that share each, counted at
+  // start where the ranks will take host memory of the spec's (the offload
+  // arena, checkpoint.async's copy); empty otherwise.
+  std::vector<MemoryBound> shared_bounds;
+  // The bounds as they are now, with those counts.
+  std::vector<MemoryBound> SharedBoundsNow() const {
+    std::vector<MemoryBound> now = ReadMemoryBounds("", MemoryBindNodes());
+    CopyRanks(shared_bounds, &now);
+    return now;
+  }
 
   // This rank's part of everything the trainer needs to continue.
   NamedTensors AllState() {

@@ -40,8 +40,12 @@ c10::cuda::CUDAStream CopyStream() {
 }  // namespace
 #endif
 
-ActivationOffload::ActivationOffload(int offloaded_layers, torch::Device device)
-    : layers_(offloaded_layers), device_(device), slots_(static_cast<size_t>(offloaded_layers)) {}
+ActivationOffload::ActivationOffload(int offloaded_layers, torch::Device device,
+                                     std::vector<MemoryBound> shared_bounds)
+    : layers_(offloaded_layers),
+      device_(device),
+      shared_bounds_(std::move(shared_bounds)),
+      slots_(static_cast<size_t>(offloaded_layers)) {}
 
 ActivationOffload::~ActivationOffload() {
 #ifdef TRELLIS_TORCH_CUDA
@@ -66,10 +70,11 @@ void ActivationOffload::EnsureArena(const torch::Tensor& like) {
   const int64_t slot_bytes = bytes / layers_;
   // Checked before it is touched: an arena the host can hold on paper
   // (overcommit) but not in fact would be filled page by page until the
-  // kernel kills the rank, with no word of why.
-  if (const std::string why =
-          WhyItDoesNotFit(bytes, ReadMemoryBounds("", MemoryBindNodes()), /*keep_free=*/0);
-      !why.empty())
+  // kernel kills the rank, with no word of why. The ranks sharing a socket or
+  // host make theirs at the same first forward: each counts them all.
+  std::vector<MemoryBound> bounds = ReadMemoryBounds("", MemoryBindNodes());
+  CopyRanks(shared_bounds_, &bounds);
+  if (const std::string why = WhyItDoesNotFit(bytes, bounds, /*keep_free=*/0); !why.empty())
     throw TrainError("activation offload: the host arena for " + std::to_string(layers_) +
                      " layers' inputs does not fit: " + why +
                      " (lower parallel.offload_fraction, or give the rank more memory)");

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "trainer_core/memory/host_arena.h"
+#include "trainer_core/memory/host_room.h"
 
 namespace trellis::train {
 
@@ -34,7 +35,10 @@ int64_t OffloadArenaBytes(int offloaded_layers, int64_t input_bytes);
 
 class ActivationOffload {
  public:
-  ActivationOffload(int offloaded_layers, torch::Device device);
+  // `shared_bounds`: this rank's memory bounds with the ranks that make
+  // their arenas from each at once (memory/host_room.h); empty: its own only.
+  ActivationOffload(int offloaded_layers, torch::Device device,
+                    std::vector<MemoryBound> shared_bounds = {});
   ~ActivationOffload();
   ActivationOffload(const ActivationOffload&) = delete;
   ActivationOffload& operator=(const ActivationOffload&) = delete;
@@ -59,6 +63,7 @@ class ActivationOffload {
 
   int layers_;
   torch::Device device_;
+  std::vector<MemoryBound> shared_bounds_;
   std::unique_ptr<HostArena> arena_;
   std::vector<Slot> slots_;
 };

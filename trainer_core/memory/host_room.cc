@@ -196,4 +196,12 @@ void SetRanksSharing(const std::vector<uint64_t>& all, const std::vector<uint64_
         std::max(1, static_cast<int>(std::count(all.begin(), all.end(), mine[i])));
 }
 
+void CopyRanks(const std::vector<MemoryBound>& counted, std::vector<MemoryBound>* bounds) {
+  for (auto& b : *bounds) {
+    b.ranks = 1;
+    for (const auto& c : counted)
+      if (c.where == b.where) b.ranks = c.ranks;
+  }
+}
+
 }  // namespace trellis::train

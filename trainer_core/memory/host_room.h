@@ -54,6 +54,10 @@ std::vector<uint64_t> BoundKeys(const std::string& host, const std::vector<Memor
 void SetRanksSharing(const std::vector<uint64_t>& all, const std::vector<uint64_t>& mine,
                      std::vector<MemoryBound>* bounds);
 
+// Gives each of `bounds` (read now) the `ranks` of the bound of `counted`
+// (read when the ranks were counted) with the same `where`; 1 where none.
+void CopyRanks(const std::vector<MemoryBound>& counted, std::vector<MemoryBound>* bounds);
+
 // Parsers, for the tests: kB figures of /proc/meminfo or a node's meminfo
 // ("Node 0 MemFree: 123 kB"); -1 when the key is absent.
 int64_t MeminfoBytes(const std::string& text, const std::string& key);

@@ -80,6 +80,25 @@ TEST(HostRoomFitTest, RanksSharingABoundAreThoseOfItsHost) {
   EXPECT_NE(BoundKeys("a", bounds("x"))[0], BoundKeys("b", bounds("x"))[0]);
 }
 
+// The ranks are counted once, at start; a later check reads the bounds again
+// (what is available now) and takes the counts over by name.
+TEST(HostRoomFitTest, CountsCarryOverToBoundsReadLater) {
+  std::vector<MemoryBound> counted = {{"NUMA node 1", 50 * kGiB, 120 * kGiB},
+                                      {"cgroup /slurm/job_7", 60 * kGiB, 64 * kGiB}};
+  counted[0].ranks = 2;
+  counted[1].ranks = 4;
+  std::vector<MemoryBound> now = {{"NUMA node 1", 9 * kGiB, 120 * kGiB},
+                                  {"cgroup /slurm/job_7/step_0", 30 * kGiB, 64 * kGiB}};
+  now[1].ranks = 3;
+  CopyRanks(counted, &now);
+  EXPECT_EQ(now[0].ranks, 2);
+  EXPECT_EQ(now[0].available, 9 * kGiB);
+  EXPECT_EQ(now[1].ranks, 1) << "a bound not counted is this rank's own";
+  EXPECT_EQ(WhyItDoesNotFit(5 * kGiB, now, 0),
+            "NUMA node 1 has 9.00 GiB available of 120.00 GiB; 2 ranks x 5.00 GiB would leave "
+            "less than 0.00 GiB free");
+}
+
 class HostRoomReadTest : public ::testing::Test {
  protected:
   void SetUp() override { root_ = MakeTempDir("trellis-host-room-test"); }

@@ -234,10 +234,12 @@ void ShardedModel::AddInto(torch::Tensor& into, const torch::Tensor& grad, bool 
     into = grad.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/!owned);
 }
 
-void ShardedModel::SetOffloadLayers(int layers) {
+void ShardedModel::SetOffloadLayers(int layers, std::vector<MemoryBound> shared_bounds) {
   TORCH_CHECK(layers == 0 || checkpointing_,
               "SetOffloadLayers: offload needs activation checkpointing");
-  offload_ = layers > 0 ? std::make_unique<ActivationOffload>(layers, device_) : nullptr;
+  offload_ = layers > 0
+                 ? std::make_unique<ActivationOffload>(layers, device_, std::move(shared_bounds))
+                 : nullptr;
 }
 
 std::optional<int64_t> ShardedModel::HostArenaBytes() const {

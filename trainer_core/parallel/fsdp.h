@@ -131,8 +131,9 @@ class ShardedModel {
   bool ExpertsInComputeForm() const;
   // Keeps the checkpointed inputs of the first `layers` layers in a host
   // arena (parallel.offload_fraction, memory/activation_offload.h); 0: none.
-  // Needs activation checkpointing.
-  void SetOffloadLayers(int layers);
+  // Needs activation checkpointing. `shared_bounds`: the rank's memory bounds
+  // with the ranks that share each (memory/host_room.h).
+  void SetOffloadLayers(int layers, std::vector<MemoryBound> shared_bounds = {});
   ActivationOffload* offload() { return offload_.get(); }
   // The host arena's bytes; nullopt without offload.
   std::optional<int64_t> HostArenaBytes() const;
