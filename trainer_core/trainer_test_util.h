@@ -1,8 +1,10 @@
 #pragma once
 // What trainer_test's files share: a fixture with a temporary directory and a
-// byte corpus, the small fp32 spec most of them train, and spec parsing.
+// byte corpus, the small fp32 spec most of them train, running the binary at
+// world 1 (RunTrain), and spec parsing.
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <toml++/toml.h>
 
 #include <fstream>
@@ -13,6 +15,7 @@
 #include "trainer_core/data/corpus.h"
 #include "trainer_core/file_test_util.h"
 #include "trainer_core/files.h"
+#include "trainer_core/parallel/rank_runs.h"
 
 namespace trellis::train {
 
@@ -46,6 +49,20 @@ inline std::string ResumeSpec(const std::string& data, int hidden = 64) {
          data +
          "\"\n"
          "[checkpoint]\nevery_steps = 5\n";
+}
+
+using ChildResult = testing::RankRun;
+
+// Runs trellis-train (world 1) with `args`, decoding its --json records as they
+// come. With kill_after_step > 0, sends SIGKILL as soon as that step's record
+// is read (records already in the pipe are kept).
+inline ChildResult RunTrain(const std::vector<std::string>& args, const std::string& dir,
+                            int64_t kill_after_step = -1) {
+  testing::WorldOptions o;
+  o.on_record = [kill_after_step](int, const StepRecord& rec, const std::vector<pid_t>& pids) {
+    if (rec.step == kill_after_step) ::kill(pids[0], SIGKILL);
+  };
+  return testing::RunWorld(TRELLIS_TRAIN_BIN, 1, args, dir, o)[0];
 }
 
 inline spec::TrainerSpec ParseSpec(const std::string& toml) {
