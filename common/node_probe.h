@@ -59,4 +59,12 @@ inline int SocketIndexForRank(int local_rank, int ranks_per_node, int sockets) {
   return static_cast<int>(static_cast<int64_t>(local_rank) * sockets / ranks_per_node);
 }
 
+// How many of a node's `ranks_per_node` ranks are bound to socket `index`.
+inline int RanksOnSocket(int index, int ranks_per_node, int sockets) {
+  int ranks = 0;
+  for (int r = 0; r < ranks_per_node; ++r)
+    ranks += SocketIndexForRank(r, ranks_per_node, sockets) == index;
+  return ranks;
+}
+
 }  // namespace trellis

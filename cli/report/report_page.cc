@@ -39,6 +39,7 @@ svg.chart path.series { stroke-width: 1.6; }
 svg.chart path.band { opacity: 0.18; stroke: none; }
 svg.chart line.mark { stroke-dasharray: 4 3; stroke-width: 1.2; }
 svg.chart line.threshold { stroke-dasharray: 6 4; stroke-width: 1.4; }
+svg.chart line.need { stroke-width: 2.5; }
 svg.chart text.threshold-label { font-size: 11px; fill: #222; paint-order: stroke;
                                  stroke: #fff; stroke-width: 3px; }
 p.note { color: #666; font-size: 12px; margin: 2px 0 0; }

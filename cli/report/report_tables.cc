@@ -12,6 +12,7 @@
 #include "cli/report/html_text.h"
 #include "cli/report/report_page.h"
 #include "cli/report/svg_chart.h"
+#include "common/node_probe.h"
 
 namespace trellis::cli::report {
 
@@ -119,17 +120,26 @@ std::string GateSection(const ReportInput& in) {
   c.y_label = "GiB";
   c.groups = {{"free", "#59a14f"}, {"unattributed", "#e15759"}};
   c.empty_text = "no socket figures (every probe failed or no node registered)";
+  // The policy's thresholds; a run with a [model] also counts its ranks' host
+  // memory on the socket each is bound to (a mark on each bar).
+  double min_free = NAN, rank_host_gib = NAN;
+  int ranks_per_node = 0;
   nlohmann::json policy = nlohmann::json::parse(g.policy_json(), nullptr, false);
   if (policy.is_object()) {
     auto number = [&](const char* key) {
       auto it = policy.find(key);
       return it != policy.end() && it->is_number() ? it->get<double>() : NAN;
     };
-    double min_free = number("min_free_gib_per_socket");
+    min_free = number("min_free_gib_per_socket");
     double max_unattributed = number("max_unattributed_gib_per_socket");
     c.lines.push_back({min_free, "min free " + Compact(min_free) + " GiB", "#2e7d32"});
     c.lines.push_back(
         {max_unattributed, "max unattributed " + Compact(max_unattributed) + " GiB", "#c62828"});
+    rank_host_gib = number("rank_host_gib");
+    ranks_per_node = static_cast<int>(number("ranks_per_node"));  // (NaN: 0)
+    if (std::isfinite(rank_host_gib) && rank_host_gib > 0)
+      c.need = {"min free + its ranks' host memory (" + Compact(rank_host_gib) + " GiB a rank)",
+                "#1b5e20"};
   }
   struct SocketBar {
     Bar bar;
@@ -140,17 +150,24 @@ std::string GateSection(const ReportInput& in) {
   for (const auto& n : g.nodes()) {
     std::string reasons;
     for (const auto& r : n.reasons()) reasons += (reasons.empty() ? "" : "; ") + r;
-    for (const auto& s : n.probe().sockets()) {
+    const int count = n.probe().sockets_size();
+    for (int i = 0; i < count; ++i) {
+      const v1::SocketProbe& s = n.probe().sockets(i);
       double free = static_cast<double>(s.free_bytes());
-      sockets.push_back({{n.node() + "/" + std::to_string(s.numa_node()),
-                          {free / kGiB, static_cast<double>(s.unattributed_bytes()) / kGiB},
-                          n.node() + " socket " + std::to_string(s.numa_node()) + " (" +
-                              n.decision() + "): " + GiBText(free) + " free, " +
-                              GiBText(static_cast<double>(s.unattributed_bytes())) +
-                              " unattributed of " + GiBText(static_cast<double>(s.total_bytes())) +
-                              (reasons.empty() ? "" : "; " + reasons)},
-                         free,
-                         sockets.size()});
+      Bar bar{n.node() + "/" + std::to_string(s.numa_node()),
+              {free / kGiB, static_cast<double>(s.unattributed_bytes()) / kGiB},
+              n.node() + " socket " + std::to_string(s.numa_node()) + " (" + n.decision() +
+                  "): " + GiBText(free) + " free, " +
+                  GiBText(static_cast<double>(s.unattributed_bytes())) + " unattributed of " +
+                  GiBText(static_cast<double>(s.total_bytes()))};
+      if (!c.need.name.empty() && ranks_per_node > 0 && std::isfinite(min_free)) {
+        const int ranks = RanksOnSocket(i, ranks_per_node, count);
+        bar.need = min_free + ranks * rank_host_gib;
+        bar.tip += "; needs " + GiBText(bar.need * kGiB) + " with its " + std::to_string(ranks) +
+                   " rank" + (ranks == 1 ? "" : "s");
+      }
+      if (!reasons.empty()) bar.tip += "; " + reasons;
+      sockets.push_back({std::move(bar), free, sockets.size()});
     }
   }
   std::string note = "Gate of attempt " + std::to_string(g.attempt()) + ", launch " +

@@ -193,6 +193,10 @@ std::string RenderBarChart(const BarChart& chart) {
   if (!(y_hi >= y_lo)) return "<p class=\"empty\">" + Escape(chart.empty_text) + "</p>\n";
   for (const auto& l : chart.lines)
     if (std::isfinite(l.y)) y_hi = std::max(y_hi, l.y), y_lo = std::min(y_lo, l.y);
+  bool needs = false;
+  for (const auto& bar : chart.bars)
+    if (std::isfinite(bar.need))
+      needs = true, y_hi = std::max(y_hi, bar.need), y_lo = std::min(y_lo, bar.need);
   Scale s{Axis{0, 1, {}}, NiceAxis(y_lo, y_hi)};
 
   std::string out = Open(chart.id, chart.title);
@@ -200,6 +204,7 @@ std::string RenderBarChart(const BarChart& chart) {
   std::vector<std::pair<std::string, std::string>> legend;
   for (const auto& g : chart.groups) legend.push_back({g.name, g.color});
   for (const auto& l : chart.lines) legend.push_back({l.label, l.color});
+  if (needs) legend.push_back({chart.need.name, chart.need.color});
   if (legend.size() > 1) out += Legend(legend);
 
   const double slot = kPlotWidth / static_cast<double>(chart.bars.size());
@@ -223,6 +228,12 @@ std::string RenderBarChart(const BarChart& chart) {
       out += "<rect x=\"" + Num(left + width * static_cast<double>(g)) + "\" y=\"" + Num(top) +
              "\" width=\"" + Num(width) + "\" height=\"" + Num(std::max(height, 0.5)) +
              "\" fill=\"" + Escape(color) + "\"/>\n";
+    }
+    if (std::isfinite(bar.need)) {
+      const double y = s.Y(bar.need);
+      out += "<line class=\"need\" x1=\"" + Num(left - slot * 0.05) + "\" x2=\"" +
+             Num(left + slot * 0.85) + "\" y1=\"" + Num(y) + "\" y2=\"" + Num(y) +
+             "\" stroke=\"" + Escape(chart.need.color) + "\"/>\n";
     }
     out += "</g>\n";
     if (i % every == 0)

@@ -3,6 +3,7 @@
 // Every text is escaped; nothing is fetched (no xmlns or other reference:
 // inline SVG in HTML needs none). Pure: a chart in, markup out.
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,7 @@ struct Bar {
   std::string label;           // under the bar (some are left out when crowded)
   std::vector<double> values;  // one per group; NaN draws nothing
   std::string tip;             // hover text
+  double need = NAN;           // a mark across this bar's slot (its own threshold); NaN: none
 };
 
 // A horizontal reference line (a threshold).
@@ -76,6 +78,7 @@ struct BarChart {
   std::vector<BarGroup> groups;
   std::vector<Bar> bars;
   std::vector<RefLine> lines;
+  BarGroup need;  // the legend entry of the bars' `need` marks (shown when one is drawn)
   std::string empty_text = "no data";
 };
 

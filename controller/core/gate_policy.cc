@@ -20,9 +20,7 @@ namespace {
 // What the ranks bound to socket `index` of `sockets` take on top of the
 // policy's minimum, and the words for it; empty when nothing.
 std::pair<double, std::string> RanksShare(const GatePolicy& policy, int index, int sockets) {
-  int ranks = 0;
-  for (int r = 0; r < policy.ranks_per_node; ++r)
-    ranks += SocketIndexForRank(r, policy.ranks_per_node, sockets) == index;
+  const int ranks = RanksOnSocket(index, policy.ranks_per_node, sockets);
   const double bytes = static_cast<double>(ranks) * static_cast<double>(policy.rank_host_bytes);
   if (bytes <= 0) return {0, ""};
   return {bytes, FormatGiB(policy.min_free_gib_per_socket * kGiB) + " + " +

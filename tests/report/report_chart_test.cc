@@ -219,6 +219,18 @@ TEST(ReportChartTest, BarsWithThresholds) {
   EXPECT_EQ(Count(out, "<line class=\"threshold\""), 2u);
   EXPECT_NE(out.find("node2 &lt;short&gt;"), std::string::npos);
   EXPECT_EQ(RenderBarChart(BarChart{}), "<p class=\"empty\">no data</p>\n");
+  EXPECT_EQ(Count(out, "<line class=\"need\""), 0u);
+
+  // A mark per bar where it has its own threshold, named once in the legend,
+  // and in the axis's range even above every bar.
+  c.need = {"min free + its ranks' host memory", "#050"};
+  c.bars[0].need = 500;
+  std::string marked = RenderBarChart(c);
+  EXPECT_EQ(NestingProblem(marked), "");
+  EXPECT_EQ(Count(marked, "<line class=\"need\""), 1u);
+  EXPECT_EQ(Count(marked, "<rect x="), 3u + 5u);
+  EXPECT_NE(marked.find("min free + its ranks&#39; host memory"), std::string::npos);
+  EXPECT_NE(marked.find(">500<"), std::string::npos) << "the y axis reaches the mark";
 }
 
 }  // namespace

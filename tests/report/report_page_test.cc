@@ -271,6 +271,37 @@ TEST(ReportPageTest, GateTableCountsDecisionsAndNamesFailingNodes) {
   EXPECT_NE(html.find("sockets with the least free memory"), std::string::npos);
 }
 
+// A [model] run's gate counts its ranks' host memory on the socket each is
+// bound to: 2 ranks on a node of 4 sockets sit on sockets 0 and 2, so those
+// bars carry a mark at min free + one rank's share, the others at min free.
+TEST(ReportPageTest, GateChartMarksEachSocketsNeedWithItsRanks) {
+  ReportInput in = BaseInput();
+  v1::GateRecord* g = in.gate->add_gates();
+  g->set_decision("GO");
+  g->set_policy_json(
+      R"({"min_free_gib_per_socket": 100, "max_unattributed_gib_per_socket": 24,)"
+      R"( "rank_host_gib": 12, "rank_host_what": "a copy", "ranks_per_node": 2})");
+  v1::NodeGate* n = g->add_nodes();
+  n->set_node("node1");
+  n->set_decision("go");
+  for (int socket = 0; socket < 4; ++socket) {
+    v1::SocketProbe* s = n->mutable_probe()->add_sockets();
+    s->set_numa_node(socket);
+    s->set_free_bytes(int64_t{110} << 30);
+  }
+  std::string html = RenderReport(in);
+  ExpectSound(html);
+  EXPECT_EQ(Count(html, "<line class=\"need\""), 4u);
+  EXPECT_EQ(Count(html, "with its 1 ranks"), 0u);
+  EXPECT_EQ(Count(html, "needs 112 GiB with its 1 rank"), 2u) << html;
+  EXPECT_EQ(Count(html, "needs 100 GiB with its 0 ranks"), 2u);
+  EXPECT_NE(html.find("12 GiB a rank"), std::string::npos);
+
+  // Without the ranks' share (no [model], or an older controller): no marks.
+  g->set_policy_json(R"({"min_free_gib_per_socket": 100, "max_unattributed_gib_per_socket": 24})");
+  EXPECT_EQ(Count(RenderReport(in), "<line class=\"need\""), 0u);
+}
+
 TEST(ReportPageTest, ControllerWithoutStepHistory) {
   ReportInput in = BaseInput();
   in.steps.reset();
