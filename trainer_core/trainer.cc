@@ -145,7 +145,7 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     // The ranks that share a socket or a host, counted once (a collective:
     // decided from the spec alone) for the host memory they will all take.
     const int offload_layers = OffloadedLayers(spec.parallel.offload_fraction, spec.model.layers);
-    if (offload_layers > 0 || (spec.checkpoint.async && spec.checkpoint.every_steps > 0))
+    if (offload_layers > 0 || spec.checkpoint.SavesBehindTheSteps())
       s.shared_bounds = BoundsSharedByTheRanks(*s.comm, s.device);
     s.model->SetOffloadLayers(offload_layers, s.shared_bounds);
 

@@ -19,8 +19,7 @@ namespace trellis::train {
 void Trainer::SetUpSaveBehind() {
   State& s = *s_;
   const auto& c = s.spec.checkpoint;
-  // Only every_steps' checkpoints go behind the steps: without them no copy.
-  if (!c.async || c.every_steps <= 0 || s.options.checkpoint_dir.empty()) return;
+  if (!c.SavesBehindTheSteps() || s.options.checkpoint_dir.empty()) return;
   const NamedTensors state = s.AllState();
   // The activation offload's arena, made at the first forward, takes the
   // same memory: a micro-batch's layer input per offloaded layer.

@@ -52,7 +52,7 @@ std::string RankHostMemory::Describe() const {
 RankHostMemory RankHostMemoryOf(const TrainerSpec& trainer, int world, bool gpus) {
   RankHostMemory m;
   const CheckpointSpec& c = trainer.checkpoint;
-  if (c.async && c.every_steps > 0)
+  if (c.SavesBehindTheSteps())
     m.checkpoint_copy_bytes = CheckpointStateBytes(trainer.model, world);
   const TrainingSpec& t = trainer.training;
   const int layers = OffloadedLayers(trainer.parallel.offload_fraction, trainer.model.layers);

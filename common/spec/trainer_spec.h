@@ -118,6 +118,9 @@ struct CheckpointSpec {
   // Slurm job's cgroup limit). Where the copy would leave less on any rank,
   // every rank writes in place instead, said in their logs.
   double async_keep_free_gib = 4;
+
+  // Whether any checkpoint goes behind the steps (and so a host copy is kept).
+  bool SavesBehindTheSteps() const { return async && every_steps > 0; }
 };
 
 struct TrainerSpec {
