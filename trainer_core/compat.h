@@ -2,10 +2,11 @@
 // The only place that knows which LibTorch it is built against: 1.13 (Debian,
 // CPU) or 2.x (the GPU machine). Everything else calls these helpers.
 
-#include <torch/torch.h>
 #include <torch/version.h>
 
 #include <optional>
+
+#include "trainer_core/torch_api.h"
 
 #if TORCH_VERSION_MAJOR >= 2
 #include <ATen/ops/scaled_dot_product_attention.h>

@@ -4,14 +4,13 @@
 // a step counts only when its manifest exists, so a crash mid-save leaves the
 // previous checkpoint as the latest.
 
-#include <torch/torch.h>
-
 #include <functional>
 #include <string>
 
 #include "common/spec/trainer_spec.h"
 #include "trainer_core/optim/optim.h"
 #include "trainer_core/parallel/comm.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

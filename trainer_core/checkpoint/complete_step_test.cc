@@ -2,7 +2,6 @@
 // processes): rank 0's failure to complete it reaches every rank at the
 // step's last collective, at once, naming where to look.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include <atomic>
 #include <stdexcept>
@@ -15,6 +14,7 @@
 #include "trainer_core/files.h"
 #include "trainer_core/parallel/local_ranks_test_util.h"
 #include "trainer_core/parallel/multiprocess.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 namespace {

@@ -5,10 +5,9 @@
 // one piece overlaps the file I/O of the other; a checkpoint never holds a
 // whole shard in host memory.
 
-#include <torch/torch.h>
-
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/compat.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

@@ -14,14 +14,13 @@
 // and on CUDA page-locked in place, without the pinned allocator's rounding
 // to a power of two (memory/host_arena.h). Copies run on a stream of their own.
 
-#include <torch/torch.h>
-
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "trainer_core/memory/host_arena.h"
 #include "trainer_core/memory/host_room.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

@@ -4,12 +4,11 @@
 // socket its NUMA node. Each counts them all before making a host copy or an
 // arena (memory/host_room.h), which alone would fit where all would not.
 
-#include <torch/torch.h>
-
 #include <vector>
 
 #include "trainer_core/memory/host_room.h"
 #include "trainer_core/parallel/comm.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

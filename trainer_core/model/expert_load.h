@@ -4,10 +4,10 @@
 // the experts, and on the EP ranks that hold blocks of them. The EP figure is
 // what the step pays: the busiest GPU of a node sets the MoE layer's time.
 
-#include <torch/torch.h>
-
 #include <cstdint>
 #include <vector>
+
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

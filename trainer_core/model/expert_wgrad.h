@@ -11,9 +11,8 @@
 // the device without waiting (pinned memory and an event), and backward,
 // long after, reads them.
 
-#include <torch/torch.h>
-
 #include "trainer_core/model/layers.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

@@ -5,7 +5,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
-#include <torch/torch.h>
+
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

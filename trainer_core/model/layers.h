@@ -3,12 +3,11 @@
 // are views that the caller builds (out of a block's flat buffer), so the same
 // code runs on a whole model or on a gathered shard.
 
-#include <torch/torch.h>
-
 #include <functional>
 
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/model/rms_norm.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

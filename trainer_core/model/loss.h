@@ -13,11 +13,10 @@
 // and p - onehot from one kernel of kernels/cross_entropy, written over the
 // chunk's logits.
 
-#include <torch/torch.h>
-
 #include <cstdint>
 
 #include "trainer_core/model/fusions.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

@@ -2,6 +2,7 @@
 #include "trainer_core/model/loss.h"
 
 #include <gtest/gtest.h>
+#include <torch/nn/functional/loss.h>  // the reference: LibTorch's own cross entropy
 
 #include <cmath>
 #include <random>

@@ -7,7 +7,6 @@
 namespace trellis::train {
 namespace {
 
-namespace F = torch::nn::functional;
 
 // Values of a block computed on the host from the counter-based generator,
 // then moved to the device once.
@@ -92,7 +91,7 @@ int64_t Model::NumParams() const {
 
 torch::Tensor EmbedForward(const BlockLayout& block, const torch::Tensor& flat,
                            const torch::Tensor& inputs, torch::Dtype compute_dtype) {
-  return F::embedding(inputs, Weights(&block, flat, compute_dtype)["weight"]);
+  return torch::embedding(Weights(&block, flat, compute_dtype)["weight"], inputs);
 }
 
 LayerOutput LayerForward(const spec::ModelSpec& spec, const BlockLayout& block,
@@ -142,8 +141,8 @@ torch::Tensor HeadCrossEntropySum(const spec::ModelSpec& spec, const BlockLayout
     return LinearCrossEntropySum(normed, fin["head"], flat_targets,
                                  CrossEntropyChunkRows(spec.vocab));
   auto acc = compute_dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
-  return F::cross_entropy(torch::matmul(normed, fin["head"].t()).to(acc), flat_targets,
-                          F::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
+  return torch::cross_entropy_loss(torch::matmul(normed, fin["head"].t()).to(acc), flat_targets,
+                                   /*weight=*/{}, at::Reduction::Sum, /*ignore_index=*/-1);
 }
 
 torch::Tensor HeadCrossEntropySum(const spec::ModelSpec& spec, const BlockLayout& block,

@@ -3,14 +3,13 @@
 // block (see layout.h); Forward builds the weights as views of those buffers,
 // so gradients land contiguous per block.
 
-#include <torch/torch.h>
-
 #include <vector>
 
 #include "common/spec/trainer_spec.h"
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/model/layers.h"
 #include "trainer_core/model/layout.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

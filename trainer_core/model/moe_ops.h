@@ -14,9 +14,9 @@
 // entries, int32 or int64, on the rows' device (the kernels read int32: pass
 // int32 to convert nothing).
 
-#include <torch/torch.h>
-
 #include <functional>
+
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

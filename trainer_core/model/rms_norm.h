@@ -8,7 +8,7 @@
 // LibTorch's fused rms_norm where it has one, else the ops with fp32
 // statistics (the reference the kernels are tested against).
 
-#include <torch/torch.h>
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

@@ -9,9 +9,8 @@
 // with kernels/ and the rope fusion is on (fusions.h). Otherwise ATen ops in
 // the input's dtype, the tables rounded to it.
 
-#include <torch/torch.h>
-
 #include "trainer_core/model/layers.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

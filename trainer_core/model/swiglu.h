@@ -11,7 +11,7 @@
 // half inputs, in the inputs' own dtype for fp32 and fp64, and round to that
 // dtype once at the end.
 
-#include <torch/torch.h>
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

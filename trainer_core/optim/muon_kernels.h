@@ -5,7 +5,7 @@
 // trainer_core links kernels/; the muon_update fusion (model/fusions.h)
 // switches it off. Queued on LibTorch's current stream.
 
-#include <torch/torch.h>
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

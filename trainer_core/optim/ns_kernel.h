@@ -6,7 +6,7 @@
 // optimizer from 0.157 to 0.133 s per step on an H200 (bench/gpu/run.sh runs
 // both); TRELLIS_KERNEL_NS=0 selects ATen's.
 
-#include <torch/torch.h>
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

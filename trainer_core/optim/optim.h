@@ -3,13 +3,12 @@
 // global gradient norm with clipping. Parameters are slices of the model's
 // block buffers; state tensors are named so checkpoints can find them.
 
-#include <torch/torch.h>
-
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "trainer_core/model/model.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

@@ -6,9 +6,9 @@
 // casting 4 bytes to 2 per weight in every forward (every micro-batch) and
 // up-casting every weight gradient in backward.
 
-#include <torch/torch.h>
-
 #include <functional>
+
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

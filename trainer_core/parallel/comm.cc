@@ -1,7 +1,5 @@
 #include "trainer_core/parallel/comm.h"
 
-#include <torch/torch.h>
-
 #include <cstdlib>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #ifdef TRELLIS_HAS_GLOO
@@ -15,6 +13,7 @@
 #include "trainer_core/parallel/comm_clock.h"
 #include "trainer_core/parallel/peer_watch.h"
 #include "trainer_core/parallel/pending.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 namespace {

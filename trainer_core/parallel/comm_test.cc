@@ -5,7 +5,6 @@
 #include "trainer_core/parallel/comm.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include <sstream>
 #include <thread>
@@ -16,6 +15,7 @@
 #include "trainer_core/parallel/local_ranks_test_util.h"
 #include "trainer_core/parallel/multiprocess.h"
 #include "trainer_core/parallel/pending.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 namespace {

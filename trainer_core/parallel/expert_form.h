@@ -11,9 +11,8 @@
 // Blocks are flat [3 * count * FH] tensors; gathered ones are `owners`
 // blocks end to end.
 
-#include <torch/torch.h>
-
 #include "trainer_core/model/layers.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train::expert_form {
 

@@ -6,12 +6,11 @@
 // computes with the dequantized weights, so the model stays the same on all
 // ranks; master weights, gradients and optimizer state stay fp32.
 
-#include <torch/torch.h>
-
 #include <string>
 
 #include "trainer_core/parallel/comm.h"
 #include "trainer_core/parallel/pending.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

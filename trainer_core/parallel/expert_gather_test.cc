@@ -5,13 +5,13 @@
 #include "trainer_core/parallel/expert_gather.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include <random>
 
 #include "kernels/ref/fp8_e4m3.h"
 #include "trainer_core/parallel/local_ranks_test_util.h"
 #include "trainer_core/parallel/multiprocess.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 namespace {

@@ -8,12 +8,11 @@
 // those peers, and tokens travel inside the EP group to the rank holding
 // their expert (all-to-all dispatch and combine).
 
-#include <torch/torch.h>
-
 #include <vector>
 
 #include "trainer_core/model/layers.h"
 #include "trainer_core/parallel/comm.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

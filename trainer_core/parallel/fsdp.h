@@ -22,8 +22,6 @@
 // P = 0: every gather and reduction waited for at once. The numbers are the
 // same for every P: the same values are summed in the same order.
 
-#include <torch/torch.h>
-
 #include <deque>
 #include <memory>
 #include <optional>
@@ -37,6 +35,7 @@
 #include "trainer_core/parallel/expert_gather.h"
 #include "trainer_core/parallel/expert_parallel.h"
 #include "trainer_core/parallel/pending.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

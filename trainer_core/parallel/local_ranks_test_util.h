@@ -2,12 +2,11 @@
 // Test helper: a gloo Comm for a rank forked by testing::RunRanks
 // (multiprocess.h), meeting the others on 127.0.0.1:`port`.
 
-#include <torch/torch.h>
-
 #include <chrono>
 #include <memory>
 
 #include "trainer_core/parallel/comm.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train::testing {
 

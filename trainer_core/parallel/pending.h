@@ -5,14 +5,13 @@
 // (a conversion, a sum over ranks). It runs where it is called: on the CPU
 // now, on a GPU queued on the current stream after the waits.
 
-#include <torch/torch.h>
-
 #include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "trainer_core/parallel/comm.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 

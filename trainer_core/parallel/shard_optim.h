@@ -15,12 +15,11 @@
 // reshards by concatenating and re-splitting): moment1 holds Muon momentum or
 // AdamW's first moment (disjoint parameters), moment2 AdamW's second moment.
 
-#include <torch/torch.h>
-
 #include <vector>
 
 #include "trainer_core/optim/optim.h"
 #include "trainer_core/parallel/fsdp.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 
