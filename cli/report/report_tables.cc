@@ -136,7 +136,8 @@ std::string GateSection(const ReportInput& in) {
     c.lines.push_back(
         {max_unattributed, "max unattributed " + Compact(max_unattributed) + " GiB", "#c62828"});
     rank_host_gib = number("rank_host_gib");
-    ranks_per_node = static_cast<int>(number("ranks_per_node"));  // (NaN: 0)
+    const double per_node = number("ranks_per_node");
+    if (per_node >= 1 && per_node <= 1e6) ranks_per_node = static_cast<int>(per_node);
     if (std::isfinite(rank_host_gib) && rank_host_gib > 0)
       c.need = {"min free + its ranks' host memory (" + Compact(rank_host_gib) + " GiB a rank)",
                 "#1b5e20"};
