@@ -7,7 +7,6 @@
 namespace trellis::train {
 namespace {
 
-
 // Values of a block computed on the host from the counter-based generator,
 // then moved to the device once.
 torch::Tensor InitBlock(const BlockLayout& block, uint64_t seed, torch::Dtype dtype) {
