@@ -297,9 +297,17 @@ TEST(ReportPageTest, GateChartMarksEachSocketsNeedWithItsRanks) {
   EXPECT_EQ(Count(html, "needs 100 GiB with its 0 ranks"), 2u);
   EXPECT_NE(html.find("12 GiB a rank"), std::string::npos);
 
-  // Without the ranks' share (no [model], or an older controller): no marks.
+  // Without the ranks' share (no [model], or an older controller), or with
+  // no count of ranks per node it can be spread over: no marks.
   g->set_policy_json(R"({"min_free_gib_per_socket": 100, "max_unattributed_gib_per_socket": 24})");
   EXPECT_EQ(Count(RenderReport(in), "<line class=\"need\""), 0u);
+  for (const char* per_node : {"", R"(, "ranks_per_node": "two")", R"(, "ranks_per_node": 0)"}) {
+    g->set_policy_json(std::string(R"({"min_free_gib_per_socket": 100, "rank_host_gib": 12)") +
+                       per_node + "}");
+    html = RenderReport(in);
+    ExpectSound(html);
+    EXPECT_EQ(Count(html, "<line class=\"need\""), 0u) << per_node;
+  }
 }
 
 TEST(ReportPageTest, ControllerWithoutStepHistory) {
