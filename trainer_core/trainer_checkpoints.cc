@@ -31,7 +31,7 @@ void Trainer::SetUpSaveBehind() {
   const std::string why = WhyTheCopyDoesNotFit(
       state, offload,
       static_cast<int64_t>(c.async_keep_free_gib * static_cast<double>(1ull << 30)),
-      s.SharedBoundsNow());
+      ReadMemoryBoundsCounted(s.shared_bounds));
   const int short_ranks = s.RanksSaying(!why.empty());
   if (short_ranks > 0) {
     if (s.options.on_note)

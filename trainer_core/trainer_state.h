@@ -55,12 +55,6 @@ struct Trainer::State {
   // start where the ranks will take host memory of the spec's (the offload
   // arena, checkpoint.async's copy); empty otherwise.
   std::vector<MemoryBound> shared_bounds;
-  // The bounds as they are now, with those counts.
-  std::vector<MemoryBound> SharedBoundsNow() const {
-    std::vector<MemoryBound> now = ReadMemoryBounds("", MemoryBindNodes());
-    CopyRanks(shared_bounds, &now);
-    return now;
-  }
 
   // This rank's part of everything the trainer needs to continue.
   NamedTensors AllState() {

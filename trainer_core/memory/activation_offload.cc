@@ -72,9 +72,9 @@ void ActivationOffload::EnsureArena(const torch::Tensor& like) {
   // (overcommit) but not in fact would be filled page by page until the
   // kernel kills the rank, with no word of why. The ranks sharing a socket or
   // host make theirs at the same first forward: each counts them all.
-  std::vector<MemoryBound> bounds = ReadMemoryBounds("", MemoryBindNodes());
-  CopyRanks(shared_bounds_, &bounds);
-  if (const std::string why = WhyItDoesNotFit(bytes, bounds, /*keep_free=*/0); !why.empty())
+  if (const std::string why =
+          WhyItDoesNotFit(bytes, ReadMemoryBoundsCounted(shared_bounds_), /*keep_free=*/0);
+      !why.empty())
     throw TrainError("activation offload: the host arena for " + std::to_string(layers_) +
                      " layers' inputs does not fit: " + why +
                      " (lower parallel.offload_fraction, or give the rank more memory)");

@@ -204,4 +204,10 @@ void CopyRanks(const std::vector<MemoryBound>& counted, std::vector<MemoryBound>
   }
 }
 
+std::vector<MemoryBound> ReadMemoryBoundsCounted(const std::vector<MemoryBound>& counted) {
+  std::vector<MemoryBound> now = ReadMemoryBounds("", MemoryBindNodes());
+  CopyRanks(counted, &now);
+  return now;
+}
+
 }  // namespace trellis::train

@@ -58,6 +58,10 @@ void SetRanksSharing(const std::vector<uint64_t>& all, const std::vector<uint64_
 // (read when the ranks were counted) with the same `where`; 1 where none.
 void CopyRanks(const std::vector<MemoryBound>& counted, std::vector<MemoryBound>* bounds);
 
+// This rank's bounds as they are now (ReadMemoryBounds of its binding), each
+// with the ranks counted in `counted` (memory/shared_bounds.h).
+std::vector<MemoryBound> ReadMemoryBoundsCounted(const std::vector<MemoryBound>& counted);
+
 // Parsers, for the tests: kB figures of /proc/meminfo or a node's meminfo
 // ("Node 0 MemFree: 123 kB"); -1 when the key is absent.
 int64_t MeminfoBytes(const std::string& text, const std::string& key);
