@@ -173,4 +173,10 @@ std::string MakeTempDir(const std::string& prefix) {
   return templ;
 }
 
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
 }  // namespace trellis::train

@@ -39,4 +39,7 @@ void RemoveTree(const std::string& path);  // absent is fine
 // Creates a fresh directory under $TMPDIR (or /tmp) named prefix-XXXXXX.
 std::string MakeTempDir(const std::string& prefix);
 
+// This machine's name (gethostname); "unknown" where it cannot be read.
+std::string HostName();
+
 }  // namespace trellis::train

@@ -1,22 +1,13 @@
 #include "trainer_core/memory/shared_bounds.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "trainer_core/compat.h"
+#include "trainer_core/files.h"
 
 namespace trellis::train {
-namespace {
-
-std::string HostName() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? name : "unknown";
-}
-
-}  // namespace
 
 std::vector<MemoryBound> BoundsSharedByTheRanks(Comm& comm, const torch::Device& device) {
   std::vector<MemoryBound> bounds = ReadMemoryBounds("", MemoryBindNodes());

@@ -19,12 +19,6 @@ std::optional<std::string> Env(const char* name) {
   return std::string(v);
 }
 
-std::string HostName() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
-}
-
 // The rank's own log file: in the checkpoint directory when there is one
 // (created if need be), else in TMPDIR with the pid (ranks of other runs on
 // the node share it).
