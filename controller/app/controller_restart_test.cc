@@ -25,11 +25,13 @@ constexpr char kRun[] = "again-1";
 
 class ControllerRestartTest : public HealthTest {
  protected:
-  void StartRun() {
+  // `more`: sections after [restart].
+  void StartRun(const std::string& more = "") {
     v1::SubmitRunResponse resp;
     ASSERT_TRUE(Submit("[job]\nname = \"again\"\ncommand = \"train\"\n"
                        "[slurm]\nnodes = 2\nranks_per_node = 2\nspare_nodes = 1\n"
-                       "[restart]\nmax_restarts = 2\nbackoff_s = 0\nheartbeat_timeout_s = 8\n",
+                       "[restart]\nmax_restarts = 2\nbackoff_s = 0\nheartbeat_timeout_s = 8\n" +
+                           more,
                        &resp)
                     .ok());
     ASSERT_EQ(resp.run_id(), kRun);
@@ -245,6 +247,43 @@ TEST_F(ControllerRestartTest, ALaunchRunningAcrossARestartIsWatchedStoppedAndRel
   EXPECT_EQ(run.attempts_size(), 1);
   auto d = Register(kRun, 2, {"node1", "node3"});
   EXPECT_EQ(d["node3"].decision(), v1::GateDecision::DECISION_GO) << d["node3"].reason();
+}
+
+TEST_F(ControllerRestartTest, AStragglerAcrossARestartIsOneEventAndOneStrike) {
+  StartRun("[health]\nstraggler_window = 5\nstraggler_min_slow = 3\nstraggler_strike = true\n");
+  Register(kRun, 1, {"node1", "node2", "node3"});
+  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  int64_t step = 1;
+  auto steps = [&](int n, double rank3_s) {  // rank 2 on node2 takes three times as long
+    for (int i = 0; i < n; ++i, ++step) {
+      Send(Id(kRun, "node1", 1), {StepReport(0, step, 0.5), StepReport(1, step, 0.5)});
+      Send(Id(kRun, "node2", 1), {StepReport(2, step, 1.5), StepReport(3, step, rank3_s)});
+    }
+    Sync();
+  };
+  steps(4, 0.5);
+  ASSERT_EQ(HealthEvents(kRun, "straggler").size(), 1u);
+  auto strikes = [&](const std::string& node) {
+    const v1::ListNodesResponse nodes = Nodes();
+    for (const auto& n : nodes.nodes())
+      if (n.name() == node) return n.strikes();
+    return 0;
+  };
+  EXPECT_EQ(strikes("node2"), 1);
+
+  // The same slow spell after the restart: the window starts empty, and its
+  // third slow step would raise the episode again.
+  Restart();
+  steps(8, 0.5);
+  std::vector<v1::HealthEvent> events = HealthEvents(kRun, "straggler");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].rank(), 2);
+  EXPECT_EQ(strikes("node2"), 1);
+  // Another rank's episode is its own: rank 3, as slow as rank 2.
+  steps(3, 1.5);
+  events = HealthEvents(kRun, "straggler");
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].rank(), 3);
 }
 
 TEST_F(ControllerRestartTest, WorkersThatEndedBeforeTheRestartAreNotTakenForLost) {

@@ -113,6 +113,9 @@ struct LaunchStartedEffect {
   bool resumed = false;
   std::set<std::string> finished_nodes;
   std::set<int> ended_ranks;
+  // The ranks it named as stragglers before the restart: their episodes may
+  // go on, and are not raised again (StragglerWindow::HoldEpisode).
+  std::set<int> straggler_ranks;
 };
 
 // Run health found a launch that cannot go on: its workers' nodes lost, or a

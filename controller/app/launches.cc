@@ -343,6 +343,14 @@ LaunchStartedEffect Launches::Watched(const LaunchState& l) const {
   for (const auto& [node, yes] : l.reported)
     if (yes) started.finished_nodes.insert(node);
   for (const auto& e : l.rank_exits) started.ended_ranks.insert(e.rank);
+  if (l.resumed) {
+    auto held = ctx_.store.RanksWithEvents(l.run_id, l.attempt, l.launch, "straggler");
+    if (held.ok())
+      started.straggler_ranks = *held;
+    else  // at worst, an episode across the restart is raised twice
+      spdlog::warn("run {}: the launch's straggler events were not read: {}", l.run_id,
+                   std::string(held.status().message()));
+  }
   return started;
 }
 

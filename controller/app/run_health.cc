@@ -141,6 +141,7 @@ void RunHealth::Start(const LaunchStartedEffect& started) {
   w.stragglers = std::make_unique<StragglerWindow>(static_cast<int>(started.rank_nodes.size()),
                                                    h.straggler_window, h.straggler_min_slow,
                                                    h.straggler_factor);
+  for (int rank : started.straggler_ranks) w.stragglers->HoldEpisode(rank);
   watches_[started.ref] = std::move(w);
   ArmCheck();
 }

@@ -67,7 +67,14 @@ StragglerWindow::StragglerWindow(int world_size, int window, int min_slow, doubl
       factor_(factor),
       nodes_(world_),
       slow_count_(world_, 0),
-      armed_(world_, true) {}
+      armed_(world_, true),
+      held_(world_, false) {}
+
+void StragglerWindow::HoldEpisode(int rank) {
+  if (rank < 0 || rank >= world_) return;
+  armed_[rank] = false;
+  held_[rank] = true;
+}
 
 void StragglerWindow::Add(int rank, const std::string& node, int64_t step, const PhaseTimes& t) {
   if (rank < 0 || rank >= world_ || step < 0) return;
@@ -117,8 +124,11 @@ void StragglerWindow::OnComplete(int64_t step, std::vector<PhaseTimes> times) {
 }
 
 void StragglerWindow::Evaluate() {
+  const bool full = static_cast<int>(complete_.size()) == window_;
   for (int r = 0; r < world_; ++r) {
     if (slow_count_[r] < min_slow_) {
+      if (held_[r] && !full) continue;  // the steps before the restart are unknown
+      held_[r] = false;
       armed_[r] = true;
     } else if (armed_[r]) {
       armed_[r] = false;

@@ -8,6 +8,9 @@
 // not move its own yardstick). A rank with at least M slow steps in the window
 // raises one event; it raises another only after it has dropped below M (one
 // event per episode). Slowness is judged once per step, when it completes.
+// A window starts empty, so after a controller restart a rank named before it
+// is held (HoldEpisode): its episode may still run, and it raises nothing
+// until a whole window of K steps has seen it below M.
 //
 // Memory is O(world * K): at most K complete steps, and incomplete steps only
 // within K of the newest step seen (older ones, missing a record, are dropped).
@@ -56,6 +59,10 @@ class StragglerWindow {
   // window: K, min_slow: M (1..K), factor: F (> 1).
   StragglerWindow(int world_size, int window, int min_slow, double factor);
 
+  // The rank raised an event before this window began (a controller
+  // restart): its episode goes on until K complete steps have seen it below
+  // M, so one slow spell across the restart is one event, not two.
+  void HoldEpisode(int rank);
   // Records outside [0, world) or with a negative step are ignored.
   void Add(int rank, const std::string& node, int64_t step, const PhaseTimes& t);
   // The events raised since the last call.
@@ -93,6 +100,7 @@ class StragglerWindow {
   std::vector<std::string> nodes_;
   std::vector<int> slow_count_;  // per rank, over complete_
   std::vector<bool> armed_;
+  std::vector<bool> held_;  // HoldEpisode: re-armed only by a full window
   std::map<int64_t, Pending> pending_;
   std::map<int64_t, Complete> complete_;
   std::vector<StragglerEvent> events_;

@@ -73,6 +73,41 @@ TEST(StragglerWindowTest, ReArmsAfterTheEpisodeEnds) {
   EXPECT_EQ(events[0].window, 20);
 }
 
+TEST(StragglerWindowTest, AHeldRankRaisesNothingWhileItsEpisodeGoesOn) {
+  StragglerWindow w(4, 20, 10, 1.5);
+  w.HoldEpisode(0);
+  w.HoldEpisode(4);  // outside the world: ignored
+  auto slow0 = [](int r) { return r == 0 ? 2.0 : 1.0; };
+  for (int64_t s = 0; s < 60; ++s) Step(w, 4, s, slow0);
+  EXPECT_TRUE(w.TakeEvents().empty());
+  // Another rank's episode is its own.
+  for (int64_t s = 60; s < 70; ++s) Step(w, 4, s, [](int r) { return r <= 1 ? 2.0 : 1.0; });
+  auto events = w.TakeEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].rank, 1);
+}
+
+TEST(StragglerWindowTest, AHeldRankIsReArmedOnlyByAWholeWindowBelowTheMinimum) {
+  StragglerWindow w(4, 20, 10, 1.5);
+  w.HoldEpisode(0);
+  auto slow0 = [](int r) { return r == 0 ? 2.0 : 1.0; };
+  auto even = [](int) { return 1.0; };
+  int64_t s = 0;
+  // Ten slow steps by step 14 would raise an event, but the window is not yet
+  // whole: the spell may be the one raised before.
+  for (; s < 5; ++s) Step(w, 4, s, even);
+  for (; s < 20; ++s) Step(w, 4, s, slow0);
+  EXPECT_TRUE(w.TakeEvents().empty());
+  // The slow steps leave the window: below M over a whole window, re-armed.
+  for (; s < 40; ++s) Step(w, 4, s, even);
+  EXPECT_TRUE(w.TakeEvents().empty());
+  for (; s < 50; ++s) Step(w, 4, s, slow0);
+  auto events = w.TakeEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].rank, 0);
+  EXPECT_EQ(events[0].slow_steps, 10);
+}
+
 TEST(StragglerWindowTest, LateDuplicateAndMissingRecords) {
   StragglerWindow w(4, 10, 3, 1.5);
   auto slow3 = [](int r) { return r == 3 ? 4.0 : 1.0; };

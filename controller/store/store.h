@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "absl/status/statusor.h"
 #include "common/sqlite.h"
@@ -88,6 +89,9 @@ class Store {
   // The newest `limit`, oldest first.
   absl::StatusOr<std::vector<HealthEventRecord>> HealthEvents(const std::string& run_id,
                                                               int limit);
+  // The ranks named by the launch's events of one kind (e.g. "straggler").
+  absl::StatusOr<std::set<int>> RanksWithEvents(const std::string& run_id, int attempt,
+                                                int launch, const std::string& kind);
 
   absl::Status AddGateRecord(const std::string& run_id, const GateRecordRow& record);
   absl::StatusOr<std::vector<GateRecordRow>> GateRecords(const std::string& run_id, int attempt);

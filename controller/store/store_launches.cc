@@ -126,4 +126,19 @@ absl::StatusOr<std::vector<HealthEventRecord>> Store::HealthEvents(const std::st
   return out;
 }
 
+absl::StatusOr<std::set<int>> Store::RanksWithEvents(const std::string& run_id, int attempt,
+                                                    int launch, const std::string& kind) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "SELECT DISTINCT rank FROM health_events WHERE run_id = ? AND attempt = ? AND launch = ? "
+      "AND kind = ?"));
+  st.Bind(1, run_id).Bind(2, attempt).Bind(3, launch).Bind(4, kind);
+  std::set<int> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.insert(static_cast<int>(st.ColumnInt(0)));
+  }
+  return out;
+}
+
 }  // namespace trellis::controller

@@ -405,5 +405,25 @@ TEST_F(StoreTest, HealthEventsKeepTheNewestInOrder) {
   EXPECT_EQ((*last)[2].rank, 4);
 }
 
+TEST_F(StoreTest, RanksWithEventsAreTheLaunchsOwnOfThatKind) {
+  RunRecord r = NewRun("hello");
+  auto add = [&](int attempt, int launch, const char* kind, int rank) {
+    ASSERT_TRUE(store_->AddHealthEvent({r.run_id, attempt, launch, clock_.Now(), kind, rank,
+                                        "node1", "detail", "{}"}).ok());
+  };
+  add(1, 1, "straggler", 3);
+  add(1, 1, "straggler", 3);
+  add(1, 1, "straggler", 0);
+  add(1, 1, "hang", 1);
+  add(1, 2, "straggler", 2);
+  add(2, 1, "straggler", 5);
+  auto ranks = store_->RanksWithEvents(r.run_id, 1, 1, "straggler");
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  EXPECT_EQ(*ranks, (std::set<int>{0, 3}));
+  auto none = store_->RanksWithEvents(r.run_id, 3, 1, "straggler");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+}
+
 }  // namespace
 }  // namespace trellis::controller
