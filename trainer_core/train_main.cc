@@ -88,9 +88,8 @@ int main(int argc, char** argv) {
       nccl_log = trellis::train::SetUpNcclLog(comm_options.rank, checkpoint_dir);
       blocking_wait_note = trellis::train::TurnOffNcclBlockingWait();
     }
-    auto comm = trellis::train::ConnectComm(comm_options);
     trellis::train::TrainerOptions options;
-    options.comm = comm.get();
+    options.connect = comm_options;  // met once the spec and any resume are checked
     if (const char* local = std::getenv("LOCAL_WORLD_SIZE"))
       options.local_world_size = std::atoi(local);
     options.checkpoint_dir = checkpoint_dir;

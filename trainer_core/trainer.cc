@@ -91,6 +91,26 @@ TokenBatch RowsToDevice(const HostBatch& b, int64_t first, int64_t count, torch:
   return out;
 }
 
+// The step to resume from (kStartFresh: none; "latest" with no complete
+// checkpoint is none too), its manifest checked against the spec, the corpus
+// and the data position: all a rank can tell alone.
+int64_t CheckedResumeStep(const TrainerOptions& o, const spec::TrainerSpec& spec,
+                          const Corpus& corpus, const BatchSource& data) {
+  int64_t resume = o.resume_step;
+  if (resume != kStartFresh && o.checkpoint_dir.empty())
+    throw TrainError("resuming needs a checkpoint directory");
+  if (resume == kResumeLatest) resume = LatestCompleteStep(o.checkpoint_dir);
+  if (resume < 0) return kStartFresh;
+  const CheckpointMeta meta = CheckCheckpoint(o.checkpoint_dir, resume, spec);
+  if (meta.corpus_checksum != corpus.checksum)
+    throw TrainError("training.data: corpus " + spec.training.data +
+                     " is not the one the checkpoint was trained on (checksum differs)");
+  if (meta.rows_consumed != data.RowsBefore(meta.step))
+    throw TrainError("checkpoint step " + std::to_string(meta.step) +
+                     ": data position does not match training.global_batch");
+  return resume;
+}
+
 int64_t Targets(const HostBatch& b) {
   int64_t n = 0;
   for (int64_t t : b.targets) n += t != -1;
@@ -121,7 +141,9 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     if (!s.options.nccl_log.empty())
       s.nccl_log = std::make_unique<NcclLogFollower>(s.options.nccl_log);
     torch::manual_seed(t.seed);
-    if (!s.options.comm) s.own_comm = ConnectComm(CommOptions{});
+    // Before the rank meets its peers (TrainerOptions::connect says why).
+    const int64_t resume = CheckedResumeStep(s.options, spec, s.corpus, *s.data);
+    if (!s.options.comm) s.own_comm = ConnectComm(s.options.connect);
     s.comm = s.options.comm ? s.options.comm : s.own_comm.get();
     const int world = s.comm->size();
     if (t.global_batch % world != 0)
@@ -158,10 +180,6 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     AdamWOptions ao{t.adam_beta1, t.adam_beta2, t.adam_eps, t.weight_decay};
     s.optim = std::make_unique<ShardedOptimizer>(s.model.get(), mo, ao);
 
-    int64_t resume = s.options.resume_step;
-    if (resume != kStartFresh && s.options.checkpoint_dir.empty())
-      throw TrainError("resuming needs a checkpoint directory");
-    if (resume == kResumeLatest) resume = LatestCompleteStep(s.options.checkpoint_dir);
     if (resume >= 0) {
       const auto load_start = std::chrono::steady_clock::now();
       CheckpointMeta meta = LoadCheckpoint(s.options.checkpoint_dir, resume, spec, s.AllState(),
@@ -171,12 +189,6 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
         s.options.on_note(DescribeLoad(
             meta, std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start)
                       .count()));
-      if (meta.corpus_checksum != s.corpus.checksum)
-        throw TrainError("training.data: corpus " + t.data +
-                         " is not the one the checkpoint was trained on (checksum differs)");
-      if (meta.rows_consumed != s.data->RowsBefore(meta.step))
-        throw TrainError("checkpoint step " + std::to_string(meta.step) +
-                         ": data position does not match training.global_batch");
       s.step = s.checkpoint_step = meta.step;
     }
     SetUpSaveBehind();

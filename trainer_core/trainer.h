@@ -36,7 +36,12 @@ struct TrainerOptions {
   std::string checkpoint_dir;         // empty: never checkpoint
   int64_t resume_step = kStartFresh;  // a step number, kStartFresh or kResumeLatest
   StepCallback on_step;               // called once per step, after the optimizer
-  Comm* comm = nullptr;               // the ranks (parallel/comm.h); none: world 1
+  Comm* comm = nullptr;               // the ranks (parallel/comm.h), met by the caller
+  // With no `comm`: the ranks the trainer meets itself (world 1 by default),
+  // once it has checked what a rank can check alone (the spec against the
+  // corpus and any checkpoint it resumes), so that bad input ends every rank
+  // with its reason and none waits on a peer that already left.
+  CommOptions connect;
   int local_world_size = 0;           // ranks per node, the default parallel.node_size; 0: world
   // NCCL's log file (SetUpNcclLog's follow, parallel/nccl_log_file.h): read
   // after the first steps until a communicator's channel count is found, which

@@ -33,7 +33,7 @@ auto Guard(F&& f) {
 struct Trainer::State {
   spec::TrainerSpec spec;
   TrainerOptions options;
-  std::unique_ptr<Comm> own_comm;  // world 1 when the host gives none
+  std::unique_ptr<Comm> own_comm;  // met here (options.connect) when the host gives none
   Comm* comm = nullptr;
   ExpertMesh mesh;
   torch::Device device = torch::kCPU;

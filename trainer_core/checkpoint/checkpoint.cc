@@ -114,6 +114,27 @@ void CheckSpec(const Json& manifest, const spec::TrainerSpec& spec, const std::s
     throw TrainError("checkpoint " + path + " does not match the spec: " + mismatches);
 }
 
+// The step's manifest (into *manifest), checked against the spec, and the
+// fields a resume needs before any tensor is read.
+CheckpointMeta CheckedManifest(const std::string& step_dir, const spec::TrainerSpec& spec,
+                               Json* manifest) {
+  const std::string path = JoinPath(step_dir, "manifest.json");
+  if (!PathExists(path))
+    throw TrainError("checkpoint " + step_dir + ": no manifest.json (the step is incomplete)");
+  *manifest = ReadManifest(path);
+  CheckpointMeta meta;
+  try {
+    CheckSpec(*manifest, spec, path);
+    meta.step = manifest->at("step").get<int64_t>();
+    meta.rows_consumed = manifest->at("data").at("rows_consumed").get<int64_t>();
+    meta.corpus_checksum = manifest->at("data").at("corpus_fnv1a64").get<uint64_t>();
+  } catch (const Json::exception& e) {
+    throw TrainError("checkpoint manifest " + path + ": missing or mistyped field (" + e.what() +
+                     ")");
+  }
+  return meta;
+}
+
 // The saved shards in the order a rank looks in them for a tensor: those
 // already read first, then from the one at the rank's place in the saved
 // world (its own shard on the same mesh) on. A replicated tensor is then taken
@@ -287,21 +308,21 @@ std::string DescribeLoad(const CheckpointMeta& meta, double seconds) {
   return text;
 }
 
+CheckpointMeta CheckCheckpoint(const std::string& dir, int64_t step,
+                               const spec::TrainerSpec& spec) {
+  Json manifest;
+  return CheckedManifest(StepDir(dir, step), spec, &manifest);
+}
+
 CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::TrainerSpec& spec,
                               const NamedTensors& state, const Sharding& sharding) {
   const std::string step_dir = StepDir(dir, step);
   const std::string manifest_path = JoinPath(step_dir, "manifest.json");
-  if (!PathExists(manifest_path))
-    throw TrainError("checkpoint " + step_dir + ": no manifest.json (the step is incomplete)");
-  const Json manifest = ReadManifest(manifest_path);
-  CheckpointMeta meta;
+  Json manifest;
+  CheckpointMeta meta = CheckedManifest(step_dir, spec, &manifest);
   MeshInfo saved;
   Json shards;
   try {
-    CheckSpec(manifest, spec, manifest_path);
-    meta.step = manifest.at("step").get<int64_t>();
-    meta.rows_consumed = manifest.at("data").at("rows_consumed").get<int64_t>();
-    meta.corpus_checksum = manifest.at("data").at("corpus_fnv1a64").get<uint64_t>();
     const Json& m = manifest.at("mesh");
     saved = {m.at("world_size").get<int>(), m.at("node_size").get<int>(), m.at("ep").get<int>()};
     shards = manifest.at("shards");

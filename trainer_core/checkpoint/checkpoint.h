@@ -106,4 +106,12 @@ std::string DescribeLoad(const CheckpointMeta& meta, double seconds);
 CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::TrainerSpec& spec,
                               const NamedTensors& state, const Sharding& sharding = {});
 
+// What LoadCheckpoint checks first, with no tensor read and no peer: the step's
+// manifest exists and parses, and the spec identity matches. A rank checks a
+// resume so before it meets its peers, so that a resume that cannot work ends
+// every rank at once with its reason. Returns step, rows_consumed and
+// corpus_checksum; throws TrainError as LoadCheckpoint does.
+CheckpointMeta CheckCheckpoint(const std::string& dir, int64_t step,
+                               const spec::TrainerSpec& spec);
+
 }  // namespace trellis::train

@@ -106,10 +106,9 @@ int RunHostedRank(const spec::TrainerSpec& spec) {
       nccl_log = SetUpNcclLog(comm_options.rank, checkpoint_dir);
       blocking_wait_note = TurnOffNcclBlockingWait();  // nccl_log.h says why
     }
-    auto comm = ConnectComm(comm_options);
     StepSocket socket(Env("TRELLIS_STEP_SOCKET"));
     TrainerOptions options;
-    options.comm = comm.get();
+    options.connect = comm_options;  // met once the spec and any resume are checked
     options.local_world_size = std::atoi(Env("LOCAL_WORLD_SIZE").c_str());
     options.checkpoint_dir = checkpoint_dir;
     options.nccl_log = nccl_log.follow;

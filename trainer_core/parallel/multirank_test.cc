@@ -175,6 +175,17 @@ TEST_F(MultiRankTest, MismatchedSpecOnResumeIsAClearErrorOnEveryRank) {
               std::string::npos)
         << run.err;
   }
+  // Checked before the ranks meet: a rank alone (its rank 0 never starts)
+  // names the mismatch, not the store it cannot reach.
+  auto alone = RunWorld(1, {Spec(corpus, 64), "--checkpoint-dir", ckpt, "--resume", "latest"},
+                        dir_, 60s,
+                        {"RANK=1", "WORLD_SIZE=2",
+                         "MASTER_PORT=" + std::to_string(testing::FreePort()),
+                         "TRELLIS_COMM_TIMEOUT_S=30"});
+  EXPECT_TRUE(WIFEXITED(alone[0].status) && WEXITSTATUS(alone[0].status) == 1) << alone[0].status;
+  EXPECT_NE(alone[0].err.find("model.hidden is 32 in the checkpoint, 64 in the spec"),
+            std::string::npos)
+      << alone[0].err;
 }
 
 TEST_F(MultiRankTest, UnreachableStoreEndsTheRankWithinTheTimeout) {
