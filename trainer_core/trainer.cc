@@ -141,22 +141,25 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     if (!s.options.nccl_log.empty())
       s.nccl_log = std::make_unique<NcclLogFollower>(s.options.nccl_log);
     torch::manual_seed(t.seed);
-    // Before the rank meets its peers (TrainerOptions::connect says why).
+    // Before the rank meets its peers (TrainerOptions::connect says why): the
+    // resume, and the spec against the world it will meet.
     const int64_t resume = CheckedResumeStep(s.options, spec, s.corpus, *s.data);
-    if (!s.options.comm) s.own_comm = ConnectComm(s.options.connect);
-    s.comm = s.options.comm ? s.options.comm : s.own_comm.get();
-    const int world = s.comm->size();
+    const int world = s.options.comm ? s.options.comm->size() : s.options.connect.world;
+    const int rank = s.options.comm ? s.options.comm->rank() : s.options.connect.rank;
+    CheckRankInWorld(rank, world);
     if (t.global_batch % world != 0)
       throw TrainError("training.global_batch = " + std::to_string(t.global_batch) +
                        " is not a multiple of the world size " + std::to_string(world));
     if (auto why = spec::MicroBatchMismatch(t, world, "world " + std::to_string(world));
         !why.empty())
       throw TrainError("training.micro_batch: " + why);
-    s.mesh = PlanExpertMesh(world, s.comm->rank(), spec.parallel.node_size, spec.parallel.ep,
+    s.mesh = PlanExpertMesh(world, rank, spec.parallel.node_size, spec.parallel.ep,
                             spec.model.experts,
                             s.options.local_world_size > 0 ? s.options.local_world_size : world);
     if (auto why = spec::ExpertGroupsMismatch(spec.model, s.mesh.ep); !why.empty())
       throw TrainError("model.expert_groups: " + why);
+    if (!s.options.comm) s.own_comm = ConnectComm(s.options.connect);
+    s.comm = s.options.comm ? s.options.comm : s.own_comm.get();
     const Wire wire = spec.parallel.grad_reduce_dtype == "float32" ? Wire::kFp32 : Wire::kBf16;
     s.model = std::make_unique<ShardedModel>(spec.model, t.seq_len, t.seed, s.comm, s.mesh,
                                              s.device, wire,

@@ -272,6 +272,39 @@ TEST_F(TrainerTest, AMicroBatchThatDoesNotDivideTheRowsIsRefused) {
   }
 }
 
+// The spec is checked against the world the trainer will meet before it
+// meets it: rank 1 of 2, whose rank 0 never starts, names the spec's error,
+// not the store it cannot reach.
+TEST_F(TrainerTest, TheSpecMeetsItsWorldBeforeTheRanksDo) {
+  spec::TrainerSpec spec =
+      ParseSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}), 32));
+  spec.training.micro_batch = 3;
+  TrainerOptions options;
+  options.connect.rank = 1;
+  options.connect.world = 2;
+  options.connect.master_port = testing::FreePort();
+  options.connect.timeout = std::chrono::seconds(30);
+  try {
+    Trainer trainer(spec, options);
+    ADD_FAILURE() << "micro_batch 3 of 4 rows per rank was accepted";
+  } catch (const TrainError& e) {
+    EXPECT_NE(std::string(e.what()).find("training.micro_batch: 3 does not divide the 4 rows per "
+                                         "rank (training.global_batch 8 over world 2)"),
+              std::string::npos)
+        << e.what();
+  }
+  options.connect.rank = 2;
+  spec.training.micro_batch = 0;
+  try {
+    Trainer trainer(spec, options);
+    ADD_FAILURE() << "rank 2 of world 2 was accepted";
+  } catch (const TrainError& e) {
+    EXPECT_NE(std::string(e.what()).find("comm: rank 2 is outside world size 2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // training.deterministic sets ATen's process-wide choice of kernels both ways
 // (a trainer after another in one process gets its own) and says so in the
 // rank's description. The CPU's kernels are the same either way: the same

@@ -378,10 +378,14 @@ bool CpuRanksCanMeet() {
 #endif
 }
 
+void CheckRankInWorld(int rank, int world) {
+  if (world < 1 || rank < 0 || rank >= world)
+    throw TrainError("comm: rank " + std::to_string(rank) + " is outside world size " +
+                     std::to_string(world));
+}
+
 std::unique_ptr<Comm> ConnectComm(const CommOptions& options) {
-  if (options.world < 1 || options.rank < 0 || options.rank >= options.world)
-    throw TrainError("comm: rank " + std::to_string(options.rank) + " is outside world size " +
-                     std::to_string(options.world));
+  CheckRankInWorld(options.rank, options.world);
   if (options.world == 1) return std::make_unique<SoloComm>(options.cuda);
   return C10dComm::Connect(options);
 }

@@ -107,6 +107,8 @@ class Comm {
 // TrainError naming MASTER_ADDR:MASTER_PORT when the store or a peer cannot be
 // reached within options.timeout.
 std::unique_ptr<Comm> ConnectComm(const CommOptions& options);
+// Throws TrainError unless 0 <= rank < world (ConnectComm checks it first).
+void CheckRankInWorld(int rank, int world);
 
 // False in LibTorch builds without gloo (the python package's): CPU ranks
 // cannot meet there, only CUDA ranks over NCCL.
