@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <memory>
 
@@ -22,18 +23,33 @@ std::optional<int64_t> ParseCheckpointStepDir(const std::string& name) {
 }
 
 int64_t NewestCompleteCheckpoint(const std::string& dir) {
+  const std::vector<int64_t> steps = CompleteCheckpoints(dir);
+  return steps.empty() ? -1 : steps.back();
+}
+
+std::vector<int64_t> CompleteCheckpoints(const std::string& dir) {
+  std::vector<int64_t> steps;
   std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
-  if (!d) return -1;
-  int64_t newest = -1;
+  if (!d) return steps;
   while (const dirent* e = ::readdir(d.get())) {
     auto step = ParseCheckpointStepDir(e->d_name);
     struct stat st;
-    if (step && *step > newest &&
-        ::stat((dir + "/" + e->d_name + "/manifest.json").c_str(), &st) == 0 &&
+    if (step && ::stat((dir + "/" + e->d_name + "/manifest.json").c_str(), &st) == 0 &&
         S_ISREG(st.st_mode))
-      newest = *step;
+      steps.push_back(*step);
   }
-  return newest;
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::string DescribeSteps(const std::vector<int64_t>& steps, size_t most) {
+  if (steps.empty()) return "none";
+  const size_t first = steps.size() > most ? steps.size() - most : 0;
+  std::string out = first > 0 ? "..., " : "";
+  for (size_t i = first; i < steps.size(); ++i)
+    out += (i > first ? ", " : "") + std::to_string(steps[i]);
+  if (first > 0) out += " (" + std::to_string(steps.size()) + " in all)";
+  return out;
 }
 
 }  // namespace trellis

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace trellis {
 
@@ -16,5 +17,12 @@ std::optional<int64_t> ParseCheckpointStepDir(const std::string& name);
 // The newest complete step under `dir`, or -1 when there is none (or `dir`
 // does not exist yet).
 int64_t NewestCompleteCheckpoint(const std::string& dir);
+
+// Every complete step under `dir`, oldest first (none when `dir` does not
+// exist).
+std::vector<int64_t> CompleteCheckpoints(const std::string& dir);
+
+// "2, 4, 6", or "..., 40, 45, 50 (12 in all)" past `most`; "none" when empty.
+std::string DescribeSteps(const std::vector<int64_t>& steps, size_t most = 8);
 
 }  // namespace trellis

@@ -49,5 +49,21 @@ TEST_F(NewestCompleteCheckpointTest, NewestStepWithAManifestWins) {
   EXPECT_EQ(NewestCompleteCheckpoint(dir_), 200);
 }
 
+TEST_F(NewestCompleteCheckpointTest, CompleteStepsAreListedOldestFirst) {
+  EXPECT_TRUE(CompleteCheckpoints(dir_ + "/absent").empty());
+  Step("step-00000300", true);
+  Step("step-00000100", true);
+  Step("step-00000200", false);
+  Step("step-junk", true);
+  EXPECT_EQ(CompleteCheckpoints(dir_), (std::vector<int64_t>{100, 300}));
+}
+
+TEST(DescribeSteps, ListsTheNewestAndCountsTheRest) {
+  EXPECT_EQ(DescribeSteps({}), "none");
+  EXPECT_EQ(DescribeSteps({2, 4, 6}), "2, 4, 6");
+  EXPECT_EQ(DescribeSteps({5, 10, 15, 20, 25}, 3), "..., 15, 20, 25 (5 in all)");
+  EXPECT_EQ(DescribeSteps({5, 10, 15}, 3), "5, 10, 15");
+}
+
 }  // namespace
 }  // namespace trellis

@@ -116,11 +116,16 @@ void CheckSpec(const Json& manifest, const spec::TrainerSpec& spec, const std::s
 
 // The step's manifest (into *manifest), checked against the spec, and the
 // fields a resume needs before any tensor is read.
-CheckpointMeta CheckedManifest(const std::string& step_dir, const spec::TrainerSpec& spec,
-                               Json* manifest) {
+CheckpointMeta CheckedManifest(const std::string& dir, int64_t step,
+                               const spec::TrainerSpec& spec, Json* manifest) {
+  const std::string step_dir = StepDir(dir, step);
   const std::string path = JoinPath(step_dir, "manifest.json");
   if (!PathExists(path))
-    throw TrainError("checkpoint " + step_dir + ": no manifest.json (the step is incomplete)");
+    throw TrainError("checkpoint " + step_dir + ": " +
+                     (PathExists(step_dir) ? "no manifest.json (the step is incomplete)"
+                                           : "no such step") +
+                     "; the complete steps in " + dir + ": " +
+                     DescribeSteps(CompleteCheckpoints(dir)));
   *manifest = ReadManifest(path);
   CheckpointMeta meta;
   try {
@@ -311,7 +316,7 @@ std::string DescribeLoad(const CheckpointMeta& meta, double seconds) {
 CheckpointMeta CheckCheckpoint(const std::string& dir, int64_t step,
                                const spec::TrainerSpec& spec) {
   Json manifest;
-  return CheckedManifest(StepDir(dir, step), spec, &manifest);
+  return CheckedManifest(dir, step, spec, &manifest);
 }
 
 CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::TrainerSpec& spec,
@@ -319,7 +324,7 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
   const std::string step_dir = StepDir(dir, step);
   const std::string manifest_path = JoinPath(step_dir, "manifest.json");
   Json manifest;
-  CheckpointMeta meta = CheckedManifest(step_dir, spec, &manifest);
+  CheckpointMeta meta = CheckedManifest(dir, step, spec, &manifest);
   MeshInfo saved;
   Json shards;
   try {

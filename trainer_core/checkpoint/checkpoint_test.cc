@@ -129,7 +129,14 @@ TEST_F(CheckpointTest, AStepWithoutManifestDoesNotCount) {
   SaveAt(6);
   std::remove(ManifestPath(6).c_str());  // as if the process died before the rename
   EXPECT_EQ(LatestCompleteStep(dir_), 3);
-  ExpectLoadError(6, spec_, {StepDir(dir_, 6), "no manifest.json"});
+  ExpectLoadError(6, spec_,
+                  {StepDir(dir_, 6) + ": no manifest.json (the step is incomplete); the complete "
+                                      "steps in " + dir_ + ": 3"});
+  // A step that was never written (a mistyped --resume): named, with the ones there are.
+  ExpectLoadError(9, spec_, {StepDir(dir_, 9) + ": no such step; the complete steps in " + dir_ +
+                             ": 3"});
+  EXPECT_THROW(CheckCheckpoint(dir_, 9, spec_), TrainError);
+  EXPECT_EQ(CheckCheckpoint(dir_, 3, spec_).step, 3);
   EXPECT_EQ(LatestCompleteStep(dir_ + "/absent"), -1);
 }
 

@@ -106,7 +106,9 @@ TEST(CommTest, StartedCollectivesAreTimedAndExposedOnlyWhileWaitedFor) {
     comm->ResetTimes();
     auto ahead = dense->StartAllGather(shard, all);
     auto grads = StartReduceScatter(*dense, torch::ones({2 * n}), Wire::kFp32);
-    std::this_thread::sleep_for(300ms);  // "compute" while both travel
+    // "Compute" while both travel: long enough for both to end first even on a
+    // loaded machine (a peer descheduled for a while), so that none is exposed.
+    std::this_thread::sleep_for(1000ms);
     ahead->Wait();
     auto want = torch::cat({torch::full({n}, 1.0f), torch::full({n}, 2.0f)});
     if (!torch::equal(all, want)) return "started all-gather: wrong data";
