@@ -257,19 +257,25 @@ TEST_F(TrainerTest, MicroBatchesWithTheBalanceLossShareTheFirstCrossEntropy) {
   EXPECT_GT(param, 1e-5) << "the balance loss did not count";
 }
 
+// The TrainError a trainer of `spec` stops with at its start; "" if it starts.
+std::string StartError(const spec::TrainerSpec& spec, const TrainerOptions& options) {
+  try {
+    Trainer trainer(spec, options);
+  } catch (const TrainError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST_F(TrainerTest, AMicroBatchThatDoesNotDivideTheRowsIsRefused) {
   spec::TrainerSpec spec =
       ParseSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}), 32));
   spec.training.micro_batch = 3;
-  try {
-    Trainer trainer(spec, TrainerOptions{});
-    ADD_FAILURE() << "micro_batch 3 of 8 rows was accepted";
-  } catch (const TrainError& e) {
-    EXPECT_NE(std::string(e.what()).find("training.micro_batch: 3 does not divide the 8 rows per "
-                                         "rank (training.global_batch 8 over world 1)"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string error = StartError(spec, TrainerOptions{});
+  EXPECT_NE(error.find("training.micro_batch: 3 does not divide the 8 rows per rank "
+                       "(training.global_batch 8 over world 1)"),
+            std::string::npos)
+      << "micro_batch 3 of 8 rows: " << error;
 }
 
 // The spec is checked against the world the trainer will meet before it
@@ -284,25 +290,16 @@ TEST_F(TrainerTest, TheSpecMeetsItsWorldBeforeTheRanksDo) {
   options.connect.world = 2;
   options.connect.master_port = testing::FreePort();
   options.connect.timeout = std::chrono::seconds(30);
-  try {
-    Trainer trainer(spec, options);
-    ADD_FAILURE() << "micro_batch 3 of 4 rows per rank was accepted";
-  } catch (const TrainError& e) {
-    EXPECT_NE(std::string(e.what()).find("training.micro_batch: 3 does not divide the 4 rows per "
-                                         "rank (training.global_batch 8 over world 2)"),
-              std::string::npos)
-        << e.what();
-  }
+  std::string error = StartError(spec, options);
+  EXPECT_NE(error.find("training.micro_batch: 3 does not divide the 4 rows per rank "
+                       "(training.global_batch 8 over world 2)"),
+            std::string::npos)
+      << "micro_batch 3 of 4 rows per rank: " << error;
   options.connect.rank = 2;
   spec.training.micro_batch = 0;
-  try {
-    Trainer trainer(spec, options);
-    ADD_FAILURE() << "rank 2 of world 2 was accepted";
-  } catch (const TrainError& e) {
-    EXPECT_NE(std::string(e.what()).find("comm: rank 2 is outside world size 2"),
-              std::string::npos)
-        << e.what();
-  }
+  error = StartError(spec, options);
+  EXPECT_NE(error.find("comm: rank 2 is outside world size 2"), std::string::npos)
+      << "rank 2 of world 2: " << error;
 }
 
 // training.deterministic sets ATen's process-wide choice of kernels both ways
