@@ -5,6 +5,7 @@
 // program's and crash it. Torch-free.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,35 @@ std::vector<std::string> ListFilesRecursive(const std::string& dir);
 // with `what` and the path.
 std::string ReadFileUnderRoots(const std::string& path, const std::vector<std::string>& roots,
                                const std::string& what);
+
+// A file mapped read-only, opened and checked as ReadFileUnderRoots does. Its
+// pages are the page cache's: every process of the node that maps the file
+// shares one copy, read from disk as touched and reclaimable under memory
+// pressure, where a read copy is private to each process for its lifetime.
+// The file must not shrink while mapped (a read past its new end is SIGBUS):
+// replace it by writing a new file and renaming it into place.
+class MappedFile {
+ public:
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+  const char* data() const { return data_; }  // nullptr for an empty file
+  size_t size() const { return size_; }
+  // Advice for the kernel's read-ahead: one pass from start to end (true), or
+  // its default, for reads here and there (false).
+  void ReadInOrder(bool in_order) const;
+
+ private:
+  friend std::shared_ptr<const MappedFile> MapFileUnderRoots(const std::string&,
+                                                             const std::vector<std::string>&,
+                                                             const std::string&);
+  MappedFile(const char* data, size_t size) : data_(data), size_(size) {}
+  const char* data_;
+  size_t size_;
+};
+std::shared_ptr<const MappedFile> MapFileUnderRoots(const std::string& path,
+                                                    const std::vector<std::string>& roots,
+                                                    const std::string& what);
 
 // Throw TrainError naming the path on failure.
 void MakeDirs(const std::string& path);

@@ -13,6 +13,7 @@ namespace trellis::train {
 namespace {
 
 constexpr size_t kHeaderBytes = 40;
+constexpr uint64_t kFnvPrime = 0x100000001B3ull;
 
 template <typename T>
 T Load(const char* p) {
@@ -38,6 +39,21 @@ uint64_t PayloadChecksum(const Corpus& c) {
   return Fnv1a(c.tokens.data(), c.tokens.size() * sizeof(uint16_t), h);
 }
 
+// PayloadChecksum, and the largest token in `*max_token`, in one pass over
+// the tokens: a large corpus is read from disk once.
+uint64_t ChecksumAndLargestToken(const Corpus& c, uint16_t* max_token) {
+  uint64_t h = Fnv1a(c.doc_starts.data(), c.doc_starts.size() * sizeof(uint64_t));
+  const auto* bytes = reinterpret_cast<const unsigned char*>(c.tokens.data());
+  uint16_t largest = 0;
+  for (size_t i = 0; i < c.tokens.size(); ++i) {
+    h = (h ^ bytes[2 * i]) * kFnvPrime;
+    h = (h ^ bytes[2 * i + 1]) * kFnvPrime;
+    largest = std::max(largest, c.tokens[i]);
+  }
+  *max_token = largest;
+  return h;
+}
+
 bool LooksLikeText(const std::string& path, const std::string& head) {
   for (const char* ext : {".gz", ".xz", ".bz2", ".zst"})
     if (path.size() > std::strlen(ext) &&
@@ -50,20 +66,35 @@ bool LooksLikeText(const std::string& path, const std::string& head) {
 
 uint64_t Fnv1a(const void* data, size_t n, uint64_t h) {
   const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * kFnvPrime;
   return h;
 }
 
+Corpus OwnedCorpus(uint32_t vocab, std::vector<uint16_t> tokens, std::vector<uint64_t> doc_starts) {
+  struct Vectors {
+    std::vector<uint16_t> tokens;
+    std::vector<uint64_t> doc_starts;
+  };
+  auto owned = std::make_shared<Vectors>(Vectors{std::move(tokens), std::move(doc_starts)});
+  Corpus c;
+  c.vocab = vocab;
+  c.tokens = ConstSpan<uint16_t>(owned->tokens.data(), owned->tokens.size());
+  c.doc_starts = ConstSpan<uint64_t>(owned->doc_starts.data(), owned->doc_starts.size());
+  c.backing = std::move(owned);
+  c.checksum = PayloadChecksum(c);
+  return c;
+}
+
 Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_roots) {
-  const std::string bytes =
-      data_roots.empty() ? ReadFile(path, "corpus")
-                         : ReadFileUnderRoots(path, data_roots, "training.data: corpus");
+  const std::shared_ptr<const MappedFile> file =
+      MapFileUnderRoots(path, data_roots, data_roots.empty() ? "corpus" : "training.data: corpus");
+  const size_t size = file->size();
   // The file was read: what is wrong with it is wrong on every node.
   auto fail = [&](const std::string& why) { throw RefusedInput("corpus " + path + ": " + why); };
-  if (bytes.size() < kHeaderBytes)
-    fail("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the header");
-  if (std::memcmp(bytes.data(), kCorpusMagic, 8) != 0) fail("not a corpus file (bad magic)");
-  const char* p = bytes.data();
+  if (size < kHeaderBytes)
+    fail("truncated: " + std::to_string(size) + " bytes, shorter than the header");
+  const char* p = file->data();
+  if (std::memcmp(p, kCorpusMagic, 8) != 0) fail("not a corpus file (bad magic)");
   uint32_t version = Load<uint32_t>(p + 8);
   if (version != kCorpusVersion)
     fail("unsupported version " + std::to_string(version) + " (this build reads " +
@@ -76,24 +107,30 @@ Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_
   if (n > (uint64_t{1} << 40) || d > n)
     fail("header claims " + std::to_string(n) + " tokens and " + std::to_string(d) + " documents");
   uint64_t want = kHeaderBytes + 8 * d + 2 * n;
-  if (bytes.size() != want)
-    fail((bytes.size() < want ? "truncated: " : "trailing bytes: ") + std::to_string(bytes.size()) +
+  if (size != want)
+    fail((size < want ? "truncated: " : "trailing bytes: ") + std::to_string(size) +
          " bytes, the header implies " + std::to_string(want));
-  c.doc_starts.resize(d);
-  c.tokens.resize(n);
-  std::memcpy(c.doc_starts.data(), p + kHeaderBytes, 8 * d);
-  std::memcpy(c.tokens.data(), p + kHeaderBytes + 8 * d, 2 * n);
-  if (PayloadChecksum(c) != c.checksum) fail("checksum mismatch: the file is corrupt");
+  // The boundaries start at byte 40 and the tokens after them: both aligned
+  // for their type in a page-aligned mapping.
+  c.doc_starts = ConstSpan<uint64_t>(reinterpret_cast<const uint64_t*>(p + kHeaderBytes), d);
+  c.tokens = ConstSpan<uint16_t>(reinterpret_cast<const uint16_t*>(p + kHeaderBytes + 8 * d), n);
+  c.backing = file;
+  file->ReadInOrder(true);
+  uint16_t max_token = 0;
+  const uint64_t checksum = ChecksumAndLargestToken(c, &max_token);
+  file->ReadInOrder(false);  // training reads rows here and there
+  if (checksum != c.checksum) fail("checksum mismatch: the file is corrupt");
   if (n == 0 || d == 0) fail("empty corpus");
   if (c.doc_starts[0] != 0) fail("the first document must start at token 0");
   for (uint64_t i = 1; i < d; ++i)
     if (c.doc_starts[i] <= c.doc_starts[i - 1] || c.doc_starts[i] >= n)
       fail("document " + std::to_string(i) + " starts at " + std::to_string(c.doc_starts[i]) +
            ": boundaries must increase and lie below " + std::to_string(n));
-  for (uint64_t i = 0; i < n; ++i)
-    if (c.tokens[i] >= c.vocab)
-      fail("token " + std::to_string(i) + " is " + std::to_string(c.tokens[i]) +
-           ", not below the vocab size " + std::to_string(c.vocab));
+  if (max_token >= c.vocab)
+    for (uint64_t i = 0; i < n; ++i)
+      if (c.tokens[i] >= c.vocab)
+        fail("token " + std::to_string(i) + " is " + std::to_string(c.tokens[i]) +
+             ", not below the vocab size " + std::to_string(c.vocab));
   return c;
 }
 
@@ -134,8 +171,8 @@ Corpus BuildByteCorpus(const std::vector<std::string>& inputs, BuildStats* stats
       throw TrainError("input " + in + ": not a file or directory");
     }
   }
-  Corpus c;
-  c.vocab = kByteVocab;
+  std::vector<uint16_t> tokens;
+  std::vector<uint64_t> doc_starts;
   for (const auto& f : files) {
     std::string text = ReadFile(f, "input");
     if (text.empty() || !LooksLikeText(f, text.substr(0, 4096))) {
@@ -143,13 +180,12 @@ Corpus BuildByteCorpus(const std::vector<std::string>& inputs, BuildStats* stats
       continue;
     }
     ++stats->files_used;
-    c.doc_starts.push_back(c.tokens.size());
+    doc_starts.push_back(tokens.size());
     auto ids = ByteTokenize(text);
-    c.tokens.insert(c.tokens.end(), ids.begin(), ids.end());
+    tokens.insert(tokens.end(), ids.begin(), ids.end());
   }
-  if (c.tokens.empty()) throw TrainError("no text found in the inputs");
-  c.checksum = PayloadChecksum(c);
-  return c;
+  if (tokens.empty()) throw TrainError("no text found in the inputs");
+  return OwnedCorpus(kByteVocab, std::move(tokens), std::move(doc_starts));
 }
 
 }  // namespace trellis::train

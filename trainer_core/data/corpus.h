@@ -11,7 +11,9 @@
 //   ..  u16[N]   token ids
 // Torch-free.
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,20 +23,50 @@ inline constexpr char kCorpusMagic[8] = {'T', 'R', 'L', 'S', 'C', 'O', 'R', 'P'}
 inline constexpr uint32_t kCorpusVersion = 1;
 inline constexpr int kByteVocab = 256;
 
+// A read-only view of `size` values at `data`, owned elsewhere.
+template <typename T>
+class ConstSpan {
+ public:
+  ConstSpan() = default;
+  ConstSpan(const T* data, size_t size) : data_(data), size_(size) {}
+  const T* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  const T& back() const { return data_[size_ - 1]; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
+  std::vector<T> ToVector() const { return std::vector<T>(begin(), end()); }
+
+ private:
+  const T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A corpus in memory. Read from a file (ReadCorpus), the tokens and
+// boundaries are the file's mapped pages: the ranks of a node share one copy
+// in the page cache, which the kernel may drop and read again, so the gate
+// need not count it (docs/architecture.md). Built in memory (OwnedCorpus),
+// they live in vectors. Copies share the same `backing`.
 struct Corpus {
   uint32_t vocab = 0;
-  std::vector<uint16_t> tokens;
-  std::vector<uint64_t> doc_starts;
+  ConstSpan<uint16_t> tokens;
+  ConstSpan<uint64_t> doc_starts;
   uint64_t checksum = 0;  // as stored; identifies the data in checkpoints
+  std::shared_ptr<const void> backing;  // what the spans point into
 };
+
+// A corpus of these vectors, its checksum computed; nothing is checked.
+Corpus OwnedCorpus(uint32_t vocab, std::vector<uint16_t> tokens, std::vector<uint64_t> doc_starts);
 
 // FNV-1a 64, continued from `h` (so it can run over several buffers).
 uint64_t Fnv1a(const void* data, size_t n, uint64_t h = 0xCBF29CE484222325ull);
 
-// Throws TrainError naming the file and what is wrong (truncated, bad magic,
-// unsupported version, checksum mismatch, token out of range, bad boundaries).
-// `data_roots` given: the file must lie under one of them, checked on the
-// file as opened (files.h, ReadFileUnderRoots; RefusedInput otherwise).
+// Maps the file (files.h, MappedFile: it must not shrink while in use) and
+// checks all of it in one pass. Throws TrainError naming the file and what is
+// wrong (truncated, bad magic, unsupported version, checksum mismatch, token
+// out of range, bad boundaries). `data_roots` given: the file must lie under
+// one of them, checked on the file as opened (RefusedInput otherwise).
 Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_roots = {});
 // Writes to `path`.tmp then renames, so a reader never sees half a file.
 void WriteCorpus(const std::string& path, const Corpus& corpus);

@@ -70,7 +70,7 @@ TEST_F(CorpusTest, BuildsDocumentsInSortedOrderAndReadsBack) {
   EXPECT_EQ(c.vocab, 256u);
   std::string text(c.tokens.begin(), c.tokens.end());
   EXPECT_EQ(text, "alpha beta\ndelta epsilon zeta\ngamma\n");  // a, d, sub/b
-  EXPECT_EQ(c.doc_starts, (std::vector<uint64_t>{0, 11, 30}));
+  EXPECT_EQ(c.doc_starts.ToVector(), (std::vector<uint64_t>{0, 11, 30}));
 }
 
 // With data roots, what counts is the file as opened: a link inside a root
@@ -86,8 +86,8 @@ TEST_F(CorpusTest, DataRootsAreCheckedOnTheOpenedFile) {
   fs::create_symlink(corpus, dir_ / "root" / "out.bin");
   const std::vector<std::string> roots = {"/nonexistent-root", (dir_ / "root-link").string()};
 
-  EXPECT_EQ(ReadCorpus((dir_ / "root" / "in.bin").string(), roots).tokens,
-            ReadCorpus(corpus).tokens);
+  EXPECT_EQ(ReadCorpus((dir_ / "root" / "in.bin").string(), roots).tokens.ToVector(),
+            ReadCorpus(corpus).tokens.ToVector());
   EXPECT_EQ(ReadCorpus((dir_ / "root-link" / "inner" / "c.bin").string(), roots).vocab, 256u);
   const std::string out = (dir_ / "root" / "out.bin").string();
   try {
@@ -129,11 +129,53 @@ TEST_F(CorpusTest, OtherFilesAreRefusedByMagicAndVersion) {
   ExpectReadError((dir_ / "absent.bin").string(), "cannot open", /*refused=*/false);
 }
 
+TEST_F(CorpusTest, WellFormedFilesWithBadContentsAreRefused) {
+  ExpectReadError(Write("empty.bin", ""), "truncated: 0 bytes");
+  const std::string path = (dir_ / "bad.bin").string();
+  WriteCorpus(path, OwnedCorpus(100, {1, 2, 99, 100, 7}, {0}));  // its checksum is right
+  ExpectReadError(path, "token 3 is 100, not below the vocab size 100");
+  WriteCorpus(path, OwnedCorpus(256, {1, 2, 3, 4}, {0, 3, 2}));
+  ExpectReadError(path, "document 2 starts at 2: boundaries must increase");
+  WriteCorpus(path, OwnedCorpus(256, {1, 2, 3, 4}, {1}));
+  ExpectReadError(path, "the first document must start at token 0");
+  ExpectReadError((dir_ / "texts").string(), "not a regular file", /*refused=*/false);
+}
+
+// The address range of /proc/self/maps that holds `p`, with what is mapped
+// there ("" where nothing is).
+std::string MappingOf(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  for (std::string line; std::getline(maps, line);) {
+    uintptr_t from = 0, to = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &from, &to) == 2 && from <= at && at < to) return line;
+  }
+  return "";
+}
+
+// The tokens read are the file's own pages, not a copy in the rank's heap:
+// the ranks of a node share them and the kernel may drop them. A corpus
+// replaced by rename, as trellis-corpus writes one, leaves a reader on the
+// file it opened.
+TEST_F(CorpusTest, ReadTokensAreTheFilesPagesAndOutliveItsReplacement) {
+  const std::string path = (dir_ / "mapped.bin").string();
+  WriteCorpus(path, SyntheticCorpus(1000, 100000, 3));
+  const Corpus read = ReadCorpus(path);
+  const std::string mapping = MappingOf(read.tokens.data());
+  EXPECT_NE(mapping.find(fs::canonical(path).string()), std::string::npos) << mapping;
+  EXPECT_EQ(MappingOf(read.doc_starts.data()), mapping);
+  const Corpus copy = read;  // shares the mapping
+  EXPECT_EQ(copy.tokens.data(), read.tokens.data());
+
+  WriteCorpus(path, SyntheticCorpus(1000, 100000, 4));
+  EXPECT_EQ(copy.tokens.ToVector(), SyntheticCorpus(1000, 100000, 3).tokens.ToVector());
+  EXPECT_EQ(ReadCorpus(path).tokens.ToVector(), SyntheticCorpus(1000, 100000, 4).tokens.ToVector());
+}
+
 TEST_F(CorpusTest, RowsMaskTargetsAcrossDocumentsAndCoverEachEpoch) {
-  Corpus c;
-  c.vocab = 256;
-  for (int i = 0; i < 101; ++i) c.tokens.push_back(i);
-  c.doc_starts = {0, 7, 30, 31, 64};
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 101; ++i) tokens.push_back(i);
+  const Corpus c = OwnedCorpus(256, std::move(tokens), {0, 7, 30, 31, 64});
   BatchSource source(&c, /*seq_len=*/10, /*global_batch=*/5, /*seed=*/99);
   ASSERT_EQ(source.num_rows(), 10);
   std::set<int64_t> first_epoch;
@@ -165,20 +207,18 @@ TEST_F(CorpusTest, RowsMaskTargetsAcrossDocumentsAndCoverEachEpoch) {
 }
 
 TEST_F(CorpusTest, TooSmallForOneRowIsAClearError) {
-  Corpus c;
-  c.vocab = 256;
-  c.tokens = {1, 2, 3};
-  c.doc_starts = {0};
+  const Corpus c = OwnedCorpus(256, {1, 2, 3}, {0});
   EXPECT_THROW(BatchSource(&c, 8, 1, 1), RefusedInput);
 }
 
 TEST(SyntheticCorpusTest, DocumentsOfDocTokensCarryTheSameTokens) {
   const Corpus one = SyntheticCorpus(1000, 1000, 7);
   const Corpus split = SyntheticCorpus(1000, 1000, 7, 300);
-  EXPECT_EQ(split.tokens, one.tokens);
-  EXPECT_EQ(one.doc_starts, std::vector<uint64_t>{0});
-  EXPECT_EQ(split.doc_starts, (std::vector<uint64_t>{0, 300, 600, 900}));  // the last is shorter
-  EXPECT_EQ(SyntheticCorpus(1000, 1000, 7, 1000).doc_starts, std::vector<uint64_t>{0});
+  EXPECT_EQ(split.tokens.ToVector(), one.tokens.ToVector());
+  EXPECT_EQ(one.doc_starts.ToVector(), std::vector<uint64_t>{0});
+  // The last is shorter.
+  EXPECT_EQ(split.doc_starts.ToVector(), (std::vector<uint64_t>{0, 300, 600, 900}));
+  EXPECT_EQ(SyntheticCorpus(1000, 1000, 7, 1000).doc_starts.ToVector(), std::vector<uint64_t>{0});
   EXPECT_THROW(SyntheticCorpus(1000, 1000, 7, 1), TrainError);  // nothing to predict
   EXPECT_THROW(SyntheticCorpus(1000, 1000, 7, -4), TrainError);
 }
@@ -223,10 +263,11 @@ TEST_F(CorpusCliTest, SyntheticWritesDocumentsOfDocTokens) {
   ASSERT_EQ(Run("synthetic " + path + " 1000 5000 9 512", &out), 0) << out;
   EXPECT_NE(out.find("5000 tokens, 10 documents, vocab 1000"), std::string::npos) << out;
   const Corpus c = ReadCorpus(path);
-  EXPECT_EQ(c.tokens, SyntheticCorpus(1000, 5000, 9).tokens);
-  EXPECT_EQ(c.doc_starts, SyntheticCorpus(1000, 5000, 9, 512).doc_starts);
+  EXPECT_EQ(c.tokens.ToVector(), SyntheticCorpus(1000, 5000, 9).tokens.ToVector());
+  EXPECT_EQ(c.doc_starts.ToVector(), SyntheticCorpus(1000, 5000, 9, 512).doc_starts.ToVector());
   ASSERT_EQ(Run("synthetic " + path + " 1000 5000", &out), 0) << out;  // seed 1234, one document
-  EXPECT_EQ(ReadCorpus(path).tokens, SyntheticCorpus(1000, 5000, 1234).tokens);
+  EXPECT_EQ(ReadCorpus(path).tokens.ToVector(),
+            SyntheticCorpus(1000, 5000, 1234).tokens.ToVector());
   EXPECT_NE(out.find("5000 tokens, 1 document, vocab 1000"), std::string::npos) << out;
 }
 

@@ -21,15 +21,13 @@ namespace {
 // Documents whose lengths follow a log-normal law (median `median` tokens),
 // as text corpora do: many short documents and a few long ones.
 Corpus RandomCorpus(std::mt19937_64& rng, int64_t tokens, double median) {
-  Corpus c;
-  c.vocab = 256;
-  c.tokens.resize(static_cast<size_t>(tokens));
+  std::vector<uint64_t> starts;
   std::lognormal_distribution<double> length(std::log(median), 1.5);
   for (uint64_t start = 0; start < static_cast<uint64_t>(tokens);) {
-    c.doc_starts.push_back(start);
+    starts.push_back(start);
     start += 1 + static_cast<uint64_t>(length(rng));
   }
-  return c;
+  return OwnedCorpus(256, std::vector<uint16_t>(static_cast<size_t>(tokens)), std::move(starts));
 }
 
 // The reference: each token's document found on its own, then the run lengths.
@@ -60,9 +58,8 @@ TEST(RowOrderTest, RowCostsAreTheSquaredDocumentLengthsOfEachRow) {
     for (int64_t r = 0; r < rows; ++r)
       ASSERT_EQ(costs[r], CostByTokens(c, seq_len, r)) << "row " << r << ", median " << median;
   }
-  Corpus one;  // one document: every row costs seq_len^2
-  one.tokens.resize(1000);
-  one.doc_starts = {0};
+  const Corpus one = OwnedCorpus(256, std::vector<uint16_t>(1000), {0});  // one document:
+  // every row costs seq_len^2
   for (uint64_t cost : RowAttentionCosts(one, 100, 9)) EXPECT_EQ(cost, 100u * 100u);
 }
 

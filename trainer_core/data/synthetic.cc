@@ -26,27 +26,26 @@ Corpus SyntheticCorpus(uint32_t vocab, int64_t tokens, uint64_t seed, int64_t do
   if (doc_tokens < 0 || doc_tokens == 1)
     throw TrainError("synthetic corpus: doc_tokens must be 0 (one document) or at least 2, got " +
                      std::to_string(doc_tokens));
-  Corpus c;
-  c.vocab = vocab;
+  std::vector<uint64_t> doc_starts;
   const int64_t per_doc = doc_tokens == 0 ? tokens : doc_tokens;
   for (int64_t start = 0; start < tokens; start += per_doc)
-    c.doc_starts.push_back(static_cast<uint64_t>(start));
-  c.tokens.resize(tokens);
+    doc_starts.push_back(static_cast<uint64_t>(start));
+  std::vector<uint16_t> ids(static_cast<size_t>(tokens));
   const uint64_t draw = ParamSeed(seed, "synthetic.draw");
   const uint64_t successor = ParamSeed(seed, "synthetic.successor");
-  c.tokens[0] = Skewed(vocab, CounterUniform(draw, 0));
+  ids[0] = Skewed(vocab, CounterUniform(draw, 0));
   for (int64_t i = 1; i < tokens; ++i) {
     const uint64_t h = CounterHash(draw, 2 * static_cast<uint64_t>(i));
     const double u = CounterUniform(draw, 2 * static_cast<uint64_t>(i) + 1);
     if (static_cast<double>(h >> 11) * 0x1.0p-53 < kFollowProbability) {
       // One of the previous token's fixed successors.
-      const uint64_t which = c.tokens[i - 1] * uint64_t{kSuccessors} + (h % kSuccessors);
-      c.tokens[i] = Skewed(vocab, CounterUniform(successor, which));
+      const uint64_t which = ids[i - 1] * uint64_t{kSuccessors} + (h % kSuccessors);
+      ids[i] = Skewed(vocab, CounterUniform(successor, which));
     } else {
-      c.tokens[i] = Skewed(vocab, u);
+      ids[i] = Skewed(vocab, u);
     }
   }
-  return c;
+  return OwnedCorpus(vocab, std::move(ids), std::move(doc_starts));
 }
 
 }  // namespace trellis::train
