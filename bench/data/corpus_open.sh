@@ -8,7 +8,7 @@
 # (shared by the ranks, reclaimable).
 # Usage: bench/data/corpus_open.sh LABEL
 #   env: BUILD_DIR=build, OUT=bench/results, TOKENS=500000000, RANKS=2,
-#        BASELINE=<an earlier run's .json, tabled beside this one>
+#        BASELINE="<earlier runs' .json files, tabled before this one>"
 # Writes OUT/corpus-open-<date>-LABEL.json and .md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -51,11 +51,11 @@ doc = {"benchmark": "corpus-open", "label": label, "date": machine.now_utc(),
        "machine": machine.describe(), "command": command, "file_bytes": int(file_bytes),
        "summary": summary(ranks), "ranks": ranks}
 json.dump(doc, open(prefix + ".json", "w"), indent=1)
-runs = ([json.load(open(baseline))] if baseline else []) + [doc]
+runs = [json.load(open(b)) for b in baseline.split()] + [doc]
 gib = lambda b: f"{b / 2**30:.2f} GiB"
 md = [f"# Opening the corpus: time and memory per rank ({doc['date'][:10]})", "",
       f"- Machine: {doc['machine']}", f"- Command: `{command}`" +
-      (f"; beside it `{runs[0]['command']}` of {runs[0]['date'][:10]}" if baseline else ""),
+      "".join(f"; beside it `{r['command']}` of {r['date'][:10]}" for r in runs[:-1]),
       f"- Corpus: synthetic, {doc['summary']['tokens']:,} tokens in "
       f"{doc['summary']['documents']:,} documents, a file of {gib(doc['file_bytes'])}, in the "
       "page cache (just written). The ranks open it at the same time, each under a data root.",

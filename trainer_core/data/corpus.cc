@@ -6,13 +6,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "trainer_core/checkpoint/xxhash64.h"
+#include "trainer_core/data/corpus_chunks.h"
 #include "trainer_core/error.h"
 #include "trainer_core/files.h"
 
 namespace trellis::train {
 namespace {
 
-constexpr size_t kHeaderBytes = 40;
+constexpr size_t kHeaderBytesV1 = 40, kHeaderBytesV2 = 48;
 constexpr uint64_t kFnvPrime = 0x100000001B3ull;
 
 template <typename T>
@@ -34,14 +36,9 @@ std::string ReadFile(const std::string& path, const char* what) {
   return s.str();
 }
 
-uint64_t PayloadChecksum(const Corpus& c) {
-  uint64_t h = Fnv1a(c.doc_starts.data(), c.doc_starts.size() * sizeof(uint64_t));
-  return Fnv1a(c.tokens.data(), c.tokens.size() * sizeof(uint16_t), h);
-}
-
-// PayloadChecksum, and the largest token in `*max_token`, in one pass over
-// the tokens: a large corpus is read from disk once.
-uint64_t ChecksumAndLargestToken(const Corpus& c, uint16_t* max_token) {
+// A version-1 corpus's checksum, and the largest token in `*max_token`, in
+// one pass over the tokens.
+uint64_t V1ChecksumAndLargestToken(const Corpus& c, uint16_t* max_token) {
   uint64_t h = Fnv1a(c.doc_starts.data(), c.doc_starts.size() * sizeof(uint64_t));
   const auto* bytes = reinterpret_cast<const unsigned char*>(c.tokens.data());
   uint16_t largest = 0;
@@ -52,6 +49,14 @@ uint64_t ChecksumAndLargestToken(const Corpus& c, uint16_t* max_token) {
   }
   *max_token = largest;
   return h;
+}
+
+// A version-2 corpus's checksum: of its boundaries, then its chunk checksums.
+uint64_t Identity(ConstSpan<uint64_t> doc_starts, ConstSpan<uint64_t> chunk_sums) {
+  Xxh64 h;
+  h.Update(doc_starts.data(), doc_starts.size() * sizeof(uint64_t));
+  h.Update(chunk_sums.data(), chunk_sums.size() * sizeof(uint64_t));
+  return h.Digest();
 }
 
 bool LooksLikeText(const std::string& path, const std::string& head) {
@@ -81,7 +86,9 @@ Corpus OwnedCorpus(uint32_t vocab, std::vector<uint16_t> tokens, std::vector<uin
   c.tokens = ConstSpan<uint16_t>(owned->tokens.data(), owned->tokens.size());
   c.doc_starts = ConstSpan<uint64_t>(owned->doc_starts.data(), owned->doc_starts.size());
   c.backing = std::move(owned);
-  c.checksum = PayloadChecksum(c);
+  const std::vector<uint64_t> sums =
+      ChunkChecksums(c.tokens.data(), c.tokens.size(), kCorpusChunkTokens);
+  c.checksum = Identity(c.doc_starts, ConstSpan<uint64_t>(sums.data(), sums.size()));
   return c;
 }
 
@@ -91,35 +98,59 @@ Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_
   const size_t size = file->size();
   // The file was read: what is wrong with it is wrong on every node.
   auto fail = [&](const std::string& why) { throw RefusedInput("corpus " + path + ": " + why); };
-  if (size < kHeaderBytes)
+  auto truncated = [&] {
     fail("truncated: " + std::to_string(size) + " bytes, shorter than the header");
+  };
+  if (size < kHeaderBytesV1) truncated();
   const char* p = file->data();
   if (std::memcmp(p, kCorpusMagic, 8) != 0) fail("not a corpus file (bad magic)");
-  uint32_t version = Load<uint32_t>(p + 8);
-  if (version != kCorpusVersion)
-    fail("unsupported version " + std::to_string(version) + " (this build reads " +
-         std::to_string(kCorpusVersion) + ")");
+  const uint32_t version = Load<uint32_t>(p + 8);
+  if (version != 1 && version != 2)
+    fail("unsupported version " + std::to_string(version) + " (this build reads 1 and 2)");
+  const size_t header = version == 1 ? kHeaderBytesV1 : kHeaderBytesV2;
+  if (size < header) truncated();
   Corpus c;
+  c.version = version;
   c.vocab = Load<uint32_t>(p + 12);
-  uint64_t n = Load<uint64_t>(p + 16), d = Load<uint64_t>(p + 24);
+  const uint64_t n = Load<uint64_t>(p + 16), d = Load<uint64_t>(p + 24);
   c.checksum = Load<uint64_t>(p + 32);
   if (c.vocab < 2 || c.vocab > 65536) fail("vocab " + std::to_string(c.vocab) + " out of range");
   if (n > (uint64_t{1} << 40) || d > n)
     fail("header claims " + std::to_string(n) + " tokens and " + std::to_string(d) + " documents");
-  uint64_t want = kHeaderBytes + 8 * d + 2 * n;
+  const uint64_t chunk_tokens = version == 1 ? 0 : Load<uint64_t>(p + 40);
+  if (version == 2 && (chunk_tokens == 0 || chunk_tokens > (uint64_t{1} << 40)))
+    fail("header claims " + std::to_string(chunk_tokens) +
+         " tokens per chunk (accepted: 1 to 2^40)");
+  const uint64_t chunks = version == 1 ? 0 : ChunkCount(n, chunk_tokens);
+  const uint64_t want = header + 8 * d + 8 * chunks + 2 * n;
   if (size != want)
     fail((size < want ? "truncated: " : "trailing bytes: ") + std::to_string(size) +
          " bytes, the header implies " + std::to_string(want));
-  // The boundaries start at byte 40 and the tokens after them: both aligned
-  // for their type in a page-aligned mapping.
-  c.doc_starts = ConstSpan<uint64_t>(reinterpret_cast<const uint64_t*>(p + kHeaderBytes), d);
-  c.tokens = ConstSpan<uint16_t>(reinterpret_cast<const uint16_t*>(p + kHeaderBytes + 8 * d), n);
+  // The arrays start at a multiple of 8 bytes in a page-aligned mapping: each
+  // is aligned for its type.
+  const char* starts = p + header;
+  const auto* chunk_sums = reinterpret_cast<const uint64_t*>(starts + 8 * d);
+  c.doc_starts = ConstSpan<uint64_t>(reinterpret_cast<const uint64_t*>(starts), d);
+  c.tokens = ConstSpan<uint16_t>(reinterpret_cast<const uint16_t*>(starts + 8 * d + 8 * chunks), n);
   c.backing = file;
   file->ReadInOrder(true);
   uint16_t max_token = 0;
-  const uint64_t checksum = ChecksumAndLargestToken(c, &max_token);
+  if (version == 1) {
+    if (V1ChecksumAndLargestToken(c, &max_token) != c.checksum)
+      fail("checksum mismatch: the file is corrupt");
+  } else {
+    if (Identity(c.doc_starts, ConstSpan<uint64_t>(chunk_sums, chunks)) != c.checksum)
+      fail("checksum mismatch in the document boundaries or chunk checksums: the file is corrupt");
+    const ChunkCheck check =
+        CheckChunks(c.tokens.data(), n, chunk_tokens, chunk_sums, CorpusCheckThreads());
+    if (check.first_bad_chunk < chunks)
+      fail("checksum mismatch in tokens " + std::to_string(check.first_bad_chunk * chunk_tokens) +
+           " to " + std::to_string(std::min(n, (check.first_bad_chunk + 1) * chunk_tokens) - 1) +
+           " (chunk " + std::to_string(check.first_bad_chunk) + " of " + std::to_string(chunks) +
+           "): the file is corrupt");
+    max_token = check.largest_token;
+  }
   file->ReadInOrder(false);  // training reads rows here and there
-  if (checksum != c.checksum) fail("checksum mismatch: the file is corrupt");
   if (n == 0 || d == 0) fail("empty corpus");
   if (c.doc_starts[0] != 0) fail("the first document must start at token 0");
   for (uint64_t i = 1; i < d; ++i)
@@ -135,21 +166,28 @@ Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_
 }
 
 void WriteCorpus(const std::string& path, const Corpus& corpus) {
-  std::string out(kCorpusMagic, 8);
-  Append<uint32_t>(&out, kCorpusVersion);
-  Append<uint32_t>(&out, corpus.vocab);
-  Append<uint64_t>(&out, corpus.tokens.size());
-  Append<uint64_t>(&out, corpus.doc_starts.size());
-  Append<uint64_t>(&out, PayloadChecksum(corpus));
-  out.append(reinterpret_cast<const char*>(corpus.doc_starts.data()),
-             corpus.doc_starts.size() * sizeof(uint64_t));
-  out.append(reinterpret_cast<const char*>(corpus.tokens.data()),
-             corpus.tokens.size() * sizeof(uint16_t));
+  const std::vector<uint64_t> chunk_sums =
+      ChunkChecksums(corpus.tokens.data(), corpus.tokens.size(), kCorpusChunkTokens);
+  std::string header(kCorpusMagic, 8);
+  Append<uint32_t>(&header, kCorpusVersion);
+  Append<uint32_t>(&header, corpus.vocab);
+  Append<uint64_t>(&header, corpus.tokens.size());
+  Append<uint64_t>(&header, corpus.doc_starts.size());
+  Append<uint64_t>(&header, Identity(corpus.doc_starts,
+                                     ConstSpan<uint64_t>(chunk_sums.data(), chunk_sums.size())));
+  Append<uint64_t>(&header, kCorpusChunkTokens);
   const std::string tmp = path + ".tmp";
   {
+    // Straight from the arrays: a large corpus is not copied into one buffer first.
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f.write(out.data(), static_cast<std::streamsize>(out.size())) || !f.flush())
-      throw TrainError("corpus " + tmp + ": write failed");
+    auto put = [&](const void* data, size_t bytes) {
+      f.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+    };
+    put(header.data(), header.size());
+    put(corpus.doc_starts.data(), corpus.doc_starts.size() * sizeof(uint64_t));
+    put(chunk_sums.data(), chunk_sums.size() * sizeof(uint64_t));
+    put(corpus.tokens.data(), corpus.tokens.size() * sizeof(uint16_t));
+    if (!f.flush()) throw TrainError("corpus " + tmp + ": write failed");
   }
   RenamePath(tmp, path);
 }

@@ -1,14 +1,20 @@
 #pragma once
 // The pre-tokenized corpus: token ids plus document boundaries, one file.
-// Layout (little-endian), documented in trainer_core/README.md:
+// Layout (little-endian), documented in trainer_core/README.md. Version 2,
+// which this build writes:
 //   0   char[8]  magic "TRLSCORP"
-//   8   u32      version (1)
+//   8   u32      version (2)
 //   12  u32      vocab size (token ids are < vocab; at most 65536)
 //   16  u64      number of tokens N
 //   24  u64      number of documents D
-//   32  u64      FNV-1a 64 checksum of everything after the header
-//   40  u64[D]   first token of each document (0, strictly increasing, < N)
+//   32  u64      checksum: XXH64 of the boundaries and chunk checksums (the
+//                two arrays below them, as stored), the corpus's identity
+//   40  u64      tokens per chunk K (>= 1)
+//   48  u64[D]   first token of each document (0, strictly increasing, < N)
+//   ..  u64[C]   XXH64 of each chunk of K tokens' bytes, C = ceil(N / K)
 //   ..  u16[N]   token ids
+// Version 1 (still read): a 40-byte header without K, its checksum FNV-1a 64
+// of the boundaries and tokens, then u64[D] and u16[N].
 // Torch-free.
 
 #include <cstddef>
@@ -20,7 +26,7 @@
 namespace trellis::train {
 
 inline constexpr char kCorpusMagic[8] = {'T', 'R', 'L', 'S', 'C', 'O', 'R', 'P'};
-inline constexpr uint32_t kCorpusVersion = 1;
+inline constexpr uint32_t kCorpusVersion = 2;  // written; 1 is read too
 inline constexpr int kByteVocab = 256;
 
 // A read-only view of `size` values at `data`, owned elsewhere.
@@ -53,6 +59,7 @@ struct Corpus {
   ConstSpan<uint16_t> tokens;
   ConstSpan<uint64_t> doc_starts;
   uint64_t checksum = 0;  // as stored; identifies the data in checkpoints
+  uint32_t version = kCorpusVersion;  // of the file it was read from
   std::shared_ptr<const void> backing;  // what the spans point into
 };
 

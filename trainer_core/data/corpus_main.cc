@@ -1,5 +1,6 @@
 // trellis-corpus build OUT.bin FILE_OR_DIR...   byte-level corpus from text files
 // trellis-corpus info FILE.bin                  verify a corpus and print its size
+// trellis-corpus upgrade IN.bin OUT.bin         rewrite a corpus in the current format
 // trellis-corpus synthetic OUT.bin VOCAB TOKENS [SEED [DOC_TOKENS]]
 //                                               synthetic text (data/synthetic.h): one
 //                                               document, or documents of DOC_TOKENS
@@ -19,6 +20,7 @@ int Usage() {
   std::fprintf(stderr,
                "usage: trellis-corpus build OUT.bin FILE_OR_DIR...\n"
                "       trellis-corpus info FILE.bin\n"
+               "       trellis-corpus upgrade IN.bin OUT.bin\n"
                "       trellis-corpus synthetic OUT.bin VOCAB TOKENS [SEED [DOC_TOKENS]]\n");
   return 2;
 }
@@ -67,9 +69,22 @@ int main(int argc, char** argv) {
     }
     if (verb == "info" && argc == 3) {
       Corpus c = ReadCorpus(argv[2]);
-      std::printf("%s: ok, vocab %u, %zu tokens, %zu documents, fnv1a64 %016llx\n", argv[2],
-                  c.vocab, c.tokens.size(), c.doc_starts.size(),
+      std::printf("%s: ok, format version %u, vocab %u, %zu tokens, %zu documents, "
+                  "checksum %016llx\n",
+                  argv[2], c.version, c.vocab, c.tokens.size(), c.doc_starts.size(),
                   static_cast<unsigned long long>(c.checksum));
+      return 0;
+    }
+    if (verb == "upgrade" && argc == 4) {
+      const Corpus c = ReadCorpus(argv[2]);
+      WriteCorpus(argv[3], c);
+      const Corpus written = ReadCorpus(argv[3]);
+      std::printf("%s: format version %u -> %u, the same %zu tokens and %zu documents, checksum "
+                  "%016llx -> %016llx (checkpoints of runs on the old file do not resume on the "
+                  "new one)\n",
+                  argv[3], c.version, written.version, written.tokens.size(),
+                  written.doc_starts.size(), static_cast<unsigned long long>(c.checksum),
+                  static_cast<unsigned long long>(written.checksum));
       return 0;
     }
   } catch (const TrainError& e) {

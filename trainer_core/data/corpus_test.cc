@@ -10,6 +10,7 @@
 #include <set>
 
 #include "trainer_core/data/batches.h"
+#include "trainer_core/data/corpus_chunks.h"
 #include "trainer_core/data/synthetic.h"
 #include "trainer_core/error.h"
 #include "trainer_core/file_test_util.h"
@@ -172,6 +173,92 @@ TEST_F(CorpusTest, ReadTokensAreTheFilesPagesAndOutliveItsReplacement) {
   EXPECT_EQ(ReadCorpus(path).tokens.ToVector(), SyntheticCorpus(1000, 100000, 4).tokens.ToVector());
 }
 
+// A version-1 file, laid out by hand: 40-byte header, FNV-1a 64 of the
+// boundaries and tokens, no chunk checksums.
+std::string V1File(uint32_t vocab, const std::vector<uint16_t>& tokens,
+                   const std::vector<uint64_t>& starts) {
+  std::string out(kCorpusMagic, 8);
+  auto put = [&out](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
+  const uint32_t version = 1;
+  const uint64_t n = tokens.size(), d = starts.size();
+  const uint64_t sum = Fnv1a(tokens.data(), 2 * n, Fnv1a(starts.data(), 8 * d));
+  put(&version, 4);
+  put(&vocab, 4);
+  put(&n, 8);
+  put(&d, 8);
+  put(&sum, 8);
+  put(starts.data(), 8 * d);
+  put(tokens.data(), 2 * n);
+  return out;
+}
+
+// Version-1 files still read, checked as before; rewritten, they become
+// version 2 with the same tokens and another checksum.
+TEST_F(CorpusTest, VersionOneFilesStillRead) {
+  const Corpus synthetic = SyntheticCorpus(500, 30000, 5, 1000);
+  const std::string path = Write(
+      "v1.bin", V1File(500, synthetic.tokens.ToVector(), synthetic.doc_starts.ToVector()));
+  const Corpus v1 = ReadCorpus(path);
+  EXPECT_EQ(v1.version, 1u);
+  EXPECT_EQ(v1.vocab, 500u);
+  EXPECT_EQ(v1.tokens.ToVector(), synthetic.tokens.ToVector());
+  EXPECT_EQ(v1.doc_starts.ToVector(), synthetic.doc_starts.ToVector());
+  const uint64_t fnv_of_starts =
+      Fnv1a(synthetic.doc_starts.data(), 8 * synthetic.doc_starts.size());
+  EXPECT_EQ(v1.checksum,
+            Fnv1a(synthetic.tokens.data(), 2 * synthetic.tokens.size(), fnv_of_starts));
+  const std::string v2 = (dir_ / "v2.bin").string();
+  WriteCorpus(v2, v1);
+  const Corpus rewritten = ReadCorpus(v2);
+  EXPECT_EQ(rewritten.version, 2u);
+  EXPECT_EQ(rewritten.tokens.ToVector(), synthetic.tokens.ToVector());
+  EXPECT_EQ(rewritten.checksum, synthetic.checksum);  // a corpus's identity is its content's
+  EXPECT_NE(rewritten.checksum, v1.checksum);
+
+  testing::FlipByte(path, 3);
+  ExpectReadError(path, "checksum mismatch: the file is corrupt");
+  ExpectReadError(Write("v1-short.bin", V1File(500, {1, 2, 3}, {0}).substr(0, 52)),
+                  "truncated: 52 bytes, the header implies 54");
+}
+
+// Version 2 names where a corrupt byte lies: in the tokens (which ones), or
+// in the boundaries and chunk checksums that the whole-file checksum covers.
+TEST_F(CorpusTest, ACorruptChunkIsNamedByItsTokens) {
+  const std::string path = (dir_ / "chunks.bin").string();
+  const uint64_t n = 3 * kCorpusChunkTokens + 100;  // 4 chunks, the last of 100 tokens
+  WriteCorpus(path, SyntheticCorpus(1000, static_cast<int64_t>(n), 2, 70000));
+  const uint64_t docs = (n + 69999) / 70000;
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  const auto flip = [&f](std::streamoff at) {
+    f.seekg(at);
+    const char b = static_cast<char>(f.get());
+    f.seekp(at);
+    f.put(static_cast<char>(~b));
+    f.flush();
+  };
+  const std::streamoff tokens_at = static_cast<std::streamoff>(48 + 8 * docs + 8 * 4);
+  flip(tokens_at + 2 * static_cast<std::streamoff>(kCorpusChunkTokens) + 11);  // chunk 1
+  flip(tokens_at + 2 * static_cast<std::streamoff>(3 * kCorpusChunkTokens) + 5);  // chunk 3
+  ExpectReadError(path, "checksum mismatch in tokens " + std::to_string(kCorpusChunkTokens) +
+                            " to " + std::to_string(2 * kCorpusChunkTokens - 1) +
+                            " (chunk 1 of 4): the file is corrupt");
+  flip(tokens_at + 2 * static_cast<std::streamoff>(kCorpusChunkTokens) + 11);
+  ExpectReadError(path, "checksum mismatch in tokens " + std::to_string(3 * kCorpusChunkTokens) +
+                            " to " + std::to_string(n - 1) + " (chunk 3 of 4)");
+  flip(tokens_at + 2 * static_cast<std::streamoff>(3 * kCorpusChunkTokens) + 5);
+  EXPECT_EQ(ReadCorpus(path).tokens.size(), n);  // whole again
+  flip(tokens_at - 3);  // the last chunk checksum
+  ExpectReadError(path, "checksum mismatch in the document boundaries or chunk checksums");
+  flip(tokens_at - 3);
+  flip(40);  // tokens per chunk: 2^18 -> 2^18 with its low byte flipped, the size no longer fits
+  ExpectReadError(path, "the header implies");
+  f.close();
+  std::string zero_chunk = V1File(256, {1, 2}, {0});  // a version-2 header claiming K = 0
+  zero_chunk[8] = 2;
+  zero_chunk.insert(40, std::string(8, '\0'));
+  ExpectReadError(Write("k0.bin", zero_chunk), "0 tokens per chunk (accepted: 1 to 2^40)");
+}
+
 TEST_F(CorpusTest, RowsMaskTargetsAcrossDocumentsAndCoverEachEpoch) {
   std::vector<uint16_t> tokens;
   for (int i = 0; i < 101; ++i) tokens.push_back(i);
@@ -269,6 +356,28 @@ TEST_F(CorpusCliTest, SyntheticWritesDocumentsOfDocTokens) {
   EXPECT_EQ(ReadCorpus(path).tokens.ToVector(),
             SyntheticCorpus(1000, 5000, 1234).tokens.ToVector());
   EXPECT_NE(out.find("5000 tokens, 1 document, vocab 1000"), std::string::npos) << out;
+}
+
+TEST_F(CorpusCliTest, UpgradeRewritesAVersionOneFileAndInfoSaysWhich) {
+  const Corpus synthetic = SyntheticCorpus(300, 4000, 8, 900);
+  const std::string v1 = Write(
+      "old.bin", V1File(300, synthetic.tokens.ToVector(), synthetic.doc_starts.ToVector()));
+  const std::string v2 = (dir_ / "new.bin").string();
+  std::string out;
+  ASSERT_EQ(Run("info " + v1, &out), 0) << out;
+  EXPECT_NE(out.find("ok, format version 1, vocab 300, 4000 tokens, 5 documents"),
+            std::string::npos) << out;
+  ASSERT_EQ(Run("upgrade " + v1 + " " + v2, &out), 0) << out;
+  EXPECT_NE(out.find("format version 1 -> 2, the same 4000 tokens and 5 documents"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("do not resume on the new one"), std::string::npos) << out;
+  EXPECT_EQ(ReadCorpus(v2).tokens.ToVector(), synthetic.tokens.ToVector());
+  ASSERT_EQ(Run("info " + v2, &out), 0) << out;
+  EXPECT_NE(out.find("ok, format version 2"), std::string::npos) << out;
+  testing::FlipByte(v1, 1);
+  EXPECT_EQ(Run("upgrade " + v1 + " " + (dir_ / "other.bin").string(), &out), 1) << out;
+  EXPECT_NE(out.find("checksum mismatch"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir_ / "other.bin"));
 }
 
 TEST_F(CorpusCliTest, SyntheticRefusesBadNumbersNamingWhatIsAccepted) {

@@ -1,0 +1,75 @@
+#include "trainer_core/data/corpus_chunks.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "trainer_core/checkpoint/xxhash64.h"
+
+namespace trellis::train {
+namespace {
+
+struct Chunk {
+  uint64_t checksum;
+  uint16_t largest_token;
+};
+
+Chunk ScanChunk(const uint16_t* tokens, uint64_t count, uint64_t chunk_tokens, uint64_t chunk) {
+  const uint64_t begin = chunk * chunk_tokens, end = std::min(count, begin + chunk_tokens);
+  uint16_t largest = 0;
+  for (uint64_t i = begin; i < end; ++i) largest = std::max(largest, tokens[i]);
+  return {Xxh64Of(tokens + begin, 2 * (end - begin)), largest};
+}
+
+}  // namespace
+
+uint64_t ChunkCount(uint64_t tokens, uint64_t chunk_tokens) {
+  return (tokens + chunk_tokens - 1) / chunk_tokens;
+}
+
+std::vector<uint64_t> ChunkChecksums(const uint16_t* tokens, uint64_t count,
+                                     uint64_t chunk_tokens) {
+  std::vector<uint64_t> sums(ChunkCount(count, chunk_tokens));
+  for (uint64_t c = 0; c < sums.size(); ++c)
+    sums[c] = Xxh64Of(tokens + c * chunk_tokens,
+                      2 * (std::min(count, (c + 1) * chunk_tokens) - c * chunk_tokens));
+  return sums;
+}
+
+ChunkCheck CheckChunks(const uint16_t* tokens, uint64_t count, uint64_t chunk_tokens,
+                       const uint64_t* sums, int threads) {
+  const uint64_t chunks = ChunkCount(count, chunk_tokens);
+  std::atomic<uint64_t> next{0}, first_bad{chunks};
+  std::vector<uint16_t> largest(static_cast<size_t>(std::max(1, threads)), 0);
+  // Each thread takes the next unchecked chunk, so a slow one (pages not
+  // yet read from disk) holds up no other.
+  auto work = [&](size_t t) {
+    for (uint64_t c = next++; c < chunks; c = next++) {
+      const Chunk chunk = ScanChunk(tokens, count, chunk_tokens, c);
+      largest[t] = std::max(largest[t], chunk.largest_token);
+      if (chunk.checksum != sums[c]) {
+        uint64_t seen = first_bad.load();
+        while (c < seen && !first_bad.compare_exchange_weak(seen, c)) {
+        }
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < largest.size() && t < chunks; ++t) helpers.emplace_back(work, t);
+  work(0);
+  for (auto& h : helpers) h.join();
+  return {first_bad.load(), *std::max_element(largest.begin(), largest.end())};
+}
+
+int CorpusCheckThreads() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int allowed = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0
+                          ? CPU_COUNT(&cpus)
+                          : static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(allowed, 1, 16);
+}
+
+}  // namespace trellis::train
