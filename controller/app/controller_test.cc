@@ -1,4 +1,5 @@
 #include "controller/app/controller_fixture.h"
+#include "controller/app/corpus_file_test_util.h"
 #include "common/exit_codes.h"
 #include "common/spec/rank_host_memory.h"
 #include "controller/core/gate_policy.h"
@@ -121,7 +122,7 @@ TEST_F(ControllerTest, ModelRunNeedsAnAbsoluteReadableCorpus) {
   st = Submit(model + "data='" + dir_.string() + "/absent.corpus'\n", &resp);
   EXPECT_NE(st.error_message().find("absent.corpus is not a readable file"), std::string::npos)
       << st.error_message();
-  std::ofstream(dir_ / "tiny.corpus") << "bytes";
+  test_files::WriteCorpusShapedFile(dir_ / "tiny.corpus");
   ASSERT_TRUE(Submit(model + "data='" + dir_.string() + "/tiny.corpus'\n", &resp).ok());
   EXPECT_EQ(resp.run_id(), "m-1");
 }
@@ -313,7 +314,7 @@ TEST_F(GateTest, ACorpusLinkSwappedAfterSubmitEndsTheRunAtTheGate) {
   fs::path outside = fs::temp_directory_path() / ("outside_" + std::to_string(getpid()));
   fs::create_directories(outside);
   std::ofstream(outside / "private.corpus") << "bytes";
-  std::ofstream(dir_ / "tiny.corpus") << "bytes";
+  test_files::WriteCorpusShapedFile(dir_ / "tiny.corpus");
   fs::create_symlink(dir_ / "tiny.corpus", dir_ / "link.corpus");
   v1::SubmitRunResponse resp;
   ASSERT_TRUE(Submit("[job]\nname='m'\n[model]\nlayers=1\n[training]\ndata='" +
@@ -349,7 +350,7 @@ TEST_F(GateTest, ACorpusLinkSwappedAfterSubmitEndsTheRunAtTheGate) {
 // (the copy falls back to writing in place), named in the gate's reason and
 // report, and nobody is quarantined for it.
 TEST_F(GateTest, NodesShortOfTheRanksHostMemoryGoNamedAndUnstruck) {
-  std::ofstream(dir_ / "tiny.corpus") << "bytes";
+  test_files::WriteCorpusShapedFile(dir_ / "tiny.corpus");
   const std::string spec =
       "[job]\nname='big'\n[slurm]\nnodes=2\nranks_per_node=2\n"
       "[model]\nlayers=4\nhidden=4096\nexperts=8\nexpert_hidden=8192\nvocab=32000\n"

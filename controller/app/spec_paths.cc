@@ -1,11 +1,15 @@
 #include "controller/app/spec_paths.h"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iterator>
+
+#include "common/corpus_header.h"
 
 namespace trellis::controller {
 
@@ -65,6 +69,38 @@ absl::Status CheckTrainingData(const std::string& path, const std::vector<std::s
   return absl::OkStatus();
 }
 
+// The corpus's header, read here so that a file that is no corpus, or one
+// the model cannot take, is refused now rather than when the ranks start,
+// after the run has waited in the queue. The ranks check the whole file.
+absl::Status CheckCorpusHeader(const std::string& path, const spec::TrainerSpec& trainer) {
+  const std::string field = "training.data: " + path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::InvalidArgumentError(field + " is not a readable file on the "
+                                                "controller's host");
+  char head[kCorpusHeaderBytesV2] = {};
+  struct stat st;
+  const bool stated = ::fstat(fd, &st) == 0;
+  const ssize_t got = stated ? ::pread(fd, head, sizeof head, 0) : -1;
+  ::close(fd);
+  const uint64_t size = stated ? static_cast<uint64_t>(st.st_size) : 0;
+  if (got < 0 || static_cast<uint64_t>(got) < std::min<uint64_t>(size, sizeof head))
+    return absl::InvalidArgumentError(field + " cannot be read on the controller's host");
+  CorpusHeader header;
+  if (std::string why = ParseCorpusHeader(head, size, &header); !why.empty())
+    return absl::InvalidArgumentError(field + " is not a corpus Trellis can read: " + why +
+                                      " (write one with trellis-corpus build or synthetic)");
+  if (static_cast<int64_t>(header.vocab) > trainer.model.vocab)
+    return absl::InvalidArgumentError(field + " has vocab " + std::to_string(header.vocab) +
+                                      ", larger than model.vocab = " +
+                                      std::to_string(trainer.model.vocab));
+  if (static_cast<int64_t>(header.tokens) < trainer.training.seq_len + 1)
+    return absl::InvalidArgumentError(
+        field + " has " + std::to_string(header.tokens) +
+        " tokens, fewer than one row of training.seq_len + 1 = " +
+        std::to_string(trainer.training.seq_len + 1));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool IsUnderRoot(const fs::path& path, const fs::path& root) {
@@ -111,6 +147,8 @@ absl::Status CheckSpecPaths(const spec::RunSpec& spec, const std::vector<std::st
                             const std::string& output_root) {
   if (spec.has_model) {
     if (absl::Status st = CheckTrainingData(spec.trainer.training.data, data_roots); !st.ok())
+      return st;
+    if (absl::Status st = CheckCorpusHeader(spec.trainer.training.data, spec.trainer); !st.ok())
       return st;
   }
   // Relative without ".." (the spec parser), but a link inside the root may

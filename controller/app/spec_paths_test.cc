@@ -6,6 +6,8 @@
 
 #include <fstream>
 
+#include "controller/app/corpus_file_test_util.h"
+
 namespace trellis::controller {
 namespace {
 
@@ -29,7 +31,7 @@ class SpecPathsFiles : public ::testing::Test {
     fs::create_directories(dir_ / "data");
     fs::create_directories(dir_ / "out");
     fs::create_directories(dir_ / "elsewhere");
-    std::ofstream(dir_ / "data/ok.corpus") << "bytes";
+    test_files::WriteCorpusShapedFile(dir_ / "data/ok.corpus");
     std::ofstream(dir_ / "elsewhere/secret.corpus") << "bytes";
     roots_ = {(dir_ / "data").string()};
   }
@@ -89,6 +91,42 @@ TEST_F(SpecPathsFiles, InsideARootTheFileMustBeReadableAndThePathAbsolute) {
   spec::RunSpec command_run;  // not [model]: training.data is not read
   command_run.trainer.training.data = "/etc/passwd";
   EXPECT_TRUE(CheckSpecPaths(command_run, roots_, (dir_ / "out").string()).ok());
+}
+
+// The corpus's header is read at submit: a file that is no corpus, or one the
+// model cannot take, is refused before the run waits in the queue.
+TEST_F(SpecPathsFiles, TheCorpusHeaderIsCheckedAgainstTheModel) {
+  const std::string path = (dir_ / "data/c.corpus").string();
+  auto with = [&](int64_t seq_len = 512) {
+    spec::RunSpec s;
+    s.has_model = true;
+    s.trainer.training.data = path;
+    s.trainer.model.vocab = 1000;
+    s.trainer.training.seq_len = static_cast<int>(seq_len);
+    return CheckSpecPaths(s, roots_, (dir_ / "out").string());
+  };
+  test_files::WriteCorpusShapedFile(path, 1000, 4096);
+  EXPECT_TRUE(with().ok()) << with().message();
+  EXPECT_EQ(with(4096).message(),
+            "training.data: " + path +
+                " has 4096 tokens, fewer than one row of training.seq_len + 1 = 4097");
+  test_files::WriteCorpusShapedFile(path, 1001, 4096);
+  EXPECT_EQ(with().message(),
+            "training.data: " + path + " has vocab 1001, larger than model.vocab = 1000");
+
+  std::ofstream(path) << "a text file, not a corpus: tokenize it first\n";
+  absl::Status st = with();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "training.data: " + path +
+                              " is not a corpus Trellis can read: not a corpus file (bad magic) "
+                              "(write one with trellis-corpus build or synthetic)");
+  std::ofstream(path) << "short";
+  EXPECT_NE(with().message().find("truncated: 5 bytes, shorter than the header"),
+            std::string::npos);
+  test_files::WriteCorpusShapedFile(path, 1000, 4096);
+  fs::resize_file(path, fs::file_size(path) - 1);
+  EXPECT_NE(with().message().find("bytes, the header implies"), std::string::npos)
+      << with().message();
 }
 
 TEST_F(SpecPathsFiles, AnOutputDirLinkedOutOfTheOutputRootIsRefused) {

@@ -14,19 +14,8 @@
 namespace trellis::train {
 namespace {
 
-constexpr size_t kHeaderBytesV1 = 40, kHeaderBytesV2 = 48;
 constexpr uint64_t kFnvPrime = 0x100000001B3ull;
 
-template <typename T>
-T Load(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-template <typename T>
-void Append(std::string* out, T v) {
-  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
 
 std::string ReadFile(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -95,47 +84,25 @@ Corpus OwnedCorpus(uint32_t vocab, std::vector<uint16_t> tokens, std::vector<uin
 Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_roots) {
   const std::shared_ptr<const MappedFile> file =
       MapFileUnderRoots(path, data_roots, data_roots.empty() ? "corpus" : "training.data: corpus");
-  const size_t size = file->size();
   // The file was read: what is wrong with it is wrong on every node.
   auto fail = [&](const std::string& why) { throw RefusedInput("corpus " + path + ": " + why); };
-  auto truncated = [&] {
-    fail("truncated: " + std::to_string(size) + " bytes, shorter than the header");
-  };
-  if (size < kHeaderBytesV1) truncated();
-  const char* p = file->data();
-  if (std::memcmp(p, kCorpusMagic, 8) != 0) fail("not a corpus file (bad magic)");
-  const uint32_t version = Load<uint32_t>(p + 8);
-  if (version != 1 && version != 2)
-    fail("unsupported version " + std::to_string(version) + " (this build reads 1 and 2)");
-  const size_t header = version == 1 ? kHeaderBytesV1 : kHeaderBytesV2;
-  if (size < header) truncated();
+  CorpusHeader h;
+  if (std::string why = ParseCorpusHeader(file->data(), file->size(), &h); !why.empty()) fail(why);
   Corpus c;
-  c.version = version;
-  c.vocab = Load<uint32_t>(p + 12);
-  const uint64_t n = Load<uint64_t>(p + 16), d = Load<uint64_t>(p + 24);
-  c.checksum = Load<uint64_t>(p + 32);
-  if (c.vocab < 2 || c.vocab > 65536) fail("vocab " + std::to_string(c.vocab) + " out of range");
-  if (n > (uint64_t{1} << 40) || d > n)
-    fail("header claims " + std::to_string(n) + " tokens and " + std::to_string(d) + " documents");
-  const uint64_t chunk_tokens = version == 1 ? 0 : Load<uint64_t>(p + 40);
-  if (version == 2 && (chunk_tokens == 0 || chunk_tokens > (uint64_t{1} << 40)))
-    fail("header claims " + std::to_string(chunk_tokens) +
-         " tokens per chunk (accepted: 1 to 2^40)");
-  const uint64_t chunks = version == 1 ? 0 : ChunkCount(n, chunk_tokens);
-  const uint64_t want = header + 8 * d + 8 * chunks + 2 * n;
-  if (size != want)
-    fail((size < want ? "truncated: " : "trailing bytes: ") + std::to_string(size) +
-         " bytes, the header implies " + std::to_string(want));
+  c.version = h.version;
+  c.vocab = h.vocab;
+  c.checksum = h.checksum;
+  const uint64_t n = h.tokens, d = h.documents, chunks = h.chunks, chunk_tokens = h.chunk_tokens;
   // The arrays start at a multiple of 8 bytes in a page-aligned mapping: each
   // is aligned for its type.
-  const char* starts = p + header;
-  const auto* chunk_sums = reinterpret_cast<const uint64_t*>(starts + 8 * d);
-  c.doc_starts = ConstSpan<uint64_t>(reinterpret_cast<const uint64_t*>(starts), d);
-  c.tokens = ConstSpan<uint16_t>(reinterpret_cast<const uint16_t*>(starts + 8 * d + 8 * chunks), n);
+  const char* p = file->data();
+  const auto* chunk_sums = reinterpret_cast<const uint64_t*>(p + h.ChunkSumsAt());
+  c.doc_starts = ConstSpan<uint64_t>(reinterpret_cast<const uint64_t*>(p + h.DocStartsAt()), d);
+  c.tokens = ConstSpan<uint16_t>(reinterpret_cast<const uint16_t*>(p + h.TokensAt()), n);
   c.backing = file;
   file->ReadInOrder(true);
   uint16_t max_token = 0;
-  if (version == 1) {
+  if (h.version == 1) {
     if (V1ChecksumAndLargestToken(c, &max_token) != c.checksum)
       fail("checksum mismatch: the file is corrupt");
   } else {
@@ -168,14 +135,11 @@ Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_
 void WriteCorpus(const std::string& path, const Corpus& corpus) {
   const std::vector<uint64_t> chunk_sums =
       ChunkChecksums(corpus.tokens.data(), corpus.tokens.size(), kCorpusChunkTokens);
-  std::string header(kCorpusMagic, 8);
-  Append<uint32_t>(&header, kCorpusVersion);
-  Append<uint32_t>(&header, corpus.vocab);
-  Append<uint64_t>(&header, corpus.tokens.size());
-  Append<uint64_t>(&header, corpus.doc_starts.size());
-  Append<uint64_t>(&header, Identity(corpus.doc_starts,
-                                     ConstSpan<uint64_t>(chunk_sums.data(), chunk_sums.size())));
-  Append<uint64_t>(&header, kCorpusChunkTokens);
+  CorpusHeader h = VersionTwoHeader(corpus.vocab, corpus.tokens.size(), corpus.doc_starts.size(),
+                                    kCorpusChunkTokens);
+  h.checksum =
+      Identity(corpus.doc_starts, ConstSpan<uint64_t>(chunk_sums.data(), chunk_sums.size()));
+  const std::string header = HeaderBytes(h);
   const std::string tmp = path + ".tmp";
   {
     // Straight from the arrays: a large corpus is not copied into one buffer first.

@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "common/corpus_header.h"  // kCorpusMagic, kCorpusVersion, the header
+
 namespace trellis::train {
 
-inline constexpr char kCorpusMagic[8] = {'T', 'R', 'L', 'S', 'C', 'O', 'R', 'P'};
-inline constexpr uint32_t kCorpusVersion = 2;  // written; 1 is read too
 inline constexpr int kByteVocab = 256;
 
 // A read-only view of `size` values at `data`, owned elsewhere.
