@@ -58,8 +58,10 @@ std::string ParseCorpusHeader(const char* head, uint64_t file_bytes, CorpusHeade
   h.tokens = Load<uint64_t>(head + 16);
   h.documents = Load<uint64_t>(head + 24);
   h.checksum = Load<uint64_t>(head + 32);
-  if (h.vocab < 2 || h.vocab > kCorpusMaxVocab)
-    return "vocab " + std::to_string(h.vocab) + " out of range";
+  const uint32_t max_vocab = h.version == 1 ? kCorpusMaxNarrowVocab : kCorpusMaxVocab;
+  if (h.vocab < 2 || h.vocab > max_vocab)
+    return "vocab " + std::to_string(h.vocab) + " out of range (version " +
+           std::to_string(h.version) + " takes 2 to " + std::to_string(max_vocab) + ")";
   if (h.tokens > (uint64_t{1} << 40) || h.documents > h.tokens)
     return "header claims " + std::to_string(h.tokens) + " tokens and " +
            std::to_string(h.documents) + " documents";

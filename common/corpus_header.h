@@ -12,7 +12,11 @@ namespace trellis {
 inline constexpr char kCorpusMagic[8] = {'T', 'R', 'L', 'S', 'C', 'O', 'R', 'P'};
 inline constexpr uint32_t kCorpusVersion = 2;  // written; 1 is read too
 inline constexpr uint64_t kCorpusHeaderBytesV1 = 40, kCorpusHeaderBytesV2 = 48;
-inline constexpr uint32_t kCorpusMaxVocab = 65536;  // token ids are u16
+// Token ids are u16 where the vocab has at most 65536 of them, else u32
+// (version 2 only): modern tokenizers have 100k-200k.
+inline constexpr uint32_t kCorpusMaxNarrowVocab = 65536;
+inline constexpr uint32_t kCorpusMaxVocab = uint32_t{1} << 24;
+inline constexpr int TokenBytes(uint32_t vocab) { return vocab <= kCorpusMaxNarrowVocab ? 2 : 4; }
 
 struct CorpusHeader {
   uint32_t version = 0;
@@ -28,7 +32,7 @@ struct CorpusHeader {
   uint64_t DocStartsAt() const { return header_bytes; }
   uint64_t ChunkSumsAt() const { return header_bytes + 8 * documents; }
   uint64_t TokensAt() const { return ChunkSumsAt() + 8 * chunks; }
-  uint64_t FileBytes() const { return TokensAt() + 2 * tokens; }
+  uint64_t FileBytes() const { return TokensAt() + TokenBytes(vocab) * tokens; }
 };
 
 // The header of a version-2 file of these sizes; `checksum` is left 0.

@@ -12,8 +12,8 @@ TEST(CorpusHeaderTest, VersionTwoHeadersRoundTrip) {
   std::mt19937_64 rng(std::random_device{}());
   for (int i = 0; i < 100; ++i) {
     const uint64_t tokens = 1 + rng() % 100000, documents = 1 + rng() % tokens;
-    CorpusHeader h = VersionTwoHeader(2 + static_cast<uint32_t>(rng() % 65535), tokens, documents,
-                                      1 + rng() % 5000);
+    CorpusHeader h = VersionTwoHeader(2 + static_cast<uint32_t>(rng() % 200000), tokens,
+                                      documents, 1 + rng() % 5000);
     h.checksum = rng();
     CorpusHeader back;
     ASSERT_EQ(ParseCorpusHeader(HeaderBytes(h).data(), h.FileBytes(), &back), "");
@@ -24,6 +24,7 @@ TEST(CorpusHeaderTest, VersionTwoHeadersRoundTrip) {
     EXPECT_EQ(back.chunk_tokens, h.chunk_tokens);
     EXPECT_EQ(back.chunks, (tokens + h.chunk_tokens - 1) / h.chunk_tokens);
     EXPECT_EQ(back.TokensAt(), 48 + 8 * documents + 8 * back.chunks);
+    EXPECT_EQ(back.FileBytes(), back.TokensAt() + (h.vocab > 65536 ? 4 : 2) * tokens);
   }
 }
 
@@ -47,8 +48,10 @@ TEST(CorpusHeaderTest, EachWrongFieldIsNamed) {
   h.version = 3;
   EXPECT_EQ(parse(h, 100), "unsupported version 3 (this build reads 1 and 2)");
   h = good;
-  h.vocab = 65537;
-  EXPECT_EQ(parse(h, h.FileBytes()), "vocab 65537 out of range");
+  h.vocab = (1 << 24) + 1;
+  EXPECT_EQ(parse(h, h.FileBytes()), "vocab 16777217 out of range (version 2 takes 2 to 16777216)");
+  h.vocab = 65537;  // ids of 4 bytes
+  EXPECT_EQ(parse(h, 48 + 8 * 3 + 8 * 10 + 4 * 1000), "");
   h = good;
   h.documents = 1001;
   EXPECT_EQ(parse(h, h.FileBytes()), "header claims 1000 tokens and 1001 documents");
@@ -66,6 +69,11 @@ TEST(CorpusHeaderTest, EachWrongFieldIsNamed) {
   bytes.resize(kCorpusHeaderBytesV2);
   ASSERT_EQ(ParseCorpusHeader(bytes.data(), 40 + 8 * 3 + 2 * 1000, &v1), "");
   EXPECT_EQ(v1.TokensAt(), 40u + 8 * 3);
+  h.vocab = 65537;  // version 1 has no wide ids
+  bytes = HeaderBytes(h);
+  bytes.resize(kCorpusHeaderBytesV2);
+  EXPECT_EQ(ParseCorpusHeader(bytes.data(), 40 + 8 * 3 + 4 * 1000, &v1),
+            "vocab 65537 out of range (version 1 takes 2 to 65536)");
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/data/corpus.h"
+#include "trainer_core/data/synthetic.h"
 #include "trainer_core/error.h"
 #include "trainer_core/file_test_util.h"
 #include "trainer_core/files.h"
@@ -106,6 +107,28 @@ TEST_F(TrainerTest, AtEndFalseSavesNoFinalCheckpoint) {
                            dir_);
   ASSERT_EQ(b.status, 0) << b.err;
   EXPECT_EQ(LatestCompleteStep(without_end), 5);
+}
+
+// A tokenizer of 100k-200k ids (every modern one) needs a corpus of 4-byte
+// ids: the model trains on it, its first loss that of a uniform guess over
+// the whole vocab; a model narrower than the corpus is refused.
+TEST_F(TrainerTest, AVocabOverSixtyFiveThousandTrainsFromFourByteIds) {
+  const std::string corpus = JoinPath(dir_, "wide.corpus");
+  WriteCorpus(corpus, SyntheticCorpus(100000, 20000, 3));
+  const std::string spec = ResumeSpec(corpus, 32);
+  std::string wide = spec;
+  wide.replace(wide.find("[model]\n"), 8, "[model]\nvocab = 100000\n");
+  ChildResult run = RunTrain({WriteSpec(wide), "--json", "--steps", "2"}, dir_);
+  ASSERT_EQ(run.status, 0) << run.err;
+  ASSERT_EQ(run.records.size(), 2u);
+  EXPECT_NEAR(run.records[0].loss, std::log(100000.0), 0.5);
+  std::string narrow = spec;
+  narrow.replace(narrow.find("[model]\n"), 8, "[model]\nvocab = 65536\n");
+  ChildResult refused = RunTrain({WriteSpec(narrow), "--json", "--steps", "2"}, dir_);
+  EXPECT_NE(refused.status, 0);
+  EXPECT_NE(refused.err.find("has vocab 100000, larger than model.vocab = 65536"),
+            std::string::npos)
+      << refused.err;
 }
 
 TEST_F(TrainerTest, BinaryNamesTheFileAndFieldOnBadInput) {

@@ -59,7 +59,7 @@ HostBatch BatchSource::ForStep(int64_t step) {
       b.inputs.push_back(tokens[pos]);
       b.doc_ids.push_back(here);
       // The first token of the next document cannot be predicted from this one.
-      b.targets.push_back(doc_of(pos + 1) == here ? tokens[pos + 1] : -1);
+      b.targets.push_back(doc_of(pos + 1) == here ? int64_t{tokens[pos + 1]} : -1);
       doc = here;
     }
   }

@@ -25,16 +25,17 @@ std::string ReadFile(const std::string& path, const char* what) {
   return s.str();
 }
 
-// A version-1 corpus's checksum, and the largest token in `*max_token`, in
-// one pass over the tokens.
-uint64_t V1ChecksumAndLargestToken(const Corpus& c, uint16_t* max_token) {
+// A version-1 corpus's checksum, and the largest id in `*max_token`, in one
+// pass over the ids (u16 in version 1).
+uint64_t V1ChecksumAndLargestToken(const Corpus& c, uint32_t* max_token) {
   uint64_t h = Fnv1a(c.doc_starts.data(), c.doc_starts.size() * sizeof(uint64_t));
-  const auto* bytes = reinterpret_cast<const unsigned char*>(c.tokens.data());
+  const auto* ids = static_cast<const uint16_t*>(c.tokens.data());
+  const auto* bytes = static_cast<const unsigned char*>(c.tokens.data());
   uint16_t largest = 0;
   for (size_t i = 0; i < c.tokens.size(); ++i) {
     h = (h ^ bytes[2 * i]) * kFnvPrime;
     h = (h ^ bytes[2 * i + 1]) * kFnvPrime;
-    largest = std::max(largest, c.tokens[i]);
+    largest = std::max(largest, ids[i]);
   }
   *max_token = largest;
   return h;
@@ -64,21 +65,46 @@ uint64_t Fnv1a(const void* data, size_t n, uint64_t h) {
   return h;
 }
 
-Corpus OwnedCorpus(uint32_t vocab, std::vector<uint16_t> tokens, std::vector<uint64_t> doc_starts) {
+std::vector<uint32_t> TokenSpan::ToVector() const {
+  std::vector<uint32_t> ids(size_);
+  for (size_t i = 0; i < size_; ++i) ids[i] = (*this)[i];
+  return ids;
+}
+
+namespace {
+
+// A corpus that owns its vectors of ids (u16 or u32) and boundaries.
+template <typename Id>
+Corpus Owned(uint32_t vocab, std::vector<Id> tokens, std::vector<uint64_t> doc_starts) {
+  if (static_cast<int>(sizeof(Id)) != TokenBytes(vocab))
+    throw TrainError("corpus: a vocab of " + std::to_string(vocab) + " takes ids of " +
+                     std::to_string(TokenBytes(vocab)) + " bytes, not " +
+                     std::to_string(sizeof(Id)));
   struct Vectors {
-    std::vector<uint16_t> tokens;
+    std::vector<Id> tokens;
     std::vector<uint64_t> doc_starts;
   };
   auto owned = std::make_shared<Vectors>(Vectors{std::move(tokens), std::move(doc_starts)});
   Corpus c;
   c.vocab = vocab;
-  c.tokens = ConstSpan<uint16_t>(owned->tokens.data(), owned->tokens.size());
+  c.tokens = TokenSpan(owned->tokens.data(), owned->tokens.size(), sizeof(Id));
   c.doc_starts = ConstSpan<uint64_t>(owned->doc_starts.data(), owned->doc_starts.size());
   c.backing = std::move(owned);
   const std::vector<uint64_t> sums =
-      ChunkChecksums(c.tokens.data(), c.tokens.size(), kCorpusChunkTokens);
+      ChunkChecksums(c.tokens.data(), c.tokens.width(), c.tokens.size(), kCorpusChunkTokens);
   c.checksum = Identity(c.doc_starts, ConstSpan<uint64_t>(sums.data(), sums.size()));
   return c;
+}
+
+}  // namespace
+
+Corpus OwnedCorpus(uint32_t vocab, std::vector<uint16_t> tokens, std::vector<uint64_t> doc_starts) {
+  return Owned(vocab, std::move(tokens), std::move(doc_starts));
+}
+
+Corpus OwnedWideCorpus(uint32_t vocab, std::vector<uint32_t> tokens,
+                       std::vector<uint64_t> doc_starts) {
+  return Owned(vocab, std::move(tokens), std::move(doc_starts));
 }
 
 Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_roots) {
@@ -98,10 +124,10 @@ Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_
   const char* p = file->data();
   const auto* chunk_sums = reinterpret_cast<const uint64_t*>(p + h.ChunkSumsAt());
   c.doc_starts = ConstSpan<uint64_t>(reinterpret_cast<const uint64_t*>(p + h.DocStartsAt()), d);
-  c.tokens = ConstSpan<uint16_t>(reinterpret_cast<const uint16_t*>(p + h.TokensAt()), n);
+  c.tokens = TokenSpan(p + h.TokensAt(), n, TokenBytes(h.vocab));
   c.backing = file;
   file->ReadInOrder(true);
-  uint16_t max_token = 0;
+  uint32_t max_token = 0;
   if (h.version == 1) {
     if (V1ChecksumAndLargestToken(c, &max_token) != c.checksum)
       fail("checksum mismatch: the file is corrupt");
@@ -109,7 +135,8 @@ Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_
     if (Identity(c.doc_starts, ConstSpan<uint64_t>(chunk_sums, chunks)) != c.checksum)
       fail("checksum mismatch in the document boundaries or chunk checksums: the file is corrupt");
     const ChunkCheck check =
-        CheckChunks(c.tokens.data(), n, chunk_tokens, chunk_sums, CorpusCheckThreads());
+        CheckChunks(c.tokens.data(), c.tokens.width(), n, chunk_tokens, chunk_sums,
+                    CorpusCheckThreads());
     if (check.first_bad_chunk < chunks)
       fail("checksum mismatch in tokens " + std::to_string(check.first_bad_chunk * chunk_tokens) +
            " to " + std::to_string(std::min(n, (check.first_bad_chunk + 1) * chunk_tokens) - 1) +
@@ -133,8 +160,8 @@ Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_
 }
 
 void WriteCorpus(const std::string& path, const Corpus& corpus) {
-  const std::vector<uint64_t> chunk_sums =
-      ChunkChecksums(corpus.tokens.data(), corpus.tokens.size(), kCorpusChunkTokens);
+  const std::vector<uint64_t> chunk_sums = ChunkChecksums(
+      corpus.tokens.data(), corpus.tokens.width(), corpus.tokens.size(), kCorpusChunkTokens);
   CorpusHeader h = VersionTwoHeader(corpus.vocab, corpus.tokens.size(), corpus.doc_starts.size(),
                                     kCorpusChunkTokens);
   h.checksum =
@@ -150,7 +177,7 @@ void WriteCorpus(const std::string& path, const Corpus& corpus) {
     put(header.data(), header.size());
     put(corpus.doc_starts.data(), corpus.doc_starts.size() * sizeof(uint64_t));
     put(chunk_sums.data(), chunk_sums.size() * sizeof(uint64_t));
-    put(corpus.tokens.data(), corpus.tokens.size() * sizeof(uint16_t));
+    put(corpus.tokens.data(), corpus.tokens.bytes());
     if (!f.flush()) throw TrainError("corpus " + tmp + ": write failed");
   }
   RenamePath(tmp, path);

@@ -4,7 +4,7 @@
 // which this build writes:
 //   0   char[8]  magic "TRLSCORP"
 //   8   u32      version (2)
-//   12  u32      vocab size (token ids are < vocab; at most 65536)
+//   12  u32      vocab size (token ids are < vocab; at most 2^24)
 //   16  u64      number of tokens N
 //   24  u64      number of documents D
 //   32  u64      checksum: XXH64 of the boundaries and chunk checksums (the
@@ -12,9 +12,10 @@
 //   40  u64      tokens per chunk K (>= 1)
 //   48  u64[D]   first token of each document (0, strictly increasing, < N)
 //   ..  u64[C]   XXH64 of each chunk of K tokens' bytes, C = ceil(N / K)
-//   ..  u16[N]   token ids
-// Version 1 (still read): a 40-byte header without K, its checksum FNV-1a 64
-// of the boundaries and tokens, then u64[D] and u16[N].
+//   ..  u16[N]   token ids; u32[N] where the vocab is over 65536
+// Version 1 (still read): a 40-byte header without K, a vocab of at most
+// 65536, its checksum FNV-1a 64 of the boundaries and tokens, then u64[D]
+// and u16[N].
 // Torch-free.
 
 #include <cstddef>
@@ -49,6 +50,29 @@ class ConstSpan {
   size_t size_ = 0;
 };
 
+// Token ids as stored: u16 where the vocab allows (at most 65536 ids), else
+// u32 (common/corpus_header.h, TokenBytes), read as u32 either way.
+class TokenSpan {
+ public:
+  TokenSpan() = default;
+  TokenSpan(const void* data, size_t size, int width) : data_(data), size_(size), width_(width) {}
+  uint32_t operator[](size_t i) const {
+    return width_ == 2 ? static_cast<const uint16_t*>(data_)[i]
+                       : static_cast<const uint32_t*>(data_)[i];
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  int width() const { return width_; }  // bytes per id: 2 or 4
+  const void* data() const { return data_; }
+  size_t bytes() const { return size_ * static_cast<size_t>(width_); }
+  std::vector<uint32_t> ToVector() const;
+
+ private:
+  const void* data_ = nullptr;
+  size_t size_ = 0;
+  int width_ = 2;
+};
+
 // A corpus in memory. Read from a file (ReadCorpus), the tokens and
 // boundaries are the file's mapped pages: the ranks of a node share one copy
 // in the page cache, which the kernel may drop and read again, so the gate
@@ -56,15 +80,19 @@ class ConstSpan {
 // they live in vectors. Copies share the same `backing`.
 struct Corpus {
   uint32_t vocab = 0;
-  ConstSpan<uint16_t> tokens;
+  TokenSpan tokens;  // of width TokenBytes(vocab)
   ConstSpan<uint64_t> doc_starts;
   uint64_t checksum = 0;  // as stored; identifies the data in checkpoints
   uint32_t version = kCorpusVersion;  // of the file it was read from
   std::shared_ptr<const void> backing;  // what the spans point into
 };
 
-// A corpus of these vectors, its checksum computed; nothing is checked.
+// A corpus of these vectors, its checksum computed; nothing is checked but
+// that the ids fit their width: u16 ids for a vocab of at most 65536,
+// u32 ids (OwnedWideCorpus) for a larger one (TrainError otherwise).
 Corpus OwnedCorpus(uint32_t vocab, std::vector<uint16_t> tokens, std::vector<uint64_t> doc_starts);
+Corpus OwnedWideCorpus(uint32_t vocab, std::vector<uint32_t> tokens,
+                       std::vector<uint64_t> doc_starts);
 
 // FNV-1a 64, continued from `h` (so it can run over several buffers).
 uint64_t Fnv1a(const void* data, size_t n, uint64_t h = 0xCBF29CE484222325ull);

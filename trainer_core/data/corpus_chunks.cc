@@ -13,14 +13,24 @@ namespace {
 
 struct Chunk {
   uint64_t checksum;
-  uint16_t largest_token;
+  uint32_t largest_token;
 };
 
-Chunk ScanChunk(const uint16_t* tokens, uint64_t count, uint64_t chunk_tokens, uint64_t chunk) {
+template <typename Id>
+uint32_t Largest(const Id* ids, uint64_t begin, uint64_t end) {
+  Id largest = 0;
+  for (uint64_t i = begin; i < end; ++i) largest = std::max(largest, ids[i]);
+  return largest;
+}
+
+Chunk ScanChunk(const void* tokens, int width, uint64_t count, uint64_t chunk_tokens,
+                uint64_t chunk) {
   const uint64_t begin = chunk * chunk_tokens, end = std::min(count, begin + chunk_tokens);
-  uint16_t largest = 0;
-  for (uint64_t i = begin; i < end; ++i) largest = std::max(largest, tokens[i]);
-  return {Xxh64Of(tokens + begin, 2 * (end - begin)), largest};
+  // The largest id first: its pass reads the chunk in, the hash's finds it in cache.
+  const uint32_t largest = width == 2 ? Largest(static_cast<const uint16_t*>(tokens), begin, end)
+                                      : Largest(static_cast<const uint32_t*>(tokens), begin, end);
+  const char* bytes = static_cast<const char*>(tokens);
+  return {Xxh64Of(bytes + begin * width, (end - begin) * width), largest};
 }
 
 }  // namespace
@@ -29,25 +39,27 @@ uint64_t ChunkCount(uint64_t tokens, uint64_t chunk_tokens) {
   return (tokens + chunk_tokens - 1) / chunk_tokens;
 }
 
-std::vector<uint64_t> ChunkChecksums(const uint16_t* tokens, uint64_t count,
+std::vector<uint64_t> ChunkChecksums(const void* tokens, int width, uint64_t count,
                                      uint64_t chunk_tokens) {
   std::vector<uint64_t> sums(ChunkCount(count, chunk_tokens));
-  for (uint64_t c = 0; c < sums.size(); ++c)
-    sums[c] = Xxh64Of(tokens + c * chunk_tokens,
-                      2 * (std::min(count, (c + 1) * chunk_tokens) - c * chunk_tokens));
+  const char* bytes = static_cast<const char*>(tokens);
+  for (uint64_t c = 0; c < sums.size(); ++c) {
+    const uint64_t begin = c * chunk_tokens, end = std::min(count, begin + chunk_tokens);
+    sums[c] = Xxh64Of(bytes + begin * width, (end - begin) * width);
+  }
   return sums;
 }
 
-ChunkCheck CheckChunks(const uint16_t* tokens, uint64_t count, uint64_t chunk_tokens,
+ChunkCheck CheckChunks(const void* tokens, int width, uint64_t count, uint64_t chunk_tokens,
                        const uint64_t* sums, int threads) {
   const uint64_t chunks = ChunkCount(count, chunk_tokens);
   std::atomic<uint64_t> next{0}, first_bad{chunks};
-  std::vector<uint16_t> largest(static_cast<size_t>(std::max(1, threads)), 0);
+  std::vector<uint32_t> largest(static_cast<size_t>(std::max(1, threads)), 0);
   // Each thread takes the next unchecked chunk, so a slow one (pages not
   // yet read from disk) holds up no other.
   auto work = [&](size_t t) {
     for (uint64_t c = next++; c < chunks; c = next++) {
-      const Chunk chunk = ScanChunk(tokens, count, chunk_tokens, c);
+      const Chunk chunk = ScanChunk(tokens, width, count, chunk_tokens, c);
       largest[t] = std::max(largest[t], chunk.largest_token);
       if (chunk.checksum != sums[c]) {
         uint64_t seen = first_bad.load();

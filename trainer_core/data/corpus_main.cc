@@ -52,10 +52,11 @@ int main(int argc, char** argv) {
       unsigned long long vocab = 0, tokens = 0, seed = 1234, doc_tokens = 0;
       if (!whole(argv[3], &vocab) || !whole(argv[4], &tokens) ||
           (argc >= 6 && !whole(argv[5], &seed)) || (argc == 7 && !whole(argv[6], &doc_tokens)) ||
-          vocab < 2 || vocab > 65536 || tokens < 2 || tokens > (1ull << 40) || doc_tokens == 1 ||
-          doc_tokens > tokens) {
+          vocab < 2 || vocab > trellis::kCorpusMaxVocab || tokens < 2 || tokens > (1ull << 40) ||
+          doc_tokens == 1 || doc_tokens > tokens) {
         std::fprintf(stderr,
-                     "trellis-corpus: VOCAB in [2, 65536], TOKENS in [2, 2^40], SEED >= 0, "
+                     "trellis-corpus: VOCAB in [2, 2^24] (ids of 4 bytes above 65536), "
+                     "TOKENS in [2, 2^40], SEED >= 0, "
                      "DOC_TOKENS 0 (one document) or in [2, TOKENS]\n");
         return 2;
       }

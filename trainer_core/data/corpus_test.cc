@@ -69,7 +69,8 @@ class CorpusTest : public ::testing::Test {
 TEST_F(CorpusTest, BuildsDocumentsInSortedOrderAndReadsBack) {
   Corpus c = ReadCorpus(BuildSample());
   EXPECT_EQ(c.vocab, 256u);
-  std::string text(c.tokens.begin(), c.tokens.end());
+  const std::vector<uint32_t> ids = c.tokens.ToVector();
+  const std::string text(ids.begin(), ids.end());
   EXPECT_EQ(text, "alpha beta\ndelta epsilon zeta\ngamma\n");  // a, d, sub/b
   EXPECT_EQ(c.doc_starts.ToVector(), (std::vector<uint64_t>{0, 11, 30}));
 }
@@ -175,8 +176,9 @@ TEST_F(CorpusTest, ReadTokensAreTheFilesPagesAndOutliveItsReplacement) {
 
 // A version-1 file, laid out by hand: 40-byte header, FNV-1a 64 of the
 // boundaries and tokens, no chunk checksums.
-std::string V1File(uint32_t vocab, const std::vector<uint16_t>& tokens,
+std::string V1File(uint32_t vocab, const std::vector<uint32_t>& ids,
                    const std::vector<uint64_t>& starts) {
+  const std::vector<uint16_t> tokens(ids.begin(), ids.end());
   std::string out(kCorpusMagic, 8);
   auto put = [&out](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
   const uint32_t version = 1;
@@ -257,6 +259,34 @@ TEST_F(CorpusTest, ACorruptChunkIsNamedByItsTokens) {
   zero_chunk[8] = 2;
   zero_chunk.insert(40, std::string(8, '\0'));
   ExpectReadError(Write("k0.bin", zero_chunk), "0 tokens per chunk (accepted: 1 to 2^40)");
+}
+
+// A vocab over 65536 (modern tokenizers have 100k-200k ids) stores u32 ids:
+// they round-trip, rows carry them, and one past the vocab is refused.
+TEST_F(CorpusTest, AVocabOverSixtyFiveThousandKeepsItsIdsInFourBytes) {
+  const std::string path = (dir_ / "wide.bin").string();
+  const Corpus made = SyntheticCorpus(200000, 300000, 6, 5000);
+  ASSERT_EQ(made.tokens.width(), 4);
+  const std::vector<uint32_t> ids = made.tokens.ToVector();
+  ASSERT_GT(*std::max_element(ids.begin(), ids.end()), 65535u);
+  WriteCorpus(path, made);
+  EXPECT_EQ(static_cast<uint64_t>(fs::file_size(path)),
+            48 + 8 * 60 + 8 * ChunkCount(300000, kCorpusChunkTokens) + 4 * 300000);
+  const Corpus read = ReadCorpus(path);
+  EXPECT_EQ(read.vocab, 200000u);
+  EXPECT_EQ(read.tokens.width(), 4);
+  EXPECT_EQ(read.tokens.ToVector(), ids);
+  EXPECT_EQ(read.checksum, made.checksum);
+  BatchSource rows(&read, /*seq_len=*/1000, /*global_batch=*/4, /*seed=*/1);
+  const HostBatch b = rows.ForStep(0);
+  const int64_t row = rows.RowAt(0);
+  for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(b.inputs[i], ids[row * 1000 + i]) << i;
+
+  std::vector<uint32_t> bad = {5, 199999, 200000, 7};
+  WriteCorpus(path, OwnedWideCorpus(200000, bad, {0}));
+  ExpectReadError(path, "token 2 is 200000, not below the vocab size 200000");
+  EXPECT_THROW(OwnedCorpus(200000, {1, 2}, {0}), TrainError);  // u16 ids for a wide vocab
+  EXPECT_THROW(OwnedWideCorpus(1000, {1, 2}, {0}), TrainError);
 }
 
 TEST_F(CorpusTest, RowsMaskTargetsAcrossDocumentsAndCoverEachEpoch) {
@@ -383,7 +413,7 @@ TEST_F(CorpusCliTest, UpgradeRewritesAVersionOneFileAndInfoSaysWhich) {
 TEST_F(CorpusCliTest, SyntheticRefusesBadNumbersNamingWhatIsAccepted) {
   const std::string path = (dir_ / "bad.bin").string();
   for (const char* args : {"1000 5000 9 1", "1000 5000 9 5001", "1000 5000 9 -64", "1000 5000 9 8x",
-                           "1 5000", "70000 5000", "1000 1", "1000 -5", "1000 5000 -1",
+                           "1 5000", "16777217 5000", "1000 1", "1000 -5", "1000 5000 -1",
                            "1000 5000 9 64 extra"}) {
     std::string out;
     EXPECT_EQ(Run("synthetic " + path + " " + args, &out), 2) << args << ": " << out;
