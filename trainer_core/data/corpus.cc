@@ -8,6 +8,7 @@
 
 #include "trainer_core/checkpoint/xxhash64.h"
 #include "trainer_core/data/corpus_chunks.h"
+#include "trainer_core/data/corpus_writer.h"
 #include "trainer_core/error.h"
 #include "trainer_core/files.h"
 
@@ -160,27 +161,9 @@ Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_
 }
 
 void WriteCorpus(const std::string& path, const Corpus& corpus) {
-  const std::vector<uint64_t> chunk_sums = ChunkChecksums(
-      corpus.tokens.data(), corpus.tokens.width(), corpus.tokens.size(), kCorpusChunkTokens);
-  CorpusHeader h = VersionTwoHeader(corpus.vocab, corpus.tokens.size(), corpus.doc_starts.size(),
-                                    kCorpusChunkTokens);
-  h.checksum =
-      Identity(corpus.doc_starts, ConstSpan<uint64_t>(chunk_sums.data(), chunk_sums.size()));
-  const std::string header = HeaderBytes(h);
-  const std::string tmp = path + ".tmp";
-  {
-    // Straight from the arrays: a large corpus is not copied into one buffer first.
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    auto put = [&](const void* data, size_t bytes) {
-      f.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-    };
-    put(header.data(), header.size());
-    put(corpus.doc_starts.data(), corpus.doc_starts.size() * sizeof(uint64_t));
-    put(chunk_sums.data(), chunk_sums.size() * sizeof(uint64_t));
-    put(corpus.tokens.data(), corpus.tokens.bytes());
-    if (!f.flush()) throw TrainError("corpus " + tmp + ": write failed");
-  }
-  RenamePath(tmp, path);
+  CorpusWriter writer(path, corpus.vocab, corpus.tokens.size(), corpus.doc_starts.ToVector());
+  writer.Append(corpus.tokens.data(), corpus.tokens.size());
+  writer.Finish();
 }
 
 std::vector<uint16_t> ByteTokenize(const std::string& text) {

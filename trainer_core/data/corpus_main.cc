@@ -1,6 +1,9 @@
 // trellis-corpus build OUT.bin FILE_OR_DIR...   byte-level corpus from text files
 // trellis-corpus info FILE.bin                  verify a corpus and print its size
 // trellis-corpus upgrade IN.bin OUT.bin         rewrite a corpus in the current format
+// trellis-corpus import-megatron OUT.bin PREFIX VOCAB
+//                                               a Megatron-LM indexed dataset
+//                                               (PREFIX.idx, PREFIX.bin) as a corpus
 // trellis-corpus synthetic OUT.bin VOCAB TOKENS [SEED [DOC_TOKENS]]
 //                                               synthetic text (data/synthetic.h): one
 //                                               document, or documents of DOC_TOKENS
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "trainer_core/data/corpus.h"
+#include "trainer_core/data/megatron_import.h"
 #include "trainer_core/data/synthetic.h"
 #include "trainer_core/error.h"
 
@@ -21,6 +25,7 @@ int Usage() {
                "usage: trellis-corpus build OUT.bin FILE_OR_DIR...\n"
                "       trellis-corpus info FILE.bin\n"
                "       trellis-corpus upgrade IN.bin OUT.bin\n"
+               "       trellis-corpus import-megatron OUT.bin PREFIX VOCAB\n"
                "       trellis-corpus synthetic OUT.bin VOCAB TOKENS [SEED [DOC_TOKENS]]\n");
   return 2;
 }
@@ -74,6 +79,25 @@ int main(int argc, char** argv) {
                   "checksum %016llx\n",
                   argv[2], c.version, c.vocab, c.tokens.size(), c.doc_starts.size(),
                   static_cast<unsigned long long>(c.checksum));
+      return 0;
+    }
+    if (verb == "import-megatron" && argc == 5) {
+      char* end = nullptr;
+      const unsigned long long vocab = std::strtoull(argv[4], &end, 10);
+      if (*argv[4] < '0' || *argv[4] > '9' || *end != '\0' || vocab < 2 ||
+          vocab > trellis::kCorpusMaxVocab) {
+        std::fprintf(stderr, "trellis-corpus: VOCAB in [2, 2^24] (the tokenizer's, which a "
+                             "Megatron dataset does not record)\n");
+        return 2;
+      }
+      const MegatronImport r = ImportMegatron(argv[3], static_cast<uint32_t>(vocab), argv[2]);
+      std::printf("%s: %llu tokens, %llu documents (%llu empty, left out) of %llu sequences, "
+                  "vocab %llu, checksum %016llx\n",
+                  argv[2], static_cast<unsigned long long>(r.tokens),
+                  static_cast<unsigned long long>(r.documents - r.empty_documents),
+                  static_cast<unsigned long long>(r.empty_documents),
+                  static_cast<unsigned long long>(r.sequences), vocab,
+                  static_cast<unsigned long long>(r.checksum));
       return 0;
     }
     if (verb == "upgrade" && argc == 4) {
