@@ -125,12 +125,16 @@ bool IsUnder(const std::string& path, const std::string& root) {
 
 namespace {
 
-// An open descriptor, closed when this goes.
+// An open descriptor, closed when this goes; moved, never copied.
 struct Descriptor {
-  int fd;
+  explicit Descriptor(int open_fd) : fd(open_fd) {}
+  Descriptor(Descriptor&& other) noexcept : fd(other.fd) { other.fd = -1; }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
   ~Descriptor() {
     if (fd >= 0) ::close(fd);
   }
+  int fd;
 };
 
 // Opens `path` read-only and checks the file as opened against `roots`

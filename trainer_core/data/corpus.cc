@@ -6,7 +6,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "trainer_core/checkpoint/xxhash64.h"
 #include "trainer_core/data/corpus_chunks.h"
 #include "trainer_core/data/corpus_writer.h"
 #include "trainer_core/error.h"
@@ -16,7 +15,6 @@ namespace trellis::train {
 namespace {
 
 constexpr uint64_t kFnvPrime = 0x100000001B3ull;
-
 
 std::string ReadFile(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -40,14 +38,6 @@ uint64_t V1ChecksumAndLargestToken(const Corpus& c, uint32_t* max_token) {
   }
   *max_token = largest;
   return h;
-}
-
-// A version-2 corpus's checksum: of its boundaries, then its chunk checksums.
-uint64_t Identity(ConstSpan<uint64_t> doc_starts, ConstSpan<uint64_t> chunk_sums) {
-  Xxh64 h;
-  h.Update(doc_starts.data(), doc_starts.size() * sizeof(uint64_t));
-  h.Update(chunk_sums.data(), chunk_sums.size() * sizeof(uint64_t));
-  return h.Digest();
 }
 
 bool LooksLikeText(const std::string& path, const std::string& head) {
@@ -93,7 +83,7 @@ Corpus Owned(uint32_t vocab, std::vector<Id> tokens, std::vector<uint64_t> doc_s
   c.backing = std::move(owned);
   const std::vector<uint64_t> sums =
       ChunkChecksums(c.tokens.data(), c.tokens.width(), c.tokens.size(), kCorpusChunkTokens);
-  c.checksum = Identity(c.doc_starts, ConstSpan<uint64_t>(sums.data(), sums.size()));
+  c.checksum = CorpusIdentity(c.doc_starts.data(), c.doc_starts.size(), sums.data(), sums.size());
   return c;
 }
 
@@ -133,7 +123,7 @@ Corpus ReadCorpus(const std::string& path, const std::vector<std::string>& data_
     if (V1ChecksumAndLargestToken(c, &max_token) != c.checksum)
       fail("checksum mismatch: the file is corrupt");
   } else {
-    if (Identity(c.doc_starts, ConstSpan<uint64_t>(chunk_sums, chunks)) != c.checksum)
+    if (CorpusIdentity(c.doc_starts.data(), d, chunk_sums, chunks) != c.checksum)
       fail("checksum mismatch in the document boundaries or chunk checksums: the file is corrupt");
     const ChunkCheck check =
         CheckChunks(c.tokens.data(), c.tokens.width(), n, chunk_tokens, chunk_sums,

@@ -75,6 +75,14 @@ ChunkCheck CheckChunks(const void* tokens, int width, uint64_t count, uint64_t c
   return {first_bad.load(), *std::max_element(largest.begin(), largest.end())};
 }
 
+uint64_t CorpusIdentity(const uint64_t* doc_starts, uint64_t documents, const uint64_t* chunk_sums,
+                        uint64_t chunks) {
+  Xxh64 h;
+  h.Update(doc_starts, 8 * documents);
+  h.Update(chunk_sums, 8 * chunks);
+  return h.Digest();
+}
+
 int CorpusCheckThreads() {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);

@@ -31,6 +31,11 @@ struct ChunkCheck {
 ChunkCheck CheckChunks(const void* tokens, int width, uint64_t count, uint64_t chunk_tokens,
                        const uint64_t* sums, int threads);
 
+// A version-2 corpus's checksum, its identity: XXH64 of its `documents`
+// boundaries, then its `chunks` chunk checksums, as stored.
+uint64_t CorpusIdentity(const uint64_t* doc_starts, uint64_t documents, const uint64_t* chunk_sums,
+                        uint64_t chunks);
+
 // Threads for CheckChunks: the CPUs this process may run on, at most 16.
 int CorpusCheckThreads();
 

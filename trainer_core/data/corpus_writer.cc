@@ -61,10 +61,8 @@ uint64_t CorpusWriter::Finish() {
     throw TrainError("corpus " + path_ + ": " + std::to_string(written_) + " tokens given of the " +
                      std::to_string(header_.tokens) + " announced");
   if (in_chunk_ > 0) chunk_sums_.push_back(chunk_.Digest());
-  Xxh64 identity;  // as corpus.cc's: the boundaries, then the chunk checksums
-  identity.Update(doc_starts_.data(), 8 * doc_starts_.size());
-  identity.Update(chunk_sums_.data(), 8 * chunk_sums_.size());
-  header_.checksum = identity.Digest();
+  header_.checksum = CorpusIdentity(doc_starts_.data(), doc_starts_.size(), chunk_sums_.data(),
+                                    chunk_sums_.size());
   out_.seekp(static_cast<std::streamoff>(header_.ChunkSumsAt()));
   Put(chunk_sums_.data(), 8 * chunk_sums_.size());
   out_.seekp(0);
