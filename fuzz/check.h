@@ -20,6 +20,7 @@ void FuzzScontrol(const uint8_t* data, size_t size);
 void FuzzSacct(const uint8_t* data, size_t size);
 void FuzzMeminfo(const uint8_t* data, size_t size);
 void FuzzStepRecord(const uint8_t* data, size_t size);
+void FuzzCorpusHeader(const uint8_t* data, size_t size);
 
 struct Target {
   const char* name;  // also the directory under fuzz/corpus/ and fuzz/crashes/
@@ -29,6 +30,7 @@ struct Target {
 inline constexpr Target kTargets[] = {
     {"run_spec", FuzzRunSpec}, {"squeue", FuzzSqueue},   {"scontrol", FuzzScontrol},
     {"sacct", FuzzSacct},      {"meminfo", FuzzMeminfo}, {"step_record", FuzzStepRecord},
+    {"corpus_header", FuzzCorpusHeader},
 };
 
 // Named in the failure message (the replay sets it to the file it feeds).

@@ -10,7 +10,7 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${TRELLIS_FUZZ_BUILD_DIR:-$REPO/build-fuzz}
-ALL=(run_spec squeue scontrol sacct meminfo step_record)
+ALL=(run_spec squeue scontrol sacct meminfo step_record corpus_header)
 # Inputs bigger than this are not tried: real inputs are a few KiB. The step
 # stream's bound is above one record's 4 KiB, so oversized lines are reached.
 max_len() { if [ "$1" = step_record ]; then echo 9000; else echo 4096; fi; }
