@@ -1,5 +1,6 @@
 #include "trainer_core/parallel/comm.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #ifdef TRELLIS_HAS_GLOO
@@ -34,14 +35,32 @@ torch::Tensor OnWire(const torch::Tensor& t) {
   return flat.scalar_type() == torch::kBFloat16 ? flat.view(torch::kHalf) : flat;
 }
 
+// Waits for a collective of world rank `rank` of `size`. A failure on gloo is a
+// TrainError. On NCCL it ends the process here, after saying what failed: on
+// its way up the error would destroy the process group, whose destructor
+// waits on NCCL's watchdog (a minute of debug dump, then an abort that prints
+// none of this), and the device work behind the failed collective never
+// completes, so a later synchronisation would hang. (The peer watch ends a
+// rank the same way.)
 template <typename W>
-void Wait(W&& work, const char* what) {
+void Wait(W&& work, const char* what, int rank, int size, bool cuda) {
+  std::string error;
   try {
     work->wait();
+    return;
+  } catch (const c10::Error& e) {
+    error = e.what_without_backtrace();
   } catch (const std::exception& e) {
-    throw TrainError(std::string("comm: ") + what +
-                     " failed (a peer exited or timed out): " + e.what());
+    error = e.what();
   }
+  const std::string message = "comm: rank " + std::to_string(rank) + " of " +
+                              std::to_string(size) + ": " + what +
+                              " failed (a peer exited, timed out or lost its network): " + error;
+  if (!cuda) throw TrainError(message);
+  std::fprintf(stderr, "%s\ncomm: rank %d ends now: its NCCL work cannot complete\n",
+               message.c_str(), rank);
+  std::fflush(nullptr);
+  std::_Exit(1);
 }
 
 // Every tensor of a collective lives where the backend works: NCCL takes
@@ -121,10 +140,12 @@ class StorePeers final : public PeerStore {
 // the backend may still read or write them (on a GPU, from its own stream).
 class C10dWork final : public CommWork {
  public:
-  C10dWork(c10::intrusive_ptr<c10d::Work> work, const char* what, bool cuda,
+  C10dWork(c10::intrusive_ptr<c10d::Work> work, const char* what, int rank, int size, bool cuda,
            std::shared_ptr<CommClock::Span> span, std::vector<at::Tensor> keep)
       : work_(std::move(work)),
         what_(what),
+        rank_(rank),
+        size_(size),
         cuda_(cuda),
         span_(std::move(span)),
         keep_(std::move(keep)) {}
@@ -143,7 +164,7 @@ class C10dWork final : public CommWork {
   void Wait() override {
     if (!work_) return;
     span_->waited = compat::DeviceStamp::Now(cuda_);
-    trellis::train::Wait(work_, what_);
+    trellis::train::Wait(work_, what_, rank_, size_, cuda_);
     if (!cuda_) span_->MarkDoneOnHost();  // where the backend's thread did not stamp it
     work_.reset();
     keep_.clear();
@@ -152,6 +173,7 @@ class C10dWork final : public CommWork {
  private:
   c10::intrusive_ptr<c10d::Work> work_;
   const char* what_;
+  int rank_, size_;
   bool cuda_;
   std::shared_ptr<CommClock::Span> span_;
   std::vector<at::Tensor> keep_;
@@ -248,7 +270,8 @@ class C10dComm final : public Comm {
     c10::intrusive_ptr<c10d::Work> work = issue();
     if (clock_->cuda()) {
       // The side stream waits (the host does not); errors come as Wait's.
-      span->done = clock_->stream(clock_group_).StampAfter([&] { Wait(work, what); });
+      span->done = clock_->stream(clock_group_).StampAfter(
+          [&] { Wait(work, what, options_.rank, options_.world, /*cuda=*/true); });
     } else {
       try {
         work->getFuture()->addCallback([span](c10::ivalue::Future&) { span->MarkDoneOnHost(); });
@@ -256,8 +279,8 @@ class C10dComm final : public Comm {
         // No future for this work: its end is taken when it is waited for.
       }
     }
-    return std::make_unique<C10dWork>(std::move(work), what, clock_->cuda(), std::move(span),
-                                      std::move(keep));
+    return std::make_unique<C10dWork>(std::move(work), what, options_.rank, options_.world,
+                                      clock_->cuda(), std::move(span), std::move(keep));
   }
 
   c10::intrusive_ptr<c10d::Store> store_;
