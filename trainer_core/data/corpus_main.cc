@@ -104,12 +104,15 @@ int main(int argc, char** argv) {
       const Corpus c = ReadCorpus(argv[2]);
       WriteCorpus(argv[3], c);
       const Corpus written = ReadCorpus(argv[3]);
+      // A version-2 file rewritten keeps its checksum, and so its checkpoints.
+      const bool same = c.checksum == written.checksum;
       std::printf("%s: format version %u -> %u, the same %zu tokens and %zu documents, checksum "
-                  "%016llx -> %016llx (checkpoints of runs on the old file do not resume on the "
-                  "new one)\n",
+                  "%016llx -> %016llx%s\n",
                   argv[3], c.version, written.version, written.tokens.size(),
                   written.doc_starts.size(), static_cast<unsigned long long>(c.checksum),
-                  static_cast<unsigned long long>(written.checksum));
+                  static_cast<unsigned long long>(written.checksum),
+                  same ? " (unchanged: runs resume on it)"
+                       : " (checkpoints of runs on the old file do not resume on the new one)");
       return 0;
     }
   } catch (const TrainError& e) {

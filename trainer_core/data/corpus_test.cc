@@ -404,6 +404,9 @@ TEST_F(CorpusCliTest, UpgradeRewritesAVersionOneFileAndInfoSaysWhich) {
   EXPECT_EQ(ReadCorpus(v2).tokens.ToVector(), synthetic.tokens.ToVector());
   ASSERT_EQ(Run("info " + v2, &out), 0) << out;
   EXPECT_NE(out.find("ok, format version 2"), std::string::npos) << out;
+  ASSERT_EQ(Run("upgrade " + v2 + " " + (dir_ / "again.bin").string(), &out), 0) << out;
+  EXPECT_NE(out.find("format version 2 -> 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("(unchanged: runs resume on it)"), std::string::npos) << out;
   testing::FlipByte(v1, 1);
   EXPECT_EQ(Run("upgrade " + v1 + " " + (dir_ / "other.bin").string(), &out), 1) << out;
   EXPECT_NE(out.find("checksum mismatch"), std::string::npos) << out;
