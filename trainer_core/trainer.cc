@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 
 #include "common/spec/model_fit.h"
 #include "trainer_core/checkpoint/async_save.h"
@@ -91,6 +94,36 @@ TokenBatch RowsToDevice(const HostBatch& b, int64_t first, int64_t count, torch:
   return out;
 }
 
+std::string Hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Whether a checkpoint whose corpus checksum is not `corpus`'s was made on the
+// same tokens in format version 1, before `trellis-corpus upgrade` rewrote the
+// file under a new checksum: version 1's checksum is computed to tell (one
+// pass over the file, on this resume only: the next checkpoint records the
+// new one), and said in the rank's log.
+bool MadeBeforeTheUpgrade(const CheckpointMeta& meta, const Corpus& corpus, const std::string& path,
+                          const std::function<void(const std::string&)>& note) {
+  if (corpus.version < 2) return false;
+  const auto start = std::chrono::steady_clock::now();
+  const std::optional<uint64_t> v1 = VersionOneChecksum(corpus);
+  if (!v1 || *v1 != meta.corpus_checksum) return false;
+  if (note) {
+    char took[32];
+    std::snprintf(took, sizeof took, "%.1f s", std::chrono::duration<double>(
+                                                   std::chrono::steady_clock::now() - start)
+                                                   .count());
+    note("checkpoint step " + std::to_string(meta.step) + " was made on corpus " + path +
+         " before its upgrade to format version 2: its version-1 checksum " +
+         Hex(meta.corpus_checksum) + " matches (checked in " + took +
+         "); checkpoints from here on record its checksum " + Hex(corpus.checksum));
+  }
+  return true;
+}
+
 // The step to resume from (kStartFresh: none; "latest" with no complete
 // checkpoint is none too), its manifest checked against the spec, the corpus
 // and the data position: all a rank can tell alone.
@@ -102,9 +135,12 @@ int64_t CheckedResumeStep(const TrainerOptions& o, const spec::TrainerSpec& spec
   if (resume == kResumeLatest) resume = LatestCompleteStep(o.checkpoint_dir);
   if (resume < 0) return kStartFresh;
   const CheckpointMeta meta = CheckCheckpoint(o.checkpoint_dir, resume, spec);
-  if (meta.corpus_checksum != corpus.checksum)
+  if (meta.corpus_checksum != corpus.checksum &&
+      !MadeBeforeTheUpgrade(meta, corpus, spec.training.data, o.on_note))
     throw TrainError("training.data: corpus " + spec.training.data +
-                     " is not the one the checkpoint was trained on (checksum differs)");
+                     " is not the one the checkpoint was trained on (checksum " +
+                     Hex(corpus.checksum) + ", the checkpoint's " + Hex(meta.corpus_checksum) +
+                     ")");
   if (meta.rows_consumed != data.RowsBefore(meta.step))
     throw TrainError("checkpoint step " + std::to_string(meta.step) +
                      ": data position does not match training.global_batch");

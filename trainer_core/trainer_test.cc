@@ -21,6 +21,7 @@
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/data/corpus.h"
+#include "trainer_core/data/corpus_v1_test_util.h"
 #include "trainer_core/data/synthetic.h"
 #include "trainer_core/error.h"
 #include "trainer_core/file_test_util.h"
@@ -58,6 +59,60 @@ TEST_F(TrainerTest, KilledAndResumedRunMatchesAStraightRun) {
     EXPECT_EQ(resumed.records[i].grad_norm, want.grad_norm) << "step " << want.step;
   }
   EXPECT_EQ(LatestCompleteStep(killed_dir), 10);
+}
+
+// A run on a version-1 corpus, stopped at its step-5 checkpoint, then the file
+// upgraded in place (`trellis-corpus upgrade`: the same tokens, a new
+// checksum): the run resumes on it, saying why, and trains bit for bit as the
+// run that never stopped; its next checkpoint records the new checksum, so
+// the resume after it says nothing. Other tokens at that path are still
+// refused, naming both checksums.
+TEST_F(TrainerTest, ACheckpointOfAVersionOneCorpusResumesOnItsUpgrade) {
+  const Corpus text = ReadCorpus(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"}));
+  const std::string path = JoinPath(dir_, "v1.corpus");
+  std::ofstream(path, std::ios::binary) << testing::V1File(text);
+  const Corpus v1 = ReadCorpus(path);
+  ASSERT_EQ(v1.version, 1u);
+  const std::string spec = WriteSpec(ResumeSpec(path));
+  const std::string straight_dir = JoinPath(dir_, "straight"), stopped_dir = JoinPath(dir_, "b");
+  ChildResult straight = RunTrain({spec, "--json", "--checkpoint-dir", straight_dir}, dir_);
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  ASSERT_EQ(straight.records.size(), 10u);
+  ChildResult first = RunTrain({spec, "--json", "--steps", "5", "--checkpoint-dir", stopped_dir}, dir_);
+  ASSERT_EQ(first.status, 0) << first.err;
+
+  WriteCorpus(path, v1);  // what `trellis-corpus upgrade` writes
+  ASSERT_EQ(ReadCorpus(path).version, 2u);
+  ASSERT_NE(ReadCorpus(path).checksum, v1.checksum);
+  const auto expect_steps_of_straight = [&](const ChildResult& run, size_t from) {
+    for (size_t i = 0; i < run.records.size(); ++i) {
+      EXPECT_EQ(run.records[i].step, straight.records[from + i].step);
+      EXPECT_EQ(run.records[i].loss, straight.records[from + i].loss) << "step " << from + i + 1;
+    }
+  };
+  ChildResult resumed = RunTrain(
+      {spec, "--json", "--steps", "7", "--checkpoint-dir", stopped_dir, "--resume", "latest"}, dir_);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("checkpoint step 5 was made on corpus " + path +
+                             " before its upgrade to format version 2: its version-1 checksum"),
+            std::string::npos)
+      << resumed.err;
+  ASSERT_EQ(resumed.records.size(), 2u);
+  expect_steps_of_straight(resumed, 5);
+  ChildResult again =
+      RunTrain({spec, "--json", "--checkpoint-dir", stopped_dir, "--resume", "latest"}, dir_);
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(again.err.find("before its upgrade"), std::string::npos) << again.err;
+  ASSERT_EQ(again.records.size(), 3u);
+  expect_steps_of_straight(again, 7);
+
+  WriteCorpus(path, ReadCorpus(BuildCorpus({"/usr/share/common-licenses/GPL-3"})));
+  ChildResult other =
+      RunTrain({spec, "--json", "--checkpoint-dir", stopped_dir, "--resume", "latest"}, dir_);
+  EXPECT_TRUE(WIFEXITED(other.status) && WEXITSTATUS(other.status) == 1) << other.err;
+  EXPECT_NE(other.err.find("is not the one the checkpoint was trained on (checksum "),
+            std::string::npos)
+      << other.err;
 }
 
 // training.row_order = "cost_bands" on a corpus of documents of many lengths

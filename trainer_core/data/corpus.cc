@@ -36,7 +36,7 @@ uint64_t V1ChecksumAndLargestToken(const Corpus& c, uint32_t* max_token) {
     h = (h ^ bytes[2 * i + 1]) * kFnvPrime;
     largest = std::max(largest, ids[i]);
   }
-  *max_token = largest;
+  if (max_token != nullptr) *max_token = largest;
   return h;
 }
 
@@ -54,6 +54,11 @@ uint64_t Fnv1a(const void* data, size_t n, uint64_t h) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * kFnvPrime;
   return h;
+}
+
+std::optional<uint64_t> VersionOneChecksum(const Corpus& corpus) {
+  if (corpus.tokens.width() != 2) return std::nullopt;
+  return V1ChecksumAndLargestToken(corpus, nullptr);
 }
 
 std::vector<uint32_t> TokenSpan::ToVector() const {

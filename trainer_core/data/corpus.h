@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,12 @@ Corpus OwnedWideCorpus(uint32_t vocab, std::vector<uint32_t> tokens,
 
 // FNV-1a 64, continued from `h` (so it can run over several buffers).
 uint64_t Fnv1a(const void* data, size_t n, uint64_t h = 0xCBF29CE484222325ull);
+
+// The checksum version 1 gives these tokens and boundaries (FNV-1a 64 of
+// both, one byte after another: about 1 GB/s). Only u16 ids were written in
+// version 1, so a corpus of wider ids has none (nullopt). Lets a checkpoint
+// made on a version-1 file resume on its `trellis-corpus upgrade` copy.
+std::optional<uint64_t> VersionOneChecksum(const Corpus& corpus);
 
 // Maps the file (files.h, MappedFile: it must not shrink while in use) and
 // checks all of it in one pass. Throws TrainError naming the file and what is

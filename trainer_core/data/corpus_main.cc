@@ -104,7 +104,9 @@ int main(int argc, char** argv) {
       const Corpus c = ReadCorpus(argv[2]);
       WriteCorpus(argv[3], c);
       const Corpus written = ReadCorpus(argv[3]);
-      // A version-2 file rewritten keeps its checksum, and so its checkpoints.
+      // A version-2 file rewritten keeps its checksum. A version-1 file gets a
+      // new one; a checkpoint made on it is still recognised, by its
+      // version-1 checksum, computed once at that resume (trainer.cc).
       const bool same = c.checksum == written.checksum;
       std::printf("%s: format version %u -> %u, the same %zu tokens and %zu documents, checksum "
                   "%016llx -> %016llx%s\n",
@@ -112,7 +114,8 @@ int main(int argc, char** argv) {
                   written.doc_starts.size(), static_cast<unsigned long long>(c.checksum),
                   static_cast<unsigned long long>(written.checksum),
                   same ? " (unchanged: runs resume on it)"
-                       : " (checkpoints of runs on the old file do not resume on the new one)");
+                       : " (runs resume on it: a checkpoint made on the old file is known "
+                         "by its old checksum, computed once, at that resume)");
       return 0;
     }
   } catch (const TrainError& e) {

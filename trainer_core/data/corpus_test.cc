@@ -11,6 +11,7 @@
 
 #include "trainer_core/data/batches.h"
 #include "trainer_core/data/corpus_chunks.h"
+#include "trainer_core/data/corpus_v1_test_util.h"
 #include "trainer_core/data/synthetic.h"
 #include "trainer_core/error.h"
 #include "trainer_core/file_test_util.h"
@@ -174,28 +175,11 @@ TEST_F(CorpusTest, ReadTokensAreTheFilesPagesAndOutliveItsReplacement) {
   EXPECT_EQ(ReadCorpus(path).tokens.ToVector(), SyntheticCorpus(1000, 100000, 4).tokens.ToVector());
 }
 
-// A version-1 file, laid out by hand: 40-byte header, FNV-1a 64 of the
-// boundaries and tokens, no chunk checksums.
-std::string V1File(uint32_t vocab, const std::vector<uint32_t>& ids,
-                   const std::vector<uint64_t>& starts) {
-  const std::vector<uint16_t> tokens(ids.begin(), ids.end());
-  std::string out(kCorpusMagic, 8);
-  auto put = [&out](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
-  const uint32_t version = 1;
-  const uint64_t n = tokens.size(), d = starts.size();
-  const uint64_t sum = Fnv1a(tokens.data(), 2 * n, Fnv1a(starts.data(), 8 * d));
-  put(&version, 4);
-  put(&vocab, 4);
-  put(&n, 8);
-  put(&d, 8);
-  put(&sum, 8);
-  put(starts.data(), 8 * d);
-  put(tokens.data(), 2 * n);
-  return out;
-}
+using testing::V1File;
 
 // Version-1 files still read, checked as before; rewritten, they become
-// version 2 with the same tokens and another checksum.
+// version 2 with the same tokens and another checksum, the old one still
+// computable from them.
 TEST_F(CorpusTest, VersionOneFilesStillRead) {
   const Corpus synthetic = SyntheticCorpus(500, 30000, 5, 1000);
   const std::string path = Write(
@@ -216,6 +200,11 @@ TEST_F(CorpusTest, VersionOneFilesStillRead) {
   EXPECT_EQ(rewritten.tokens.ToVector(), synthetic.tokens.ToVector());
   EXPECT_EQ(rewritten.checksum, synthetic.checksum);  // a corpus's identity is its content's
   EXPECT_NE(rewritten.checksum, v1.checksum);
+  // ... but version 1's checksum is still known from it (a checkpoint made
+  // on the old file resumes on the new one); none for ids wider than v1's.
+  EXPECT_EQ(VersionOneChecksum(v1), v1.checksum);
+  EXPECT_EQ(VersionOneChecksum(rewritten), v1.checksum);
+  EXPECT_EQ(VersionOneChecksum(SyntheticCorpus(70000, 1000, 5, 100)), std::nullopt);
 
   testing::FlipByte(path, 3);
   ExpectReadError(path, "checksum mismatch: the file is corrupt");
@@ -400,7 +389,10 @@ TEST_F(CorpusCliTest, UpgradeRewritesAVersionOneFileAndInfoSaysWhich) {
   ASSERT_EQ(Run("upgrade " + v1 + " " + v2, &out), 0) << out;
   EXPECT_NE(out.find("format version 1 -> 2, the same 4000 tokens and 5 documents"),
             std::string::npos) << out;
-  EXPECT_NE(out.find("do not resume on the new one"), std::string::npos) << out;
+  EXPECT_NE(out.find("runs resume on it: a checkpoint made on the old file is known by its old "
+                     "checksum"),
+            std::string::npos)
+      << out;
   EXPECT_EQ(ReadCorpus(v2).tokens.ToVector(), synthetic.tokens.ToVector());
   ASSERT_EQ(Run("info " + v2, &out), 0) << out;
   EXPECT_NE(out.find("ok, format version 2"), std::string::npos) << out;
