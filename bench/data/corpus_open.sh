@@ -8,6 +8,10 @@
 # (shared by the ranks, reclaimable).
 # Usage: bench/data/corpus_open.sh LABEL
 #   env: BUILD_DIR=build, OUT=bench/results, TOKENS=500000000, RANKS=2,
+#        CPUS_PER_RANK=<unset: every rank may use every CPU; N: rank r is bound
+#        to CPUs [rN, rN + N), as a worker binds its ranks to their socket>,
+#        FORMAT=2 (1: the corpus rewritten in the old format, whose checksum
+#        runs on one thread per rank),
 #        BASELINE="<earlier runs' .json files, tabled before this one>"
 # Writes OUT/corpus-open-<date>-LABEL.json and .md.
 set -euo pipefail
@@ -18,15 +22,30 @@ OUT=${OUT:-bench/results}
 TOKENS=${TOKENS:-500000000}
 RANKS=${RANKS:-2}
 BASELINE=${BASELINE:-}
+CPUS_PER_RANK=${CPUS_PER_RANK:-}
+FORMAT=${FORMAT:-2}
+[ "$FORMAT" = 1 ] || [ "$FORMAT" = 2 ] || { echo "FORMAT is 1 or 2, got $FORMAT" >&2; exit 2; }
+if [ -n "$CPUS_PER_RANK" ]; then
+  [ "$CPUS_PER_RANK" -ge 1 ] && [ $((CPUS_PER_RANK * RANKS)) -le "$(nproc)" ] ||
+    { echo "CPUS_PER_RANK x RANKS must be in [1, $(nproc)] (the CPUs here)" >&2; exit 2; }
+fi
 for b in trellis-corpus corpus_open; do
   [ -x "$BUILD_DIR/bin/$b" ] || { echo "missing $BUILD_DIR/bin/$b: build first (ninja -C $BUILD_DIR $b)" >&2; exit 2; }
 done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$BUILD_DIR/bin/trellis-corpus" synthetic "$work/bench.corpus" 32000 "$TOKENS" 1234 4096 > /dev/null
+if [ "$FORMAT" = 1 ]; then
+  "$BUILD_DIR/bin/corpus_open" "$work/bench.corpus" --write-version-one "$work/v1.corpus"
+  mv "$work/v1.corpus" "$work/bench.corpus"
+fi
 pids=()
 for r in $(seq 1 "$RANKS"); do
-  "$BUILD_DIR/bin/corpus_open" "$work/bench.corpus" --data-root "$work" > "$work/rank-$r.json" &
+  bind=()
+  [ -z "$CPUS_PER_RANK" ] ||
+    bind=(taskset -c "$(((r - 1) * CPUS_PER_RANK))-$((r * CPUS_PER_RANK - 1))")
+  "${bind[@]}" "$BUILD_DIR/bin/corpus_open" "$work/bench.corpus" --data-root "$work" \
+    > "$work/rank-$r.json" &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
@@ -34,14 +53,17 @@ mkdir -p "$OUT"
 cat "$work"/rank-*.json > "$work/ranks.jsonl"
 python3 - "$work/ranks.jsonl" "$OUT/corpus-open-$(date -u +%F)-$LABEL" "$LABEL" \
   "$(stat -c %s "$work/bench.corpus")" "$BASELINE" \
-  "bench/data/corpus_open.sh $LABEL (TOKENS=$TOKENS RANKS=$RANKS)" <<'PY'
+  "bench/data/corpus_open.sh $LABEL (TOKENS=$TOKENS RANKS=$RANKS${CPUS_PER_RANK:+ CPUS_PER_RANK=$CPUS_PER_RANK} FORMAT=$FORMAT)" \
+  "${CPUS_PER_RANK:-0}" "$FORMAT" <<'PY'
 import json, statistics, sys
 sys.path.insert(0, "bench")
 import machine
-ranks_path, prefix, label, file_bytes, baseline, command = sys.argv[1:7]
+ranks_path, prefix, label, file_bytes, baseline, command, cpus_per_rank, fmt = sys.argv[1:9]
 ranks = [json.loads(l) for l in open(ranks_path)]
 def summary(rs):
-    return {"ranks": len(rs), "tokens": rs[0]["tokens"], "documents": rs[0]["documents"],
+    return {"ranks": len(rs), "cpus_per_rank": int(cpus_per_rank), "format": int(fmt),
+            "check_threads": rs[0].get("check_threads", 0),
+            "tokens": rs[0]["tokens"], "documents": rs[0]["documents"],
             "open_s_median": statistics.median(r["open_s"] for r in rs),
             "peak_rss_bytes_max": max(r["peak_rss_bytes"] for r in rs),
             "private_bytes_per_rank": statistics.median(r["private_bytes"] for r in rs),
@@ -63,7 +85,10 @@ md = [f"# Opening the corpus: time and memory per rank ({doc['date'][:10]})", ""
       "pays it once per rank; the kernel cannot drop it). file pages: the corpus's pages the "
       "rank maps, one copy in the page cache for all ranks of the node, reclaimable.", "",
       "| | " + " | ".join(r["label"] for r in runs) + " |", "|---|" + "---|" * len(runs)]
-rows = [("ranks at once", lambda s: str(s["ranks"])),
+rows = [("corpus format version", lambda s: str(s.get("format", "?"))),
+        ("ranks at once", lambda s: str(s["ranks"])),
+        ("CPUs per rank", lambda s: str(s.get("cpus_per_rank") or "all")),
+        ("threads checking chunks, per rank", lambda s: str(s.get("check_threads") or "1")),
         ("open (median rank)", lambda s: f"{s['open_s_median']:.2f} s"),
         ("peak resident (max rank)", lambda s: gib(s["peak_rss_bytes_max"])),
         ("private after open, per rank", lambda s: gib(s["private_bytes_per_rank"])),
