@@ -286,6 +286,41 @@ TEST_F(ControllerRestartTest, AStragglerAcrossARestartIsOneEventAndOneStrike) {
   EXPECT_EQ(events[1].rank(), 3);
 }
 
+// An episode that ended before the restart (its end stored as an event) is
+// not held after it: the rank's next slow spell is a new episode, raised as
+// soon as the window counts it, not a whole window later.
+TEST_F(ControllerRestartTest, AStragglerWhoseEpisodeEndedBeforeTheRestartIsRaisedAgain) {
+  StartRun("[health]\nstraggler_window = 5\nstraggler_min_slow = 3\n");
+  Register(kRun, 1, {"node1", "node2", "node3"});
+  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  int64_t step = 1;
+  auto steps = [&](int n, double rank2_s) {
+    for (int i = 0; i < n; ++i, ++step) {
+      Send(Id(kRun, "node1", 1), {StepReport(0, step, 0.5), StepReport(1, step, 0.5)});
+      Send(Id(kRun, "node2", 1), {StepReport(2, step, rank2_s), StepReport(3, step, 0.5)});
+    }
+    Sync();
+  };
+  steps(4, 1.5);  // slow in steps 1-4: raised at step 3
+  ASSERT_EQ(HealthEvents(kRun, "straggler").size(), 1u);
+  steps(2, 0.5);
+  EXPECT_TRUE(HealthEvents(kRun, "straggler_ended").empty()) << "steps 2-6 hold 3 slow ones";
+  steps(2, 0.5);  // at step 7, 2 of steps 3-7 were slow: over
+  std::vector<v1::HealthEvent> ended = HealthEvents(kRun, "straggler_ended");
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].rank(), 2);
+  EXPECT_NE(ended[0].detail().find("rank 2 on node2 is no longer a straggler: slow in 2 of the "
+                                   "last 5 steps (at step 7; an event takes 3)"),
+            std::string::npos)
+      << ended[0].detail();
+
+  Restart();
+  steps(3, 1.5);
+  std::vector<v1::HealthEvent> events = HealthEvents(kRun, "straggler");
+  ASSERT_EQ(events.size(), 2u) << "the new spell, raised at its third slow step";
+  EXPECT_EQ(events[1].rank(), 2);
+}
+
 TEST_F(ControllerRestartTest, WorkersThatEndedBeforeTheRestartAreNotTakenForLost) {
   RunOnNode1AndNode2();
   // The ranks ended and both workers reported (their reports were stored);

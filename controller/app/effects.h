@@ -113,8 +113,8 @@ struct LaunchStartedEffect {
   bool resumed = false;
   std::set<std::string> finished_nodes;
   std::set<int> ended_ranks;
-  // The ranks it named as stragglers before the restart: their episodes may
-  // go on, and are not raised again (StragglerWindow::HoldEpisode).
+  // The ranks whose straggler episodes had not ended before the restart:
+  // they may go on, and are not raised again (StragglerWindow::HoldEpisode).
   std::set<int> straggler_ranks;
 };
 

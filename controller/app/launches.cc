@@ -344,7 +344,9 @@ LaunchStartedEffect Launches::Watched(const LaunchState& l) const {
     if (yes) started.finished_nodes.insert(node);
   for (const auto& e : l.rank_exits) started.ended_ranks.insert(e.rank);
   if (l.resumed) {
-    auto held = ctx_.store.RanksWithEvents(l.run_id, l.attempt, l.launch, "straggler");
+    // Episodes that ended before the restart are not held: a new one is raised.
+    auto held = ctx_.store.RanksWithEvents(l.run_id, l.attempt, l.launch, kStragglerEvent,
+                                           kStragglerEndedEvent);
     if (held.ok())
       started.straggler_ranks = *held;
     else  // at worst, an episode across the restart is raised twice

@@ -82,12 +82,26 @@ Effects RunHealth::ObserveStep(const WorkerId& id, int rank, const StepRecord& r
                         {"others_phases", PhasesJson(e.others_phases)}};
     spdlog::warn("run {}: straggler: {}", id.run_id, detail);
     ctx_.metrics.Straggler(id.run_id);
-    HealthEventRecord ev = Event(w, "straggler", e.rank, e.node, detail, j.dump());
+    HealthEventRecord ev = Event(w, kStragglerEvent, e.rank, e.node, detail, j.dump());
     out.writes.push_back({"straggler event of " + id.run_id,
                              [ev](Store& s) { return s.AddHealthEvent(ev); }});
     if (w.launch.health.straggler_strike)
       out.strikes.push_back({e.node, "straggler: " + detail, j.dump(),
                                 "run " + id.run_id + " (straggler)"});
+  }
+  for (const StragglerEnd& e : w.stragglers->TakeEnds()) {
+    const std::string detail = "rank " + std::to_string(e.rank) + " on " + e.node +
+                               " is no longer a straggler: slow in " +
+                               std::to_string(e.slow_steps) + " of the last " +
+                               std::to_string(e.window) + " steps (at step " +
+                               std::to_string(e.step) + "; an event takes " +
+                               std::to_string(w.launch.health.straggler_min_slow) + ")";
+    const nlohmann::json j = {{"rank", e.rank}, {"node", e.node}, {"step", e.step},
+                              {"slow_steps", e.slow_steps}, {"window", e.window}};
+    spdlog::info("run {}: straggler episode over: {}", id.run_id, detail);
+    HealthEventRecord ev = Event(w, kStragglerEndedEvent, e.rank, e.node, detail, j.dump());
+    out.writes.push_back({"straggler end of " + id.run_id,
+                          [ev](Store& s) { return s.AddHealthEvent(ev); }});
   }
   return out;
 }

@@ -120,14 +120,15 @@ void StragglerWindow::OnComplete(int64_t step, std::vector<PhaseTimes> times) {
       if (old.slow[r]) --slow_count_[r];
     complete_.erase(complete_.begin());
   }
-  Evaluate();
+  Evaluate(step);
 }
 
-void StragglerWindow::Evaluate() {
-  const bool full = static_cast<int>(complete_.size()) == window_;
+void StragglerWindow::Evaluate(int64_t step) {
+  const int window = static_cast<int>(complete_.size());
   for (int r = 0; r < world_; ++r) {
     if (slow_count_[r] < min_slow_) {
-      if (held_[r] && !full) continue;  // the steps before the restart are unknown
+      if (held_[r] && window < window_) continue;  // the steps before the restart are unknown
+      if (!armed_[r]) ends_.push_back({r, nodes_[r], step, slow_count_[r], window});
       held_[r] = false;
       armed_[r] = true;
     } else if (armed_[r]) {
@@ -168,6 +169,8 @@ StragglerEvent StragglerWindow::MakeEvent(int rank) const {
 }
 
 std::vector<StragglerEvent> StragglerWindow::TakeEvents() { return std::exchange(events_, {}); }
+
+std::vector<StragglerEnd> StragglerWindow::TakeEnds() { return std::exchange(ends_, {}); }
 
 std::optional<StepSpread> StragglerWindow::TakeCompleted() {
   if (newest_complete_ <= taken_complete_) return std::nullopt;

@@ -7,10 +7,11 @@
 // OTHER ranks at that step (the median of the others, so one straggler does
 // not move its own yardstick). A rank with at least M slow steps in the window
 // raises one event; it raises another only after it has dropped below M (one
-// event per episode). Slowness is judged once per step, when it completes.
-// A window starts empty, so after a controller restart a rank named before it
-// is held (HoldEpisode): its episode may still run, and it raises nothing
-// until a whole window of K steps has seen it below M.
+// event per episode), which ends the episode (an end, TakeEnds). Slowness is
+// judged once per step, when it completes. A window starts empty, so after a
+// controller restart a rank whose episode had not ended is held
+// (HoldEpisode): its episode may still run, and it raises nothing until a
+// whole window of K steps has seen it below M.
 //
 // Memory is O(world * K): at most K complete steps, and incomplete steps only
 // within K of the newest step seen (older ones, missing a record, are dropped).
@@ -54,6 +55,16 @@ struct StragglerEvent {
   PhaseTimes others_phases;    // medians over the slow steps of the others' medians
 };
 
+// A rank's episode is over: it raised an event (or was held) and the window
+// now sees it below M (a held rank: a whole window).
+struct StragglerEnd {
+  int rank = 0;
+  std::string node;
+  int64_t step = -1;   // the complete step that showed it
+  int slow_steps = 0;  // in the window, now below M
+  int window = 0;      // complete steps looked at
+};
+
 class StragglerWindow {
  public:
   // window: K, min_slow: M (1..K), factor: F (> 1).
@@ -67,6 +78,8 @@ class StragglerWindow {
   void Add(int rank, const std::string& node, int64_t step, const PhaseTimes& t);
   // The events raised since the last call.
   std::vector<StragglerEvent> TakeEvents();
+  // The episodes that ended since the last call.
+  std::vector<StragglerEnd> TakeEnds();
   // The newest step completed since the last call, if it is newer than any
   // returned before, with its spread over the ranks.
   std::optional<StepSpread> TakeCompleted();
@@ -87,7 +100,7 @@ class StragglerWindow {
   };
 
   void OnComplete(int64_t step, std::vector<PhaseTimes> times);
-  void Evaluate();
+  void Evaluate(int64_t step);
   StragglerEvent MakeEvent(int rank) const;
 
   int world_;
@@ -104,6 +117,7 @@ class StragglerWindow {
   std::map<int64_t, Pending> pending_;
   std::map<int64_t, Complete> complete_;
   std::vector<StragglerEvent> events_;
+  std::vector<StragglerEnd> ends_;
 };
 
 }  // namespace trellis::controller

@@ -63,8 +63,20 @@ TEST(StragglerWindowTest, ReArmsAfterTheEpisodeEnds) {
   int64_t s = 0;
   for (; s < 15; ++s) Step(w, 4, s, slow0);
   EXPECT_EQ(w.TakeEvents().size(), 1u);
-  for (; s < 35; ++s) Step(w, 4, s, even);  // the window forgets the slow steps
+  EXPECT_TRUE(w.TakeEnds().empty());
+  for (; s < 25; ++s) Step(w, 4, s, even);  // the window forgets the slow steps...
+  EXPECT_TRUE(w.TakeEnds().empty()) << "steps 6-14: 9 slow steps, not yet below M = 10";
+  Step(w, 4, s++, even);  // ... and at step 25 holds 9 of them: the episode is over
+  std::vector<StragglerEnd> ends = w.TakeEnds();
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].rank, 0);
+  EXPECT_EQ(ends[0].node, "n1");
+  EXPECT_EQ(ends[0].step, 25);
+  EXPECT_EQ(ends[0].slow_steps, 9);
+  EXPECT_EQ(ends[0].window, 20);
+  for (; s < 35; ++s) Step(w, 4, s, even);
   EXPECT_TRUE(w.TakeEvents().empty());
+  EXPECT_TRUE(w.TakeEnds().empty()) << "one end per episode";
   for (; s < 45; ++s) Step(w, 4, s, slow0);
   auto events = w.TakeEvents();
   ASSERT_EQ(events.size(), 1u);
@@ -80,6 +92,7 @@ TEST(StragglerWindowTest, AHeldRankRaisesNothingWhileItsEpisodeGoesOn) {
   auto slow0 = [](int r) { return r == 0 ? 2.0 : 1.0; };
   for (int64_t s = 0; s < 60; ++s) Step(w, 4, s, slow0);
   EXPECT_TRUE(w.TakeEvents().empty());
+  EXPECT_TRUE(w.TakeEnds().empty());
   // Another rank's episode is its own.
   for (int64_t s = 60; s < 70; ++s) Step(w, 4, s, [](int r) { return r <= 1 ? 2.0 : 1.0; });
   auto events = w.TakeEvents();
@@ -98,9 +111,16 @@ TEST(StragglerWindowTest, AHeldRankIsReArmedOnlyByAWholeWindowBelowTheMinimum) {
   for (; s < 5; ++s) Step(w, 4, s, even);
   for (; s < 20; ++s) Step(w, 4, s, slow0);
   EXPECT_TRUE(w.TakeEvents().empty());
-  // The slow steps leave the window: below M over a whole window, re-armed.
+  EXPECT_TRUE(w.TakeEnds().empty()) << "below M in steps 0-4, but the window was not whole";
+  // The slow steps leave the window: below M over a whole window (at step
+  // 30, 9 of steps 11-30), the held episode is over and the rank re-armed.
   for (; s < 40; ++s) Step(w, 4, s, even);
   EXPECT_TRUE(w.TakeEvents().empty());
+  std::vector<StragglerEnd> ends = w.TakeEnds();
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].rank, 0);
+  EXPECT_EQ(ends[0].step, 30);
+  EXPECT_EQ(ends[0].slow_steps, 9);
   for (; s < 50; ++s) Step(w, 4, s, slow0);
   auto events = w.TakeEvents();
   ASSERT_EQ(events.size(), 1u);

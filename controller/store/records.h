@@ -97,13 +97,18 @@ struct WorkerReportRecord {
   std::string ranks_json = "[]";  // its ranks' ends (controller/app/worker_reports.h)
 };
 
+// The kinds of health event that restarts of the controller read back: a
+// straggler episode begins (a strike with straggler_strike) and ends.
+inline constexpr char kStragglerEvent[] = "straggler";
+inline constexpr char kStragglerEndedEvent[] = "straggler_ended";
+
 // Something noticed about a running launch that is not a state change.
 struct HealthEventRecord {
   std::string run_id;
   int attempt = 0;
   int launch = 0;
   WallTime time;
-  std::string kind;  // "straggler", "hang", "node_lost"
+  std::string kind;  // "straggler", "straggler_ended", "hang", "node_lost"
   int rank = -1;
   std::string node;
   std::string detail;  // one line for people

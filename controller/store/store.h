@@ -89,9 +89,12 @@ class Store {
   // The newest `limit`, oldest first.
   absl::StatusOr<std::vector<HealthEventRecord>> HealthEvents(const std::string& run_id,
                                                               int limit);
-  // The ranks named by the launch's events of one kind (e.g. "straggler").
+  // The ranks named by the launch's events of one kind (e.g. "straggler"),
+  // but for those whose newest such event was followed by one of `ended_by`
+  // (e.g. "straggler_ended") for the same rank.
   absl::StatusOr<std::set<int>> RanksWithEvents(const std::string& run_id, int attempt,
-                                                int launch, const std::string& kind);
+                                                int launch, const std::string& kind,
+                                                const std::string& ended_by = "");
 
   absl::Status AddGateRecord(const std::string& run_id, const GateRecordRow& record);
   absl::StatusOr<std::vector<GateRecordRow>> GateRecords(const std::string& run_id, int attempt);

@@ -127,16 +127,21 @@ absl::StatusOr<std::vector<HealthEventRecord>> Store::HealthEvents(const std::st
 }
 
 absl::StatusOr<std::set<int>> Store::RanksWithEvents(const std::string& run_id, int attempt,
-                                                    int launch, const std::string& kind) {
+                                                    int launch, const std::string& kind,
+                                                    const std::string& ended_by) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
-      "SELECT DISTINCT rank FROM health_events WHERE run_id = ? AND attempt = ? AND launch = ? "
-      "AND kind = ?"));
-  st.Bind(1, run_id).Bind(2, attempt).Bind(3, launch).Bind(4, kind);
+      "SELECT rank, kind FROM health_events WHERE run_id = ? AND attempt = ? AND launch = ? "
+      "AND kind IN (?, ?) ORDER BY id"));
+  st.Bind(1, run_id).Bind(2, attempt).Bind(3, launch).Bind(4, kind).Bind(5, ended_by);
   std::set<int> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    out.insert(static_cast<int>(st.ColumnInt(0)));
+    const int rank = static_cast<int>(st.ColumnInt(0));
+    if (st.ColumnText(1) == kind)
+      out.insert(rank);
+    else
+      out.erase(rank);
   }
   return out;
 }

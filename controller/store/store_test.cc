@@ -405,6 +405,7 @@ TEST_F(StoreTest, HealthEventsKeepTheNewestInOrder) {
   EXPECT_EQ((*last)[2].rank, 4);
 }
 
+// RanksWithEvents: a launch's own, of one kind, less those ended since.
 TEST_F(StoreTest, RanksWithEventsAreTheLaunchsOwnOfThatKind) {
   RunRecord r = NewRun("hello");
   auto add = [&](int attempt, int launch, const char* kind, int rank) {
@@ -423,6 +424,19 @@ TEST_F(StoreTest, RanksWithEventsAreTheLaunchsOwnOfThatKind) {
   auto none = store_->RanksWithEvents(r.run_id, 3, 1, "straggler");
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->empty());
+
+  // Episodes that ended: rank 3's did (its newest event is the end), rank 0's
+  // ended and began again; an end in another launch counts for nothing.
+  add(1, 1, "straggler_ended", 3);
+  add(1, 1, "straggler_ended", 0);
+  add(1, 1, "straggler", 0);
+  add(1, 2, "straggler_ended", 4);
+  auto open = store_->RanksWithEvents(r.run_id, 1, 1, "straggler", "straggler_ended");
+  ASSERT_TRUE(open.ok()) << open.status();
+  EXPECT_EQ(*open, (std::set<int>{0}));
+  auto named = store_->RanksWithEvents(r.run_id, 1, 1, "straggler");
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(*named, (std::set<int>{0, 3})) << "without ended_by, every rank named";
 }
 
 }  // namespace
