@@ -1,6 +1,8 @@
 // trellis-corpus build OUT.bin FILE_OR_DIR...   byte-level corpus from text files
 // trellis-corpus info FILE.bin                  verify a corpus and print its size
 // trellis-corpus upgrade IN.bin OUT.bin         rewrite a corpus in the current format
+// trellis-corpus merge OUT.bin IN.bin...        several corpora as one, in that order
+//                                               (data/corpus_merge.h)
 // trellis-corpus import-megatron OUT.bin PREFIX VOCAB
 //                                               a Megatron-LM indexed dataset
 //                                               (PREFIX.idx, PREFIX.bin) as a corpus
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "trainer_core/data/corpus.h"
+#include "trainer_core/data/corpus_merge.h"
 #include "trainer_core/data/megatron_import.h"
 #include "trainer_core/data/synthetic.h"
 #include "trainer_core/error.h"
@@ -25,6 +28,7 @@ int Usage() {
                "usage: trellis-corpus build OUT.bin FILE_OR_DIR...\n"
                "       trellis-corpus info FILE.bin\n"
                "       trellis-corpus upgrade IN.bin OUT.bin\n"
+               "       trellis-corpus merge OUT.bin IN.bin...\n"
                "       trellis-corpus import-megatron OUT.bin PREFIX VOCAB\n"
                "       trellis-corpus synthetic OUT.bin VOCAB TOKENS [SEED [DOC_TOKENS]]\n");
   return 2;
@@ -79,6 +83,19 @@ int main(int argc, char** argv) {
                   "checksum %016llx\n",
                   argv[2], c.version, c.vocab, c.tokens.size(), c.doc_starts.size(),
                   static_cast<unsigned long long>(c.checksum));
+      return 0;
+    }
+    if (verb == "merge" && argc >= 4) {
+      const MergedCorpus m =
+          MergeCorpora(std::vector<std::string>(argv + 3, argv + argc), argv[2]);
+      std::printf("%s: %llu tokens, %llu documents from %zu corpora, vocab %u, checksum %016llx\n",
+                  argv[2], static_cast<unsigned long long>(m.tokens),
+                  static_cast<unsigned long long>(m.documents), m.sources.size(), m.vocab,
+                  static_cast<unsigned long long>(m.checksum));
+      for (const MergedSource& s : m.sources)
+        std::printf("  %s: %llu tokens (%.1f%%), %llu documents, vocab %u\n", s.path.c_str(),
+                    static_cast<unsigned long long>(s.tokens), 100.0 * s.tokens / m.tokens,
+                    static_cast<unsigned long long>(s.documents), s.vocab);
       return 0;
     }
     if (verb == "import-megatron" && argc == 5) {

@@ -349,6 +349,13 @@ TEST_F(CorpusTest, SyntheticDocumentsMaskAttentionAndTargetsAtTheirBoundaries) {
 
 // trellis-corpus synthetic, as a user runs it: exit status, the file it
 // writes, and the message for arguments it refuses (no file written).
+// A checksum as trellis-corpus prints it.
+std::string Hex16(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 class CorpusCliTest : public CorpusTest {
  protected:
   int Run(const std::string& args, std::string* out) {
@@ -362,6 +369,30 @@ class CorpusCliTest : public CorpusTest {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 };
+
+// merge: the summary, each source's share, and a usage error without inputs.
+TEST_F(CorpusCliTest, MergeWritesTheCorporaAsOneAndSaysEachShare) {
+  const std::string a = (dir_ / "a.bin").string(), b = (dir_ / "b.bin").string();
+  const std::string out = (dir_ / "ab.bin").string();
+  WriteCorpus(a, SyntheticCorpus(1000, 3000, 1, 1000));
+  WriteCorpus(b, SyntheticCorpus(70000, 1000, 2, 500));
+  std::string text;
+  ASSERT_EQ(Run("merge " + out + " " + a + " " + b, &text), 0) << text;
+  EXPECT_NE(text.find(out + ": 4000 tokens, 5 documents from 2 corpora, vocab 70000, checksum " +
+                      Hex16(ReadCorpus(out).checksum)),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  " + a + ": 3000 tokens (75.0%), 3 documents, vocab 1000"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  " + b + ": 1000 tokens (25.0%), 2 documents, vocab 70000"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(Run("merge " + out, &text), 2) << text;
+  EXPECT_NE(text.find("usage:"), std::string::npos) << text;
+  EXPECT_EQ(Run("merge " + out + " " + (dir_ / "missing.bin").string(), &text), 1) << text;
+  EXPECT_NE(text.find("missing.bin"), std::string::npos) << text;
+}
 
 TEST_F(CorpusCliTest, SyntheticWritesDocumentsOfDocTokens) {
   const std::string path = (dir_ / "c.bin").string();
