@@ -42,12 +42,21 @@
 #        grad_fp32 visible_one prefetch_off" PREFETCH_LAYERS=1 ROWS_PER_GPU=<spec's>
 #        MICRO_BATCH=<none: all rows in one forward>
 #        BUILD_DIR=build-gpu OUT_DIR=bench/results WORK=<temp dir> TRELLIS_COMM_TIMEOUT_S=300
+#        LAYERS=<the spec's>: every variant's model.layers
+#        SHARE_ONE_GPU=1: every rank on GPU 0, each a NCCL host of its own over
+#        loopback sockets (as bench/gpu/e2e.sh shares one): the script's GPU path
+#        rehearsed on a one-GPU machine, with LAYERS small enough for NGPU ranks
+#        to fit; its speed says nothing of NGPU GPUs; writes multi-gpu-<NGPU>ranks-1gpu-...
 #        DEVICE=cpu: the same launcher on CPU (gloo, examples/tiny-moe.toml) to check it)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 DEVICE=${DEVICE:-cuda}
-if [ "$DEVICE" = cuda ]; then
+SHARE=${SHARE_ONE_GPU:-0}
+LAYERS=${LAYERS:-}
+if [ "$DEVICE" = cuda ] && [ "$SHARE" != 1 ]; then
   NGPU=${1:-$(nvidia-smi -L | wc -l)}
+elif [ "$DEVICE" = cuda ]; then
+  NGPU=${1:-2}
 else
   NGPU=${1:-4}
 fi
@@ -66,6 +75,8 @@ export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
 die() { echo "multi_gpu.sh: $*" >&2; exit 1; }
 [ "$NGPU" -ge 2 ] && [ $((NGPU % 2)) = 0 ] || die "needs an even number of GPUs >= 2, got $NGPU"
+[[ "$SHARE" =~ ^[01]$ ]] || die "SHARE_ONE_GPU must be 0 or 1, got '$SHARE'"
+[[ -z "$LAYERS" || "$LAYERS" =~ ^[1-9][0-9]*$ ]] || die "LAYERS must be a positive integer, got '$LAYERS'"
 [ -f "$THIRD_PARTY_INCLUDE/toml++/toml.h" ] || [ -f /usr/include/toml++/toml.h ] ||
   die "no toml++ headers: run deploy/gpu/stage-headers.sh on a Debian machine and carry .third_party"
 NODE_SIZE=$((NGPU / 2))
@@ -121,6 +132,7 @@ spec() {
       -e "s/^\[parallel\]$/[parallel]\n$block/" "$BASE_SPEC" > "$path"
   grep -q '^\[parallel\]' "$path" || printf '[parallel]\n%b\n' "$block" >> "$path"
   sed -i "s/^\[training\]$/[training]\ndevice = \"$DEVICE\"/" "$path"
+  [ -n "$LAYERS" ] && sed -i "s/^layers = .*/layers = $LAYERS/" "$path"
   sed -i "/^micro_batch = /d" "$path"
   [ -n "$MICRO_BATCH" ] && sed -i "s/^\[training\]$/[training]\nmicro_batch = $MICRO_BATCH/" "$path"
   echo "$path"
@@ -142,6 +154,11 @@ launch() {
       [ "$variant" = ctas_default ] || export NCCL_MAX_CTAS=16
       local_rank=$r
       if [ "$variant" = visible_one ]; then export CUDA_VISIBLE_DEVICES=$r; local_rank=0; fi
+      if [ "$SHARE" = 1 ]; then  # GPU 0 for all, a NCCL host each (visible_one is base)
+        export CUDA_VISIBLE_DEVICES=0 NCCL_HOSTID="multi-gpu-rank$r" NCCL_SOCKET_IFNAME=lo \
+          NCCL_IB_DISABLE=1
+        local_rank=0
+      fi
       # NCCL's log to a file: standard output is the rank's JSON step records.
       [ "$DEVICE" = cuda ] && export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \
         NCCL_DEBUG_FILE="$WORK/$variant.rank$r.nccl"
@@ -172,13 +189,18 @@ done
 
 log "summary"
 if [ "$DEVICE" = cuda ]; then
-  machine="$NGPU x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), torch $(python3 -c 'import torch; print(torch.__version__)'), NCCL $(grep -ohm1 'NCCL version [^ ]*' "$WORK"/base.rank0.nccl 2>/dev/null | head -1 | cut -d' ' -f3)"
+  gpus="$NGPU x"
+  [ "$SHARE" = 1 ] && gpus="$NGPU ranks sharing 1 x"
+  machine="$gpus $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), torch $(python3 -c 'import torch; print(torch.__version__)'), NCCL $(grep -ohm1 'NCCL version [^ ]*' "$WORK"/base.rank0.nccl 2>/dev/null | head -1 | cut -d' ' -f3)"
 else
   machine="$(getconf _NPROCESSORS_ONLN) CPU cores (gloo)"
 fi
 settings="STEPS=$STEPS WARMUP=$WARMUP DEVICE=$DEVICE PREFETCH_LAYERS=$PREFETCH_LAYERS"
 settings="$settings ROWS_PER_GPU=$ROWS_PER_GPU${MICRO_BATCH:+ MICRO_BATCH=$MICRO_BATCH}"
+settings="$settings${LAYERS:+ LAYERS=$LAYERS}"
+name="${NGPU}gpu"
+[ "$SHARE" = 1 ] && name="${NGPU}ranks-1gpu" && settings="$settings SHARE_ONE_GPU=1"
 python3 bench/gpu/multi_gpu_summary.py "$WORK" \
-  "$OUT_DIR/multi-gpu-${NGPU}gpu$SIZE_TAG-$(date -u +%Y-%m-%d)" \
+  "$OUT_DIR/multi-gpu-$name$SIZE_TAG-$(date -u +%Y-%m-%d)" \
   "bench/gpu/multi_gpu.sh $NGPU ($settings)" "$NGPU" "$WARMUP" \
   "$VARIANTS" "$machine"

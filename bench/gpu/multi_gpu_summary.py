@@ -162,8 +162,17 @@ json.dump(doc, open(prefix + ".json", "w"), indent=1)
 
 fmt = lambda x, f="{:.3g}": "n/a" if x is None else f.format(x)
 name = base["job"]["name"] if base else "the spec"
-lines = [f"# multi-gpu: {name} on {ngpu} ranks (one per GPU)", "",
-         f"- Date: {doc['date']}", f"- Machine: {machine}", f"- Command: `{command}`", "",
+# SHARE_ONE_GPU=1 (multi_gpu.sh): the script's GPU path, not the GPUs' speed.
+shared = "sharing 1 x" in machine
+where = "sharing one GPU" if shared else "one per GPU"
+lines = [f"# multi-gpu: {name} on {ngpu} ranks ({where})", "",
+         f"- Date: {doc['date']}", f"- Machine: {machine}", f"- Command: `{command}`", ""]
+if shared:
+    lines += ["- The ranks take turns on one GPU, each a NCCL host of its own, and their "
+              "collectives go through host memory over NCCL's socket transport: the figures "
+              "check the script and the trainer's NCCL path, they say nothing of "
+              f"{ngpu} GPUs.", ""]
+lines += [
          "| variant | ranks | nodes x GPUs | tokens/s | tokens/s/GPU | vs 1 GPU | step s | fwd |"
          " bwd | optim | comm | exposed | exposed % step | NCCL CTAs | EP load | alloc retries |"
          " allocated GiB (max rank) | reserved GiB (max rank) |",
