@@ -104,10 +104,12 @@ std::string Hex(uint64_t v) {
 // same tokens in format version 1, before `trellis-corpus upgrade` rewrote the
 // file under a new checksum: version 1's checksum is computed to tell (one
 // pass over the file, on this resume only: the next checkpoint records the
-// new one), and said in the rank's log.
+// new one), and said in the rank's log. Not where the checkpoint says its
+// corpus was already version 2 (then it is another corpus, and the pass
+// would only delay the error).
 bool MadeBeforeTheUpgrade(const CheckpointMeta& meta, const Corpus& corpus, const std::string& path,
                           const std::function<void(const std::string&)>& note) {
-  if (corpus.version < 2) return false;
+  if (corpus.version < 2 || meta.corpus_version >= 2) return false;
   const auto start = std::chrono::steady_clock::now();
   const std::optional<uint64_t> v1 = VersionOneChecksum(corpus);
   if (!v1 || *v1 != meta.corpus_checksum) return false;
@@ -140,6 +142,9 @@ int64_t CheckedResumeStep(const TrainerOptions& o, const spec::TrainerSpec& spec
     throw TrainError("training.data: corpus " + spec.training.data +
                      " is not the one the checkpoint was trained on (checksum " +
                      Hex(corpus.checksum) + ", the checkpoint's " + Hex(meta.corpus_checksum) +
+                     (meta.corpus_version > 0
+                          ? " of a version-" + std::to_string(meta.corpus_version) + " file"
+                          : std::string()) +
                      ")");
   if (meta.rows_consumed != data.RowsBefore(meta.step))
     throw TrainError("checkpoint step " + std::to_string(meta.step) +

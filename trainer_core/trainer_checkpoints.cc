@@ -65,7 +65,8 @@ std::optional<double> Trainer::CheckpointAfterStep() {
     SaveCheckpoint();
   } else if (due) {
     s.NoteSaveBehind(s.async_save->Begin(
-        {s.step, s.data->RowsBefore(s.step), s.corpus.checksum}, s.AllState()));
+        {s.step, s.data->RowsBefore(s.step), s.corpus.checksum, s.corpus.version},
+        s.AllState()));
   } else {
     s.NoteSaveBehind(s.async_save->Poll(/*wait=*/false));
   }
@@ -78,7 +79,7 @@ void Trainer::SaveCheckpoint() {
     if (s.options.checkpoint_dir.empty()) throw TrainError("no checkpoint directory set");
     // A save behind the steps first: checkpoints complete in step order.
     if (s.async_save) s.NoteSaveBehind(s.async_save->Poll(/*wait=*/true));
-    CheckpointMeta meta{s.step, s.data->RowsBefore(s.step), s.corpus.checksum};
+    CheckpointMeta meta{s.step, s.data->RowsBefore(s.step), s.corpus.checksum, s.corpus.version};
     const auto start = std::chrono::steady_clock::now();
     const uint64_t bytes =
         train::SaveCheckpoint(s.options.checkpoint_dir, s.spec, meta, s.AllState(),

@@ -113,6 +113,9 @@ TEST_F(TrainerTest, ACheckpointOfAVersionOneCorpusResumesOnItsUpgrade) {
   EXPECT_NE(other.err.find("is not the one the checkpoint was trained on (checksum "),
             std::string::npos)
       << other.err;
+  EXPECT_NE(other.err.find(" of a version-2 file)"), std::string::npos)
+      << "the checkpoint says its corpus was version 2: no version-1 pass\n"
+      << other.err;
 }
 
 // training.row_order = "cost_bands" on a corpus of documents of many lengths

@@ -133,6 +133,7 @@ CheckpointMeta CheckedManifest(const std::string& dir, int64_t step,
     meta.step = manifest->at("step").get<int64_t>();
     meta.rows_consumed = manifest->at("data").at("rows_consumed").get<int64_t>();
     meta.corpus_checksum = manifest->at("data").at("corpus_fnv1a64").get<uint64_t>();
+    meta.corpus_version = manifest->at("data").value("corpus_version", 0u);
   } catch (const Json::exception& e) {
     throw TrainError("checkpoint manifest " + path + ": missing or mistyped field (" + e.what() +
                      ")");
@@ -252,7 +253,9 @@ void CompleteStep(const std::string& dir, const spec::TrainerSpec& spec,
           {"shards", shards},
           {"spec", SpecIdentity(spec)},
           {"data",
-           {{"rows_consumed", meta.rows_consumed}, {"corpus_fnv1a64", meta.corpus_checksum}}},
+           {{"rows_consumed", meta.rows_consumed},
+            {"corpus_fnv1a64", meta.corpus_checksum},
+            {"corpus_version", meta.corpus_version}}},
           // All randomness is counter-based: (seed, position) is the RNG state.
           {"rng", {{"seed", spec.training.seed}, {"counter", meta.rows_consumed}}}};
       WriteFileAtomically(JoinPath(StepDir(dir, meta.step), "manifest.json"),

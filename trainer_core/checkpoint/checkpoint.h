@@ -24,6 +24,7 @@ struct CheckpointMeta {
   int64_t step = 0;              // steps completed
   int64_t rows_consumed = 0;     // data position
   uint64_t corpus_checksum = 0;  // the corpus it was trained on
+  uint32_t corpus_version = 0;   // its file's format version; 0: not recorded (before it was)
   int shard_files_read = 0;      // by LoadCheckpoint: the shards this rank needed
   uint64_t bytes_read = 0;
 };

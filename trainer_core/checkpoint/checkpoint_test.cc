@@ -74,7 +74,7 @@ class CheckpointTest : public ::testing::Test {
         t.fill_(step);
       saved.push_back(t.clone());
     }
-    SaveCheckpoint(dir_, spec_, {step, step * 8, 0xABCDEFull}, f.State(), keep);
+    SaveCheckpoint(dir_, spec_, {step, step * 8, 0xABCDEFull, 2}, f.State(), keep);
     return saved;
   }
   std::string ShardPath(int64_t step) { return StepDir(dir_, step) + "/shard-00000-of-00001.bin"; }
@@ -104,6 +104,7 @@ TEST_F(CheckpointTest, RoundTripsEveryTensorAndTheDataPosition) {
   EXPECT_EQ(meta.step, 3);
   EXPECT_EQ(meta.rows_consumed, 24);
   EXPECT_EQ(meta.corpus_checksum, 0xABCDEFull);
+  EXPECT_EQ(meta.corpus_version, 2u);
   EXPECT_EQ(meta.shard_files_read, 1);
   EXPECT_EQ(meta.bytes_read, std::filesystem::file_size(ShardPath(3)));
   auto state = fresh.State();
@@ -165,6 +166,7 @@ TEST_F(CheckpointTest, ACheckpointOfManifestVersion2StillLoads) {
   EXPECT_EQ(meta.step, 4);
   EXPECT_EQ(meta.rows_consumed, 32);
   EXPECT_EQ(meta.corpus_checksum, 0xABCDEFull);
+  EXPECT_EQ(meta.corpus_version, 0u) << "not recorded then";
   int i = 0;
   for (auto& [name, t] : f.State()) {
     if (t.is_floating_point()) {
