@@ -51,10 +51,10 @@ done
 for p in "${pids[@]}"; do wait "$p"; done
 mkdir -p "$OUT"
 cat "$work"/rank-*.json > "$work/ranks.jsonl"
+settings="TOKENS=$TOKENS RANKS=$RANKS${CPUS_PER_RANK:+ CPUS_PER_RANK=$CPUS_PER_RANK} FORMAT=$FORMAT"
 python3 - "$work/ranks.jsonl" "$OUT/corpus-open-$(date -u +%F)-$LABEL" "$LABEL" \
   "$(stat -c %s "$work/bench.corpus")" "$BASELINE" \
-  "bench/data/corpus_open.sh $LABEL (TOKENS=$TOKENS RANKS=$RANKS${CPUS_PER_RANK:+ CPUS_PER_RANK=$CPUS_PER_RANK} FORMAT=$FORMAT)" \
-  "${CPUS_PER_RANK:-0}" "$FORMAT" <<'PY'
+  "bench/data/corpus_open.sh $LABEL ($settings)" "${CPUS_PER_RANK:-0}" "$FORMAT" <<'PY'
 import json, statistics, sys
 sys.path.insert(0, "bench")
 import machine
