@@ -41,7 +41,8 @@ torch::Tensor OnWire(const torch::Tensor& t) {
 // waits on NCCL's watchdog (a minute of debug dump, then an abort that prints
 // none of this), and the device work behind the failed collective never
 // completes, so a later synchronisation would hang. (The peer watch ends a
-// rank the same way.)
+// rank the same way.) Not yet seen: NCCL reports a dead peer to PyTorch's
+// watchdog thread, and this wait does not fail (trainer_core/README.md).
 template <typename W>
 void Wait(W&& work, const char* what, int rank, int size, bool cuda) {
   std::string error;
