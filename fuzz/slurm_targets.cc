@@ -42,7 +42,7 @@ void CheckHostlist(const std::string& hostlist) {
 
 // Common to every parsed job: a base state (no "+" flags, no "by UID").
 void CheckJob(const SlurmJob& job) {
-  FUZZ_CHECK(!Has(job.state, " +\n"));
+  FUZZ_CHECK(!Has(job.state.name(), " +\n"));
   FUZZ_CHECK(!Has(job.id, "\n") && !Has(job.nodelist, "\n") && !Has(job.reason, "\n"));
   CheckExitCode(job.exit_code);
 }
@@ -58,7 +58,7 @@ void FuzzSqueue(const uint8_t* data, size_t size) {
     FUZZ_CHECK(jobs->size() <= CountLines(text));
     for (const SlurmJob& job : *jobs) {
       CheckJob(job);
-      FUZZ_CHECK(!Has(job.id, "|") && !Has(job.state, "|") && !Has(job.nodelist, "|"));
+      FUZZ_CHECK(!Has(job.id, "|") && !Has(job.state.name(), "|") && !Has(job.nodelist, "|"));
       FUZZ_CHECK(!job.exit_code.has_value());
       CheckHostlist(job.nodelist);
     }
@@ -103,7 +103,7 @@ void FuzzSacct(const uint8_t* data, size_t size) {
   size_t runs = 0;
   for (const SlurmJob& job : *jobs) {
     CheckJob(job);
-    FUZZ_CHECK(!Has(job.id, "|") && !Has(job.state, "|") && !Has(job.nodelist, "|"));
+    FUZZ_CHECK(!Has(job.id, "|") && !Has(job.state.name(), "|") && !Has(job.nodelist, "|"));
     CheckHostlist(job.nodelist);
     FUZZ_CHECK(job.restarts.has_value() && *job.restarts >= 0);
     runs += static_cast<size_t>(*job.restarts) + 1;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/spec/rank_host_memory.h"
+#include "common/model_layout/rank_host_memory.h"
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/files.h"
@@ -53,7 +53,7 @@ TEST_F(TrainerTest, CheckpointsWrittenBehindTheStepsHoldTheSameBytes) {
   for (size_t i = 2; i < 7; ++i) EXPECT_EQ(behind.records[i].host_arena_bytes, copy) << i + 1;
   for (const auto& r : in_place.records) EXPECT_FALSE(r.host_arena_bytes) << r.step;
   // The shard holds the state the launch gate counts per rank for this copy
-  // (common/spec/rank_host_memory.h).
+  // (common/model_layout/rank_host_memory.h).
   ShardReader written(JoinPath(StepDir(in_place_dir, 7), "shard-00000-of-00001.bin"));
   uint64_t state = 0;
   for (const ShardEntry& e : written.entries()) state += e.bytes;

@@ -19,7 +19,7 @@
 #include "controller/app/effects.h"
 #include "controller/app/loop_context.h"
 #include "controller/core/allocation.h"
-#include "controller/slurm/slurm_types.h"
+#include "controller/core/slurm_facts.h"
 
 namespace trellis::controller {
 

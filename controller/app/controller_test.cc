@@ -1,7 +1,7 @@
 #include "controller/app/controller_fixture.h"
 #include "controller/app/corpus_file_test_util.h"
 #include "common/exit_codes.h"
-#include "common/spec/rank_host_memory.h"
+#include "common/model_layout/rank_host_memory.h"
 #include "controller/core/gate_policy.h"
 #include "controller/rpc/convert.h"
 

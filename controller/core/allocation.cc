@@ -1,6 +1,6 @@
 #include "controller/core/allocation.h"
 
-#include "controller/slurm/parsers.h"
+#include "controller/core/hostlist.h"
 
 namespace trellis::controller {
 

@@ -129,7 +129,7 @@ RestartDecision DecideRestart(int restarts_so_far, const spec::RestartSection& p
 bool RequeuedBySlurm(RunState run_state, const SlurmJob& job) {
   bool started = run_state == RunState::kGating || run_state == RunState::kRunning ||
                  run_state == RunState::kRestarting;
-  return started && job.state == "PENDING";
+  return started && job.state == SlurmJobState::kPending;
 }
 
 namespace {
@@ -153,23 +153,24 @@ Reconciliation Reconcile(const std::optional<SlurmJob>& job,
   }
   r.kind = Reconciliation::kEnded;
   if (job) r.nodelist = job->nodelist;
-  if (job && job->state == "TIMEOUT") r.stopped_by = FailureClass::kTimeLimit;
-  if (job && job->state == "PREEMPTED") r.stopped_by = FailureClass::kPreemption;
+  if (job && job->state == SlurmJobState::kTimeout) r.stopped_by = FailureClass::kTimeLimit;
+  if (job && job->state == SlurmJobState::kPreempted) r.stopped_by = FailureClass::kPreemption;
   if (exit_file && exit_file->reason == "wall-time warning")
     r.stopped_by = FailureClass::kTimeLimit;
   if (exit_file) {
     // The batch script's own record is the most precise one.
     r.exit_code = exit_file->exit_code;
-    r.succeeded = exit_file->exit_code == 0 && (!job || job->state == "COMPLETED");
+    r.succeeded = exit_file->exit_code == 0 && (!job || job->state == SlurmJobState::kCompleted);
     r.reason = exit_file->reason.empty() ? "batch script exited " + std::to_string(r.exit_code)
                                          : exit_file->reason;
-    if (job && job->state != "COMPLETED") r.reason += " (Slurm: " + job->state + ")";
+    if (job && job->state != SlurmJobState::kCompleted)
+      r.reason += " (Slurm: " + job->state.name() + ")";
     return r;
   }
   if (job) {
     r.exit_code = job->exit_code.value_or(1);
-    r.succeeded = job->state == "COMPLETED" && r.exit_code == 0;
-    r.reason = "Slurm job " + job->id + " ended " + job->state + " with exit code " +
+    r.succeeded = job->state == SlurmJobState::kCompleted && r.exit_code == 0;
+    r.reason = "Slurm job " + job->id + " ended " + job->state.name() + " with exit code " +
                std::to_string(r.exit_code);
     r.reason += stale ? " after requeue " + std::to_string(*job->restarts) +
                             ", before its batch script wrote an exit.json (the one there is "

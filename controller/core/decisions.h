@@ -13,7 +13,7 @@
 #include "controller/core/gate_policy.h"
 #include "controller/core/recovery.h"
 #include "controller/core/run_state.h"
-#include "controller/slurm/slurm_types.h"
+#include "controller/core/slurm_facts.h"
 
 namespace trellis::controller {
 

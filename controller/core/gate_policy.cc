@@ -5,7 +5,7 @@
 #include <limits>
 #include <utility>
 
-#include "common/spec/rank_host_memory.h"
+#include "common/model_layout/rank_host_memory.h"
 
 namespace trellis::controller {
 

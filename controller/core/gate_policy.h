@@ -21,7 +21,7 @@ struct GatePolicy {
   std::chrono::seconds timeout{120};
   bool touch_probe = false;
   // The host memory each rank of a [model] run takes that its spec decides
-  // (common/spec/rank_host_memory.h), on the socket the rank is bound to
+  // (common/model_layout/rank_host_memory.h), on the socket the rank is bound to
   // (SocketIndexForRank of `ranks_per_node`); 0: none. A socket with less free
   // than min_free plus its ranks' share still passes (min_free is the
   // production figure of a healthy socket, and checkpoint.async falls back to
@@ -46,7 +46,7 @@ struct NodeVerdict {
 };
 
 // A run's policy: its [gate] section, and for a [model] run the host memory
-// each rank takes (common/spec/rank_host_memory.h) with its ranks per node.
+// each rank takes (common/model_layout/rank_host_memory.h) with its ranks per node.
 GatePolicy GatePolicyFor(const spec::RunSpec& spec);
 
 // "socket 2: 72.7 GiB free < 100.0 GiB required", "socket 1: 39.9 GiB

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/spec/rank_host_memory.h"
+#include "common/model_layout/rank_host_memory.h"
 
 namespace trellis::controller {
 namespace {

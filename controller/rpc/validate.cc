@@ -5,8 +5,8 @@
 #include <set>
 
 #include "common/spec/run_spec.h"
+#include "controller/core/slurm_facts.h"
 #include "controller/core/step_batch.h"
-#include "controller/slurm/slurm_types.h"
 
 namespace trellis::controller {
 

@@ -39,7 +39,7 @@ class FakeSlurmClient : public SlurmClient {
     std::lock_guard<std::mutex> lock(mu);
     std::vector<SlurmJob> out;
     for (const auto& [id, j] : jobs)
-      if (!forgotten.count(id) && !IsTerminalJobState(j.state)) out.push_back(j);
+      if (!forgotten.count(id) && !j.state.terminal()) out.push_back(j);
     return out;
   }
   absl::StatusOr<std::vector<SlurmJob>> JobsNamed(const std::string& name) override {

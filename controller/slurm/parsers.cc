@@ -1,6 +1,5 @@
 #include "controller/slurm/parsers.h"
 
-#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -44,35 +43,13 @@ std::vector<std::string_view> Lines(std::string_view out) {
   return lines;
 }
 
-// "CANCELLED by 0" -> "CANCELLED"; "CANCELLED+" -> "CANCELLED".
-std::string BaseState(std::string_view s) {
+// "CANCELLED by 0" -> kCancelled; "CANCELLED+" -> kCancelled.
+SlurmJobState BaseState(std::string_view s) {
   size_t end = s.find_first_of(" +");
-  return std::string(s.substr(0, end));
+  return SlurmJobState(s.substr(0, end));
 }
 
 }  // namespace
-
-bool IsTerminalJobState(std::string_view s) {
-  for (std::string_view t : {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL",
-                             "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
-                             "SPECIAL_EXIT", "REVOKED"})
-    if (s == t) return true;
-  return false;
-}
-
-bool IsUsableNodeState(std::string_view s) {
-  if (!s.empty() && (s.back() == '*' || s.back() == '~' || s.back() == '#')) return false;
-  for (std::string_view bad : {"down", "drain", "drained", "draining", "fail", "failing",
-                               "unknown", "not_responding", "future", "maint", "reboot"})
-    if (s.substr(0, bad.size()) == bad) return false;
-  return true;
-}
-
-bool IsNodeName(std::string_view n) {
-  return !n.empty() && n.size() <= 255 && std::all_of(n.begin(), n.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-  });
-}
 
 absl::StatusOr<std::string> ParseSbatchParsable(std::string_view out) {
   std::string_view line = Strip(out);
@@ -174,55 +151,9 @@ absl::StatusOr<std::vector<SlurmNode>> ParseSinfoNodes(std::string_view out) {
       return absl::InternalError("sinfo line '" + std::string(line) + "': expected NODE|STATE");
     bool seen = false;
     for (const auto& n : nodes) seen = seen || n.name == f[0];
-    if (!seen) nodes.push_back({std::string(f[0]), std::string(f[1])});
+    if (!seen) nodes.push_back({std::string(f[0]), SlurmNodeState(f[1])});
   }
   return nodes;
-}
-
-absl::StatusOr<std::vector<std::string>> ExpandHostlist(std::string_view hostlist) {
-  constexpr uint64_t kMaxNames = 100000;
-  const auto too_many = [] {
-    return absl::InvalidArgumentError("hostlist expands to more than 100000 names");
-  };
-  std::vector<std::string> names;
-  size_t i = 0;
-  while (i < hostlist.size()) {
-    size_t open = hostlist.find_first_of("[,", i);
-    if (open == std::string_view::npos || hostlist[open] == ',') {
-      size_t end = open == std::string_view::npos ? hostlist.size() : open;
-      if (end > i && names.size() >= kMaxNames) return too_many();
-      if (end > i) names.emplace_back(hostlist.substr(i, end - i));
-      i = end + 1;
-      continue;
-    }
-    std::string prefix(hostlist.substr(i, open - i));
-    size_t close = hostlist.find(']', open);
-    if (close == std::string_view::npos)
-      return absl::InvalidArgumentError("hostlist '" + std::string(hostlist) + "': unclosed '['");
-    std::string suffix;
-    size_t after = close + 1;
-    while (after < hostlist.size() && hostlist[after] != ',') suffix += hostlist[after++];
-    for (std::string_view range :
-         Split(hostlist.substr(open + 1, close - open - 1), ',')) {
-      std::vector<std::string_view> ends = Split(range, '-');
-      uint64_t lo, hi;
-      if (ends.empty() || ends.size() > 2 || !ParseNumber(ends[0], &lo) ||
-          !ParseNumber(ends.back(), &hi) || hi < lo)
-        return absl::InvalidArgumentError("hostlist '" + std::string(hostlist) +
-                                          "': bad range '" + std::string(range) + "'");
-      // hi - lo + 1 names. Counted from lo: `n <= hi` never ends when hi is the
-      // largest uint64_t, and names.size() + (hi - lo) can wrap.
-      if (hi - lo >= kMaxNames - names.size()) return too_many();
-      size_t width = ends[0].size();
-      for (uint64_t k = 0; k <= hi - lo; ++k) {
-        std::string num = std::to_string(lo + k);
-        if (num.size() < width) num = std::string(width - num.size(), '0') + num;
-        names.push_back(prefix + num + suffix);
-      }
-    }
-    i = after + 1;
-  }
-  return names;
 }
 
 }  // namespace trellis::controller

@@ -1,6 +1,8 @@
 #pragma once
 // Pure parsers of Slurm's command output, tested on golden outputs captured
-// from a real Slurm 22.05 cluster (tests/fixtures/slurm/).
+// from a real Slurm 22.05 cluster (tests/fixtures/slurm/). They read Slurm's
+// words into the typed facts of controller/core/slurm_facts.h; ExpandHostlist
+// (controller/core/hostlist.h) comes with them.
 
 #include <map>
 #include <string>
@@ -8,7 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "controller/slurm/slurm_types.h"
+#include "controller/core/hostlist.h"
+#include "controller/core/slurm_facts.h"
 
 namespace trellis::controller {
 
@@ -34,8 +37,5 @@ absl::StatusOr<std::vector<SlurmNode>> ParseSinfoNodes(std::string_view out);
 
 // "0:0" -> 0, "3:0" -> 3, "0:9" -> 137.
 std::optional<int> ParseExitCode(std::string_view field);
-
-// "node[1-3,5],gpu7" -> {node1, node2, node3, node5, gpu7}. Bounded at 100,000 names.
-absl::StatusOr<std::vector<std::string>> ExpandHostlist(std::string_view hostlist);
 
 }  // namespace trellis::controller

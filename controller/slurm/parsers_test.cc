@@ -29,7 +29,7 @@ TEST(ParsersTest, ScontrolCompletedJobWithSpacesInPaths) {
   auto job = ParseScontrolJob(Fixture("scontrol_show_job_completed.txt"));
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->id, "2");
-  EXPECT_EQ(job->state, "COMPLETED");
+  EXPECT_EQ(job->state.base(), SlurmJobState::kCompleted);
   EXPECT_EQ(job->nodelist, "node[1-2]");
   EXPECT_EQ(job->exit_code, 0);
   auto pairs = ParseScontrolPairs(Fixture("scontrol_show_job_completed.txt"));
@@ -40,7 +40,7 @@ TEST(ParsersTest, ScontrolCompletedJobWithSpacesInPaths) {
 TEST(ParsersTest, ScontrolFailedJob) {
   auto job = ParseScontrolJob(Fixture("scontrol_show_job_failed.txt"));
   ASSERT_TRUE(job.ok());
-  EXPECT_EQ(job->state, "FAILED");
+  EXPECT_EQ(job->state.base(), SlurmJobState::kFailed);
   EXPECT_EQ(job->reason, "NonZeroExitCode");
   EXPECT_EQ(job->exit_code, 3);
   EXPECT_FALSE(ParseScontrolJob("garbage").ok());
@@ -57,7 +57,7 @@ TEST(ParsersTest, ScontrolJobRequeuedThenRefusedByItsNode) {
   // revoked", and the job ends FAILED with its restart count.
   auto job = ParseScontrolJob(Fixture("scontrol_show_job_failed_after_requeue.txt"));
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(job->state, "FAILED");
+  EXPECT_EQ(job->state.base(), SlurmJobState::kFailed);
   EXPECT_EQ(job->restarts, 1);
   EXPECT_EQ(job->exit_code, 1);
 }
@@ -68,7 +68,7 @@ TEST(ParsersTest, Squeue) {
   ASSERT_EQ(jobs->size(), 3u);
   EXPECT_EQ((*jobs)[0].id, "12");
   EXPECT_EQ((*jobs)[0].nodelist, "node[1-2]");
-  EXPECT_EQ((*jobs)[1].state, "PENDING");
+  EXPECT_EQ((*jobs)[1].state.base(), SlurmJobState::kPending);
   EXPECT_EQ((*jobs)[1].reason, "Resources");
   EXPECT_FALSE(ParseSqueue("12 RUNNING").ok());
 }
@@ -76,7 +76,7 @@ TEST(ParsersTest, Squeue) {
 TEST(ParsersTest, SacctAndExitCodes) {
   auto jobs = ParseSacct(Fixture("sacct.txt"));
   ASSERT_TRUE(jobs.ok());
-  EXPECT_EQ((*jobs)[1].state, "CANCELLED");
+  EXPECT_EQ((*jobs)[1].state.base(), SlurmJobState::kCancelled);
   EXPECT_EQ((*jobs)[1].exit_code, 128 + 15);
   EXPECT_EQ(ParseExitCode("3:0"), 3);
   EXPECT_FALSE(ParseExitCode("x").has_value());
@@ -89,17 +89,9 @@ TEST(ParsersTest, SinfoNodesDeduplicatedAndUsability) {
   std::vector<bool> usable;
   for (const auto& n : *nodes) usable.push_back(IsUsableNodeState(n.state));
   EXPECT_EQ(usable, (std::vector<bool>{true, true, false, false}));
-}
-
-TEST(ParsersTest, Hostlists) {
-  EXPECT_EQ(*ExpandHostlist("node[1-3,5],gpu7"),
-            (std::vector<std::string>{"node1", "node2", "node3", "node5", "gpu7"}));
-  EXPECT_EQ(*ExpandHostlist("n[08-10]"), (std::vector<std::string>{"n08", "n09", "n10"}));
-  EXPECT_EQ(*ExpandHostlist("single"), std::vector<std::string>{"single"});
-  EXPECT_TRUE(ExpandHostlist("")->empty());
-  EXPECT_FALSE(ExpandHostlist("n[1-").ok());
-  EXPECT_FALSE(ExpandHostlist("n[5-2]").ok());
-  EXPECT_FALSE(ExpandHostlist("n[1-999999]").ok());
+  EXPECT_EQ((*nodes)[2].state.base(), SlurmNodeState::kDrained);
+  EXPECT_EQ((*nodes)[3].state.base(), SlurmNodeState::kDown);
+  EXPECT_TRUE((*nodes)[3].state.has(SlurmNodeState::kFlagNotResponding)) << "down*";
 }
 
 }  // namespace
@@ -112,13 +104,13 @@ namespace {
 TEST(ParsersTest, RealSlurm2205Outputs) {
   auto job = ParseScontrolJob(Fixture("scontrol_show_job_failed_2205.txt"));
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(job->state, "FAILED");
+  EXPECT_EQ(job->state.base(), SlurmJobState::kFailed);
   EXPECT_EQ(job->exit_code, 3);
   EXPECT_EQ(job->nodelist, "node[1-2]");
   auto jobs = ParseSqueue(Fixture("squeue_2205.txt"));
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   ASSERT_EQ(jobs->size(), 2u);
-  EXPECT_EQ((*jobs)[0].state, "RUNNING");
+  EXPECT_EQ((*jobs)[0].state.base(), SlurmJobState::kRunning);
   EXPECT_EQ((*jobs)[1].nodelist, "node[1-4]");
   auto nodes = ParseSinfoNodes(Fixture("sinfo_nodes_2205.txt"));
   ASSERT_TRUE(nodes.ok());
@@ -140,12 +132,12 @@ TEST(ParsersTest, RealSlurm2205Sacct) {
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   ASSERT_EQ(jobs->size(), 2u);
   EXPECT_EQ((*jobs)[0].id, "1");
-  EXPECT_EQ((*jobs)[0].state, "FAILED");
+  EXPECT_EQ((*jobs)[0].state.base(), SlurmJobState::kFailed);
   EXPECT_TRUE(IsTerminalJobState((*jobs)[0].state));
   EXPECT_EQ((*jobs)[0].exit_code, 3);
   EXPECT_EQ((*jobs)[0].nodelist, "node[1-2]");
   EXPECT_EQ((*jobs)[1].id, "2");
-  EXPECT_EQ((*jobs)[1].state, "COMPLETED");
+  EXPECT_EQ((*jobs)[1].state.base(), SlurmJobState::kCompleted);
   EXPECT_TRUE(IsTerminalJobState((*jobs)[1].state));
   EXPECT_EQ((*jobs)[1].exit_code, 0);
   EXPECT_EQ(*ExpandHostlist((*jobs)[1].nodelist),
@@ -160,7 +152,7 @@ TEST(ParsersTest, RealSlurm2205SacctOfARequeuedJob) {
   ASSERT_EQ(jobs->size(), 1u) << "one job, its two runs";
   const SlurmJob& job = (*jobs)[0];
   EXPECT_EQ(job.id, "3");
-  EXPECT_EQ(job.state, "COMPLETED") << "the latest run";
+  EXPECT_EQ(job.state.base(), SlurmJobState::kCompleted) << "the latest run";
   EXPECT_EQ(job.nodelist, "node2");
   EXPECT_EQ(job.exit_code, 0);
   EXPECT_EQ(job.restarts, 1);
@@ -177,7 +169,7 @@ TEST(ParsersTest, SacctCountsEachJobsRunsApart) {
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   ASSERT_EQ(jobs->size(), 2u);
   EXPECT_EQ((*jobs)[0].id, "7");
-  EXPECT_EQ((*jobs)[0].state, "RUNNING");
+  EXPECT_EQ((*jobs)[0].state.base(), SlurmJobState::kRunning);
   EXPECT_EQ((*jobs)[0].nodelist, "n4");
   EXPECT_EQ((*jobs)[0].restarts, 2);
   EXPECT_EQ((*jobs)[1].id, "8");

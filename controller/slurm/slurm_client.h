@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "controller/slurm/slurm_types.h"
+#include "controller/core/slurm_facts.h"
 
 namespace trellis::controller {
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "common/model_layout/model_layout.h"
 #include "trainer_core/error.h"
-#include "trainer_core/model/layout.h"
 #include "trainer_core/parallel/expert_parallel.h"
 
 namespace trellis::train {

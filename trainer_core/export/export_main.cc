@@ -16,13 +16,13 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
+#include "common/model_layout/model_layout.h"
 #include "common/spec/trainer_spec.h"
 #include "trainer_core/data/batches.h"
 #include "trainer_core/error.h"
 #include "trainer_core/export/safetensors.h"
 #include "trainer_core/model/flops.h"
 #include "trainer_core/model/init.h"
-#include "trainer_core/model/layout.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "common/spec/rank_host_memory.h"
+#include "common/model_layout/rank_host_memory.h"
 #include "trainer_core/compat.h"
 #include "trainer_core/error.h"
 #include "trainer_core/memory/host_room.h"

@@ -25,7 +25,7 @@
 namespace trellis::train {
 
 // How many of `layers` offload: the fraction rounded down (0.86 of 74 is 63).
-// The gate counts the same (common/spec/rank_host_memory.h).
+// The gate counts the same (common/model_layout/rank_host_memory.h).
 int OffloadedLayers(double offload_fraction, int layers);
 
 // The arena's size for `offloaded_layers` inputs of `input_bytes` each: a

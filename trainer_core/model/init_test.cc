@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "trainer_core/model/layout.h"
+#include "common/model_layout/model_layout.h"
 
 namespace trellis::train {
 namespace {

@@ -1,14 +1,14 @@
 #pragma once
 // The decoder-only MoE transformer. Parameters live in one flat buffer per
-// block (see layout.h); Forward builds the weights as views of those buffers,
-// so gradients land contiguous per block.
+// block (common/model_layout/model_layout.h); Forward builds the weights as
+// views of those buffers, so gradients land contiguous per block.
 
 #include <vector>
 
+#include "common/model_layout/model_layout.h"
 #include "common/spec/trainer_spec.h"
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/model/layers.h"
-#include "trainer_core/model/layout.h"
 #include "trainer_core/torch_api.h"
 
 namespace trellis::train {

@@ -1,5 +1,5 @@
 #pragma once
-// Dense FSDP: every block's dense part (layout.h: the whole block but a
+// Dense FSDP: every block's dense part (model_layout.h: the whole block but a
 // layer's routed experts) padded to a multiple of the world size and split
 // evenly, rank r owning elements [r s, (r + 1) s). Routed experts follow the
 // expert mesh (expert_parallel.h): each rank owns whole experts. A

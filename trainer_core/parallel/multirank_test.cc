@@ -18,7 +18,7 @@
 
 #include <toml++/toml.h>
 
-#include "common/spec/rank_host_memory.h"
+#include "common/model_layout/rank_host_memory.h"
 #include "trainer_core/checkpoint/shard_file.h"
 #include "trainer_core/data/corpus.h"
 #include "trainer_core/parallel/rank_runs.h"
@@ -98,7 +98,7 @@ TEST_F(MultiRankTest, ResumeOnAnotherWorldSizeFollowsTheStraightRun) {
   std::string text{std::istreambuf_iterator<char>(manifest), {}};
   EXPECT_NE(text.find("shard-00003-of-00004.bin"), std::string::npos) << text;
   // Every shard holds the state the launch gate counts per rank for
-  // checkpoint.async's copy (common/spec/rank_host_memory.h).
+  // checkpoint.async's copy (common/model_layout/rank_host_memory.h).
   spec::FieldErrors errors;
   const spec::TrainerSpec parsed = spec::ParseTrainerSections(toml::parse_file(spec), &errors);
   ASSERT_TRUE(errors.empty()) << spec::JoinErrors(errors);

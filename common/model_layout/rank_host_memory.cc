@@ -1,9 +1,9 @@
-#include "common/spec/rank_host_memory.h"
+#include "common/model_layout/rank_host_memory.h"
 
 #include <cmath>
 #include <cstdio>
 
-#include "trainer_core/model/layout.h"
+#include "common/model_layout/model_layout.h"
 
 namespace trellis::spec {
 

@@ -1,4 +1,4 @@
-#include "trainer_core/model/layout.h"
+#include "common/model_layout/model_layout.h"
 
 #include <cmath>
 #include <cstdio>

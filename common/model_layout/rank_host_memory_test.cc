@@ -1,4 +1,4 @@
-#include "common/spec/rank_host_memory.h"
+#include "common/model_layout/rank_host_memory.h"
 
 #include <gtest/gtest.h>
 

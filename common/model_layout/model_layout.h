@@ -3,7 +3,9 @@
 // blocks (embedding, one per layer, final norm + head); each block's
 // parameters live in one flat buffer at fixed offsets. A host that shards
 // the model gathers one block's buffer and views the weights out of it.
-// Torch-free.
+// Torch-free, and here rather than in trainer_core: the trainer builds its
+// model from it and the launch gate counts a rank's host memory from it
+// (rank_host_memory.h), from the same table.
 
 #include <cstdint>
 #include <string>
