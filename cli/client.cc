@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "cli/exit_codes.h"
+#include "cli/exit_status.h"
 #include "common/auth.h"
 #include "common/tls.h"
 

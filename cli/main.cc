@@ -5,7 +5,7 @@
 
 #include "cli/client.h"
 #include "cli/commands/commands.h"
-#include "cli/exit_codes.h"
+#include "cli/exit_status.h"
 #include "common/auth.h"
 #include "common/version.h"
 

@@ -32,7 +32,7 @@ using Steady = std::chrono::steady_clock;
 
 namespace {
 
-// The user API over TCP takes a token (controller/rpc/auth.h).
+// The user API over TCP takes a token (controller/rpc/authenticator.h).
 constexpr char kBenchToken[] = "gate-bench-token-0123456789abcdef";
 
 

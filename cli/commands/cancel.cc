@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "cli/commands/commands.h"
-#include "cli/exit_codes.h"
+#include "cli/exit_status.h"
 #include "cli/format.h"
 
 namespace trellis::cli {

@@ -1,7 +1,7 @@
 #pragma once
 // The verbs of `trellis`. Each Add*Command registers one subcommand on `app`;
 // when it is the one given, its callback runs it and stores the exit code
-// (cli/exit_codes.h) in *exit_code. `global` is read when the verb runs, after
+// (cli/exit_status.h) in *exit_code. `global` is read when the verb runs, after
 // parsing.
 
 #include <CLI/CLI.hpp>

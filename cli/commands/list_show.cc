@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "cli/commands/commands.h"
-#include "cli/exit_codes.h"
+#include "cli/exit_status.h"
 #include "cli/format.h"
 #include "cli/render.h"
 #include "common/clock.h"

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "cli/commands/commands.h"
-#include "cli/exit_codes.h"
+#include "cli/exit_status.h"
 #include "cli/format_nodes.h"
 
 namespace trellis::cli {

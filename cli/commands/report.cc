@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "cli/commands/commands.h"
-#include "cli/exit_codes.h"
+#include "cli/exit_status.h"
 #include "cli/report/report_page.h"
 #include "common/clock.h"
 

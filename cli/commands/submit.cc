@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "cli/commands/commands.h"
-#include "cli/exit_codes.h"
+#include "cli/exit_status.h"
 #include "cli/format.h"
 #include "cli/format_nodes.h"
 #include "common/spec/run_spec.h"

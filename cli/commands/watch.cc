@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "cli/commands/commands.h"
-#include "cli/exit_codes.h"
+#include "cli/exit_status.h"
 #include "cli/format.h"
 #include "cli/watch_tracker.h"
 #include "common/clock.h"

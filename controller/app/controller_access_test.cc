@@ -1,4 +1,4 @@
-// Who may use the user API (controller/rpc/auth.h): the owner through the
+// Who may use the user API (controller/rpc/authenticator.h): the owner through the
 // unix socket; over TCP only a caller with the owner's token. The name a
 // client claims for itself is not believed.
 

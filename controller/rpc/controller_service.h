@@ -3,7 +3,7 @@
 // they hand the request to the Controller's loop and finish from its reply.
 
 #include "controller/app/controller.h"
-#include "controller/rpc/auth.h"
+#include "controller/rpc/authenticator.h"
 #include "controller/rpc/validate.h"
 #include "trellis/v1/controller.grpc.pb.h"
 

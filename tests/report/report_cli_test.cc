@@ -1,5 +1,5 @@
 // The built `trellis report` against a controller over real gRPC: the file it
-// writes, and its exit codes (cli/exit_codes.h).
+// writes, and its exit codes (cli/exit_status.h).
 
 #include <filesystem>
 #include <fstream>

@@ -22,7 +22,7 @@
 #include "common/tls.h"
 #include "common/version.h"
 #include "worker/app/identity.h"
-#include "worker/app/node_probe.h"
+#include "worker/app/register_probe.h"
 #include "worker/app/spec_file.h"
 #include "worker/core/rank_layout.h"
 #include "worker/io/cgroup_oom.h"

@@ -1,4 +1,4 @@
-#include "worker/app/node_probe.h"
+#include "worker/app/register_probe.h"
 
 #include <chrono>
 

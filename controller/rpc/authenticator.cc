@@ -1,4 +1,4 @@
-#include "controller/rpc/auth.h"
+#include "controller/rpc/authenticator.h"
 
 #include "common/auth.h"
 
