@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of the local cluster's memory fixture writer (deploy/slurm/local-cluster.d/make_fixture.py).
+"""Tests of the local cluster's memory fixture writer, deploy/slurm/local-cluster.d/make_fixture.py.
 
 - Every shipped fixture, regenerated through `local-cluster make-fixture` with the command its
   README records, equals the committed tree byte for byte. Those trees were written by the
