@@ -222,8 +222,8 @@ ok
 
 check "reset cancels jobs, resumes a drained node and restores every fixture"
 sl scontrol update nodename=node3 state=drain reason=test || fail "drain node3"
-sl sbatch --parsable --hold --wrap true >/dev/null || fail "sbatch --hold"
-sl sbatch --parsable -N 1 --wrap 'sleep 300' >/dev/null || fail "sbatch sleep"
+sl sbatch --parsable --hold -o "$D/job-%j.out" --wrap true >/dev/null || fail "sbatch --hold"
+sl sbatch --parsable -N 1 -o "$D/job-%j.out" --wrap 'sleep 300' >/dev/null || fail "sbatch sleep"
 "$LC" fixture "$D" all gh200-short >/dev/null || fail "fixture all"
 grep -q 'MemFree:        76231475 kB' "$D/nodes/node1/sysfs/devices/system/node/node0/meminfo" || fail "fixture all: node1"
 "$LC" reset "$D" || fail "reset"
@@ -234,7 +234,7 @@ idle=$(sl sinfo -h -N -o '%N %T' | awk '$2 == "idle"' | wc -l)
 ok
 
 check "up after a crash (daemons killed, stale pid files) starts cleanly"
-sl sbatch --parsable -N 1 --wrap 'sleep 300' >/dev/null || fail "sbatch before crash"
+sl sbatch --parsable -N 1 -o "$D/job-%j.out" --wrap 'sleep 300' >/dev/null || fail "sbatch before crash"
 sleep 1
 for f in "$D"/run/*.pid; do kill -9 "$(cat "$f")" 2>/dev/null || true; done
 sleep 0.5
@@ -249,7 +249,7 @@ second_up "after the first's restart from a crash"
 ok "restarted in $((SECONDS - t)) s"
 
 check "down cancels running jobs and leaves no process behind"
-jid=$(sl sbatch --parsable -N 2 --wrap 'srun --ntasks-per-node=1 sleep 300') || fail "sbatch"
+jid=$(sl sbatch --parsable -N 2 -o "$D/job-%j.out" --wrap 'srun --ntasks-per-node=1 sleep 300') || fail "sbatch"
 for _ in $(seq 50); do
   [ "$(procs_of "$D" | grep -c 'sleep 300' || true)" -ge 2 ] && break
   sleep 0.2
