@@ -130,4 +130,52 @@ void FakeClock::Advance(std::chrono::nanoseconds d) {
 
 int FakeClock::PendingTimers() const { return timers_.Size(); }
 
+namespace {
+
+// Waits on `cv` until `done` (every notify when null) or until a timer of
+// `clock` due after `after` has fired.
+void WaitWithTimer(Clock& clock, std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                   std::chrono::nanoseconds after, const std::function<bool()>* done) {
+  bool due = false;  // guarded by lock's mutex
+  std::mutex* mu = lock.mutex();
+  // The callback needs the mutex, held here until the wait releases it: its
+  // notify cannot come before the wait.
+  TimerId id = clock.ScheduleAfter(after, [&] {
+    std::lock_guard<std::mutex> l(*mu);
+    due = true;
+    cv.notify_all();
+  });
+  if (done != nullptr)
+    cv.wait(lock, [&] { return due || (*done)(); });
+  else
+    cv.wait(lock);
+  // Cancel waits for a callback in progress, which needs the mutex.
+  lock.unlock();
+  clock.Cancel(id);
+  lock.lock();
+}
+
+}  // namespace
+
+bool WaitFor(Clock& clock, std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+             std::chrono::nanoseconds after, const std::function<bool()>& done) {
+  // A FakeClock fires nothing until advanced, not even a timer due now.
+  if (done() || after <= std::chrono::nanoseconds::zero()) return done();
+  WaitWithTimer(clock, lock, cv, after, &done);
+  return done();
+}
+
+void WaitOnce(Clock& clock, std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+              std::chrono::nanoseconds after) {
+  if (after <= std::chrono::nanoseconds::zero()) return;
+  WaitWithTimer(clock, lock, cv, after, nullptr);
+}
+
+void SleepFor(Clock& clock, std::chrono::nanoseconds d) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unique_lock<std::mutex> lock(mu);
+  WaitFor(clock, lock, cv, d, [] { return false; });
+}
+
 }  // namespace trellis

@@ -98,6 +98,22 @@ class FakeClock : public Clock {
   TimerQueue timers_;
 };
 
+// Waits on `cv`, whose mutex `lock` holds, until `done()` holds or `after` has
+// passed on `clock` (a FakeClock's Advance ends the wait); returns done(),
+// with the lock held again. For threads that are no event loop: the step
+// stream's batching and backoff, the controller client's retries.
+bool WaitFor(Clock& clock, std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+             std::chrono::nanoseconds after, const std::function<bool()>& done);
+
+// Waits on `cv`, whose mutex `lock` holds, once: until a notify (or a
+// spurious wake-up), or until `after` has passed on `clock`; the caller
+// checks its own condition again, as after condition_variable::wait_until.
+void WaitOnce(Clock& clock, std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+              std::chrono::nanoseconds after);
+
+// Blocks the calling thread for `d` on `clock`.
+void SleepFor(Clock& clock, std::chrono::nanoseconds d);
+
 inline int64_t ToUnixMillis(WallTime t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }

@@ -58,6 +58,82 @@ TEST(FakeClockTest, WallTimeMovesWithSteadyTime) {
   EXPECT_EQ(clock.Now() - w, milliseconds(1500));
 }
 
+// Polls, with a real deadline, for what another thread does.
+bool Eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+TEST(WaitForTest, EndsWhenTheFakeClockPassesTheWait) {
+  FakeClock clock;
+  std::mutex mu;
+  std::condition_variable cv;
+  auto waited = std::async(std::launch::async, [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    return WaitFor(clock, lock, cv, seconds(30), [] { return false; });
+  });
+  ASSERT_TRUE(Eventually([&] { return clock.PendingTimers() == 1; }));
+  clock.Advance(seconds(29));
+  EXPECT_EQ(waited.wait_for(milliseconds(0)), std::future_status::timeout);
+  clock.Advance(seconds(1));
+  ASSERT_EQ(waited.wait_for(seconds(10)), std::future_status::ready);
+  EXPECT_FALSE(waited.get());
+}
+
+TEST(WaitForTest, EndsWhenTheConditionHoldsAndDropsItsTimer) {
+  FakeClock clock;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ready = false;
+  auto waited = std::async(std::launch::async, [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    return WaitFor(clock, lock, cv, seconds(30), [&] { return ready; });
+  });
+  ASSERT_TRUE(Eventually([&] { return clock.PendingTimers() == 1; }));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    ready = true;
+    cv.notify_all();
+  }
+  ASSERT_EQ(waited.wait_for(seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(waited.get());
+  EXPECT_EQ(clock.PendingTimers(), 0);
+}
+
+TEST(WaitForTest, ANonPositiveWaitDoesNotBlockOnAFakeClock) {
+  FakeClock clock;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unique_lock<std::mutex> lock(mu);
+  EXPECT_FALSE(WaitFor(clock, lock, cv, seconds(0), [] { return false; }));
+  EXPECT_TRUE(lock.owns_lock());
+  EXPECT_EQ(clock.PendingTimers(), 0);
+}
+
+TEST(WaitForTest, SleepForReturnsOnlyOnceTheFakeClockPassedIt) {
+  FakeClock clock;
+  auto slept = std::async(std::launch::async, [&] { SleepFor(clock, seconds(5)); });
+  ASSERT_TRUE(Eventually([&] { return clock.PendingTimers() == 1; }));
+  clock.Advance(seconds(4));
+  EXPECT_EQ(slept.wait_for(milliseconds(0)), std::future_status::timeout);
+  clock.Advance(seconds(1));
+  EXPECT_EQ(slept.wait_for(seconds(10)), std::future_status::ready);
+}
+
+TEST(SystemClockTest, WaitForTimesOutInRealTime) {
+  SystemClock clock;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unique_lock<std::mutex> lock(mu);
+  SteadyTime start = clock.SteadyNow();
+  EXPECT_FALSE(WaitFor(clock, lock, cv, milliseconds(20), [] { return false; }));
+  EXPECT_GE(clock.SteadyNow() - start, milliseconds(20));
+}
+
 TEST(SystemClockTest, FiresOnItsOwnThreadAfterTheDelay) {
   SystemClock clock;
   std::promise<std::thread::id> fired;

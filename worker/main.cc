@@ -126,6 +126,8 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   trellis::InitLogging("trellis-worker", log_level);
+  // Its timer thread starts with the first timer, after the touch probe's fork.
+  trellis::SystemClock clock;
 
   if (agent_cmd->parsed()) {
     if (agent.id.node.empty()) agent.id.node = trellis::worker::DefaultNodeName();
@@ -133,7 +135,7 @@ int main(int argc, char** argv) {
       spdlog::error("{}", std::string(st.message()));
       return trellis::kExitUsage;
     }
-    return trellis::worker::RunAgent(agent);
+    return trellis::worker::RunAgent(agent, clock);
   }
   if (next.id.node.empty()) next.id.node = trellis::worker::DefaultNodeName();
   if (absl::Status st = trellis::worker::ValidateNextLaunchArgs(next); !st.ok()) {
@@ -144,5 +146,5 @@ int main(int argc, char** argv) {
               << std::endl;
     return trellis::kExitUsage;
   }
-  return trellis::worker::RunNextLaunch(next);
+  return trellis::worker::RunNextLaunch(next, clock);
 }

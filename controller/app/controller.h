@@ -45,6 +45,7 @@ class Controller {
   void BeginShutdown();
   void Stop();
   boost::asio::io_context& io() { return io_; }
+  Clock& clock() { return *clock_; }
   // Known only once the server is bound (port 0 in tests); call before Start().
   void SetAdvertiseAddress(std::string addr) { config_.advertise_addr = std::move(addr); }
   // For any thread: registry() to serve, and the Observe* durations.

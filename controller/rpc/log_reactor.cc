@@ -1,6 +1,7 @@
 #include "controller/rpc/log_reactor.h"
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <filesystem>
 
 #include "controller/rpc/controller_service.h"
@@ -32,7 +33,9 @@ LogReactor::LogReactor(Controller* controller, v1::ReadLogsRequest request,
     : controller_(controller),
       request_(std::move(request)),
       only_user_(std::move(only_user)),
-      timer_(controller->io()) {
+      timer_(controller->clock(), [controller](std::function<void()> fn) {
+        asio::post(controller->io(), std::move(fn));
+      }) {
   controller_->GetRun(request_.run_id(), [this](absl::StatusOr<RunView> v) { OnRun(std::move(v)); });
 }
 
@@ -78,10 +81,7 @@ void LogReactor::OnRun(absl::StatusOr<RunView> view) {
   }
   if (ReadNew()) return Pump();
   if (!request_.follow() || run_terminal_) return FinishOnce(grpc::Status::OK);
-  timer_.expires_after(kPollInterval);
-  timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) Tick();
-  });
+  timer_.Arm(kPollInterval, [this] { Tick(); });
 }
 
 void LogReactor::Tick() {
@@ -141,7 +141,7 @@ void LogReactor::Pump() {
 void LogReactor::FinishOnce(const grpc::Status& status) {
   if (finished_) return;
   finished_ = true;
-  timer_.cancel();
+  timer_.Cancel();
   Finish(status);
 }
 
@@ -161,7 +161,7 @@ void LogReactor::OnCancel() {
 
 void LogReactor::OnDone() {
   asio::post(controller_->io(), [this] {
-    timer_.cancel();
+    timer_.Cancel();
     delete this;
   });
 }

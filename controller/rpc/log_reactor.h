@@ -1,13 +1,14 @@
 #pragma once
 // ReadLogs: streams rank output files of a run's attempt (the latest launch),
 // optionally following them until the run is terminal. Like WatchReactor, all
-// state lives on the controller's loop thread.
+// state lives on the controller's loop thread. The follow poll is timed by the
+// controller's Clock.
 
-#include <boost/asio/steady_timer.hpp>
 #include <deque>
-#include <optional>
 #include <fstream>
+#include <optional>
 
+#include "common/loop_timer.h"
 #include "controller/app/controller.h"
 #include "trellis/v1/controller.grpc.pb.h"
 
@@ -40,7 +41,7 @@ class LogReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
   Controller* controller_;
   v1::ReadLogsRequest request_;
   std::optional<std::string> only_user_;
-  boost::asio::steady_timer timer_;
+  LoopTimer timer_;
   std::vector<RankFile> files_;
   std::string launch_dir_;
   std::deque<v1::LogChunk> queue_;

@@ -8,7 +8,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/loop_timer.h"
 #include "common/run_layout.h"
 #include "common/spec/run_spec.h"
 #include "common/tls.h"
@@ -138,7 +139,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> ServeMetrics(
 }
 
 int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision& go,
-              AgentClient& client, RankMetrics& metrics) {
+              AgentClient& client, RankMetrics& metrics, Clock& clock) {
   auto socket_dir = SocketDir::Create();
   if (!socket_dir.ok())
     return FailLaunch(args, client, std::string(socket_dir.status().message()));
@@ -159,10 +160,10 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   asio::io_context io;
   StepStream::Options stream_options;
   stream_options.max_held = static_cast<size_t>(args.max_queued_reports);
-  StepStream stream(client.stub(), client.id(), stream_options);
+  StepStream stream(client.stub(), client.id(), stream_options, clock);
   stream.Start();
-  RankChannel channel(io, [&](int rank, const StepRecord& r) {
-    metrics.OnStep(rank, r, std::chrono::system_clock::now());
+  RankChannel channel(io, clock, [&](int rank, const StepRecord& r) {
+    metrics.OnStep(rank, r, clock.Now());
     stream.SendStep(rank, r);
   });
   for (const RankPlan& p : *plans) {
@@ -172,17 +173,17 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
     }
   }
 
-  asio::steady_timer heartbeat(io);
+  LoopTimer heartbeat(clock, [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); });
   asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR1);
   std::string planned_stop;  // "time_limit" once Slurm's warning came
   Supervisor supervisor(
-      io, Steady(args.kill_grace),
+      io, clock, Steady(args.kill_grace),
       [&](const RankExit& e) {
         metrics.OnRankEnded(e.rank);
         stream.SendRankExit(e);
       },
       [&] {
-        heartbeat.cancel();
+        heartbeat.Cancel();
         boost::system::error_code ignored;
         signals.cancel(ignored);
         channel.Drain(kDrainBound, [&] { io.stop(); });
@@ -207,10 +208,7 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   };
   std::function<void()> beat = [&] {
     stream.SendHeartbeat(supervisor.alive());
-    heartbeat.expires_after(Steady(args.heartbeat_interval));
-    heartbeat.async_wait([&](boost::system::error_code ec) {
-      if (!ec) beat();
-    });
+    heartbeat.Arm(Steady(args.heartbeat_interval), beat);
   };
 
   spdlog::info("GO: ranks {}..{} of {}, master {}:{}, resume step {}", go.rank_offset,
@@ -253,7 +251,7 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
 
 }  // namespace
 
-int RunAgent(const AgentArgs& args) {
+int RunAgent(const AgentArgs& args, Clock& clock) {
   // Until the event loop takes them over: a wall-time warning during the gate
   // wait must not kill the worker, and sockets must not raise SIGPIPE.
   ::signal(SIGUSR1, SIG_IGN);
@@ -287,7 +285,7 @@ int RunAgent(const AgentArgs& args) {
   // Before the channel exists: the touch probe forks, gRPC's threads must not yet.
   facts.probe = ProbeMemoryForRegister(
       ResolveSysfsRoot(args.sysfs_root, std::getenv("TRELLIS_SYSFS_ROOT"), args.id.node),
-      spec->gate.touch_probe, args);
+      spec->gate.touch_probe, args, clock.Now());
   // After the touch probe too (it forks): the metrics server's threads start here.
   auto registry = std::make_shared<prometheus::Registry>();
   AddBuildInfo(*registry, kVersion);
@@ -299,7 +297,7 @@ int RunAgent(const AgentArgs& args) {
     spdlog::error("{}", std::string(credentials.status().message()));
     return kExitUsage;
   }
-  AgentClient client(ControllerChannel(args.id.controller, *credentials), *id);
+  AgentClient client(ControllerChannel(args.id.controller, *credentials), *id, clock);
   Seconds gate_wait = args.gate_wait.value_or(Seconds(spec->gate.timeout_s) + kGateWaitMargin);
   spdlog::info("registering node {} with {} (run {}, attempt {}, launch {}; {} GPU(s), {} CPU(s))",
                args.id.node, args.id.controller, args.id.run_id, args.id.attempt, args.id.launch,
@@ -325,7 +323,7 @@ int RunAgent(const AgentArgs& args) {
   }
   if (!metrics_server.ok())
     return FailLaunch(args, client, std::string(metrics_server.status().message()));
-  return Supervise(args, *spec, gate->go, client, metrics);
+  return Supervise(args, *spec, gate->go, client, metrics, clock);
 }
 
 }  // namespace trellis::worker

@@ -2,6 +2,7 @@
 // The two subcommands, as functions of their validated arguments returning
 // the process exit code. main.cc only parses flags and calls these.
 
+#include "common/clock.h"
 #include "common/exit_codes.h"
 #include "worker/core/args.h"
 
@@ -14,11 +15,12 @@ using trellis::kExitGateAbort;
 using trellis::kExitRefused;
 using trellis::kExitUsage;
 
-int RunAgent(const AgentArgs& args);
+// `clock` times the retries, the heartbeat, the kill grace and the step stream.
+int RunAgent(const AgentArgs& args, Clock& clock);
 
 // Prints exactly one line on stdout: "relaunch <launch> <node,node|->" (the
 // nodes the next launch runs on; "-": every node of the allocation) or
 // "exit <code>". Returns 0 unless the arguments are unusable.
-int RunNextLaunch(const NextLaunchArgs& args);
+int RunNextLaunch(const NextLaunchArgs& args, Clock& clock);
 
 }  // namespace trellis::worker

@@ -9,7 +9,7 @@
 
 namespace trellis::worker {
 
-int RunNextLaunch(const NextLaunchArgs& args) {
+int RunNextLaunch(const NextLaunchArgs& args, Clock& clock) {
   // Whatever goes wrong, the script gets a line it can act on: the step's
   // own status, so a failed launch is never reported as a success.
   auto fallback = [&](const std::string& why) {
@@ -21,7 +21,7 @@ int RunNextLaunch(const NextLaunchArgs& args) {
   if (!id.ok()) return fallback(std::string(id.status().message()));
   auto credentials = tls::ChannelCredentials("--tls-ca", args.id.tls_ca);
   if (!credentials.ok()) return fallback(std::string(credentials.status().message()));
-  AgentClient client(ControllerChannel(args.id.controller, *credentials), *id);
+  AgentClient client(ControllerChannel(args.id.controller, *credentials), *id, clock);
   NextLaunchAsk ask{args.step_exit_code, args.requeue_count, args.allocation_nodelist,
                    args.terminated_by_slurm, args.time_limit_warned};
   auto choice = client.NextLaunch(ask, args.timeout);

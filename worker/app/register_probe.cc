@@ -10,12 +10,6 @@
 namespace trellis::worker {
 namespace {
 
-int64_t UnixMillisNow() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 void LogSocket(const SocketProbe& s) {
   spdlog::info(
       "socket {} (CPUs {}): {} GiB total, {} GiB free, {} GiB unattributed (file {}, anon {}, "
@@ -46,8 +40,9 @@ std::string TouchSockets(NodeProbe& probe, const AgentArgs& args) {
 
 }  // namespace
 
-NodeProbe ProbeMemoryForRegister(const std::string& sysfs_root, bool touch, const AgentArgs& args) {
-  const int64_t probed_unix_ms = UnixMillisNow();
+NodeProbe ProbeMemoryForRegister(const std::string& sysfs_root, bool touch, const AgentArgs& args,
+                                 WallTime probed_at) {
+  const int64_t probed_unix_ms = ToUnixMillis(probed_at);
   absl::StatusOr<NodeProbe> read = ProbeNode(sysfs_root);
   NodeProbe probe = read.ok() ? std::move(*read) : NodeProbe{};
   probe.probed_unix_ms = probed_unix_ms;

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "common/clock.h"
 #include "common/node_probe.h"
 #include "worker/core/args.h"
 
@@ -13,6 +14,8 @@ namespace trellis::worker {
 // `touch`: the spec's gate.touch_probe; each socket then gets
 // args.touch_probe_gib and an equal share of args.touch_probe_budget. Runs
 // before the process starts gRPC threads (the touch probe forks).
-NodeProbe ProbeMemoryForRegister(const std::string& sysfs_root, bool touch, const AgentArgs& args);
+// `probed_at`: the worker's clock when the probe starts (the report's time).
+NodeProbe ProbeMemoryForRegister(const std::string& sysfs_root, bool touch, const AgentArgs& args,
+                                 WallTime probed_at);
 
 }  // namespace trellis::worker

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <boost/asio/post.hpp>
 
 #include "common/log.h"
 #include "worker/core/line_splitter.h"
@@ -21,16 +22,20 @@ struct RankChannel::Connection {
   std::array<char, 8192> buf;
 };
 
-RankChannel::RankChannel(asio::io_context& io, RecordFn on_record,
+RankChannel::RankChannel(asio::io_context& io, Clock& clock, RecordFn on_record,
                          std::chrono::steady_clock::duration log_interval)
-    : io_(io), on_record_(std::move(on_record)), log_interval_(log_interval) {}
+    : io_(io),
+      clock_(clock),
+      on_record_(std::move(on_record)),
+      log_interval_(log_interval),
+      drain_timer_(clock, [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); }) {}
 
 RankChannel::~RankChannel() {
   closing_ = true;
   boost::system::error_code ec;
   for (auto& [rank, acceptor] : acceptors_) acceptor->close(ec);
   for (const auto& c : connections_) c->socket.close(ec);
-  if (drain_timer_) drain_timer_->cancel();
+  drain_timer_.Cancel();
 }
 
 absl::Status RankChannel::Listen(int rank, const std::string& path) {
@@ -104,7 +109,7 @@ void RankChannel::HandleLine(int rank, const std::string& line, bool oversized) 
     ++per_rank_[rank].oversized_lines;
   }
   // A rank stuck in a loop of bad writes must not flood the worker's log.
-  auto now = std::chrono::steady_clock::now();
+  SteadyTime now = clock_.SteadyNow();
   auto last = last_log_.find(rank);
   if (last != last_log_.end() && now - last->second < log_interval_) {
     ++unlogged_[rank];
@@ -142,9 +147,8 @@ void RankChannel::Drain(std::chrono::steady_clock::duration bound, std::function
     acceptor->close(ec);
   }
   drained_ = std::move(done);
-  drain_timer_ = std::make_unique<asio::steady_timer>(io_, bound);
-  drain_timer_->async_wait([this](boost::system::error_code ec) {
-    if (ec == asio::error::operation_aborted || !drained_) return;
+  drain_timer_.Arm(bound, [this] {
+    if (!drained_) return;
     spdlog::info("{} step socket connection(s) still open after the ranks exited; not waiting",
                  connections_.size());
     std::exchange(drained_, nullptr)();
@@ -154,7 +158,7 @@ void RankChannel::Drain(std::chrono::steady_clock::duration bound, std::function
 
 void RankChannel::MaybeDrained() {
   if (!drained_ || !connections_.empty()) return;
-  drain_timer_->cancel();
+  drain_timer_.Cancel();
   // Posted, so `done` never runs inside Drain's caller.
   asio::post(io_, [done = std::exchange(drained_, nullptr)] { done(); });
 }

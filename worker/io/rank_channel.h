@@ -6,10 +6,10 @@
 // limited); they never stop the worker.
 //
 // Runs on the caller's io_context; destroy it only after that loop stopped.
+// Time (the drain's bound, the log's rate limit) comes from the caller's Clock.
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -19,6 +19,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/clock.h"
+#include "common/loop_timer.h"
 #include "common/step_record.h"
 
 namespace trellis::worker {
@@ -34,7 +36,7 @@ class RankChannel {
     uint64_t connections = 0;
   };
 
-  RankChannel(boost::asio::io_context& io, RecordFn on_record,
+  RankChannel(boost::asio::io_context& io, Clock& clock, RecordFn on_record,
               std::chrono::steady_clock::duration log_interval = std::chrono::seconds(10));
   ~RankChannel();
   RankChannel(const RankChannel&) = delete;
@@ -63,6 +65,7 @@ class RankChannel {
   void MaybeDrained();
 
   boost::asio::io_context& io_;
+  Clock& clock_;
   RecordFn on_record_;
   std::chrono::steady_clock::duration log_interval_;
   std::map<int, std::unique_ptr<Acceptor>> acceptors_;
@@ -72,7 +75,7 @@ class RankChannel {
   std::map<int, std::chrono::steady_clock::time_point> last_log_;
   std::map<int, uint64_t> unlogged_;
   std::function<void()> drained_;
-  std::unique_ptr<boost::asio::steady_timer> drain_timer_;
+  LoopTimer drain_timer_;
   bool closing_ = false;
 };
 

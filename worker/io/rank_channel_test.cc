@@ -57,9 +57,8 @@ class RankChannelTest : public ::testing::Test {
     auto dir = SocketDir::Create();
     ASSERT_TRUE(dir.ok()) << dir.status();
     dir_ = std::move(*dir);
-    channel_ = std::make_unique<RankChannel>(io_, [this](int rank, const StepRecord& r) {
-      got_.push_back({rank, r.step});
-    });
+    channel_ = std::make_unique<RankChannel>(
+        io_, clock_, [this](int rank, const StepRecord& r) { got_.push_back({rank, r.step}); });
   }
   void TearDown() override {
     channel_.reset();
@@ -75,6 +74,7 @@ class RankChannelTest : public ::testing::Test {
   }
 
   boost::asio::io_context io_;
+  FakeClock clock_;
   std::unique_ptr<SocketDir> dir_;
   std::unique_ptr<RankChannel> channel_;
   std::vector<std::pair<int, int64_t>> got_;  // rank, step
@@ -171,7 +171,11 @@ TEST_F(RankChannelTest, DrainGivesUpOnAConnectionLeftOpen) {
   c.Write(Line(1));
   ASSERT_TRUE(WaitRecords(1));
   bool drained = false;
-  channel_->Drain(std::chrono::milliseconds(50), [&] { drained = true; });
+  channel_->Drain(std::chrono::seconds(2), [&] { drained = true; });
+  clock_.Advance(std::chrono::milliseconds(1999));
+  io_.poll();
+  EXPECT_FALSE(drained);  // the bound is not over, the connection still open
+  clock_.Advance(std::chrono::milliseconds(1));
   ASSERT_TRUE(RunUntil(io_, [&] { return drained; }));
   EXPECT_EQ(channel_->open_connections(), 1);
 }

@@ -16,19 +16,20 @@ namespace trellis::worker {
 
 namespace asio = boost::asio;
 
-Supervisor::Supervisor(asio::io_context& io, std::chrono::steady_clock::duration kill_grace,
-                       ExitFn on_rank_exit, std::function<void()> on_all_exited)
+Supervisor::Supervisor(asio::io_context& io, Clock& clock,
+                       std::chrono::steady_clock::duration kill_grace, ExitFn on_rank_exit,
+                       std::function<void()> on_all_exited)
     : io_(io),
       kill_grace_(kill_grace),
       on_rank_exit_(std::move(on_rank_exit)),
       on_all_exited_(std::move(on_all_exited)),
       sigchld_(io, SIGCHLD),
-      kill_timer_(io) {}
+      kill_timer_(clock, [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); }) {}
 
 Supervisor::~Supervisor() {
   boost::system::error_code ec;
   sigchld_.cancel(ec);
-  kill_timer_.cancel();
+  kill_timer_.Cancel();
   // Never leave ranks behind, even when the worker unwinds on an error.
   for (const auto& [pid, rank] : live_) {
     ::killpg(pid, SIGKILL);
@@ -101,7 +102,7 @@ void Supervisor::Record(RankExit e) {
   }
   if (live_.empty() && static_cast<int>(exits_.size()) >= expected_ && !finished_) {
     finished_ = true;
-    kill_timer_.cancel();
+    kill_timer_.Cancel();
     boost::system::error_code ignored;
     sigchld_.cancel(ignored);
     asio::post(io_, [this] { on_all_exited_(); });
@@ -135,9 +136,7 @@ void Supervisor::Stop(const std::string& cause) {
 void Supervisor::Terminate() {
   terminating_ = true;
   Forward(SIGTERM);
-  kill_timer_.expires_after(kill_grace_);
-  kill_timer_.async_wait([this](boost::system::error_code ec) {
-    if (ec) return;
+  kill_timer_.Arm(kill_grace_, [this] {
     if (!live_.empty())
       spdlog::warn("{} rank(s) still running after the grace; sending SIGKILL", live_.size());
     Forward(SIGKILL);

@@ -6,18 +6,19 @@
 // the evidence line of the end of its log (ScanLogTail) before it is reported.
 //
 // Runs on the caller's io_context; destroy it only after that loop stopped.
+// The kill grace is timed by the caller's Clock (a FakeClock in tests).
 
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "common/loop_timer.h"
 #include "worker/core/outcome.h"
 #include "worker/core/rank_layout.h"
 
@@ -29,8 +30,9 @@ class Supervisor {
 
   // on_rank_exit runs once per rank (with the log evidence of a failure);
   // on_all_exited once, after the last one.
-  Supervisor(boost::asio::io_context& io, std::chrono::steady_clock::duration kill_grace,
-             ExitFn on_rank_exit, std::function<void()> on_all_exited);
+  Supervisor(boost::asio::io_context& io, Clock& clock,
+             std::chrono::steady_clock::duration kill_grace, ExitFn on_rank_exit,
+             std::function<void()> on_all_exited);
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
@@ -64,7 +66,7 @@ class Supervisor {
   ExitFn on_rank_exit_;
   std::function<void()> on_all_exited_;
   boost::asio::signal_set sigchld_;
-  boost::asio::steady_timer kill_timer_;
+  LoopTimer kill_timer_;
   std::map<pid_t, int> live_;             // pid (= process group) -> global rank
   std::map<int, std::string> log_paths_;  // global rank -> its log
   std::vector<RankExit> exits_;

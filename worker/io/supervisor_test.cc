@@ -42,7 +42,7 @@ class SupervisorTest : public ::testing::Test {
   void Run(const std::string& script, std::chrono::steady_clock::duration grace,
            const std::function<void(Supervisor&)>& after_start = nullptr) {
     Supervisor s(
-        io_, grace, [&](const RankExit& e) { streamed_.push_back(e); },
+        io_, clock_, grace, [&](const RankExit& e) { streamed_.push_back(e); },
         [&] { all_exited_ = true; });
     s.Start(Plans(2), {"/bin/sh", "-c", script}, dir_);
     if (after_start) after_start(s);
@@ -61,6 +61,8 @@ class SupervisorTest : public ::testing::Test {
   }
 
   boost::asio::io_context io_;
+  // Never advanced unless a test says so: no grace runs out by itself.
+  FakeClock clock_;
   std::string dir_;
   bool all_exited_ = false;
   std::vector<RankExit> streamed_;
@@ -79,10 +81,8 @@ TEST_F(SupervisorTest, AllExitZeroWithLogsInTheWorkingDir) {
 }
 
 TEST_F(SupervisorTest, FailingRankStopsTheOtherWithSigterm) {
-  auto start = std::chrono::steady_clock::now();
   Run("if [ \"$RANK\" = 11 ]; then exit 3; fi; exec sleep 60", 30s);
-  // Well within the grace: SIGTERM, not SIGKILL, ended the sleeper.
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  // The grace never ran out (the clock stood still): SIGTERM ended the sleeper.
   EXPECT_EQ(outcome_.exit_code, 3);
   EXPECT_EQ(outcome_.reason, "rank 11 exited with 3");
   ASSERT_EQ(exits_.size(), 2u);
@@ -116,16 +116,31 @@ TEST_F(SupervisorTest, FailedRankCarriesTheMarkersOfItsLogTail) {
   EXPECT_EQ(exits_[1].evidence, "rank 10 waiting");
 }
 
-TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
+TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledOnceTheClockPassesTheGrace) {
   // Rank 11 fails only once rank 10 ignores SIGTERM, so the test does not
   // depend on which shell gets scheduled first.
-  Run("if [ \"$RANK\" = 11 ]; then while [ ! -e ignoring ]; do sleep 0.01; done; exit 4; fi; "
-      "trap '' TERM; touch ignoring; exec sleep 60",
-      300ms);
-  EXPECT_EQ(outcome_.exit_code, 4);
-  ASSERT_EQ(exits_.size(), 2u);
-  EXPECT_EQ(exits_[1].rank, 10);
-  EXPECT_EQ(exits_[1].signal, SIGKILL);
+  Supervisor s(
+      io_, clock_, 30s, [&](const RankExit& e) { streamed_.push_back(e); },
+      [&] { all_exited_ = true; });
+  s.Start(Plans(2),
+          {"/bin/sh", "-c",
+           "if [ \"$RANK\" = 11 ]; then while [ ! -e ignoring ]; do sleep 0.01; done; exit 4; "
+           "fi; trap '' TERM; touch ignoring; exec sleep 60"},
+          dir_);
+  // Rank 11's exit started the grace: SIGTERM went to rank 10, which ignores it.
+  ASSERT_TRUE(RunUntil(io_, [&] { return streamed_.size() == 1; }));
+  EXPECT_EQ(clock_.PendingTimers(), 1);
+  clock_.Advance(29s);
+  io_.restart();
+  io_.poll();
+  EXPECT_EQ(s.alive(), 1);
+  EXPECT_EQ(clock_.PendingTimers(), 1);  // the grace is not over
+  clock_.Advance(1s);
+  ASSERT_TRUE(RunUntil(io_, [&] { return all_exited_; }));
+  ASSERT_EQ(s.exits().size(), 2u);
+  EXPECT_EQ(s.exits()[1].rank, 10);
+  EXPECT_EQ(s.exits()[1].signal, SIGKILL);
+  EXPECT_EQ(DecideOutcome(s.exits(), s.expected(), s.stop_cause()).exit_code, 4);
 }
 
 TEST_F(SupervisorTest, StopTerminatesEveryRank) {
@@ -153,7 +168,8 @@ TEST_F(SupervisorTest, ForwardReachesTheRanks) {
 
 TEST_F(SupervisorTest, ProgramThatCannotStartCountsAs127) {
   Supervisor s(
-      io_, 1s, [&](const RankExit& e) { streamed_.push_back(e); }, [&] { all_exited_ = true; });
+      io_, clock_, 1s, [&](const RankExit& e) { streamed_.push_back(e); },
+      [&] { all_exited_ = true; });
   s.Start(Plans(2), {"/nonexistent/trainer"}, dir_);
   ASSERT_TRUE(RunUntil(io_, [&] { return all_exited_; }));
   WorkerOutcome o = DecideOutcome(s.exits(), s.expected(), s.stop_cause());

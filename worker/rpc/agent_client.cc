@@ -5,56 +5,18 @@
 #include <chrono>
 #include <functional>
 #include <random>
-#include <thread>
 
 #include "common/log.h"
+#include "worker/rpc/call_retry.h"
 #include "worker/rpc/convert.h"
 
 namespace trellis::worker {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
+// gRPC's deadlines are its own real time, whatever clock times the retries.
 std::chrono::system_clock::time_point DeadlineAfter(Seconds d) {
   return std::chrono::system_clock::now() +
          std::chrono::duration_cast<std::chrono::system_clock::duration>(d);
-}
-
-// A try made when the window is over still gets this long: enough to connect
-// to a controller that just came back, or to be told why it cannot be reached.
-constexpr Seconds kLastTry{5};
-
-// Runs `call(budget)` until it returns anything but UNAVAILABLE, or until
-// `window` has passed. Before each try it waits for `channel` to connect (at
-// most what is left of the window): a controller that comes back is called at
-// once, not at the end of a backoff sleep. Each try gets min(per_call, what is
-// left of the window, at least kLastTry) unless per_call_fixed (a gate wait
-// must not shrink with the retries). The backoff only spaces tries that a
-// connected controller answered with UNAVAILABLE.
-grpc::Status WithRetries(const char* what, grpc::Channel& channel, const BackoffPolicy& backoff,
-                         Seconds window, Seconds per_call, bool per_call_fixed,
-                         const std::function<grpc::Status(Seconds)>& call) {
-  std::mt19937 rng(std::random_device{}());
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(window);
-  for (int retry = 0;; ++retry) {
-    channel.WaitForConnected(DeadlineAfter(std::max(Seconds(end - Clock::now()), Seconds(0))));
-    Seconds left = std::max(Seconds(end - Clock::now()), kLastTry);
-    Seconds budget = per_call_fixed ? per_call : std::min(per_call, left);
-    grpc::Status st = call(budget);
-    if (st.error_code() != grpc::StatusCode::UNAVAILABLE) return st;
-    auto delay = BackoffDelay(backoff, retry, unit(rng));
-    if (Clock::now() + delay >= end) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          std::string("controller unreachable for ") +
-                              std::to_string(static_cast<int>(window.count())) +
-                              " s: " + st.error_message());
-    }
-    spdlog::info("{}: controller unavailable ({}); retrying in {} ms", what, st.error_message(),
-                 delay.count());
-    // A plain sleep: nothing else runs on this thread before or after the loop.
-    std::this_thread::sleep_for(delay);
-  }
 }
 
 }  // namespace
@@ -68,11 +30,22 @@ std::shared_ptr<grpc::Channel> ControllerChannel(
 }
 
 AgentClient::AgentClient(std::shared_ptr<grpc::Channel> channel, v1::WorkerIdentity id,
-                         BackoffPolicy backoff)
+                         Clock& clock, BackoffPolicy backoff)
     : channel_(channel),
       stub_(v1::AgentService::NewStub(channel)),
       id_(std::move(id)),
+      clock_(clock),
       backoff_(backoff) {}
+
+grpc::Status AgentClient::WithRetries(const char* what, const RetryLimits& limits,
+                                      const std::function<grpc::Status(Seconds)>& call) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  return CallWithRetries(
+      what, clock_, backoff_, limits,
+      [this](Seconds left) { channel_->WaitForConnected(DeadlineAfter(left)); }, call,
+      [&] { return unit(rng); });
+}
 
 absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds retry_window,
                                                  Seconds gate_wait) {
@@ -88,7 +61,7 @@ absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds
   ToProto(facts.probe, req.mutable_probe());
   v1::GateDecision decision;
   grpc::Status st =
-      WithRetries("Register", *channel_, backoff_, retry_window, gate_wait, true, [&](Seconds budget) {
+      WithRetries("Register", {retry_window, gate_wait, true}, [&](Seconds budget) {
         grpc::ClientContext ctx;
         ctx.set_deadline(DeadlineAfter(budget));
         return stub_->Register(&ctx, req, &decision);
@@ -129,7 +102,7 @@ v1::ReportExitRequest AgentClient::FinalReport(const std::vector<RankExit>& exit
 
 absl::Status AgentClient::ReportExit(const v1::ReportExitRequest& report, Seconds timeout) {
   grpc::Status st =
-      WithRetries("ReportExit", *channel_, backoff_, timeout, timeout, false, [&](Seconds budget) {
+      WithRetries("ReportExit", {timeout, timeout, false}, [&](Seconds budget) {
         grpc::ClientContext ctx;
         ctx.set_deadline(DeadlineAfter(budget));
         v1::ReportExitResponse resp;
@@ -149,7 +122,7 @@ absl::StatusOr<NextLaunchChoice> AgentClient::NextLaunch(const NextLaunchAsk& as
   req.set_time_limit_warned(ask.time_limit_warned);
   v1::NextLaunchResponse resp;
   grpc::Status st =
-      WithRetries("NextLaunch", *channel_, backoff_, timeout, timeout, false, [&](Seconds budget) {
+      WithRetries("NextLaunch", {timeout, timeout, false}, [&](Seconds budget) {
         grpc::ClientContext ctx;
         ctx.set_deadline(DeadlineAfter(budget));
         return stub_->NextLaunch(&ctx, req, &resp);

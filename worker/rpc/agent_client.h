@@ -7,17 +7,20 @@
 #include <grpcpp/channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "common/node_probe.h"
 #include "trellis/v1/agent.grpc.pb.h"
 #include "worker/core/args.h"
 #include "worker/core/outcome.h"
 #include "worker/core/rank_layout.h"
 #include "worker/core/retry.h"
+#include "worker/rpc/call_retry.h"
 
 namespace trellis::worker {
 
@@ -42,7 +45,8 @@ struct GateResult {
 
 class AgentClient {
  public:
-  AgentClient(std::shared_ptr<grpc::Channel> channel, v1::WorkerIdentity id,
+  // `clock` times the retries' window and backoff.
+  AgentClient(std::shared_ptr<grpc::Channel> channel, v1::WorkerIdentity id, Clock& clock,
               BackoffPolicy backoff = {});
 
   // Retries UNAVAILABLE for at most retry_window; each call may wait up to
@@ -63,9 +67,13 @@ class AgentClient {
   const v1::WorkerIdentity& id() const { return id_; }
 
  private:
+  grpc::Status WithRetries(const char* what, const RetryLimits& limits,
+                           const std::function<grpc::Status(Seconds)>& call);
+
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::AgentService::Stub> stub_;
   v1::WorkerIdentity id_;
+  Clock& clock_;
   BackoffPolicy backoff_;
 };
 

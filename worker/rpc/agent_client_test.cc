@@ -27,14 +27,28 @@ std::string ClosedAddress() {
   return "127.0.0.1:" + std::to_string(port);
 }
 
+// Polls, with a real deadline, for what gRPC's threads do.
+bool Eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);  // poll interval, bounded by the deadline
+  }
+  return true;
+}
+
 TEST(AgentClientRestart, AFinalReportGoesOutWhenTheControllerComesBack) {
   const std::string address = ClosedAddress();
-  AgentClient client(ControllerChannel(address), Id(), kNoSecondTry);
+  SystemClock clock;
+  std::shared_ptr<grpc::Channel> channel = ControllerChannel(address);
+  AgentClient client(channel, Id(), clock, kNoSecondTry);
   auto report = std::async(std::launch::async, [&] {
     return client.ReportExit(client.FinalReport({}, WorkerOutcome{0, "ranks exited 0"}, 0, ""),
                              Seconds(60));
   });
-  std::this_thread::sleep_for(500ms);  // the first try has failed by now
+  // The first try to connect has failed.
+  ASSERT_TRUE(
+      Eventually([&] { return channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE; }));
 
   FakeAgentService service;
   int port = 0;
@@ -48,7 +62,8 @@ TEST(AgentClientRestart, AFinalReportGoesOutWhenTheControllerComesBack) {
 }
 
 TEST(AgentClientRestart, NextLaunchSaysHowLongTheControllerWasUnreachable) {
-  AgentClient client(ControllerChannel(ClosedAddress()), Id(), kNoSecondTry);
+  SystemClock clock;
+  AgentClient client(ControllerChannel(ClosedAddress()), Id(), clock, kNoSecondTry);
   absl::StatusOr<NextLaunchChoice> choice = client.NextLaunch({}, Seconds(1));
   ASSERT_FALSE(choice.ok());
   EXPECT_EQ(choice.status().code(), absl::StatusCode::kUnavailable);
@@ -61,7 +76,9 @@ TEST(AgentClientRestart, RefusalsAreNotRetried) {
   service.register_status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "version 0.0");
   int port = 0;
   auto server = testing::Serve(&service, &port);
-  AgentClient client(ControllerChannel("127.0.0.1:" + std::to_string(port)), Id(), kNoSecondTry);
+  SystemClock clock;
+  AgentClient client(ControllerChannel("127.0.0.1:" + std::to_string(port)), Id(), clock,
+                     kNoSecondTry);
   auto gate = client.Register(NodeFacts{}, Seconds(30), Seconds(10));
   ASSERT_FALSE(gate.ok());
   EXPECT_EQ(gate.status().code(), absl::StatusCode::kFailedPrecondition);

@@ -13,8 +13,9 @@ namespace {
 constexpr size_t kMaxQueuedHeartbeats = 4;
 }  // namespace
 
-StepStream::StepStream(v1::AgentService::Stub* stub, v1::WorkerIdentity id, Options options)
-    : stub_(stub), id_(std::move(id)), options_(options) {}
+StepStream::StepStream(v1::AgentService::Stub* stub, v1::WorkerIdentity id, Options options,
+                       Clock& clock)
+    : stub_(stub), id_(std::move(id)), options_(options), clock_(clock) {}
 
 StepStream::~StepStream() { Close(std::chrono::steady_clock::duration::zero()); }
 
@@ -28,7 +29,7 @@ void StepStream::SendStep(int rank, const StepRecord& record) {
   ToProto(record, step.mutable_record());
   std::lock_guard<std::mutex> lock(mu_);
   if (closing_) return;
-  if (open_.empty()) open_since_ = std::chrono::steady_clock::now();
+  if (open_.empty()) open_since_ = clock_.SteadyNow();
   open_.push_back(std::move(step));
   ++held_;
   if (open_.size() >= options_.max_batch_records) SealLocked();
@@ -103,7 +104,7 @@ bool StepStream::Deliver(Stream* stream, const bool* reader_done) {
       for (;;) {
         if (abandon_ || *reader_done) return false;
         if (!open_.empty() &&
-            (closing_ || std::chrono::steady_clock::now() >= open_since_ + options_.batch_interval))
+            (closing_ || clock_.SteadyNow() >= open_since_ + options_.batch_interval))
           SealLocked();
         if (!control_.empty()) {
           report = control_.front();  // popped once written (only this thread pops)
@@ -122,7 +123,7 @@ bool StepStream::Deliver(Stream* stream, const bool* reader_done) {
         if (open_.empty())
           cv_.wait(lock);
         else
-          cv_.wait_until(lock, open_since_ + options_.batch_interval);
+          WaitOnce(clock_, lock, cv_, open_since_ + options_.batch_interval - clock_.SteadyNow());
       }
     }
     if (!stream->Write(report)) return false;
@@ -137,7 +138,7 @@ void StepStream::WaitBeforeReconnect(int retry) {
   auto delay =
       BackoffDelay(options_.backoff, retry, std::uniform_real_distribution<double>(0, 1)(rng));
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, delay, [&] { return abandon_; });
+  WaitFor(clock_, lock, cv_, delay, [&] { return abandon_; });
 }
 
 void StepStream::Run() {
@@ -193,7 +194,7 @@ void StepStream::Close(std::chrono::steady_clock::duration flush) {
     std::unique_lock<std::mutex> lock(mu_);
     closing_ = true;
     cv_.notify_all();
-    if (thread_.joinable() && !cv_.wait_for(lock, flush, [&] { return done_; })) {
+    if (thread_.joinable() && !WaitFor(clock_, lock, cv_, flush, [&] { return done_; })) {
       abandon_ = true;
       if (ctx_ != nullptr) ctx_->TryCancel();
       cv_.notify_all();

@@ -7,7 +7,8 @@
 // restarting controller costs no record. At most max_held records are kept:
 // beyond that the oldest batch is dropped and counted. Rank exits and
 // heartbeats go on the same stream, unanswered. A broken stream is reopened
-// with capped backoff for as long as the worker runs.
+// with capped backoff for as long as the worker runs. The batch interval, the
+// backoff and Close's flush are timed by the caller's Clock.
 
 #include <grpcpp/client_context.h>
 
@@ -20,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/step_record.h"
 #include "trellis/v1/agent.grpc.pb.h"
 #include "worker/core/outcome.h"
@@ -45,7 +47,7 @@ class StepStream {
     uint64_t undelivered = 0;  // records not stored at Close
   };
 
-  StepStream(v1::AgentService::Stub* stub, v1::WorkerIdentity id, Options options);
+  StepStream(v1::AgentService::Stub* stub, v1::WorkerIdentity id, Options options, Clock& clock);
   ~StepStream();  // Close(0) if still open
   StepStream(const StepStream&) = delete;
   StepStream& operator=(const StepStream&) = delete;
@@ -82,11 +84,12 @@ class StepStream {
   v1::AgentService::Stub* stub_;
   v1::WorkerIdentity id_;
   Options options_;
+  Clock& clock_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<v1::RankStep> open_;  // the batch being filled
-  std::chrono::steady_clock::time_point open_since_;
+  SteadyTime open_since_;
   std::deque<Batch> batches_;  // sealed, not yet stored, by seq
   size_t held_ = 0;            // records in open_ and batches_
   uint64_t next_seq_ = 1;

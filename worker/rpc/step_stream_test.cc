@@ -56,6 +56,8 @@ class StepStreamTest : public ::testing::Test {
     return out;
   }
 
+  // Real time: these streams talk to a real server through gRPC's threads.
+  SystemClock clock_;
   FakeAgentService service_;
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
@@ -69,7 +71,7 @@ std::vector<int64_t> Range(int64_t from, int64_t to) {
 }
 
 TEST_F(StepStreamTest, RecordsGoInNumberedBatchesAndAreStoredInOrder) {
-  StepStream stream(stub_.get(), Id(), Small(1000, 8));
+  StepStream stream(stub_.get(), Id(), Small(1000, 8), clock_);
   stream.Start();
   for (int i = 0; i < 30; ++i) stream.SendStep(i % 4, Step(i));
   stream.Close(10s);
@@ -90,7 +92,7 @@ TEST_F(StepStreamTest, RecordsGoInNumberedBatchesAndAreStoredInOrder) {
 }
 
 TEST_F(StepStreamTest, HoldingTooManyDropsTheOldestBatchesAndKeepsExits) {
-  StepStream stream(stub_.get(), Id(), Small(16, 4));
+  StepStream stream(stub_.get(), Id(), Small(16, 4), clock_);
   stream.SendRankExit({0, 3, 0});
   for (int i = 0; i < 30; ++i) stream.SendStep(1, Step(i));
   stream.Start();
@@ -112,7 +114,7 @@ TEST_F(StepStreamTest, HoldingTooManyDropsTheOldestBatchesAndKeepsExits) {
 // knows the stored one, and every record is stored exactly once.
 TEST_F(StepStreamTest, UnansweredBatchesAreSentAgainAndStoredOnce) {
   service_.lose_ack_of_seq = 2;
-  StepStream stream(stub_.get(), Id(), Small(1000, 5));
+  StepStream stream(stub_.get(), Id(), Small(1000, 5), clock_);
   stream.Start();
   for (int i = 0; i < 40; ++i) stream.SendStep(0, Step(i));
   stream.Close(10s);
@@ -126,7 +128,7 @@ TEST_F(StepStreamTest, UnansweredBatchesAreSentAgainAndStoredOnce) {
 
 TEST_F(StepStreamTest, ARefusedBatchIsCountedAndNotSentAgain) {
   service_.refuse_seq = 1;
-  StepStream stream(stub_.get(), Id(), Small(1000, 3));
+  StepStream stream(stub_.get(), Id(), Small(1000, 3), clock_);
   stream.Start();
   for (int i = 0; i < 6; ++i) stream.SendStep(0, Step(i));
   stream.Close(10s);
@@ -135,20 +137,66 @@ TEST_F(StepStreamTest, ARefusedBatchIsCountedAndNotSentAgain) {
   EXPECT_EQ(StoredSteps(), Range(3, 6));
 }
 
+// On a FakeClock: what the stream waits for comes only when the clock moves.
+TEST_F(StepStreamTest, AnOpenBatchIsSealedOnceTheClockPassesTheBatchInterval) {
+  FakeClock clock;
+  StepStream::Options options = Small(1000, 8);
+  options.batch_interval = 200ms;
+  StepStream stream(stub_.get(), Id(), options, clock);
+  stream.Start();
+  stream.SendStep(0, Step(1));
+  // The stream waits for the interval (its only timer); time has not moved,
+  // so the batch cannot have been sealed.
+  ASSERT_TRUE(Eventually([&] { return clock.PendingTimers() == 1; }));
+  clock.Advance(199ms);
+  EXPECT_EQ(clock.PendingTimers(), 1);
+  EXPECT_EQ(stream.stats().batches_sent, 0u);
+  clock.Advance(1ms);
+  ASSERT_TRUE(Eventually([&] { return service_.step_count() == 1; }));
+  stream.Close(10s);  // ends on the controller's answer, not on the clock
+  EXPECT_EQ(stream.stats().stored, 1u);
+  EXPECT_EQ(stream.stats().batches_sent, 1u);
+}
+
+TEST_F(StepStreamTest, ABrokenStreamIsReopenedAfterTheBackoffOnTheClock) {
+  FakeClock clock;
+  service_.lose_ack_of_seq = 1;
+  StepStream stream(stub_.get(), Id(), Small(1000, 1), clock);
+  stream.Start();
+  stream.SendStep(0, Step(1));  // a batch of its own, sealed at once
+  // The stream broke before the answer; the backoff (20 ms, no jitter) waits.
+  ASSERT_TRUE(Eventually([&] { return stream.stats().reconnects == 1; }));
+  ASSERT_TRUE(Eventually([&] { return clock.PendingTimers() == 1; }));
+  const size_t reports = service_.report_count();
+  clock.Advance(19ms);
+  EXPECT_EQ(clock.PendingTimers(), 1);
+  EXPECT_EQ(service_.report_count(), reports);  // not sent again yet
+  clock.Advance(1ms);
+  ASSERT_TRUE(Eventually([&] { return stream.stats().duplicate == 1; }));
+  stream.Close(10s);
+  EXPECT_EQ(stream.stats().undelivered, 0u);
+  EXPECT_EQ(StoredSteps(), Range(1, 2));
+}
+
 TEST(StepStreamRestart, ReconnectsWhenTheControllerComesBack) {
   // Find a free port, then leave it closed: the controller is "restarting".
   FakeAgentService first;
   int port = 0;
   testing::Serve(&first, &port)->Shutdown();
   const std::string address = "127.0.0.1:" + std::to_string(port);
-  auto stub = v1::AgentService::NewStub(ControllerChannel(address));
-  StepStream stream(stub.get(), Id(), Small(100, 4));
+  std::shared_ptr<grpc::Channel> channel = ControllerChannel(address);
+  auto stub = v1::AgentService::NewStub(channel);
+  SystemClock clock;
+  StepStream stream(stub.get(), Id(), Small(100, 4), clock);
   stream.Start();
   stream.SendHeartbeat(2);
   stream.SendStep(0, Step(1));
-  // It waits for the controller (wait_for_ready) rather than failing at once.
-  std::this_thread::sleep_for(300ms);
+  // It waits for the controller (wait_for_ready) rather than failing at once:
+  // the channel's first try to connect failed, and the stream did not break.
+  ASSERT_TRUE(
+      Eventually([&] { return channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE; }));
   EXPECT_EQ(stream.stats().stored, 0u);
+  EXPECT_EQ(stream.stats().reconnects, 0u);
 
   FakeAgentService service;
   int same_port = 0;
@@ -169,7 +217,8 @@ TEST(StepStreamRestart, CloseIsBoundedWhenTheControllerIsGone) {
   int port = 0;
   testing::Serve(&first, &port)->Shutdown();
   auto stub = v1::AgentService::NewStub(ControllerChannel("127.0.0.1:" + std::to_string(port)));
-  StepStream stream(stub.get(), Id(), Small(100, 4));
+  SystemClock clock;
+  StepStream stream(stub.get(), Id(), Small(100, 4), clock);
   stream.Start();
   stream.SendStep(0, Step(1));
   auto start = std::chrono::steady_clock::now();
