@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/metrics_server.h"
 #include "common/run_layout.h"
 #include "common/spec/run_spec.h"
 #include "common/tls.h"
@@ -26,7 +27,6 @@
 #include "worker/app/spec_file.h"
 #include "worker/core/rank_layout.h"
 #include "worker/io/cgroup_oom.h"
-#include "worker/io/metrics_server.h"
 #include "worker/io/node_info.h"
 #include "worker/io/rank_channel.h"
 #include "worker/io/socket_dir.h"
@@ -124,12 +124,13 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> ServeMetrics(
     const AgentArgs& args, const std::shared_ptr<prometheus::Registry>& registry,
     NodeFacts* facts) {
   if (args.metrics_listen == kMetricsOff) return nullptr;
-  auto server = MetricsServer::Start(args.metrics_listen, registry);
+  auto server = MetricsServer::Start(args.metrics_listen);
   if (!server.ok()) {
     spdlog::error("{}; the launch fails if this node gets GO",
                   std::string(server.status().message()));
     return server;
   }
+  (*server)->Serve(registry);
   facts->metrics_addr =
       AdvertisedMetricsAddress(args.metrics_listen, facts->hostname, (*server)->port());
   spdlog::info("serving the ranks' metrics on {} (http://{}/metrics)", args.metrics_listen,
