@@ -35,7 +35,8 @@
 #        PREFIX (where the staged packages are unpacked, default .third_party/prefix;
 #        set but empty: the machine's own Slurm, munge and gRPC, nothing unpacked),
 #        CLUSTER_DIR (default /tmp/trellis-gpu-cluster), PORT_BASE (the cluster's
-#        ports, default 17500), CONTROLLER_PORT (default 50161)
+#        ports, default 17500), CONTROLLER_PORT (default 50161; 0: any free port; the
+#        controller's /metrics takes any free port)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -58,6 +59,8 @@ PREFIX=${PREFIX-$REPO/.third_party/prefix}
 CLUSTER=${CLUSTER_DIR:-/tmp/trellis-gpu-cluster}
 PORT_BASE=${PORT_BASE:-17500}
 CONTROLLER_PORT=${CONTROLLER_PORT:-50161}
+# shellcheck source=bench/gpu/e2e_controller.sh
+. "$REPO/bench/gpu/e2e_controller.sh"
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
 die() { echo "e2e.sh: $*" >&2; exit 1; }
 mkdir -p "$OUT_DIR" "$WORK"
@@ -197,16 +200,8 @@ start_cluster_and_controller() {
   . "$CLUSTER/env"
   sinfo -N -o '%N %G %T' | tee "$WORK/sinfo.txt"
   cp "$CLUSTER/etc/gres.conf" "$WORK/gres.conf"
-  log "controller on 127.0.0.1:$CONTROLLER_PORT"
-  export TRELLIS_ADDR=127.0.0.1:$CONTROLLER_PORT
-  "$BIN/trellis-controller" --listen "$TRELLIS_ADDR" --port-file "$WORK/controller.port" \
-    --socket "$WORK/ctl/controller.sock" \
-    --db "$WORK/controller.db" --output-root "$WORK/runs" --data-root "$WORK" \
-    --schedule-interval-ms 200 \
-    >"$WORK/controller.log" 2>&1 &
-  CONTROLLER_PID=$!
-  for _ in $(seq 100); do [ -s "$WORK/controller.port" ] && break; sleep 0.1; done
-  [ -s "$WORK/controller.port" ] || { tail -20 "$WORK/controller.log"; die "controller did not start"; }
+  start_e2e_controller "$BIN" "$WORK" "$CONTROLLER_PORT" || die "controller did not start"
+  log "controller on $TRELLIS_ADDR, /metrics on port $(cat "$WORK/controller.metrics-port")"
 }
 
 stop_all() {

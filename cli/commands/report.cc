@@ -1,10 +1,5 @@
 // trellis report RUN --html FILE [--utc]
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -12,6 +7,7 @@
 #include "cli/commands/commands.h"
 #include "cli/exit_status.h"
 #include "cli/report/report_page.h"
+#include "common/atomic_file.h"
 #include "common/clock.h"
 
 namespace trellis::cli {
@@ -41,31 +37,6 @@ std::string DestinationProblem(const std::string& path) {
     return "--html: the directory '" + dir.string() + "' does not exist";
   if (fs::is_directory(p, ec)) return "--html: '" + path + "' is a directory";
   return "";
-}
-
-// Writes a temporary file beside `path` and renames it over `path`: a reader
-// (a browser reloading it, a web server) never sees half a page.
-bool WriteAtomically(const std::string& path, const std::string& content, std::string* error) {
-  std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    *error = "cannot write '" + tmp + "': " + std::strerror(errno);
-    return false;
-  }
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  bool ok = done == content.size() && ::fsync(fd) == 0;
-  int saved = errno;
-  ok = ::close(fd) == 0 && ok;
-  if (ok && ::rename(tmp.c_str(), path.c_str()) == 0) return true;
-  *error = "cannot write '" + path + "': " + std::strerror(ok ? errno : saved);
-  ::unlink(tmp.c_str());
-  return false;
 }
 
 // GetRun with every page of the ranks' latest records, all of one launch (a
@@ -142,9 +113,9 @@ int RunReport(const GlobalOptions& global, const ReportOptions& opt) {
     std::cout << page << std::flush;
     return std::cout ? kExitOk : kExitRunFailed;
   }
-  std::string error;
-  if (!WriteAtomically(opt.html, page, &error)) {
-    PrintError(error);
+  // Atomically: a reader (a browser reloading it, a web server) never sees half a page.
+  if (absl::Status st = WriteFileAtomically(opt.html, page); !st.ok()) {
+    PrintError(std::string(st.message()));
     return kExitRunFailed;
   }
   std::cout << "wrote " << opt.html << "\n";

@@ -43,7 +43,7 @@ EOF
 chmod +x "$work/bin/nvidia-smi"
 
 if ! PATH="$work/bin:$PATH" LOCAL_CLUSTER_GPU_DEVICE_DIR="$work/dev" PREFIX= \
-    CLUSTER_DIR="$cluster" PORT_BASE=17600 CONTROLLER_PORT=50171 \
+    CLUSTER_DIR="$cluster" PORT_BASE=17600 CONTROLLER_PORT=0 \
     BASE_SPEC=examples/tiny-moe.toml SKIP_BUILD=1 BUILD_DIR="$build" STEPS=20 WARMUP=5 \
     KILL_STEPS=40 OUT_DIR="$work/out" WORK="$work/w" RUNS="$runs" SHARE_ONE_GPU=$share \
     bash "$repo/bench/gpu/e2e.sh" 2 >"$work/log" 2>&1; then

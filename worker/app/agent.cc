@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "common/loop_timer.h"
+#include "common/metrics_server.h"
 #include "common/run_layout.h"
 #include "common/spec/run_spec.h"
 #include "common/tls.h"
@@ -27,7 +28,6 @@
 #include "worker/app/spec_file.h"
 #include "worker/core/rank_layout.h"
 #include "worker/io/cgroup_oom.h"
-#include "worker/io/metrics_server.h"
 #include "worker/io/node_info.h"
 #include "worker/io/rank_channel.h"
 #include "worker/io/socket_dir.h"
@@ -125,12 +125,13 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> ServeMetrics(
     const AgentArgs& args, const std::shared_ptr<prometheus::Registry>& registry,
     NodeFacts* facts) {
   if (args.metrics_listen == kMetricsOff) return nullptr;
-  auto server = MetricsServer::Start(args.metrics_listen, registry);
+  auto server = MetricsServer::Start(args.metrics_listen);
   if (!server.ok()) {
     spdlog::error("{}; the launch fails if this node gets GO",
                   std::string(server.status().message()));
     return server;
   }
+  (*server)->Serve(registry);
   facts->metrics_addr =
       AdvertisedMetricsAddress(args.metrics_listen, facts->hostname, (*server)->port());
   spdlog::info("serving the ranks' metrics on {} (http://{}/metrics)", args.metrics_listen,

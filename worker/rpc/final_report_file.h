@@ -11,8 +11,8 @@
 
 namespace trellis::worker {
 
-// Writes `report` without its secret to `path`, atomically (a temporary
-// file renamed over it).
+// Writes `report` without its secret to `path`, atomically
+// (common/atomic_file.h).
 absl::Status WriteFinalReportFile(const std::string& path, v1::ReportExitRequest report);
 
 }  // namespace trellis::worker

@@ -1,7 +1,6 @@
-#include "worker/io/metrics_server.h"
+#include "common/metrics_server.h"
 
 #include <arpa/inet.h>
-#include <netinet/in.h>
 #include <prometheus/exposer.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,10 +9,11 @@
 #include <chrono>
 #include <exception>
 #include <thread>
+#include <vector>
 
-#include "absl/strings/str_cat.h"
+#include "common/host_port.h"
 
-namespace trellis::worker {
+namespace trellis {
 namespace {
 
 // Prometheus scrapes one request at a time; a second thread answers a person's
@@ -44,20 +44,22 @@ void Knock(in_addr addr, int port) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    const std::string& listen, std::weak_ptr<prometheus::Collectable> metrics) {
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& listen) {
+  if (!IsHostPort(listen, /*min_port=*/0))
+    return absl::InvalidArgumentError(
+        listen + ": not HOST:PORT (an IP address, a port in [0, 65535]; 0: any free port)");
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     exposer = std::make_unique<prometheus::Exposer>(listen, kServerThreads);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", listen, " (--metrics-listen): ", e.what()));
+    // civetweb's own words ("null context ... binding to port"): ours name the address.
+    return absl::UnavailableError("cannot serve metrics on " + listen +
+                                  ": the address is in use or not this host's (" + e.what() + ")");
   }
   std::vector<int> ports = exposer->GetListeningPorts();
   if (ports.size() != 1)
-    return absl::InternalError(absl::StrCat("metrics server on ", listen, " listens on ",
-                                            ports.size(), " ports, expected 1"));
-  exposer->RegisterCollectable(metrics);
+    return absl::InternalError("metrics server on " + listen + " listens on " +
+                               std::to_string(ports.size()) + " ports, expected 1");
   return std::unique_ptr<MetricsServer>(
       new MetricsServer(std::move(exposer), ports[0], WakeAddress(listen)));
 }
@@ -65,9 +67,13 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
 MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port, in_addr wake)
     : exposer_(std::move(exposer)), port_(port), wake_(wake) {}
 
+void MetricsServer::Serve(std::weak_ptr<prometheus::Collectable> metrics) {
+  exposer_->RegisterCollectable(metrics);
+}
+
 MetricsServer::~MetricsServer() {
   // The server's stop waits for its listening thread, which wakes every 2 s
-  // or on a connection: knocking until it is gone saves the worker those 2 s
+  // or on a connection: knocking until it is gone saves its owner those 2 s
   // at every exit.
   std::atomic<bool> stopped{false};
   std::thread stop([&] {
@@ -81,4 +87,4 @@ MetricsServer::~MetricsServer() {
   stop.join();
 }
 
-}  // namespace trellis::worker
+}  // namespace trellis

@@ -1,0 +1,172 @@
+#include "common/atomic_file.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/atomic_file_writer.h"
+
+namespace trellis {
+namespace {
+
+namespace fs = std::filesystem;
+
+class AtomicFileTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        fs::temp_directory_path() / ("atomic_file_test_" + std::to_string(::getpid()) + "_" +
+                                     testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    old_umask_ = ::umask(022);
+  }
+  void TearDown() override {
+    ::umask(old_umask_);
+    fs::remove_all(dir_);
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  // The names in the directory: a temporary file left behind shows here.
+  std::vector<std::string> Names() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  fs::path dir_;
+  mode_t old_umask_ = 0;
+};
+
+std::string Read(const std::string& path) {
+  std::stringstream s;
+  s << std::ifstream(path).rdbuf();
+  return s.str();
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return st.st_mode & 07777;
+}
+
+TEST_F(AtomicFileTest, WritesTheBytesWithTheModeLessTheUmask) {
+  ASSERT_TRUE(WriteFileAtomically(Path("secret"), "s3cret\n", 0600).ok());
+  ASSERT_TRUE(WriteFileAtomically(Path("batch.sh"), "#!/bin/sh\n", 0777).ok());
+  EXPECT_EQ(Read(Path("secret")), "s3cret\n");
+  EXPECT_EQ(ModeOf(Path("secret")), 0600u);
+  EXPECT_EQ(ModeOf(Path("batch.sh")), 0755u) << "0777 less the umask 022";
+  EXPECT_EQ(Names(), (std::vector<std::string>{"batch.sh", "secret"}));
+}
+
+TEST_F(AtomicFileTest, ReplacesAnExistingFileAndItsMode) {
+  std::ofstream(Path("port")) << "a much longer old content\n";
+  ::chmod(Path("port").c_str(), 0644);
+  ASSERT_TRUE(WriteFileAtomically(Path("port"), "50151\n", 0600).ok());
+  EXPECT_EQ(Read(Path("port")), "50151\n");
+  EXPECT_EQ(ModeOf(Path("port")), 0600u);
+  EXPECT_EQ(Names(), std::vector<std::string>{"port"});
+}
+
+TEST_F(AtomicFileTest, AFailedWriteLeavesTheOldFileWholeAndNoTemporaryFile) {
+  std::ofstream(Path("report.html")) << "the old page";
+  // A file-size limit makes the write fail part way (EFBIG instead of SIGXFSZ).
+  struct sigaction ignore {
+  }, old_action{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &old_action), 0);
+  rlimit old_limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  rlimit small = old_limit;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status st = WriteFileAtomically(Path("report.html"), std::string(1 << 20, 'x'));
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  ::sigaction(SIGXFSZ, &old_action, nullptr);
+
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(Path("report.html")), std::string::npos) << st;
+  EXPECT_NE(st.message().find("too large"), std::string::npos) << st << ": errno's words";
+  EXPECT_EQ(Read(Path("report.html")), "the old page");
+  EXPECT_EQ(Names(), std::vector<std::string>{"report.html"});
+}
+
+TEST_F(AtomicFileTest, AFailedRenameLeavesNoTemporaryFile) {
+  fs::create_directories(Path("taken/inside"));  // a directory cannot be replaced by a file
+  absl::Status st = WriteFileAtomically(Path("taken"), "text");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot rename"), std::string::npos) << st;
+  EXPECT_TRUE(fs::is_directory(Path("taken/inside")));
+  EXPECT_EQ(Names(), std::vector<std::string>{"taken"});
+}
+
+TEST_F(AtomicFileTest, AMissingDirectoryIsAnErrorNamingThePath) {
+  absl::Status st = WriteFileAtomically(Path("absent/file"), "text");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(Path("absent/file")), std::string::npos) << st;
+  EXPECT_FALSE(fs::exists(Path("absent")));
+}
+
+TEST_F(AtomicFileTest, AStreamedFileAppearsOnlyAtCommitWithItsHeaderCompleted) {
+  std::ofstream(Path("shard")) << "old";
+  {
+    AtomicFileWriter writer(Path("shard"), 0600);
+    ASSERT_TRUE(writer.ok()) << writer.error();
+    ASSERT_TRUE(writer.Write("HDR?"));
+    ASSERT_TRUE(writer.Write(std::string(10000, 'd')));
+    ASSERT_TRUE(writer.WriteAt(3, "!", 1));
+    EXPECT_EQ(Read(Path("shard")), "old") << "not in place before Commit";
+    ASSERT_TRUE(writer.Commit()) << writer.error();
+  }
+  const std::string text = Read(Path("shard"));
+  EXPECT_EQ(text.substr(0, 4), "HDR!");
+  EXPECT_EQ(text.size(), 10004u);
+  EXPECT_EQ(Names(), std::vector<std::string>{"shard"});
+}
+
+TEST_F(AtomicFileTest, AWriterNotCommittedLeavesThePathAsItWas) {
+  std::ofstream(Path("export.safetensors")) << "old";
+  {
+    AtomicFileWriter writer(Path("export.safetensors"));
+    ASSERT_TRUE(writer.Write("half of a new file"));
+  }  // an exception, say, before Commit
+  {
+    AtomicFileWriter writer(Path("fresh"));
+    ASSERT_TRUE(writer.Write("never finished"));
+  }
+  EXPECT_EQ(Read(Path("export.safetensors")), "old");
+  EXPECT_EQ(Names(), std::vector<std::string>{"export.safetensors"});
+}
+
+TEST_F(AtomicFileTest, TwoWritersOfOnePathEachHaveTheirOwnTemporaryFile) {
+  AtomicFileWriter first(Path("f")), second(Path("f"));
+  EXPECT_NE(first.temp_path(), second.temp_path());
+  ASSERT_TRUE(first.Write("first") && second.Write("second"));
+  ASSERT_TRUE(second.Commit());
+  ASSERT_TRUE(first.Commit());
+  EXPECT_EQ(Read(Path("f")), "first");
+  EXPECT_EQ(Names(), std::vector<std::string>{"f"});
+}
+
+TEST_F(AtomicFileTest, AfterAFailureEveryCallFailsWithTheFirstError) {
+  AtomicFileWriter writer(Path("absent/file"));
+  EXPECT_FALSE(writer.ok());
+  const std::string first = writer.error();
+  EXPECT_NE(first.find("cannot create"), std::string::npos) << first;
+  EXPECT_FALSE(writer.Write("x"));
+  EXPECT_FALSE(writer.WriteAt(0, "x", 1));
+  EXPECT_FALSE(writer.Commit());
+  EXPECT_EQ(writer.error(), first);
+}
+
+}  // namespace
+}  // namespace trellis

@@ -1,0 +1,111 @@
+#include "controller/shell/flags.h"
+
+#include "common/auth.h"
+
+namespace trellis::controller {
+
+void AddControllerFlags(CLI::App& app, ControllerFlags& flags) {
+  flags.socket_path = auth::DefaultSocketPath();
+  flags.token_file = auth::DefaultTokenPath();
+  app.add_option("--listen", flags.listen,
+                 "host:port to serve gRPC on for workers, and for users with a token "
+                 "(port 0: any free port); beyond loopback only with --insecure-tcp")
+      ->capture_default_str();
+  app.add_option("--socket", flags.socket_path,
+                 "unix socket for the CLI, in a directory only this user can enter (made 0700)")
+      ->capture_default_str();
+  app.add_option("--token-file", flags.token_file,
+                 "this user's token for the user API over TCP (created 0600 when missing)")
+      ->capture_default_str();
+  app.add_option("--tokens-file", flags.tokens_file,
+                 "a team's tokens, one '<token> <name> <role>' a line (role user or admin): users "
+                 "see and act on their own runs, admins on all and on nodes; 0600");
+  app.add_option("--tls-cert", flags.tls_cert,
+                 "PEM certificate (chain) to serve TLS with on --listen; with --tls-key. "
+                 "deploy/tls/make-self-signed.sh makes a pair");
+  app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert (mode 0600)");
+  app.add_option("--tls-ca", flags.tls_ca,
+                 "CA certificate the workers verify --tls-cert with (default: --tls-cert "
+                 "itself, right for a self-signed pair); copied under --output-root for them");
+  app.add_flag("--insecure-tcp", flags.insecure_tcp,
+               "listen beyond loopback without TLS: specs, logs and worker secrets cross the "
+               "network in clear; only on a network you trust");
+  app.add_option("--advertise", flags.advertise,
+                 "host:port workers on compute nodes dial (default: this host and the bound port)");
+  app.add_option("--db", flags.db_path, "SQLite database file, on local disk (not NFS/Lustre)")
+      ->required();
+  app.add_option("--output-root", flags.config.output_root,
+                 "directory (shared with the compute nodes) that holds every run directory")
+      ->required();
+  app.add_option("--data-root", flags.config.data_roots,
+                 "a [model] run's training.data must lie under one of these, links and '..' "
+                 "resolved (repeatable; default: this user's home directory and --output-root)");
+  app.add_option("--worker-bin", flags.config.worker_bin,
+                 "absolute path of trellis-worker as seen from the compute nodes "
+                 "(default: next to this binary)");
+  app.add_option("--partition", flags.config.default_partition,
+                 "partition for runs whose spec names none (default: Slurm's default)");
+  app.add_option("--schedule-interval-ms", flags.schedule_ms, "scheduler period")
+      ->capture_default_str();
+  app.add_option("--reconcile-interval-ms", flags.reconcile_ms, "Slurm reconciliation period")
+      ->capture_default_str();
+  app.add_option("--slurm-bin-dir", flags.slurm_bin_dir,
+                 "directory of sbatch/squeue/... (default: PATH)");
+  app.add_option("--slurm-timeout-s", flags.slurm_timeout_s, "timeout of one Slurm command")
+      ->capture_default_str();
+  app.add_option("--sbatch-template", flags.template_file,
+                 "batch-script template replacing the built-in deploy/slurm/trellis.sbatch.in");
+  app.add_option("--master-port-base", flags.config.master_port,
+                 "first rendezvous port handed to rank 0 (a per-launch offset below 2000 is added)")
+      ->capture_default_str();
+  app.add_option("--quarantine-s", flags.quarantine_s,
+                 "how long a node's first strike keeps it out; each further strike doubles it")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{365} * 86400));
+  app.add_option("--quarantine-max-s", flags.quarantine_max_s, "the longest automatic quarantine")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{365} * 86400));
+  app.add_option("--probation-s", flags.probation_s,
+                 "after a quarantine ends, how long a node stays on probation (a strike then "
+                 "doubles the time; after it, strikes are forgiven)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{365} * 86400));
+  app.add_flag("--slurm-can-drain", flags.config.can_drain,
+               "also drain quarantined nodes with scontrol (needs Slurm operator rights)");
+  app.add_option("--metrics-listen", flags.metrics_listen,
+                 "host:port to serve Prometheus /metrics on (an IP address; port 0: any free "
+                 "port; off: no metrics)")
+      ->capture_default_str();
+  app.add_option("--prometheus-sd-file", flags.config.prometheus_sd_file,
+                 "write the live workers' /metrics addresses here, for Prometheus's file-based "
+                 "service discovery (default: none)");
+  app.add_option("--port-file", flags.port_file, "write the bound port to this file once serving");
+  app.add_option("--metrics-port-file", flags.metrics_port_file,
+                 "write the bound /metrics port to this file once serving");
+  app.add_option("--steps-keep-full", flags.steps_keep_full,
+                 "step retention: every step of a run's newest N steps is kept")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--steps-thin-every", flags.steps_thin_every,
+                 "step retention: of older steps, those that are a multiple of M are kept "
+                 "(and each launch's first and last)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  // For tests only (tests/e2e/crash_after_sbatch.sh); not in --help.
+  app.add_flag("--test-kill-after-sbatch", flags.test_kill_after_sbatch)->group("");
+}
+
+ControllerConfig ConfigFromFlags(const ControllerFlags& flags) {
+  ControllerConfig config = flags.config;
+  config.schedule_interval = std::chrono::milliseconds(flags.schedule_ms);
+  config.reconcile_interval = std::chrono::milliseconds(flags.reconcile_ms);
+  config.quarantine.base_duration = std::chrono::seconds(flags.quarantine_s);
+  config.quarantine.max_duration = std::chrono::seconds(flags.quarantine_max_s);
+  config.quarantine.probation = std::chrono::seconds(flags.probation_s);
+  config.step_retention = {flags.steps_keep_full, flags.steps_thin_every};
+  return config;
+}
+
+}  // namespace trellis::controller

@@ -1,0 +1,123 @@
+#include "controller/shell/startup_checks.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/atomic_file.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/tls.h"
+#include "controller/app/sbatch_template.h"
+
+namespace trellis::controller {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string SelfDir() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : self.parent_path().string();
+}
+
+}  // namespace
+
+absl::StatusOr<TcpSecurity> CheckTcpSecurity(const ControllerFlags& flags) {
+  if (flags.tls_cert.empty() != flags.tls_key.empty() ||
+      (!flags.tls_ca.empty() && flags.tls_cert.empty()))
+    return absl::InvalidArgumentError(
+        "TLS needs both --tls-cert and --tls-key (and --tls-ca only with them)");
+  TcpSecurity security;
+  security.tls = !flags.tls_cert.empty();
+  if (!security.tls) {
+    if (!auth::IsLoopbackListen(flags.listen) && !flags.insecure_tcp)
+      return absl::InvalidArgumentError(
+          "--listen " + flags.listen +
+          ": beyond loopback without TLS, specs, logs, tokens and worker secrets would cross "
+          "the network in clear; give --tls-cert and --tls-key (deploy/tls/make-self-signed.sh "
+          "makes a pair), listen on 127.0.0.1, or pass --insecure-tcp on a network you trust");
+    security.credentials = grpc::InsecureServerCredentials();
+    return security;
+  }
+  auto credentials = tls::ServerCredentials({flags.tls_cert, flags.tls_key});
+  const bool own_ca = flags.tls_ca.empty();
+  auto ca = tls::ReadPem(own_ca ? "--tls-cert" : "--tls-ca", own_ca ? flags.tls_cert : flags.tls_ca,
+                         "CERTIFICATE");
+  RETURN_IF_ERROR(credentials.status());
+  RETURN_IF_ERROR(ca.status());
+  security.credentials = *credentials;
+  security.worker_ca_pem = *ca;
+  return security;
+}
+
+absl::StatusOr<UserAccess> LoadUserAccess(const ControllerFlags& flags) {
+  UserAccess access;
+  auto token = auth::LoadToken(flags.token_file, /*create=*/true);
+  if (!token.ok())
+    return absl::InvalidArgumentError("--token-file: " + std::string(token.status().message()));
+  access.owner_token = *token;
+  if (!flags.tokens_file.empty()) {
+    auto team = auth::LoadTokensFile(flags.tokens_file);
+    if (!team.ok())
+      return absl::InvalidArgumentError("--tokens-file: " + std::string(team.status().message()));
+    access.team = std::move(*team);
+    spdlog::info("--tokens-file {}: {} team member(s)", flags.tokens_file, access.team.size());
+  }
+  return access;
+}
+
+absl::Status SettlePaths(ControllerFlags& flags, const TcpSecurity& security) {
+  ControllerConfig& config = flags.config;
+  std::error_code ec;
+  config.output_root = fs::absolute(config.output_root, ec).lexically_normal().string();
+  fs::create_directories(config.output_root, ec);
+  if (ec || access(config.output_root.c_str(), W_OK) != 0)
+    return absl::InvalidArgumentError("--output-root " + config.output_root +
+                                      ": not a writable directory");
+  if (security.tls) {
+    // Where the compute nodes read it: the output root is shared with them.
+    config.worker_tls_ca = config.output_root + "/controller-ca.pem";
+    if (absl::Status st = WriteFileAtomically(config.worker_tls_ca, security.worker_ca_pem, 0600);
+        !st.ok())
+      return absl::InvalidArgumentError("--output-root: " + std::string(st.message()));
+  }
+  for (const std::string& root : config.data_roots) {
+    if (root.empty() || root[0] != '/')
+      return absl::InvalidArgumentError("--data-root " + root + ": must be an absolute path");
+  }
+  if (config.worker_bin.empty()) config.worker_bin = SelfDir() + "/trellis-worker";
+  if (config.worker_bin[0] != '/')
+    return absl::InvalidArgumentError("--worker-bin " + config.worker_bin +
+                                      ": must be an absolute path");
+  if (!config.prometheus_sd_file.empty()) {
+    fs::path dir = fs::absolute(config.prometheus_sd_file, ec).parent_path();
+    if (ec || !fs::is_directory(dir, ec) || access(dir.c_str(), W_OK) != 0)
+      return absl::InvalidArgumentError("--prometheus-sd-file " + config.prometheus_sd_file + ": " +
+                                        dir.string() + " is not a writable directory");
+  }
+  return absl::OkStatus();
+}
+
+SlurmCliOptions SlurmOptions(const ControllerFlags& flags) {
+  SlurmCliOptions options{flags.slurm_bin_dir, std::chrono::seconds(flags.slurm_timeout_s), false};
+  options.accounting = SlurmCliClient::DetectAccounting(options);
+  spdlog::info("Slurm accounting {}",
+               options.accounting ? "available: using sacct" : "not configured: squeue/scontrol");
+  return options;
+}
+
+absl::StatusOr<std::string> SbatchTemplate(const ControllerFlags& flags) {
+  if (flags.template_file.empty()) return std::string(kSbatchTemplate);
+  std::ifstream in(flags.template_file);
+  if (!in)
+    return absl::InvalidArgumentError("--sbatch-template " + flags.template_file +
+                                      ": cannot read it");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace trellis::controller
