@@ -24,6 +24,7 @@
 #include "controller/app/sbatch_template.h"
 #include "controller/rpc/agent_service.h"
 #include "controller/rpc/controller_service.h"
+#include "controller/app/kill_after_sbatch_client.h"
 #include "controller/slurm/slurm_cli_client.h"
 
 namespace fs = std::filesystem;
@@ -163,7 +164,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   // For tests only (tests/e2e/crash_after_sbatch.sh); not in --help.
-  app.add_flag("--test-kill-after-sbatch", config.test_kill_after_sbatch)->group("");
+  bool test_kill_after_sbatch = false;
+  app.add_flag("--test-kill-after-sbatch", test_kill_after_sbatch)->group("");
   app.set_version_flag("--version", std::string(kVersion));
   CLI11_PARSE(app, argc, argv);
 
@@ -300,8 +302,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   SystemClock clock;
-  Controller controller(config, std::move(*store),
-                        std::make_shared<SlurmCliClient>(slurm_options), &clock);
+  std::shared_ptr<SlurmClient> slurm = std::make_shared<SlurmCliClient>(slurm_options);
+  if (test_kill_after_sbatch) slurm = std::make_shared<KillAfterSbatchClient>(std::move(slurm));
+  Controller controller(config, std::move(*store), std::move(slurm), &clock);
   if (metrics_server) metrics_server->Serve(controller.metrics().registry());
   ControllerServiceImpl user_api(
       &controller, Authenticator(auth::OwnerName(), *token, token_file, std::move(team)));
