@@ -57,6 +57,9 @@ TEST_F(LaunchRequeueTest, ALaunchThatRanBeforeARestartIsWatchedAgain) {
   go.go.kind = GateAnswer::kGo;
   go.go.reason = "2 of 2 nodes passed";
   go.go.ranks_per_node = 2;
+  go.go.world_size = 4;
+  go.go.master_addr = "host-node1";
+  go.go.master_port = 29500;
   go.step = {"42", "0"};
   go.allocation = {"node1", "node2"};
   LaunchRecord row;
