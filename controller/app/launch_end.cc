@@ -45,7 +45,7 @@ void LaunchEnds::RecordRankExit(const WorkerId& id, const RankExitInfo& exit) {
 }
 
 Effects LaunchEnds::ReportExit(const WorkerId& id, const WorkerReport& report,
-                             ReplyTo<bool> reply) {
+                               ReplyTo<bool> reply) {
   auto a = CheckWorker(ctx_.store, id);
   if (!a.ok()) return Answer<bool>(reply, a.status());
   spdlog::info("run {} attempt {} launch {}: worker on {} exited {}: {}", id.run_id, id.attempt,
@@ -105,7 +105,7 @@ Effects LaunchEnds::StopGraceOver(const LaunchRef& ref) {
 }
 
 Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_code,
-                         NextLaunchAnswer* answer) {
+                           NextLaunchAnswer* answer) {
   Effects fx;
   LaunchEvidence ev;
   ev.step_exit_code = step_exit_code;
@@ -205,7 +205,7 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
 }
 
 Effects LaunchEnds::NextLaunch(const WorkerId& id, const NextLaunchQuestion& q,
-                             ReplyTo<NextLaunchAnswer> reply) {
+                               ReplyTo<NextLaunchAnswer> reply) {
   auto a = CheckWorker(ctx_.store, id);
   if (!a.ok()) return Answer<NextLaunchAnswer>(reply, a.status());
   auto run = ctx_.store.GetRun(id.run_id);

@@ -63,9 +63,9 @@ Effects LaunchGate::GateTimedOut(const LaunchRef& ref) {
 }
 
 Effects LaunchGate::Register(const WorkerId& id, const std::string& version,
-                           const std::string& hostname, const NodeProbe& probe,
-                           const SlurmStep& step, const std::string& metrics_addr,
-                           ReplyTo<GateAnswer> reply) {
+                             const std::string& hostname, const NodeProbe& probe,
+                             const SlurmStep& step, const std::string& metrics_addr,
+                             ReplyTo<GateAnswer> reply) {
   auto refuse = [&](absl::StatusOr<GateAnswer> answer) { return Effects(Answer(reply, answer)); };
   if (version != kVersion) {
     return refuse(absl::FailedPreconditionError(

@@ -36,8 +36,8 @@ LaunchRecord TerminatedRow(const std::string& run_id, int attempt, int launch,
 }  // namespace
 
 Effects LaunchRequeue::Terminated(const WorkerId& id, const RunRecord& run,
-                             const AttemptRecord& attempt, int step_exit_code,
-                             NextLaunchAnswer* answer) {
+                                  const AttemptRecord& attempt, int step_exit_code,
+                                  NextLaunchAnswer* answer) {
   Effects fx;
   (void)attempt;
   answer->exit_code = step_exit_code;
@@ -63,8 +63,9 @@ Effects LaunchRequeue::Terminated(const WorkerId& id, const RunRecord& run,
   return fx;
 }
 
-Effects LaunchRequeue::Requeued(const WorkerId& id, const RunRecord& run, const AttemptRecord& attempt,
-                           const NextLaunchQuestion& q, NextLaunchAnswer* answer) {
+Effects LaunchRequeue::Requeued(const WorkerId& id, const RunRecord& run,
+                                const AttemptRecord& attempt, const NextLaunchQuestion& q,
+                                NextLaunchAnswer* answer) {
   Effects fx;
   answer->exit_code = q.step_exit_code;
   if (IsTerminal(run.state) || !attempt.live()) {

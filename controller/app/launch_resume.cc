@@ -43,7 +43,7 @@ Effects LaunchResume::ResumeAtStartup() {
 }
 
 Effects LaunchResume::Resume(const RunRecord& run, const AttemptRecord& attempt,
-                         const LaunchRecord& row) {
+                             const LaunchRecord& row) {
   Effects fx;
   const std::string name = std::to_string(row.attempt) + "." + std::to_string(row.launch);
   if (row.go_json.empty()) {

@@ -279,7 +279,8 @@ Effects Scheduler::OnAttemptCreated(const AttemptCreated& created) {
     submitting_.erase(created.run_id);
     return {};
   }
-  Effects fx = SetWaitReason{created.run_id, "submitting attempt " + std::to_string(created.attempt)};
+  Effects fx =
+      SetWaitReason{created.run_id, "submitting attempt " + std::to_string(created.attempt)};
   fx.Add(std::move(submit));
   return fx;
 }

@@ -47,7 +47,8 @@ TEST_F(SchedulerTest, ABadSpecOrPinIsRefusedAndNothingIsCreated) {
   Effects bad = scheduler_.Submit("[job]\nname = 3\n", false, "alice", {1});
   EXPECT_TRUE(bad.All<CreateRun>().empty());
   EXPECT_EQ(RepliedError(Only<SendReply>(bad)).code(), absl::StatusCode::kInvalidArgument);
-  Effects pin = scheduler_.Submit(std::string(kPartSpec) + "nodelist='node[01-'\n", false, "a", {2});
+  Effects pin =
+      scheduler_.Submit(std::string(kPartSpec) + "nodelist='node[01-'\n", false, "a", {2});
   EXPECT_NE(RepliedError(Only<SendReply>(pin)).message().find("not a Slurm hostlist"),
             std::string::npos);
 }
@@ -150,7 +151,8 @@ TEST_F(SchedulerTest, ASubmittedJobIsRecordedWithTheTransitionAndAnAdoptedOneSay
 
 TEST_F(SchedulerTest, AJobTheRunCanNoLongerUseIsEndedAndCancelled) {
   EXPECT_TRUE(scheduler_.OnJobRecorded({{"hello-1", 1, "42"}, absl::OkStatus()}).empty());
-  Effects undo = scheduler_.OnJobRecorded({{"hello-1", 1, "42"}, absl::FailedPreconditionError("")});
+  Effects undo =
+      scheduler_.OnJobRecorded({{"hello-1", 1, "42"}, absl::FailedPreconditionError("")});
   EXPECT_EQ(Only<RecordAttemptJob>(undo).job_id, "42");
   EXPECT_EQ(Only<RecordAttemptEnd>(undo).attempt, 1);
   EXPECT_EQ(Only<CancelJob>(undo).job_id, "42");

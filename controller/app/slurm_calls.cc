@@ -37,8 +37,8 @@ JobSubmitted Submit(SlurmClient& slurm, const SubmitJob& call) {
   for (const auto& j : *named)
     if (j.id != oldest->id) {
       absl::Status c = slurm.Cancel(j.id);
-      out.cancelled.push_back(j.id +
-                              (c.ok() ? "" : " (scancel failed: " + std::string(c.message()) + ")"));
+      out.cancelled.push_back(
+          j.id + (c.ok() ? "" : " (scancel failed: " + std::string(c.message()) + ")"));
     }
   return out;
 }
@@ -105,7 +105,9 @@ SlurmAnswer CallSlurm(SlurmClient& slurm, const Command& call) {
             return std::monostate{};
           },
           [&](const QueryJobs& c) -> SlurmAnswer { return Query(slurm, c); },
-          [&](const ShowJob& c) -> SlurmAnswer { return JobShown{c.job_id, slurm.ShowJob(c.job_id)}; },
+          [&](const ShowJob& c) -> SlurmAnswer {
+            return JobShown{c.job_id, slurm.ShowJob(c.job_id)};
+          },
           [&](const DrainNode& c) -> SlurmAnswer {
             absl::Status drained = slurm.Drain(c.node, c.reason);
             if (!drained.ok())
