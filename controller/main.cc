@@ -11,6 +11,7 @@
 #include "common/metrics_server.h"
 #include "common/version.h"
 #include "controller/app/controller.h"
+#include "controller/app/kill_after_sbatch_client.h"
 #include "controller/rpc/agent_service.h"
 #include "controller/rpc/controller_service.h"
 #include "controller/shell/flags.h"
@@ -55,8 +56,9 @@ int Run(ControllerFlags& flags) {
   auto store = Store::Open(flags.db_path);
   if (!store.ok()) return UsageError(store.status());
   std::shared_ptr<SlurmClient> slurm = std::make_shared<SlurmCliClient>(SlurmOptions(flags));
-  // The test-only --test-kill-after-sbatch reaches the controller here, and only here.
-  config.test_kill_after_sbatch = flags.test_kill_after_sbatch;
+  // The test-only --test-kill-after-sbatch wraps the Slurm client, here and only here.
+  if (flags.test_kill_after_sbatch)
+    slurm = std::make_shared<KillAfterSbatchClient>(std::move(slurm));
 
   // Signals are taken by a dedicated wait below, never by other threads.
   sigset_t signals;

@@ -1,7 +1,6 @@
 #include "controller/app/allocations.h"
 
 #include "common/log.h"
-#include "controller/slurm/slurm_client.h"
 
 namespace trellis::controller {
 
@@ -35,16 +34,12 @@ const Allocation* Allocations::Known(const std::string& job_id) const {
 Effects Allocations::Ask(const std::string& job_id, Job& job) {
   job.in_flight = true;
   job.asked = ctx_.clock.SteadyNow();
-  Effects fx;
-  fx.slurm.push_back([this, job_id](SlurmClient& slurm) -> std::function<Effects()> {
-    auto shown = slurm.ShowJob(job_id);
-    return [this, job_id, shown] { return Answered(job_id, shown); };
-  });
-  return fx;
+  return ShowJob{job_id};
 }
 
-Effects Allocations::Answered(const std::string& job_id,
-                              const absl::StatusOr<std::optional<SlurmJob>>& shown) {
+Effects Allocations::Answered(const JobShown& answer) {
+  const std::string& job_id = answer.job_id;
+  const auto& shown = answer.shown;
   Job& job = jobs_[job_id];
   job.in_flight = false;
   absl::Status error;

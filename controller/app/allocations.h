@@ -43,6 +43,9 @@ class Allocations {
   void Observe(const std::vector<SlurmJob>& listed);
   // Slurm's latest answer for the job, if any (nullptr: none known).
   const Allocation* Known(const std::string& job_id) const;
+  // The answer to the ShowJob that Check returned: the callers waiting on it
+  // are decided.
+  Effects Answered(const JobShown& answer);
 
  private:
   struct Waiter {
@@ -57,8 +60,6 @@ class Allocations {
     std::vector<Waiter> next;     // need a question asked after they came
   };
   Effects Ask(const std::string& job_id, Job& job);
-  Effects Answered(const std::string& job_id,
-                   const absl::StatusOr<std::optional<SlurmJob>>& shown);
 
   LoopContext ctx_;
   std::map<std::string, Job> jobs_;

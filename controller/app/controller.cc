@@ -11,28 +11,23 @@ namespace trellis::controller {
 
 namespace asio = boost::asio;
 
-namespace {
-// Store latency is measured on the real steady clock: it is the controller's
-// own speed, not a schedule the fake clock drives.
-using Stopwatch = std::chrono::steady_clock;
-}  // namespace
-
 Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
                        std::shared_ptr<SlurmClient> slurm, Clock* clock)
     : config_(std::move(config)),
       ingest_metrics_(*metrics_.registry()),
       store_(std::move(store)),
+      store_view_(*store_),
       slurm_(std::make_shared<TimedSlurmClient>(std::move(slurm), metrics_)),
       clock_(clock),
-      ctx_{config_, *store_, *clock_, metrics_},
+      ctx_{config_, store_view_, *clock_},
       work_(asio::make_work_guard(io_)),
       schedule_timer_(io_),
       reconcile_timer_(io_),
       scheduler_(ctx_),
-      launches_(ctx_, [this](std::function<Effects()> work) { OnLoop(std::move(work)); }),
+      launches_(ctx_),
       allocations_(ctx_),
-      reconciler_(ctx_, &allocations_),
-      health_(ctx_, [this](std::function<Effects()> work) { OnLoop(std::move(work)); }),
+      reconciler_(ctx_),
+      health_(ctx_),
       targets_(config_.prometheus_sd_file) {
   if (config_.data_roots.empty()) config_.data_roots = DefaultDataRoots(config_.output_root);
 }
@@ -73,7 +68,7 @@ absl::Status Controller::Start() {
     Apply(scheduler_.RepairAtStartup());
     // The launches that ran before the stop are watched again before what
     // Slurm says now ends any of them.
-    Apply(launches_.ResumeAtStartup());
+    Apply(launches_.resume.ResumeAtStartup());
     Apply(reconciler_.Tick(/*startup=*/true));
     ArmTimer(schedule_timer_, config_.schedule_interval, [this] { return scheduler_.Tick(); });
     // Quarantines also end by time alone, and a live run's goodput moves
@@ -95,8 +90,8 @@ void Controller::BeginShutdown() {
     stopped_ = true;
     schedule_timer_.cancel();
     reconcile_timer_.cancel();
-    launches_.Shutdown();
-    health_.Shutdown();
+    CancelAllTimers();
+    Apply(launches_.gate.Shutdown());
     watchers_.EndAll();
     done.set_value();
   });
@@ -122,96 +117,6 @@ void Controller::ArmTimer(asio::steady_timer& timer, std::chrono::milliseconds e
     if (ec || stopped_) return;
     Apply(tick());
     ArmTimer(timer, every, tick);
-  });
-}
-
-void Controller::OnLoop(std::function<Effects()> work) {
-  asio::post(io_, [this, work = std::move(work)] {
-    if (!stopped_) Apply(work());
-  });
-}
-
-void Controller::Apply(Effects fx) {
-  for (const auto& w : fx.writes) {
-    auto start = Stopwatch::now();
-    absl::Status st = w.write(*store_);
-    metrics_.ObserveStoreWrite(Stopwatch::now() - start);
-    if (!st.ok()) spdlog::error("{}: not stored: {}", w.what, std::string(st.message()));
-  }
-  for (auto& t : fx.transitions) {
-    absl::Status st = ApplyTransition(t);
-    if (t.then) Apply(t.then(st));
-  }
-  for (const auto& [run_id, why] : fx.aborted_runs) {
-    launches_.AbortRun(run_id, why);
-    health_.StopWatching(run_id);
-    targets_.RemoveRun(run_id);
-  }
-  for (const auto& end : fx.ended_attempts) Apply(scheduler_.EndAttempt(end));
-  for (const auto& started : fx.started_launches) {
-    health_.Start(started);
-    targets_.Add(started.ref, started.metrics_addresses);
-    if (!started.resumed) metrics_.LaunchStarted(started.ref.run_id);
-  }
-  for (const auto& ref : fx.settled_launches) {
-    health_.End(ref);
-    targets_.Remove(ref);
-  }
-  FlushTargets();
-  for (const auto& fault : fx.faults) Apply(launches_.Fault(fault));
-  for (const auto& s : fx.strikes) ApplyStrike(s);
-  for (auto& call : fx.slurm) RunOnSlurm(std::move(call));
-  for (auto& reply : fx.replies) reply();
-  if (fx.schedule_now && !stopped_) Apply(scheduler_.Tick());
-}
-
-absl::Status Controller::ApplyTransition(const TransitionEffect& t) {
-  auto before = store_->GetRun(t.run_id);
-  if (!before.ok()) {
-    spdlog::error("run {}: -> {} not stored: {}", t.run_id, StateName(t.to),
-                  std::string(before.status().message()));
-    return before.status();
-  }
-  WallTime now = clock_->Now();
-  std::vector<Store::Step> steps = {{t.to, t.reason, t.evidence_json, t.also}};
-  if (t.next) steps.push_back({t.next->to, t.next->reason, t.evidence_json, t.next->also});
-  auto start = Stopwatch::now();
-  absl::Status st = store_->Transitions(t.run_id, steps, now);
-  metrics_.ObserveStoreWrite(Stopwatch::now() - start);
-  if (!st.ok()) {
-    spdlog::warn("run {}: {} -> {} refused: {}", t.run_id, StateName(before->state),
-                 StateName(t.to), std::string(st.message()));
-    return st;
-  }
-  RunState from = before->state;
-  for (const Store::Step& step : steps) {
-    spdlog::info("run {}: {} -> {}: {}", t.run_id, StateName(from), StateName(step.to),
-                 step.reason);
-    metrics_.Transition(t.run_id, from, step.to);
-    watchers_.Transition(t.run_id,
-                         EventRecord{now, from, step.to, step.reason, t.evidence_json});
-    from = step.to;
-  }
-  if (IsTerminal(from)) {
-    health_.RunEnded(t.run_id);
-    targets_.RemoveRun(t.run_id);
-  } else {
-    ExportGoodput(t.run_id);
-  }
-  return absl::OkStatus();
-}
-
-void Controller::FlushTargets() {
-  absl::Status st = targets_.Flush();
-  if (!st.ok()) spdlog::error("--prometheus-sd-file not written: {}", std::string(st.message()));
-}
-
-void Controller::RunOnSlurm(SlurmCall call) {
-  asio::post(slurm_pool_, [this, call = std::move(call)] {
-    std::function<Effects()> then = call(*slurm_);
-    // Results are applied even while stopping: an sbatch that went through
-    // must be recorded (or cancelled).
-    asio::post(io_, [this, then = std::move(then)] { Apply(then()); });
   });
 }
 
@@ -269,7 +174,7 @@ void Controller::SubmitRun(std::string spec_toml, bool dry_run, std::string user
                            Reply<SubmitResult> reply) {
   asio::post(io_, [this, spec_toml = std::move(spec_toml), dry_run, user = std::move(user),
                    reply = std::move(reply)] {
-    Apply(scheduler_.Submit(spec_toml, dry_run, user, reply));
+    Apply(scheduler_.Submit(spec_toml, dry_run, user, replies_.Hold(reply)));
   });
 }
 
@@ -300,7 +205,9 @@ void Controller::ListRuns(int limit, bool active_only, std::string user,
 
 void Controller::CancelRun(std::string run_id, std::string reason, Reply<RunState> reply) {
   asio::post(io_, [this, run_id = std::move(run_id), reason = std::move(reason),
-                   reply = std::move(reply)] { Apply(scheduler_.Cancel(run_id, reason, reply)); });
+                   reply = std::move(reply)] {
+    Apply(scheduler_.Cancel(run_id, reason, replies_.Hold(reply)));
+  });
 }
 
 void Controller::Watch(std::string run_id, WatchSink* sink, Reply<RunView> reply) {
@@ -341,15 +248,16 @@ void Controller::Register(WorkerId id, std::string version, std::string hostname
   asio::post(io_, [this, id = std::move(id), version = std::move(version),
                    hostname = std::move(hostname), probe = std::move(probe), step = std::move(step),
                    metrics_addr = std::move(metrics_addr), reply = std::move(reply)] {
+    ReplyTo<GateAnswer> to = replies_.Hold(reply);
     AsWorker(id, /*fresh=*/false, [=](absl::Status allowed) {
-      if (!allowed.ok()) return Effects::Reply([reply, allowed] { reply(allowed); });
-      return launches_.Register(id, version, hostname, probe, step, metrics_addr, reply);
+      if (!allowed.ok()) return Effects(Answer<GateAnswer>(to, allowed));
+      return launches_.gate.Register(id, version, hostname, probe, step, metrics_addr, to);
     });
   });
 }
 
 void Controller::AsWorker(const WorkerId& id, bool fresh, Allocations::Then then) {
-  auto job = launches_.AuthenticatedJob(id);
+  auto job = launches_.gate.AuthenticatedJob(id);
   if (!job.ok()) return Apply(then(job.status()));
   Apply(allocations_.Check(*job, id.node, fresh, std::move(then)));
 }
@@ -362,11 +270,9 @@ void Controller::Heartbeat(WorkerId id) {
 
 void Controller::AuthenticateWorker(WorkerId id, Reply<bool> reply) {
   asio::post(io_, [this, id = std::move(id), reply = std::move(reply)] {
-    AsWorker(id, /*fresh=*/false, [reply](absl::Status allowed) {
-      return Effects::Reply([reply, allowed] {
-        if (!allowed.ok()) return reply(allowed);
-        reply(true);
-      });
+    ReplyTo<bool> to = replies_.Hold(reply);
+    AsWorker(id, /*fresh=*/false, [to](absl::Status allowed) {
+      return Effects(allowed.ok() ? Answer(to, true) : Answer<bool>(to, allowed));
     });
   });
 }
@@ -381,15 +287,15 @@ void Controller::StepsStored(std::vector<StepBatch> batches, std::vector<StoredS
     WorkerId id{b.source.run_id, b.source.attempt, b.source.launch, b.source.node, ""};
     for (const RankStepRecord& r : b.records) {
       Effects fx = health_.ObserveStep(id, r.rank, r.record);  // straggler events only
-      if (!fx.writes.empty() || !fx.strikes.empty()) Apply(std::move(fx));
+      if (!fx.empty()) Apply(std::move(fx));
     }
   }
   for (const StoredStep& s : rows) {
-    health_.StepStored(s.run_id, s.row);
+    Apply(health_.StepStored(s.run_id, s.row));
     // Watchers see a step once every rank has reported it (the summary is
     // then complete); when the world size is unknown (after a controller
     // restart), every update.
-    int world = launches_.WorldSize({s.run_id, s.row.attempt, s.row.launch, "", ""});
+    int world = launches_.gate.WorldSize({s.run_id, s.row.attempt, s.row.launch, "", ""});
     if (world == 0 || s.row.ranks == world) watchers_.Step(s.run_id, s.row);
   }
 }
@@ -398,17 +304,18 @@ void Controller::RecordRankExit(WorkerId id, RankExitInfo exit) {
   asio::post(io_, [this, id = std::move(id), exit = std::move(exit)] {
     health_.Heard(id);
     health_.RankEnded(id, exit.rank);
-    launches_.RecordRankExit(id, exit);
+    launches_.ends.RecordRankExit(id, exit);
   });
 }
 
 void Controller::ReportExit(WorkerId id, WorkerReport report, Reply<bool> reply) {
   asio::post(io_, [this, id = std::move(id), report = std::move(report),
                    reply = std::move(reply)] {
+    ReplyTo<bool> to = replies_.Hold(reply);
     AsWorker(id, /*fresh=*/false, [=](absl::Status allowed) {
-      if (!allowed.ok()) return Effects::Reply([reply, allowed] { reply(allowed); });
+      if (!allowed.ok()) return Effects(Answer<bool>(to, allowed));
       health_.Finished(id);
-      return launches_.ReportExit(id, report, reply);
+      return launches_.ends.ReportExit(id, report, to);
     });
   });
 }
@@ -419,7 +326,7 @@ NextLaunchQuestion Controller::WithSlurmsNodes(const WorkerId& id,
   // register: they come from Slurm's answer (just asked, fresh), not from
   // what the batch script reports.
   if (q.requeue_count == 0) return q;
-  auto job = launches_.AuthenticatedJob(id);
+  auto job = launches_.gate.AuthenticatedJob(id);
   const Allocation* slurm = job.ok() ? allocations_.Known(*job) : nullptr;
   if (slurm == nullptr) return q;
   NextLaunchQuestion checked = q;
@@ -435,9 +342,10 @@ void Controller::NextLaunch(WorkerId id, NextLaunchQuestion question,
                             Reply<NextLaunchAnswer> reply) {
   asio::post(io_, [this, id = std::move(id), q = std::move(question), reply = std::move(reply)] {
     // A requeued job's batch script runs on its new allocation.
+    ReplyTo<NextLaunchAnswer> to = replies_.Hold(reply);
     AsWorker(id, /*fresh=*/q.requeue_count > 0, [=](absl::Status allowed) {
-      if (!allowed.ok()) return Effects::Reply([reply, allowed] { reply(allowed); });
-      return launches_.NextLaunch(id, WithSlurmsNodes(id, q), reply);
+      if (!allowed.ok()) return Effects(Answer<NextLaunchAnswer>(to, allowed));
+      return launches_.ends.NextLaunch(id, WithSlurmsNodes(id, q), to);
     });
   });
 }

@@ -1,12 +1,15 @@
 #pragma once
 // The controller's imperative shell: one Boost.Asio loop thread owns the
-// store and the parts (scheduler, launches, reconciler, run health), which
-// decide and return Effects; Apply() carries them out. Slurm commands run on
-// a separate thread and post their results back. Public methods may be
+// store and the parts (scheduler, launches, reconciler, run health,
+// allocations), which read a StoreView, decide and return Effects; Apply()
+// carries their commands out from one queue (controller_apply.cc). Slurm
+// commands run on a separate thread and post their answers back. Public methods may be
 // called from any thread (gRPC reactors); replies are delivered on the loop
 // thread. See docs/architecture.md, "The controller's parts".
 
 #include <atomic>
+#include <deque>
+#include <map>
 #include <boost/asio.hpp>
 #include <memory>
 #include <thread>
@@ -23,7 +26,10 @@
 #include "controller/app/run_health.h"
 #include "controller/app/scheduler.h"
 #include "controller/app/scrape_targets.h"
+#include "controller/app/slurm_calls.h"
+#include "controller/app/store_view.h"
 #include "controller/app/views.h"
+#include "controller/app/waiting_replies.h"
 #include "controller/app/watchers.h"
 #include "controller/slurm/slurm_client.h"
 #include "controller/store/store.h"
@@ -95,19 +101,29 @@ class Controller {
   void NextLaunch(WorkerId id, NextLaunchQuestion question, Reply<NextLaunchAnswer> reply);
 
  private:
-  // Runs `work` on the loop and applies what it returns.
-  void OnLoop(std::function<Effects()> work);
-  // Carries out effects in a fixed order: store writes, transitions (each
-  // followed by its `then`), aborted runs, ended attempts, launches started
-  // and settled, faults, strikes, Slurm calls, replies, and a schedule tick
-  // last. Every failure is logged.
+  // controller_apply.cc: the queue. Each command kind has a rank, and the
+  // queue applies the lowest-ranked command first, in arrival order within a
+  // rank: metric updates, store writes, transitions, ended launches, ended
+  // attempts, launches watched and unwatched, faults, strikes, Slurm calls
+  // and timers, replies (after the state they report is stored), and a
+  // schedule tick last. What a command brings back from a part joins the
+  // queue; Apply never calls itself. Every failure is logged.
   void Apply(Effects fx);
-  absl::Status ApplyTransition(const TransitionEffect& t);
-  void ApplyStrike(const StrikeEffect& s);  // controller_nodes.cc
-  void CountQuarantined();                  // controller_nodes.cc
+  void Enqueue(Effects fx);
+  void Carry(Command command);
+  void Write(const StoreWrite& write);
+  absl::Status ApplyTransition(const Transition& t);
+  void StartPartTimer(const TimerKey& key, std::chrono::nanoseconds after);
+  void CancelPartTimer(const TimerKey& key);
+  void CancelAllTimers();
+  void RunOnSlurm(Command call);
+  // An answer from the Slurm thread, to the part that asked.
+  void Route(SlurmAnswer answer);
+  // controller_nodes.cc
+  void ApplyStrike(const StrikeNode& s);
+  void CountQuarantined();
   // Rewrites the service-discovery file when its targets changed.
   void FlushTargets();
-  void RunOnSlurm(SlurmCall call);
   // Applies `then` told whether the worker may act: its attempt's secret,
   // then its node against the job's allocation (Allocations::Check; `fresh`
   // asks Slurm again). Loop thread.
@@ -133,6 +149,7 @@ class Controller {
   Metrics metrics_;
   IngestMetrics ingest_metrics_;
   std::unique_ptr<Store> store_;
+  StoreReader store_view_;
   std::shared_ptr<SlurmClient> slurm_;
   Clock* clock_;
   LoopContext ctx_;
@@ -150,6 +167,19 @@ class Controller {
   RunHealth health_;
   ScrapeTargets targets_;
   std::unique_ptr<Ingester> ingester_;  // made by Start
+  WaitingReplies replies_;
+  // The queue of commands by rank (controller_apply.cc), and whether it is
+  // being applied now.
+  std::vector<std::deque<Command>> queue_;
+  bool applying_ = false;
+  // The parts' timers running on the clock; `generation` tells a timer that
+  // fired after it was cancelled or started again.
+  struct RunningTimer {
+    TimerId id = 0;
+    uint64_t generation = 0;
+  };
+  std::map<TimerKey, RunningTimer> timers_;
+  uint64_t timer_generation_ = 0;
   bool stopped_ = false;  // loop thread only
   std::atomic<bool> shutdown_begun_{false};
 };

@@ -6,7 +6,7 @@ namespace trellis::controller {
 
 namespace asio = boost::asio;
 
-void Controller::ApplyStrike(const StrikeEffect& s) {
+void Controller::ApplyStrike(const StrikeNode& s) {
   auto existing = store_->FindQuarantine(s.node);
   if (!existing.ok()) {
     spdlog::error("strike of {} not stored: {}", s.node, std::string(existing.status().message()));
@@ -22,13 +22,7 @@ void Controller::ApplyStrike(const StrikeEffect& s) {
   metrics_.NodeStruck(s.node);
   CountQuarantined();
   if (!config_.can_drain) return;
-  RunOnSlurm([node = s.node, reason = s.reason](SlurmClient& slurm) -> std::function<Effects()> {
-    absl::Status drained = slurm.Drain(node, reason);
-    return [drained, node] {
-      if (!drained.ok()) spdlog::warn("drain of {} failed: {}", node, std::string(drained.message()));
-      return Effects{};
-    };
-  });
+  Enqueue(DrainNode{s.node, s.reason});
 }
 
 void Controller::CountQuarantined() { metrics_.SetQuarantinedNodes(ctx_.ExcludedNow().size()); }
@@ -54,7 +48,7 @@ void Controller::QuarantineNode(std::string node, std::string reason, std::strin
       return reply(absl::InvalidArgumentError("node: must match [A-Za-z0-9._-]{1,255}"));
     if (reason.empty() || reason.size() > 1024)
       return reply(absl::InvalidArgumentError("reason: required, at most 1024 characters"));
-    ApplyStrike({node, reason, "{}", actor, /*until_released=*/true});
+    ApplyStrike(StrikeNode{node, reason, "{}", actor, /*until_released=*/true});
     auto e = store_->FindQuarantine(node);
     if (!e.ok() || !e->has_value()) return reply(absl::InternalError("quarantine not stored"));
     reply(NodeStatusView{**e, HealthAt(**e, clock_->Now(), config_.quarantine)});

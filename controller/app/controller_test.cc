@@ -167,50 +167,6 @@ TEST_F(ControllerTest, DryRunShowsTheScriptAndStoresNothing) {
   EXPECT_EQ(list.runs_size(), 0);
 }
 
-TEST_F(ControllerTest, WorkerOfAnotherVersionIsRefusedNamingBoth) {
-  v1::SubmitRunResponse resp;
-  ASSERT_TRUE(Submit(kSpec, &resp).ok());
-  WaitFor("hello-1", v1::RUN_STATE_SUBMITTED);
-  grpc::ClientContext ctx;
-  v1::RegisterRequest req;
-  *req.mutable_id() = Identity("hello-1", "node1");
-  req.set_version("0.0.1-old");
-  v1::GateDecision d;
-  grpc::Status st = agent_stub_->Register(&ctx, req, &d);
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_NE(st.error_message().find("worker version 0.0.1-old"), std::string::npos);
-  EXPECT_NE(st.error_message().find(std::string("controller version ") + kVersion),
-            std::string::npos);
-}
-
-TEST_F(ControllerTest, WrongSecretIsRefused) {
-  v1::SubmitRunResponse resp;
-  ASSERT_TRUE(Submit(kSpec, &resp).ok());
-  WaitFor("hello-1", v1::RUN_STATE_SUBMITTED);
-  grpc::ClientContext ctx;
-  v1::RegisterRequest req;
-  *req.mutable_id() = Identity("hello-1", "node1");
-  req.mutable_id()->set_secret("guess");
-  req.set_version(kVersion);
-  v1::GateDecision d;
-  EXPECT_EQ(agent_stub_->Register(&ctx, req, &d).error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
-}
-
-TEST_F(ControllerTest, WaitsQueuedWhenTooFewNodesAreEligible) {
-  slurm_->nodes[2].state = "drained";
-  v1::SubmitRunResponse resp;
-  ASSERT_TRUE(Submit("[job]\nname='big'\ncommand='true'\n[slurm]\nnodes=3\n", &resp).ok());
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Get(resp.run_id()).summary().state_reason() != "needs 3 nodes, 2 eligible" &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  v1::Run run = Get(resp.run_id());
-  EXPECT_EQ(run.summary().state(), v1::RUN_STATE_QUEUED);
-  EXPECT_EQ(run.summary().state_reason(), "needs 3 nodes, 2 eligible");
-  EXPECT_TRUE(slurm_->Submissions().empty());
-}
-
 TEST_F(ControllerTest, CancelWhileSubmittedCancelsTheSlurmJob) {
   v1::SubmitRunResponse resp;
   ASSERT_TRUE(Submit(kSpec, &resp).ok());

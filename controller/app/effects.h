@@ -1,89 +1,37 @@
 #pragma once
-// What a part of the controller decided, as a value. The parts (scheduler,
-// launches, reconciler, run health) share the loop thread and own their
-// state; none writes a transition, strikes a node or calls Slurm itself.
-// Controller::Apply carries the effects out in a fixed order and logs every
-// failure (docs/architecture.md, "The controller's parts").
+// What a part of the controller decided, as plain values. The parts
+// (scheduler, launches, reconciler, run health, allocations) share the loop
+// thread, own their state and read the store through a StoreView; none writes
+// the store, calls Slurm, starts a timer or answers a caller itself. Each
+// returns Effects, a list of commands, and the shell (Controller) carries them
+// out from one queue in a fixed order, with no re-entry. What a command
+// brings back (a Slurm answer, a timer firing, a created run) returns to the
+// part that asked as a plain message (docs/architecture.md, "The
+// controller's parts").
 
-#include <functional>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/node_probe.h"
 #include "common/spec/run_spec.h"
+#include "controller/app/views.h"
 #include "controller/core/failure_class.h"
 #include "controller/core/recovery.h"
 #include "controller/core/run_state.h"
+#include "controller/core/straggler.h"
+#include "controller/slurm/slurm_types.h"
+#include "controller/store/records.h"
 
 namespace trellis::controller {
-
-class Store;
-class SlurmClient;
-struct Effects;
-
-// A state change of a run, one SQLite transaction with `also`.
-struct TransitionEffect {
-  TransitionEffect(std::string run_id, RunState to, std::string reason,
-                   std::string evidence_json = "{}",
-                   std::function<absl::Status(Store&)> also = nullptr,
-                   std::function<Effects(const absl::Status&)> then = nullptr)
-      : run_id(std::move(run_id)),
-        to(to),
-        reason(std::move(reason)),
-        evidence_json(std::move(evidence_json)),
-        also(std::move(also)),
-        then(std::move(then)) {}
-
-  std::string run_id;
-  RunState to;
-  std::string reason;
-  std::string evidence_json;
-  std::function<absl::Status(Store&)> also;  // more writes in the same transaction
-  // Told the outcome (to reply, or to undo what the transition would have
-  // recorded); its effects are applied in turn.
-  std::function<Effects(const absl::Status&)> then;
-  // A second state change in the same transaction (an attempt's end and what
-  // follows it), so that no stop can leave the run between the two.
-  struct Next {
-    RunState to;
-    std::string reason;
-    std::function<absl::Status(Store&)> also;
-  };
-  std::optional<Next> next;
-};
-
-// A write that is not a transition (a wait reason, a gate record).
-struct StoreEffect {
-  std::string what;  // for the log, when it fails
-  std::function<absl::Status(Store&)> write;
-};
-
-// A strike against a node: quarantined (and drained where allowed).
-struct StrikeEffect {
-  std::string node;
-  std::string reason;
-  std::string evidence_json = "{}";
-  std::string actor;
-  bool until_released = false;
-};
-
-// An attempt that ended without success: the scheduler carries out what was
-// decided (a new attempt after the backoff, or FAILED), or decides it by the
-// restart budget when nobody could (the job ended unseen).
-struct AttemptEndEffect {
-  std::string run_id;
-  int attempt = 0;
-  int exit_code = 1;
-  std::string why;
-  std::string evidence_json = "{}";
-  std::optional<RecoveryDecision> decided;
-  std::optional<FailureClass> failure_class;  // of the launch, where one was classified
-};
 
 // Which launch: (run, attempt, launch).
 struct LaunchRef {
@@ -98,8 +46,150 @@ struct LaunchRef {
   }
 };
 
+// --- replies: a caller waiting for an answer ---
+
+// The shell holds the caller's callback; a part holds only this token.
+template <typename T>
+struct ReplyTo {
+  uint64_t id = 0;
+};
+using ReplyValue =
+    std::variant<absl::Status, SubmitResult, RunState, GateAnswer, bool, NextLaunchAnswer>;
+// Answers a caller; carried out after the state it reports is stored.
+struct SendReply {
+  uint64_t to = 0;
+  ReplyValue value;
+};
+template <typename T>
+struct Exactly {  // keeps Answer's value from taking part in deducing T
+  using type = T;
+};
+template <typename T>
+SendReply Answer(ReplyTo<T> to, absl::StatusOr<typename Exactly<T>::type> value) {
+  if (!value.ok()) return {to.id, ReplyValue(std::in_place_type<absl::Status>, value.status())};
+  return {to.id, ReplyValue(std::in_place_type<T>, std::move(*value))};
+}
+
+// --- store writes: each one call of the store ---
+
+struct SetWaitReason {
+  std::string run_id;
+  std::string reason;
+};
+struct RecordAttemptEnd {
+  std::string run_id;
+  int attempt = 0;
+  int exit_code = 0;
+  std::string reason;
+  WallTime at;
+};
+struct SetRestartBackoff {
+  std::string run_id;
+  int restarts = 0;
+  WallTime not_before;
+};
+struct RecordAttemptJob {
+  std::string run_id;
+  int attempt = 0;
+  std::string job_id;
+};
+struct RecordAttemptNodes {
+  std::string run_id;
+  int attempt = 0;
+  std::string nodes;
+};
+struct RecordAttemptLaunches {
+  std::string run_id;
+  int attempt = 0;
+  int launches = 0;
+};
+struct RecordLaunch {
+  LaunchRecord row;
+};
+struct RecordWorkerReport {
+  WorkerReportRecord row;
+};
+struct RecordGate {
+  std::string run_id;
+  GateRecordRow row;
+};
+struct RecordHealthEvent {
+  HealthEventRecord event;
+};
+using StoreWrite =
+    std::variant<SetWaitReason, RecordAttemptEnd, SetRestartBackoff, RecordAttemptJob,
+                 RecordAttemptNodes, RecordAttemptLaunches, RecordLaunch, RecordWorkerReport,
+                 RecordGate, RecordHealthEvent>;
+
+// A new run: its result goes to Scheduler::OnRunCreated as RunCreated.
+struct CreateRun {
+  std::string name;
+  std::string user;
+  std::string spec_toml;
+  int nodes = 0;
+  int ranks_per_node = 0;
+  std::string run_dir_base;  // the run's directory is run_dir_base/<run id>
+  ReplyTo<SubmitResult> reply;
+};
+// A new attempt, written ahead of its sbatch: its result goes to
+// Scheduler::OnAttemptCreated as AttemptCreated.
+struct CreateAttempt {
+  AttemptRecord record;
+};
+
+// A job Scheduler::SubmitAttempt stored in a transition: told whether the
+// store took it (JobRecorded), so that a job the run can no longer use is
+// not left behind.
+struct SubmittedJob {
+  std::string run_id;
+  int attempt = 0;
+  std::string job_id;
+};
+
+// A state change of a run, one SQLite transaction with its writes.
+struct Transition {
+  std::string run_id;
+  RunState to;
+  std::string reason;
+  std::string evidence_json = "{}";
+  std::vector<StoreWrite> also;  // more writes in the same transaction
+  // A second state change in the same transaction (an attempt's end and what
+  // follows it), so that no stop can leave the run between the two.
+  struct Next {
+    RunState to;
+    std::string reason;
+    std::vector<StoreWrite> also;
+  };
+  std::optional<Next> next;
+  // Answered with the state reached, or why the store refused it.
+  std::optional<ReplyTo<RunState>> reply;
+  std::optional<SubmittedJob> records_job;
+};
+
+// --- the parts' own messages, routed by the shell ---
+
+// The run's launches end (its job ended or it was cancelled): waiting
+// workers get ABORT, run health stops watching them.
+struct EndLaunchesOfRun {
+  std::string run_id;
+  std::string why;
+};
+
+// An attempt that ended without success: the scheduler carries out what was
+// decided (a new attempt after the backoff, or FAILED), or decides it by the
+// restart budget when nobody could (the job ended unseen).
+struct AttemptEnded {
+  std::string run_id;
+  int attempt = 0;
+  int exit_code = 1;
+  std::string why;
+  std::string evidence_json = "{}";
+  std::optional<RecoveryDecision> decided;
+  std::optional<FailureClass> failure_class;  // of the launch, where one was classified
+};
+
 // A launch passed the gate: run health starts watching it.
-struct LaunchStartedEffect {
+struct WatchLaunch {
   LaunchRef ref;
   std::vector<std::string> rank_nodes;  // the node of each global rank
   bool model = false;                   // [model] ranks report steps from the start
@@ -118,58 +208,208 @@ struct LaunchStartedEffect {
   std::set<int> straggler_ranks;
 };
 
+// The batch script asked what follows the launch: no longer watched.
+struct UnwatchLaunch {
+  LaunchRef ref;
+};
+
 // Run health found a launch that cannot go on: its workers' nodes lost, or a
-// rank hung. The launch is stopped and the fault is its evidence.
-struct LaunchFaultEffect {
+// rank hung. Launches stops it and keeps the fault as its evidence.
+struct LaunchFault {
   LaunchRef ref;
   std::vector<std::string> lost_nodes;
   std::map<std::string, double> lost_silent_s;
   std::optional<HangEvidence> hang;
 };
 
-// Runs on the Slurm thread (commands block); what it returns runs back on the
-// loop and its effects are applied in turn.
-using SlurmCall = std::function<std::function<Effects()>(SlurmClient&)>;
+// A strike against a node: quarantined (and drained where allowed).
+struct StrikeNode {
+  std::string node;
+  std::string reason;
+  std::string evidence_json = "{}";
+  std::string actor;
+  bool until_released = false;
+};
+
+// --- Slurm calls: run on the Slurm thread, answered on the loop ---
+
+// sinfo of the queued runs' partitions: answered as NodesListed to
+// Scheduler::OnEligibility.
+struct ListUsableNodes {
+  std::set<std::string> partitions;
+};
+// The attempt's job by name if one exists (adopted; any other of that name
+// cancelled), else a new sbatch: answered as JobSubmitted to
+// Scheduler::OnSubmitted.
+struct SubmitJob {
+  std::string run_id;
+  int attempt = 0;
+  std::string job_name;
+  std::vector<std::string> args;
+  std::string script_path;
+};
+// scancel; a failure is logged with `why`.
+struct CancelJob {
+  std::string job_id;
+  std::string why;
+};
+// scancel of a cancelled run's job: answered as RunJobCancelled to
+// Scheduler::OnRunJobCancelled.
+struct CancelRunJob {
+  std::string run_id;
+  std::string job_id;
+  std::string why;
+  ReplyTo<RunState> reply;
+};
+// scancel --signal=SIGNAL JOB.STEP; a failure is logged.
+struct SignalStep {
+  std::string run_id;
+  std::string job_id;
+  std::string step_id;
+  std::string signal;
+};
+// squeue, and the end state of each of `job_ids` it does not list: answered
+// as JobsSeen to Allocations::Observe and Reconciler::OnSnapshot.
+struct QueryJobs {
+  std::vector<std::string> job_ids;
+  bool startup = false;
+};
+// scontrol show job: answered as JobShown to Allocations::Answered.
+struct ShowJob {
+  std::string job_id;
+};
+struct DrainNode {
+  std::string node;
+  std::string reason;
+};
+
+// --- timers: fire as TimerFired to the part that started them ---
+
+struct TimerKey {
+  enum Kind { kGateTimeout, kStopGrace, kHealthCheck } kind = kHealthCheck;
+  LaunchRef ref;  // none for kHealthCheck
+  bool operator<(const TimerKey& o) const {
+    return std::tie(kind, ref) < std::tie(o.kind, o.ref);
+  }
+  bool operator==(const TimerKey& o) const { return kind == o.kind && ref == o.ref; }
+};
+struct StartTimer {
+  TimerKey key;
+  std::chrono::nanoseconds after{0};
+};
+struct CancelTimer {
+  TimerKey key;
+};
+
+// --- metric updates (controller/app/metrics.h) ---
+
+struct CountRunQueued {};
+struct CountRestart {
+  std::string run_id;
+  std::optional<FailureClass> failure_class;
+  bool relaunch = false;
+};
+struct CountGateDecided {
+  std::string run_id;
+  bool go = false;
+  std::map<std::string, NodeProbe> probes;
+};
+struct CountStraggler {
+  std::string run_id;
+};
+struct CountStepComplete {
+  std::string run_id;
+  StepSpread spread;
+  int64_t tokens = 0;
+};
+
+// The queue's runs are looked at now, not at the next tick.
+struct ScheduleNow {};
+
+using Command =
+    std::variant<StoreWrite, CreateRun, CreateAttempt, Transition, EndLaunchesOfRun,
+                 AttemptEnded, WatchLaunch, UnwatchLaunch, LaunchFault, StrikeNode,
+                 ListUsableNodes, SubmitJob, CancelJob, CancelRunJob, SignalStep, QueryJobs,
+                 ShowJob, DrainNode, StartTimer, CancelTimer, CountRunQueued, CountRestart,
+                 CountGateDecided, CountStraggler, CountStepComplete, SendReply, ScheduleNow>;
 
 struct Effects {
-  std::vector<StoreEffect> writes;
-  std::vector<TransitionEffect> transitions;
-  std::vector<std::pair<std::string, std::string>> aborted_runs;  // run id, why: end its launches
-  std::vector<AttemptEndEffect> ended_attempts;
-  std::vector<LaunchStartedEffect> started_launches;
-  std::vector<LaunchRef> settled_launches;  // the batch script asked what follows
-  std::vector<LaunchFaultEffect> faults;
-  std::vector<StrikeEffect> strikes;
-  std::vector<SlurmCall> slurm;
-  std::vector<std::function<void()>> replies;  // last: after the state they report is stored
-  bool schedule_now = false;
+  std::vector<Command> commands;
 
-  Effects& operator+=(Effects&& o) {
-    auto move_all = [](auto& to, auto& from) {
-      for (auto& x : from) to.push_back(std::move(x));
-    };
-    move_all(writes, o.writes);
-    move_all(transitions, o.transitions);
-    move_all(aborted_runs, o.aborted_runs);
-    move_all(ended_attempts, o.ended_attempts);
-    move_all(started_launches, o.started_launches);
-    move_all(settled_launches, o.settled_launches);
-    move_all(faults, o.faults);
-    move_all(strikes, o.strikes);
-    move_all(slurm, o.slurm);
-    move_all(replies, o.replies);
-    schedule_now = schedule_now || o.schedule_now;
+  Effects() = default;
+  template <typename C, typename = std::enable_if_t<!std::is_same_v<std::decay_t<C>, Effects>>>
+  Effects(C command) {  // NOLINT: one command is an Effects
+    Add(std::move(command));
+  }
+  template <typename C>
+  Effects& Add(C command) {
+    if constexpr (std::is_constructible_v<StoreWrite, C> && !std::is_same_v<C, StoreWrite>)
+      commands.emplace_back(StoreWrite(std::move(command)));
+    else
+      commands.emplace_back(std::move(command));
     return *this;
   }
-  static Effects Reply(std::function<void()> r) {
-    Effects e;
-    e.replies.push_back(std::move(r));
-    return e;
+  Effects& operator+=(Effects&& o) {
+    for (auto& c : o.commands) commands.push_back(std::move(c));
+    return *this;
+  }
+  bool empty() const { return commands.empty(); }
+  // The commands of kind C, in order (store writes by their own kind).
+  template <typename C>
+  std::vector<const C*> All() const {
+    std::vector<const C*> out;
+    for (const Command& c : commands) {
+      if constexpr (std::is_constructible_v<StoreWrite, C> && !std::is_same_v<C, StoreWrite>) {
+        if (const auto* w = std::get_if<StoreWrite>(&c))
+          if (const C* x = std::get_if<C>(w)) out.push_back(x);
+      } else {
+        if (const C* x = std::get_if<C>(&c)) out.push_back(x);
+      }
+    }
+    return out;
   }
 };
 
-// Runs `work` on the loop thread later and applies the effects it returns
-// (for timers and other callbacks that arrive off the loop).
-using Defer = std::function<void(std::function<Effects()> work)>;
+// --- what comes back to the parts ---
+
+struct RunCreated {
+  ReplyTo<SubmitResult> reply;
+  absl::StatusOr<RunRecord> run;
+};
+struct AttemptCreated {
+  std::string run_id;
+  int attempt = 0;
+  absl::Status status;
+};
+struct JobRecorded {
+  SubmittedJob job;
+  absl::Status status;
+};
+// Partition -> its usable nodes (sinfo), or why they are unknown.
+using UsableNodes = std::map<std::string, absl::StatusOr<std::vector<std::string>>>;
+struct NodesListed {
+  UsableNodes usable;
+};
+struct JobSubmitted {
+  std::string run_id;
+  int attempt = 0;
+  absl::StatusOr<std::string> job;
+  std::string adopted;                 // the job id, when found by name
+  std::vector<std::string> cancelled;  // duplicates of the name
+};
+struct RunJobCancelled {
+  CancelRunJob call;
+  absl::Status status;
+};
+struct JobsSeen {
+  absl::StatusOr<std::vector<SlurmJob>> listed;
+  // Each asked-for job squeue did not list: its end state, where known.
+  std::map<std::string, absl::StatusOr<std::optional<SlurmJob>>> shown;
+  bool startup = false;
+};
+struct JobShown {
+  std::string job_id;
+  absl::StatusOr<std::optional<SlurmJob>> shown;
+};
 
 }  // namespace trellis::controller

@@ -8,8 +8,6 @@
 #include "common/status.h"
 #include "controller/app/launch_answers.h"
 #include "controller/app/launches.h"
-#include "controller/app/metrics.h"
-#include "controller/slurm/slurm_client.h"
 
 namespace trellis::controller {
 
@@ -38,70 +36,37 @@ std::string Joined(const std::vector<std::string>& v) {
 
 }  // namespace
 
-void Launches::Forget(std::map<LaunchKey, LaunchState>::iterator it) {
-  if (it->second.gate_timer) ctx_.clock.Cancel(it->second.gate_timer);
-  if (it->second.kill_timer) ctx_.clock.Cancel(it->second.kill_timer);
-  launches_.erase(it);
-}
-
-void Launches::RecordRankExit(const WorkerId& id, const RankExitInfo& exit) {
-  auto it = launches_.find(KeyOf(id));
-  if (it == launches_.end()) return;
-  for (const auto& e : it->second.rank_exits)
+void LaunchEnds::RecordRankExit(const WorkerId& id, const RankExitInfo& exit) {
+  LaunchState* l = registry_.Find(LaunchRegistry::RefOf(id));
+  if (l == nullptr) return;
+  for (const auto& e : l->rank_exits)
     if (e.rank == exit.rank) return;
-  it->second.rank_exits.push_back(exit);
+  l->rank_exits.push_back(exit);
 }
 
-Effects Launches::ReportExit(const WorkerId& id, const WorkerReport& report,
-                             Reply<bool> reply) {
-  auto a = CheckWorker(id);
-  if (!a.ok()) return Effects::Reply([reply, st = a.status()] { reply(st); });
+Effects LaunchEnds::ReportExit(const WorkerId& id, const WorkerReport& report,
+                               ReplyTo<bool> reply) {
+  auto a = CheckWorker(ctx_.store, id);
+  if (!a.ok()) return Answer<bool>(reply, a.status());
   spdlog::info("run {} attempt {} launch {}: worker on {} exited {}: {}", id.run_id, id.attempt,
                id.launch, id.node, report.exit_code, report.reason);
   Effects fx;
   WorkerReportRecord row = WorkerReportRecordOf(id, ctx_.clock.Now(), report);
-  fx.writes.push_back({"final report of " + id.node + " for " + id.run_id,
-                       [row](Store& s) { return s.PutWorkerReport(row); }});
-  auto it = launches_.find(KeyOf(id));
-  if (it != launches_.end()) Gather(it->second, id.node, report);
-  fx.replies.push_back([reply] { reply(true); });
+  fx.Add(RecordWorkerReport{row});
+  if (LaunchState* l = registry_.Find(LaunchRegistry::RefOf(id))) l->Gather(id.node, report);
+  fx.Add(Answer(reply, true));
   return fx;
 }
 
-void Launches::Gather(LaunchState& l, const std::string& node, const WorkerReport& report) {
-  l.reported[node] = true;
-  if (report.oom_kills >= 0) l.oom_kills[node] = report.oom_kills;
-  l.time_limit_warned = l.time_limit_warned || report.time_limit_warned;
-  for (const auto& e : report.ranks) {
-    // The final report replaces what the stream said, keeping arrival order.
-    auto known = std::find_if(l.rank_exits.begin(), l.rank_exits.end(),
-                              [&](const RankExitInfo& k) { return k.rank == e.rank; });
-    if (known != l.rank_exits.end())
-      *known = e;
-    else
-      l.rank_exits.push_back(e);
-  }
+SignalStep LaunchEnds::StepSignal(const LaunchState& l, const std::string& signal) {
+  return {l.run_id, l.step.job_id, l.step.step_id, signal};
 }
 
-SlurmCall Launches::SignalStep(const LaunchState& l, const std::string& signal) const {
-  return [step = l.step, signal, run_id = l.run_id](SlurmClient& slurm) -> std::function<Effects()> {
-    absl::Status st = slurm.SignalStep(step.job_id, step.step_id, signal);
-    return [st, step, signal, run_id] {
-      if (!st.ok())
-        spdlog::error("run {}: scancel --signal={} {}.{} failed: {}", run_id, signal, step.job_id,
-                      step.step_id, std::string(st.message()));
-      return Effects{};
-    };
-  };
-}
-
-Effects Launches::Fault(const LaunchFaultEffect& fault) {
+Effects LaunchEnds::Fault(const LaunchFault& fault) {
   Effects fx;
-  auto it = launches_.find(KeyOf(fault.ref));
-  if (it == launches_.end() || !it->second.outcome ||
-      it->second.outcome->kind != GateOutcome::kGo)
-    return fx;
-  LaunchState& l = it->second;
+  LaunchState* found = registry_.Find(fault.ref);
+  if (found == nullptr || !found->Go()) return fx;
+  LaunchState& l = *found;
   for (const auto& n : fault.lost_nodes)
     if (std::find(l.fault.lost_nodes.begin(), l.fault.lost_nodes.end(), n) ==
         l.fault.lost_nodes.end())
@@ -116,16 +81,8 @@ Effects Launches::Fault(const LaunchFaultEffect& fault) {
     spdlog::warn("run {}: launch {} cannot go on and its srun step is unknown: cancelling job",
                  l.run_id, l.launch);
     auto attempt = ctx_.store.LatestAttempt(l.run_id);
-    if (attempt.ok() && attempt->has_value() && !(*attempt)->slurm_job_id.empty()) {
-      std::string job = (*attempt)->slurm_job_id;
-      fx.slurm.push_back([job](SlurmClient& slurm) -> std::function<Effects()> {
-        absl::Status st = slurm.Cancel(job);
-        return [st, job] {
-          if (!st.ok()) spdlog::error("scancel {} failed: {}", job, std::string(st.message()));
-          return Effects{};
-        };
-      });
-    }
+    if (attempt.ok() && attempt->has_value() && !(*attempt)->slurm_job_id.empty())
+      fx.Add(CancelJob{(*attempt)->slurm_job_id, "run " + l.run_id + "'s launch cannot go on"});
     return fx;
   }
   spdlog::warn("run {}: stopping launch {} (step {}.{}): {}", l.run_id, l.launch, l.step.job_id,
@@ -134,23 +91,21 @@ Effects Launches::Fault(const LaunchFaultEffect& fault) {
                           : "node(s) " + Joined(fault.lost_nodes) + " lost");
   // The workers stop their ranks on TERM (TERM, grace, KILL); a step still
   // there after kStopGrace is killed (a stopped or lost worker cannot act).
-  fx.slurm.push_back(SignalStep(l, "TERM"));
-  LaunchKey key = KeyOf(fault.ref);
-  l.kill_timer = ctx_.clock.ScheduleAfter(kStopGrace, [this, key] {
-    defer_([this, key] {
-      Effects kill;
-      auto found = launches_.find(key);
-      if (found == launches_.end()) return kill;
-      found->second.kill_timer = 0;
-      kill.slurm.push_back(SignalStep(found->second, "KILL"));
-      return kill;
-    });
-  });
+  fx.Add(StepSignal(l, "TERM"));
+  l.stop_timer = true;
+  fx.Add(StartTimer{{TimerKey::kStopGrace, l.Ref()}, kStopGrace});
   return fx;
 }
 
-Effects Launches::Settle(LaunchState& l, const RunRecord& run, int step_exit_code,
-                         NextLaunchAnswer* answer) {
+Effects LaunchEnds::StopGraceOver(const LaunchRef& ref) {
+  LaunchState* l = registry_.Find(ref);
+  if (l == nullptr) return {};
+  l->stop_timer = false;
+  return StepSignal(*l, "KILL");
+}
+
+Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_code,
+                           NextLaunchAnswer* answer) {
   Effects fx;
   LaunchEvidence ev;
   ev.step_exit_code = step_exit_code;
@@ -212,11 +167,11 @@ Effects Launches::Settle(LaunchState& l, const RunRecord& run, int step_exit_cod
   row.evidence_json = v.evidence_json;
   row.recovery = std::string(RecoveryName(d.kind));
   if (d.kind == RecoveryDecision::kRelaunch) row.next_nodes = Joined(d.nodes);
-  fx.writes.push_back({"launch record of " + l.run_id, [row](Store& s) { return s.PutLaunch(row); }});
+  fx.Add(RecordLaunch{row});
   if (!v.blamed_node.empty())
-    fx.strikes.push_back({v.blamed_node, v.reason, v.evidence_json,
-                          "run " + l.run_id + " launch " + std::to_string(l.attempt) + "." +
-                              std::to_string(l.launch)});
+    fx.Add(StrikeNode{v.blamed_node, v.reason, v.evidence_json,
+                      "run " + l.run_id + " launch " + std::to_string(l.attempt) + "." +
+                          std::to_string(l.launch)});
 
   answer->exit_code = v.exit_code;
   answer->reason = d.reason;
@@ -225,73 +180,70 @@ Effects Launches::Settle(LaunchState& l, const RunRecord& run, int step_exit_cod
   WallTime now = in.now;
   switch (d.kind) {
     case RecoveryDecision::kSucceed:
-      fx.transitions.push_back({run_id, RunState::kSucceeded, v.reason, "{}", [=](Store& s) {
-                                  return s.EndAttempt(run_id, attempt, 0, v.reason, now);
-                                }});
+      fx.Add(Transition{run_id, RunState::kSucceeded, v.reason, "{}",
+                        {RecordAttemptEnd{run_id, attempt, 0, v.reason, now}}});
       break;
     case RecoveryDecision::kRelaunch: {
       int restarts = run.restarts + (d.uses_restart ? 1 : 0);
-      fx.transitions.push_back({run_id, RunState::kRestarting, d.reason, v.evidence_json,
-                                [=](Store& s) {
-                                  return s.SetRestartBackoff(run_id, restarts, now);
-                                }});
-      ctx_.metrics.Restart(run_id, v.cls, /*relaunch=*/true);
+      fx.Add(Transition{run_id, RunState::kRestarting, d.reason, v.evidence_json,
+                        {SetRestartBackoff{run_id, restarts, now}}});
+      fx.Add(CountRestart{run_id, v.cls, /*relaunch=*/true});
       answer->relaunch = true;
       answer->next_launch = l.launch + 1;
       answer->nodes = d.nodes;
       answer->exit_code = 0;
-      planned_[{l.run_id, l.attempt, l.launch + 1}] = d.nodes;
+      registry_.Plan({l.run_id, l.attempt, l.launch + 1}, d.nodes);
       break;
     }
     case RecoveryDecision::kNewAttempt:
     case RecoveryDecision::kFail:
-      fx.ended_attempts.push_back({run_id, attempt, v.exit_code == 0 ? kExitError : v.exit_code,
-                                   d.reason, v.evidence_json, d, v.cls});
+      fx.Add(AttemptEnded{run_id, attempt, v.exit_code == 0 ? kExitError : v.exit_code, d.reason,
+                          v.evidence_json, d, v.cls});
       break;
   }
   return fx;
 }
 
-Effects Launches::NextLaunch(const WorkerId& id, const NextLaunchQuestion& q,
-                             Reply<NextLaunchAnswer> reply) {
-  auto a = CheckWorker(id);
-  if (!a.ok()) return Effects::Reply([reply, st = a.status()] { reply(st); });
+Effects LaunchEnds::NextLaunch(const WorkerId& id, const NextLaunchQuestion& q,
+                               ReplyTo<NextLaunchAnswer> reply) {
+  auto a = CheckWorker(ctx_.store, id);
+  if (!a.ok()) return Answer<NextLaunchAnswer>(reply, a.status());
   auto run = ctx_.store.GetRun(id.run_id);
-  if (!run.ok()) return Effects::Reply([reply, st = run.status()] { reply(st); });
+  if (!run.ok()) return Answer<NextLaunchAnswer>(reply, run.status());
   const int step_exit_code = q.step_exit_code;
   Effects fx;
   NextLaunchAnswer ans;
   ans.exit_code = step_exit_code;
   bool live = !IsTerminal(run->state) && a->live();
   if (q.requeue_count > 0 || (q.terminated_by_slurm && live)) {
-    fx = q.requeue_count > 0 ? Requeued(id, *run, *a, q, &ans)
-                             : Terminated(id, *run, *a, step_exit_code, &ans);
-    fx.replies.push_back([reply, ans] { reply(ans); });
+    fx = q.requeue_count > 0 ? requeue_.Requeued(id, *run, *a, q, &ans)
+                             : requeue_.Terminated(id, *run, *a, step_exit_code, &ans);
+    fx.Add(Answer(reply, ans));
     return fx;
   }
-  auto it = launches_.find(KeyOf(id));
-  if (it == launches_.end()) {
+  const LaunchRef ref = LaunchRegistry::RefOf(id);
+  LaunchState* l = registry_.Find(ref);
+  if (l == nullptr) {
     // Asked again about a launch settled before (the answer lost on its way,
     // or the controller restarted since): the same answer, not a second one.
     auto rows = ctx_.store.Launches(id.run_id);
-    if (!rows.ok()) return Effects::Reply([reply, st = rows.status()] { reply(st); });
+    if (!rows.ok()) return Answer<NextLaunchAnswer>(reply, rows.status());
     for (const LaunchRecord& row : *rows) {
       static const std::set<std::string> kSettled = {"relaunch", "succeed", "new_attempt", "fail"};
       if (row.attempt != id.attempt || row.launch != id.launch || !kSettled.count(row.recovery))
         continue;
       ans = AnswerSettledLaunch(row, run->state == RunState::kRestarting && a->live());
       spdlog::info("run {} attempt {} launch {}: {}", id.run_id, id.attempt, id.launch, ans.reason);
-      fx.replies.push_back([reply, ans] { reply(ans); });
+      fx.Add(Answer(reply, ans));
       return fx;
     }
   }
-  bool known = it != launches_.end() && it->second.outcome &&
-               it->second.outcome->kind == GateOutcome::kGo;
+  bool known = l != nullptr && l->Go();
   if (run->state == RunState::kRunning && a->live() && known) {
     // The batch script's word too: the workers' reports of the warning may
     // have been lost with a controller restarted since.
-    it->second.time_limit_warned = it->second.time_limit_warned || q.time_limit_warned;
-    fx += Settle(it->second, *run, step_exit_code, &ans);
+    l->time_limit_warned = l->time_limit_warned || q.time_limit_warned;
+    fx += Settle(*l, *run, step_exit_code, &ans);
   } else if (run->state == RunState::kRunning && a->live()) {
     // After a controller restart the launch's reports are gone: srun's status decides.
     std::string run_id = id.run_id;
@@ -299,32 +251,32 @@ Effects Launches::NextLaunch(const WorkerId& id, const NextLaunchQuestion& q,
     WallTime now = ctx_.clock.Now();
     if (step_exit_code == 0) {
       ans.reason = "srun step exited 0";
-      fx.transitions.push_back({run_id, RunState::kSucceeded, ans.reason, "{}", [=](Store& s) {
-                                  return s.EndAttempt(run_id, attempt, 0, "srun step exited 0", now);
-                                }});
+      fx.Add(Transition{run_id, RunState::kSucceeded, ans.reason, "{}",
+                        {RecordAttemptEnd{run_id, attempt, 0, "srun step exited 0", now}}});
     } else {
       ans.reason = "srun step exited " + std::to_string(step_exit_code) +
                    " (the controller restarted during the launch: no rank reports)";
-      fx.ended_attempts.push_back({run_id, attempt, step_exit_code, ans.reason,
-                                   "{\"step_exit_code\":" + std::to_string(step_exit_code) + "}",
-                                   std::nullopt, std::nullopt});
+      fx.Add(AttemptEnded{run_id, attempt, step_exit_code, ans.reason,
+                          "{\"step_exit_code\":" + std::to_string(step_exit_code) + "}",
+                          std::nullopt, std::nullopt});
     }
-  } else if (run->state == RunState::kRestarting && a->live() && PlannedNodes(KeyOf(id))) {
+  } else if (run->state == RunState::kRestarting && a->live() &&
+             registry_.PlannedNodes(ref, ctx_.store)) {
     // A relaunch whose srun step ended before its workers registered (Slurm
     // refused the step, or the nodes died meanwhile): the attempt ends now.
-    planned_.erase(KeyOf(id));
+    registry_.DropPlan(ref);
     ans.exit_code = step_exit_code == 0 ? kExitError : step_exit_code;
     ans.reason = "relaunch " + std::to_string(id.launch) + " did not start: srun step exited " +
                  std::to_string(step_exit_code);
-    fx.ended_attempts.push_back({id.run_id, id.attempt, ans.exit_code, ans.reason,
-                                 "{\"step_exit_code\":" + std::to_string(step_exit_code) + "}",
-                                 std::nullopt, std::nullopt});
+    fx.Add(AttemptEnded{id.run_id, id.attempt, ans.exit_code, ans.reason,
+                        "{\"step_exit_code\":" + std::to_string(step_exit_code) + "}",
+                        std::nullopt, std::nullopt});
   } else {
     ans.reason = "run is " + std::string(StateName(run->state));
   }
-  fx.settled_launches.push_back({id.run_id, id.attempt, id.launch});
-  if (it != launches_.end()) Forget(it);
-  fx.replies.push_back([reply, ans] { reply(ans); });
+  fx.Add(UnwatchLaunch{{id.run_id, id.attempt, id.launch}});
+  registry_.Forget(ref, fx);
+  fx.Add(Answer(reply, ans));
   return fx;
 }
 

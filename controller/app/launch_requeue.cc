@@ -35,9 +35,9 @@ LaunchRecord TerminatedRow(const std::string& run_id, int attempt, int launch,
 
 }  // namespace
 
-Effects Launches::Terminated(const WorkerId& id, const RunRecord& run,
-                             const AttemptRecord& attempt, int step_exit_code,
-                             NextLaunchAnswer* answer) {
+Effects LaunchRequeue::Terminated(const WorkerId& id, const RunRecord& run,
+                                  const AttemptRecord& attempt, int step_exit_code,
+                                  NextLaunchAnswer* answer) {
   Effects fx;
   (void)attempt;
   answer->exit_code = step_exit_code;
@@ -46,30 +46,26 @@ Effects Launches::Terminated(const WorkerId& id, const RunRecord& run,
   spdlog::info("run {} attempt {} launch {}: the batch script was signalled by Slurm (step "
                "exited {}); waiting for the job's end state",
                run.run_id, id.attempt, id.launch, step_exit_code);
-  auto it = launches_.find(KeyOf(id));
-  if (it == launches_.end()) return fx;  // the controller restarted: nothing to record
-  LaunchState& l = it->second;
-  if (l.outcome && l.outcome->kind == GateOutcome::kGo) {
+  LaunchState* found = registry_.Find(LaunchRegistry::RefOf(id));
+  if (found == nullptr) return fx;  // the controller restarted: nothing to record
+  LaunchState& l = *found;
+  if (l.Go()) {
     LaunchRecord row = TerminatedRow(l.run_id, l.attempt, l.launch, l.go_nodes, l.started,
                                      ctx_.clock.Now(), step_exit_code,
                                      "Slurm signalled the batch script (scancel, requeue, "
                                      "preemption or the time limit)");
-    fx.writes.push_back({"launch record of " + l.run_id,
-                         [row](Store& s) { return s.PutLaunch(row); }});
+    fx.Add(RecordLaunch{row});
   }
-  for (auto& w : l.waiting) {
-    fx.replies.push_back([r = std::move(w.reply)] {
-      r(GateAnswer::Abort("the Slurm job is ending"));
-    });
-  }
+  for (auto& w : l.waiting) fx.Add(Answer(w.reply, GateAnswer::Abort("the Slurm job is ending")));
   l.waiting.clear();
-  fx.settled_launches.push_back({id.run_id, id.attempt, id.launch});
-  Forget(it);
+  fx.Add(UnwatchLaunch{{id.run_id, id.attempt, id.launch}});
+  registry_.Forget(l.Ref(), fx);
   return fx;
 }
 
-Effects Launches::Requeued(const WorkerId& id, const RunRecord& run, const AttemptRecord& attempt,
-                           const NextLaunchQuestion& q, NextLaunchAnswer* answer) {
+Effects LaunchRequeue::Requeued(const WorkerId& id, const RunRecord& run,
+                                const AttemptRecord& attempt, const NextLaunchQuestion& q,
+                                NextLaunchAnswer* answer) {
   Effects fx;
   answer->exit_code = q.step_exit_code;
   if (IsTerminal(run.state) || !attempt.live()) {
@@ -85,36 +81,21 @@ Effects Launches::Requeued(const WorkerId& id, const RunRecord& run, const Attem
       if (r.attempt == attempt.attempt)  // a relaunch announced took the next number
         last = std::max(last, r.recovery == "relaunch" ? r.launch + 1 : r.launch);
   WallTime now = ctx_.clock.Now();
-  for (auto it = launches_.begin(); it != launches_.end();) {
-    LaunchState& l = it->second;
-    if (l.run_id != run.run_id || l.attempt != attempt.attempt) {
-      ++it;
-      continue;
-    }
+  for (LaunchState* launch : registry_.OfRun(run.run_id, attempt.attempt)) {
+    LaunchState& l = *launch;
     last = std::max(last, l.launch);
     // Killed by the requeue: recorded, never settled as a failure.
-    if (l.outcome && l.outcome->kind == GateOutcome::kGo) {
+    if (l.Go()) {
       LaunchRecord row = TerminatedRow(l.run_id, l.attempt, l.launch, l.go_nodes, l.started, now,
                                        std::nullopt, "Slurm requeued the job");
-      fx.writes.push_back({"launch record of " + l.run_id,
-                           [row](Store& s) { return s.PutLaunch(row); }});
+      fx.Add(RecordLaunch{row});
     }
-    for (auto& w : l.waiting)
-      fx.replies.push_back(
-          [r = std::move(w.reply)] { r(GateAnswer::Abort("Slurm requeued the job")); });
+    for (auto& w : l.waiting) fx.Add(Answer(w.reply, GateAnswer::Abort("Slurm requeued the job")));
     l.waiting.clear();
-    fx.settled_launches.push_back({l.run_id, l.attempt, l.launch});
-    Forget(it++);
+    fx.Add(UnwatchLaunch{l.Ref()});
+    registry_.Forget(l.Ref(), fx);
   }
-  for (auto it = planned_.begin(); it != planned_.end();) {
-    const auto& [run_id, attempt_no, launch] = it->first;
-    if (run_id == run.run_id && attempt_no == attempt.attempt) {
-      last = std::max(last, launch);
-      it = planned_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  last = std::max(last, registry_.DropPlansOf(run.run_id, attempt.attempt));
   const int next = last + 1;
   // The new allocation's nodes name the nodes that never register; a list
   // that does not parse is left out (the reconciler fills it from squeue).
@@ -130,15 +111,13 @@ Effects Launches::Requeued(const WorkerId& id, const RunRecord& run, const Attem
   spdlog::info("run {}: {}", run.run_id, reason);
   std::string run_id = run.run_id;
   int attempt_no = attempt.attempt;
-  auto store_nodes = [=](Store& s) { return s.SetAttemptNodes(run_id, attempt_no, nodes); };
+  RecordAttemptNodes store_nodes{run_id, attempt_no, nodes};
   if (run.state == RunState::kSubmitted) {
-    fx.writes.push_back({"requeue of " + run_id, [=](Store& s) {
-                           RETURN_IF_ERROR(store_nodes(s));
-                           return s.SetStateReason(run_id, reason);
-                         }});
+    fx.Add(store_nodes);
+    fx.Add(SetWaitReason{run_id, reason});
   } else {
-    fx.transitions.push_back({run_id, RunState::kSubmitted, reason, "{}", store_nodes});
-    fx.aborted_runs.push_back({run_id, "Slurm requeued the job"});
+    fx.Add(Transition{run_id, RunState::kSubmitted, reason, "{}", {store_nodes}});
+    fx.Add(EndLaunchesOfRun{run_id, "Slurm requeued the job"});
   }
   answer->relaunch = true;
   answer->next_launch = next;

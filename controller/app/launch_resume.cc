@@ -18,7 +18,7 @@
 
 namespace trellis::controller {
 
-Effects Launches::ResumeAtStartup() {
+Effects LaunchResume::ResumeAtStartup() {
   Effects fx;
   auto runs = ctx_.store.ListRuns(100000, /*active_only=*/true);
   if (!runs.ok()) {
@@ -42,8 +42,8 @@ Effects Launches::ResumeAtStartup() {
   return fx;
 }
 
-Effects Launches::Resume(const RunRecord& run, const AttemptRecord& attempt,
-                         const LaunchRecord& row) {
+Effects LaunchResume::Resume(const RunRecord& run, const AttemptRecord& attempt,
+                             const LaunchRecord& row) {
   Effects fx;
   const std::string name = std::to_string(row.attempt) + "." + std::to_string(row.launch);
   if (row.go_json.empty()) {
@@ -69,10 +69,7 @@ Effects Launches::Resume(const RunRecord& run, const AttemptRecord& attempt,
                  run.run_id, name);
     return fx;
   }
-  LaunchState& l = launches_[{run.run_id, row.attempt, row.launch}];
-  l.run_id = run.run_id;
-  l.attempt = row.attempt;
-  l.launch = row.launch;
+  LaunchState& l = registry_.Add({run.run_id, row.attempt, row.launch});
   l.needed_nodes = spec->slurm.nodes;
   l.ranks_per_node = record->go.ranks_per_node;
   l.expected_nodes = static_cast<int>(record->allocation.size());
@@ -98,7 +95,7 @@ Effects Launches::Resume(const RunRecord& run, const AttemptRecord& attempt,
       report = WorkerReport{{}, stored.oom_kills, stored.time_limit_warned, stored.exit_code,
                             stored.reason};
     }
-    Gather(l, stored.node, *report);
+    l.Gather(stored.node, *report);
   }
   // A worker that could not reach this controller to send its final report
   // left it in its launch's directory (FinalReportPath).
@@ -109,21 +106,20 @@ Effects Launches::Resume(const RunRecord& run, const AttemptRecord& attempt,
     if (left.ok()) {
       spdlog::info("run {}: launch {}: the final report of {} was read from its file", run.run_id,
                    name, node);
-      Gather(l, node, *left);
+      l.Gather(node, *left);
     } else if (!absl::IsNotFound(left.status())) {
       spdlog::warn("run {}: launch {}: {}", run.run_id, name, std::string(left.status().message()));
     }
   }
   spdlog::info("run {}: launch {} on {} ran before the restart: watched again (srun step {}.{})",
                run.run_id, name, row.nodes, l.step.job_id, l.step.step_id);
-  fx.started_launches.push_back(Watched(l));
+  fx.Add(WatchOf(l, ctx_));
   if (run.state == RunState::kGating) {
     std::string run_id = run.run_id, nodes = row.nodes;
     int attempt_no = row.attempt, launch_no = row.launch;
-    fx.transitions.push_back({run_id, RunState::kRunning, go.reason, "{}", [=](Store& s) {
-                                RETURN_IF_ERROR(s.SetAttemptNodes(run_id, attempt_no, nodes));
-                                return s.SetAttemptLaunches(run_id, attempt_no, launch_no);
-                              }});
+    fx.Add(Transition{run_id, RunState::kRunning, go.reason, "{}",
+                      {RecordAttemptNodes{run_id, attempt_no, nodes},
+                       RecordAttemptLaunches{run_id, attempt_no, launch_no}}});
   }
   return fx;
 }

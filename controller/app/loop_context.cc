@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "controller/store/store.h"
 
 namespace trellis::controller {
 
@@ -29,6 +30,36 @@ std::vector<std::string> LoopContext::ExcludedNow() const {
     return {};
   }
   return ExcludedNodes(*entries, clock.Now(), config.quarantine);
+}
+
+absl::StatusOr<RunRecord> StoreReader::GetRun(const std::string& run_id) {
+  return store_.GetRun(run_id);
+}
+absl::StatusOr<std::vector<RunRecord>> StoreReader::ListRuns(int limit, bool active_only) {
+  return store_.ListRuns(limit, active_only);
+}
+absl::StatusOr<std::vector<AttemptRecord>> StoreReader::Attempts(const std::string& run_id) {
+  return store_.Attempts(run_id);
+}
+absl::StatusOr<std::optional<AttemptRecord>> StoreReader::LatestAttempt(
+    const std::string& run_id) {
+  return store_.LatestAttempt(run_id);
+}
+absl::StatusOr<std::vector<LaunchRecord>> StoreReader::Launches(const std::string& run_id) {
+  return store_.Launches(run_id);
+}
+absl::StatusOr<std::vector<WorkerReportRecord>> StoreReader::WorkerReports(
+    const std::string& run_id, int attempt, int launch) {
+  return store_.WorkerReports(run_id, attempt, launch);
+}
+absl::StatusOr<std::set<int>> StoreReader::RanksWithEvents(const std::string& run_id,
+                                                           int attempt, int launch,
+                                                           const std::string& kind,
+                                                           const std::string& ended_kind) {
+  return store_.RanksWithEvents(run_id, attempt, launch, kind, ended_kind);
+}
+absl::StatusOr<std::vector<QuarantineEntry>> StoreReader::QuarantineEntries() {
+  return store_.QuarantineEntries();
 }
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& text, mode_t mode) {

@@ -1,7 +1,7 @@
 #pragma once
-// What every part of the controller reads: its configuration, the store, the
-// clock and the metrics (all used on the loop thread only), and the reads and
-// writes they share.
+// What every part of the controller reads: its configuration, a read-only
+// view of the store and the clock (all used on the loop thread only), and the
+// reads they share.
 
 #include <sys/types.h>
 
@@ -12,12 +12,10 @@
 #include "common/clock.h"
 #include "common/spec/run_spec.h"
 #include "controller/core/quarantine.h"
+#include "controller/app/store_view.h"
 #include "controller/store/step_writer.h"
-#include "controller/store/store.h"
 
 namespace trellis::controller {
-
-class Metrics;
 
 struct ControllerConfig {
   std::string output_root;     // absolute; every run directory lives under it
@@ -43,16 +41,12 @@ struct ControllerConfig {
   // The step pipeline (docs/architecture.md, "The step pipeline").
   StepRetention step_retention;
   std::chrono::milliseconds step_prune_every{60000};
-  // Test hook (tests/e2e/crash_after_sbatch.sh): SIGKILL the controller right
-  // after sbatch returns a new job's id, before it is stored.
-  bool test_kill_after_sbatch = false;
 };
 
 struct LoopContext {
-  ControllerConfig& config;
-  Store& store;
+  const ControllerConfig& config;
+  StoreView& store;
   Clock& clock;
-  Metrics& metrics;
 
   // The stored spec with the controller's defaults filled in.
   absl::StatusOr<spec::RunSpec> ParseStoredSpec(const RunRecord& run) const;

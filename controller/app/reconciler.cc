@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "common/log.h"
-#include "controller/slurm/slurm_client.h"
 
 namespace trellis::controller {
 
@@ -44,33 +43,19 @@ Effects Reconciler::Tick(bool startup) {
   }
   if (job_ids.empty()) return {};
   in_flight_ = true;
-  Effects fx;
-  fx.slurm.push_back([this, job_ids, startup](SlurmClient& slurm) -> std::function<Effects()> {
-    auto listed = slurm.ListJobs();
-    Shown shown;
-    for (const auto& id : job_ids) {
-      bool in_queue = false;
-      if (listed.ok())
-        for (const auto& j : *listed) in_queue = in_queue || j.id == id;
-      if (in_queue) continue;
-      // Not queued or running: ask for its end state (accounting first where it exists).
-      auto acct = slurm.AccountingJob(id);
-      shown.emplace(id, acct.ok() && acct->has_value() ? acct : slurm.ShowJob(id));
-    }
-    return [this, listed, shown, startup] { return OnSnapshot(listed, shown, startup); };
-  });
-  return fx;
+  return QueryJobs{std::move(job_ids), startup};
 }
 
-Effects Reconciler::OnSnapshot(const absl::StatusOr<std::vector<SlurmJob>>& listed,
-                               const Shown& shown, bool startup) {
+Effects Reconciler::OnSnapshot(const JobsSeen& seen) {
+  const auto& listed = seen.listed;
+  const auto& shown = seen.shown;
+  const bool startup = seen.startup;
   in_flight_ = false;
   Effects fx;
   if (!listed.ok()) {
     spdlog::warn("reconcile: squeue: {}", std::string(listed.status().message()));
     return fx;
   }
-  allocations_->Observe(*listed);
   auto runs = ctx_.store.ListRuns(10000, true);
   if (!runs.ok()) {
     spdlog::error("reconcile: {}", std::string(runs.status().message()));
@@ -99,9 +84,7 @@ Effects Reconciler::OnSnapshot(const absl::StatusOr<std::vector<SlurmJob>>& list
     }
     Reconciliation r = Reconcile(job, ReadExitFile(run, attempt.attempt));
     if (!r.nodelist.empty() && attempt.nodelist.empty()) {
-      fx.writes.push_back({"nodes of " + run.run_id,
-                           [run_id = run.run_id, n = attempt.attempt, nodes = r.nodelist](
-                               Store& s) { return s.SetAttemptNodes(run_id, n, nodes); }});
+      fx.Add(RecordAttemptNodes{run.run_id, attempt.attempt, r.nodelist});
     }
     if (r.kind == Reconciliation::kEnded) {
       if (startup)
@@ -119,8 +102,8 @@ Effects Reconciler::Requeued(const RunRecord& run, const AttemptRecord& attempt,
   std::string reason = "Slurm requeued job " + attempt.slurm_job_id + ": pending again (" +
                        job.reason + "); its batch script starts over and is gated again";
   spdlog::info("run {}: {}", run.run_id, reason);
-  fx.aborted_runs.push_back({run.run_id, "Slurm requeued the job"});
-  fx.transitions.push_back({run.run_id, RunState::kSubmitted, reason});
+  fx.Add(EndLaunchesOfRun{run.run_id, "Slurm requeued the job"});
+  fx.Add(Transition{run.run_id, RunState::kSubmitted, reason});
   return fx;
 }
 
@@ -129,14 +112,11 @@ Effects Reconciler::SettleEnded(const RunRecord& run, const AttemptRecord& attem
   Effects fx;
   std::string evidence = "{\"slurm_job_id\":\"" + attempt.slurm_job_id +
                          "\",\"exit_code\":" + std::to_string(r.exit_code) + "}";
-  fx.aborted_runs.push_back({run.run_id, "Slurm job ended"});
+  fx.Add(EndLaunchesOfRun{run.run_id, "Slurm job ended"});
   if (r.succeeded && run.state == RunState::kRunning) {
-    WallTime now = ctx_.clock.Now();
-    std::string run_id = run.run_id, reason = r.reason;
-    int n = attempt.attempt;
-    fx.transitions.push_back({run_id, RunState::kSucceeded, reason, evidence, [=](Store& s) {
-                                return s.EndAttempt(run_id, n, 0, reason, now);
-                              }});
+    fx.Add(Transition{run.run_id, RunState::kSucceeded, r.reason, evidence,
+                      {RecordAttemptEnd{run.run_id, attempt.attempt, 0, r.reason,
+                                        ctx_.clock.Now()}}});
     return fx;
   }
   std::string why = r.succeeded ? "Slurm job ended before the run started: " + r.reason : r.reason;
@@ -148,8 +128,8 @@ Effects Reconciler::SettleEnded(const RunRecord& run, const AttemptRecord& attem
                                std::string(FailureClassName(*r.stopped_by)) +
                                    ": a new attempt continues from the newest checkpoint"};
   }
-  fx.ended_attempts.push_back({run.run_id, attempt.attempt, r.succeeded ? 1 : r.exit_code, why,
-                               evidence, decided, r.stopped_by});
+  fx.Add(AttemptEnded{run.run_id, attempt.attempt, r.succeeded ? 1 : r.exit_code, why,
+                      evidence, decided, r.stopped_by});
   return fx;
 }
 

@@ -3,7 +3,6 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
-#include "controller/app/metrics.h"
 
 namespace trellis::controller {
 
@@ -22,13 +21,6 @@ nlohmann::json PhasesJson(const PhaseTimes& p) {
 }
 
 }  // namespace
-
-RunHealth::~RunHealth() { Shutdown(); }
-
-void RunHealth::Shutdown() {
-  if (check_timer_) ctx_.clock.Cancel(check_timer_);
-  check_timer_ = 0;
-}
 
 void RunHealth::KeepLatest(const WorkerId& id, int rank, const StepRecord& record) {
   using Result = RankLatestTable::Result;
@@ -81,13 +73,11 @@ Effects RunHealth::ObserveStep(const WorkerId& id, int rank, const StepRecord& r
                         {"rank_phases", PhasesJson(e.rank_phases)},
                         {"others_phases", PhasesJson(e.others_phases)}};
     spdlog::warn("run {}: straggler: {}", id.run_id, detail);
-    ctx_.metrics.Straggler(id.run_id);
-    HealthEventRecord ev = Event(w, kStragglerEvent, e.rank, e.node, detail, j.dump());
-    out.writes.push_back({"straggler event of " + id.run_id,
-                             [ev](Store& s) { return s.AddHealthEvent(ev); }});
+    out.Add(CountStraggler{id.run_id});
+    out.Add(RecordHealthEvent{Event(w, kStragglerEvent, e.rank, e.node, detail, j.dump())});
     if (w.launch.health.straggler_strike)
-      out.strikes.push_back({e.node, "straggler: " + detail, j.dump(),
-                                "run " + id.run_id + " (straggler)"});
+      out.Add(StrikeNode{e.node, "straggler: " + detail, j.dump(),
+                         "run " + id.run_id + " (straggler)"});
   }
   for (const StragglerEnd& e : w.stragglers->TakeEnds()) {
     const std::string detail = "rank " + std::to_string(e.rank) + " on " + e.node +
@@ -99,20 +89,19 @@ Effects RunHealth::ObserveStep(const WorkerId& id, int rank, const StepRecord& r
     const nlohmann::json j = {{"rank", e.rank}, {"node", e.node}, {"step", e.step},
                               {"slow_steps", e.slow_steps}, {"window", e.window}};
     spdlog::info("run {}: straggler episode over: {}", id.run_id, detail);
-    HealthEventRecord ev = Event(w, kStragglerEndedEvent, e.rank, e.node, detail, j.dump());
-    out.writes.push_back({"straggler end of " + id.run_id,
-                          [ev](Store& s) { return s.AddHealthEvent(ev); }});
+    out.Add(RecordHealthEvent{Event(w, kStragglerEndedEvent, e.rank, e.node, detail, j.dump())});
   }
   return out;
 }
 
-void RunHealth::StepStored(const std::string& run_id, const StepRow& row) {
+Effects RunHealth::StepStored(const std::string& run_id, const StepRow& row) {
   auto it = watches_.find({run_id, row.attempt, row.launch});
-  if (it == watches_.end()) return;
+  if (it == watches_.end()) return {};
   Watch& w = it->second;
-  if (!w.completed || w.completed->step != row.step) return;
-  ctx_.metrics.StepComplete(run_id, *w.completed, row.tokens);
+  if (!w.completed || w.completed->step != row.step) return {};
+  Effects fx = CountStepComplete{run_id, *w.completed, row.tokens};
   w.completed.reset();
+  return fx;
 }
 
 void RunHealth::Heard(const WorkerId& id) {
@@ -135,7 +124,7 @@ void RunHealth::Finished(const WorkerId& id) {
   it->second.last_heard.erase(id.node);
 }
 
-void RunHealth::Start(const LaunchStartedEffect& started) {
+Effects RunHealth::Start(const WatchLaunch& started) {
   Watch w;
   w.launch = started;
   // A launch resumed after a controller restart: its workers that had not
@@ -157,7 +146,7 @@ void RunHealth::Start(const LaunchStartedEffect& started) {
                                                    h.straggler_factor);
   for (int rank : started.straggler_ranks) w.stragglers->HoldEpisode(rank);
   watches_[started.ref] = std::move(w);
-  ArmCheck();
+  return ArmCheck();
 }
 
 void RunHealth::End(const LaunchRef& ref) { watches_.erase(ref); }
@@ -172,16 +161,17 @@ void RunHealth::StopWatching(const std::string& run_id) {
     it = it->first.run_id == run_id ? watches_.erase(it) : std::next(it);
 }
 
-void RunHealth::ArmCheck() {
-  if (check_timer_ || watches_.empty()) return;
-  check_timer_ = ctx_.clock.ScheduleAfter(kCheckEvery, [this] {
-    defer_([this] {
-      check_timer_ = 0;
-      Effects fx = Check();
-      ArmCheck();
-      return fx;
-    });
-  });
+Effects RunHealth::ArmCheck() {
+  if (check_armed_ || watches_.empty()) return {};
+  check_armed_ = true;
+  return StartTimer{{TimerKey::kHealthCheck, {}}, kCheckEvery};
+}
+
+Effects RunHealth::CheckDue() {
+  check_armed_ = false;
+  Effects fx = Check();
+  fx += ArmCheck();
+  return fx;
 }
 
 Effects RunHealth::Check() {
@@ -190,7 +180,7 @@ Effects RunHealth::Check() {
   for (auto& [ref, w] : watches_) {
     if (w.faulted) continue;
     const spec::RestartSection& r = w.launch.restart;
-    LaunchFaultEffect fault;
+    LaunchFault fault;
     fault.ref = ref;
     if (now >= w.judge_lost_from)
       fault.lost_nodes =
@@ -201,10 +191,8 @@ Effects RunHealth::Check() {
       std::string detail = "worker on " + n + " silent for " + std::to_string(int(silent)) +
                            " s (heartbeat_timeout_s = " + std::to_string(r.heartbeat_timeout_s) +
                            ")";
-      HealthEventRecord ev = Event(w, "node_lost", -1, n, detail,
-                                   nlohmann::json{{"node", n}, {"silent_s", silent}}.dump());
-      fx.writes.push_back({"health event of " + ref.run_id,
-                           [ev](Store& s) { return s.AddHealthEvent(ev); }});
+      fx.Add(RecordHealthEvent{Event(w, "node_lost", -1, n, detail,
+                                     nlohmann::json{{"node", n}, {"silent_s", silent}}.dump())});
     }
     // Ranks of generic commands need not report steps at all: only [model]
     // ranks are held to the start-up timeout.
@@ -222,16 +210,14 @@ Effects RunHealth::Check() {
           std::to_string(int(h.silent_s)) + " s" +
           (h.before_first_step ? " before its first step"
                                : " after step " + std::to_string(h.last_step));
-      HealthEventRecord ev = Event(
+      fx.Add(RecordHealthEvent{Event(
           w, "hang", h.rank, h.node, detail,
           nlohmann::json{{"rank", h.rank}, {"node", h.node}, {"last_step", h.last_step},
-                         {"silent_s", h.silent_s}}.dump());
-      fx.writes.push_back({"health event of " + ref.run_id,
-                           [ev](Store& s) { return s.AddHealthEvent(ev); }});
+                         {"silent_s", h.silent_s}}.dump())});
     }
     if (fault.lost_nodes.empty() && !fault.hang) continue;
     w.faulted = true;
-    fx.faults.push_back(std::move(fault));
+    fx.Add(std::move(fault));
   }
   return fx;
 }

@@ -5,7 +5,9 @@
 // for restart.heartbeat_timeout_s is a lost node, a rank with no new step for
 // restart.hang_timeout_s (startup_timeout_s before its first) hangs, a rank
 // slower than the others is a straggler. A part of the controller
-// (docs/architecture.md, "The controller's parts"): loop thread only.
+// (docs/architecture.md, "The controller's parts"): loop thread only, reads a
+// StoreView, returns Effects; its check runs when its timer (kHealthCheck)
+// fires.
 
 #include <map>
 #include <memory>
@@ -33,15 +35,14 @@ class RunHealth {
   // reconnect backoff), and its next heartbeat follows within 5 s more.
   static constexpr std::chrono::seconds kReconnectGrace{15};
 
-  RunHealth(LoopContext ctx, Defer defer) : ctx_(ctx), defer_(std::move(defer)) {}
-  ~RunHealth();
+  explicit RunHealth(LoopContext ctx) : ctx_(ctx) {}
 
   // A stored rank record (the step pipeline stored it): kept as the rank's
   // latest, and watched for progress and stragglers.
   Effects ObserveStep(const WorkerId& id, int rank, const StepRecord& record);
   // A step's summary row as a commit left it: a step every rank reported
   // sets the run's step figures.
-  void StepStored(const std::string& run_id, const StepRow& row);
+  Effects StepStored(const std::string& run_id, const StepRow& row);
   // A report of any kind from a worker (heartbeats, steps, exits).
   void Heard(const WorkerId& id);
   // A rank ended: it steps no more, and is not judged for a hang.
@@ -49,20 +50,23 @@ class RunHealth {
   // The worker's final report: its node is done with the launch (silent,
   // not lost), and so are its ranks, while other nodes may run on.
   void Finished(const WorkerId& id);
-  void Start(const LaunchStartedEffect& started);
+  // Starts watching the launch (and the check timer, if it was not running).
+  Effects Start(const WatchLaunch& started);
   void End(const LaunchRef& ref);
   // The run's launches are no longer watched (its job ended).
   void StopWatching(const std::string& run_id);
   // ... and its ranks' latest records are kept as they are.
   void RunEnded(const std::string& run_id);
-  void Shutdown();
+  // The check timer fired: lost workers and hangs are looked for, and the
+  // timer started again while launches are watched.
+  Effects CheckDue();
   std::optional<RankLatestPage> RanksPage(const std::string& run_id, int from, int limit) const {
     return rank_latest_.Page(run_id, from, limit);
   }
 
  private:
   struct Watch {
-    LaunchStartedEffect launch;
+    WatchLaunch launch;
     SteadyTime started;
     SteadyTime judge_lost_from;  // resumed: kReconnectGrace after the restart
     // node -> last report, for the nodes whose workers have not sent their
@@ -79,17 +83,16 @@ class RunHealth {
   };
   void KeepLatest(const WorkerId& id, int rank, const StepRecord& record);
   Effects Check();
-  void ArmCheck();
+  Effects ArmCheck();
   HealthEventRecord Event(const Watch& w, std::string kind, int rank, std::string node,
                           std::string detail, std::string detail_json) const;
 
   LoopContext ctx_;
-  Defer defer_;
   // The latest step record of every rank, per run (memory only; see
   // docs/architecture.md, "Store").
   RankLatestTable rank_latest_;
   std::map<LaunchRef, Watch> watches_;
-  TimerId check_timer_ = 0;
+  bool check_armed_ = false;
 };
 
 }  // namespace trellis::controller

@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,12 +13,10 @@
 #include "common/sha256.h"
 #include "common/status.h"
 #include "controller/app/gate_json.h"
-#include "controller/app/metrics.h"
 #include "controller/app/spec_paths.h"
 #include "controller/core/batch_script.h"
 #include "controller/core/decisions.h"
 #include "controller/slurm/parsers.h"
-#include "controller/slurm/slurm_client.h"
 
 namespace trellis::controller {
 
@@ -46,31 +43,26 @@ std::string RandomSecret() {
   return s;
 }
 
-StoreEffect SetReason(const std::string& run_id, std::string reason) {
-  return {"wait reason of " + run_id,
-          [run_id, reason = std::move(reason)](Store& s) { return s.SetStateReason(run_id, reason); }};
-}
-
 }  // namespace
 
 Effects Scheduler::Submit(const std::string& spec_toml, bool dry_run, const std::string& user,
-                          Reply<SubmitResult> reply) {
+                          ReplyTo<SubmitResult> reply) {
+  auto refuse = [&](absl::Status st) { return Effects(Answer<SubmitResult>(reply, st)); };
   spec::FieldErrors errors;
   auto spec = spec::ParseRunSpec(spec_toml, &errors);
-  if (!spec) return Effects::Reply([=] { reply(absl::InvalidArgumentError(spec::JoinErrors(errors))); });
+  if (!spec) return refuse(absl::InvalidArgumentError(spec::JoinErrors(errors)));
   if (absl::Status st =
           CheckSpecPaths(*spec, ctx_.config.data_roots, ctx_.config.output_root);
       !st.ok())
-    return Effects::Reply([=] { reply(st); });
+    return refuse(st);
   // The scheduler counts eligible nodes inside the pin: a pin it cannot read
   // would keep the run waiting with no reason worth reading.
   if (!spec->slurm.nodelist.empty()) {
     if (auto names = ExpandHostlist(spec->slurm.nodelist); !names.ok()) {
-      absl::Status st = absl::InvalidArgumentError(
+      return refuse(absl::InvalidArgumentError(
           "slurm.nodelist: '" + spec->slurm.nodelist + "' is not a Slurm hostlist (" +
           std::string(names.status().message()) + "); write names and ranges such as " +
-          "node[01-04,07],gpu9");
-      return Effects::Reply([=] { reply(st); });
+          "node[01-04,07],gpu9"));
     }
   }
   if (spec->slurm.partition.empty()) spec->slurm.partition = ctx_.config.default_partition;
@@ -83,72 +75,62 @@ Effects Scheduler::Submit(const std::string& spec_toml, bool dry_run, const std:
     AttemptPaths paths{run_id, 1, run_dir, ctx_.config.worker_bin, ctx_.config.advertise_addr,
                        run_dir + "/attempt-1/secret", /*job_tag=*/"", ctx_.config.worker_tls_ca};
     auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);
-    if (!script.ok()) return Effects::Reply([=] { reply(script.status()); });
-    SubmitResult result{"", *script, SbatchArgs(*spec, paths, {}),
-                        PolicyToJson(GatePolicyFor(*spec))};
-    return Effects::Reply([=] { reply(result); });
+    if (!script.ok()) return refuse(script.status());
+    return Answer<SubmitResult>(reply, SubmitResult{"", *script, SbatchArgs(*spec, paths, {}),
+                                                    PolicyToJson(GatePolicyFor(*spec))});
   }
-  auto run = ctx_.store.CreateRun(spec->job.name, user, spec_toml, spec->slurm.nodes,
-                                  spec->slurm.ranks_per_node,
-                                  [&](const std::string& id) { return ctx_.RunDirFor(*spec, id); },
-                                  ctx_.clock.Now());
-  if (!run.ok()) return Effects::Reply([=] { reply(run.status()); });
-  ctx_.metrics.RunQueued();
-  spdlog::info("run {} queued by {}: {} node(s) x {} rank(s)", run->run_id, user,
-               spec->slurm.nodes, spec->slurm.ranks_per_node);
-  Effects fx = Effects::Reply([reply, id = run->run_id] { reply(SubmitResult{id, "", {}}); });
-  fx.schedule_now = true;
+  // RunDirFor(spec, id) is this base, "/", and the id the store gives.
+  std::string base = ctx_.RunDirFor(*spec, "");
+  base.pop_back();
+  return CreateRun{spec->job.name,  user, spec_toml, spec->slurm.nodes, spec->slurm.ranks_per_node,
+                   std::move(base), reply};
+}
+
+Effects Scheduler::OnRunCreated(const RunCreated& created) {
+  if (!created.run.ok()) return Answer<SubmitResult>(created.reply, created.run.status());
+  const RunRecord& run = *created.run;
+  spdlog::info("run {} queued by {}: {} node(s) x {} rank(s)", run.run_id, run.user, run.nodes,
+               run.ranks_per_node);
+  Effects fx = CountRunQueued{};
+  fx.Add(Answer<SubmitResult>(created.reply, SubmitResult{run.run_id, "", {}}));
+  fx.Add(ScheduleNow{});
   return fx;
 }
 
 Effects Scheduler::Cancel(const std::string& run_id, const std::string& reason,
-                          Reply<RunState> reply) {
+                          ReplyTo<RunState> reply) {
   auto run = ctx_.store.GetRun(run_id);
-  if (!run.ok()) return Effects::Reply([=] { reply(run.status()); });
-  if (IsTerminal(run->state)) return Effects::Reply([=] { reply(run->state); });  // idempotent
+  if (!run.ok()) return Answer<RunState>(reply, run.status());
+  if (IsTerminal(run->state)) return Answer<RunState>(reply, run->state);  // idempotent
   std::string why = reason.empty() ? "cancelled by " + run->user : reason;
   auto attempt = ctx_.store.LatestAttempt(run_id);
-  if (!attempt.ok()) return Effects::Reply([=] { reply(attempt.status()); });
+  if (!attempt.ok()) return Answer<RunState>(reply, attempt.status());
   if (!attempt->has_value() || !(*attempt)->live() || (*attempt)->slurm_job_id.empty())
-    return FinishCancel(run_id, why, std::move(reply));
-  Effects fx;
-  fx.slurm.push_back([this, run_id, why, job = (*attempt)->slurm_job_id,
-                      reply](SlurmClient& slurm) -> std::function<Effects()> {
-    absl::Status st = slurm.Cancel(job);
-    return [this, st, run_id, why, reply] {
-      if (!st.ok())
-        return Effects::Reply(
-            [=] { reply(absl::UnavailableError("scancel failed: " + std::string(st.message()))); });
-      return FinishCancel(run_id, why, reply);
-    };
-  });
-  return fx;
+    return FinishCancel(run_id, why, reply);
+  return CancelRunJob{run_id, (*attempt)->slurm_job_id, why, reply};
+}
+
+Effects Scheduler::OnRunJobCancelled(const RunJobCancelled& cancelled) {
+  if (!cancelled.status.ok())
+    return Answer<RunState>(cancelled.call.reply,
+                            absl::UnavailableError("scancel failed: " +
+                                                   std::string(cancelled.status.message())));
+  return FinishCancel(cancelled.call.run_id, cancelled.call.why, cancelled.call.reply);
 }
 
 Effects Scheduler::FinishCancel(const std::string& run_id, const std::string& reason,
-                                Reply<RunState> reply) {
+                                ReplyTo<RunState> reply) {
   auto run = ctx_.store.GetRun(run_id);
-  if (!run.ok()) return Effects::Reply([=] { reply(run.status()); });
-  if (IsTerminal(run->state)) return Effects::Reply([=] { reply(run->state); });
+  if (!run.ok()) return Answer<RunState>(reply, run.status());
+  if (IsTerminal(run->state)) return Answer<RunState>(reply, run->state);
   auto attempt = ctx_.store.LatestAttempt(run_id);
-  std::optional<int> live;
-  if (attempt.ok() && attempt->has_value() && (*attempt)->live()) live = (*attempt)->attempt;
-  Effects fx;
-  WallTime now = ctx_.clock.Now();
-  fx.transitions.push_back(
-      {run_id, RunState::kCancelled, reason, "{}",
-       [=](Store& s) {
-         return live ? s.EndAttempt(run_id, *live, kExitCancelled, reason, now) : absl::OkStatus();
-       },
-       [reply](const absl::Status& st) {
-         return Effects::Reply([reply, st] {
-           if (st.ok())
-             reply(RunState::kCancelled);
-           else
-             reply(st);
-         });
-       }});
-  fx.aborted_runs.push_back({run_id, reason});
+  Transition t{run_id, RunState::kCancelled, reason};
+  if (attempt.ok() && attempt->has_value() && (*attempt)->live())
+    t.also.push_back(RecordAttemptEnd{run_id, (*attempt)->attempt, kExitCancelled, reason,
+                                      ctx_.clock.Now()});
+  t.reply = reply;
+  Effects fx = std::move(t);
+  fx.Add(EndLaunchesOfRun{run_id, reason});
   return fx;
 }
 
@@ -166,7 +148,7 @@ Effects Scheduler::Tick() {
     if (r.state != RunState::kQueued || submitting_.count(r.run_id)) continue;
     auto spec = ctx_.ParseStoredSpec(r);
     if (!spec.ok()) {
-      fx.transitions.push_back({r.run_id, RunState::kFailed, std::string(spec.status().message())});
+      fx.Add(Transition{r.run_id, RunState::kFailed, std::string(spec.status().message())});
       continue;
     }
     partitions.insert(spec->slurm.partition);
@@ -174,27 +156,16 @@ Effects Scheduler::Tick() {
   }
   if (queued.empty()) return fx;
   tick_in_flight_ = true;
+  queued_at_tick_ = std::move(queued);
   // Eligibility needs sinfo: asked on the Slurm thread, decided back on the loop.
-  fx.slurm.push_back([this, queued, partitions](SlurmClient& slurm) -> std::function<Effects()> {
-    Usable usable;
-    for (const auto& p : partitions) {
-      auto nodes = slurm.ListNodes(p);
-      if (!nodes.ok()) {
-        usable.emplace(p, nodes.status());
-        continue;
-      }
-      std::vector<std::string> names;
-      for (const auto& node : *nodes)
-        if (IsUsableNodeState(node.state)) names.push_back(node.name);
-      usable.emplace(p, names);
-    }
-    return [this, queued, usable] { return OnEligibility(queued, usable); };
-  });
+  fx.Add(ListUsableNodes{std::move(partitions)});
   return fx;
 }
 
-Effects Scheduler::OnEligibility(const std::vector<RunRecord>& queued, const Usable& usable) {
+Effects Scheduler::OnEligibility(const NodesListed& listed) {
   tick_in_flight_ = false;
+  std::vector<RunRecord> queued = std::move(queued_at_tick_);
+  queued_at_tick_.clear();
   std::vector<std::string> excluded = ctx_.ExcludedNow();
   Effects fx;
   for (const auto& snapshot : queued) {
@@ -202,10 +173,12 @@ Effects Scheduler::OnEligibility(const std::vector<RunRecord>& queued, const Usa
     if (!run.ok() || run->state != RunState::kQueued || submitting_.count(run->run_id)) continue;
     auto spec = ctx_.ParseStoredSpec(*run);
     if (!spec.ok()) continue;
-    const auto& eligible = usable.at(spec->slurm.partition);
+    auto asked = listed.usable.find(spec->slurm.partition);
+    if (asked == listed.usable.end()) continue;  // its spec changed meanwhile: next tick
+    const auto& eligible = asked->second;
     if (!eligible.ok()) {
-      fx.writes.push_back(SetReason(
-          run->run_id, "cannot list nodes: " + std::string(eligible.status().message())));
+      fx.Add(SetWaitReason{
+          run->run_id, "cannot list nodes: " + std::string(eligible.status().message())});
       continue;
     }
     // Eligible: usable in the partition (and in the pinned nodelist), not quarantined.
@@ -223,7 +196,7 @@ Effects Scheduler::OnEligibility(const std::vector<RunRecord>& queued, const Usa
     ScheduleDecision d =
         DecideSchedule(spec->total_nodes(), count, run->not_before, ctx_.clock.Now());
     if (!d.submit) {
-      if (d.wait_reason != run->state_reason) fx.writes.push_back(SetReason(run->run_id, d.wait_reason));
+      if (d.wait_reason != run->state_reason) fx.Add(SetWaitReason{run->run_id, d.wait_reason});
       continue;
     }
     fx += SubmitAttempt(*run, *spec, excluded);
@@ -256,9 +229,9 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
   if (resume && Sha256Hex(secret) != (*latest)->secret_sha256) {
     spdlog::error("run {}: attempt {}'s secret file {} is missing or altered; not resubmitting",
                   run.run_id, attempt, paths.secret_file);
-    fx.transitions.push_back({run.run_id, RunState::kFailed,
-                              "attempt " + std::to_string(attempt) + "'s secret file " +
-                                  paths.secret_file + " is missing or altered"});
+    fx.Add(Transition{run.run_id, RunState::kFailed,
+                      "attempt " + std::to_string(attempt) + "'s secret file " +
+                          paths.secret_file + " is missing or altered"});
     return fx;
   }
   if (!resume) secret = RandomSecret();
@@ -272,70 +245,49 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
   if (st.ok() && !resume) st = WriteFileAtomically(paths.secret_file, secret + "\n", 0600);
   if (st.ok()) st = WriteFileAtomically(attempt_dir + "/batch.sh", *script, 0700);
   if (!st.ok()) {
-    fx.transitions.push_back({run.run_id, RunState::kFailed,
-                              "cannot prepare attempt: " + std::string(st.message())});
+    fx.Add(Transition{run.run_id, RunState::kFailed,
+                      "cannot prepare attempt: " + std::string(st.message())});
     return fx;
   }
-  std::vector<std::string> args = SbatchArgs(spec, paths, excluded);
-  if (!resume) {
-    AttemptRecord a;
-    a.run_id = run.run_id;
-    a.attempt = attempt;
-    a.sbatch_args = args;
-    a.secret_sha256 = Sha256Hex(secret);
-    a.submitted = ctx_.clock.Now();
-    if (absl::Status created = ctx_.store.CreateAttempt(a); !created.ok()) {
-      spdlog::error("run {}: attempt {} not stored, not submitted: {}", run.run_id, attempt,
-                    std::string(created.message()));
-      return fx;
-    }
-  }
+  SubmitJob submit{run.run_id, attempt, AttemptJobName(run.run_id, attempt, paths.job_tag),
+                   SbatchArgs(spec, paths, excluded), attempt_dir + "/batch.sh"};
   submitting_.insert(run.run_id);
-  fx.writes.push_back(SetReason(run.run_id, "submitting attempt " + std::to_string(attempt)));
-  fx.slurm.push_back([this, run_id = run.run_id, attempt, args, name = AttemptJobName(run.run_id, attempt, paths.job_tag),
-                      script_path = attempt_dir + "/batch.sh",
-                      kill_after = ctx_.config.test_kill_after_sbatch](SlurmClient& slurm)
-                         -> std::function<Effects()> {
-    SubmitOutcome out = SubmitOnce(slurm, name, args, script_path);
-    if (kill_after && out.job.ok() && out.adopted.empty()) {
-      spdlog::warn("--test-kill-after-sbatch: killed after sbatch returned job {}", *out.job);
-      raise(SIGKILL);
-    }
-    return [=] { return OnSubmitted(run_id, attempt, out); };
-  });
+  if (resume) {
+    fx.Add(SetWaitReason{run.run_id, "submitting attempt " + std::to_string(attempt)});
+    fx.Add(std::move(submit));
+    return fx;
+  }
+  AttemptRecord a;
+  a.run_id = run.run_id;
+  a.attempt = attempt;
+  a.sbatch_args = submit.args;
+  a.secret_sha256 = Sha256Hex(secret);
+  a.submitted = ctx_.clock.Now();
+  awaiting_attempt_[run.run_id] = std::move(submit);
+  fx.Add(CreateAttempt{std::move(a)});
   return fx;
 }
 
-Scheduler::SubmitOutcome Scheduler::SubmitOnce(SlurmClient& slurm, const std::string& name,
-                                               const std::vector<std::string>& args,
-                                               const std::string& script_path) {
-  SubmitOutcome out;
-  auto named = slurm.JobsNamed(name);
-  if (!named.ok()) {
-    out.job = absl::UnavailableError("cannot look for a job named " + name + ": " +
-                                     std::string(named.status().message()));
-    return out;
+Effects Scheduler::OnAttemptCreated(const AttemptCreated& created) {
+  auto it = awaiting_attempt_.find(created.run_id);
+  if (it == awaiting_attempt_.end()) return {};
+  SubmitJob submit = std::move(it->second);
+  awaiting_attempt_.erase(it);
+  if (!created.status.ok()) {
+    spdlog::error("run {}: attempt {} not stored, not submitted: {}", created.run_id,
+                  created.attempt, std::string(created.status.message()));
+    submitting_.erase(created.run_id);
+    return {};
   }
-  if (named->empty()) {
-    out.job = slurm.Submit(args, script_path);
-    return out;
-  }
-  // Submitted before the controller heard the id: keep the oldest job of
-  // the name, cancel any other (an attempt has one job).
-  auto oldest = std::min_element(named->begin(), named->end(), [](const auto& a, const auto& b) {
-    return std::stoll(a.id) < std::stoll(b.id);
-  });
-  out.job = oldest->id;
-  out.adopted = oldest->id;
-  for (const auto& j : *named)
-    if (j.id != oldest->id) {
-      absl::Status c = slurm.Cancel(j.id);
-      out.cancelled.push_back(j.id + (c.ok() ? "" : " (scancel failed: " + std::string(c.message()) + ")"));
-    }
-  return out;
+  Effects fx =
+      SetWaitReason{created.run_id, "submitting attempt " + std::to_string(created.attempt)};
+  fx.Add(std::move(submit));
+  return fx;
 }
 
-Effects Scheduler::OnSubmitted(const std::string& run_id, int attempt, const SubmitOutcome& out) {
+Effects Scheduler::OnSubmitted(const JobSubmitted& out) {
+  const std::string& run_id = out.run_id;
+  const int attempt = out.attempt;
   submitting_.erase(run_id);
   Effects fx;
   const absl::StatusOr<std::string>& job_id = out.job;
@@ -345,13 +297,12 @@ Effects Scheduler::OnSubmitted(const std::string& run_id, int attempt, const Sub
     // anything else (controller unreachable, timeout) is retried next tick
     // (the attempt stays stored without a job id).
     if (why.find("Batch job submission failed") != std::string::npos) {
-      WallTime now = ctx_.clock.Now();
       std::string reason = "sbatch refused the job: " + why;
-      fx.transitions.push_back({run_id, RunState::kFailed, reason, "{}", [=](Store& s) {
-                                  return s.EndAttempt(run_id, attempt, 1, reason, now);
-                                }});
+      Transition t{run_id, RunState::kFailed, reason};
+      t.also.push_back(RecordAttemptEnd{run_id, attempt, 1, reason, ctx_.clock.Now()});
+      fx.Add(std::move(t));
     } else {
-      fx.writes.push_back(SetReason(run_id, "sbatch failed, retrying: " + why));
+      fx.Add(SetWaitReason{run_id, "sbatch failed, retrying: " + why});
     }
     return fx;
   }
@@ -365,34 +316,25 @@ Effects Scheduler::OnSubmitted(const std::string& run_id, int attempt, const Sub
   nlohmann::json evidence = {{"slurm_job_id", job}};
   if (!out.adopted.empty()) evidence["adopted"] = true;
   if (!out.cancelled.empty()) evidence["cancelled_duplicates"] = out.cancelled;
-  fx.transitions.push_back(
-      {run_id, RunState::kSubmitted,
-       "attempt " + std::to_string(attempt) + " is Slurm job " + job +
-           (out.adopted.empty() ? "" : " (found by name after a restart)"),
-       evidence.dump(), [run_id, attempt, job](Store& s) { return s.SetAttemptJob(run_id, attempt, job); },
-       [job, run_id, attempt, now = ctx_.clock.Now()](const absl::Status& st) {
-         Effects undo;
-         if (st.ok()) return undo;
-         // Cancelled meanwhile (or the store failed): do not leave the job behind.
-         undo.writes.push_back({"end of attempt " + std::to_string(attempt) + " of " + run_id,
-                                [=](Store& s) {
-                                  absl::Status set = s.SetAttemptJob(run_id, attempt, job);
-                                  if (!set.ok()) return set;
-                                  return s.EndAttempt(run_id, attempt, 1,
-                                                      "the run ended while it was submitted", now);
-                                }});
-         undo.slurm.push_back([job](SlurmClient& slurm) -> std::function<Effects()> {
-           absl::Status cancelled = slurm.Cancel(job);
-           return [cancelled, job] {
-             if (!cancelled.ok())
-               spdlog::error("scancel {} (an attempt not recorded) failed: {}", job,
-                             std::string(cancelled.message()));
-             return Effects{};
-           };
-         });
-         return undo;
-       }});
+  Transition t{run_id, RunState::kSubmitted,
+               "attempt " + std::to_string(attempt) + " is Slurm job " + job +
+                   (out.adopted.empty() ? "" : " (found by name after a restart)"),
+               evidence.dump()};
+  t.also.push_back(RecordAttemptJob{run_id, attempt, job});
+  t.records_job = SubmittedJob{run_id, attempt, job};
+  fx.Add(std::move(t));
   return fx;
+}
+
+Effects Scheduler::OnJobRecorded(const JobRecorded& recorded) {
+  if (recorded.status.ok()) return {};
+  // Cancelled meanwhile (or the store failed): do not leave the job behind.
+  const SubmittedJob& j = recorded.job;
+  Effects undo = RecordAttemptJob{j.run_id, j.attempt, j.job_id};
+  undo.Add(RecordAttemptEnd{j.run_id, j.attempt, 1, "the run ended while it was submitted",
+                            ctx_.clock.Now()});
+  undo.Add(CancelJob{j.job_id, "an attempt not recorded"});
+  return undo;
 }
 
 Effects Scheduler::RepairAtStartup() {
@@ -409,7 +351,7 @@ Effects Scheduler::RepairAtStartup() {
     const AttemptRecord& a = **latest;
     spdlog::warn("run {}: left RESTARTING after attempt {} ended; deciding its requeue now",
                  run.run_id, a.attempt);
-    AttemptEndEffect end{run.run_id, a.attempt, a.exit_code.value_or(1),
+    AttemptEnded end{run.run_id, a.attempt, a.exit_code.value_or(1),
                          a.end_reason.empty() ? "attempt " + std::to_string(a.attempt) + " ended"
                                               : a.end_reason,
                          "{\"repaired_at_start\":true}", std::nullopt, std::nullopt};
@@ -418,7 +360,7 @@ Effects Scheduler::RepairAtStartup() {
   return fx;
 }
 
-Effects Scheduler::EndAttempt(const AttemptEndEffect& end) {
+Effects Scheduler::EndAttempt(const AttemptEnded& end) {
   Effects fx;
   auto run = ctx_.store.GetRun(end.run_id);
   if (!run.ok() || IsTerminal(run->state)) return fx;
@@ -445,31 +387,25 @@ Effects Scheduler::EndAttempt(const AttemptEndEffect& end) {
     d.uses_restart = r.requeue;
     d.reason = r.reason;
   }
-  std::string run_id = end.run_id;
-  int attempt = end.attempt, exit_code = end.exit_code;
-  std::string why = end.why;
-  auto end_attempt = [=](Store& s) { return s.EndAttempt(run_id, attempt, exit_code, why, now); };
+  const std::string& run_id = end.run_id;
+  RecordAttemptEnd end_attempt{run_id, end.attempt, end.exit_code, end.why, now};
   int restarts = run->restarts + (d.uses_restart ? 1 : 0);
   // The attempt's end and what follows are one transaction: no stop can
   // leave the run RESTARTING with its attempt ended.
-  TransitionEffect::Next follow{RunState::kFailed, d.reason, nullptr};
+  Transition::Next follow{RunState::kFailed, d.reason, {}};
   if (d.kind == RecoveryDecision::kNewAttempt) {
-    ctx_.metrics.Restart(end.run_id, end.failure_class, /*relaunch=*/false);
-    follow = {RunState::kQueued, d.reason, [=](Store& s) {
-                return s.SetRestartBackoff(run_id, restarts, d.not_before);
-              }};
+    fx.Add(CountRestart{run_id, end.failure_class, /*relaunch=*/false});
+    follow = {RunState::kQueued, d.reason, {SetRestartBackoff{run_id, restarts, d.not_before}}};
   }
   if (run->state != RunState::kRestarting) {
-    TransitionEffect t{run_id, RunState::kRestarting, why, end.evidence_json, end_attempt};
+    Transition t{run_id, RunState::kRestarting, end.why, end.evidence_json, {end_attempt}};
     t.next = std::move(follow);
-    fx.transitions.push_back(std::move(t));
+    fx.Add(std::move(t));
   } else {
     // A relaunch ended the launch before (RESTARTING): the attempt ends here.
-    fx.transitions.push_back({run_id, follow.to, follow.reason, end.evidence_json,
-                              [=, also = follow.also](Store& s) {
-                                RETURN_IF_ERROR(end_attempt(s));
-                                return also ? also(s) : absl::OkStatus();
-                              }});
+    Transition t{run_id, follow.to, follow.reason, end.evidence_json, {end_attempt}};
+    for (auto& w : follow.also) t.also.push_back(std::move(w));
+    fx.Add(std::move(t));
   }
   return fx;
 }

@@ -1,0 +1,143 @@
+// How a launch ends, alone: final reports, run health's faults, and what the
+// batch script is told next (success, relaunch, new attempt, continuation).
+#include "common/exit_codes.h"
+#include "controller/app/launch_test_util.h"
+
+namespace trellis::controller {
+namespace {
+
+using std::chrono::seconds;
+
+class LaunchEndTest : public LaunchTest {};
+
+TEST_F(LaunchEndTest, AFinalReportIsStoredBeforeTheWorkerHearsBack) {
+  Go();
+  Effects fx = Report("node1");
+  EXPECT_EQ(Only<RecordWorkerReport>(fx).row.node, "node1");
+  EXPECT_TRUE(Replied<bool>(Only<SendReply>(fx)));
+}
+
+TEST_F(LaunchEndTest, EveryRankExitingZeroSucceedsTheRun) {
+  Go();
+  Report("node1");
+  Report("node2");
+  Effects fx = Next(0);
+  Transition t = Only<Transition>(fx);
+  EXPECT_EQ(t.to, RunState::kSucceeded);
+  EXPECT_EQ(std::get<RecordAttemptEnd>(t.also.at(0)).exit_code, 0);
+  EXPECT_EQ(Only<RecordLaunch>(fx).row.recovery, "succeed");
+  EXPECT_EQ(Only<UnwatchLaunch>(fx).ref.launch, 1);
+  NextLaunchAnswer a = Answered(fx);
+  EXPECT_FALSE(a.relaunch);
+  EXPECT_EQ(a.exit_code, 0);
+}
+
+TEST_F(LaunchEndTest, ALostNodeWithASpareLeftIsARelaunchInTheAllocation) {
+  spec_ = std::string(kPartSpec) + "spare_nodes = 1\n[restart]\nmax_restarts = 1\n";
+  store_.runs["hello-1"].spec_toml = spec_;
+  store_.attempts["hello-1"][0].nodelist = "node[1-3]";
+  Go(3);
+  Report("node1");
+  launches_.ends.Fault({{"hello-1", 1, 1}, {"node2"}, {{"node2", 31.0}}, std::nullopt});
+  Effects fx = Next(1);
+  Transition t = Only<Transition>(fx);
+  EXPECT_EQ(t.to, RunState::kRestarting);
+  EXPECT_TRUE(Only<CountRestart>(fx).relaunch);
+  LaunchRecord row = Only<RecordLaunch>(fx).row;
+  EXPECT_EQ(row.recovery, "relaunch");
+  EXPECT_EQ(row.next_nodes, "node1,node3");
+  EXPECT_EQ(Only<StrikeNode>(fx).node, "node2");
+  NextLaunchAnswer a = Answered(fx);
+  EXPECT_TRUE(a.relaunch);
+  EXPECT_EQ(a.next_launch, 2);
+  EXPECT_EQ(a.nodes, (std::vector<std::string>{"node1", "node3"}));
+}
+
+TEST_F(LaunchEndTest, ALostNodeWithoutASpareIsANewAttempt) {
+  spec_ = std::string(kPartSpec) + "[restart]\nmax_restarts = 1\n";
+  store_.runs["hello-1"].spec_toml = spec_;
+  Go();
+  Report("node1");
+  launches_.ends.Fault({{"hello-1", 1, 1}, {"node2"}, {{"node2", 31.0}}, std::nullopt});
+  Effects fx = Next(1);
+  AttemptEnded end = Only<AttemptEnded>(fx);
+  ASSERT_TRUE(end.decided);
+  EXPECT_EQ(end.decided->kind, RecoveryDecision::kNewAttempt);
+  EXPECT_TRUE(end.decided->uses_restart);
+  EXPECT_TRUE(fx.All<Transition>().empty()) << "the scheduler carries it out";
+  EXPECT_EQ(Only<RecordLaunch>(fx).row.recovery, "new_attempt");
+}
+
+TEST_F(LaunchEndTest, TheTimeLimitIsAContinuationUsingNoRestart) {
+  Go();
+  Report("node1", 143, /*time_limit=*/true);
+  Report("node2", 143, /*time_limit=*/true);
+  AttemptEnded end = Only<AttemptEnded>(Next(143));
+  ASSERT_TRUE(end.decided);
+  EXPECT_EQ(end.decided->kind, RecoveryDecision::kNewAttempt);
+  EXPECT_FALSE(end.decided->uses_restart);
+  EXPECT_EQ(end.failure_class, FailureClass::kTimeLimit);
+}
+
+TEST_F(LaunchEndTest, AFailedRankWithoutABudgetFailsTheRun) {
+  Go();
+  Report("node1", 1);
+  Report("node2");
+  AttemptEnded end = Only<AttemptEnded>(Next(1));
+  ASSERT_TRUE(end.decided);
+  EXPECT_EQ(end.decided->kind, RecoveryDecision::kFail);
+}
+
+TEST_F(LaunchEndTest, AHangStopsTheStepWithTermThenKillAfterTheGrace) {
+  Go();
+  HangEvidence hang;
+  hang.rank = 3;
+  hang.node = "node2";
+  hang.last_step = 7;
+  Effects fx = launches_.ends.Fault({{"hello-1", 1, 1}, {}, {}, hang});
+  SignalStep term = Only<SignalStep>(fx);
+  EXPECT_EQ(term.signal, "TERM");
+  EXPECT_EQ(term.job_id, "42");
+  StartTimer grace = Only<StartTimer>(fx);
+  EXPECT_EQ(grace.key.kind, TimerKey::kStopGrace);
+  EXPECT_EQ(grace.after, seconds(20));
+  EXPECT_TRUE(launches_.ends.Fault({{"hello-1", 1, 1}, {"node1"}, {}, std::nullopt}).empty())
+      << "stopping already";
+  EXPECT_EQ(Only<SignalStep>(launches_.ends.StopGraceOver({"hello-1", 1, 1})).signal, "KILL");
+}
+
+TEST_F(LaunchEndTest, AFaultOfALaunchWhoseStepIsUnknownCancelsTheJob) {
+  for (int i = 1; i <= 2; ++i)  // no srun step said (a worker outside Slurm)
+    launches_.gate.Register(Worker("node" + std::to_string(i)), kVersion, "h", Probe(), {}, "",
+                       ReplyTo<GateAnswer>{static_cast<uint64_t>(i)});
+  EXPECT_TRUE(launches_.ends.Fault({{"hello-1", 1, 9}, {"node1"}, {}, std::nullopt}).empty())
+      << "no such launch";
+  Effects fx = launches_.ends.Fault({{"hello-1", 1, 1}, {"node1"}, {}, std::nullopt});
+  EXPECT_EQ(Only<CancelJob>(fx).job_id, "42");
+  EXPECT_TRUE(fx.All<SignalStep>().empty());
+}
+
+TEST_F(LaunchEndTest, ALaunchSettledBeforeIsAnsweredTheSameAgain) {
+  Go();
+  Report("node1");
+  Report("node2");
+  Effects first = Next(0);
+  store_.launches["hello-1"].push_back(Only<RecordLaunch>(first).row);
+  store_.runs["hello-1"].state = RunState::kSucceeded;
+  Effects again = Next(0);
+  EXPECT_TRUE(again.All<Transition>().empty());
+  EXPECT_EQ(Answered(again).exit_code, 0);
+}
+
+TEST_F(LaunchEndTest, AfterAControllerRestartSrunsStatusDecides) {
+  store_.runs["hello-1"].state = RunState::kRunning;  // no launch known here
+  Effects ok = Next(0);
+  EXPECT_EQ(Only<Transition>(ok).to, RunState::kSucceeded);
+  Effects failed = Next(3);
+  AttemptEnded end = Only<AttemptEnded>(failed);
+  EXPECT_FALSE(end.decided) << "the restart budget decides";
+  EXPECT_EQ(end.exit_code, 3);
+}
+
+}  // namespace
+}  // namespace trellis::controller

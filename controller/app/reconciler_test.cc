@@ -1,0 +1,103 @@
+// The reconciler alone: what Slurm says of each live attempt's job, and the
+// commands that settle it (ended, failed, vanished, time limit, requeue).
+#include "controller/app/reconciler.h"
+
+#include <fstream>
+
+#include "controller/app/part_test_util.h"
+
+namespace trellis::controller {
+namespace {
+
+class ReconcilerTest : public PartTest {
+ protected:
+  void SetUp() override {
+    AddRun(RunState::kRunning);
+    store_.AddAttempt("hello-1", 1, "42");
+  }
+  // A tick answered with squeue listing `listed`, and `shown` for job 42 when unlisted.
+  Effects Seen(std::vector<SlurmJob> listed, std::optional<SlurmJob> shown = std::nullopt) {
+    QueryJobs q = Only<QueryJobs>(reconciler_.Tick(/*startup=*/false));
+    EXPECT_EQ(q.job_ids, std::vector<std::string>{"42"});
+    JobsSeen seen{listed, {}, false};
+    bool in_queue = false;
+    for (const auto& j : listed) in_queue = in_queue || j.id == "42";
+    if (!in_queue) seen.shown.emplace("42", shown);
+    return reconciler_.OnSnapshot(seen);
+  }
+  static SlurmJob Job(std::string state, std::optional<int> exit_code = std::nullopt) {
+    return {"42", std::move(state), "None", "node[1-2]", exit_code, 0};
+  }
+  Reconciler reconciler_{ctx_};
+};
+
+TEST_F(ReconcilerTest, OneQueryIsInFlightAtATimeAndNoneWithoutLiveJobs) {
+  EXPECT_EQ(reconciler_.Tick(false).All<QueryJobs>().size(), 1u);
+  EXPECT_TRUE(reconciler_.Tick(false).empty());
+  reconciler_.OnSnapshot({std::vector<SlurmJob>{}, {}, false});
+  store_.attempts["hello-1"][0].ended = clock_.Now();
+  EXPECT_TRUE(reconciler_.Tick(false).empty());
+}
+
+TEST_F(ReconcilerTest, ARunningJobIsLeftAloneAndItsNodesRecorded) {
+  Effects fx = Seen({Job("RUNNING")});
+  EXPECT_TRUE(fx.All<Transition>().empty());
+  EXPECT_TRUE(fx.All<AttemptEnded>().empty());
+  EXPECT_EQ(Only<RecordAttemptNodes>(fx).nodes, "node[1-2]");
+}
+
+TEST_F(ReconcilerTest, AJobThatCompletedUnseenSucceedsTheRun) {
+  Effects fx = Seen({}, Job("COMPLETED", 0));
+  Transition t = Only<Transition>(fx);
+  EXPECT_EQ(t.to, RunState::kSucceeded);
+  EXPECT_EQ(std::get<RecordAttemptEnd>(t.also.at(0)).exit_code, 0);
+  EXPECT_EQ(Only<EndLaunchesOfRun>(fx).why, "Slurm job ended");
+}
+
+TEST_F(ReconcilerTest, AFailedJobEndsTheAttemptForTheSchedulerToDecide) {
+  Effects fx = Seen({}, Job("FAILED", 2));
+  AttemptEnded end = Only<AttemptEnded>(fx);
+  EXPECT_EQ(end.exit_code, 2);
+  EXPECT_FALSE(end.decided) << "the restart budget decides";
+  EXPECT_TRUE(fx.All<Transition>().empty());
+}
+
+TEST_F(ReconcilerTest, AVanishedJobEndsTheAttempt) {
+  AttemptEnded end = Only<AttemptEnded>(Seen({}, std::nullopt));
+  EXPECT_NE(end.why.find("vanished"), std::string::npos);
+}
+
+TEST_F(ReconcilerTest, TheTimeLimitIsAContinuationNotAFailure) {
+  AttemptEnded end = Only<AttemptEnded>(Seen({}, Job("TIMEOUT", 0)));
+  ASSERT_TRUE(end.decided);
+  EXPECT_EQ(end.decided->kind, RecoveryDecision::kNewAttempt);
+  EXPECT_FALSE(end.decided->uses_restart);
+  EXPECT_EQ(end.failure_class, FailureClass::kTimeLimit);
+}
+
+TEST_F(ReconcilerTest, TheBatchScriptsExitFileIsTheMostPreciseRecord) {
+  std::filesystem::create_directories(config_.output_root + "/hello-1/attempt-1");
+  std::ofstream(config_.output_root + "/hello-1/attempt-1/exit.json")
+      << R"({"exit_code": 143, "last_launch": 1, "reason": "wall-time warning"})";
+  AttemptEnded end = Only<AttemptEnded>(Seen({}, Job("FAILED", 1)));
+  EXPECT_EQ(end.exit_code, 143);
+  EXPECT_EQ(end.failure_class, FailureClass::kTimeLimit);
+}
+
+TEST_F(ReconcilerTest, AJobPendingAgainAfterItStartedWasRequeuedBySlurm) {
+  SlurmJob pending = Job("PENDING");
+  pending.reason = "BeginTime";
+  Effects fx = Seen({pending});
+  EXPECT_EQ(Only<Transition>(fx).to, RunState::kSubmitted);
+  EXPECT_EQ(Only<EndLaunchesOfRun>(fx).why, "Slurm requeued the job");
+}
+
+TEST_F(ReconcilerTest, SqueueFailingSettlesNothing) {
+  reconciler_.Tick(false);
+  Effects fx = reconciler_.OnSnapshot({absl::UnavailableError("squeue"), {}, false});
+  EXPECT_TRUE(fx.empty());
+  EXPECT_EQ(reconciler_.Tick(false).All<QueryJobs>().size(), 1u) << "asked again";
+}
+
+}  // namespace
+}  // namespace trellis::controller

@@ -1,0 +1,183 @@
+// Run health alone: a launch watched on a FakeClock, and the faults and
+// events its checks return (heartbeat loss, hang, straggler).
+#include "controller/app/run_health.h"
+
+#include "controller/app/part_test_util.h"
+
+namespace trellis::controller {
+namespace {
+
+using std::chrono::seconds;
+
+class RunHealthTest : public PartTest {
+ protected:
+  void SetUp() override { AddRun(RunState::kRunning); }
+  // hello-1's launch 1.1: ranks 0-1 on node1, 2-3 on node2.
+  WatchLaunch Launch() {
+    WatchLaunch w;
+    w.ref = {"hello-1", 1, 1};
+    w.rank_nodes = {"node1", "node1", "node2", "node2"};
+    w.restart.heartbeat_timeout_s = 30;
+    w.restart.hang_timeout_s = 600;
+    w.health.straggler_window = 4;
+    w.health.straggler_min_slow = 2;
+    w.health.straggler_factor = 1.5;
+    return w;
+  }
+  static WorkerId Worker(const std::string& node) { return {"hello-1", 1, 1, node, ""}; }
+  // Every rank reports `step`; rank `slow` takes `slow_s`, the others 1 s.
+  Effects Step(int64_t step, int slow = -1, double slow_s = 3.0) {
+    Effects fx;
+    for (int r = 0; r < 4; ++r) {
+      StepRecord rec;
+      rec.step = step;
+      rec.step_seconds = r == slow ? slow_s : 1.0;
+      fx += health_.ObserveStep(Worker(r < 2 ? "node1" : "node2"), r, rec);
+    }
+    return fx;
+  }
+  RunHealth health_{ctx_};
+};
+
+TEST_F(RunHealthTest, TheCheckTimerRunsWhileALaunchIsWatched) {
+  StartTimer t = Only<StartTimer>(health_.Start(Launch()));
+  EXPECT_EQ(t.key.kind, TimerKey::kHealthCheck);
+  EXPECT_EQ(t.after, RunHealth::kCheckEvery);
+  WatchLaunch other = Launch();
+  other.ref.launch = 2;
+  EXPECT_TRUE(health_.Start(other).All<StartTimer>().empty()) << "one timer for all";
+  EXPECT_EQ(health_.CheckDue().All<StartTimer>().size(), 1u);
+  health_.StopWatching("hello-1");
+  EXPECT_TRUE(health_.CheckDue().All<StartTimer>().empty()) << "nothing left to watch";
+}
+
+TEST_F(RunHealthTest, AWorkerSilentPastTheHeartbeatTimeoutIsALostNode) {
+  health_.Start(Launch());
+  clock_.Advance(seconds(20));
+  health_.Heard(Worker("node1"));
+  EXPECT_TRUE(health_.CheckDue().All<LaunchFault>().empty());
+  clock_.Advance(seconds(11));
+  Effects fx = health_.CheckDue();
+  LaunchFault fault = Only<LaunchFault>(fx);
+  EXPECT_EQ(fault.lost_nodes, std::vector<std::string>{"node2"});
+  EXPECT_DOUBLE_EQ(fault.lost_silent_s.at("node2"), 31.0);
+  EXPECT_EQ(Only<RecordHealthEvent>(fx).event.kind, "node_lost");
+  clock_.Advance(seconds(60));
+  EXPECT_TRUE(health_.CheckDue().All<LaunchFault>().empty()) << "reported once";
+}
+
+TEST_F(RunHealthTest, AWorkerThatFinishedIsSilentNotLost) {
+  health_.Start(Launch());
+  health_.Finished(Worker("node2"));
+  clock_.Advance(seconds(29));
+  health_.Heard(Worker("node1"));
+  clock_.Advance(seconds(10));
+  EXPECT_TRUE(health_.CheckDue().All<LaunchFault>().empty());
+}
+
+TEST_F(RunHealthTest, AResumedLaunchsWorkersGetTheReconnectGrace) {
+  WatchLaunch w = Launch();
+  w.resumed = true;
+  w.restart.heartbeat_timeout_s = 5;
+  health_.Start(w);
+  clock_.Advance(seconds(10));
+  EXPECT_TRUE(health_.CheckDue().All<LaunchFault>().empty());
+  clock_.Advance(RunHealth::kReconnectGrace);
+  EXPECT_EQ(Only<LaunchFault>(health_.CheckDue()).lost_nodes.size(), 2u);
+}
+
+TEST_F(RunHealthTest, ARankWithNoNewStepPastTheHangTimeoutHangs) {
+  WatchLaunch w = Launch();
+  w.restart.heartbeat_timeout_s = 100000;
+  w.restart.hang_timeout_s = 60;
+  health_.Start(w);
+  Step(1);
+  clock_.Advance(seconds(30));
+  for (int r = 0; r < 3; ++r) {
+    StepRecord rec;
+    rec.step = 2;
+    rec.step_seconds = 1;
+    health_.ObserveStep(Worker(r < 2 ? "node1" : "node2"), r, rec);
+  }
+  EXPECT_TRUE(health_.CheckDue().All<LaunchFault>().empty());
+  clock_.Advance(seconds(31));
+  Effects fx = health_.CheckDue();
+  LaunchFault fault = Only<LaunchFault>(fx);
+  ASSERT_TRUE(fault.hang);
+  EXPECT_EQ(fault.hang->rank, 3);
+  EXPECT_EQ(fault.hang->last_step, 1);
+  EXPECT_EQ(Only<RecordHealthEvent>(fx).event.kind, "hang");
+}
+
+TEST_F(RunHealthTest, AnEndedRankIsNotJudgedForAHang) {
+  WatchLaunch w = Launch();
+  w.restart.heartbeat_timeout_s = 100000;
+  w.restart.hang_timeout_s = 60;
+  health_.Start(w);
+  Step(1);
+  for (int r = 0; r < 4; ++r) health_.RankEnded(Worker(r < 2 ? "node1" : "node2"), r);
+  clock_.Advance(seconds(120));
+  EXPECT_TRUE(health_.CheckDue().All<LaunchFault>().empty());
+}
+
+TEST_F(RunHealthTest, AModelRankSilentPastTheStartupTimeoutHangsBeforeItsFirstStep) {
+  WatchLaunch w = Launch();
+  w.model = true;
+  w.restart.heartbeat_timeout_s = 100000;
+  w.restart.startup_timeout_s = 100;
+  health_.Start(w);
+  clock_.Advance(seconds(99));
+  EXPECT_TRUE(health_.CheckDue().All<LaunchFault>().empty());
+  clock_.Advance(seconds(2));
+  LaunchFault fault = Only<LaunchFault>(health_.CheckDue());
+  ASSERT_TRUE(fault.hang);
+  EXPECT_TRUE(fault.hang->before_first_step);
+}
+
+TEST_F(RunHealthTest, ASlowRankIsAStragglerOncePerEpisode) {
+  WatchLaunch w = Launch();
+  w.health.straggler_strike = true;
+  health_.Start(w);
+  Effects fx;
+  for (int64_t s = 1; s <= 4; ++s) fx += Step(s, /*slow=*/3);
+  EXPECT_EQ(fx.All<CountStraggler>().size(), 1u);
+  RecordHealthEvent ev = Only<RecordHealthEvent>(fx);
+  EXPECT_EQ(ev.event.kind, kStragglerEvent);
+  EXPECT_EQ(ev.event.rank, 3);
+  EXPECT_EQ(Only<StrikeNode>(fx).node, "node2");
+  Effects after;
+  for (int64_t s = 5; s <= 8; ++s) after += Step(s);
+  EXPECT_TRUE(after.All<CountStraggler>().empty());
+  EXPECT_EQ(Only<RecordHealthEvent>(after).event.kind, kStragglerEndedEvent);
+}
+
+TEST_F(RunHealthTest, AStragglerStrikesItsNodeOnlyWhenTheSpecSaysSo) {
+  health_.Start(Launch());
+  Effects fx;
+  for (int64_t s = 1; s <= 4; ++s) fx += Step(s, /*slow=*/0);
+  EXPECT_EQ(fx.All<CountStraggler>().size(), 1u);
+  EXPECT_TRUE(fx.All<StrikeNode>().empty());
+}
+
+TEST_F(RunHealthTest, AStepEveryRankReportedIsCountedWhenItsRowIsStored) {
+  health_.Start(Launch());
+  Step(1);
+  StepRow row;
+  row.attempt = 1;
+  row.launch = 1;
+  row.step = 1;
+  row.tokens = 4096;
+  CountStepComplete c = Only<CountStepComplete>(health_.StepStored("hello-1", row));
+  EXPECT_EQ(c.tokens, 4096);
+  EXPECT_TRUE(health_.StepStored("hello-1", row).empty()) << "counted once";
+}
+
+TEST_F(RunHealthTest, TheLatestRecordOfEachRankIsKeptForGetRun) {
+  Step(7);  // not watched (e.g. after a restart): kept all the same
+  auto page = health_.RanksPage("hello-1", 0, 10);
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->ranks.size(), 4u);
+}
+
+}  // namespace
+}  // namespace trellis::controller

@@ -1,0 +1,242 @@
+// The scheduler alone: a FakeStoreView, a FakeClock, and the commands it
+// returns (submit, adopt, backoff, cancel, new attempt, continuation).
+#include "controller/app/scheduler.h"
+
+#include <fstream>
+
+#include "common/exit_codes.h"
+#include "common/sha256.h"
+#include "controller/app/part_test_util.h"
+
+namespace trellis::controller {
+namespace {
+
+using std::chrono::seconds;
+
+class SchedulerTest : public PartTest {
+ protected:
+  // Ticks, and answers sinfo with `usable` nodes in the default partition.
+  Effects TickWith(int usable) {
+    Effects asked = scheduler_.Tick();
+    EXPECT_EQ(asked.All<ListUsableNodes>().size(), 1u);
+    std::vector<std::string> nodes;
+    for (int i = 1; i <= usable; ++i) nodes.push_back("node" + std::to_string(i));
+    return scheduler_.OnEligibility({{{"", nodes}}});
+  }
+  Scheduler scheduler_{ctx_};
+};
+
+TEST_F(SchedulerTest, AValidSpecBecomesACreateRunAndTheCallerHearsItsId) {
+  Effects fx = scheduler_.Submit(kPartSpec, /*dry_run=*/false, "alice", ReplyTo<SubmitResult>{7});
+  CreateRun create = Only<CreateRun>(fx);
+  EXPECT_EQ(create.name, "hello");
+  EXPECT_EQ(create.user, "alice");
+  EXPECT_EQ(create.nodes, 2);
+  EXPECT_EQ(create.run_dir_base, config_.output_root);
+  EXPECT_TRUE(fx.All<SendReply>().empty()) << "answered only once the run is stored";
+
+  RunRecord run = AddRun(RunState::kQueued);
+  Effects created = scheduler_.OnRunCreated({create.reply, run});
+  EXPECT_EQ(Replied<SubmitResult>(Only<SendReply>(created)).run_id, "hello-1");
+  EXPECT_EQ(Only<SendReply>(created).to, 7u);
+  EXPECT_EQ(created.All<CountRunQueued>().size(), 1u);
+  EXPECT_EQ(created.All<ScheduleNow>().size(), 1u);
+}
+
+TEST_F(SchedulerTest, ABadSpecOrPinIsRefusedAndNothingIsCreated) {
+  Effects bad = scheduler_.Submit("[job]\nname = 3\n", false, "alice", {1});
+  EXPECT_TRUE(bad.All<CreateRun>().empty());
+  EXPECT_EQ(RepliedError(Only<SendReply>(bad)).code(), absl::StatusCode::kInvalidArgument);
+  Effects pin =
+      scheduler_.Submit(std::string(kPartSpec) + "nodelist='node[01-'\n", false, "a", {2});
+  EXPECT_NE(RepliedError(Only<SendReply>(pin)).message().find("not a Slurm hostlist"),
+            std::string::npos);
+}
+
+TEST_F(SchedulerTest, ADryRunShowsTheBatchScriptAndCreatesNothing) {
+  Effects fx = scheduler_.Submit(kPartSpec, /*dry_run=*/true, "alice", {3});
+  EXPECT_TRUE(fx.All<CreateRun>().empty());
+  SubmitResult r = Replied<SubmitResult>(Only<SendReply>(fx));
+  EXPECT_TRUE(r.run_id.empty());
+  EXPECT_NE(r.batch_script.find("hello-1"), std::string::npos);
+}
+
+TEST_F(SchedulerTest, AQueuedRunThatFitsGetsAnAttemptWrittenAheadThenItsSbatch) {
+  AddRun(RunState::kQueued);
+  EXPECT_TRUE(scheduler_.Tick().All<ListUsableNodes>().size() == 1);
+  EXPECT_TRUE(scheduler_.Tick().empty()) << "one sinfo in flight at a time";
+  Effects fx = scheduler_.OnEligibility({{{"", std::vector<std::string>{"node1", "node2"}}}});
+  CreateAttempt create = Only<CreateAttempt>(fx);
+  EXPECT_EQ(create.record.attempt, 1);
+  EXPECT_TRUE(fx.All<SubmitJob>().empty()) << "sbatch only once the attempt is stored";
+  EXPECT_TRUE(std::filesystem::exists(config_.output_root + "/hello-1/attempt-1/batch.sh"));
+
+  Effects stored = scheduler_.OnAttemptCreated({"hello-1", 1, absl::OkStatus()});
+  SubmitJob submit = Only<SubmitJob>(stored);
+  EXPECT_EQ(submit.attempt, 1);
+  EXPECT_EQ(submit.job_name.rfind("trellis-hello-1.1.", 0), 0u) << submit.job_name;
+  EXPECT_EQ(Only<SetWaitReason>(stored).reason, "submitting attempt 1");
+  EXPECT_TRUE(scheduler_.Tick().empty()) << "its sbatch is in flight";
+}
+
+TEST_F(SchedulerTest, AnAttemptTheStoreRefusedIsNotSubmitted) {
+  AddRun(RunState::kQueued);
+  TickWith(2);
+  Effects stored = scheduler_.OnAttemptCreated({"hello-1", 1, absl::InternalError("disk")});
+  EXPECT_TRUE(stored.empty());
+  EXPECT_EQ(scheduler_.Tick().All<ListUsableNodes>().size(), 1u) << "asked again next tick";
+}
+
+TEST_F(SchedulerTest, TooFewEligibleNodesIsAWaitReasonNotASubmission) {
+  AddRun(RunState::kQueued);
+  Effects fx = TickWith(1);
+  EXPECT_TRUE(fx.All<CreateAttempt>().empty());
+  EXPECT_NE(Only<SetWaitReason>(fx).reason.find("eligible"), std::string::npos);
+}
+
+TEST_F(SchedulerTest, QuarantinedNodesAreNotEligible) {
+  AddRun(RunState::kQueued);
+  QuarantineEntry q;
+  q.node = "node2";
+  q.strikes = 1;
+  q.since = clock_.Now();
+  q.expiry = clock_.Now() + std::chrono::hours(1);
+  store_.quarantine.push_back(q);
+  EXPECT_TRUE(TickWith(2).All<CreateAttempt>().empty());
+}
+
+TEST_F(SchedulerTest, ABackoffHoldsTheRunUntilItsTime) {
+  AddRun(RunState::kQueued).not_before = clock_.Now() + seconds(60);
+  Effects waiting = TickWith(2);
+  EXPECT_TRUE(waiting.All<CreateAttempt>().empty());
+  EXPECT_NE(Only<SetWaitReason>(waiting).reason.find("backoff"), std::string::npos);
+  clock_.Advance(seconds(61));
+  EXPECT_EQ(TickWith(2).All<CreateAttempt>().size(), 1u);
+}
+
+TEST_F(SchedulerTest, AnAttemptWrittenAheadIsSubmittedAgainUnderItsOwnNumber) {
+  AddRun(RunState::kQueued);
+  TickWith(2);  // attempt 1 prepared: its secret file written
+  std::ifstream in(config_.output_root + "/hello-1/attempt-1/secret");
+  std::string secret;
+  in >> secret;
+  AttemptRecord& a = store_.AddAttempt("hello-1", 1, "");  // stored, never got a job id
+  a.secret_sha256 = Sha256Hex(secret);
+  scheduler_.OnAttemptCreated({"hello-1", 1, absl::InternalError("stopped")});
+  Effects fx = TickWith(2);
+  EXPECT_TRUE(fx.All<CreateAttempt>().empty());
+  EXPECT_EQ(Only<SubmitJob>(fx).attempt, 1);
+}
+
+TEST_F(SchedulerTest, AnAlteredSecretFileFailsTheRunInsteadOfResubmitting) {
+  AddRun(RunState::kQueued);
+  store_.AddAttempt("hello-1", 1, "").secret_sha256 = Sha256Hex("another");
+  Effects fx = TickWith(2);
+  EXPECT_TRUE(fx.All<SubmitJob>().empty());
+  EXPECT_EQ(Only<Transition>(fx).to, RunState::kFailed);
+}
+
+TEST_F(SchedulerTest, ASubmittedJobIsRecordedWithTheTransitionAndAnAdoptedOneSaysSo) {
+  Effects fx = scheduler_.OnSubmitted({"hello-1", 1, std::string("42"), "42", {"43"}});
+  Transition t = Only<Transition>(fx);
+  EXPECT_EQ(t.to, RunState::kSubmitted);
+  EXPECT_NE(t.reason.find("found by name"), std::string::npos);
+  EXPECT_NE(t.evidence_json.find("\"adopted\":true"), std::string::npos);
+  EXPECT_NE(t.evidence_json.find("43"), std::string::npos);
+  ASSERT_EQ(t.also.size(), 1u);
+  EXPECT_EQ(std::get<RecordAttemptJob>(t.also[0]).job_id, "42");
+  ASSERT_TRUE(t.records_job);
+  EXPECT_EQ(t.records_job->job_id, "42");
+}
+
+TEST_F(SchedulerTest, AJobTheRunCanNoLongerUseIsEndedAndCancelled) {
+  EXPECT_TRUE(scheduler_.OnJobRecorded({{"hello-1", 1, "42"}, absl::OkStatus()}).empty());
+  Effects undo =
+      scheduler_.OnJobRecorded({{"hello-1", 1, "42"}, absl::FailedPreconditionError("")});
+  EXPECT_EQ(Only<RecordAttemptJob>(undo).job_id, "42");
+  EXPECT_EQ(Only<RecordAttemptEnd>(undo).attempt, 1);
+  EXPECT_EQ(Only<CancelJob>(undo).job_id, "42");
+}
+
+TEST_F(SchedulerTest, SbatchRefusingTheJobFailsTheRunAndOtherErrorsAreRetried) {
+  Effects refused = scheduler_.OnSubmitted(
+      {"hello-1", 1, absl::InternalError("Batch job submission failed: bad partition"), "", {}});
+  Transition t = Only<Transition>(refused);
+  EXPECT_EQ(t.to, RunState::kFailed);
+  EXPECT_EQ(std::get<RecordAttemptEnd>(t.also[0]).exit_code, 1);
+  Effects retried =
+      scheduler_.OnSubmitted({"hello-1", 1, absl::UnavailableError("timeout"), "", {}});
+  EXPECT_TRUE(retried.All<Transition>().empty());
+  EXPECT_NE(Only<SetWaitReason>(retried).reason.find("retrying"), std::string::npos);
+}
+
+TEST_F(SchedulerTest, CancellingARunWithALiveJobCancelsTheJobFirst) {
+  AddRun(RunState::kRunning);
+  store_.AddAttempt("hello-1", 1, "42");
+  Effects fx = scheduler_.Cancel("hello-1", "", ReplyTo<RunState>{5});
+  CancelRunJob call = Only<CancelRunJob>(fx);
+  EXPECT_EQ(call.job_id, "42");
+  EXPECT_EQ(call.why, "cancelled by tester");
+  EXPECT_TRUE(fx.All<Transition>().empty());
+
+  Effects done = scheduler_.OnRunJobCancelled({call, absl::OkStatus()});
+  Transition t = Only<Transition>(done);
+  EXPECT_EQ(t.to, RunState::kCancelled);
+  EXPECT_EQ(std::get<RecordAttemptEnd>(t.also[0]).exit_code, kExitCancelled);
+  ASSERT_TRUE(t.reply);
+  EXPECT_EQ(t.reply->id, 5u);
+  EXPECT_EQ(Only<EndLaunchesOfRun>(done).run_id, "hello-1");
+
+  Effects failed = scheduler_.OnRunJobCancelled({call, absl::InternalError("no scancel")});
+  EXPECT_EQ(RepliedError(Only<SendReply>(failed)).code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SchedulerTest, CancellingAnEndedRunAnswersItsState) {
+  AddRun(RunState::kSucceeded);
+  Effects fx = scheduler_.Cancel("hello-1", "", {1});
+  EXPECT_EQ(Replied<RunState>(Only<SendReply>(fx)), RunState::kSucceeded);
+  EXPECT_EQ(RepliedError(Only<SendReply>(scheduler_.Cancel("nope-1", "", {2}))).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(SchedulerTest, AFailedAttemptIsRequeuedAfterTheBackoffWhileTheBudgetLasts) {
+  AddRun(RunState::kRunning, 1, std::string(kPartSpec) + "[restart]\nmax_restarts = 1\n");
+  Effects fx = scheduler_.EndAttempt({"hello-1", 1, 3, "exit 3", "{}", std::nullopt, std::nullopt});
+  Transition t = Only<Transition>(fx);
+  EXPECT_EQ(t.to, RunState::kRestarting);
+  ASSERT_TRUE(t.next);
+  EXPECT_EQ(t.next->to, RunState::kQueued);
+  SetRestartBackoff backoff = std::get<SetRestartBackoff>(t.next->also.at(0));
+  EXPECT_EQ(backoff.restarts, 1);
+  EXPECT_EQ(backoff.not_before, clock_.Now() + seconds(30));
+  EXPECT_EQ(std::get<RecordAttemptEnd>(t.also.at(0)).exit_code, 3);
+  EXPECT_EQ(fx.All<CountRestart>().size(), 1u);
+
+  store_.runs["hello-1"].restarts = 1;  // the budget spent
+  Transition last = Only<Transition>(
+      scheduler_.EndAttempt({"hello-1", 2, 3, "exit 3", "{}", std::nullopt, std::nullopt}));
+  EXPECT_EQ(last.next->to, RunState::kFailed);
+}
+
+TEST_F(SchedulerTest, AContinuationDecidedElsewhereIsANewAttemptWithoutARestart) {
+  AddRun(RunState::kRunning);  // max_restarts = 0: no budget at all
+  RecoveryDecision continued{RecoveryDecision::kNewAttempt, {}, clock_.Now(), false,
+                             "time_limit: a new attempt continues from the newest checkpoint"};
+  Transition t = Only<Transition>(scheduler_.EndAttempt(
+      {"hello-1", 1, 0, "time limit", "{}", continued, FailureClass::kTimeLimit}));
+  EXPECT_EQ(t.next->to, RunState::kQueued);
+  EXPECT_EQ(std::get<SetRestartBackoff>(t.next->also.at(0)).restarts, 0);
+}
+
+TEST_F(SchedulerTest, ARunLeftRestartingWithItsAttemptEndedIsDecidedAtStartUp) {
+  AddRun(RunState::kRestarting, 1, std::string(kPartSpec) + "[restart]\nmax_restarts = 2\n");
+  AttemptRecord& a = store_.AddAttempt("hello-1", 1, "42");
+  a.ended = clock_.Now();
+  a.exit_code = 9;
+  Transition t = Only<Transition>(scheduler_.RepairAtStartup());
+  EXPECT_EQ(t.to, RunState::kQueued) << "RESTARTING already: one step";
+  EXPECT_NE(t.evidence_json.find("repaired_at_start"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trellis::controller
