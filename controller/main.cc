@@ -14,6 +14,7 @@
 #include "controller/app/kill_after_sbatch_client.h"
 #include "controller/rpc/agent_service.h"
 #include "controller/rpc/controller_service.h"
+#include "controller/rpc/final_report_file.h"
 #include "controller/shell/flags.h"
 #include "controller/shell/grpc_serving.h"
 #include "controller/shell/port_file.h"
@@ -50,6 +51,7 @@ int Run(ControllerFlags& flags) {
     metrics_server = std::move(*server);
   }
   ControllerConfig config = ConfigFromFlags(flags);
+  config.read_final_report = ReadFinalReportFile;
   auto sbatch_template = SbatchTemplate(flags);
   if (!sbatch_template.ok()) return UsageError(sbatch_template.status());
   config.sbatch_template = *sbatch_template;

@@ -20,6 +20,7 @@
 #include "controller/app/sbatch_template.h"
 #include "controller/rpc/agent_service.h"
 #include "controller/rpc/controller_service.h"
+#include "controller/rpc/final_report_file.h"
 #include "controller/slurm/fake_slurm_client.h"
 
 namespace trellis::controller {
@@ -55,6 +56,7 @@ class ControllerTest : public ::testing::Test {
     config.reconcile_interval = std::chrono::milliseconds(50);
     config.can_drain = can_drain_;
     config.prometheus_sd_file = (dir_ / "targets.json").string();
+    config.read_final_report = ReadFinalReportFile;
     auto store = Store::Open((dir_ / "t.db").string());
     ASSERT_TRUE(store.ok());
     controller_ = std::make_unique<Controller>(config, std::move(*store), slurm_, &clock_);

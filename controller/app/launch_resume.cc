@@ -14,7 +14,6 @@
 #include "common/status.h"
 #include "controller/app/launch_answers.h"
 #include "controller/app/launches.h"
-#include "controller/rpc/final_report_file.h"
 
 namespace trellis::controller {
 
@@ -100,9 +99,9 @@ Effects LaunchResume::Resume(const RunRecord& run, const AttemptRecord& attempt,
   // A worker that could not reach this controller to send its final report
   // left it in its launch's directory (FinalReportPath).
   for (const std::string& node : l.go_nodes) {
-    if (l.reported.count(node)) continue;
+    if (l.reported.count(node) || !ctx_.config.read_final_report) continue;
     absl::StatusOr<WorkerReport> left =
-        ReadFinalReportFile(run.run_dir, {run.run_id, row.attempt, row.launch, node, ""});
+        ctx_.config.read_final_report(run.run_dir, {run.run_id, row.attempt, row.launch, node, ""});
     if (left.ok()) {
       spdlog::info("run {}: launch {}: the final report of {} was read from its file", run.run_id,
                    name, node);

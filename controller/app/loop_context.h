@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "common/spec/run_spec.h"
 #include "controller/core/quarantine.h"
 #include "controller/app/store_view.h"
+#include "controller/app/worker_reports.h"
 #include "controller/store/step_writer.h"
 
 namespace trellis::controller {
@@ -41,6 +43,12 @@ struct ControllerConfig {
   // The step pipeline (docs/architecture.md, "The step pipeline").
   StepRetention step_retention;
   std::chrono::milliseconds step_prune_every{60000};
+  // Reads the final report a worker left in its launch's directory when it
+  // could not reach this controller (NotFound: none). Its decoding belongs to
+  // the API layer (rpc/final_report_file.h), which main.cc hands in here;
+  // unset: no file is read.
+  std::function<absl::StatusOr<WorkerReport>(const std::string& run_dir, const WorkerId& id)>
+      read_final_report;
 };
 
 struct LoopContext {
