@@ -19,7 +19,7 @@ class SlurmJobState {
  public:
   enum Base : uint8_t {
     kPending, kRunning, kSuspended, kCompleting, kCompleted, kCancelled, kFailed, kTimeout,
-    kNodeFail, kPreempted, kBootFail, kDeadline, kOutOfMemory, kSpecialExit, kRevoked, kOther,
+    kNodeFail, kPreempted, kBootFail, kDeadline, kOutOfMemory, kSpecialExit, kRevoked, kOther
   };
   SlurmJobState() = default;
   // Slurm's word. Implicit, so that fakes and tests write the job's state as
@@ -51,7 +51,7 @@ class SlurmNodeState {
  public:
   enum Base : uint8_t {
     kIdle, kAllocated, kMixed, kCompleting, kPlanned, kReserved, kDown, kDrained, kDraining,
-    kFail, kFailing, kFuture, kMaint, kReboot, kUnknown, kNotResponding, kPowerDown, kOther,
+    kFail, kFailing, kFuture, kMaint, kReboot, kUnknown, kNotResponding, kOther
   };
   enum Flag : uint16_t {
     kNoFlags = 0,
