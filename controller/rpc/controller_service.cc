@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "controller/rpc/convert.h"
+#include "controller/rpc/app_proto.h"
 #include "controller/rpc/log_reactor.h"
 #include "controller/rpc/rpc_timer.h"
 #include "controller/rpc/watch_reactor.h"

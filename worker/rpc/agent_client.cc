@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "common/log.h"
-#include "worker/rpc/convert.h"
+#include "worker/rpc/agent_proto.h"
 
 namespace trellis::worker {
 namespace {
