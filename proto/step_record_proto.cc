@@ -62,6 +62,14 @@ void Read(const Message& in, const std::vector<const FieldDescriptor*>& fields, 
   }
 }
 
+// The message's fields named like the table's optional ones.
+std::vector<const FieldDescriptor*> FiguresOf(const Descriptor& d) {
+  std::vector<const FieldDescriptor*> fields = FieldsOf(d, false);
+  for (size_t i = 0; i < kStepFieldCount; ++i)
+    if (kStepFields[i].required) fields[i] = nullptr;
+  return fields;
+}
+
 const std::vector<const FieldDescriptor*>& RecordFields() {
   static const auto* fields =
       new std::vector<const FieldDescriptor*>(FieldsOf(*v1::StepRecord::descriptor(), true));
@@ -78,12 +86,12 @@ StepRecord FromProto(const v1::StepRecord& in) {
   return r;
 }
 
-void CopyStepFields(const StepRecord& record, Message* out) {
-  Copy(record, FieldsOf(*out->GetDescriptor(), false), out);
+void CopyStepFigures(const StepRecord& record, Message* out) {
+  Copy(record, FiguresOf(*out->GetDescriptor()), out);
 }
 
-void ReadStepFields(const Message& in, StepRecord* out) {
-  Read(in, FieldsOf(*in.GetDescriptor(), false), out);
+void ReadStepFigures(const Message& in, StepRecord* out) {
+  Read(in, FiguresOf(*in.GetDescriptor()), out);
 }
 
 }  // namespace trellis

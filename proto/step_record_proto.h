@@ -16,12 +16,12 @@ namespace trellis {
 void ToProto(const StepRecord& in, v1::StepRecord* out);
 StepRecord FromProto(const v1::StepRecord& in);
 
-// Sets the fields of `out` named like a table field (a message that carries a
-// few figures of a record, e.g. StepPoint) where `record` has them; leaves
-// the others as they are.
-void CopyStepFields(const StepRecord& record, google::protobuf::Message* out);
-// The reverse: the table fields `in` has a field of the same name for and
-// holds (a field without presence always holds), into `out`.
-void ReadStepFields(const google::protobuf::Message& in, StepRecord* out);
+// The figures of a record (its optional fields) that `out`'s message has a
+// field of the same name for (one that carries a few of them, e.g.
+// StepPoint), set where `record` has them; the message's other fields are
+// left as they are (StepPoint's own `loss` is not a rank's).
+void CopyStepFigures(const StepRecord& record, google::protobuf::Message* out);
+// The reverse: the figures `in` has a field of the same name for and holds.
+void ReadStepFigures(const google::protobuf::Message& in, StepRecord* out);
 
 }  // namespace trellis
