@@ -6,6 +6,7 @@
 
 #include "cli/format.h"
 #include "cli/render_launches.h"
+#include "proto/step_record_proto.h"
 
 namespace trellis::cli {
 
@@ -100,42 +101,19 @@ Json HealthEventToJson(const v1::HealthEvent& e) {
               {"detail", e.detail()},   {"detail_json", e.detail_json()}};
 }
 
-Json StepRecordToJson(const v1::StepRecord& r) {
-  Json out{{"step", r.step()},
-           {"loss", Number(r.loss())},
-           {"tokens", r.tokens()},
-           {"step_seconds", Number(r.step_seconds())}};
-  // Optional fields appear only when the rank reported them.
-  if (r.has_grad_norm()) out["grad_norm"] = Number(r.grad_norm());
-  if (r.has_fwd_seconds()) out["fwd_seconds"] = Number(r.fwd_seconds());
-  if (r.has_bwd_seconds()) out["bwd_seconds"] = Number(r.bwd_seconds());
-  if (r.has_optim_seconds()) out["optim_seconds"] = Number(r.optim_seconds());
-  if (r.has_comm_seconds()) out["comm_seconds"] = Number(r.comm_seconds());
-  if (r.has_exposed_comm_seconds()) {
-    out["exposed_comm_seconds"] = Number(r.exposed_comm_seconds());
+Json StepRecordToJson(const v1::StepRecord& message) {
+  // Every field of the record's table; optional ones only when the rank
+  // reported them.
+  const StepRecord r = FromProto(message);
+  Json out = Json::object();
+  for (const StepField& f : kStepFields) {
+    const std::string key(f.name);
+    if (f.is_count()) {
+      if (auto v = f.get_int(r)) out[key] = *v;
+    } else if (auto v = f.get_double(r)) {
+      out[key] = Number(*v);
+    }
   }
-  if (r.has_expert_load_max_over_mean()) {
-    out["expert_load_max_over_mean"] = Number(r.expert_load_max_over_mean());
-  }
-  if (r.has_ep_load_max_over_mean()) out["ep_load_max_over_mean"] = Number(r.ep_load_max_over_mean());
-  if (r.has_alloc_retries()) out["alloc_retries"] = r.alloc_retries();
-  if (r.has_mem_allocated_peak_bytes()) {
-    out["mem_allocated_peak_bytes"] = r.mem_allocated_peak_bytes();
-  }
-  if (r.has_mem_reserved_peak_bytes()) out["mem_reserved_peak_bytes"] = r.mem_reserved_peak_bytes();
-  if (r.has_mem_allocated_peak_fwd_bytes()) {
-    out["mem_allocated_peak_fwd_bytes"] = r.mem_allocated_peak_fwd_bytes();
-  }
-  if (r.has_mem_allocated_peak_bwd_bytes()) {
-    out["mem_allocated_peak_bwd_bytes"] = r.mem_allocated_peak_bwd_bytes();
-  }
-  if (r.has_mem_allocated_peak_optim_bytes()) {
-    out["mem_allocated_peak_optim_bytes"] = r.mem_allocated_peak_optim_bytes();
-  }
-  if (r.has_host_arena_bytes()) out["host_arena_bytes"] = r.host_arena_bytes();
-  if (r.has_nccl_max_ctas()) out["nccl_max_ctas"] = r.nccl_max_ctas();
-  if (r.has_checkpoint_step()) out["checkpoint_step"] = r.checkpoint_step();
-  if (r.has_checkpoint_seconds()) out["checkpoint_seconds"] = Number(r.checkpoint_seconds());
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "cli/format.h"
 #include "cli/render_launches.h"
 #include "common/spec/run_spec.h"
+#include "proto/step_record_proto.h"
 
 namespace trellis::cli {
 
@@ -59,34 +60,42 @@ void RenderEvents(const v1::Run& run, const TextOptions& opt, std::string* out) 
   *out += t.Render();
 }
 
-// The GPU columns' names and a step's values in them ("-" where its record
-// has none), in table order.
+// The GPU columns (render.h), each a field of the record's table, in table
+// order: whether a row shows it, its header, and how its value reads.
+struct StepColumn {
+  bool StepColumns::*shown;
+  const char* header;
+  size_t field;  // in kStepFields
+  std::string (*format)(double value);
+};
+constexpr StepColumn kColumns[] = {
+    {&StepColumns::retries, "RETRIES", StepFieldIndex("alloc_retries"),
+     [](double v) { return std::to_string(static_cast<int64_t>(v)); }},
+    {&StepColumns::reserved, "RESV_PEAK_GIB", StepFieldIndex("mem_reserved_peak_bytes"),
+     [](double v) { return FormatGiB(static_cast<int64_t>(v)); }},
+    {&StepColumns::ctas, "NCCL_CTAS", StepFieldIndex("nccl_max_ctas"),
+     [](double v) { return std::to_string(static_cast<int64_t>(v)); }},
+    {&StepColumns::expert_load, "EXPERT_LOAD", StepFieldIndex("expert_load_max_over_mean"),
+     FormatRatio},
+    {&StepColumns::ep_load, "EP_LOAD", StepFieldIndex("ep_load_max_over_mean"), FormatRatio},
+};
+
 std::vector<std::string> ColumnNames(StepColumns c) {
   std::vector<std::string> out;
-  if (c.retries) out.push_back("RETRIES");
-  if (c.reserved) out.push_back("RESV_PEAK_GIB");
-  if (c.ctas) out.push_back("NCCL_CTAS");
-  if (c.expert_load) out.push_back("EXPERT_LOAD");
-  if (c.ep_load) out.push_back("EP_LOAD");
+  for (const StepColumn& col : kColumns)
+    if (c.*col.shown) out.push_back(col.header);
   return out;
 }
-// `r` null: a step without a record.
+// A step's values in the shown columns ("-" where its record has none); `r`
+// null: a step without a record.
 std::vector<std::string> ColumnValues(const v1::StepRecord* r, StepColumns c) {
+  const StepRecord record = r ? FromProto(*r) : StepRecord{};
   std::vector<std::string> out;
-  if (c.retries)
-    out.push_back(r && r->has_alloc_retries() ? std::to_string(r->alloc_retries()) : "-");
-  if (c.reserved)
-    out.push_back(r && r->has_mem_reserved_peak_bytes() ? FormatGiB(r->mem_reserved_peak_bytes())
-                                                        : "-");
-  if (c.ctas)
-    out.push_back(r && r->has_nccl_max_ctas() ? std::to_string(r->nccl_max_ctas()) : "-");
-  if (c.expert_load)
-    out.push_back(r && r->has_expert_load_max_over_mean()
-                      ? FormatRatio(r->expert_load_max_over_mean())
-                      : "-");
-  if (c.ep_load)
-    out.push_back(r && r->has_ep_load_max_over_mean() ? FormatRatio(r->ep_load_max_over_mean())
-                                                      : "-");
+  for (const StepColumn& col : kColumns) {
+    if (!(c.*col.shown)) continue;
+    std::optional<double> v = r ? kStepFields[col.field].Number(record) : std::nullopt;
+    out.push_back(v ? col.format(*v) : "-");
+  }
   return out;
 }
 std::vector<std::string> ColumnValues(const v1::StepSummary& step, StepColumns c) {
@@ -94,12 +103,9 @@ std::vector<std::string> ColumnValues(const v1::StepSummary& step, StepColumns c
 }
 
 StepColumns ColumnsOfRecord(const v1::StepRecord& r) {
+  const StepRecord record = FromProto(r);
   StepColumns c;
-  c.retries = r.has_alloc_retries();
-  c.reserved = r.has_mem_reserved_peak_bytes();
-  c.ctas = r.has_nccl_max_ctas();
-  c.expert_load = r.has_expert_load_max_over_mean();
-  c.ep_load = r.has_ep_load_max_over_mean();
+  for (const StepColumn& col : kColumns) c.*col.shown = kStepFields[col.field].Has(record);
   return c;
 }
 

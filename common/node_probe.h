@@ -2,7 +2,7 @@
 // A node's memory probe as the worker takes it before registering and the
 // controller's launch gate judges it (docs/architecture.md, "A run's life, as
 // implemented", step 4). One definition for both sides; the wire's is
-// proto/trellis/v1/types.proto, converted in proto/convert only. Torch-free,
+// proto/trellis/v1/types.proto, converted in proto/node_probe_proto only. Torch-free,
 // absl-free.
 //
 // The worker computes the figures (worker/core/memory_probe states the formula):

@@ -1,7 +1,7 @@
 #include "common/step_record.h"
 
 #include <cmath>
-#include <utility>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -10,108 +10,84 @@ namespace {
 
 using Json = nlohmann::json;
 
-template <typename T>
-void PutOptional(Json* j, const char* key, const std::optional<T>& v) {
-  if (v) (*j)[key] = *v;
+// The range of a field's kind, as a message naming the field.
+std::string RangeError(const StepField& f) {
+  std::string key(f.name);
+  switch (f.kind) {
+    case StepFieldKind::kCount:
+      return key + ": must be an integer >= 0";
+    case StepFieldKind::kSeconds:
+      return key + ": must be finite and >= 0";
+    case StepFieldKind::kFinite:
+      return key + ": must be finite";
+  }
+  return key;
 }
 
-// Reads a non-negative finite number (or any finite number when `signed_ok`).
-bool ReadDouble(const Json& j, const char* key, double* out, bool signed_ok, std::string* error) {
-  const auto& v = j.at(key);
+bool InRange(const StepField& f, double v) {
+  return std::isfinite(v) && (f.kind == StepFieldKind::kFinite || v >= 0);
+}
+
+// Checks one present field of `r`.
+bool CheckField(const StepField& f, const StepRecord& r, std::string* error) {
+  bool ok = true;
+  if (f.is_count()) {
+    if (auto v = f.get_int(r)) ok = *v >= 0;
+  } else if (auto v = f.get_double(r)) {
+    ok = InRange(f, *v);
+  }
+  if (!ok) *error = RangeError(f);
+  return ok;
+}
+
+// Reads the field's JSON value into `r`, checking its type and range.
+bool ReadField(const StepField& f, const Json& v, StepRecord* r, std::string* error) {
+  if (f.is_count()) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+      *error = RangeError(f);
+      return false;
+    }
+    f.set_int(r, v.get<int64_t>());
+    return true;
+  }
   if (!v.is_number()) {
-    *error = std::string(key) + ": must be a number";
+    *error = std::string(f.name) + ": must be a number";
     return false;
   }
   double d = v.get<double>();
-  if (!std::isfinite(d) || (!signed_ok && d < 0)) {
-    *error = std::string(key) + (signed_ok ? ": must be finite" : ": must be finite and >= 0");
+  if (!InRange(f, d)) {
+    *error = RangeError(f);
     return false;
   }
-  *out = d;
+  f.set_double(r, d);
   return true;
-}
-
-bool ReadCount(const Json& j, const char* key, int64_t* out, std::string* error) {
-  const auto& v = j.at(key);
-  if (!v.is_number_integer() || (v.is_number_integer() && v.get<int64_t>() < 0)) {
-    *error = std::string(key) + ": must be an integer >= 0";
-    return false;
-  }
-  *out = v.get<int64_t>();
-  return true;
-}
-
-bool CheckCount(const char* key, int64_t v, std::string* error) {
-  if (v >= 0) return true;
-  *error = std::string(key) + ": must be an integer >= 0";
-  return false;
-}
-
-bool CheckTime(const char* key, double v, std::string* error) {
-  if (std::isfinite(v) && v >= 0) return true;
-  *error = std::string(key) + ": must be finite and >= 0";
-  return false;
 }
 
 }  // namespace
 
+const StepField* FindStepField(std::string_view name) {
+  for (const StepField& f : kStepFields)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
 bool CheckStepRecord(const StepRecord& r, std::string* error) {
-  if (!CheckCount("step", r.step, error) || !CheckCount("tokens", r.tokens, error) ||
-      !CheckTime("step_seconds", r.step_seconds, error))
-    return false;
-  if (!std::isfinite(r.loss)) {
-    *error = "loss: must be finite";
-    return false;
-  }
-  const std::pair<const char*, const std::optional<double>*> doubles[] = {
-      {"grad_norm", &r.grad_norm},         {"fwd_seconds", &r.fwd_seconds},
-      {"bwd_seconds", &r.bwd_seconds},     {"optim_seconds", &r.optim_seconds},
-      {"comm_seconds", &r.comm_seconds},   {"exposed_comm_seconds", &r.exposed_comm_seconds},
-      {"expert_load_max_over_mean", &r.expert_load_max_over_mean},
-      {"ep_load_max_over_mean", &r.ep_load_max_over_mean},
-      {"checkpoint_seconds", &r.checkpoint_seconds}};
-  for (const auto& [key, v] : doubles)
-    if (*v && !CheckTime(key, **v, error)) return false;
-  const std::pair<const char*, const std::optional<int64_t>*> counts[] = {
-      {"alloc_retries", &r.alloc_retries},
-      {"mem_allocated_peak_bytes", &r.mem_allocated_peak_bytes},
-      {"mem_reserved_peak_bytes", &r.mem_reserved_peak_bytes},
-      {"mem_allocated_peak_fwd_bytes", &r.mem_allocated_peak_fwd_bytes},
-      {"mem_allocated_peak_bwd_bytes", &r.mem_allocated_peak_bwd_bytes},
-      {"mem_allocated_peak_optim_bytes", &r.mem_allocated_peak_optim_bytes},
-      {"host_arena_bytes", &r.host_arena_bytes},
-      {"nccl_max_ctas", &r.nccl_max_ctas},
-      {"checkpoint_step", &r.checkpoint_step}};
-  for (const auto& [key, v] : counts)
-    if (*v && !CheckCount(key, **v, error)) return false;
+  for (const StepField& f : kStepFields)
+    if (!CheckField(f, r, error)) return false;
   return true;
 }
 
 std::string EncodeStepRecord(const StepRecord& r) {
   Json j;
   j["v"] = kStepRecordVersion;
-  j["step"] = r.step;
-  j["loss"] = r.loss;
-  j["tokens"] = r.tokens;
-  j["step_seconds"] = r.step_seconds;
-  PutOptional(&j, "grad_norm", r.grad_norm);
-  PutOptional(&j, "fwd_seconds", r.fwd_seconds);
-  PutOptional(&j, "bwd_seconds", r.bwd_seconds);
-  PutOptional(&j, "optim_seconds", r.optim_seconds);
-  PutOptional(&j, "comm_seconds", r.comm_seconds);
-  PutOptional(&j, "exposed_comm_seconds", r.exposed_comm_seconds);
-  PutOptional(&j, "expert_load_max_over_mean", r.expert_load_max_over_mean);
-  PutOptional(&j, "ep_load_max_over_mean", r.ep_load_max_over_mean);
-  PutOptional(&j, "alloc_retries", r.alloc_retries);
-  PutOptional(&j, "mem_allocated_peak_bytes", r.mem_allocated_peak_bytes);
-  PutOptional(&j, "mem_reserved_peak_bytes", r.mem_reserved_peak_bytes);
-  PutOptional(&j, "mem_allocated_peak_fwd_bytes", r.mem_allocated_peak_fwd_bytes);
-  PutOptional(&j, "mem_allocated_peak_bwd_bytes", r.mem_allocated_peak_bwd_bytes);
-  PutOptional(&j, "mem_allocated_peak_optim_bytes", r.mem_allocated_peak_optim_bytes);
-  PutOptional(&j, "host_arena_bytes", r.host_arena_bytes);
-  PutOptional(&j, "nccl_max_ctas", r.nccl_max_ctas);
-  PutOptional(&j, "checkpoint_step", r.checkpoint_step);
-  PutOptional(&j, "checkpoint_seconds", r.checkpoint_seconds);
+  for (const StepField& f : kStepFields) {
+    const std::string key(f.name);
+    if (f.is_count()) {
+      if (auto v = f.get_int(r)) j[key] = *v;
+    } else if (auto v = f.get_double(r)) {
+      j[key] = *v;
+    }
+  }
   return j.dump();
 }
 
@@ -130,67 +106,23 @@ std::optional<StepRecord> DecodeStepRecord(std::string_view line, std::string* e
     *error = "v: must be 1 (the step record version this worker reads)";
     return std::nullopt;
   }
-  for (const char* key : {"step", "loss", "tokens", "step_seconds"}) {
-    if (!j.contains(key)) {
-      *error = std::string(key) + ": is required";
+  for (const StepField& f : kStepFields) {
+    if (f.required && !j.contains(std::string(f.name))) {
+      *error = std::string(f.name) + ": is required";
       return std::nullopt;
     }
   }
   StepRecord r;
-  if (!ReadCount(j, "step", &r.step, error) || !ReadDouble(j, "loss", &r.loss, true, error) ||
-      !ReadCount(j, "tokens", &r.tokens, error) ||
-      !ReadDouble(j, "step_seconds", &r.step_seconds, false, error)) {
-    return std::nullopt;
-  }
-  struct DoubleField {
-    const char* key;
-    std::optional<double>* out;
-  };
-  struct CountField {
-    const char* key;
-    std::optional<int64_t>* out;
-  };
-  const DoubleField doubles[] = {{"grad_norm", &r.grad_norm},
-                                 {"fwd_seconds", &r.fwd_seconds},
-                                 {"bwd_seconds", &r.bwd_seconds},
-                                 {"optim_seconds", &r.optim_seconds},
-                                 {"comm_seconds", &r.comm_seconds},
-                                 {"exposed_comm_seconds", &r.exposed_comm_seconds},
-                                 {"expert_load_max_over_mean", &r.expert_load_max_over_mean},
-                                 {"ep_load_max_over_mean", &r.ep_load_max_over_mean},
-                                 {"checkpoint_seconds", &r.checkpoint_seconds}};
-  const CountField counts[] = {{"alloc_retries", &r.alloc_retries},
-                               {"mem_allocated_peak_bytes", &r.mem_allocated_peak_bytes},
-                               {"mem_reserved_peak_bytes", &r.mem_reserved_peak_bytes},
-                               {"mem_allocated_peak_fwd_bytes", &r.mem_allocated_peak_fwd_bytes},
-                               {"mem_allocated_peak_bwd_bytes", &r.mem_allocated_peak_bwd_bytes},
-                               {"mem_allocated_peak_optim_bytes",
-                                &r.mem_allocated_peak_optim_bytes},
-                               {"host_arena_bytes", &r.host_arena_bytes},
-                               {"nccl_max_ctas", &r.nccl_max_ctas},
-                               {"checkpoint_step", &r.checkpoint_step}};
-  size_t known = 5;
-  for (const auto& f : doubles) {
-    if (!j.contains(f.key)) continue;
-    double d;
-    if (!ReadDouble(j, f.key, &d, false, error)) return std::nullopt;
-    *f.out = d;
-    ++known;
-  }
-  for (const auto& f : counts) {
-    if (!j.contains(f.key)) continue;
-    int64_t c;
-    if (!ReadCount(j, f.key, &c, error)) return std::nullopt;
-    *f.out = c;
+  size_t known = 1;  // "v"
+  for (const StepField& f : kStepFields) {
+    auto it = j.find(std::string(f.name));
+    if (it == j.end()) continue;
+    if (!ReadField(f, *it, &r, error)) return std::nullopt;
     ++known;
   }
   if (known != j.size()) {
     for (const auto& [key, value] : j.items()) {
-      bool ok = key == "v" || key == "step" || key == "loss" || key == "tokens" ||
-                key == "step_seconds";
-      for (const auto& f : doubles) ok = ok || key == f.key;
-      for (const auto& f : counts) ok = ok || key == f.key;
-      if (!ok) {
+      if (key != "v" && FindStepField(key) == nullptr) {
         *error = key + ": unknown field (the step record contract lists the accepted ones)";
         return std::nullopt;
       }

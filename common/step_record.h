@@ -3,9 +3,13 @@
 // newline-delimited, written to TRELLIS_STEP_SOCKET. Torch-free, absl-free.
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+
+#include "common/step_fields.h"
 
 namespace trellis {
 
@@ -13,44 +17,64 @@ inline constexpr int kStepRecordVersion = 1;
 // A line longer than this is refused without parsing it (bounded decoder).
 inline constexpr size_t kMaxStepRecordBytes = 4096;
 
+// Its members come from the field table (common/step_fields.h): `step`,
+// `loss`, `tokens` and `step_seconds` plain, the others std::optional.
 struct StepRecord {
-  int64_t step = 0;
-  double loss = 0;
-  int64_t tokens = 0;
-  double step_seconds = 0;
-  // Optional fields: present only where the producer knows them.
-  std::optional<double> grad_norm;
-  std::optional<double> fwd_seconds;
-  std::optional<double> bwd_seconds;
-  std::optional<double> optim_seconds;
-  std::optional<double> comm_seconds;
-  std::optional<double> exposed_comm_seconds;
-  // MoE routing over the step's tokens (all ranks), the worst layer: the
-  // busiest expert's tokens over the mean expert's, and the busiest EP rank's
-  // (a block of experts) over the mean EP rank's (only where EP > 1), each
-  // forward's busiest summed over the step's micro-batches. 1 is even; the
-  // EP figure is what the slowest GPU pays.
-  std::optional<double> expert_load_max_over_mean;
-  std::optional<double> ep_load_max_over_mean;
-  std::optional<int64_t> alloc_retries;
-  std::optional<int64_t> mem_allocated_peak_bytes;
-  std::optional<int64_t> mem_reserved_peak_bytes;
-  // The allocated peak of each part of the step (GPU): the largest forward,
-  // the largest backward (with any recompute) and the optimizer's. The
-  // step's mem_allocated_peak_bytes is the largest of them (or a little
-  // above, from the step's last bookkeeping).
-  std::optional<int64_t> mem_allocated_peak_fwd_bytes;
-  std::optional<int64_t> mem_allocated_peak_bwd_bytes;
-  std::optional<int64_t> mem_allocated_peak_optim_bytes;
-  std::optional<int64_t> host_arena_bytes;
-  std::optional<int64_t> nccl_max_ctas;
-  std::optional<int64_t> checkpoint_step;
-  // Seconds the rank spent on checkpoints after this step, outside
-  // step_seconds: a checkpoint written in place, whole; one written behind
-  // the steps (checkpoint.async), starting its copy and completing its step,
-  // waits for a write still in flight included. Absent on steps without.
-  std::optional<double> checkpoint_seconds;
+#define TRELLIS_STEP_RECORD_MEMBER(name, kind, required, help) \
+  StepFieldMember<StepFieldKind::kind, required> name{};
+  TRELLIS_STEP_RECORD_FIELDS(TRELLIS_STEP_RECORD_MEMBER)
+#undef TRELLIS_STEP_RECORD_MEMBER
 };
+
+namespace step_field_detail {
+template <typename T>
+std::optional<T> AsOptional(const T& v) {
+  return v;
+}
+template <typename T>
+std::optional<T> AsOptional(const std::optional<T>& v) {
+  return v;
+}
+template <typename Want, typename Member>
+std::optional<Want> Get(const Member& member) {
+  if constexpr (std::is_same_v<decltype(AsOptional(member)), std::optional<Want>>) {
+    return AsOptional(member);
+  } else {
+    return std::nullopt;
+  }
+}
+template <typename Want, typename Member>
+void Set(Member* member, Want v) {
+  if constexpr (std::is_same_v<decltype(AsOptional(*member)), std::optional<Want>>) *member = v;
+}
+}  // namespace step_field_detail
+
+// The table, in the order of TRELLIS_STEP_RECORD_FIELDS.
+inline constexpr StepField kStepFields[] = {
+#define TRELLIS_STEP_FIELD_ENTRY(name, kind, required, help)                                  \
+  StepField{#name,                                                                            \
+            StepFieldKind::kind,                                                              \
+            required,                                                                         \
+            help,                                                                             \
+            [](const StepRecord& r) { return step_field_detail::Get<int64_t>(r.name); },      \
+            [](const StepRecord& r) { return step_field_detail::Get<double>(r.name); },       \
+            [](StepRecord* r, int64_t v) { step_field_detail::Set<int64_t>(&r->name, v); },   \
+            [](StepRecord* r, double v) { step_field_detail::Set<double>(&r->name, v); }},
+    TRELLIS_STEP_RECORD_FIELDS(TRELLIS_STEP_FIELD_ENTRY)
+#undef TRELLIS_STEP_FIELD_ENTRY
+};
+inline constexpr size_t kStepFieldCount = std::size(kStepFields);
+
+// The field of that name, or nullptr.
+const StepField* FindStepField(std::string_view name);
+
+// The index of the field of that name; in a constant expression (a table of
+// columns) a name that is not a field fails the build.
+constexpr size_t StepFieldIndex(std::string_view name) {
+  for (size_t i = 0; i < kStepFieldCount; ++i)
+    if (kStepFields[i].name == name) return i;
+  throw std::invalid_argument("not a step record field");
+}
 
 // The decoder's bounds on a record that arrived another way (the
 // controller's copy of a worker's record): counts >= 0, times and norms

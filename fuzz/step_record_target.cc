@@ -18,27 +18,13 @@ namespace {
 using worker::LineEvent;
 using worker::LineSplitter;
 
-bool Same(const std::optional<double>& a, const std::optional<double>& b) {
-  return a.has_value() == b.has_value() && (!a || *a == *b);
-}
-
+// Every field of the table equal (an absent one absent on both sides).
 bool Same(const StepRecord& a, const StepRecord& b) {
-  return a.step == b.step && a.loss == b.loss && a.tokens == b.tokens &&
-         a.step_seconds == b.step_seconds && Same(a.grad_norm, b.grad_norm) &&
-         Same(a.fwd_seconds, b.fwd_seconds) && Same(a.bwd_seconds, b.bwd_seconds) &&
-         Same(a.optim_seconds, b.optim_seconds) && Same(a.comm_seconds, b.comm_seconds) &&
-         Same(a.exposed_comm_seconds, b.exposed_comm_seconds) &&
-         Same(a.expert_load_max_over_mean, b.expert_load_max_over_mean) &&
-         Same(a.ep_load_max_over_mean, b.ep_load_max_over_mean) &&
-         a.alloc_retries == b.alloc_retries &&
-         a.mem_allocated_peak_bytes == b.mem_allocated_peak_bytes &&
-         a.mem_reserved_peak_bytes == b.mem_reserved_peak_bytes &&
-         a.mem_allocated_peak_fwd_bytes == b.mem_allocated_peak_fwd_bytes &&
-         a.mem_allocated_peak_bwd_bytes == b.mem_allocated_peak_bwd_bytes &&
-         a.mem_allocated_peak_optim_bytes == b.mem_allocated_peak_optim_bytes &&
-         a.host_arena_bytes == b.host_arena_bytes && a.nccl_max_ctas == b.nccl_max_ctas &&
-         a.checkpoint_step == b.checkpoint_step &&
-         Same(a.checkpoint_seconds, b.checkpoint_seconds);
+  for (const StepField& f : kStepFields) {
+    bool same = f.is_count() ? f.get_int(a) == f.get_int(b) : f.get_double(a) == f.get_double(b);
+    if (!same) return false;
+  }
+  return true;
 }
 
 void Append(std::vector<LineEvent>* to, std::vector<LineEvent> from) {

@@ -8,6 +8,7 @@
 #include "cli/report/html_text.h"
 #include "cli/report/report_page.h"
 #include "cli/report/svg_chart.h"
+#include "proto/step_record_proto.h"
 
 namespace trellis::cli::report {
 
@@ -153,9 +154,14 @@ std::string TokensChart(const ReportInput& in, const std::vector<Mark>& marks) {
   return RenderLineChart(c);
 }
 
-template <double (v1::StepPoint::*Get)() const, bool (v1::StepPoint::*Has)() const>
-double OrNaN(const v1::StepPoint& p) {
-  return (p.*Has)() ? (p.*Get)() : kNaN;
+// A figure of the point's last step (StepPoint carries some of the record's
+// optional fields, by the same names), NaN where absent; `field` indexes
+// kStepFields.
+template <size_t field>
+double FigureOrNaN(const v1::StepPoint& p) {
+  StepRecord figures;
+  ReadStepFigures(p, &figures);
+  return kStepFields[field].Number(figures).value_or(kNaN);
 }
 
 // True when some point has a finite value: a line worth drawing.
@@ -183,17 +189,12 @@ std::string PhaseChart(const ReportInput& in, const std::vector<Mark>& marks) {
     double (*value)(const v1::StepPoint&);
   };
   const Phase phases[] = {
-      {"fwd", "fwd", "#4e79a7",
-       OrNaN<&v1::StepPoint::fwd_seconds, &v1::StepPoint::has_fwd_seconds>},
-      {"bwd", "bwd", "#f28e2b",
-       OrNaN<&v1::StepPoint::bwd_seconds, &v1::StepPoint::has_bwd_seconds>},
-      {"optim", "optim", "#59a14f",
-       OrNaN<&v1::StepPoint::optim_seconds, &v1::StepPoint::has_optim_seconds>},
-      {"comm", "comm", "#e15759",
-       OrNaN<&v1::StepPoint::comm_seconds, &v1::StepPoint::has_comm_seconds>},
+      {"fwd", "fwd", "#4e79a7", FigureOrNaN<StepFieldIndex("fwd_seconds")>},
+      {"bwd", "bwd", "#f28e2b", FigureOrNaN<StepFieldIndex("bwd_seconds")>},
+      {"optim", "optim", "#59a14f", FigureOrNaN<StepFieldIndex("optim_seconds")>},
+      {"comm", "comm", "#e15759", FigureOrNaN<StepFieldIndex("comm_seconds")>},
       // What of comm the compute waited for: the rest was hidden behind it.
-      {"exposed comm", "exposed", "#b07aa1",
-       OrNaN<&v1::StepPoint::exposed_comm_seconds, &v1::StepPoint::has_exposed_comm_seconds>},
+      {"exposed comm", "exposed", "#b07aa1", FigureOrNaN<StepFieldIndex("exposed_comm_seconds")>},
   };
   for (const Phase& ph : phases)
     if (AnyFinite(steps, ph.value))
@@ -203,7 +204,8 @@ std::string PhaseChart(const ReportInput& in, const std::vector<Mark>& marks) {
 }
 
 bool HasLoad(const v1::StepPoint& p) {
-  return p.has_expert_load_max_over_mean() || p.has_ep_load_max_over_mean();
+  return std::isfinite(FigureOrNaN<StepFieldIndex("expert_load_max_over_mean")>(p)) ||
+         std::isfinite(FigureOrNaN<StepFieldIndex("ep_load_max_over_mean")>(p));
 }
 
 // The MoE routing of each point's last step: busiest EP rank and busiest
@@ -212,10 +214,8 @@ std::string LoadChart(const ReportInput& in, const std::vector<Mark>& marks) {
   const v1::RunStepsResponse& steps = *in.steps;
   LineChart c = StepChart("chart-load", "expert load over steps", "busiest over mean", marks);
   auto tip = [](const v1::StepPoint& p, double y) { return Tip(p, FormatRatio(y)); };
-  const auto ep =
-      OrNaN<&v1::StepPoint::ep_load_max_over_mean, &v1::StepPoint::has_ep_load_max_over_mean>;
-  const auto experts = OrNaN<&v1::StepPoint::expert_load_max_over_mean,
-                             &v1::StepPoint::has_expert_load_max_over_mean>;
+  const auto ep = FigureOrNaN<StepFieldIndex("ep_load_max_over_mean")>;
+  const auto experts = FigureOrNaN<StepFieldIndex("expert_load_max_over_mean")>;
   if (AnyFinite(steps, ep))
     c.series.push_back(Line(steps, "EP ranks", "#e15759", "load-ep", ep, tip));
   if (AnyFinite(steps, experts))

@@ -3,7 +3,7 @@
 #include "common/exit_codes.h"
 #include "common/model_layout/rank_host_memory.h"
 #include "controller/core/gate_policy.h"
-#include "controller/rpc/convert.h"
+#include "controller/rpc/app_proto.h"
 
 namespace trellis::controller {
 namespace {

@@ -6,10 +6,10 @@
 
 #include "common/log.h"
 #include "controller/app/scrape_targets.h"
-#include "controller/rpc/convert.h"
+#include "controller/rpc/app_proto.h"
 #include "controller/rpc/rpc_timer.h"
 #include "controller/rpc/validate.h"
-#include "proto/convert.h"
+#include "proto/step_record_proto.h"
 
 namespace trellis::controller {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "controller/rpc/convert.h"
+#include "controller/rpc/app_proto.h"
 #include "controller/rpc/log_reactor.h"
 #include "controller/rpc/rpc_timer.h"
 #include "controller/rpc/watch_reactor.h"
@@ -248,15 +248,9 @@ void ToProto(const StepPointRow& p, v1::StepPoint* out) {
   out->set_step_seconds_sum(p.step_seconds_sum);
   out->set_step_seconds(p.step_seconds);
   out->set_step_seconds_max(p.step_seconds_max);
-  if (p.fwd_seconds) out->set_fwd_seconds(*p.fwd_seconds);
-  if (p.bwd_seconds) out->set_bwd_seconds(*p.bwd_seconds);
-  if (p.optim_seconds) out->set_optim_seconds(*p.optim_seconds);
-  if (p.comm_seconds) out->set_comm_seconds(*p.comm_seconds);
-  if (p.exposed_comm_seconds) out->set_exposed_comm_seconds(*p.exposed_comm_seconds);
-  if (p.expert_load_max_over_mean)
-    out->set_expert_load_max_over_mean(*p.expert_load_max_over_mean);
-  if (p.ep_load_max_over_mean) out->set_ep_load_max_over_mean(*p.ep_load_max_over_mean);
-  if (p.checkpoint_seconds) out->set_checkpoint_seconds(*p.checkpoint_seconds);
+  // The last step's figures from its latest rank record: every optional field
+  // of the record that StepPoint has a field of the same name for.
+  if (p.last) CopyStepFigures(*p.last, out);
   out->set_updated_unix_ms(ToUnixMillis(p.updated));
 }
 

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "common/run_layout.h"
-#include "controller/rpc/convert.h"
+#include "controller/rpc/app_proto.h"
 #include "controller/rpc/validate.h"
 
 namespace trellis::controller {

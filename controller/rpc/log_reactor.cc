@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "controller/rpc/controller_service.h"
-#include "controller/rpc/convert.h"
+#include "controller/rpc/app_proto.h"
 
 namespace trellis::controller {
 

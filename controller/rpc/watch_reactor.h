@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "controller/app/controller.h"
-#include "controller/rpc/convert.h"
+#include "controller/rpc/app_proto.h"
 #include "trellis/v1/controller.grpc.pb.h"
 
 namespace trellis::controller {

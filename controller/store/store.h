@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/sqlite.h"
+#include "common/step_record.h"
 #include "controller/core/goodput.h"
 #include "controller/core/quarantine.h"
 #include "controller/store/records.h"
@@ -125,13 +126,10 @@ struct StepPointRow {
   double step_seconds_sum = 0;
   double step_seconds = 0;  // the last row's step_seconds_max
   double step_seconds_max = 0;  // the bucket's largest
-  // Phase times of the last row's latest rank record (its last_json).
-  std::optional<double> fwd_seconds, bwd_seconds, optim_seconds, comm_seconds,
-      exposed_comm_seconds;
-  // The MoE routing figures of the same record.
-  std::optional<double> expert_load_max_over_mean, ep_load_max_over_mean;
-  // The checkpoint time after the same record's step (outside its step time).
-  std::optional<double> checkpoint_seconds;
+  // The last row's latest rank record (its last_json, read by the step
+  // record's codec): its figures (phase times, MoE routing, checkpoint time)
+  // are one rank's. Absent where the stored record does not decode.
+  std::optional<StepRecord> last;
   WallTime updated;
 };
 struct StepSeries {

@@ -2,9 +2,9 @@
 // bounded number of points (docs/architecture.md, "Store").
 #include <cmath>
 #include <limits>
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "common/step_record.h"
 #include "controller/store/store.h"
 
 namespace trellis::controller {
@@ -12,31 +12,6 @@ namespace trellis::controller {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// A figure of a stored rank record (a phase time, a load ratio), when it is
-// there as a finite number.
-// Read leniently: the record was checked when it arrived, and a report
-// should show what it can rather than fail on one odd row.
-std::optional<double> Figure(const nlohmann::json& record, const char* key) {
-  auto it = record.find(key);
-  if (it == record.end() || !it->is_number()) return std::nullopt;
-  double v = it->get<double>();
-  if (!std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
-void ReadFigures(const std::string& last_json, StepPointRow* p) {
-  nlohmann::json record = nlohmann::json::parse(last_json, nullptr, /*allow_exceptions=*/false);
-  if (!record.is_object()) return;
-  p->fwd_seconds = Figure(record, "fwd_seconds");
-  p->bwd_seconds = Figure(record, "bwd_seconds");
-  p->optim_seconds = Figure(record, "optim_seconds");
-  p->comm_seconds = Figure(record, "comm_seconds");
-  p->exposed_comm_seconds = Figure(record, "exposed_comm_seconds");
-  p->expert_load_max_over_mean = Figure(record, "expert_load_max_over_mean");
-  p->ep_load_max_over_mean = Figure(record, "ep_load_max_over_mean");
-  p->checkpoint_seconds = Figure(record, "checkpoint_seconds");
-}
 
 // Folds one row into its bucket's point (rows arrive in order).
 void Fold(StepPointRow* p, int attempt, int launch, int64_t step, int ranks, double loss_sum,
@@ -112,7 +87,10 @@ absl::StatusOr<StepSeries> ReadStepSeries(Store& store, const std::string& run_i
          rows.ColumnInt(5), rows.ColumnDouble(6), rows.ColumnInt(7));
     // Only a point's last row keeps its phases: parse that row's record alone.
     bool last_of_point = (i + 1) % per_point == 0 || i + 1 == out.total_steps;
-    if (last_of_point) ReadFigures(rows.ColumnText(8), &p);
+    // The record was checked when it arrived: one that no longer decodes (a
+    // hand-edited row) leaves the point without figures rather than failing the report.
+    std::string error;
+    if (last_of_point) p.last = DecodeStepRecord(rows.ColumnText(8), &error);
   }
   return out;
 }

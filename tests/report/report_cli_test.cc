@@ -50,7 +50,8 @@ class ReportCliTest : public ControllerTest {
       auto st = (*db)->Prepare(
           "INSERT INTO steps (run_id, attempt, launch, step, ranks, loss_sum, tokens, "
           "step_seconds_max, last_json, updated_ms) VALUES (?, 1, 1, ?, 4, ?, 4096, 0.5, "
-          "'{\"v\":1,\"fwd_seconds\":0.1}', ?)");
+          "'{\"v\":1,\"step\":1,\"loss\":2,\"tokens\":4096,\"step_seconds\":0.5,"
+          "\"fwd_seconds\":0.1}', ?)");
       EXPECT_TRUE(st.ok());
       EXPECT_TRUE(st->Bind(1, resp.run_id())
                       .Bind(2, s)

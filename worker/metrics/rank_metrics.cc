@@ -9,78 +9,52 @@ namespace {
 using prometheus::BuildCounter;
 using prometheus::BuildGauge;
 
-// A figure of a step record, absent when the record does not carry it.
-using Field = std::optional<double> (*)(const StepRecord&);
-
-struct Column {
-  const char* name;
-  const char* help;
-  Field value;
-  // Counters of fields every record carries start at 0 with the rank (a rate
-  // over the first records then counts them); other series appear with a value.
-  bool at_start;
+// Counters: each counted record adds its field's value.
+constexpr StepFieldMetric kSums[] = {
+    {StepFieldIndex("step_seconds"), "trellis_rank_step_seconds_total",
+     "Seconds of the rank's training steps (step_seconds of its step records)", true},
+    {StepFieldIndex("tokens"), "trellis_rank_tokens_total", "Tokens the rank trained on", true},
+    {StepFieldIndex("fwd_seconds"), "trellis_rank_forward_seconds_total",
+     "Seconds of the rank's forward passes", false},
+    {StepFieldIndex("bwd_seconds"), "trellis_rank_backward_seconds_total",
+     "Seconds of the rank's backward passes", false},
+    {StepFieldIndex("optim_seconds"), "trellis_rank_optimizer_seconds_total",
+     "Seconds of the rank's optimizer steps", false},
+    {StepFieldIndex("comm_seconds"), "trellis_rank_comm_seconds_total",
+     "Seconds of the rank's collective communication", false},
+    {StepFieldIndex("exposed_comm_seconds"), "trellis_rank_exposed_comm_seconds_total",
+     "Seconds of the rank's communication not hidden behind computation", false},
+    {StepFieldIndex("checkpoint_seconds"), "trellis_rank_checkpoint_seconds_total",
+     "Seconds the rank spent on checkpoints outside its steps", false},
 };
 
-template <typename T>
-std::optional<double> Figure(const std::optional<T>& v) {
-  if (!v) return std::nullopt;
-  return static_cast<double>(*v);
-}
-
-// Counters: each counted record adds its figure.
-const Column kSums[] = {
-    {"trellis_rank_step_seconds_total",
-     "Seconds of the rank's training steps (step_seconds of its step records)",
-     [](const StepRecord& r) { return std::optional<double>(r.step_seconds); }, true},
-    {"trellis_rank_tokens_total", "Tokens the rank trained on",
-     [](const StepRecord& r) { return std::optional<double>(static_cast<double>(r.tokens)); },
-     true},
-    {"trellis_rank_forward_seconds_total", "Seconds of the rank's forward passes",
-     [](const StepRecord& r) { return r.fwd_seconds; }, false},
-    {"trellis_rank_backward_seconds_total", "Seconds of the rank's backward passes",
-     [](const StepRecord& r) { return r.bwd_seconds; }, false},
-    {"trellis_rank_optimizer_seconds_total", "Seconds of the rank's optimizer steps",
-     [](const StepRecord& r) { return r.optim_seconds; }, false},
-    {"trellis_rank_comm_seconds_total", "Seconds of the rank's collective communication",
-     [](const StepRecord& r) { return r.comm_seconds; }, false},
-    {"trellis_rank_exposed_comm_seconds_total",
-     "Seconds of the rank's communication not hidden behind computation",
-     [](const StepRecord& r) { return r.exposed_comm_seconds; }, false},
-    {"trellis_rank_checkpoint_seconds_total",
-     "Seconds the rank spent on checkpoints outside its steps",
-     [](const StepRecord& r) { return r.checkpoint_seconds; }, false},
-};
-
-// Gauges: the latest counted record's figure; each appears with its first
+// Gauges: the latest counted record's value; each appears with its first
 // value.
-const Column kGauges[] = {
-    {"trellis_rank_loss", "Loss of the rank's latest step",
-     [](const StepRecord& r) { return std::optional<double>(r.loss); }, false},
-    {"trellis_rank_last_step", "Number of the rank's latest step",
-     [](const StepRecord& r) { return std::optional<double>(static_cast<double>(r.step)); }, false},
-    {"trellis_rank_grad_norm", "Gradient norm of the rank's latest step",
-     [](const StepRecord& r) { return r.grad_norm; }, false},
-    {"trellis_rank_allocated_peak_bytes",
-     "Peak device memory held by tensors of the rank in its latest step",
-     [](const StepRecord& r) { return Figure(r.mem_allocated_peak_bytes); }, false},
-    {"trellis_rank_reserved_peak_bytes",
-     "Peak device memory reserved by the rank's caching allocator in its "
-     "latest step",
-     [](const StepRecord& r) { return Figure(r.mem_reserved_peak_bytes); }, false},
-    {"trellis_rank_host_arena_bytes",
-     "Bytes of the rank's pinned host arenas (activation offload, checkpoint.async's copy)",
-     [](const StepRecord& r) { return Figure(r.host_arena_bytes); }, false},
-    {"trellis_rank_nccl_ctas", "CTAs each NCCL collective of the rank launches",
-     [](const StepRecord& r) { return Figure(r.nccl_max_ctas); }, false},
-    {"trellis_rank_expert_load_max_over_mean",
-     "Busiest expert's tokens over the mean expert's in the latest step (worst MoE layer)",
-     [](const StepRecord& r) { return r.expert_load_max_over_mean; }, false},
-    {"trellis_rank_ep_load_max_over_mean",
+constexpr StepFieldMetric kGauges[] = {
+    {StepFieldIndex("loss"), "trellis_rank_loss", "Loss of the rank's latest step", false},
+    {StepFieldIndex("step"), "trellis_rank_last_step", "Number of the rank's latest step", false},
+    {StepFieldIndex("grad_norm"), "trellis_rank_grad_norm",
+     "Gradient norm of the rank's latest step", false},
+    {StepFieldIndex("mem_allocated_peak_bytes"), "trellis_rank_allocated_peak_bytes",
+     "Peak device memory held by tensors of the rank in its latest step", false},
+    {StepFieldIndex("mem_reserved_peak_bytes"), "trellis_rank_reserved_peak_bytes",
+     "Peak device memory reserved by the rank's caching allocator in its latest step", false},
+    {StepFieldIndex("host_arena_bytes"), "trellis_rank_host_arena_bytes",
+     "Bytes of the rank's pinned host arenas (activation offload, checkpoint.async's copy)", false},
+    {StepFieldIndex("nccl_max_ctas"), "trellis_rank_nccl_ctas",
+     "CTAs each NCCL collective of the rank launches", false},
+    {StepFieldIndex("expert_load_max_over_mean"), "trellis_rank_expert_load_max_over_mean",
+     "Busiest expert's tokens over the mean expert's in the latest step (worst MoE layer)", false},
+    {StepFieldIndex("ep_load_max_over_mean"), "trellis_rank_ep_load_max_over_mean",
      "Busiest EP rank's tokens over the mean EP rank's in the latest step (worst MoE layer)",
-     [](const StepRecord& r) { return r.ep_load_max_over_mean; }, false},
-    {"trellis_rank_checkpoint_step", "Step of the rank's newest checkpoint",
-     [](const StepRecord& r) { return Figure(r.checkpoint_step); }, false},
+     false},
+    {StepFieldIndex("checkpoint_step"), "trellis_rank_checkpoint_step",
+     "Step of the rank's newest checkpoint", false},
 };
+
+std::optional<double> ValueOf(const StepFieldMetric& m, const StepRecord& r) {
+  return kStepFields[m.field].Number(r);
+}
 
 constexpr size_t kMaxGpuLabel = 128;
 
@@ -90,6 +64,9 @@ bool DeviceListChar(char c) {
 }
 
 }  // namespace
+
+std::vector<StepFieldMetric> StepFieldCounters() { return {std::begin(kSums), std::end(kSums)}; }
+std::vector<StepFieldMetric> StepFieldGauges() { return {std::begin(kGauges), std::end(kGauges)}; }
 
 RankInfo RankInfoFor(const RankPlan& plan) {
   RankInfo info;
@@ -135,9 +112,9 @@ RankMetrics::RankMetrics(prometheus::Registry& registry, std::string run, std::s
                     .Name("trellis_rank_last_step_timestamp_seconds")
                     .Help("Unix time the worker received the rank's latest step record")
                     .Register(registry)) {
-  for (const Column& c : kSums)
+  for (const StepFieldMetric& c : kSums)
     sums_.push_back(&BuildCounter().Name(c.name).Help(c.help).Register(registry));
-  for (const Column& c : kGauges)
+  for (const StepFieldMetric& c : kGauges)
     gauges_.push_back(&BuildGauge().Name(c.name).Help(c.help).Register(registry));
 }
 
@@ -173,13 +150,13 @@ void RankMetrics::OnStep(int rank, const StepRecord& record,
   s.last_step = record.step;
   s.steps->Increment();
   for (size_t i = 0; i < std::size(kSums); ++i) {
-    std::optional<double> v = kSums[i].value(record);
+    std::optional<double> v = ValueOf(kSums[i], record);
     if (!v) continue;
     if (s.sums[i] == nullptr) s.sums[i] = &sums_[i]->Add(s.labels);
     s.sums[i]->Increment(*v);
   }
   for (size_t i = 0; i < std::size(kGauges); ++i) {
-    std::optional<double> v = kGauges[i].value(record);
+    std::optional<double> v = ValueOf(kGauges[i], record);
     if (!v) continue;
     if (s.gauges[i] == nullptr) s.gauges[i] = &gauges_[i]->Add(s.labels);
     s.gauges[i]->Set(*v);

@@ -48,6 +48,22 @@ RankInfo RankInfoFor(const RankPlan& plan);
 // trellis_build_info{version} = 1.
 void AddBuildInfo(prometheus::Registry& registry, const std::string& version);
 
+// A step record field (an index into kStepFields) exported as a series:
+// counters add each record's value, gauges hold the latest. Fields without one
+// (e.g. the per-part memory peaks) are not exported; alloc_retries, a
+// cumulative count, has its own counter.
+struct StepFieldMetric {
+  size_t field;
+  const char* name;
+  const char* help;
+  // Counters of fields every record carries start at 0 with the rank (a rate
+  // over the first records then counts them); other series appear with a value.
+  bool at_start;
+};
+// The tables (for the schema test).
+std::vector<StepFieldMetric> StepFieldCounters();
+std::vector<StepFieldMetric> StepFieldGauges();
+
 class RankMetrics {
  public:
   // Registers every family in `registry`, which must outlive this object.

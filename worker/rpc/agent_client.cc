@@ -7,8 +7,8 @@
 #include <random>
 
 #include "common/log.h"
+#include "worker/rpc/agent_proto.h"
 #include "worker/rpc/call_retry.h"
-#include "worker/rpc/convert.h"
 
 namespace trellis::worker {
 namespace {

@@ -3,8 +3,8 @@
 #include <random>
 
 #include "common/log.h"
-#include "proto/convert.h"
-#include "worker/rpc/convert.h"
+#include "proto/step_record_proto.h"
+#include "worker/rpc/agent_proto.h"
 
 namespace trellis::worker {
 

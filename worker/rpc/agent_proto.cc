@@ -1,4 +1,4 @@
-#include "worker/rpc/convert.h"
+#include "worker/rpc/agent_proto.h"
 
 namespace trellis::worker {
 

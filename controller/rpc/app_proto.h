@@ -1,14 +1,16 @@
 #pragma once
 // The only place that converts between proto messages and controller types.
 // The shapes the controller shares with workers (StepRecord, NodeProbe) are
-// converted in proto/convert; what a worker sends is bounded here.
+// converted in proto/ (step_record_proto, node_probe_proto); what a worker
+// sends is bounded here.
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "controller/app/views.h"
 #include "controller/app/worker_reports.h"
-#include "proto/convert.h"
+#include "proto/node_probe_proto.h"
+#include "proto/step_record_proto.h"
 #include "trellis/v1/agent.pb.h"
 #include "trellis/v1/controller.pb.h"
 

@@ -1,4 +1,4 @@
-#include "controller/rpc/convert.h"
+#include "controller/rpc/app_proto.h"
 
 namespace trellis::controller {
 

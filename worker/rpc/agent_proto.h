@@ -1,13 +1,14 @@
 #pragma once
 // The only place the worker converts between proto and its own types. The
 // shapes it shares with the controller (StepRecord, NodeProbe) are converted
-// in proto/convert; the worker's calls reach them by argument-dependent
+// in proto/ (step_record_proto, node_probe_proto); the worker's calls reach them by argument-dependent
 // lookup (the types live in namespace trellis).
 
 #include <grpcpp/support/status.h>
 
 #include "absl/status/status.h"
-#include "proto/convert.h"
+#include "proto/node_probe_proto.h"
+#include "proto/step_record_proto.h"
 #include "trellis/v1/agent.pb.h"
 #include "worker/core/outcome.h"
 #include "worker/core/rank_layout.h"
