@@ -455,6 +455,18 @@ using Backend = c10d::Backend;
 using Backend = c10d::ProcessGroup;
 #endif
 
+// A backend's own failure as LibTorch throws it: NCCL's error codes
+// (ncclRemoteError where a peer is gone) are DistBackendError from 2.1 on,
+// apart from a bad argument's plain c10::Error. 1.13 tells them apart by
+// no type, so there nothing is caught as one (it has no NCCL here anyway).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+using BackendError = c10::DistBackendError;
+#else
+class BackendError : public c10::Error {  // never thrown
+  using c10::Error::Error;
+};
+#endif
+
 // NCCL exists only where LibTorch was built with CUDA (CMake defines
 // USE_C10D_NCCL then); elsewhere asking for it is a clear error.
 inline c10::intrusive_ptr<Backend> MakeNcclGroup(const c10::intrusive_ptr<c10d::Store>& store,

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #ifdef TRELLIS_HAS_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -35,14 +36,29 @@ torch::Tensor OnWire(const torch::Tensor& t) {
   return flat.scalar_type() == torch::kBFloat16 ? flat.view(torch::kHalf) : flat;
 }
 
-// Waits for a collective of world rank `rank` of `size`. A failure on gloo is a
-// TrainError. On NCCL it ends the process here, after saying what failed: on
-// its way up the error would destroy the process group, whose destructor
-// waits on NCCL's watchdog (a minute of debug dump, then an abort that prints
-// none of this), and the device work behind the failed collective never
-// completes, so a later synchronisation would hang. (The peer watch ends a
-// rank the same way.) Not yet seen: NCCL reports a dead peer to PyTorch's
-// watchdog thread, and this wait does not fail (trainer_core/README.md).
+// A collective of world rank `rank` of `size` failed, as it was issued or
+// waited for. On gloo it is a TrainError. On NCCL it ends the process here,
+// after saying what failed: on its way up the error would destroy the process
+// group, whose destructor joins PyTorch's watchdog thread, and that thread,
+// having seen the same error, sleeps a minute before it aborts the process
+// (SIGABRT, printing none of this); and the device work behind the failed
+// collective never completes, so a later synchronisation would hang. (The
+// peer watch ends a rank the same way.)
+[[noreturn]] void Failed(const char* what, int rank, int size, bool cuda,
+                         const std::string& error) {
+  const std::string message = "comm: rank " + std::to_string(rank) + " of " +
+                              std::to_string(size) + ": " + what +
+                              " failed (a peer exited, timed out or lost its network): " + error;
+  if (!cuda) throw TrainError(message);
+  std::fprintf(stderr, "%s\ncomm: rank %d ends now: its NCCL work cannot complete\n",
+               message.c_str(), rank);
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
+// Waits for a collective; a failure is Failed's. (On NCCL a dead peer's error
+// reaches PyTorch's watchdog thread first, and the next collective issued
+// fails, not this wait: trainer_core/README.md.)
 template <typename W>
 void Wait(W&& work, const char* what, int rank, int size, bool cuda) {
   std::string error;
@@ -54,14 +70,7 @@ void Wait(W&& work, const char* what, int rank, int size, bool cuda) {
   } catch (const std::exception& e) {
     error = e.what();
   }
-  const std::string message = "comm: rank " + std::to_string(rank) + " of " +
-                              std::to_string(size) + ": " + what +
-                              " failed (a peer exited, timed out or lost its network): " + error;
-  if (!cuda) throw TrainError(message);
-  std::fprintf(stderr, "%s\ncomm: rank %d ends now: its NCCL work cannot complete\n",
-               message.c_str(), rank);
-  std::fflush(nullptr);
-  std::_Exit(1);
+  Failed(what, rank, size, cuda, error);
 }
 
 // Every tensor of a collective lives where the backend works: NCCL takes
@@ -191,6 +200,15 @@ class C10dComm final : public Comm {
         options_(std::move(options)),
         clock_(std::move(clock)),
         clock_group_(clock_->AddGroup()) {}
+  // A rank leaving on an error destroys its group while its peer watch still
+  // runs: NCCL's group destructor joins PyTorch's watchdog thread, which,
+  // having seen a dead peer's error, sleeps a minute and then aborts the
+  // process (SIGABRT, naming nobody); gloo's waits for its collectives in
+  // flight, up to the timeout. The watch ends the rank first, naming the peer.
+  // A clean exit stops the watch first, saying the rank left.
+  ~C10dComm() override {
+    if (std::uncaught_exceptions() > 0) group_.reset();
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -268,7 +286,14 @@ class C10dComm final : public Comm {
   template <typename Issue>
   std::unique_ptr<CommWork> Launch(const char* what, Issue&& issue, std::vector<at::Tensor> keep) {
     auto span = clock_->Issue(clock_group_);
-    c10::intrusive_ptr<c10d::Work> work = issue();
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      work = issue();
+    } catch (const compat::BackendError& e) {
+      // NCCL that has seen a peer's sockets close (its socket transport)
+      // refuses the next collective: a failure like a failed wait's.
+      Failed(what, options_.rank, options_.world, options_.cuda, e.what_without_backtrace());
+    }
     if (clock_->cuda()) {
       // The side stream waits (the host does not); errors come as Wait's.
       span->done = clock_->stream(clock_group_).StampAfter(
@@ -290,7 +315,7 @@ class C10dComm final : public Comm {
   CommOptions options_;
   std::shared_ptr<CommClock> clock_;  // shared with the subgroups
   int clock_group_;
-  std::unique_ptr<PeerWatch> watch_;  // stopped first on destruction
+  std::unique_ptr<PeerWatch> watch_;  // stopped before the group on a clean exit (~C10dComm)
 };
 
 std::string Where(const CommOptions& o) {
