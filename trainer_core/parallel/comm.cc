@@ -9,8 +9,9 @@
 #endif
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#define TRELLIS_COMPAT_C10D
 #include "trainer_core/compat.h"
+#include "trainer_core/compat_c10d.h"
+#include "trainer_core/compat_device_time.h"
 #include "trainer_core/error.h"
 #include "trainer_core/parallel/comm_clock.h"
 #include "trainer_core/parallel/peer_watch.h"

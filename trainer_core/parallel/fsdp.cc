@@ -1,6 +1,6 @@
 #include "trainer_core/parallel/fsdp.h"
 
-#include "trainer_core/compat.h"
+#include "trainer_core/compat_device_time.h"
 #include "trainer_core/error.h"
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/model/init.h"

@@ -27,7 +27,7 @@
 #include <optional>
 #include <vector>
 
-#include "trainer_core/compat.h"
+#include "trainer_core/compat_device_time.h"
 #include "trainer_core/memory/activation_offload.h"
 #include "trainer_core/model/model.h"
 #include "trainer_core/parallel/cast_cache.h"
