@@ -15,7 +15,7 @@
 #include "trainer_core/error.h"
 #include "trainer_core/parallel/comm_clock.h"
 #include "trainer_core/parallel/peer_watch.h"
-#include "trainer_core/parallel/pending.h"
+#include "trainer_core/parallel/solo_comm.h"
 #include "trainer_core/torch_api.h"
 
 namespace trellis::train {
@@ -84,46 +84,6 @@ void CheckDevice(const at::Tensor& t, bool cuda, const char* what) {
                    " tensor, but this communicator is " +
                    (cuda ? "NCCL (tensors on the rank's GPU)" : "gloo (CPU tensors)"));
 }
-
-// Nothing to wait for.
-class DoneWork final : public CommWork {
- public:
-  void Wait() override {}
-};
-
-// World 1: every collective is a copy, done when started, and not timed.
-class SoloComm final : public Comm {
- public:
-  explicit SoloComm(bool cuda) : cuda_(cuda) {}
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  bool cuda() const override { return cuda_; }
-  std::unique_ptr<CommWork> StartAllGather(const at::Tensor& shard,
-                                           const at::Tensor& out) override {
-    out.view(-1).copy_(shard.view(-1));
-    return std::make_unique<DoneWork>();
-  }
-  std::unique_ptr<CommWork> StartAllToAll(const at::Tensor& send,
-                                          const std::vector<int64_t>& send_counts,
-                                          const at::Tensor& recv,
-                                          const std::vector<int64_t>& recv_counts) override {
-    TORCH_CHECK(send_counts.at(0) == recv_counts.at(0), "comm: all-to-all counts differ");
-    recv.view(-1).narrow(0, 0, recv_counts[0]).copy_(send.view(-1).narrow(0, 0, send_counts[0]));
-    return std::make_unique<DoneWork>();
-  }
-  std::unique_ptr<CommWork> StartAllReduceSum(const at::Tensor&) override {
-    return std::make_unique<DoneWork>();
-  }
-  void Barrier() override {}
-  void ResetTimes() override {}
-  std::optional<CommTimes> TakeTimes() override { return std::nullopt; }
-  std::unique_ptr<Comm> Subgroup(const std::string&, const std::vector<int>&) override {
-    return std::make_unique<SoloComm>(cuda_);
-  }
-
- private:
-  bool cuda_;
-};
 
 // The peer watch's view of the rendezvous store, over its own connection (the
 // process group's client is busy on the main thread).
@@ -225,7 +185,7 @@ class C10dComm final : public Comm {
     auto in = OnWire(shard), all = OnWire(out);
     const int64_t n = in.numel();
     TORCH_CHECK(all.numel() == n * size_, "comm: all-gather output has the wrong size");
-    if (n == 0) return std::make_unique<DoneWork>();
+    if (n == 0) return FinishedWork();
     std::vector<at::Tensor> inputs{in};
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < size_; ++r) outputs[0].push_back(all.narrow(0, r * n, n));
@@ -399,7 +359,7 @@ std::unique_ptr<Comm> C10dComm::Subgroup(const std::string& name, const std::vec
     if (ranks[i] == rank_) index = static_cast<int>(i);
   }
   if (index < 0) throw TrainError("comm: subgroup " + name + " does not include this rank");
-  if (ranks.size() == 1) return std::make_unique<SoloComm>(cuda());
+  if (ranks.size() == 1) return MakeSoloComm(cuda());
   auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
   auto group = MakeGroup(store, index, static_cast<int>(ranks.size()), options_,
                          "rendezvous of subgroup " + name);
@@ -436,7 +396,7 @@ void CheckRankInWorld(int rank, int world) {
 
 std::unique_ptr<Comm> ConnectComm(const CommOptions& options) {
   CheckRankInWorld(options.rank, options.world);
-  if (options.world == 1) return std::make_unique<SoloComm>(options.cuda);
+  if (options.world == 1) return MakeSoloComm(options.cuda);
   return C10dComm::Connect(options);
 }
 
@@ -448,30 +408,6 @@ CommOptions CommOptionsFromEnv() {
   o.master_port = EnvInt("MASTER_PORT", 29500, 1, 65535);
   o.timeout = std::chrono::seconds(EnvInt("TRELLIS_COMM_TIMEOUT_S", 120, 1, 86400));
   return o;
-}
-
-PendingTensor StartReduceScatter(Comm& comm, const at::Tensor& full, Wire wire) {
-  const int world = comm.size();
-  TORCH_CHECK((full.scalar_type() == torch::kFloat || full.scalar_type() == torch::kBFloat16) &&
-                  full.is_contiguous(),
-              "ReduceScatter: fp32 or bf16 contiguous input");
-  TORCH_CHECK(full.numel() % world == 0, "ReduceScatter: size is not a multiple of the world");
-  const int64_t n = full.numel() / world;
-  // A bf16 gradient (of bf16 weight copies) on an fp32 wire is up-cast exactly.
-  auto send = full.view(-1).to(wire == Wire::kBf16 ? torch::kBFloat16 : torch::kFloat);
-  auto recv = torch::empty_like(send);
-  std::vector<int64_t> counts(world, n);
-  std::vector<std::unique_ptr<CommWork>> works;
-  works.push_back(comm.StartAllToAll(send, counts, recv, counts));
-  return PendingTensor(std::move(works), [recv, n, world] {
-    auto sum = recv.narrow(0, 0, n).to(torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
-    for (int r = 1; r < world; ++r) sum.add_(recv.narrow(0, r * n, n).to(torch::kFloat));
-    return sum;
-  });
-}
-
-at::Tensor ReduceScatter(Comm& comm, const at::Tensor& full, Wire wire) {
-  return StartReduceScatter(comm, full, wire).Finish();
 }
 
 }  // namespace trellis::train
