@@ -12,6 +12,7 @@
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/checkpoint/state_ranges.h"
 #include "trainer_core/compat.h"
+#include "trainer_core/compat_device_time.h"
 #include "trainer_core/data/batches.h"
 #include "trainer_core/determinism.h"
 #include "trainer_core/error.h"

@@ -25,7 +25,7 @@
 
 #include "trainer_core/checkpoint/checkpoint.h"
 #include "trainer_core/checkpoint/pruner.h"
-#include "trainer_core/compat.h"
+#include "trainer_core/compat_device_time.h"
 #include "trainer_core/memory/host_arena.h"
 #include "trainer_core/memory/host_room.h"
 

@@ -6,7 +6,7 @@
 // whole shard in host memory.
 
 #include "trainer_core/checkpoint/shard_file.h"
-#include "trainer_core/compat.h"
+#include "trainer_core/compat_device_time.h"
 #include "trainer_core/torch_api.h"
 
 namespace trellis::train {

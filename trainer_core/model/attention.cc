@@ -2,7 +2,7 @@
 #include "trainer_core/compat.h"
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/model/layers.h"
-#include "trainer_core/model/rope.h"
+#include "trainer_core/model/rope_op.h"
 
 namespace trellis::train {
 namespace {

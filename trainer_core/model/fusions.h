@@ -30,7 +30,7 @@ struct Fusions {
   bool muon_update = true;
   // The MoE experts' silu(gate) * up, forward and backward, as one kernel
   // each of kernels/ (CUDA bf16, built with kernels/). Either way backward
-  // keeps only gate and up and recomputes the sigmoid (model/swiglu.h).
+  // keeps only gate and up and recomputes the sigmoid (model/swiglu_op.h).
   bool swiglu = true;
   // RoPE on q and k as one kernel of kernels/ per pass (CUDA bf16, built
   // with kernels/), fp32 inside, in place of a strided product per half.
@@ -58,7 +58,7 @@ struct Fusions {
   // RMSNorm as kernels of kernels/rms_norm (CUDA bf16, built with kernels/):
   // the residual add before the experts' norm in the same forward pass,
   // and in backward one pass for the input's gradient, the residual's added
-  // to it, and the weight's (model/rms_norm.h).
+  // to it, and the weight's (model/rms_norm_op.h).
   bool rms_norm = true;
   // Each layer's last residual add (its MoE output) left to the next
   // layer, whose attention norm adds it in the same pass (AddRmsNorm; one

@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "trainer_core/model/fusions.h"
-#include "trainer_core/model/rms_norm.h"
+#include "trainer_core/model/rms_norm_op.h"
 #include "trainer_core/torch_api.h"
 
 namespace trellis::train {
@@ -54,7 +54,7 @@ struct ExpertWeights {
   torch::Tensor gate, up;  // [E, F, H] each; undefined when gate_up is set
   torch::Tensor gate_up;   // [E, 2F, H], or undefined
   torch::Tensor down;      // [E, H, F]
-  // The expert_wgrad fusion (model/expert_wgrad.h): when set, backward sums
+  // The expert_wgrad fusion (model/expert_wgrad_op.h): when set, backward sums
   // the weight gradients into wgrad_into(part) (0 gate, 1 up, 2 down) itself
   // and autograd gets none for gate_up and down. Needs gate_up.
   std::function<WgradTarget(int part)> wgrad_into;

@@ -1,10 +1,10 @@
 // The MoE feed-forward: router, top-k (plain or group-limited), SwiGLU
 // experts from stacked weights, optional shared expert, load-balancing loss.
 #include "trainer_core/compat.h"
-#include "trainer_core/model/expert_wgrad.h"
+#include "trainer_core/model/expert_wgrad_op.h"
 #include "trainer_core/model/layers.h"
 #include "trainer_core/model/moe_ops.h"
-#include "trainer_core/model/swiglu.h"
+#include "trainer_core/model/swiglu_op.h"
 
 namespace trellis::train {
 namespace {

@@ -2,18 +2,20 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #ifdef TRELLIS_HAS_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#define TRELLIS_COMPAT_C10D
 #include "trainer_core/compat.h"
+#include "trainer_core/compat_c10d.h"
+#include "trainer_core/compat_device_time.h"
 #include "trainer_core/error.h"
 #include "trainer_core/parallel/comm_clock.h"
 #include "trainer_core/parallel/peer_watch.h"
-#include "trainer_core/parallel/pending.h"
+#include "trainer_core/parallel/solo_comm.h"
 #include "trainer_core/torch_api.h"
 
 namespace trellis::train {
@@ -35,14 +37,29 @@ torch::Tensor OnWire(const torch::Tensor& t) {
   return flat.scalar_type() == torch::kBFloat16 ? flat.view(torch::kHalf) : flat;
 }
 
-// Waits for a collective of world rank `rank` of `size`. A failure on gloo is a
-// TrainError. On NCCL it ends the process here, after saying what failed: on
-// its way up the error would destroy the process group, whose destructor
-// waits on NCCL's watchdog (a minute of debug dump, then an abort that prints
-// none of this), and the device work behind the failed collective never
-// completes, so a later synchronisation would hang. (The peer watch ends a
-// rank the same way.) Not yet seen: NCCL reports a dead peer to PyTorch's
-// watchdog thread, and this wait does not fail (trainer_core/README.md).
+// A collective of world rank `rank` of `size` failed, as it was issued or
+// waited for. On gloo it is a TrainError. On NCCL it ends the process here,
+// after saying what failed: on its way up the error would destroy the process
+// group, whose destructor joins PyTorch's watchdog thread, and that thread,
+// having seen the same error, sleeps a minute before it aborts the process
+// (SIGABRT, printing none of this); and the device work behind the failed
+// collective never completes, so a later synchronisation would hang. (The
+// peer watch ends a rank the same way.)
+[[noreturn]] void Failed(const char* what, int rank, int size, bool cuda,
+                         const std::string& error) {
+  const std::string message = "comm: rank " + std::to_string(rank) + " of " +
+                              std::to_string(size) + ": " + what +
+                              " failed (a peer exited, timed out or lost its network): " + error;
+  if (!cuda) throw TrainError(message);
+  std::fprintf(stderr, "%s\ncomm: rank %d ends now: its NCCL work cannot complete\n",
+               message.c_str(), rank);
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
+// Waits for a collective; a failure is Failed's. (On NCCL a dead peer's error
+// reaches PyTorch's watchdog thread first, and the next collective issued
+// fails, not this wait: trainer_core/README.md.)
 template <typename W>
 void Wait(W&& work, const char* what, int rank, int size, bool cuda) {
   std::string error;
@@ -54,14 +71,7 @@ void Wait(W&& work, const char* what, int rank, int size, bool cuda) {
   } catch (const std::exception& e) {
     error = e.what();
   }
-  const std::string message = "comm: rank " + std::to_string(rank) + " of " +
-                              std::to_string(size) + ": " + what +
-                              " failed (a peer exited, timed out or lost its network): " + error;
-  if (!cuda) throw TrainError(message);
-  std::fprintf(stderr, "%s\ncomm: rank %d ends now: its NCCL work cannot complete\n",
-               message.c_str(), rank);
-  std::fflush(nullptr);
-  std::_Exit(1);
+  Failed(what, rank, size, cuda, error);
 }
 
 // Every tensor of a collective lives where the backend works: NCCL takes
@@ -74,46 +84,6 @@ void CheckDevice(const at::Tensor& t, bool cuda, const char* what) {
                    " tensor, but this communicator is " +
                    (cuda ? "NCCL (tensors on the rank's GPU)" : "gloo (CPU tensors)"));
 }
-
-// Nothing to wait for.
-class DoneWork final : public CommWork {
- public:
-  void Wait() override {}
-};
-
-// World 1: every collective is a copy, done when started, and not timed.
-class SoloComm final : public Comm {
- public:
-  explicit SoloComm(bool cuda) : cuda_(cuda) {}
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  bool cuda() const override { return cuda_; }
-  std::unique_ptr<CommWork> StartAllGather(const at::Tensor& shard,
-                                           const at::Tensor& out) override {
-    out.view(-1).copy_(shard.view(-1));
-    return std::make_unique<DoneWork>();
-  }
-  std::unique_ptr<CommWork> StartAllToAll(const at::Tensor& send,
-                                          const std::vector<int64_t>& send_counts,
-                                          const at::Tensor& recv,
-                                          const std::vector<int64_t>& recv_counts) override {
-    TORCH_CHECK(send_counts.at(0) == recv_counts.at(0), "comm: all-to-all counts differ");
-    recv.view(-1).narrow(0, 0, recv_counts[0]).copy_(send.view(-1).narrow(0, 0, send_counts[0]));
-    return std::make_unique<DoneWork>();
-  }
-  std::unique_ptr<CommWork> StartAllReduceSum(const at::Tensor&) override {
-    return std::make_unique<DoneWork>();
-  }
-  void Barrier() override {}
-  void ResetTimes() override {}
-  std::optional<CommTimes> TakeTimes() override { return std::nullopt; }
-  std::unique_ptr<Comm> Subgroup(const std::string&, const std::vector<int>&) override {
-    return std::make_unique<SoloComm>(cuda_);
-  }
-
- private:
-  bool cuda_;
-};
 
 // The peer watch's view of the rendezvous store, over its own connection (the
 // process group's client is busy on the main thread).
@@ -191,6 +161,15 @@ class C10dComm final : public Comm {
         options_(std::move(options)),
         clock_(std::move(clock)),
         clock_group_(clock_->AddGroup()) {}
+  // A rank leaving on an error destroys its group while its peer watch still
+  // runs: NCCL's group destructor joins PyTorch's watchdog thread, which,
+  // having seen a dead peer's error, sleeps a minute and then aborts the
+  // process (SIGABRT, naming nobody); gloo's waits for its collectives in
+  // flight, up to the timeout. The watch ends the rank first, naming the peer.
+  // A clean exit stops the watch first, saying the rank left.
+  ~C10dComm() override {
+    if (std::uncaught_exceptions() > 0) group_.reset();
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -206,7 +185,7 @@ class C10dComm final : public Comm {
     auto in = OnWire(shard), all = OnWire(out);
     const int64_t n = in.numel();
     TORCH_CHECK(all.numel() == n * size_, "comm: all-gather output has the wrong size");
-    if (n == 0) return std::make_unique<DoneWork>();
+    if (n == 0) return FinishedWork();
     std::vector<at::Tensor> inputs{in};
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < size_; ++r) outputs[0].push_back(all.narrow(0, r * n, n));
@@ -268,7 +247,14 @@ class C10dComm final : public Comm {
   template <typename Issue>
   std::unique_ptr<CommWork> Launch(const char* what, Issue&& issue, std::vector<at::Tensor> keep) {
     auto span = clock_->Issue(clock_group_);
-    c10::intrusive_ptr<c10d::Work> work = issue();
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      work = issue();
+    } catch (const compat::BackendError& e) {
+      // NCCL that has seen a peer's sockets close (its socket transport)
+      // refuses the next collective: a failure like a failed wait's.
+      Failed(what, options_.rank, options_.world, options_.cuda, e.what_without_backtrace());
+    }
     if (clock_->cuda()) {
       // The side stream waits (the host does not); errors come as Wait's.
       span->done = clock_->stream(clock_group_).StampAfter(
@@ -290,7 +276,7 @@ class C10dComm final : public Comm {
   CommOptions options_;
   std::shared_ptr<CommClock> clock_;  // shared with the subgroups
   int clock_group_;
-  std::unique_ptr<PeerWatch> watch_;  // stopped first on destruction
+  std::unique_ptr<PeerWatch> watch_;  // stopped before the group on a clean exit (~C10dComm)
 };
 
 std::string Where(const CommOptions& o) {
@@ -373,7 +359,7 @@ std::unique_ptr<Comm> C10dComm::Subgroup(const std::string& name, const std::vec
     if (ranks[i] == rank_) index = static_cast<int>(i);
   }
   if (index < 0) throw TrainError("comm: subgroup " + name + " does not include this rank");
-  if (ranks.size() == 1) return std::make_unique<SoloComm>(cuda());
+  if (ranks.size() == 1) return MakeSoloComm(cuda());
   auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
   auto group = MakeGroup(store, index, static_cast<int>(ranks.size()), options_,
                          "rendezvous of subgroup " + name);
@@ -410,7 +396,7 @@ void CheckRankInWorld(int rank, int world) {
 
 std::unique_ptr<Comm> ConnectComm(const CommOptions& options) {
   CheckRankInWorld(options.rank, options.world);
-  if (options.world == 1) return std::make_unique<SoloComm>(options.cuda);
+  if (options.world == 1) return MakeSoloComm(options.cuda);
   return C10dComm::Connect(options);
 }
 
@@ -422,30 +408,6 @@ CommOptions CommOptionsFromEnv() {
   o.master_port = EnvInt("MASTER_PORT", 29500, 1, 65535);
   o.timeout = std::chrono::seconds(EnvInt("TRELLIS_COMM_TIMEOUT_S", 120, 1, 86400));
   return o;
-}
-
-PendingTensor StartReduceScatter(Comm& comm, const at::Tensor& full, Wire wire) {
-  const int world = comm.size();
-  TORCH_CHECK((full.scalar_type() == torch::kFloat || full.scalar_type() == torch::kBFloat16) &&
-                  full.is_contiguous(),
-              "ReduceScatter: fp32 or bf16 contiguous input");
-  TORCH_CHECK(full.numel() % world == 0, "ReduceScatter: size is not a multiple of the world");
-  const int64_t n = full.numel() / world;
-  // A bf16 gradient (of bf16 weight copies) on an fp32 wire is up-cast exactly.
-  auto send = full.view(-1).to(wire == Wire::kBf16 ? torch::kBFloat16 : torch::kFloat);
-  auto recv = torch::empty_like(send);
-  std::vector<int64_t> counts(world, n);
-  std::vector<std::unique_ptr<CommWork>> works;
-  works.push_back(comm.StartAllToAll(send, counts, recv, counts));
-  return PendingTensor(std::move(works), [recv, n, world] {
-    auto sum = recv.narrow(0, 0, n).to(torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
-    for (int r = 1; r < world; ++r) sum.add_(recv.narrow(0, r * n, n).to(torch::kFloat));
-    return sum;
-  });
-}
-
-at::Tensor ReduceScatter(Comm& comm, const at::Tensor& full, Wire wire) {
-  return StartReduceScatter(comm, full, wire).Finish();
 }
 
 }  // namespace trellis::train

@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "trainer_core/compat.h"
+#include "trainer_core/compat_device_time.h"
 #include "trainer_core/parallel/comm_times.h"
 
 namespace trellis::train {

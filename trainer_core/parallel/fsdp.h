@@ -27,7 +27,7 @@
 #include <optional>
 #include <vector>
 
-#include "trainer_core/compat.h"
+#include "trainer_core/compat_device_time.h"
 #include "trainer_core/memory/activation_offload.h"
 #include "trainer_core/model/model.h"
 #include "trainer_core/parallel/cast_cache.h"
@@ -160,7 +160,7 @@ class ShardedModel {
   // to the owners as one block (undefined parts: zeros).
   ExpertWeights ExpertFormViews(const torch::Tensor& gathered) const;
   void StartExpertReduce(int layer, torch::Tensor gate_up, torch::Tensor down);
-  // The expert_wgrad fusion (model/expert_wgrad.h): experts in compute form
+  // The expert_wgrad fusion (model/expert_wgrad_op.h): experts in compute form
   // with direct gradients on one rank, CUDA bf16. Backward then sums the
   // experts' weight gradients into the shard's fp32 gradient itself, part by
   // part: ExpertGradPart allocates it at the step's first contribution.

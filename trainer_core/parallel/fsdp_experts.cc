@@ -2,7 +2,7 @@
 // copy that is gathered, the views forward multiplies, and the way their
 // gradient reaches the fp32 shard (added part by part, sent to the owners, or
 // summed there by the expert_wgrad GEMMs).
-#include "trainer_core/model/expert_wgrad.h"
+#include "trainer_core/model/expert_wgrad_op.h"
 #include "trainer_core/parallel/expert_form.h"
 #include "trainer_core/parallel/fsdp.h"
 

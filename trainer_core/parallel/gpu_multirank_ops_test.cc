@@ -187,9 +187,10 @@ TEST_F(GpuMultiRankTest, StepRecordsCarryNcclCtasAndRanksNameTheirGpus) {
 // Rank 1 is killed mid-run. NCCL would leave rank 0 spinning in its
 // collective until its watchdog takes the process down, naming nobody; the
 // peer watch names rank 1 within the collective timeout. NCCL sees the
-// peer's sockets close first (its socket transport, ranks sharing a GPU), but
-// in PyTorch's watchdog thread (bench/results/gpu-e2e-2nodes-1gpu-2026-12-06.md);
-// should the rank's own wait fail instead, it ends rank 0 at once, saying so.
+// peer's sockets close first (its socket transport, ranks sharing a GPU), in
+// PyTorch's watchdog thread (bench/results/gpu-e2e-2nodes-1gpu-2026-12-06.md),
+// and then refuses rank 0's next collective: that ends rank 0 at once, saying
+// so (unwound, it would wait on the watchdog: SIGABRT a minute later).
 TEST_F(GpuMultiRankTest, AKilledPeerIsNamedWithinTheCollectiveTimeout) {
   if (RehearsingOnCpu())  // (multirank_test stops a gloo peer with SIGSTOP instead)
     GTEST_SKIP() << "NCCL only: gloo sees a killed peer's sockets close and fails at once";

@@ -1,6 +1,6 @@
 // SwiGlu (swiglu.h) on CPU, its ATen path (part of model_test): the values
 // and both gradients of torch::silu(a) * b, and bf16 rounded once from fp32.
-#include "trainer_core/model/swiglu.h"
+#include "trainer_core/model/swiglu_op.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The expert_wgrad fusion (expert_wgrad.h) against fp64 autograd on the CPU
 // (part of model_test; GPU only, skipped elsewhere).
-#include "trainer_core/model/expert_wgrad.h"
+#include "trainer_core/model/expert_wgrad_op.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
-#include "trainer_core/model/expert_wgrad.h"
+#include "trainer_core/model/expert_wgrad_op.h"
 
 #include <functional>
 #include <vector>
 
 #include "trainer_core/compat.h"
 #include "trainer_core/model/fusions.h"
-#include "trainer_core/model/swiglu.h"
+#include "trainer_core/model/swiglu_op.h"
 
 #ifdef TRELLIS_WITH_KERNELS
 #include "kernels/cuda_check.h"

@@ -1,4 +1,4 @@
-#include "trainer_core/model/rms_norm.h"
+#include "trainer_core/model/rms_norm_op.h"
 
 #include <cstdint>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "trainer_core/model/rope.h"
+#include "trainer_core/model/rope_op.h"
 
 #include "trainer_core/model/fusions.h"
 

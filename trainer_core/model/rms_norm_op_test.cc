@@ -2,7 +2,7 @@
 // path against the formula in fp64; on a CUDA device the bf16 kernels against
 // the same fp64 reference, values and every gradient, including a weight
 // viewed off 16-byte alignment out of a flat buffer as the trainer's are.
-#include "trainer_core/model/rms_norm.h"
+#include "trainer_core/model/rms_norm_op.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "trainer_core/model/swiglu.h"
+#include "trainer_core/model/swiglu_op.h"
 
 #include <algorithm>
 #include <utility>

@@ -5,7 +5,7 @@
 #include "trainer_core/model/fusions.h"
 #include "trainer_core/model/layers.h"
 #include "trainer_core/model/model_test_util.h"
-#include "trainer_core/model/rope.h"
+#include "trainer_core/model/rope_op.h"
 
 namespace trellis::train {
 namespace {
