@@ -1,8 +1,5 @@
 #include "controller/app/loop_context.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include "common/log.h"
 #include "common/status.h"
 #include "controller/store/store.h"
@@ -60,17 +57,6 @@ absl::StatusOr<std::set<int>> StoreReader::RanksWithEvents(const std::string& ru
 }
 absl::StatusOr<std::vector<QuarantineEntry>> StoreReader::QuarantineEntries() {
   return store_.QuarantineEntries();
-}
-
-absl::Status WriteFileAtomically(const std::string& path, const std::string& text, mode_t mode) {
-  std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return ErrnoStatus("cannot write " + tmp);
-  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ok = fsync(fd) == 0 && ok;
-  close(fd);
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("cannot write " + path);
-  return absl::OkStatus();
 }
 
 }  // namespace trellis::controller

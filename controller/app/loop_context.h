@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/atomic_file.h"
 #include "common/clock.h"
 #include "common/spec/run_spec.h"
 #include "controller/core/quarantine.h"
@@ -63,8 +64,5 @@ struct LoopContext {
   std::vector<std::string> ExcludedNow() const;
 };
 
-// Writes `text` beside `path` and renames it over `path`, so that readers see
-// the old file or the new one, never a part.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& text, mode_t mode);
 
 }  // namespace trellis::controller

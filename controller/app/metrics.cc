@@ -4,7 +4,6 @@
 
 #include "common/version.h"
 #include "controller/app/scrape_targets.h"
-#include "prometheus/exposer.h"
 
 namespace trellis::controller {
 
@@ -274,33 +273,5 @@ void Metrics::ObserveSlurm(SlurmCommand command, Duration d) {
 }
 
 void Metrics::ObserveStoreWrite(Duration d) { store_write_.Observe(Seconds(d)); }
-
-// --- the server ---
-
-MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port)
-    : exposer_(std::move(exposer)), port_(port) {}
-
-MetricsServer::~MetricsServer() = default;
-
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& listen) {
-  if (!IsHostPort(listen, /*min_port=*/0))
-    return absl::InvalidArgumentError(
-        listen + ": not HOST:PORT (an IP address, a port in [0, 65535]; 0: any free port)");
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    exposer = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/2);
-  } catch (const std::exception& e) {
-    // civetweb's own words ("null context ... binding to port"): ours name the address.
-    return absl::UnavailableError("cannot serve metrics on " + listen +
-                                  ": the address is in use or not this host's (" + e.what() + ")");
-  }
-  std::vector<int> ports = exposer->GetListeningPorts();
-  if (ports.empty()) return absl::UnavailableError("cannot serve metrics on " + listen);
-  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(exposer), ports.front()));
-}
-
-void MetricsServer::Serve(std::weak_ptr<prometheus::Collectable> metrics) {
-  exposer_->RegisterCollectable(metrics);
-}
 
 }  // namespace trellis::controller

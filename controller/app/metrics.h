@@ -37,7 +37,6 @@
 #include "prometheus/registry.h"
 
 namespace prometheus {
-class Exposer;
 }  // namespace prometheus
 
 namespace trellis::controller {
@@ -168,27 +167,6 @@ class Metrics {
   std::array<prometheus::Histogram*, kRpcMethods> rpc_{};
   std::array<prometheus::Histogram*, kSlurmCommands> slurm_{};
   std::map<std::string, RunSeries> run_series_;
-};
-
-// Serves collectables on http://HOST:PORT/metrics (prometheus-cpp's exposer:
-// a small HTTP server on threads of its own).
-class MetricsServer {
- public:
-  // `listen` is HOST:PORT (an IP address; port 0: any free port). The error
-  // names the address when it is invalid or cannot be bound.
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen);
-  ~MetricsServer();
-  MetricsServer(const MetricsServer&) = delete;
-  MetricsServer& operator=(const MetricsServer&) = delete;
-
-  void Serve(std::weak_ptr<prometheus::Collectable> metrics);
-  int port() const { return port_; }
-
- private:
-  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port);
-
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  int port_;
 };
 
 }  // namespace trellis::controller

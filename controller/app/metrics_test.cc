@@ -17,6 +17,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/metrics_server.h"
 #include "common/version.h"
 #include "controller/app/scrape_targets.h"
 #include "prometheus/text_serializer.h"
@@ -161,17 +162,6 @@ TEST(MetricsTest, ARunsSeriesAreReplacedPerGateAndGoWhenItEnds) {
   EXPECT_EQ(Value(t, "trellis_run_last_step{run=\"b-2\"}"), 7);
 }
 
-TEST(ScrapeTargetsTest, HostPortAddressesOnly) {
-  for (const char* ok : {"host-node1:9400", "10.0.0.5:1", "[fe80::1]:65535", "a.b_c-d:80"})
-    EXPECT_TRUE(IsHostPort(ok)) << ok;
-  for (const char* bad : {"", "host", ":9400", "host:", "host:0", "host:65536", "host:9x",
-                          "ho st:80", "host:80/metrics", "[zz]:80", "[]:80", "a:b:c"})
-    EXPECT_FALSE(IsHostPort(bad)) << bad;
-  EXPECT_TRUE(IsHostPort("127.0.0.1:0", /*min_port=*/0));
-  EXPECT_TRUE(IsHostPort(std::string(250, 'h') + ":9400"));
-  EXPECT_FALSE(IsHostPort(std::string(251, 'h') + ":9400")) << "256 characters";
-}
-
 TEST(ScrapeTargetsTest, TheFileListsTheRunningLaunchesWorkers) {
   fs::path dir = fs::temp_directory_path() / ("scrape_targets_test_" + std::to_string(getpid()));
   fs::remove_all(dir);
@@ -279,7 +269,7 @@ TEST(ControllerMetricsServerTest, ServesTextThatPromtoolAccepts) {
   m.Straggler("a-1");
   m.NodeStruck("node2");
   m.ObserveRpc(RpcMethod::kRegister, std::chrono::seconds(2));
-  auto server = MetricsServer::Start("127.0.0.1:0");
+  auto server = trellis::MetricsServer::Start("127.0.0.1:0");
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_GT((*server)->port(), 0);
   (*server)->Serve(m.registry());
@@ -297,30 +287,6 @@ TEST(ControllerMetricsServerTest, ServesTextThatPromtoolAccepts) {
   Piped check = PipeThrough({"/usr/bin/promtool", "check", "metrics"}, body);
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_EQ(check.output, "") << "promtool's complaints";
-}
-
-TEST(ControllerMetricsServerTest, RefusesAnAddressInUseOrInvalidNamingIt) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::string taken = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
-
-  auto server = MetricsServer::Start(taken);
-  ASSERT_FALSE(server.ok());
-  EXPECT_NE(server.status().message().find(taken), std::string::npos) << server.status();
-  close(fd);
-
-  for (const std::string bad : {"nonsense", "127.0.0.1:70000", "127.0.0.1", ":9152"}) {
-    auto refused = MetricsServer::Start(bad);
-    ASSERT_FALSE(refused.ok()) << bad;
-    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_NE(refused.status().message().find(bad), std::string::npos) << refused.status();
-  }
 }
 
 }  // namespace

@@ -13,13 +13,10 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "common/host_port.h"
 #include "controller/app/effects.h"
 
 namespace trellis::controller {
-
-// HOST:PORT or [IPv6]:PORT, at most 255 characters, with a port in
-// [min_port, 65535].
-bool IsHostPort(std::string_view address, int min_port = 1);
 
 class ScrapeTargets {
  public:
