@@ -28,7 +28,7 @@
 #include "controller/core/recovery.h"
 #include "controller/core/run_state.h"
 #include "controller/core/straggler.h"
-#include "controller/slurm/slurm_types.h"
+#include "controller/core/slurm_facts.h"
 #include "controller/store/records.h"
 
 namespace trellis::controller {

@@ -71,7 +71,12 @@ TEST_F(LaunchRequeueTest, ALaunchThatRanBeforeARestartIsWatchedAgain) {
   row.go_json = GoRecordToJson(go);
   store_.launches["hello-1"].push_back(row);
   WorkerReport done;
-  done.ranks = {{"node1", 0, 0}, {"node1", 1, 0}};
+  for (int rank : {0, 1}) {
+    RankEnd end;
+    end.node = "node1";
+    end.rank = rank;
+    done.ranks.push_back(end);
+  }
   store_.reports[{"hello-1", 1, 1}].push_back(
       WorkerReportRecordOf(Worker("node1"), clock_.Now(), done));
   store_.straggling[{"hello-1", 1, 1}] = {3};

@@ -52,7 +52,13 @@ class LaunchTest : public PartTest {
   Effects Report(const std::string& node, int exit_code = 0, bool time_limit = false) {
     WorkerReport r;
     int first = node == "node1" ? 0 : 2;
-    for (int rank = first; rank < first + 2; ++rank) r.ranks.push_back({node, rank, exit_code});
+    for (int rank = first; rank < first + 2; ++rank) {
+      RankEnd end;
+      end.node = node;
+      end.rank = rank;
+      end.exit_code = exit_code;
+      r.ranks.push_back(end);
+    }
     r.exit_code = exit_code;
     r.time_limit_warned = time_limit;
     return launches_.ends.ReportExit(Worker(node), r, ReplyTo<bool>{100});

@@ -78,7 +78,7 @@ Effects Reconciler::OnSnapshot(const JobsSeen& seen) {
       }
       job = *it->second;
     }
-    if (RequeuedBySlurm(run.state, *job)) {
+    if (job && RequeuedBySlurm(run.state, *job)) {  // none: vanished, below
       fx += Requeued(run, attempt, *job);
       continue;
     }

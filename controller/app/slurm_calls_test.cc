@@ -61,7 +61,7 @@ TEST(SlurmCallsTest, AJobSqueueNoLongerListsIsShown) {
   ASSERT_TRUE(out.listed.ok());
   EXPECT_EQ(out.listed->size(), 1u);
   ASSERT_EQ(out.shown.count("6"), 1u);
-  EXPECT_EQ((*out.shown.at("6"))->state, "COMPLETED");
+  EXPECT_EQ((*out.shown.at("6"))->state.name(), "COMPLETED");
   EXPECT_EQ(out.shown.count("5"), 0u);
   EXPECT_TRUE(out.startup);
 }
