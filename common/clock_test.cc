@@ -6,6 +6,8 @@
 #include <future>
 #include <vector>
 
+#include "common/eventually_test_util.h"
+
 namespace trellis {
 namespace {
 
@@ -56,16 +58,6 @@ TEST(FakeClockTest, WallTimeMovesWithSteadyTime) {
   WallTime w = clock.Now();
   clock.Advance(milliseconds(1500));
   EXPECT_EQ(clock.Now() - w, milliseconds(1500));
-}
-
-// Polls, with a real deadline, for what another thread does.
-bool Eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
 }
 
 TEST(WaitForTest, EndsWhenTheFakeClockPassesTheWait) {

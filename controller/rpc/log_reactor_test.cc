@@ -5,22 +5,13 @@
 #include <fstream>
 #include <functional>
 
+#include "common/eventually_test_util.h"
 #include "controller/app/controller_fixture.h"
 
 namespace trellis::controller {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Polls, with a real deadline, for what the controller's loop does.
-bool Eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);  // poll interval, bounded by the deadline
-  }
-  return true;
-}
 
 class LogReactorTest : public ControllerTest {
  protected:

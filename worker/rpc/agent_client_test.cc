@@ -5,6 +5,7 @@
 #include <future>
 #include <thread>
 
+#include "common/eventually_test_util.h"
 #include "worker/testing/fake_agent_service.h"
 
 namespace trellis::worker {
@@ -25,16 +26,6 @@ std::string ClosedAddress() {
   int port = 0;
   testing::Serve(&first, &port)->Shutdown();
   return "127.0.0.1:" + std::to_string(port);
-}
-
-// Polls, with a real deadline, for what gRPC's threads do.
-bool Eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);  // poll interval, bounded by the deadline
-  }
-  return true;
 }
 
 TEST(AgentClientRestart, AFinalReportGoesOutWhenTheControllerComesBack) {

@@ -8,20 +8,12 @@
 #include <thread>
 #include <vector>
 
+#include "common/eventually_test_util.h"
+
 namespace trellis::worker {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Polls, with a real deadline, for what the calling thread does.
-bool Eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 // No jitter: the delays are exactly the policy's.
 constexpr BackoffPolicy kPolicy{100ms, 1000ms, 2.0, 0.0};

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "common/eventually_test_util.h"
 #include "worker/rpc/agent_client.h"
 #include "worker/testing/fake_agent_service.h"
 
@@ -29,16 +30,6 @@ StepStream::Options Small(size_t max_held, size_t batch) {
   o.batch_interval = 20ms;
   o.backoff = BackoffPolicy{20ms, 200ms, 2.0, 0.0};
   return o;
-}
-
-// Waits for a condition that another thread makes true, with a deadline.
-bool Eventually(const std::function<bool()>& done, std::chrono::seconds limit = 15s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);  // poll interval, bounded by the deadline
-  }
-  return true;
 }
 
 class StepStreamTest : public ::testing::Test {
