@@ -18,7 +18,10 @@ rank_pid() {  # RUN_DIR LAUNCH RANK: the rank's pid, from the first line it logs
 }
 
 run_processes() {  # ID: pids of processes still running for the run
-  grep -l "TRELLIS_RUN=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true
+  local p
+  for p in $(grep -l "TRELLIS_RUN=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+    if is_our_rank "$p"; then echo "$p"; fi
+  done
 }
 
 stop_rank_1() {  # ID -> "pid stop_ms"

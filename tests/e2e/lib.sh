@@ -102,9 +102,19 @@ write_spec() {  # NAME COMMAND [extra toml...] -> path
   echo "$path"
 }
 
+# Another lane of the suite may run a run of the same id on this host at once:
+# a worker is this test's by its controller's address, a rank by its
+# checkpoint directory under this test's own directory.
+our_worker_pids() {  # ID: the run's workers, started by this test's controller
+  pgrep -f "trellis-worker agent --controller 127.0.0.1:$CONTROLLER_PORT --run $1 " || true
+}
+is_our_rank() {  # PID
+  tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -q "^TRELLIS_CHECKPOINT_DIR=$E2E_DIR/"
+}
+
 worker_pid_on() {  # ID NODE: the pid of the run's worker on NODE (nodes share this host)
   local p
-  for p in $(pgrep -f "trellis-worker agent .*--run $1 "); do
+  for p in $(our_worker_pids "$1"); do
     tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURMD_NODENAME=$2" && { echo "$p"; return; }
   done
 }
