@@ -65,7 +65,6 @@ bool AtomicFileWriter::Write(const void* data, size_t bytes) {
       return true;
     }
   }
-  if (buffer_.capacity() == 0) buffer_.reserve(kBufferBytes);
   buffer_.insert(buffer_.end(), p, p + bytes);
   pos_ += bytes;
   end_ = std::max(end_, pos_);
