@@ -168,5 +168,95 @@ TEST_F(AtomicFileTest, AfterAFailureEveryCallFailsWithTheFirstError) {
   EXPECT_EQ(writer.error(), first);
 }
 
+// The bytes as given, whatever the mix of piece sizes: small ones gathered,
+// large ones written through, a header completed over buffered bytes.
+TEST_F(AtomicFileTest, PiecesOfEverySizeStreamInOrder) {
+  std::string expected;
+  AtomicFileWriter writer(Path("shard"));
+  ASSERT_TRUE(writer.Write(std::string(8, '\0')));  // a header, completed below
+  expected += std::string(8, '\0');
+  size_t n = 1;
+  for (int piece = 0; piece < 20; ++piece, n = n * 3 % (3 * AtomicFileWriter::kBufferBytes)) {
+    const std::string bytes(n, static_cast<char>('a' + piece % 26));
+    ASSERT_TRUE(writer.Write(bytes)) << writer.error();
+    expected += bytes;
+    EXPECT_EQ(writer.bytes_written(), expected.size());
+  }
+  ASSERT_TRUE(writer.WriteAt(0, "HEADER!!", 8));
+  expected.replace(0, 8, "HEADER!!");
+  ASSERT_TRUE(writer.Write("tail"));
+  expected += "tail";
+  EXPECT_EQ(writer.bytes_written(), expected.size());
+  ASSERT_TRUE(writer.Commit()) << writer.error();
+  EXPECT_TRUE(Read(Path("shard")) == expected) << "the file differs from the pieces written";
+}
+
+TEST_F(AtomicFileTest, SmallPiecesWaitInTheBufferAndLargeOnesGoStraightToTheFile) {
+  AtomicFileWriter writer(Path("corpus"));
+  ASSERT_TRUE(writer.Write("a few ids"));
+  EXPECT_EQ(fs::file_size(writer.temp_path()), 0u) << "one write(2) per small piece";
+  const std::string large(AtomicFileWriter::kBufferBytes, 'x');
+  ASSERT_TRUE(writer.Write(large));
+  EXPECT_EQ(fs::file_size(writer.temp_path()), 9 + large.size());
+  EXPECT_FALSE(fs::exists(Path("corpus"))) << "in place only at Commit";
+  ASSERT_TRUE(writer.Commit());
+  EXPECT_EQ(fs::file_size(Path("corpus")), 9 + large.size());
+}
+
+TEST_F(AtomicFileTest, AFailedStreamedWriteNamesTheFileAndLeavesNoTemporaryFile) {
+  std::ofstream(Path("model.safetensors")) << "the last export";
+  struct sigaction ignore {
+  }, old_action{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &old_action), 0);
+  rlimit old_limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  rlimit small = old_limit;
+  small.rlim_cur = AtomicFileWriter::kBufferBytes / 2;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  bool wrote = true, committed = true;
+  std::string error, temp_path;
+  {
+    AtomicFileWriter writer(Path("model.safetensors"), 0644, TempName::kDotTmp);
+    temp_path = writer.temp_path();
+    for (int i = 0; i < 1000 && wrote; ++i) wrote = writer.Write(std::string(4096, 'w'));
+    committed = writer.Commit();
+    error = writer.error();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  ::sigaction(SIGXFSZ, &old_action, nullptr);
+
+  EXPECT_FALSE(wrote);
+  EXPECT_FALSE(committed);
+  EXPECT_EQ(temp_path, Path("model.safetensors.tmp"));
+  EXPECT_EQ(error.rfind(Path("model.safetensors.tmp") + ": cannot write: ", 0), 0u) << error;
+  EXPECT_NE(error.find("too large"), std::string::npos) << error << ": errno's words";
+  EXPECT_EQ(Read(Path("model.safetensors")), "the last export");
+  EXPECT_EQ(Names(), std::vector<std::string>{"model.safetensors"});
+}
+
+TEST_F(AtomicFileTest, ADotTmpWriterOverwritesACrashedWritersLeftoverAndRemovesItsOwn) {
+  std::ofstream(Path("s.bin")) << "step 2";
+  std::ofstream(Path("s.bin.tmp")) << "half of step 4, its writer killed";
+  {
+    AtomicFileWriter writer(Path("s.bin"), 0644, TempName::kDotTmp);
+    ASSERT_TRUE(writer.Write("half of step 4 again"));
+  }  // dropped before Commit
+  EXPECT_EQ(Names(), std::vector<std::string>{"s.bin"});
+  EXPECT_EQ(Read(Path("s.bin")), "step 2");
+  AtomicFileWriter writer(Path("s.bin"), 0644, TempName::kDotTmp);
+  ASSERT_TRUE(writer.Write("step 4") && writer.Commit()) << writer.error();
+  EXPECT_EQ(Read(Path("s.bin")), "step 4");
+  EXPECT_EQ(Names(), std::vector<std::string>{"s.bin"});
+}
+
+TEST_F(AtomicFileTest, AnErrorSaysTheFileWhatFailedAndWhy) {
+  fs::create_directories(Path("s.bin.tmp"));  // where the temporary file would go
+  AtomicFileWriter writer(Path("s.bin"), 0644, TempName::kDotTmp);
+  EXPECT_FALSE(writer.ok());
+  EXPECT_EQ(writer.error(), Path("s.bin.tmp") + ": cannot create: Is a directory");
+  EXPECT_TRUE(fs::is_directory(Path("s.bin.tmp"))) << "not the writer's to remove";
+}
+
 }  // namespace
 }  // namespace trellis

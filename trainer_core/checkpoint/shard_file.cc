@@ -11,7 +11,6 @@
 
 #include "trainer_core/data/corpus.h"
 #include "trainer_core/error.h"
-#include "trainer_core/files.h"
 
 namespace trellis::train {
 namespace {
@@ -70,21 +69,9 @@ std::string EncodeIndex(const std::vector<ShardEntry>& entries) {
   return index;
 }
 
-void WriteAll(int fd, const char* p, uint64_t n, const std::string& path) {
-  while (n > 0) {
-    const ssize_t put = ::write(fd, p, n);
-    if (put < 0 && errno == EINTR) continue;
-    if (put < 0) throw TrainError(path + ": write failed: " + std::strerror(errno));
-    p += put;
-    n -= static_cast<uint64_t>(put);
-  }
-}
-
-void SyncPath(const std::string& path, int flags) {
-  int fd = ::open(path.c_str(), flags);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
+// Throws what `file` says failed, naming the file and errno's text.
+void Check(bool written, const AtomicFileWriter& file) {
+  if (!written) throw TrainError(file.error());
 }
 
 }  // namespace
@@ -104,22 +91,15 @@ const char* DTypeName(DType t) {
 }
 
 void WriteFileAtomically(const std::string& path, std::string_view text) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) throw TrainError(tmp + ": cannot create: " + std::strerror(errno));
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
-            ::fsync(fileno(f)) == 0;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) throw TrainError(tmp + ": write failed: " + std::strerror(errno));
-  RenamePath(tmp, path);
-  SyncPath(DirName(path), O_RDONLY | O_DIRECTORY);
+  AtomicFileWriter file(path, 0666, TempName::kDotTmp);  // fopen's mode, as before
+  Check(file.Write(text) && file.Commit(), file);
 }
-
 
 // ---- writing ----
 
 ShardWriter::ShardWriter(const std::string& path, std::vector<ShardEntry> entries)
-    : path_(path), tmp_(path + ".tmp"), entries_(std::move(entries)) {
+    : entries_(std::move(entries)), file_(path, 0644, TempName::kDotTmp) {
+  Check(file_.ok(), file_);
   const uint64_t data_start = kHeaderBytes + IndexBytes(entries_) + 8;
   uint64_t offset = data_start;
   for (auto& e : entries_) {
@@ -127,21 +107,9 @@ ShardWriter::ShardWriter(const std::string& path, std::vector<ShardEntry> entrie
     offset += e.bytes;
   }
   file_bytes_ = offset;
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw TrainError(tmp_ + ": cannot create: " + std::strerror(errno));
-  if (::lseek(fd_, static_cast<off_t>(data_start), SEEK_SET) != static_cast<off_t>(data_start)) {
-    const std::string why = std::strerror(errno);
-    ::close(fd_);  // no destructor runs for a constructor that throws
-    ::unlink(tmp_.c_str());
-    throw TrainError(tmp_ + ": cannot seek: " + why);
-  }
+  // Room for the header and the index: Finish writes them once the checksums are known.
+  Check(file_.Write(std::string(data_start, '\0')), file_);
   CloseFilledEntries();
-}
-
-ShardWriter::~ShardWriter() {
-  if (fd_ < 0) return;
-  ::close(fd_);
-  ::unlink(tmp_.c_str());
 }
 
 void ShardWriter::CloseFilledEntries() {
@@ -156,10 +124,10 @@ void ShardWriter::Append(const void* data, uint64_t n) {
   auto p = static_cast<const char*>(data);
   while (n > 0) {
     if (current_ == entries_.size())
-      throw TrainError(tmp_ + ": more bytes appended than the entries declare");
+      throw TrainError(file_.temp_path() + ": more bytes appended than the entries declare");
     const uint64_t take = std::min(n, entries_[current_].bytes - written_);
     hash_.Update(p, take);
-    WriteAll(fd_, p, take, tmp_);
+    Check(file_.Write(p, take), file_);
     written_ += take;
     p += take;
     n -= take;
@@ -169,7 +137,7 @@ void ShardWriter::Append(const void* data, uint64_t n) {
 
 uint64_t ShardWriter::Finish() {
   if (current_ != entries_.size())
-    throw TrainError(tmp_ + ": tensor '" + entries_[current_].name + "' got " +
+    throw TrainError(file_.temp_path() + ": tensor '" + entries_[current_].name + "' got " +
                      std::to_string(written_) + " of its " +
                      std::to_string(entries_[current_].bytes) + " bytes");
   std::string head(kShardMagic, 8);
@@ -180,18 +148,7 @@ uint64_t ShardWriter::Finish() {
   head += index;
   const uint64_t index_checksum = Xxh64Of(index.data(), index.size());
   Put<uint64_t>(&head, index_checksum);
-  if (::lseek(fd_, 0, SEEK_SET) != 0)
-    throw TrainError(tmp_ + ": cannot seek: " + std::strerror(errno));
-  WriteAll(fd_, head.data(), head.size(), tmp_);
-  if (::fsync(fd_) != 0) throw TrainError(tmp_ + ": fsync failed: " + std::strerror(errno));
-  const int fd = fd_;
-  fd_ = -1;
-  if (::close(fd) != 0) {
-    ::unlink(tmp_.c_str());
-    throw TrainError(tmp_ + ": write failed: " + std::strerror(errno));
-  }
-  RenamePath(tmp_, path_);
-  SyncPath(DirName(path_), O_RDONLY | O_DIRECTORY);
+  Check(file_.WriteAt(0, head.data(), head.size()) && file_.Commit(), file_);
   return index_checksum;
 }
 

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/atomic_file_writer.h"
 #include "trainer_core/checkpoint/xxhash64.h"
 
 namespace trellis::train {
@@ -41,11 +42,11 @@ struct ShardEntry {
 // declared up front (name, type, dims, bytes), then the entries' bytes are
 // appended in that order, in pieces of any size, each piece checksummed as
 // it is written. Finish writes the index, fsyncs and renames `path`.tmp
-// into place. Throws TrainError; an unfinished shard's .tmp is removed.
+// into place (common/atomic_file_writer.h). Throws TrainError; an unfinished
+// shard's .tmp is removed.
 class ShardWriter {
  public:
   ShardWriter(const std::string& path, std::vector<ShardEntry> entries);
-  ~ShardWriter();
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
 
@@ -58,9 +59,8 @@ class ShardWriter {
   // Closes the current entry once all its bytes are in, and any empty ones after it.
   void CloseFilledEntries();
 
-  std::string path_, tmp_;
   std::vector<ShardEntry> entries_;
-  int fd_ = -1;
+  AtomicFileWriter file_;
   size_t current_ = 0;     // the entry being appended
   uint64_t written_ = 0;   // of the current entry
   uint64_t file_bytes_ = 0;
@@ -127,7 +127,8 @@ class EntryReader {
 };
 
 // Writes `text` to `path`.tmp, fsyncs it, renames it into place and fsyncs
-// the directory: after it returns the file is either whole or absent.
+// the directory (common/atomic_file_writer.h): after it returns the file is
+// either whole or absent. Throws TrainError naming the file.
 void WriteFileAtomically(const std::string& path, std::string_view text);
 
 }  // namespace trellis::train

@@ -161,6 +161,26 @@ TEST_F(ShardFileTest, AppendingMoreOrFewerBytesThanDeclaredIsRefused) {
   ExpectError([&] { w.Append(b_.data(), 25); }, {"more bytes appended than the entries declare"});
 }
 
+// A rank that fails mid-save (or is killed, leaving its .tmp) never spoils
+// the shard already there: the new one appears whole at Finish or not at all.
+TEST_F(ShardFileTest, AnUnfinishedRewriteLeavesThePreviousShardAndNoTemporaryFile) {
+  const uint64_t before = WriteThree();
+  std::ofstream(path_ + ".tmp") << "the leftover of a writer that was killed";
+  {
+    ShardWriter w(path_, Three());
+    w.Append(a_.data(), a_.size());
+    w.Append(b_.data(), 5000);
+    EXPECT_EQ(ShardReader(path_).index_checksum(), before) << "replaced before Finish";
+  }  // the save fails here
+  EXPECT_FALSE(PathExists(path_ + ".tmp"));
+  ShardReader r(path_);
+  EXPECT_EQ(r.index_checksum(), before);
+  EXPECT_EQ(r.ReadBytes(*r.Find("b")), b_);
+  b_[0] ^= 1;
+  EXPECT_NE(WriteThree(), before) << "the next save replaces it";
+  EXPECT_EQ(ListDir(dir_), std::vector<std::string>{"s.bin"});
+}
+
 TEST_F(ShardFileTest, ADirectoryThatCannotTakeTheFileIsNamed) {
   ExpectError([&] { ShardWriter w(dir_ + "/no/such/dir/s.bin", Three()); },
               {"no/such/dir/s.bin.tmp", "cannot create"});

@@ -3,14 +3,15 @@
 // so that a corpus larger than memory can be written: the boundaries and
 // the token count are known first, the ids come in order, the chunk
 // checksums are taken as they pass and written at the end, with the header.
-// The file appears at `path` only when Finish succeeds (written to
-// `path`.tmp, then renamed). Torch-free.
+// The file appears at `path` only when Finish succeeds, whole and durable
+// (written to `path`.tmp, fsynced and renamed: common/atomic_file_writer.h).
+// Torch-free.
 
 #include <cstdint>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "common/atomic_file_writer.h"
 #include "common/corpus_header.h"
 #include "trainer_core/checkpoint/xxhash64.h"
 
@@ -19,9 +20,10 @@ namespace trellis::train {
 class CorpusWriter {
  public:
   // `doc_starts`: the first token of each document, as the reader wants them.
+  // Throws TrainError naming the file; a writer destroyed before Finish
+  // removes its temporary file.
   CorpusWriter(const std::string& path, uint32_t vocab, uint64_t tokens,
                std::vector<uint64_t> doc_starts);
-  ~CorpusWriter();  // removes the temporary file unless Finish ran
   CorpusWriter(const CorpusWriter&) = delete;
   CorpusWriter& operator=(const CorpusWriter&) = delete;
 
@@ -34,16 +36,16 @@ class CorpusWriter {
   uint64_t Finish();
 
  private:
-  void Put(const void* data, uint64_t bytes);
+  // Throws unless `written` (what the file said it did).
+  void Check(bool written) const;
 
-  std::string path_, tmp_;
+  std::string path_;
   CorpusHeader header_;
   std::vector<uint64_t> doc_starts_;
   std::vector<uint64_t> chunk_sums_;
   Xxh64 chunk_;
   uint64_t in_chunk_ = 0, written_ = 0;
-  std::ofstream out_;
-  bool finished_ = false;
+  AtomicFileWriter file_;
 };
 
 }  // namespace trellis::train

@@ -173,5 +173,32 @@ TEST_F(MegatronImportTest, TheWriterWantsTheTokensItAnnounced) {
   EXPECT_THROW(w.Append(ids, 3), TrainError);
 }
 
+// An import cut short keeps the corpus already there, and leaves no
+// temporary file; ids given one at a time make the same file as given at once.
+TEST_F(MegatronImportTest, AnUnfinishedWriterLeavesThePreviousCorpusAndNoTemporaryFile) {
+  std::vector<uint16_t> ids(3 * kCorpusChunkTokens + 5);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint16_t>(i * 7 % 1000);
+  auto bytes = [&] {
+    std::ifstream in(Path("w.corpus"), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  CorpusWriter at_once(Path("w.corpus"), 1000, ids.size(), {0, 5});
+  at_once.Append(ids.data(), ids.size());
+  const uint64_t checksum = at_once.Finish();
+  const std::string previous = bytes();
+  {
+    CorpusWriter w(Path("w.corpus"), 1000, ids.size(), {0});
+    w.Append(ids.data(), kCorpusChunkTokens + 1);
+  }  // the import fails here
+  EXPECT_EQ(bytes(), previous);
+  EXPECT_FALSE(fs::exists(Path("w.corpus.tmp")));
+  CorpusWriter one_by_one(Path("w.corpus"), 1000, ids.size(), {0, 5});
+  for (const uint16_t& id : ids) one_by_one.Append(&id, 1);
+  EXPECT_EQ(one_by_one.Finish(), checksum);
+  EXPECT_TRUE(bytes() == previous) << "the same file, byte for byte";
+  EXPECT_EQ(ReadCorpus(Path("w.corpus")).tokens.ToVector(),
+            std::vector<uint32_t>(ids.begin(), ids.end()));
+}
+
 }  // namespace
 }  // namespace trellis::train

@@ -11,11 +11,11 @@
 // implementations attend causally only.
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
+#include "common/atomic_file_writer.h"
 #include "common/model_layout/model_layout.h"
 #include "common/spec/trainer_spec.h"
 #include "trainer_core/data/batches.h"
@@ -27,6 +27,8 @@
 namespace {
 
 using namespace trellis::train;
+using trellis::AtomicFileWriter;
+using trellis::TempName;
 
 void WriteWeights(const trellis::spec::TrainerSpec& spec, const std::string& path) {
   const auto layout = ModelLayout(spec.model);
@@ -88,8 +90,8 @@ void WriteInfo(const trellis::spec::TrainerSpec& spec, const std::string& path) 
       {"expert_groups", spec.model.expert_groups},  // 1: plain top-k routing
       {"training_flops_per_token", TrainingFlopsPerToken(spec.model, t.seq_len)},
       {"newton_schulz_flops_per_step", NewtonSchulzFlopsPerStep(spec.model, t.muon_ns_steps)}};
-  std::ofstream out(path);
-  if (!(out << j.dump(1) << "\n")) throw TrainError(path + ": write failed");
+  AtomicFileWriter out(path, 0666, TempName::kDotTmp);  // beside the exports, as they are
+  if (!out.Write(j.dump(1) + "\n") || !out.Commit()) throw TrainError(out.error());
 }
 
 }  // namespace

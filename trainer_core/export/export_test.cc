@@ -65,6 +65,40 @@ TEST(SafetensorsTest, WrongSizesDuplicatesAndMissingTensorsAreErrors) {
   EXPECT_FALSE(std::ifstream(path + ".tmp").good());
 }
 
+// An export cut short (an error, a crash before Finish) leaves the previous
+// file whole under the name, and no temporary file beside it.
+TEST(SafetensorsTest, AnUnfinishedExportLeavesThePreviousFileAndNoTemporaryFile) {
+  const std::string path = TempPath("c.safetensors");
+  std::vector<float> a{1.f, 2.f};
+  auto write = [&](bool finish) {
+    SafetensorsWriter w(path, {{"a", StDtype::kF32, {2}}, {"b", StDtype::kF32, {2}}}, {});
+    w.Write(a.data(), 8);
+    if (!finish) return;
+    w.Write(a.data(), 8);
+    w.Finish();
+  };
+  write(true);
+  const std::vector<char> previous = ReadAll(path);
+  a[0] = 5.f;
+  write(false);
+  EXPECT_EQ(ReadAll(path), previous);
+  EXPECT_FALSE(std::ifstream(path + ".tmp").good());
+  write(true);
+  EXPECT_NE(ReadAll(path), previous);
+  EXPECT_EQ(ReadAll(path).size(), previous.size());
+  std::remove(path.c_str());
+}
+
+TEST(SafetensorsTest, AFileThatCannotBeCreatedIsNamedWithTheReason) {
+  const std::string path = TempPath("no-such-dir") + "/d.safetensors";
+  try {
+    SafetensorsWriter w(path, {{"a", StDtype::kF32, {2}}}, {});
+    ADD_FAILURE() << "no error";
+  } catch (const TrainError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ".tmp: cannot create: No such file or directory");
+  }
+}
+
 TEST(SyntheticCorpusTest, SeededSkewedAndLearnable) {
   const Corpus a = SyntheticCorpus(1000, 200000, 7);
   EXPECT_EQ(a.tokens.ToVector(), SyntheticCorpus(1000, 200000, 7).tokens.ToVector());

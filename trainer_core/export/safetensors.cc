@@ -1,6 +1,5 @@
 #include "trainer_core/export/safetensors.h"
 
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -16,7 +15,7 @@ int64_t StTensor::Bytes() const {
 
 SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<StTensor> tensors,
                                      const std::map<std::string, std::string>& metadata)
-    : path_(path), tmp_(path + ".tmp"), tensors_(std::move(tensors)) {
+    : path_(path), tensors_(std::move(tensors)), file_(path, 0666, TempName::kDotTmp) {
   nlohmann::ordered_json header;
   header["__metadata__"] = metadata;
   std::set<std::string> names;
@@ -30,34 +29,20 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<StTens
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  file_ = std::fopen(tmp_.c_str(), "wb");
-  if (!file_) throw TrainError(tmp_ + ": cannot create");
   uint64_t len = text.size();  // little-endian hosts only (x86-64, aarch64)
-  if (std::fwrite(&len, 8, 1, file_) != 1 || std::fwrite(text.data(), 1, len, file_) != len)
-    throw TrainError(tmp_ + ": write failed");
-}
-
-SafetensorsWriter::~SafetensorsWriter() {
-  if (file_) {
-    std::fclose(file_);
-    std::remove(tmp_.c_str());
-  }
+  if (!file_.Write(&len, 8) || !file_.Write(text)) throw TrainError(file_.error());
 }
 
 void SafetensorsWriter::Write(const void* data, int64_t bytes) {
   if (next_ >= tensors_.size() || bytes != tensors_[next_].Bytes())
     throw TrainError(path_ + ": tensor written out of order or with the wrong size");
-  if (std::fwrite(data, 1, bytes, file_) != static_cast<size_t>(bytes))
-    throw TrainError(tmp_ + ": write failed (disk full?)");
+  if (!file_.Write(data, static_cast<size_t>(bytes))) throw TrainError(file_.error());
   ++next_;
 }
 
 void SafetensorsWriter::Finish() {
   if (next_ != tensors_.size()) throw TrainError(path_ + ": not every tensor was written");
-  const bool ok = std::fclose(file_) == 0;
-  file_ = nullptr;
-  if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0)
-    throw TrainError(path_ + ": cannot finish the file");
+  if (!file_.Commit()) throw TrainError(file_.error());
 }
 
 }  // namespace trellis::train

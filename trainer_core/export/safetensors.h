@@ -5,13 +5,16 @@
 // {string: string}} padded with spaces to 8 bytes, then the tensors' bytes in
 // header order. The header is fixed before any data is written, so tensors of
 // many gigabytes are written one at a time without holding the file in
-// memory. Torch-free.
+// memory. It appears under its name whole, and durable, or not at all:
+// written to `path`.tmp, fsynced and renamed (common/atomic_file_writer.h).
+// Torch-free.
 
 #include <cstdint>
-#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "common/atomic_file_writer.h"
 
 namespace trellis::train {
 
@@ -27,19 +30,21 @@ struct StTensor {
 class SafetensorsWriter {
  public:
   // Writes the header to `path` (a temporary name until Finish). Throws
-  // TrainError on I/O errors or duplicate names.
+  // TrainError on I/O errors (naming the file and errno's text) or duplicate
+  // names. A writer destroyed before Finish removes its temporary file.
   SafetensorsWriter(const std::string& path, std::vector<StTensor> tensors,
                     const std::map<std::string, std::string>& metadata);
-  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
   // The next tensor's bytes, in header order; exactly its size.
   void Write(const void* data, int64_t bytes);
-  // Checks every tensor was written, flushes and renames into place.
+  // Checks every tensor was written, fsyncs and renames into place.
   void Finish();
 
  private:
-  std::string path_, tmp_;
+  std::string path_;
   std::vector<StTensor> tensors_;
-  std::FILE* file_ = nullptr;
+  AtomicFileWriter file_;
   size_t next_ = 0;
 };
 
