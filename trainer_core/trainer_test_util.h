@@ -1,7 +1,7 @@
 #pragma once
-// What trainer_test's files share: a fixture with a temporary directory and a
-// byte corpus, the small fp32 spec most of them train, running the binary at
-// world 1 (RunTrain), and spec parsing.
+// What trainer_test's files share: a fixture with a temporary directory, a
+// byte corpus and one LibTorch thread, the small fp32 spec most of them
+// train, running the binary at world 1 (RunTrain), and spec parsing.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -16,12 +16,19 @@
 #include "trainer_core/file_test_util.h"
 #include "trainer_core/files.h"
 #include "trainer_core/parallel/rank_runs.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 
 class TrainerTest : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = MakeTempDir("trellis-trainer-test"); }
+  void SetUp() override {
+    dir_ = MakeTempDir("trellis-trainer-test");
+    // One thread for the trainers run in this process, as the binary's ranks
+    // have (OMP_NUM_THREADS=1): ctest runs as many tests as there are cores,
+    // and OpenMP workers spinning on a shared core slow both tests.
+    torch::set_num_threads(1);
+  }
   void TearDown() override { RemoveTree(dir_); }
 
   std::string BuildCorpus(const std::vector<std::string>& inputs) {
