@@ -73,7 +73,7 @@ TEST_F(TrainerTest, ACheckpointOfAVersionOneCorpusResumesOnItsUpgrade) {
   std::ofstream(path, std::ios::binary) << testing::V1File(text);
   const Corpus v1 = ReadCorpus(path);
   ASSERT_EQ(v1.version, 1u);
-  const std::string spec = WriteSpec(ResumeSpec(path));
+  const std::string spec = WriteSpec(ResumeSpec(path, 32));
   const std::string straight_dir = JoinPath(dir_, "straight"), stopped_dir = JoinPath(dir_, "b");
   ChildResult straight = RunTrain({spec, "--json", "--checkpoint-dir", straight_dir}, dir_);
   ASSERT_EQ(straight.status, 0) << straight.err;
@@ -154,11 +154,12 @@ TEST_F(TrainerTest, AtEndFalseSavesNoFinalCheckpoint) {
   const std::string with_end = JoinPath(dir_, "with-end"), without_end = JoinPath(dir_, "without");
   // Steps 1..7: a periodic checkpoint at 5, then the end (7) only where at_end holds.
   ChildResult a = RunTrain(
-      {WriteSpec(ResumeSpec(corpus)), "--json", "--steps", "7", "--checkpoint-dir", with_end}, dir_);
+      {WriteSpec(ResumeSpec(corpus, 32)), "--json", "--steps", "7", "--checkpoint-dir", with_end},
+      dir_);
   ASSERT_EQ(a.status, 0) << a.err;
   EXPECT_EQ(LatestCompleteStep(with_end), 7);
-  ChildResult b = RunTrain({WriteSpec(ResumeSpec(corpus) + "at_end = false\n"), "--json", "--steps",
-                            "7", "--checkpoint-dir", without_end},
+  ChildResult b = RunTrain({WriteSpec(ResumeSpec(corpus, 32) + "at_end = false\n"), "--json",
+                            "--steps", "7", "--checkpoint-dir", without_end},
                            dir_);
   ASSERT_EQ(b.status, 0) << b.err;
   EXPECT_EQ(LatestCompleteStep(without_end), 5);
