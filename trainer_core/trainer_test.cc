@@ -73,7 +73,7 @@ TEST_F(TrainerTest, ACheckpointOfAVersionOneCorpusResumesOnItsUpgrade) {
   std::ofstream(path, std::ios::binary) << testing::V1File(text);
   const Corpus v1 = ReadCorpus(path);
   ASSERT_EQ(v1.version, 1u);
-  const std::string spec = WriteSpec(ResumeSpec(path));
+  const std::string spec = WriteSpec(ResumeSpec(path, 32));
   const std::string straight_dir = JoinPath(dir_, "straight"), stopped_dir = JoinPath(dir_, "b");
   ChildResult straight = RunTrain({spec, "--json", "--checkpoint-dir", straight_dir}, dir_);
   ASSERT_EQ(straight.status, 0) << straight.err;
@@ -120,16 +120,15 @@ TEST_F(TrainerTest, ACheckpointOfAVersionOneCorpusResumesOnItsUpgrade) {
 
 // training.row_order = "cost_bands" on a corpus of documents of many lengths
 // (the system's license texts): other rows than shuffled ones, and a run
-// stopped at its step-2 checkpoint and resumed trains steps 3 and 4 bit for
-// bit as the straight run does (the order is a function of seed and step).
+// resumed from the straight run's step-2 checkpoint trains steps 3 and 4 bit
+// for bit as the straight run does (the order is a function of seed and step).
 TEST_F(TrainerTest, CostBandedRowsResumeWhereTheyStopped) {
   const std::string corpus = BuildCorpus({"/usr/share/common-licenses"});
   const std::string base = ResumeSpec(corpus, 32);
   std::string banded = base;
   banded.insert(banded.find("[checkpoint]"), "row_order = \"cost_bands\"\n");
   banded.replace(banded.find("every_steps = 5"), 15, "every_steps = 2");
-  const std::string shuffled_dir = JoinPath(dir_, "shuffled"), straight_dir = JoinPath(dir_, "a"),
-                    stopped_dir = JoinPath(dir_, "b");
+  const std::string shuffled_dir = JoinPath(dir_, "shuffled"), straight_dir = JoinPath(dir_, "a");
   ChildResult shuffled =
       RunTrain({WriteSpec(base), "--json", "--steps", "4", "--checkpoint-dir", shuffled_dir}, dir_);
   ASSERT_EQ(shuffled.status, 0) << shuffled.err;
@@ -139,10 +138,8 @@ TEST_F(TrainerTest, CostBandedRowsResumeWhereTheyStopped) {
   ASSERT_EQ(straight.status, 0) << straight.err;
   ASSERT_EQ(straight.records.size(), 4u);
   EXPECT_NE(straight.records[0].loss, shuffled.records[0].loss) << "other rows than shuffled";
-  ChildResult first = RunTrain({spec, "--json", "--steps", "2", "--checkpoint-dir", stopped_dir}, dir_);
-  ASSERT_EQ(first.status, 0) << first.err;
   ChildResult resumed = RunTrain(
-      {spec, "--json", "--steps", "4", "--checkpoint-dir", stopped_dir, "--resume", "latest"}, dir_);
+      {spec, "--json", "--steps", "4", "--checkpoint-dir", straight_dir, "--resume", "2"}, dir_);
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   ASSERT_EQ(resumed.records.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
@@ -157,11 +154,12 @@ TEST_F(TrainerTest, AtEndFalseSavesNoFinalCheckpoint) {
   const std::string with_end = JoinPath(dir_, "with-end"), without_end = JoinPath(dir_, "without");
   // Steps 1..7: a periodic checkpoint at 5, then the end (7) only where at_end holds.
   ChildResult a = RunTrain(
-      {WriteSpec(ResumeSpec(corpus)), "--json", "--steps", "7", "--checkpoint-dir", with_end}, dir_);
+      {WriteSpec(ResumeSpec(corpus, 32)), "--json", "--steps", "7", "--checkpoint-dir", with_end},
+      dir_);
   ASSERT_EQ(a.status, 0) << a.err;
   EXPECT_EQ(LatestCompleteStep(with_end), 7);
-  ChildResult b = RunTrain({WriteSpec(ResumeSpec(corpus) + "at_end = false\n"), "--json", "--steps",
-                            "7", "--checkpoint-dir", without_end},
+  ChildResult b = RunTrain({WriteSpec(ResumeSpec(corpus, 32) + "at_end = false\n"), "--json",
+                            "--steps", "7", "--checkpoint-dir", without_end},
                            dir_);
   ASSERT_EQ(b.status, 0) << b.err;
   EXPECT_EQ(LatestCompleteStep(without_end), 5);
@@ -169,11 +167,13 @@ TEST_F(TrainerTest, AtEndFalseSavesNoFinalCheckpoint) {
 
 // A tokenizer of 100k-200k ids (every modern one) needs a corpus of 4-byte
 // ids: the model trains on it, its first loss that of a uniform guess over
-// the whole vocab; a model narrower than the corpus is refused.
+// the whole vocab; a model narrower than the corpus is refused. Rows of 16
+// tokens, 4 a step: the logits over 100k ids are most of a step's work.
 TEST_F(TrainerTest, AVocabOverSixtyFiveThousandTrainsFromFourByteIds) {
   const std::string corpus = JoinPath(dir_, "wide.corpus");
   WriteCorpus(corpus, SyntheticCorpus(100000, 20000, 3));
-  const std::string spec = ResumeSpec(corpus, 32);
+  std::string spec = ResumeSpec(corpus, 32);
+  spec.replace(spec.find("seq_len = 64\nglobal_batch = 8"), 29, "seq_len = 16\nglobal_batch = 4");
   std::string wide = spec;
   wide.replace(wide.find("[model]\n"), 8, "[model]\nvocab = 100000\n");
   ChildResult run = RunTrain({WriteSpec(wide), "--json", "--steps", "2"}, dir_);
@@ -414,7 +414,10 @@ TEST_F(TrainerTest, DeterministicSetsAtensKernelChoiceBothWays) {
 
 // The stated learning bar: the tiny config on the system's license texts
 // (byte-level, ~240 KB on Debian 12) goes from ln(256) = 5.55 nats per byte to below 2.5
-// (mean of steps 96-100) within 100 steps.
+// (mean of steps 96-100) within 100 steps. In fp32 and without recompute: the bar is
+// about learning; bf16 on a CPU without bf16 instructions is emulated and several
+// times slower, recompute is a third more forward work, and both have their own
+// tests against the plain run (fsdp_test; MicroBatchesFollowTheUnsplitBatch).
 TEST_F(TrainerTest, TinyConfigLearnsRealText) {
   if (!IsDirectory("/usr/share/common-licenses")) GTEST_SKIP() << "no system license texts";
   spec::TrainerSpec spec = ParseSpec(R"(
@@ -427,12 +430,14 @@ experts = 4
 experts_per_token = 2
 expert_hidden = 128
 shared_expert = true
+[parallel]
+activation_checkpointing = false
 [training]
 seq_len = 128
 global_batch = 16
 steps = 120
 warmup_steps = 10
-dtype = "bfloat16"
+dtype = "float32"
 )");
   spec.training.data = BuildCorpus({"/usr/share/common-licenses"});
   auto losses = Train(spec, 100);

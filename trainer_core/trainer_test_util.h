@@ -1,9 +1,11 @@
 #pragma once
-// What trainer_test's files share: a fixture with a temporary directory and a
-// byte corpus, the small fp32 spec most of them train, running the binary at
-// world 1 (RunTrain), and spec parsing.
+// What trainer_test's files share: a fixture with a temporary directory, a
+// byte corpus, one LibTorch thread and a heap that keeps freed tensors, the
+// small fp32 spec most of them train, running the binary at world 1
+// (RunTrain), and spec parsing.
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <signal.h>
 #include <toml++/toml.h>
 
@@ -16,12 +18,24 @@
 #include "trainer_core/file_test_util.h"
 #include "trainer_core/files.h"
 #include "trainer_core/parallel/rank_runs.h"
+#include "trainer_core/torch_api.h"
 
 namespace trellis::train {
 
 class TrainerTest : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = MakeTempDir("trellis-trainer-test"); }
+  void SetUp() override {
+    dir_ = MakeTempDir("trellis-trainer-test");
+    // One thread for the trainers run in this process, as the binary's ranks
+    // have (OMP_NUM_THREADS=1): ctest runs as many tests as there are cores,
+    // and OpenMP workers spinning on a shared core slow both tests.
+    torch::set_num_threads(1);
+    // A freed step's tensors stay in the heap for the next step (below 32 MiB,
+    // glibc's cap) instead of going back to the kernel to be faulted in again:
+    // that churn was a third of TinyConfigLearnsRealText's time.
+    ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
   void TearDown() override { RemoveTree(dir_); }
 
   std::string BuildCorpus(const std::vector<std::string>& inputs) {

@@ -3,7 +3,7 @@
 // ShardedModel + ShardedOptimizer on 4 gloo ranks (2 nodes of 2, EP 2). fp32 on the wire: losses
 // within 1e-5 relative and parameters equal within 1e-5; bf16 compute and
 // bf16 on the wire: within the tolerance stated below. Every prefetch depth
-// (parallel.prefetch_layers) trains to the same bits.
+// (parallel.prefetch_layers) trains to the same bits (over kBitSteps).
 #include "trainer_core/parallel/fsdp.h"
 
 #include <gtest/gtest.h>
@@ -138,7 +138,7 @@ struct Mesh {
 };
 
 std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, int rank,
-                       Mesh mesh, int port, const std::string& path) {
+                       Mesh mesh, int port, const std::string& path, int steps = kSteps) {
   const int world = mesh.world;
   const auto& t = s.training;
   auto comm = testing::ConnectLocalRank(rank, world, port, 60s);
@@ -152,7 +152,7 @@ std::string RunSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire
   ShardedOptimizer opt(&model, MuonOpts(t), AdamWOpts(t));
   std::vector<double> losses;
   const int64_t rows = kRows / world;
-  for (int step = 0; step < kSteps; ++step) {
+  for (int step = 0; step < steps; ++step) {
     TokenBatch all = MakeBatch(step, s.model.vocab);
     TokenBatch mine{all.inputs.narrow(0, rank * rows, rows),
                     all.targets.narrow(0, rank * rows, rows),
@@ -192,10 +192,11 @@ struct Compared {
 
 // Reassembles the sharded parameters from the ranks' files and compares them
 // and the losses with the reference file. Torch-free (the parent forks).
-Compared Compare(const spec::TrainerSpec& s, const std::string& dir, Mesh mesh) {
+Compared Compare(const spec::TrainerSpec& s, const std::string& ref_path, const std::string& dir,
+                 Mesh mesh) {
   const int world = mesh.world;
   auto layout = ModelLayout(s.model);
-  auto ref = ReadAll(dir + "/ref.bin");
+  auto ref = ReadAll(ref_path);
   const double* ref_loss = reinterpret_cast<const double*>(ref.data());
   const float* ref_params = reinterpret_cast<const float*>(ref.data() + kSteps * sizeof(double));
   Compared c;
@@ -249,21 +250,33 @@ Compared Compare(const spec::TrainerSpec& s, const std::string& dir, Mesh mesh) 
   return c;
 }
 
-Compared TrainBoth(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, Mesh mesh) {
+// The reference run's file ("" if it failed), for comparing several meshes
+// against one run.
+std::string Reference(const spec::TrainerSpec& s, torch::Dtype dtype, int64_t starved_from) {
+  char tmpl[] = "/tmp/fsdp_test_XXXXXX";
+  const std::string path = std::string(::mkdtemp(tmpl)) + "/ref.bin";
+  auto ref = testing::RunRanks(
+      1, 120s, [&](int) { return RunReference(s, dtype, path, starved_from); });
+  EXPECT_EQ(Failures(ref), "");
+  return Failures(ref).empty() ? path : "";
+}
+
+// `ref_path`: Reference's file for the same spec, dtype and starved experts
+// ("": make one).
+Compared TrainBoth(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire, Mesh mesh,
+                   std::string ref_path = "") {
   const int world = mesh.world;
   char tmpl[] = "/tmp/fsdp_test_XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
-  auto ref = testing::RunRanks(
-      1, 120s, [&](int) { return RunReference(s, dtype, dir + "/ref.bin", mesh.starved_from); });
-  EXPECT_EQ(Failures(ref), "");
+  if (ref_path.empty()) ref_path = Reference(s, dtype, mesh.starved_from);
   const int port = testing::FreePort();
   auto sharded = testing::RunRanks(world, 120s, [&](int rank) {
     return RunSharded(s, dtype, wire, rank, mesh, port,
                       dir + "/rank" + std::to_string(rank) + ".bin");
   });
   EXPECT_EQ(Failures(sharded), "");
-  if (!Failures(ref).empty() || !Failures(sharded).empty()) return {1e9, 1e9};
-  auto c = Compare(s, dir, mesh);
+  if (ref_path.empty() || !Failures(sharded).empty()) return {1e9, 1e9};
+  auto c = Compare(s, ref_path, dir, mesh);
   std::printf(
       "world %d (node_size %d, ep %d) vs 1: max loss rel diff %.3g, param diff max %.3g rms %.3g\n",
       world, mesh.node_size, mesh.ep, c.max_loss_rel, c.max_param_abs, c.rms_param);
@@ -293,8 +306,9 @@ TEST(FsdpTest, FourRanksMatchOneInBf16) {
 // cross-node gather), and 4 nodes of 1 (no token all-to-all, experts gathered
 // from 4 owners).
 TEST(FsdpTest, OtherMeshesEqualOneInFp32) {
+  const std::string ref = Reference(TinySpec(), torch::kFloat, -1);
   for (Mesh mesh : {Mesh{4, 4, 4}, Mesh{4, 1, 1}, Mesh{2, 2, 2}}) {
-    auto c = TrainBoth(TinySpec(), torch::kFloat, Wire::kFp32, mesh);
+    auto c = TrainBoth(TinySpec(), torch::kFloat, Wire::kFp32, mesh, ref);
     EXPECT_LE(c.max_loss_rel, 1e-5);
     EXPECT_LE(c.max_param_abs, 1e-5);
   }
@@ -309,9 +323,10 @@ TEST(FsdpTest, GroupLimitedRoutingEqualsOneInFp32) {
   s.model.experts = 8;
   s.model.experts_per_token = 4;
   s.model.expert_groups = 4;
+  const std::string ref = Reference(s, torch::kFloat, -1);
   for (Mesh mesh : {Mesh{4, 2, 2}, Mesh{4, 4, 4}}) {
     EXPECT_TRUE(RoutingBalancedOver(PlanExpertMesh(4, 0, mesh.node_size, mesh.ep, 8, 4), 4));
-    auto c = TrainBoth(s, torch::kFloat, Wire::kFp32, mesh);
+    auto c = TrainBoth(s, torch::kFloat, Wire::kFp32, mesh, ref);
     EXPECT_LE(c.max_loss_rel, 1e-5);
     EXPECT_LE(c.max_param_abs, 1e-5);
   }
@@ -326,9 +341,11 @@ TEST(FsdpTest, GroupLimitedRoutingEqualsOneInFp32) {
 // checkpointing: the same results as the single-process model with the same
 // bias.
 TEST(FsdpTest, ABlockThatGetsNoTokensTrainsAsOneRankDoes) {
+  const int64_t starved_from = 2;  // experts 2 and 3: the second rank's block at EP 2
+  const std::string ref = Reference(TinySpec(), torch::kFloat, starved_from);
   for (Mesh mesh : {Mesh{2, 2, 2}, Mesh{4, 2, 2}, Mesh{2, 2, 2, false}}) {
-    mesh.starved_from = 2;  // experts 2 and 3: the second rank's block at EP 2
-    auto c = TrainBoth(TinySpec(), torch::kFloat, Wire::kFp32, mesh);
+    mesh.starved_from = starved_from;
+    auto c = TrainBoth(TinySpec(), torch::kFloat, Wire::kFp32, mesh, ref);
     EXPECT_LE(c.max_loss_rel, 1e-5)
         << "world " << mesh.world << ", checkpointing " << mesh.checkpointing;
     EXPECT_LE(c.max_param_abs, 1e-5)
@@ -347,6 +364,12 @@ TEST(FsdpTest, WithoutCheckpointingEqualsOne) {
   EXPECT_EQ(c.max_param_abs, 0);
 }
 
+// Steps of the runs compared bit for bit with each other: the first on the
+// initial weights, then two on updated weights (new bf16 copies, moved router
+// biases) with the optimizer's state behind them. Each step is about a
+// fifth of such a test's time.
+constexpr int kBitSteps = 3;
+
 // The sharded run alone; every rank's losses and parameters, concatenated.
 std::vector<char> TrainSharded(const spec::TrainerSpec& s, torch::Dtype dtype, Wire wire,
                                Mesh mesh) {
@@ -355,7 +378,7 @@ std::vector<char> TrainSharded(const spec::TrainerSpec& s, torch::Dtype dtype, W
   const int port = testing::FreePort();
   auto sharded = testing::RunRanks(mesh.world, 120s, [&](int rank) {
     return RunSharded(s, dtype, wire, rank, mesh, port,
-                      dir + "/rank" + std::to_string(rank) + ".bin");
+                      dir + "/rank" + std::to_string(rank) + ".bin", kBitSteps);
   });
   EXPECT_EQ(Failures(sharded), "");
   std::vector<char> all;
