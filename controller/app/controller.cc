@@ -11,6 +11,14 @@ namespace trellis::controller {
 
 namespace asio = boost::asio;
 
+namespace {
+
+LoopTimer::Post PostTo(asio::io_context& io) {
+  return [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); };
+}
+
+}  // namespace
+
 Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
                        std::shared_ptr<SlurmClient> slurm, Clock* clock)
     : config_(std::move(config)),
@@ -21,8 +29,8 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
       clock_(clock),
       ctx_{config_, store_view_, *clock_},
       work_(asio::make_work_guard(io_)),
-      schedule_timer_(io_),
-      reconcile_timer_(io_),
+      schedule_timer_(*clock_, PostTo(io_)),
+      reconcile_timer_(*clock_, PostTo(io_)),
       scheduler_(ctx_),
       launches_(ctx_),
       allocations_(ctx_),
@@ -70,11 +78,11 @@ absl::Status Controller::Start() {
     // Slurm says now ends any of them.
     Apply(launches_.resume.ResumeAtStartup());
     Apply(reconciler_.Tick(/*startup=*/true));
-    ArmTimer(schedule_timer_, config_.schedule_interval, [this] { return scheduler_.Tick(); });
+    ArmTick(schedule_timer_, config_.schedule_interval, [this] { return scheduler_.Tick(); });
     // Quarantines also end by time alone, and a live run's goodput moves
     // with time: both counted again with every reconciliation.
     ExportGoodputOfLiveRuns();
-    ArmTimer(reconcile_timer_, config_.reconcile_interval, [this] {
+    ArmTick(reconcile_timer_, config_.reconcile_interval, [this] {
       CountQuarantined();
       ExportGoodputOfLiveRuns();
       return reconciler_.Tick(/*startup=*/false);
@@ -88,8 +96,8 @@ void Controller::BeginShutdown() {
   std::promise<void> done;
   asio::post(io_, [this, &done] {
     stopped_ = true;
-    schedule_timer_.cancel();
-    reconcile_timer_.cancel();
+    schedule_timer_.Cancel();
+    reconcile_timer_.Cancel();
     CancelAllTimers();
     Apply(launches_.gate.Shutdown());
     watchers_.EndAll();
@@ -110,13 +118,12 @@ void Controller::Stop() {
   loop_thread_.join();
 }
 
-void Controller::ArmTimer(asio::steady_timer& timer, std::chrono::milliseconds every,
-                          std::function<Effects()> tick) {
-  timer.expires_after(every);
-  timer.async_wait([this, &timer, every, tick](const boost::system::error_code& ec) {
-    if (ec || stopped_) return;
+void Controller::ArmTick(LoopTimer& timer, std::chrono::milliseconds every,
+                         std::function<Effects()> tick) {
+  // BeginShutdown cancels the timer, which drops a call already posted.
+  timer.Arm(every, [this, &timer, every, tick] {
     Apply(tick());
-    ArmTimer(timer, every, tick);
+    ArmTick(timer, every, tick);
   });
 }
 

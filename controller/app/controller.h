@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/loop_timer.h"
 #include "controller/app/allocations.h"
 #include "controller/app/effects.h"
 #include "controller/app/ingest_metrics.h"
@@ -142,8 +143,8 @@ class Controller {
   // reconciliation); failures are logged.
   void ExportGoodput(const std::string& run_id);
   void ExportGoodputOfLiveRuns();
-  void ArmTimer(boost::asio::steady_timer& timer, std::chrono::milliseconds every,
-                std::function<Effects()> tick);
+  // Applies `tick` every `every` on the clock, until BeginShutdown.
+  void ArmTick(LoopTimer& timer, std::chrono::milliseconds every, std::function<Effects()> tick);
 
   ControllerConfig config_;
   Metrics metrics_;
@@ -156,8 +157,9 @@ class Controller {
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   boost::asio::thread_pool slurm_pool_{1};
-  boost::asio::steady_timer schedule_timer_;
-  boost::asio::steady_timer reconcile_timer_;
+  // The schedule and reconcile ticks, on the clock (a FakeClock drives them in tests).
+  LoopTimer schedule_timer_;
+  LoopTimer reconcile_timer_;
   std::thread loop_thread_;
   Watchers watchers_;
   Scheduler scheduler_;

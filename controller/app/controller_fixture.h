@@ -9,12 +9,15 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <map>
 #include <mutex>
 #include <thread>
+#include "common/eventually_test_util.h"
 #include "common/version.h"
 #include "controller/core/gate_policy.h"
 #include "controller/app/sbatch_template.h"
@@ -52,8 +55,8 @@ class ControllerTest : public ::testing::Test {
     config.data_roots = data_roots_.empty() ? std::vector<std::string>{dir_.string()} : data_roots_;
     config.worker_bin = "/opt/trellis/bin/trellis-worker";
     config.sbatch_template = kSbatchTemplate;
-    config.schedule_interval = std::chrono::milliseconds(20);
-    config.reconcile_interval = std::chrono::milliseconds(50);
+    config.schedule_interval = schedule_interval_;
+    config.reconcile_interval = reconcile_interval_;
     config.can_drain = can_drain_;
     config.prometheus_sd_file = (dir_ / "targets.json").string();
     config.read_final_report = ReadFinalReportFile;
@@ -109,19 +112,35 @@ class ControllerTest : public ::testing::Test {
     EXPECT_TRUE(user_stub_->GetRun(&ctx, req, &run).ok());
     return run;
   }
-  // Waits (bounded) until the run reaches `state`.
-  v1::Run WaitFor(const std::string& id, v1::RunState state) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // Moves the clock on by the longer tick interval: the schedule and
+  // reconcile ticks, which run on it, each fall due on the way.
+  void Tick() { clock_.Advance(std::max(schedule_interval_, reconcile_interval_)); }
+
+  // Waits (bounded) until `done` holds of the run; `what` names it for the
+  // failure. Between polls, each of which waits for it a while in real time,
+  // the clock moves on by a Tick, unless the test holds the clock still
+  // (waits_tick_).
+  v1::Run WaitUntil(const std::string& id, const std::function<bool(const v1::Run&)>& done,
+                    const std::string& what) {
     v1::Run run;
-    while (std::chrono::steady_clock::now() < deadline) {
+    const auto holds = [&] {
       run = Get(id);
-      if (run.summary().state() == state) return run;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "run " << id << " never reached " << v1::RunState_Name(state) << "; it is "
+      return done(run);
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    do {
+      if (Eventually(holds, waits_tick_ ? kPoll : std::chrono::seconds(10))) return run;
+      if (waits_tick_) Tick();
+    } while (std::chrono::steady_clock::now() < deadline);
+    ADD_FAILURE() << "run " << id << " never " << what << "; it is "
                   << v1::RunState_Name(run.summary().state()) << ": "
                   << run.summary().state_reason();
     return run;
+  }
+  v1::Run WaitFor(const std::string& id, v1::RunState state) {
+    return WaitUntil(
+        id, [state](const v1::Run& run) { return run.summary().state() == state; },
+        "reached " + v1::RunState_Name(state));
   }
   v1::WorkerIdentity Identity(const std::string& run_id, const std::string& node) {
     v1::WorkerIdentity id;
@@ -163,7 +182,16 @@ class ControllerTest : public ::testing::Test {
     return acks;
   }
 
+  // How long a WaitFor poll waits in real time before the clock moves on.
+  static constexpr std::chrono::milliseconds kPoll{20};
+
   bool can_drain_ = false;  // set by a subclass's constructor
+  // The ticks' intervals on the fake clock, read at StartController.
+  std::chrono::milliseconds schedule_interval_{20};
+  std::chrono::milliseconds reconcile_interval_{50};
+  // False: WaitFor leaves the clock where the test put it (a test that
+  // measures durations on it moves it, and the ticks run on the way).
+  bool waits_tick_ = true;
   std::vector<std::string> data_roots_;  // --data-root; empty: the test's directory
   std::map<std::string, uint64_t> seqs_;  // SendReports' next seq per worker
   fs::path dir_;

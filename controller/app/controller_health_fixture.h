@@ -150,10 +150,7 @@ class HealthTest : public GateTest {
   }
   // Signals reach Slurm from the controller's Slurm thread: bounded poll.
   bool WaitSignalled(const std::string& entry) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!Signalled(entry) && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    return Signalled(entry);
+    return Eventually([&] { return Signalled(entry); });
   }
 
   std::vector<v1::HealthEvent> HealthEvents(const std::string& run_id, const std::string& kind) {

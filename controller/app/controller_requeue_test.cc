@@ -5,9 +5,6 @@
 // started over gets the attempt's next launch, which is gated again, and no
 // restart is used.
 
-#include <chrono>
-#include <thread>
-
 #include "absl/strings/str_join.h"
 #include "controller/app/controller_health_fixture.h"
 
@@ -164,13 +161,12 @@ TEST_F(RequeueTest, ARequeuedJobTheGateRefusesIsQueuedAgainWithoutARestart) {
   // reconciler sees it end, and the next attempt is submitted without node4.
   // The run may pass through QUEUED faster than a poll sees it: its events
   // say it did, and why.
-  v1::Run run;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  do {
-    run = Get(kRun);
-    if (run.attempts_size() == 2 && run.summary().state() == v1::RUN_STATE_SUBMITTED) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  } while (std::chrono::steady_clock::now() < deadline);
+  v1::Run run = WaitUntil(
+      kRun,
+      [](const v1::Run& r) {
+        return r.attempts_size() == 2 && r.summary().state() == v1::RUN_STATE_SUBMITTED;
+      },
+      "submitted attempt 2");
   ASSERT_EQ(run.attempts_size(), 2) << v1::RunState_Name(run.summary().state());
   ASSERT_EQ(run.summary().state(), v1::RUN_STATE_SUBMITTED);
   bool queued_by_the_gate = false;

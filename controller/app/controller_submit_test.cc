@@ -31,13 +31,12 @@ class SubmitTest : public ControllerTest {
   }
   // Waits until the run's state reason contains `text`.
   void WaitReason(const std::string& id, const std::string& text) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (Get(id).summary().state_reason().find(text) != std::string::npos) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << id << ": no reason with '" << text << "': "
-                  << Get(id).summary().state_reason();
+    WaitUntil(
+        id,
+        [&](const v1::Run& run) {
+          return run.summary().state_reason().find(text) != std::string::npos;
+        },
+        "gave a reason with '" + text + "'");
   }
 };
 

@@ -236,16 +236,13 @@ TEST_F(GateTest, AbortQuarantinesWaitsForNodesAndReleaseLetsItProceed) {
   for (const auto& [node, decision] : d)
     EXPECT_EQ(decision.decision(), v1::GateDecision::DECISION_ABORT) << node;
   // The abort cancels the Slurm job (on the controller's Slurm thread).
-  auto cancel_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (slurm_->Cancelled().empty() && std::chrono::steady_clock::now() < cancel_deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(Eventually([&] { return !slurm_->Cancelled().empty(); }));
   EXPECT_EQ(slurm_->Cancelled(), std::vector<std::string>{"100"});
   // Back in the queue, waiting for a third eligible node rather than looping.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Get("all-1").summary().state_reason() != "needs 3 nodes, 2 eligible" &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  v1::Run run = Get("all-1");
+  v1::Run run = WaitUntil(
+      "all-1",
+      [](const v1::Run& r) { return r.summary().state_reason() == "needs 3 nodes, 2 eligible"; },
+      "waited for a third node");
   EXPECT_EQ(run.summary().state(), v1::RUN_STATE_QUEUED);
   EXPECT_EQ(run.summary().state_reason(), "needs 3 nodes, 2 eligible");
   EXPECT_EQ(slurm_->Submissions().size(), 1u);
@@ -293,9 +290,7 @@ TEST_F(GateTest, ACorpusLinkSwappedAfterSubmitEndsTheRunAtTheGate) {
   ASSERT_EQ(run.attempts_size(), 1);
   EXPECT_EQ(run.attempts(0).exit_code(), kExitDoNotRetry);
   EXPECT_EQ(Nodes().nodes_size(), 0);  // the node did nothing wrong
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (slurm_->Cancelled().empty() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(Eventually([&] { return !slurm_->Cancelled().empty(); }));
   EXPECT_EQ(slurm_->Cancelled().size(), 1u);
   fs::remove_all(outside);
 }
@@ -356,9 +351,7 @@ TEST_F(DrainingGateTest, QuarantinedNodesAreDrainedWhenAllowed) {
   ASSERT_TRUE(Submit(std::string(kSpec) + "spare_nodes = 1\n", &resp).ok());
   WaitFor("hello-1", v1::RUN_STATE_SUBMITTED);
   RegisterAll("hello-1", {"node1", "node2", "node3"});
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (slurm_->Drained().empty() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(Eventually([&] { return !slurm_->Drained().empty(); }));
   ASSERT_EQ(slurm_->Drained().size(), 1u);
   EXPECT_EQ(slurm_->Drained()[0].rfind("node3: socket 1: 72.7 GiB free", 0), 0u);
 }
