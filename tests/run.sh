@@ -18,7 +18,7 @@ ninja -C "$BUILD"
 echo "build: $((SECONDS - start)) s"
 cd "$BUILD"
 # As many tests at once as cores (TRELLIS_TEST_JOBS sets another count). One more was
-# tried on 2 cores: a restart test's blame then raced (see docs/architecture.md, "Building").
+# tried on 2 cores: a restart test's blame then raced (bench/results/build-time-2026-12-06.md).
 jobs=${TRELLIS_TEST_JOBS:-$(nproc)}
 start=$SECONDS
 ctest --output-on-failure -j "$jobs" --timeout 900 "$@"
