@@ -20,6 +20,31 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A file-size limit for this process while it lives, SIGXFSZ ignored, so that a
+// write past it fails part way with EFBIG; both restored at the end.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ok_ = ::sigaction(SIGXFSZ, &ignore, &old_action_) == 0 &&
+          ::getrlimit(RLIMIT_FSIZE, &old_limit_) == 0;
+    rlimit small = old_limit_;
+    small.rlim_cur = bytes;
+    ok_ = ok_ && ::setrlimit(RLIMIT_FSIZE, &small) == 0;
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_limit_);
+    ::sigaction(SIGXFSZ, &old_action_, nullptr);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  struct sigaction old_action_ {};
+  rlimit old_limit_{};
+  bool ok_ = false;
+};
+
 class AtomicFileTest : public testing::Test {
  protected:
   void SetUp() override {
@@ -79,19 +104,12 @@ TEST_F(AtomicFileTest, ReplacesAnExistingFileAndItsMode) {
 
 TEST_F(AtomicFileTest, AFailedWriteLeavesTheOldFileWholeAndNoTemporaryFile) {
   std::ofstream(Path("report.html")) << "the old page";
-  // A file-size limit makes the write fail part way (EFBIG instead of SIGXFSZ).
-  struct sigaction ignore {
-  }, old_action{};
-  ignore.sa_handler = SIG_IGN;
-  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &old_action), 0);
-  rlimit old_limit{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  rlimit small = old_limit;
-  small.rlim_cur = 4096;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  absl::Status st = WriteFileAtomically(Path("report.html"), std::string(1 << 20, 'x'));
-  ::setrlimit(RLIMIT_FSIZE, &old_limit);
-  ::sigaction(SIGXFSZ, &old_action, nullptr);
+  absl::Status st;
+  {
+    FileSizeLimit limit(4096);  // the write fails part way
+    ASSERT_TRUE(limit.ok());
+    st = WriteFileAtomically(Path("report.html"), std::string(1 << 20, 'x'));
+  }
 
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find(Path("report.html")), std::string::npos) << st;
@@ -205,26 +223,17 @@ TEST_F(AtomicFileTest, SmallPiecesWaitInTheBufferAndLargeOnesGoStraightToTheFile
 
 TEST_F(AtomicFileTest, AFailedStreamedWriteNamesTheFileAndLeavesNoTemporaryFile) {
   std::ofstream(Path("model.safetensors")) << "the last export";
-  struct sigaction ignore {
-  }, old_action{};
-  ignore.sa_handler = SIG_IGN;
-  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &old_action), 0);
-  rlimit old_limit{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  rlimit small = old_limit;
-  small.rlim_cur = AtomicFileWriter::kBufferBytes / 2;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   bool wrote = true, committed = true;
   std::string error, temp_path;
   {
+    FileSizeLimit limit(AtomicFileWriter::kBufferBytes / 2);
+    ASSERT_TRUE(limit.ok());
     AtomicFileWriter writer(Path("model.safetensors"), 0644, TempName::kDotTmp);
     temp_path = writer.temp_path();
     for (int i = 0; i < 1000 && wrote; ++i) wrote = writer.Write(std::string(4096, 'w'));
     committed = writer.Commit();
     error = writer.error();
   }
-  ::setrlimit(RLIMIT_FSIZE, &old_limit);
-  ::sigaction(SIGXFSZ, &old_action, nullptr);
 
   EXPECT_FALSE(wrote);
   EXPECT_FALSE(committed);
