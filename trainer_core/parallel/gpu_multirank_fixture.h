@@ -64,6 +64,15 @@ inline bool SharingOneGpu() {
   return v && std::string(v) == "1" && !RehearsingOnCpu();
 }
 
+// Both meshes a 2-GPU host can form (one node of 2; two nodes of 1). A CPU
+// rehearsal checks the tests' own logic, which is the same for each cell of a
+// matrix, on the first mesh alone (the CPU tests, multirank_test.cc, cover the
+// numbers on both).
+inline std::vector<Mesh> TwoGpuMeshes() {
+  if (RehearsingOnCpu()) return {Mesh{2, 2}};
+  return {Mesh{2, 2}, Mesh{1, 1}};
+}
+
 // The device the ranks train on, as the tests' printed lines name it.
 inline const char* Device() {
   return RehearsingOnCpu() ? "cpu" : SharingOneGpu() ? "cuda (2 ranks on 1 GPU)" : "cuda";

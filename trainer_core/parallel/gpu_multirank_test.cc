@@ -19,7 +19,7 @@ TEST_F(GpuMultiRankTest, TwoGpusEqualOneInFp32OnBothMeshes) {
   ASSERT_TRUE(AllExitedZero(ref, &why)) << why;
   ASSERT_EQ(ref[0].records.size(), 10u);
   ExpectCommTimes(ref);
-  for (Mesh mesh : {Mesh{2, 2}, Mesh{1, 1}}) {
+  for (Mesh mesh : TwoGpuMeshes()) {
     const std::string name = "two_node" + std::to_string(mesh.node_size);
     const std::string two = JoinPath(dir_, name);
     auto runs = Run(2, {Spec(name, mesh), "--checkpoint-dir", two});
@@ -43,7 +43,7 @@ TEST_F(GpuMultiRankTest, TwoGpusEqualOneInFp32OnBothMeshes) {
 // compute waited for.
 TEST_F(GpuMultiRankTest, PrefetchDepthsAgreeAndRecordExposedTime) {
   std::string why;
-  for (Mesh mesh : {Mesh{2, 2}, Mesh{1, 1}})
+  for (Mesh mesh : TwoGpuMeshes())
     for (const char* checkpointing : {"true", "false"}) {
       std::vector<std::vector<RankRun>> runs;
       for (int prefetch : {0, 1, 2}) {
@@ -97,7 +97,7 @@ TEST_F(GpuMultiRankTest, Bf16GradientReductionStaysWithinBf16Noise) {
 // both ranks, over the all-to-alls, reductions and all-reduces of both
 // meshes. (One GPU: bench/gpu/determinism.sh.)
 TEST_F(GpuMultiRankTest, DeterministicRunsRepeatBitForBit) {
-  for (Mesh mesh : {Mesh{2, 2}, Mesh{1, 1}}) {
+  for (Mesh mesh : TwoGpuMeshes()) {
     const std::string path = Spec("det", mesh, "bfloat16", "bfloat16");
     std::string text;
     {
