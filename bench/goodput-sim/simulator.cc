@@ -139,7 +139,7 @@ class Simulation {
   // faults); DecideGate picks which go and which stand by as spares.
   std::vector<std::string> Gate(const std::vector<std::string>& allocation) const {
     std::vector<controller::NodeVerdict> verdicts;
-    for (const auto& n : allocation) verdicts.push_back({n, true, {}, 1.0});
+    for (const auto& n : allocation) verdicts.push_back({n, true, {}, 1.0, {}});
     controller::GateOutcome g = controller::DecideGate(
         verdicts, {}, static_cast<int>(allocation.size()), sc_.nodes_needed, sc_.ranks_per_node,
         /*timed_out=*/false, std::chrono::seconds(120));

@@ -5,24 +5,24 @@
 namespace trellis::controller {
 
 Effects Allocations::Check(const std::string& job_id, const std::string& node, bool fresh,
-                           Then then) {
+                           uint64_t ticket) {
   if (job_id.empty())
-    return then(absl::UnavailableError(
-        "the attempt's Slurm job id is not recorded yet, so its allocation is unknown; "
-        "register again"));
+    return NodeChecked{ticket, absl::UnavailableError(
+                                   "the attempt's Slurm job id is not recorded yet, so its "
+                                   "allocation is unknown; register again")};
   Job& job = jobs_[job_id];
   const Allocation* known = job.known ? &*job.known : nullptr;
   switch (JudgeNodeClaim(known, node, fresh, ctx_.clock.SteadyNow() - job.asked, kReaskAfter)) {
-    case NodeClaim::kInside: return then(absl::OkStatus());
-    case NodeClaim::kOutside: return then(OutsideAllocation(node, job_id, *known));
+    case NodeClaim::kInside: return NodeChecked{ticket, absl::OkStatus()};
+    case NodeClaim::kOutside: return NodeChecked{ticket, OutsideAllocation(node, job_id, *known)};
     case NodeClaim::kAsk: break;
   }
   if (job.in_flight) {
     // A fresh question must not be answered by one asked before it came.
-    (fresh ? job.next : job.waiting).push_back({node, std::move(then)});
+    (fresh ? job.next : job.waiting).push_back({node, ticket});
     return {};
   }
-  job.waiting.push_back({node, std::move(then)});
+  job.waiting.push_back({node, ticket});
   return Ask(job_id, job);
 }
 
@@ -63,14 +63,14 @@ Effects Allocations::Answered(const JobShown& answer) {
   std::vector<Waiter> decided = std::move(job.waiting);
   job.waiting = std::move(job.next);
   job.next.clear();
-  for (Waiter& w : decided) {
+  for (const Waiter& w : decided) {
     absl::Status st = !error.ok()                     ? error
                       : job.known->nodes.count(w.node) ? absl::OkStatus()
                                                        : OutsideAllocation(w.node, job_id,
                                                                            *job.known);
-    fx += w.then(st);
+    fx.Add(NodeChecked{w.ticket, st});
   }
-  // `then` may have asked again (jobs_ is a map: `job` is still valid).
+  // Fresh questions that came while this one was in flight are asked now.
   if (!job.waiting.empty() && !job.in_flight) fx += Ask(job_id, job);
   return fx;
 }

@@ -10,7 +10,7 @@
 // Slurm calls run one at a time in the order they were made, and their
 // answers reach the loop in that order, so a later answer is never older.
 
-#include <functional>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -25,19 +25,19 @@ namespace trellis::controller {
 
 class Allocations {
  public:
-  using Then = std::function<Effects(absl::Status)>;
   // A node outside Slurm's answer is refused without asking again this soon.
   static constexpr std::chrono::seconds kReaskAfter{10};
 
   explicit Allocations(LoopContext ctx) : ctx_(ctx) {}
 
-  // `then` gets OK when `node` is in job `job_id`'s allocation,
+  // Answered with NodeChecked{ticket, status} (the shell holds what comes
+  // next under `ticket`): OK when `node` is in job `job_id`'s allocation,
   // PERMISSION_DENIED naming both when it is not, and UNAVAILABLE when the
   // allocation cannot be known now (no job id yet, Slurm not answering): the
   // worker retries. Nothing is accepted unchecked, since a node's name is
   // what gate verdicts and quarantine strikes are about. `fresh`: ask Slurm
   // even when an answer is known (a requeued job's allocation is new).
-  Effects Check(const std::string& job_id, const std::string& node, bool fresh, Then then);
+  Effects Check(const std::string& job_id, const std::string& node, bool fresh, uint64_t ticket);
   // The reconciler's squeue: known allocations follow it, and jobs it no
   // longer lists are forgotten.
   void Observe(const std::vector<SlurmJob>& listed);
@@ -50,7 +50,7 @@ class Allocations {
  private:
   struct Waiter {
     std::string node;
-    Then then;
+    uint64_t ticket = 0;
   };
   struct Job {
     std::optional<Allocation> known;  // Slurm's latest answer

@@ -263,10 +263,12 @@ void Controller::Register(WorkerId id, std::string version, std::string hostname
   });
 }
 
-void Controller::AsWorker(const WorkerId& id, bool fresh, Allocations::Then then) {
+void Controller::AsWorker(const WorkerId& id, bool fresh, WorkerCheck then) {
   auto job = launches_.gate.AuthenticatedJob(id);
   if (!job.ok()) return Apply(then(job.status()));
-  Apply(allocations_.Check(*job, id.node, fresh, std::move(then)));
+  const uint64_t ticket = next_node_check_++;
+  node_checks_[ticket] = std::move(then);
+  Apply(allocations_.Check(*job, id.node, fresh, ticket));
 }
 
 void Controller::Heartbeat(WorkerId id) {

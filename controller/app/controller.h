@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <boost/asio.hpp>
 #include <memory>
@@ -126,9 +127,10 @@ class Controller {
   // Rewrites the service-discovery file when its targets changed.
   void FlushTargets();
   // Applies `then` told whether the worker may act: its attempt's secret,
-  // then its node against the job's allocation (Allocations::Check; `fresh`
-  // asks Slurm again). Loop thread.
-  void AsWorker(const WorkerId& id, bool fresh, Allocations::Then then);
+  // then its node against the job's allocation (Allocations::Check, answered
+  // as NodeChecked; `fresh` asks Slurm again). Loop thread.
+  using WorkerCheck = std::function<Effects(absl::Status)>;
+  void AsWorker(const WorkerId& id, bool fresh, WorkerCheck then);
   // A requeue question with the allocation's nodes as Slurm gave them (the
   // batch script's report is not trusted); other questions as they came.
   NextLaunchQuestion WithSlurmsNodes(const WorkerId& id, const NextLaunchQuestion& q);
@@ -170,6 +172,9 @@ class Controller {
   ScrapeTargets targets_;
   std::unique_ptr<Ingester> ingester_;  // made by Start
   WaitingReplies replies_;
+  // What each worker call does once Allocations has checked its node.
+  std::map<uint64_t, WorkerCheck> node_checks_;
+  uint64_t next_node_check_ = 1;
   // The queue of commands by rank (controller_apply.cc), and whether it is
   // being applied now.
   std::vector<std::deque<Command>> queue_;

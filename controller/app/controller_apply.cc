@@ -2,6 +2,7 @@
 // order, their answers routed back to the parts (docs/architecture.md, "The
 // controller's parts").
 #include "common/log.h"
+#include "controller/app/attempt_files.h"
 #include "controller/app/controller.h"
 
 namespace trellis::controller {
@@ -28,8 +29,10 @@ int RankOf(const Command& c) {
           [](const CountRunQueued&) { return 0; }, [](const CountRestart&) { return 0; },
           [](const CountGateDecided&) { return 0; }, [](const CountStraggler&) { return 0; },
           [](const CountStepComplete&) { return 0; }, [](const StoreWrite&) { return 1; },
-          [](const CreateRun&) { return 1; }, [](const CreateAttempt&) { return 1; },
+          [](const CreateRun&) { return 1; }, [](const WriteAttemptFiles&) { return 1; },
+          [](const CreateAttempt&) { return 1; },
           [](const Transition&) { return 2; }, [](const EndLaunchesOfRun&) { return 3; },
+          [](const NodeChecked&) { return 3; },
           [](const AttemptEnded&) { return 4; }, [](const WatchLaunch&) { return 5; },
           [](const UnwatchLaunch&) { return 6; }, [](const LaunchFault&) { return 7; },
           [](const StrikeNode&) { return 8; }, [](const SendReply&) { return 10; },
@@ -131,6 +134,10 @@ void Controller::Carry(Command command) {
             metrics_.ObserveStoreWrite(Stopwatch::now() - start);
             Enqueue(scheduler_.OnRunCreated({c.reply, std::move(run)}));
           },
+          [&](const WriteAttemptFiles& w) {
+            Enqueue(scheduler_.OnAttemptFilesWritten({w.run_id, w.attempt,
+                                                      WriteAttemptFilesNow(w)}));
+          },
           [&](const CreateAttempt& c) {
             auto start = Stopwatch::now();
             absl::Status st = store_->CreateAttempt(c.record);
@@ -143,6 +150,13 @@ void Controller::Carry(Command command) {
             if (t.reply)
               Enqueue(st.ok() ? Answer(*t.reply, reached) : Answer<RunState>(*t.reply, st));
             if (t.records_job) Enqueue(scheduler_.OnJobRecorded({*t.records_job, st}));
+          },
+          [&](const NodeChecked& c) {
+            auto held = node_checks_.find(c.ticket);
+            if (held == node_checks_.end()) return;
+            WorkerCheck then = std::move(held->second);
+            node_checks_.erase(held);
+            Enqueue(then(c.status));
           },
           [&](const EndLaunchesOfRun& e) {
             Enqueue(launches_.gate.AbortRun(e.run_id, e.why));

@@ -23,6 +23,8 @@
 #include "absl/status/statusor.h"
 #include "common/node_probe.h"
 #include "common/spec/run_spec.h"
+#include "controller/app/replies.h"
+#include "controller/app/slurm_commands.h"
 #include "controller/app/views.h"
 #include "controller/core/failure_class.h"
 #include "controller/core/recovery.h"
@@ -45,30 +47,6 @@ struct LaunchRef {
     return run_id == o.run_id && attempt == o.attempt && launch == o.launch;
   }
 };
-
-// --- replies: a caller waiting for an answer ---
-
-// The shell holds the caller's callback; a part holds only this token.
-template <typename T>
-struct ReplyTo {
-  uint64_t id = 0;
-};
-using ReplyValue =
-    std::variant<absl::Status, SubmitResult, RunState, GateAnswer, bool, NextLaunchAnswer>;
-// Answers a caller; carried out after the state it reports is stored.
-struct SendReply {
-  uint64_t to = 0;
-  ReplyValue value;
-};
-template <typename T>
-struct Exactly {  // keeps Answer's value from taking part in deducing T
-  using type = T;
-};
-template <typename T>
-SendReply Answer(ReplyTo<T> to, absl::StatusOr<typename Exactly<T>::type> value) {
-  if (!value.ok()) return {to.id, ReplyValue(std::in_place_type<absl::Status>, value.status())};
-  return {to.id, ReplyValue(std::in_place_type<T>, std::move(*value))};
-}
 
 // --- store writes: each one call of the store ---
 
@@ -131,6 +109,24 @@ struct CreateRun {
   std::string run_dir_base;  // the run's directory is run_dir_base/<run id>
   ReplyTo<SubmitResult> reply;
 };
+// The files an attempt's sbatch needs (its spec, secret and batch script),
+// written before it is stored or submitted; the result goes to
+// Scheduler::OnAttemptFilesWritten as AttemptFilesWritten.
+struct WriteAttemptFiles {
+  struct File {
+    std::string path;
+    std::string content;
+    int mode = 0600;
+  };
+  std::string run_id;
+  int attempt = 0;
+  std::string dir;          // made first
+  std::vector<File> files;  // each written atomically, in order
+  // A resumed attempt keeps the secret file written before (a job submitted
+  // before a stop may run with it): it must still hold this digest.
+  std::string kept_secret_file;
+  std::string kept_secret_sha256;
+};
 // A new attempt, written ahead of its sbatch: its result goes to
 // Scheduler::OnAttemptCreated as AttemptCreated.
 struct CreateAttempt {
@@ -148,8 +144,17 @@ struct SubmittedJob {
 
 // A state change of a run, one SQLite transaction with its writes.
 struct Transition {
+  Transition() = default;
+  Transition(std::string run_id, RunState to, std::string reason, std::string evidence_json = "{}",
+             std::vector<StoreWrite> also = {})
+      : run_id(std::move(run_id)),
+        to(to),
+        reason(std::move(reason)),
+        evidence_json(std::move(evidence_json)),
+        also(std::move(also)) {}
+
   std::string run_id;
-  RunState to;
+  RunState to{};
   std::string reason;
   std::string evidence_json = "{}";
   std::vector<StoreWrite> also;  // more writes in the same transaction
@@ -231,57 +236,14 @@ struct StrikeNode {
   bool until_released = false;
 };
 
-// --- Slurm calls: run on the Slurm thread, answered on the loop ---
+// Allocations' answer on a worker's node (Allocations::Check): the shell
+// carries on with what it held under `ticket`.
+struct NodeChecked {
+  uint64_t ticket = 0;
+  absl::Status status;
+};
 
-// sinfo of the queued runs' partitions: answered as NodesListed to
-// Scheduler::OnEligibility.
-struct ListUsableNodes {
-  std::set<std::string> partitions;
-};
-// The attempt's job by name if one exists (adopted; any other of that name
-// cancelled), else a new sbatch: answered as JobSubmitted to
-// Scheduler::OnSubmitted.
-struct SubmitJob {
-  std::string run_id;
-  int attempt = 0;
-  std::string job_name;
-  std::vector<std::string> args;
-  std::string script_path;
-};
-// scancel; a failure is logged with `why`.
-struct CancelJob {
-  std::string job_id;
-  std::string why;
-};
-// scancel of a cancelled run's job: answered as RunJobCancelled to
-// Scheduler::OnRunJobCancelled.
-struct CancelRunJob {
-  std::string run_id;
-  std::string job_id;
-  std::string why;
-  ReplyTo<RunState> reply;
-};
-// scancel --signal=SIGNAL JOB.STEP; a failure is logged.
-struct SignalStep {
-  std::string run_id;
-  std::string job_id;
-  std::string step_id;
-  std::string signal;
-};
-// squeue, and the end state of each of `job_ids` it does not list: answered
-// as JobsSeen to Allocations::Observe and Reconciler::OnSnapshot.
-struct QueryJobs {
-  std::vector<std::string> job_ids;
-  bool startup = false;
-};
-// scontrol show job: answered as JobShown to Allocations::Answered.
-struct ShowJob {
-  std::string job_id;
-};
-struct DrainNode {
-  std::string node;
-  std::string reason;
-};
+// --- Slurm calls (slurm_commands.h): run on the Slurm thread, answered on the loop ---
 
 // --- timers: fire as TimerFired to the part that started them ---
 
@@ -327,11 +289,12 @@ struct CountStepComplete {
 struct ScheduleNow {};
 
 using Command =
-    std::variant<StoreWrite, CreateRun, CreateAttempt, Transition, EndLaunchesOfRun,
-                 AttemptEnded, WatchLaunch, UnwatchLaunch, LaunchFault, StrikeNode,
-                 ListUsableNodes, SubmitJob, CancelJob, CancelRunJob, SignalStep, QueryJobs,
-                 ShowJob, DrainNode, StartTimer, CancelTimer, CountRunQueued, CountRestart,
-                 CountGateDecided, CountStraggler, CountStepComplete, SendReply, ScheduleNow>;
+    std::variant<StoreWrite, CreateRun, WriteAttemptFiles, CreateAttempt, Transition,
+                 EndLaunchesOfRun, NodeChecked, AttemptEnded, WatchLaunch, UnwatchLaunch,
+                 LaunchFault, StrikeNode, ListUsableNodes, SubmitJob, CancelJob, CancelRunJob,
+                 SignalStep, QueryJobs, ShowJob, DrainNode, StartTimer, CancelTimer,
+                 CountRunQueued, CountRestart, CountGateDecided, CountStraggler,
+                 CountStepComplete, SendReply, ScheduleNow>;
 
 struct Effects {
   std::vector<Command> commands;
@@ -376,6 +339,11 @@ struct RunCreated {
   ReplyTo<SubmitResult> reply;
   absl::StatusOr<RunRecord> run;
 };
+struct AttemptFilesWritten {
+  std::string run_id;
+  int attempt = 0;
+  absl::Status status;  // FAILED_PRECONDITION: the kept secret is gone or altered
+};
 struct AttemptCreated {
   std::string run_id;
   int attempt = 0;
@@ -385,31 +353,6 @@ struct JobRecorded {
   SubmittedJob job;
   absl::Status status;
 };
-// Partition -> its usable nodes (sinfo), or why they are unknown.
-using UsableNodes = std::map<std::string, absl::StatusOr<std::vector<std::string>>>;
-struct NodesListed {
-  UsableNodes usable;
-};
-struct JobSubmitted {
-  std::string run_id;
-  int attempt = 0;
-  absl::StatusOr<std::string> job;
-  std::string adopted;                 // the job id, when found by name
-  std::vector<std::string> cancelled;  // duplicates of the name
-};
-struct RunJobCancelled {
-  CancelRunJob call;
-  absl::Status status;
-};
-struct JobsSeen {
-  absl::StatusOr<std::vector<SlurmJob>> listed;
-  // Each asked-for job squeue did not list: its end state, where known.
-  std::map<std::string, absl::StatusOr<std::optional<SlurmJob>>> shown;
-  bool startup = false;
-};
-struct JobShown {
-  std::string job_id;
-  absl::StatusOr<std::optional<SlurmJob>> shown;
-};
+// The Slurm calls' answers: slurm_commands.h.
 
 }  // namespace trellis::controller

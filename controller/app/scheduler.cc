@@ -1,10 +1,5 @@
 #include "controller/app/scheduler.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -20,16 +15,7 @@
 
 namespace trellis::controller {
 
-namespace fs = std::filesystem;
-
 namespace {
-
-std::string ReadSecret(const std::string& path) {
-  std::ifstream in(path);
-  std::string secret;
-  in >> secret;
-  return secret;
-}
 
 std::string RandomSecret() {
   std::random_device rd;  // /dev/urandom
@@ -92,7 +78,7 @@ Effects Scheduler::OnRunCreated(const RunCreated& created) {
   spdlog::info("run {} queued by {}: {} node(s) x {} rank(s)", run.run_id, run.user, run.nodes,
                run.ranks_per_node);
   Effects fx = CountRunQueued{};
-  fx.Add(Answer<SubmitResult>(created.reply, SubmitResult{run.run_id, "", {}}));
+  fx.Add(Answer<SubmitResult>(created.reply, SubmitResult{run.run_id, "", {}, ""}));
   fx.Add(ScheduleNow{});
   return fx;
 }
@@ -224,47 +210,69 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
                      ctx_.config.advertise_addr, attempt_dir + "/secret", /*job_tag=*/"",
                      ctx_.config.worker_tls_ca};
   // Resumed: the secret file written before is kept (a job submitted before
-  // a stop may be running with it); the store has only its digest.
-  std::string secret = resume ? ReadSecret(paths.secret_file) : "";
-  if (resume && Sha256Hex(secret) != (*latest)->secret_sha256) {
-    spdlog::error("run {}: attempt {}'s secret file {} is missing or altered; not resubmitting",
-                  run.run_id, attempt, paths.secret_file);
-    fx.Add(Transition{run.run_id, RunState::kFailed,
-                      "attempt " + std::to_string(attempt) + "'s secret file " +
-                          paths.secret_file + " is missing or altered"});
-    return fx;
-  }
-  if (!resume) secret = RandomSecret();
-  paths.job_tag = Sha256Hex(secret).substr(0, 8);
+  // a stop may be running with it); the store has only its digest, which
+  // the shell checks the file against.
+  const std::string secret = resume ? "" : RandomSecret();
+  const std::string secret_sha256 = resume ? (*latest)->secret_sha256 : Sha256Hex(secret);
+  paths.job_tag = secret_sha256.substr(0, 8);
   auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);
-  std::error_code ec;
-  fs::create_directories(attempt_dir, ec);
-  absl::Status st = ec ? absl::InternalError("cannot create " + attempt_dir + ": " + ec.message())
-                       : script.status();
-  if (st.ok()) st = WriteFileAtomically(run.run_dir + "/spec.toml", run.spec_toml, 0600);
-  if (st.ok() && !resume) st = WriteFileAtomically(paths.secret_file, secret + "\n", 0600);
-  if (st.ok()) st = WriteFileAtomically(attempt_dir + "/batch.sh", *script, 0700);
-  if (!st.ok()) {
+  if (!script.ok()) {
     fx.Add(Transition{run.run_id, RunState::kFailed,
-                      "cannot prepare attempt: " + std::string(st.message())});
+                      "cannot prepare attempt: " + std::string(script.status().message())});
     return fx;
   }
-  SubmitJob submit{run.run_id, attempt, AttemptJobName(run.run_id, attempt, paths.job_tag),
-                   SbatchArgs(spec, paths, excluded), attempt_dir + "/batch.sh"};
-  submitting_.insert(run.run_id);
+  WriteAttemptFiles files{run.run_id, attempt, attempt_dir, {}, "", ""};
+  files.files.push_back({run.run_dir + "/spec.toml", run.spec_toml, 0600});
   if (resume) {
-    fx.Add(SetWaitReason{run.run_id, "submitting attempt " + std::to_string(attempt)});
-    fx.Add(std::move(submit));
+    files.kept_secret_file = paths.secret_file;
+    files.kept_secret_sha256 = secret_sha256;
+  } else {
+    files.files.push_back({paths.secret_file, secret + "\n", 0600});
+  }
+  files.files.push_back({attempt_dir + "/batch.sh", *script, 0700});
+  PendingAttempt pending;
+  pending.submit = SubmitJob{run.run_id, attempt,
+                             AttemptJobName(run.run_id, attempt, paths.job_tag),
+                             SbatchArgs(spec, paths, excluded), attempt_dir + "/batch.sh"};
+  if (!resume) {
+    AttemptRecord a;
+    a.run_id = run.run_id;
+    a.attempt = attempt;
+    a.sbatch_args = pending.submit.args;
+    a.secret_sha256 = secret_sha256;
+    a.submitted = ctx_.clock.Now();
+    pending.record = std::move(a);
+  }
+  submitting_.insert(run.run_id);
+  awaiting_files_[run.run_id] = std::move(pending);
+  fx.Add(std::move(files));
+  return fx;
+}
+
+Effects Scheduler::OnAttemptFilesWritten(const AttemptFilesWritten& written) {
+  auto it = awaiting_files_.find(written.run_id);
+  if (it == awaiting_files_.end()) return {};
+  PendingAttempt pending = std::move(it->second);
+  awaiting_files_.erase(it);
+  Effects fx;
+  if (!written.status.ok()) {
+    submitting_.erase(written.run_id);
+    std::string why(written.status.message());
+    // A kept secret that is gone or altered is said as is: the attempt's job
+    // cannot be trusted with another.
+    if (!absl::IsFailedPrecondition(written.status)) why = "cannot prepare attempt: " + why;
+    spdlog::error("run {}: attempt {} not submitted: {}", written.run_id, written.attempt, why);
+    fx.Add(Transition{written.run_id, RunState::kFailed, why});
     return fx;
   }
-  AttemptRecord a;
-  a.run_id = run.run_id;
-  a.attempt = attempt;
-  a.sbatch_args = submit.args;
-  a.secret_sha256 = Sha256Hex(secret);
-  a.submitted = ctx_.clock.Now();
-  awaiting_attempt_[run.run_id] = std::move(submit);
-  fx.Add(CreateAttempt{std::move(a)});
+  if (!pending.record) {  // resumed: already stored
+    const std::string reason = "submitting attempt " + std::to_string(written.attempt);
+    fx.Add(SetWaitReason{written.run_id, reason});
+    fx.Add(std::move(pending.submit));
+    return fx;
+  }
+  awaiting_attempt_[written.run_id] = std::move(pending.submit);
+  fx.Add(CreateAttempt{std::move(*pending.record)});
   return fx;
 }
 

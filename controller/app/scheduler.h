@@ -6,6 +6,7 @@
 // commands it returns come back to its On* methods.
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ class Scheduler {
   // (ListUsableNodes), then submits the runs that fit (OnEligibility).
   Effects Tick();
   Effects OnEligibility(const NodesListed& listed);
+  // An attempt's files written: a new attempt is stored (CreateAttempt), a
+  // resumed one submitted; a failure ends the run FAILED.
+  Effects OnAttemptFilesWritten(const AttemptFilesWritten& written);
   // A new attempt stored: its job is submitted.
   Effects OnAttemptCreated(const AttemptCreated& created);
   Effects OnSubmitted(const JobSubmitted& out);
@@ -54,6 +58,13 @@ class Scheduler {
   std::set<std::string> submitting_;  // runs with an sbatch in flight
   bool tick_in_flight_ = false;
   std::vector<RunRecord> queued_at_tick_;  // the queued runs the tick asked about
+  // An attempt whose files are being written: its sbatch, and its record
+  // when it is new (stored next).
+  struct PendingAttempt {
+    SubmitJob submit;
+    std::optional<AttemptRecord> record;
+  };
+  std::map<std::string, PendingAttempt> awaiting_files_;
   // Run -> its sbatch, once its new attempt is stored (OnAttemptCreated).
   std::map<std::string, SubmitJob> awaiting_attempt_;
 };

@@ -2,11 +2,10 @@
 // returns (submit, adopt, backoff, cancel, new attempt, continuation).
 #include "controller/app/scheduler.h"
 
-#include <fstream>
-
 #include "common/exit_codes.h"
 #include "common/sha256.h"
 #include "controller/app/part_test_util.h"
+#include "controller/core/batch_script.h"
 
 namespace trellis::controller {
 namespace {
@@ -22,6 +21,11 @@ class SchedulerTest : public PartTest {
     std::vector<std::string> nodes;
     for (int i = 1; i <= usable; ++i) nodes.push_back("node" + std::to_string(i));
     return scheduler_.OnEligibility({{{"", nodes}}});
+  }
+  // The shell's answer to the WriteAttemptFiles in `fx`.
+  Effects Written(const Effects& fx, absl::Status status = absl::OkStatus()) {
+    WriteAttemptFiles files = Only<WriteAttemptFiles>(fx);
+    return scheduler_.OnAttemptFilesWritten({files.run_id, files.attempt, status});
   }
   Scheduler scheduler_{ctx_};
 };
@@ -66,10 +70,28 @@ TEST_F(SchedulerTest, AQueuedRunThatFitsGetsAnAttemptWrittenAheadThenItsSbatch) 
   EXPECT_TRUE(scheduler_.Tick().All<ListUsableNodes>().size() == 1);
   EXPECT_TRUE(scheduler_.Tick().empty()) << "one sinfo in flight at a time";
   Effects fx = scheduler_.OnEligibility({{{"", std::vector<std::string>{"node1", "node2"}}}});
-  CreateAttempt create = Only<CreateAttempt>(fx);
+  // Its files first (the part writes nothing itself): spec, a new secret, the batch script.
+  WriteAttemptFiles files = Only<WriteAttemptFiles>(fx);
+  const std::string dir = config_.output_root + "/hello-1/attempt-1";
+  EXPECT_EQ(files.dir, dir);
+  ASSERT_EQ(files.files.size(), 3u);
+  EXPECT_EQ(files.files[0].path, config_.output_root + "/hello-1/spec.toml");
+  EXPECT_EQ(files.files[1].path, dir + "/secret");
+  EXPECT_EQ(files.files[1].mode, 0600);
+  EXPECT_EQ(files.files[2].path, dir + "/batch.sh");
+  EXPECT_EQ(files.files[2].mode, 0700);
+  EXPECT_NE(files.files[2].content.find("hello-1"), std::string::npos);
+  EXPECT_TRUE(files.kept_secret_file.empty());
+  EXPECT_TRUE(fx.All<CreateAttempt>().empty()) << "stored once its files are written";
+  EXPECT_TRUE(scheduler_.Tick().empty()) << "its preparation is in flight";
+
+  Effects written = Written(fx);
+  CreateAttempt create = Only<CreateAttempt>(written);
   EXPECT_EQ(create.record.attempt, 1);
-  EXPECT_TRUE(fx.All<SubmitJob>().empty()) << "sbatch only once the attempt is stored";
-  EXPECT_TRUE(std::filesystem::exists(config_.output_root + "/hello-1/attempt-1/batch.sh"));
+  std::string secret = files.files[1].content;
+  secret.pop_back();  // its newline
+  EXPECT_EQ(create.record.secret_sha256, Sha256Hex(secret));
+  EXPECT_TRUE(written.All<SubmitJob>().empty()) << "sbatch only once the attempt is stored";
 
   Effects stored = scheduler_.OnAttemptCreated({"hello-1", 1, absl::OkStatus()});
   SubmitJob submit = Only<SubmitJob>(stored);
@@ -79,9 +101,20 @@ TEST_F(SchedulerTest, AQueuedRunThatFitsGetsAnAttemptWrittenAheadThenItsSbatch) 
   EXPECT_TRUE(scheduler_.Tick().empty()) << "its sbatch is in flight";
 }
 
+TEST_F(SchedulerTest, AnAttemptWhoseFilesCannotBeWrittenFailsTheRun) {
+  AddRun(RunState::kQueued);
+  Effects failed =
+      Written(TickWith(2), absl::InternalError("cannot create /out/hello-1/attempt-1: No space"));
+  Transition t = Only<Transition>(failed);
+  EXPECT_EQ(t.to, RunState::kFailed);
+  EXPECT_EQ(t.reason, "cannot prepare attempt: cannot create /out/hello-1/attempt-1: No space");
+  EXPECT_TRUE(failed.All<CreateAttempt>().empty());
+  EXPECT_TRUE(failed.All<SubmitJob>().empty());
+}
+
 TEST_F(SchedulerTest, AnAttemptTheStoreRefusedIsNotSubmitted) {
   AddRun(RunState::kQueued);
-  TickWith(2);
+  Written(TickWith(2));
   Effects stored = scheduler_.OnAttemptCreated({"hello-1", 1, absl::InternalError("disk")});
   EXPECT_TRUE(stored.empty());
   EXPECT_EQ(scheduler_.Tick().All<ListUsableNodes>().size(), 1u) << "asked again next tick";
@@ -90,7 +123,7 @@ TEST_F(SchedulerTest, AnAttemptTheStoreRefusedIsNotSubmitted) {
 TEST_F(SchedulerTest, TooFewEligibleNodesIsAWaitReasonNotASubmission) {
   AddRun(RunState::kQueued);
   Effects fx = TickWith(1);
-  EXPECT_TRUE(fx.All<CreateAttempt>().empty());
+  EXPECT_TRUE(fx.All<WriteAttemptFiles>().empty());
   EXPECT_NE(Only<SetWaitReason>(fx).reason.find("eligible"), std::string::npos);
 }
 
@@ -102,38 +135,53 @@ TEST_F(SchedulerTest, QuarantinedNodesAreNotEligible) {
   q.since = clock_.Now();
   q.expiry = clock_.Now() + std::chrono::hours(1);
   store_.quarantine.push_back(q);
-  EXPECT_TRUE(TickWith(2).All<CreateAttempt>().empty());
+  EXPECT_TRUE(TickWith(2).All<WriteAttemptFiles>().empty());
 }
 
 TEST_F(SchedulerTest, ABackoffHoldsTheRunUntilItsTime) {
   AddRun(RunState::kQueued).not_before = clock_.Now() + seconds(60);
   Effects waiting = TickWith(2);
-  EXPECT_TRUE(waiting.All<CreateAttempt>().empty());
+  EXPECT_TRUE(waiting.All<WriteAttemptFiles>().empty());
   EXPECT_NE(Only<SetWaitReason>(waiting).reason.find("backoff"), std::string::npos);
   clock_.Advance(seconds(61));
-  EXPECT_EQ(TickWith(2).All<CreateAttempt>().size(), 1u);
+  EXPECT_EQ(TickWith(2).All<WriteAttemptFiles>().size(), 1u);
 }
 
 TEST_F(SchedulerTest, AnAttemptWrittenAheadIsSubmittedAgainUnderItsOwnNumber) {
   AddRun(RunState::kQueued);
-  TickWith(2);  // attempt 1 prepared: its secret file written
-  std::ifstream in(config_.output_root + "/hello-1/attempt-1/secret");
-  std::string secret;
-  in >> secret;
+  Effects first = TickWith(2);  // attempt 1 prepared with a new secret
+  const std::string secret_file = config_.output_root + "/hello-1/attempt-1/secret";
+  std::string secret = Only<WriteAttemptFiles>(first).files[1].content;
+  secret.pop_back();
+  Written(first);
   AttemptRecord& a = store_.AddAttempt("hello-1", 1, "");  // stored, never got a job id
   a.secret_sha256 = Sha256Hex(secret);
   scheduler_.OnAttemptCreated({"hello-1", 1, absl::InternalError("stopped")});
-  Effects fx = TickWith(2);
+
+  // Again under number 1, keeping the secret its job may run with.
+  Effects again = TickWith(2);
+  WriteAttemptFiles files = Only<WriteAttemptFiles>(again);
+  EXPECT_EQ(files.attempt, 1);
+  EXPECT_EQ(files.kept_secret_file, secret_file);
+  EXPECT_EQ(files.kept_secret_sha256, a.secret_sha256);
+  for (const auto& f : files.files) EXPECT_NE(f.path, secret_file) << "the secret is not rewritten";
+  Effects fx = Written(again);
   EXPECT_TRUE(fx.All<CreateAttempt>().empty());
   EXPECT_EQ(Only<SubmitJob>(fx).attempt, 1);
+  const std::string tag = a.secret_sha256.substr(0, 8);
+  EXPECT_EQ(Only<SubmitJob>(fx).job_name, AttemptJobName("hello-1", 1, tag))
+      << "named by the kept secret's digest";
 }
 
 TEST_F(SchedulerTest, AnAlteredSecretFileFailsTheRunInsteadOfResubmitting) {
   AddRun(RunState::kQueued);
   store_.AddAttempt("hello-1", 1, "").secret_sha256 = Sha256Hex("another");
-  Effects fx = TickWith(2);
+  const std::string why =
+      "attempt 1's secret file /out/hello-1/attempt-1/secret is missing or altered";
+  Effects fx = Written(TickWith(2), absl::FailedPreconditionError(why));
   EXPECT_TRUE(fx.All<SubmitJob>().empty());
   EXPECT_EQ(Only<Transition>(fx).to, RunState::kFailed);
+  EXPECT_EQ(Only<Transition>(fx).reason, why) << "said as the shell found it";
 }
 
 TEST_F(SchedulerTest, ASubmittedJobIsRecordedWithTheTransitionAndAnAdoptedOneSaysSo) {

@@ -56,9 +56,12 @@ GateOutcome DecideGate(const std::vector<NodeVerdict>& registered,
   for (const auto& name : allocated) {
     bool seen = std::any_of(registered.begin(), registered.end(),
                             [&](const NodeVerdict& v) { return v.node == name; });
-    if (!seen)
-      out.verdicts.push_back(
-          {name, false, {"no registration within " + std::to_string(timeout.count()) + " s"}, 0});
+    if (!seen) {
+      NodeVerdict missing;
+      missing.node = name;
+      missing.reasons = {"no registration within " + std::to_string(timeout.count()) + " s"};
+      out.verdicts.push_back(std::move(missing));
+    }
   }
   std::vector<const NodeVerdict*> passing;
   for (const auto& v : out.verdicts) {

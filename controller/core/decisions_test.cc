@@ -19,9 +19,11 @@ TEST(DecideScheduleTest, WaitsWithTheReasonUsersSee) {
 }
 
 NodeVerdict Pass(const std::string& node, double free_gib) {
-  return {node, true, {}, free_gib * kGiB};
+  return {node, true, {}, free_gib * kGiB, {}};
 }
-NodeVerdict Fail(const std::string& node, const std::string& why) { return {node, false, {why}, 0}; }
+NodeVerdict Fail(const std::string& node, const std::string& why) {
+  return {node, false, {why}, 0, {}};
+}
 
 struct GateCase {
   const char* name;

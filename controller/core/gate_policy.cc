@@ -32,8 +32,11 @@ std::pair<double, std::string> RanksShare(const GatePolicy& policy, int index, i
 }  // namespace
 
 GatePolicy GatePolicyFor(const spec::RunSpec& spec) {
-  GatePolicy p{spec.gate.min_free_gib_per_socket, spec.gate.max_unattributed_gib_per_socket,
-               std::chrono::seconds(spec.gate.timeout_s), spec.gate.touch_probe};
+  GatePolicy p;
+  p.min_free_gib_per_socket = spec.gate.min_free_gib_per_socket;
+  p.max_unattributed_gib_per_socket = spec.gate.max_unattributed_gib_per_socket;
+  p.timeout = std::chrono::seconds(spec.gate.timeout_s);
+  p.touch_probe = spec.gate.touch_probe;
   if (spec.has_model) {
     const spec::RankHostMemory host =
         spec::RankHostMemoryOf(spec.trainer, spec.world_size(), spec.slurm.gpus_per_node > 0);

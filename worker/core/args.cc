@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 
 #include "absl/strings/str_cat.h"
+#include "common/host_port.h"
 
 namespace trellis::worker {
 namespace {
@@ -14,24 +14,6 @@ absl::Status Positive(const char* flag, Seconds value) {
     return absl::InvalidArgumentError(
         absl::StrCat(flag, " must be a positive number of seconds, got ", value.count()));
   return absl::OkStatus();
-}
-
-// HOST:PORT or [IPv6]:PORT with a port in [min_port, 65535].
-bool IsHostPort(std::string_view address, int min_port) {
-  size_t colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return false;
-  std::string_view host = address.substr(0, colon);
-  std::string_view port_text = address.substr(colon + 1);
-  int port = -1;
-  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < min_port ||
-      port > 65535)
-    return false;
-  if (host.front() == '[') return host.size() > 2 && host.back() == ']';
-  for (char c : host)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_'))
-      return false;
-  return true;
 }
 
 }  // namespace

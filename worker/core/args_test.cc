@@ -7,7 +7,7 @@ namespace {
 
 AgentArgs Good() {
   AgentArgs a;
-  a.id = {"ctl.example:7070", "run-1", 1, 1, "node1", "/out/secret"};
+  a.id = {"ctl.example:7070", "run-1", 1, 1, "node1", "/out/secret", ""};
   a.run_dir = "/out/run-1";
   return a;
 }
@@ -31,6 +31,10 @@ TEST(ArgsTest, ControllerAddress) {
   EXPECT_FALSE(IsValidControllerAddress("host:x"));
   EXPECT_FALSE(IsValidControllerAddress("ho st:80"));
   EXPECT_FALSE(IsValidControllerAddress("[]:80"));
+  // The same check as the controller's flags (common/host_port.h): brackets hold an IPv6
+  // address, and the whole is at most 255 characters.
+  EXPECT_FALSE(IsValidControllerAddress("[not an address]:80"));
+  EXPECT_FALSE(IsValidControllerAddress(std::string(250, 'a') + ".host:7070"));
 }
 
 TEST(ArgsTest, MetricsListenAddress) {

@@ -1,0 +1,98 @@
+#pragma once
+// The Slurm calls a part returns among its Effects (effects.h), run one at a
+// time on the Slurm thread (slurm_calls.h), and the answers that come back to
+// the part that asked, on the loop.
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/app/replies.h"
+#include "controller/core/run_state.h"
+#include "controller/core/slurm_facts.h"
+
+namespace trellis::controller {
+
+// sinfo of the queued runs' partitions: answered as NodesListed to
+// Scheduler::OnEligibility.
+struct ListUsableNodes {
+  std::set<std::string> partitions;
+};
+// The attempt's job by name if one exists (adopted; any other of that name
+// cancelled), else a new sbatch: answered as JobSubmitted to
+// Scheduler::OnSubmitted.
+struct SubmitJob {
+  std::string run_id;
+  int attempt = 0;
+  std::string job_name;
+  std::vector<std::string> args;
+  std::string script_path;
+};
+// scancel; a failure is logged with `why`.
+struct CancelJob {
+  std::string job_id;
+  std::string why;
+};
+// scancel of a cancelled run's job: answered as RunJobCancelled to
+// Scheduler::OnRunJobCancelled.
+struct CancelRunJob {
+  std::string run_id;
+  std::string job_id;
+  std::string why;
+  ReplyTo<RunState> reply;
+};
+// scancel --signal=SIGNAL JOB.STEP; a failure is logged.
+struct SignalStep {
+  std::string run_id;
+  std::string job_id;
+  std::string step_id;
+  std::string signal;
+};
+// squeue, and the end state of each of `job_ids` it does not list: answered
+// as JobsSeen to Allocations::Observe and Reconciler::OnSnapshot.
+struct QueryJobs {
+  std::vector<std::string> job_ids;
+  bool startup = false;
+};
+// scontrol show job: answered as JobShown to Allocations::Answered.
+struct ShowJob {
+  std::string job_id;
+};
+struct DrainNode {
+  std::string node;
+  std::string reason;
+};
+
+// --- their answers ---
+
+// Partition -> its usable nodes (sinfo), or why they are unknown.
+using UsableNodes = std::map<std::string, absl::StatusOr<std::vector<std::string>>>;
+struct NodesListed {
+  UsableNodes usable;
+};
+struct JobSubmitted {
+  std::string run_id;
+  int attempt = 0;
+  absl::StatusOr<std::string> job;
+  std::string adopted;                 // the job id, when found by name
+  std::vector<std::string> cancelled;  // duplicates of the name
+};
+struct RunJobCancelled {
+  CancelRunJob call;
+  absl::Status status;
+};
+struct JobsSeen {
+  absl::StatusOr<std::vector<SlurmJob>> listed;
+  // Each asked-for job squeue did not list: its end state, where known.
+  std::map<std::string, absl::StatusOr<std::optional<SlurmJob>>> shown;
+  bool startup = false;
+};
+struct JobShown {
+  std::string job_id;
+  absl::StatusOr<std::optional<SlurmJob>> shown;
+};
+
+}  // namespace trellis::controller
