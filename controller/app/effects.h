@@ -2,7 +2,7 @@
 // What a part of the controller decided, as plain values. The parts
 // (scheduler, launches, reconciler, run health, allocations) share the loop
 // thread, own their state and read the store through a StoreView; none writes
-// the store, calls Slurm, starts a timer or answers a caller itself. Each
+// the store or a file, calls Slurm, starts a timer or answers a caller itself. Each
 // returns Effects, a list of commands, and the shell (Controller) carries them
 // out from one queue in a fixed order, with no re-entry. What a command
 // brings back (a Slurm answer, a timer firing, a created run) returns to the
