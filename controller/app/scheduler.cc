@@ -244,19 +244,31 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
     pending.record = std::move(a);
   }
   submitting_.insert(run.run_id);
-  awaiting_files_[run.run_id] = std::move(pending);
+  pending_[run.run_id] = std::move(pending);
   fx.Add(std::move(files));
   return fx;
 }
 
+Effects Scheduler::SubmitPending(const std::string& run_id, int attempt) {
+  auto it = pending_.find(run_id);
+  if (it == pending_.end()) return {};
+  Effects fx = SetWaitReason{run_id, "submitting attempt " + std::to_string(attempt)};
+  fx.Add(std::move(it->second.submit));
+  pending_.erase(it);
+  return fx;
+}
+
+void Scheduler::DropPending(const std::string& run_id) {
+  pending_.erase(run_id);
+  submitting_.erase(run_id);
+}
+
 Effects Scheduler::OnAttemptFilesWritten(const AttemptFilesWritten& written) {
-  auto it = awaiting_files_.find(written.run_id);
-  if (it == awaiting_files_.end()) return {};
-  PendingAttempt pending = std::move(it->second);
-  awaiting_files_.erase(it);
+  auto it = pending_.find(written.run_id);
+  if (it == pending_.end()) return {};
   Effects fx;
   if (!written.status.ok()) {
-    submitting_.erase(written.run_id);
+    DropPending(written.run_id);
     std::string why(written.status.message());
     // A kept secret that is gone or altered is said as is: the attempt's job
     // cannot be trusted with another.
@@ -265,32 +277,22 @@ Effects Scheduler::OnAttemptFilesWritten(const AttemptFilesWritten& written) {
     fx.Add(Transition{written.run_id, RunState::kFailed, why});
     return fx;
   }
-  if (!pending.record) {  // resumed: already stored
-    const std::string reason = "submitting attempt " + std::to_string(written.attempt);
-    fx.Add(SetWaitReason{written.run_id, reason});
-    fx.Add(std::move(pending.submit));
-    return fx;
-  }
-  awaiting_attempt_[written.run_id] = std::move(pending.submit);
-  fx.Add(CreateAttempt{std::move(*pending.record)});
+  std::optional<AttemptRecord>& record = it->second.record;
+  if (!record) return SubmitPending(written.run_id, written.attempt);  // resumed: stored before
+  fx.Add(CreateAttempt{std::move(*record)});
+  record.reset();
   return fx;
 }
 
 Effects Scheduler::OnAttemptCreated(const AttemptCreated& created) {
-  auto it = awaiting_attempt_.find(created.run_id);
-  if (it == awaiting_attempt_.end()) return {};
-  SubmitJob submit = std::move(it->second);
-  awaiting_attempt_.erase(it);
+  if (!pending_.count(created.run_id)) return {};
   if (!created.status.ok()) {
     spdlog::error("run {}: attempt {} not stored, not submitted: {}", created.run_id,
                   created.attempt, std::string(created.status.message()));
-    submitting_.erase(created.run_id);
+    DropPending(created.run_id);
     return {};
   }
-  Effects fx =
-      SetWaitReason{created.run_id, "submitting attempt " + std::to_string(created.attempt)};
-  fx.Add(std::move(submit));
-  return fx;
+  return SubmitPending(created.run_id, created.attempt);
 }
 
 Effects Scheduler::OnSubmitted(const JobSubmitted& out) {

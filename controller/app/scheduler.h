@@ -51,6 +51,10 @@ class Scheduler {
  private:
   Effects SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec,
                         const std::vector<std::string>& excluded);
+  // The run's pending sbatch, sent ("submitting attempt N").
+  Effects SubmitPending(const std::string& run_id, int attempt);
+  // The run's preparation failed: nothing pending, nothing in flight.
+  void DropPending(const std::string& run_id);
   Effects FinishCancel(const std::string& run_id, const std::string& reason,
                        ReplyTo<RunState> reply);
 
@@ -58,15 +62,14 @@ class Scheduler {
   std::set<std::string> submitting_;  // runs with an sbatch in flight
   bool tick_in_flight_ = false;
   std::vector<RunRecord> queued_at_tick_;  // the queued runs the tick asked about
-  // An attempt whose files are being written: its sbatch, and its record
-  // when it is new (stored next).
+  // Run -> the attempt being prepared: its sbatch, sent once its files are
+  // written (OnAttemptFilesWritten) and, for a new attempt, stored
+  // (OnAttemptCreated); `record` is the new attempt's row until it is sent.
   struct PendingAttempt {
     SubmitJob submit;
     std::optional<AttemptRecord> record;
   };
-  std::map<std::string, PendingAttempt> awaiting_files_;
-  // Run -> its sbatch, once its new attempt is stored (OnAttemptCreated).
-  std::map<std::string, SubmitJob> awaiting_attempt_;
+  std::map<std::string, PendingAttempt> pending_;
 };
 
 }  // namespace trellis::controller
