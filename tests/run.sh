@@ -21,5 +21,19 @@ cd "$BUILD"
 # tried on 2 cores: a restart test's blame then raced (bench/results/build-time-2026-12-06.md).
 jobs=${TRELLIS_TEST_JOBS:-$(nproc)}
 start=$SECONDS
-ctest --output-on-failure -j "$jobs" --timeout 900 "$@"
+status=0
+rm -f Testing/Temporary/LastTestsFailed.log  # ctest keeps an old one when all pass
+ctest --output-on-failure -j "$jobs" --timeout 900 "$@" || status=$?
 echo "tests: $((SECONDS - start)) s"
+if [ "$status" != 0 ] && [ -s Testing/Temporary/LastTestsFailed.log ]; then
+  # A failure's output scrolled past among a thousand tests: print each failed
+  # test's last lines again, so the end of the log says why.
+  while IFS=: read -r _ name; do
+    echo "=== output of failed test $name (last 60 lines) ==="
+    awk -v t="Testing: $name" '
+      index($0, t) && substr($0, index($0, t) + length(t)) == "" { inside = 1; next }
+      inside && /^<end of output>$/ { exit }
+      inside' Testing/Temporary/LastTest.log | tail -n 60
+  done < Testing/Temporary/LastTestsFailed.log
+fi
+exit "$status"
