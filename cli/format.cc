@@ -123,6 +123,8 @@ std::string FormatGiB(int64_t bytes) {
 
 std::string FormatRatio(double ratio) { return Printf("%.2fx", ratio); }
 
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
 Table::Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
 
 void Table::AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }

@@ -40,6 +40,8 @@ std::string FormatSeconds(double seconds);
 std::string FormatGiB(int64_t bytes);
 // A ratio with two decimals and an x: "1.07x".
 std::string FormatRatio(double ratio);
+// The text, or "-" for an empty one (a table cell, a field not set).
+std::string OrDash(const std::string& s);
 
 // A text table: a header row, left-aligned columns separated by two spaces,
 // no trailing spaces.

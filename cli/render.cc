@@ -20,8 +20,6 @@ std::string JoinWith(const google::protobuf::RepeatedPtrField<std::string>& valu
   return out;
 }
 
-std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
-
 std::string StepText(int64_t step) { return step < 0 ? "-" : std::to_string(step); }
 
 // "2024-05-01 12:03:04 (3m ago)".

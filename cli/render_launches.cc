@@ -18,8 +18,6 @@ namespace {
 // before it matter as much.
 constexpr size_t kLogWidth = 160;
 
-std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
-
 // Free text from the controller on one line, so rows and the lines under
 // them stay in step.
 std::string OneLine(std::string s) {

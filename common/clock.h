@@ -18,6 +18,11 @@ using WallTime = std::chrono::system_clock::time_point;
 using SteadyTime = std::chrono::steady_clock::time_point;
 using TimerId = uint64_t;
 
+// A duration as the seconds a metric or a log line shows.
+inline double SecondsOf(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
 class Clock {
  public:
   virtual ~Clock() = default;

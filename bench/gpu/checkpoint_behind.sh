@@ -28,7 +28,7 @@ mkdir -p "$OUT"
 
 log "build ($BUILD_DIR)"
 prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') || die "no torch"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_TRAINER_ONLY=ON \
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_UNITY_BUILD=OFF -DTRELLIS_TRAINER_ONLY=ON \
   -DTRELLIS_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
   -DTRELLIS_THIRD_PARTY_INCLUDE="$THIRD_PARTY_INCLUDE" -DCMAKE_PREFIX_PATH="$prefix" \
   -DTRELLIS_KERNEL_PROFILE="$([ "${PROFILE:-0}" = 1 ] && echo ON || echo OFF)" \

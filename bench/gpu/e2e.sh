@@ -90,7 +90,7 @@ if [ "${SKIP_BUILD:-0}" = 1 ]; then
 else
 log "build ($BUILD_DIR)"
 torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') || die "no torch"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_WITH_CUDA=ON \
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_UNITY_BUILD=OFF -DTRELLIS_WITH_CUDA=ON \
   -DTRELLIS_THIRD_PARTY_INCLUDE="$REPO/.third_party/include" \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$PREFIX/usr" >"$WORK/cmake.log" 2>&1 ||
   { tail -40 "$WORK/cmake.log"; die "cmake failed ($WORK/cmake.log)"; }

@@ -27,7 +27,7 @@ mkdir -p "$OUT_DIR"
 log "build ($BUILD_DIR)"
 nvidia-smi -L
 prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') || die "no torch"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_TRAINER_ONLY=ON \
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_UNITY_BUILD=OFF -DTRELLIS_TRAINER_ONLY=ON \
   -DTRELLIS_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
   -DTRELLIS_THIRD_PARTY_INCLUDE="$THIRD_PARTY_INCLUDE" -DCMAKE_PREFIX_PATH="$prefix" \
   > "$OUT_DIR/gpu-cmake.log" 2>&1 || { tail -30 "$OUT_DIR/gpu-cmake.log"; die cmake; }

@@ -85,7 +85,7 @@ mkdir -p "$OUT_DIR" "$WORK"
 if [ "$DEVICE" = cuda ]; then
   log "build ($BUILD_DIR)"
   prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') || die "no torch"
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_TRAINER_ONLY=ON \
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_UNITY_BUILD=OFF -DTRELLIS_TRAINER_ONLY=ON \
     -DTRELLIS_WITH_CUDA=ON -DTRELLIS_THIRD_PARTY_INCLUDE="$THIRD_PARTY_INCLUDE" \
     -DCMAKE_PREFIX_PATH="$prefix" > "$WORK/cmake.log" 2>&1 || { tail -30 "$WORK/cmake.log"; die cmake; }
   ninja -C "$BUILD_DIR" trellis-train trellis-corpus > "$WORK/build.log" 2>&1 \

@@ -59,7 +59,7 @@ die() { echo "run.sh: $*" >&2; exit 1; }
 
 log "build ($BUILD_DIR)"
 prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') || die "no torch"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_TRAINER_ONLY=ON \
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRELLIS_UNITY_BUILD=OFF -DTRELLIS_TRAINER_ONLY=ON \
   -DTRELLIS_WITH_CUDA="$WITH_KERNELS" -DTRELLIS_THIRD_PARTY_INCLUDE="$THIRD_PARTY_INCLUDE" \
   -DTRELLIS_KERNEL_PROFILE="$([ "$PROFILE" = 1 ] && echo ON || echo OFF)" \
   -DCMAKE_PREFIX_PATH="$prefix" > "$WORK/cmake.log" 2>&1 || { tail -30 "$WORK/cmake.log"; die "cmake"; }

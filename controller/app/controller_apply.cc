@@ -2,6 +2,7 @@
 // order, their answers routed back to the parts (docs/architecture.md, "The
 // controller's parts").
 #include "common/log.h"
+#include "common/overloaded.h"
 #include "controller/app/attempt_files.h"
 #include "controller/app/controller.h"
 
@@ -14,13 +15,6 @@ namespace {
 // Store latency is measured on the real steady clock: it is the controller's
 // own speed, not a schedule the fake clock drives.
 using Stopwatch = std::chrono::steady_clock;
-
-template <typename... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <typename... F>
-Overloaded(F...) -> Overloaded<F...>;
 
 // The order of the queue (controller.h): the rank of each kind of command.
 int RankOf(const Command& c) {

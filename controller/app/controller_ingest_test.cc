@@ -10,7 +10,7 @@
 namespace trellis::controller {
 namespace {
 
-constexpr char kRun[] = "ing-1";
+constexpr char kIngestRun[] = "ing-1";
 
 class IngestTest : public HealthTest {
  protected:
@@ -18,7 +18,7 @@ class IngestTest : public HealthTest {
     HealthTest::SetUp();
     SubmitAndRun("[job]\nname = \"ing\"\ncommand = \"train\"\n"
                  "[slurm]\nnodes = 2\nranks_per_node = 2\n",
-                 kRun);
+                 kIngestRun);
   }
   double Value(const std::string& series) {
     Sync();
@@ -62,7 +62,7 @@ class IngestTest : public HealthTest {
     return acks;
   }
   v1::StepSummary Step(int64_t step) {
-    const v1::Run run = Get(kRun);
+    const v1::Run run = Get(kIngestRun);
     for (const auto& s : run.recent_steps())
       if (s.step() == step) return s;
     return {};
@@ -70,7 +70,7 @@ class IngestTest : public HealthTest {
 };
 
 TEST_F(IngestTest, ABatchSentAgainOnANewStreamIsStoredOnce) {
-  v1::WorkerIdentity id = Id(kRun, "node1", 1);
+  v1::WorkerIdentity id = Id(kIngestRun, "node1", 1);
   auto acks = Stream(id, {Batch(1, {{0, 1}, {1, 1}}), Batch(2, {{0, 2}, {1, 2}})});
   ASSERT_EQ(acks.size(), 2u);
   EXPECT_EQ(acks[0].seq(), 1u);
@@ -91,7 +91,7 @@ TEST_F(IngestTest, ABatchSentAgainOnANewStreamIsStoredOnce) {
 }
 
 TEST_F(IngestTest, MalformedBatchesAreRefusedWholeAndCounted) {
-  v1::WorkerIdentity id = Id(kRun, "node2", 1);
+  v1::WorkerIdentity id = Id(kIngestRun, "node2", 1);
   v1::AgentReport bad_record = Batch(2, {{2, 1}, {3, 1}});
   bad_record.mutable_batch()->mutable_steps(1)->mutable_record()->set_step_seconds(-1);
   v1::AgentReport too_big = Batch(3, {});
@@ -121,7 +121,7 @@ TEST_F(IngestTest, MalformedBatchesAreRefusedWholeAndCounted) {
 }
 
 TEST_F(IngestTest, AStreamWithAWrongSecretIsRefused) {
-  v1::WorkerIdentity id = Id(kRun, "node1", 1);
+  v1::WorkerIdentity id = Id(kIngestRun, "node1", 1);
   id.set_secret("not-the-secret");
   grpc::Status st;
   auto acks = Stream(id, {Batch(1, {{0, 1}})}, &st);

@@ -12,9 +12,9 @@
 namespace trellis::controller {
 namespace {
 
-constexpr char kRun[] = "met-1";
+constexpr char kMetricsRun[] = "met-1";
 
-std::string Spec(const std::string& more) {
+std::string MetricsSpec(const std::string& more) {
   return "[job]\nname = \"met\"\ncommand = \"train\"\n"
          "[slurm]\nnodes = 2\nranks_per_node = 2\n" +
          more;
@@ -40,15 +40,15 @@ class ControllerMetricsTest : public HealthTest {
   }
   nlohmann::json Target(const std::string& node, const std::string& addr) {
     return {{"targets", nlohmann::json::array({addr})},
-            {"labels", {{"run", kRun}, {"node", node}}}};
+            {"labels", {{"run", kMetricsRun}, {"node", node}}}};
   }
   void StartRun(const std::string& spec, const std::vector<std::string>& nodes) {
     v1::SubmitRunResponse resp;
     ASSERT_TRUE(Submit(spec, &resp).ok());
-    ASSERT_EQ(resp.run_id(), kRun);
-    WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
-    Register(kRun, 1, nodes);
-    WaitFor(kRun, v1::RUN_STATE_RUNNING);
+    ASSERT_EQ(resp.run_id(), kMetricsRun);
+    WaitFor(kMetricsRun, v1::RUN_STATE_SUBMITTED);
+    Register(kMetricsRun, 1, nodes);
+    WaitFor(kMetricsRun, v1::RUN_STATE_RUNNING);
   }
 };
 
@@ -56,7 +56,7 @@ TEST_F(ControllerMetricsTest, ARunsLifeFromSubmissionToItsEnd) {
   EXPECT_EQ(Targets(), nlohmann::json::array()) << "written empty at start";
   metrics_addrs_ = {
       {"node1", "host-node1:9400"}, {"node2", "host-node2:9400"}, {"node3", "host-node3:9400"}};
-  StartRun(Spec("spare_nodes = 1\n"), {"node1", "node2", "node3"});
+  StartRun(MetricsSpec("spare_nodes = 1\n"), {"node1", "node2", "node3"});
 
   // node3 stands by: not a target.
   EXPECT_EQ(Targets(), nlohmann::json::array({Target("node1", "host-node1:9400"),
@@ -78,17 +78,18 @@ TEST_F(ControllerMetricsTest, ARunsLifeFromSubmissionToItsEnd) {
   EXPECT_GE(Value("trellis_store_write_duration_seconds_count"), 3);  // 3 transitions at least
 
   // Step 1 from every rank; rank 2 is the slowest. Step 2 is not complete.
-  Send(Id(kRun, "node1", 1), {StepReport(0, 1, 0.5), StepReport(1, 1, 0.6)});
-  Send(Id(kRun, "node2", 1), {StepReport(2, 1, 1.6), StepReport(3, 1, 0.5), StepReport(3, 2, 0.5)});
+  Send(Id(kMetricsRun, "node1", 1), {StepReport(0, 1, 0.5), StepReport(1, 1, 0.6)});
+  Send(Id(kMetricsRun, "node2", 1),
+       {StepReport(2, 1, 1.6), StepReport(3, 1, 0.5), StepReport(3, 2, 0.5)});
   EXPECT_EQ(Value("trellis_run_last_step{run=\"met-1\"}"), 1);
   EXPECT_EQ(Value("trellis_run_slowest_rank{run=\"met-1\"}"), 2);
   EXPECT_DOUBLE_EQ(Value("trellis_run_slowest_step_seconds{run=\"met-1\"}"), 1.6);
   EXPECT_DOUBLE_EQ(Value("trellis_run_median_step_seconds{run=\"met-1\"}"), 0.55);
   EXPECT_DOUBLE_EQ(Value("trellis_run_tokens_per_second{run=\"met-1\"}"), 400 / 1.6);
 
-  for (const char* node : {"node1", "node2"}) ReportExit(kRun, node, 1, {}, 0);
-  ASSERT_EQ(NextLaunch(kRun, 1, 0).action(), v1::NextLaunchResponse::ACTION_EXIT);
-  WaitFor(kRun, v1::RUN_STATE_SUCCEEDED);
+  for (const char* node : {"node1", "node2"}) ReportExit(kMetricsRun, node, 1, {}, 0);
+  ASSERT_EQ(NextLaunch(kMetricsRun, 1, 0).action(), v1::NextLaunchResponse::ACTION_EXIT);
+  WaitFor(kMetricsRun, v1::RUN_STATE_SUCCEEDED);
   EXPECT_EQ(Targets(), nlohmann::json::array());
   EXPECT_EQ(Value("trellis_runs{state=\"RUNNING\"}"), 0);
   EXPECT_EQ(Value("trellis_runs{state=\"SUCCEEDED\"}"), 1);
@@ -99,23 +100,25 @@ TEST_F(ControllerMetricsTest, ARunsLifeFromSubmissionToItsEnd) {
 TEST_F(ControllerMetricsTest, ALostWorkerIsARestartOfItsClassAndTheTargetsFollowTheLaunches) {
   metrics_addrs_ = {
       {"node1", "host-node1:9400"}, {"node2", "not an address"}, {"node3", "host-node3:9400"}};
-  StartRun(Spec("spare_nodes = 1\n[restart]\nmax_restarts = 1\n"), {"node1", "node2", "node3"});
+  StartRun(MetricsSpec("spare_nodes = 1\n[restart]\nmax_restarts = 1\n"),
+           {"node1", "node2", "node3"});
   // node2's address was dropped at the edge.
   EXPECT_EQ(Targets(), nlohmann::json::array({Target("node1", "host-node1:9400")}));
 
   // node2's worker was killed: only node1 reports. The launch is classified
   // node_lost, node2 is struck and the run relaunches on node1 and node3.
-  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
-  ASSERT_EQ(NextLaunch(kRun, 1, 137).action(), v1::NextLaunchResponse::ACTION_RELAUNCH);
-  WaitFor(kRun, v1::RUN_STATE_RESTARTING);
+  ReportExit(kMetricsRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)},
+             143);
+  ASSERT_EQ(NextLaunch(kMetricsRun, 1, 137).action(), v1::NextLaunchResponse::ACTION_RELAUNCH);
+  WaitFor(kMetricsRun, v1::RUN_STATE_RESTARTING);
   EXPECT_EQ(Targets(), nlohmann::json::array()) << "launch 1 settled";
   EXPECT_EQ(Value("trellis_restarts_total{class=\"node_lost\"}"), 1);
   EXPECT_EQ(Value("trellis_relaunches_total"), 1);
   EXPECT_EQ(Value("trellis_node_strikes_total{node=\"node2\"}"), 1);
   EXPECT_EQ(Value("trellis_quarantined_nodes"), 1);
 
-  Register(kRun, 2, {"node1", "node3"});
-  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  Register(kMetricsRun, 2, {"node1", "node3"});
+  WaitFor(kMetricsRun, v1::RUN_STATE_RUNNING);
   EXPECT_EQ(Targets(), nlohmann::json::array({Target("node1", "host-node1:9400"),
                                               Target("node3", "host-node3:9400")}));
   EXPECT_EQ(Value("trellis_launches_total"), 2);
@@ -129,7 +132,7 @@ TEST_F(ControllerMetricsTest, ALostWorkerIsARestartOfItsClassAndTheTargetsFollow
   // Cancelled: its workers are no targets any more.
   grpc::ClientContext ctx;
   v1::CancelRunRequest req;
-  req.set_run_id(kRun);
+  req.set_run_id(kMetricsRun);
   v1::CancelRunResponse resp;
   ASSERT_TRUE(user_stub_->CancelRun(&ctx, req, &resp).ok());
   EXPECT_EQ(Targets(), nlohmann::json::array());
@@ -149,21 +152,23 @@ TEST_F(ControllerMetricsTest, GoodputFromTheStatesAndTheStepsKept) {
   reconcile_interval_ = seconds(190);
   StartController();
   v1::SubmitRunResponse resp;
-  ASSERT_TRUE(Submit(Spec("spare_nodes = 1\n[restart]\nmax_restarts = 1\n"), &resp).ok());
-  WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  ASSERT_TRUE(Submit(MetricsSpec("spare_nodes = 1\n[restart]\nmax_restarts = 1\n"), &resp).ok());
+  WaitFor(kMetricsRun, v1::RUN_STATE_SUBMITTED);
   clock_.Advance(seconds(10));
-  auto first = std::async(std::launch::async, [&] { Register(kRun, 1, {"node1", "node2"}); });
-  WaitFor(kRun, v1::RUN_STATE_GATING);
+  auto first = std::async(std::launch::async, [&] {
+    Register(kMetricsRun, 1, {"node1", "node2"});
+  });
+  WaitFor(kMetricsRun, v1::RUN_STATE_GATING);
   clock_.Advance(seconds(5));
-  Register(kRun, 1, {"node3"});  // the spare: the gate has all three now
+  Register(kMetricsRun, 1, {"node3"});  // the spare: the gate has all three now
   first.get();
-  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  WaitFor(kMetricsRun, v1::RUN_STATE_RUNNING);
 
   auto steps = [&](int launch, const std::vector<std::string>& nodes, int64_t from, int64_t to) {
     for (int64_t step = from; step <= to; ++step) {
       clock_.Advance(seconds(10));
-      Send(Id(kRun, nodes[0], launch), {StepReport(0, step, 10), StepReport(1, step, 10)});
-      Send(Id(kRun, nodes[1], launch), {StepReport(2, step, 10), StepReport(3, step, 10)});
+      Send(Id(kMetricsRun, nodes[0], launch), {StepReport(0, step, 10), StepReport(1, step, 10)});
+      Send(Id(kMetricsRun, nodes[1], launch), {StepReport(2, step, 10), StepReport(3, step, 10)});
       Sync();  // recorded at this second
     }
   };
@@ -173,9 +178,10 @@ TEST_F(ControllerMetricsTest, GoodputFromTheStatesAndTheStepsKept) {
   };
   steps(1, {"node1", "node2"}, 1, 12);  // at 25 .. 135 s
   clock_.Advance(seconds(15));
-  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
-  ASSERT_EQ(NextLaunch(kRun, 1, 137).action(), v1::NextLaunchResponse::ACTION_RELAUNCH);
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_RESTARTING);
+  ReportExit(kMetricsRun, "node1", 1, {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)},
+             143);
+  ASSERT_EQ(NextLaunch(kMetricsRun, 1, 137).action(), v1::NextLaunchResponse::ACTION_RELAUNCH);
+  v1::Run run = WaitFor(kMetricsRun, v1::RUN_STATE_RESTARTING);
   // No later launch has run a step: all of launch 1's steps still count as
   // kept; the step in flight (10 s, as its last) is lost, the rest restarting.
   const v1::StateSeconds& at150 = run.summary().state_seconds();
@@ -192,10 +198,10 @@ TEST_F(ControllerMetricsTest, GoodputFromTheStatesAndTheStepsKept) {
   EXPECT_DOUBLE_EQ(Value("trellis_run_goodput_ratio{run=\"met-1\"}"), 120.0 / 150);
 
   clock_.Advance(seconds(20));
-  Register(kRun, 2, {"node1", "node3"});
-  WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  Register(kMetricsRun, 2, {"node1", "node3"});
+  WaitFor(kMetricsRun, v1::RUN_STATE_RUNNING);
   steps(2, {"node1", "node3"}, 11, 12);  // at 180, 190 s: resumed from step 10
-  run = Get(kRun);
+  run = Get(kMetricsRun);
   // Launch 1's steps 11 and 12 were redone: 115 .. 135 s moved out of running.
   const v1::StateSeconds& at190 = run.summary().state_seconds();
   EXPECT_EQ(at190.queued(), 10);
@@ -217,14 +223,15 @@ TEST_F(ControllerMetricsTest, GoodputFromTheStatesAndTheStepsKept) {
   EXPECT_DOUBLE_EQ(Value("trellis_run_goodput_ratio{run=\"met-1\"}"), 120.0 / 190);
 
   clock_.Advance(seconds(10));
-  for (const char* node : {"node1", "node3"}) ReportExit(kRun, node, 2, {}, 0);
-  ASSERT_EQ(NextLaunch(kRun, 2, 0).action(), v1::NextLaunchResponse::ACTION_EXIT);
-  run = WaitFor(kRun, v1::RUN_STATE_SUCCEEDED);
+  for (const char* node : {"node1", "node3"}) ReportExit(kMetricsRun, node, 2, {}, 0);
+  ASSERT_EQ(NextLaunch(kMetricsRun, 2, 0).action(), v1::NextLaunchResponse::ACTION_EXIT);
+  run = WaitFor(kMetricsRun, v1::RUN_STATE_SUCCEEDED);
   EXPECT_EQ(run.summary().state_seconds().running(), 130);
   EXPECT_DOUBLE_EQ(run.summary().goodput_ratio(), 130.0 / 200);
   EXPECT_EQ(Text().find("run=\"met-1\""), std::string::npos) << "the run's series are gone";
   clock_.Advance(seconds(100));
-  EXPECT_EQ(Get(kRun).summary().state_seconds().running(), 130) << "an ended run stays ended";
+  EXPECT_EQ(Get(kMetricsRun).summary().state_seconds().running(), 130)
+      << "an ended run stays ended";
 }
 
 }  // namespace

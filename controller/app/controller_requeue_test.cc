@@ -11,15 +11,16 @@
 namespace trellis::controller {
 namespace {
 
-constexpr char kRun[] = "requeue-1";
+constexpr char kRequeueRun[] = "requeue-1";
 
 class RequeueTest : public HealthTest {
  protected:
   void StartRun() {
-    SubmitAndRun("[job]\nname = \"requeue\"\ncommand = \"train\"\n"
-                 "[slurm]\nnodes = 2\nranks_per_node = 2\n"
-                 "[restart]\nmax_restarts = 0\n",
-                 kRun);
+    SubmitAndRun(
+        "[job]\nname = \"requeue\"\ncommand = \"train\"\n"
+        "[slurm]\nnodes = 2\nranks_per_node = 2\n"
+        "[restart]\nmax_restarts = 0\n",
+        kRequeueRun);
   }
 
   void SetJob(const std::string& state, const std::string& nodelist = "node[1-2]") {
@@ -34,7 +35,7 @@ class RequeueTest : public HealthTest {
                                v1::NextLaunchResponse* resp, int launch = 0) {
     grpc::ClientContext ctx;
     v1::NextLaunchRequest req;
-    *req.mutable_id() = Id(kRun, "node3", launch);
+    *req.mutable_id() = Id(kRequeueRun, "node3", launch);
     req.set_step_exit_code(1);
     req.set_requeue_count(restart_count);
     req.set_allocation_nodelist(nodelist);
@@ -44,7 +45,7 @@ class RequeueTest : public HealthTest {
   v1::NextLaunchResponse Terminated(int launch, int step_exit_code) {
     grpc::ClientContext ctx;
     v1::NextLaunchRequest req;
-    *req.mutable_id() = Id(kRun, "node1", launch);
+    *req.mutable_id() = Id(kRequeueRun, "node1", launch);
     req.set_step_exit_code(step_exit_code);
     req.set_terminated_by_slurm(true);
     v1::NextLaunchResponse resp;
@@ -55,19 +56,21 @@ class RequeueTest : public HealthTest {
 
 TEST_F(RequeueTest, ARequeuedJobIsGatedAgainAndSucceedsWithoutARestart) {
   StartRun();
-  Send(Id(kRun, "node1", 1), {StepReport(0, 5, 0.5)});
+  Send(Id(kRequeueRun, "node1", 1), {StepReport(0, 5, 0.5)});
   // scontrol requeue: TERM to the ranks and the batch script.
-  ReportExit(kRun, "node1", 1, {RankEnded(0, 143, 15, false), RankEnded(1, 143, 15, false)}, 143);
-  ReportExit(kRun, "node2", 1, {RankEnded(2, 143, 15, false), RankEnded(3, 143, 15, false)}, 143);
+  ReportExit(kRequeueRun, "node1", 1, {RankEnded(0, 143, 15, false), RankEnded(1, 143, 15, false)},
+             143);
+  ReportExit(kRequeueRun, "node2", 1, {RankEnded(2, 143, 15, false), RankEnded(3, 143, 15, false)},
+             143);
   v1::NextLaunchResponse next = Terminated(1, 143);
   EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
-  v1::Run run = Get(kRun);
+  v1::Run run = Get(kRequeueRun);
   EXPECT_EQ(run.summary().state(), v1::RUN_STATE_RUNNING) << "nothing decided yet";
   ASSERT_EQ(run.launches_size(), 1);
   EXPECT_EQ(run.launches(0).failure_class(), "terminated");
 
   SetJob("PENDING", "");
-  run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  run = WaitFor(kRequeueRun, v1::RUN_STATE_SUBMITTED);
   EXPECT_NE(run.summary().state_reason().find("requeued"), std::string::npos)
       << run.summary().state_reason();
 
@@ -78,15 +81,15 @@ TEST_F(RequeueTest, ARequeuedJobIsGatedAgainAndSucceedsWithoutARestart) {
   ASSERT_EQ(again.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << again.reason();
   EXPECT_EQ(again.next_launch(), 2);
   EXPECT_TRUE(again.nodes().empty()) << "every node of the new allocation";
-  auto decisions = Register(kRun, 2, {"node3", "node4"});
+  auto decisions = Register(kRequeueRun, 2, {"node3", "node4"});
   for (const auto& [node, d] : decisions)
     EXPECT_EQ(d.decision(), v1::GateDecision::DECISION_GO) << node << ": " << d.reason();
-  WaitFor(kRun, v1::RUN_STATE_RUNNING);
-  ReportExit(kRun, "node3", 2, {RankEnded(0, 0, 0, false), RankEnded(1, 0, 0, false)}, 0);
-  ReportExit(kRun, "node4", 2, {RankEnded(2, 0, 0, false), RankEnded(3, 0, 0, false)}, 0);
-  next = NextLaunch(kRun, 2, 0, /*batch_host=*/"node3");
+  WaitFor(kRequeueRun, v1::RUN_STATE_RUNNING);
+  ReportExit(kRequeueRun, "node3", 2, {RankEnded(0, 0, 0, false), RankEnded(1, 0, 0, false)}, 0);
+  ReportExit(kRequeueRun, "node4", 2, {RankEnded(2, 0, 0, false), RankEnded(3, 0, 0, false)}, 0);
+  next = NextLaunch(kRequeueRun, 2, 0, /*batch_host=*/"node3");
   EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
-  run = WaitFor(kRun, v1::RUN_STATE_SUCCEEDED);
+  run = WaitFor(kRequeueRun, v1::RUN_STATE_SUCCEEDED);
   EXPECT_EQ(run.summary().restarts(), 0) << "max_restarts = 0, and the run went on";
   EXPECT_EQ(run.attempts_size(), 1) << "one Slurm job";
   EXPECT_EQ(slurm_->Submissions().size(), 1u);
@@ -107,7 +110,7 @@ TEST_F(RequeueTest, TheRestartedBatchScriptMayAskBeforeTheRequeueIsSeen) {
   ASSERT_TRUE(AskAfterRequeue(2, "node[3-4]", &again).ok());
   ASSERT_EQ(again.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << again.reason();
   EXPECT_EQ(again.next_launch(), 2);
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  v1::Run run = WaitFor(kRequeueRun, v1::RUN_STATE_SUBMITTED);
   ASSERT_EQ(run.launches_size(), 1);
   EXPECT_EQ(run.launches(0).failure_class(), "terminated");
   // A late question of launch 1 (its batch script, on node1 of the old
@@ -115,16 +118,16 @@ TEST_F(RequeueTest, TheRestartedBatchScriptMayAskBeforeTheRequeueIsSeen) {
   {
     grpc::ClientContext ctx;
     v1::NextLaunchRequest req;
-    *req.mutable_id() = Id(kRun, "node1", 1);
+    *req.mutable_id() = Id(kRequeueRun, "node1", 1);
     req.set_step_exit_code(143);
     v1::NextLaunchResponse late;
     EXPECT_EQ(agent_stub_->NextLaunch(&ctx, req, &late).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
   }
-  EXPECT_EQ(Get(kRun).summary().state(), v1::RUN_STATE_SUBMITTED);
-  Register(kRun, 2, {"node3", "node4"});
-  WaitFor(kRun, v1::RUN_STATE_RUNNING);
-  EXPECT_EQ(Get(kRun).summary().restarts(), 0);
+  EXPECT_EQ(Get(kRequeueRun).summary().state(), v1::RUN_STATE_SUBMITTED);
+  Register(kRequeueRun, 2, {"node3", "node4"});
+  WaitFor(kRequeueRun, v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(Get(kRequeueRun).summary().restarts(), 0);
 }
 
 // The new allocation's nodes are blamed if they never register: they are
@@ -135,7 +138,7 @@ TEST_F(RequeueTest, TheNewAllocationsNodesAreSlurmsNotTheScripts) {
   v1::NextLaunchResponse again;
   ASSERT_TRUE(AskAfterRequeue(1, "node[3-9]", &again).ok());
   ASSERT_EQ(again.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << again.reason();
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  v1::Run run = WaitFor(kRequeueRun, v1::RUN_STATE_SUBMITTED);
   ASSERT_EQ(run.attempts_size(), 1);
   EXPECT_EQ(absl::StrJoin(run.attempts(0).nodes(), ","), "node[3-4]");
   EXPECT_NE(run.summary().state_reason().find("gated again on node[3-4]"), std::string::npos)
@@ -149,12 +152,12 @@ TEST_F(RequeueTest, ARequeuedJobTheGateRefusesIsQueuedAgainWithoutARestart) {
   StartRun();
   Terminated(1, 143);
   SetJob("PENDING", "");
-  WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  WaitFor(kRequeueRun, v1::RUN_STATE_SUBMITTED);
   SetJob("RUNNING", "node[3-4]");
   v1::NextLaunchResponse again;
   ASSERT_TRUE(AskAfterRequeue(1, "node[3-4]", &again).ok());
   ASSERT_EQ(again.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << again.reason();
-  auto decisions = Register(kRun, 2, {"node3", "node4"}, /*short_nodes=*/{"node4"});
+  auto decisions = Register(kRequeueRun, 2, {"node3", "node4"}, /*short_nodes=*/{"node4"});
   EXPECT_EQ(decisions["node4"].decision(), v1::GateDecision::DECISION_ABORT)
       << decisions["node4"].reason();
   // The fake's scancel leaves job 100 CANCELLED, as Slurm would: the
@@ -162,7 +165,7 @@ TEST_F(RequeueTest, ARequeuedJobTheGateRefusesIsQueuedAgainWithoutARestart) {
   // The run may pass through QUEUED faster than a poll sees it: its events
   // say it did, and why.
   v1::Run run = WaitUntil(
-      kRun,
+      kRequeueRun,
       [](const v1::Run& r) {
         return r.attempts_size() == 2 && r.summary().state() == v1::RUN_STATE_SUBMITTED;
       },
@@ -189,7 +192,7 @@ TEST_F(RequeueTest, AJobCancelledOutsideTheControllerIsDecidedBySlurmsState) {
   EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
   SetJob("CANCELLED");
   // max_restarts = 0: an outside scancel ends the run, and says so.
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_FAILED);
+  v1::Run run = WaitFor(kRequeueRun, v1::RUN_STATE_FAILED);
   EXPECT_EQ(run.attempts_size(), 1);
 }
 
@@ -197,7 +200,7 @@ TEST_F(RequeueTest, APreemptedJobContinuesWithoutARestart) {
   StartRun();
   Terminated(1, 143);
   SetJob("PREEMPTED");
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  v1::Run run = WaitFor(kRequeueRun, v1::RUN_STATE_SUBMITTED);
   EXPECT_EQ(run.attempts_size(), 2) << "a continuation, at once";
   EXPECT_EQ(run.summary().restarts(), 0);
 }
@@ -211,7 +214,7 @@ TEST_F(RequeueTest, BadRequeueQuestionsAreRefusedNamingTheField) {
   st = AskAfterRequeue(1001, "node[1-2]", &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(st.error_message().find("requeue_count"), std::string::npos) << st.error_message();
-  EXPECT_EQ(Get(kRun).summary().state(), v1::RUN_STATE_RUNNING) << "nothing changed";
+  EXPECT_EQ(Get(kRequeueRun).summary().state(), v1::RUN_STATE_RUNNING) << "nothing changed";
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 namespace trellis::controller {
 namespace {
 
-constexpr char kRun[] = "wall-1";
+constexpr char kTimeLimitRun[] = "wall-1";
 
 class TimeLimitTest : public HealthTest {
  protected:
@@ -17,21 +17,21 @@ class TimeLimitTest : public HealthTest {
     SubmitAndRun("[job]\nname = \"wall\"\ncommand = \"train\"\n"
                  "[slurm]\nnodes = 2\nranks_per_node = 2\n"
                  "[restart]\nmax_restarts = 0\nbackoff_s = 600\n",
-                 kRun);
+                 kTimeLimitRun);
   }
 };
 
 TEST_F(TimeLimitTest, AWarnedLaunchContinuesInANewAttemptWithoutARestart) {
   StartRun();
-  Send(Id(kRun, "node1", 1), {StepReport(0, 7, 0.5), StepReport(1, 7, 0.5)});
-  ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
+  Send(Id(kTimeLimitRun, "node1", 1), {StepReport(0, 7, 0.5), StepReport(1, 7, 0.5)});
+  ReportExit(kTimeLimitRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
              "time_limit");
   // A generic rank without a handler dies of the signal: still a planned stop.
-  ReportExit(kRun, "node2", 1, {RankEnded(2, 138, 10, true), RankEnded(3, 0, 0, true)}, 138,
-             "time_limit");
-  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 138);
+  ReportExit(kTimeLimitRun, "node2", 1, {RankEnded(2, 138, 10, true), RankEnded(3, 0, 0, true)},
+             138, "time_limit");
+  v1::NextLaunchResponse next = NextLaunch(kTimeLimitRun, 1, 138);
   EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  v1::Run run = WaitFor(kTimeLimitRun, v1::RUN_STATE_SUBMITTED);
   ASSERT_EQ(run.launches_size(), 1);
   EXPECT_EQ(run.launches(0).failure_class(), "time_limit");
   EXPECT_EQ(run.launches(0).blamed_node(), "");
@@ -46,7 +46,7 @@ TEST_F(TimeLimitTest, AJobEndedTimeoutUnseenIsContinuedToo) {
     std::lock_guard<std::mutex> l(slurm_->mu);
     slurm_->jobs["100"].state = "TIMEOUT";
   }
-  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);  // from RUNNING: a new attempt
+  v1::Run run = WaitFor(kTimeLimitRun, v1::RUN_STATE_SUBMITTED);  // from RUNNING: a new attempt
   ASSERT_EQ(run.attempts_size(), 2);
   EXPECT_EQ(run.summary().restarts(), 0);
   EXPECT_NE(run.attempts(0).end_reason().find("TIMEOUT"), std::string::npos)

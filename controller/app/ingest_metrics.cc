@@ -1,5 +1,7 @@
 #include "controller/app/ingest_metrics.h"
 
+#include "common/clock.h"
+
 namespace trellis::controller {
 
 namespace {
@@ -7,10 +9,6 @@ namespace {
 constexpr const char* kResults[] = {"stored", "duplicate", "refused"};
 constexpr BatchFault kFaults[] = {BatchFault::kEmpty, BatchFault::kOversized, BatchFault::kBadSeq,
                                   BatchFault::kBadRank, BatchFault::kBadRecord};
-
-double Seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 }  // namespace
 
@@ -89,11 +87,11 @@ void IngestMetrics::SetQueued(size_t batches, size_t records) {
 }
 
 void IngestMetrics::ObserveLatency(std::chrono::steady_clock::duration d) {
-  latency_->Observe(Seconds(d));
+  latency_->Observe(SecondsOf(d));
 }
 
 void IngestMetrics::ObserveCommit(std::chrono::steady_clock::duration d, size_t records) {
-  commit_->Observe(Seconds(d));
+  commit_->Observe(SecondsOf(d));
   commit_records_->Observe(static_cast<double>(records));
 }
 

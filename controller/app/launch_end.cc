@@ -3,6 +3,7 @@
 // the evidence points at one, and decides what follows.
 #include <set>
 
+#include "absl/strings/str_join.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -26,12 +27,6 @@ std::string_view RecoveryName(RecoveryDecision::Kind k) {
     case RecoveryDecision::kFail: return "fail";
   }
   return "";
-}
-
-std::string Joined(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
-  return out;
 }
 
 }  // namespace
@@ -88,7 +83,7 @@ Effects LaunchEnds::Fault(const LaunchFault& fault) {
   spdlog::warn("run {}: stopping launch {} (step {}.{}): {}", l.run_id, l.launch, l.step.job_id,
                l.step.step_id,
                fault.hang ? "rank " + std::to_string(fault.hang->rank) + " hung"
-                          : "node(s) " + Joined(fault.lost_nodes) + " lost");
+                          : "node(s) " + absl::StrJoin(fault.lost_nodes, ",") + " lost");
   // The workers stop their ranks on TERM (TERM, grace, KILL); a step still
   // there after kStopGrace is killed (a stopped or lost worker cannot act).
   fx.Add(StepSignal(l, "TERM"));
@@ -157,7 +152,7 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
   row.run_id = l.run_id;
   row.attempt = l.attempt;
   row.launch = l.launch;
-  row.nodes = Joined(l.go_nodes);
+  row.nodes = absl::StrJoin(l.go_nodes, ",");
   row.started = l.started;
   row.ended = in.now;
   row.failure_class = std::string(FailureClassName(v.cls));
@@ -166,7 +161,7 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
   row.blamed_node = v.blamed_node;
   row.evidence_json = v.evidence_json;
   row.recovery = std::string(RecoveryName(d.kind));
-  if (d.kind == RecoveryDecision::kRelaunch) row.next_nodes = Joined(d.nodes);
+  if (d.kind == RecoveryDecision::kRelaunch) row.next_nodes = absl::StrJoin(d.nodes, ",");
   fx.Add(RecordLaunch{row});
   if (!v.blamed_node.empty())
     fx.Add(StrikeNode{v.blamed_node, v.reason, v.evidence_json,

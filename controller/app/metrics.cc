@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "common/clock.h"
 #include "common/version.h"
 #include "controller/app/scrape_targets.h"
 
@@ -28,8 +29,6 @@ const prometheus::Histogram::BucketBoundaries kSlurmBuckets = {
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 const prometheus::Histogram::BucketBoundaries kStoreBuckets = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1};
-
-double Seconds(Metrics::Duration d) { return std::chrono::duration<double>(d).count(); }
 
 template <typename T>
 prometheus::Family<T>& Build(prometheus::detail::Builder<T> builder, const char* name,
@@ -265,13 +264,13 @@ void Metrics::SetGoodput(const std::string& run_id, const Goodput& g) {
 }
 
 void Metrics::ObserveRpc(RpcMethod method, Duration d) {
-  rpc_[static_cast<size_t>(method)]->Observe(Seconds(d));
+  rpc_[static_cast<size_t>(method)]->Observe(SecondsOf(d));
 }
 
 void Metrics::ObserveSlurm(SlurmCommand command, Duration d) {
-  slurm_[static_cast<size_t>(command)]->Observe(Seconds(d));
+  slurm_[static_cast<size_t>(command)]->Observe(SecondsOf(d));
 }
 
-void Metrics::ObserveStoreWrite(Duration d) { store_write_.Observe(Seconds(d)); }
+void Metrics::ObserveStoreWrite(Duration d) { store_write_.Observe(SecondsOf(d)); }
 
 }  // namespace trellis::controller

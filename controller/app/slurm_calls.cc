@@ -3,17 +3,11 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "common/overloaded.h"
 
 namespace trellis::controller {
 
 namespace {
-
-template <typename... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <typename... F>
-Overloaded(F...) -> Overloaded<F...>;
 
 // The attempt's job by name if one exists (submitted before the controller
 // heard the id: the oldest kept, any other cancelled), else a new sbatch.

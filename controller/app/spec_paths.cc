@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <iterator>
 
+#include "absl/strings/str_join.h"
 #include "common/corpus_header.h"
 
 namespace trellis::controller {
@@ -25,12 +26,6 @@ fs::path Resolved(const std::string& path) {
   return ec ? fs::path(path).lexically_normal() : out;
 }
 
-std::string Joined(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 // `given` resolved, or the refusal naming the field and the roots.
 absl::Status UnderOneOf(const std::string& field, const std::string& given,
                         const std::vector<std::string>& roots, const std::string& which) {
@@ -44,7 +39,7 @@ absl::Status UnderOneOf(const std::string& field, const std::string& given,
   std::string shown = given;
   if (written_under) shown += " (resolves to " + resolved.string() + ")";
   return absl::InvalidArgumentError(field + ": " + shown + " is not under " + which + " (" +
-                                    Joined(roots) + ")");
+                                    absl::StrJoin(roots, ", ") + ")");
 }
 
 // The ranks start in the run directory on other hosts, so the corpus must

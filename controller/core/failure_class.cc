@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_join.h"
 #include "common/exit_codes.h"
 
 namespace trellis::controller {
@@ -87,12 +88,6 @@ std::string SignalName(int sig) {
 
 std::string Seconds(double s) { return std::to_string(std::llround(s)) + " s"; }
 
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 // The step's code alone, when no rank says more.
 FailureClass ClassOfCode(int code) {
   if (code == kExitDoNotRetry) return FailureClass::kUserError;
@@ -122,8 +117,7 @@ LaunchVerdict LostVerdict(const LaunchEvidence& e, int failed_code, json ev) {
   reason += silent != e.lost_silent_s.end() ? "worker silent for " + Seconds(silent->second)
                                             : "its worker's stream broke without a final report";
   if (e.lost_nodes.size() > 1)
-    reason += "; also lost: " +
-              Join(std::vector<std::string>(e.lost_nodes.begin() + 1, e.lost_nodes.end()));
+    reason += "; also lost: " + absl::StrJoin(e.lost_nodes.begin() + 1, e.lost_nodes.end(), ", ");
   ev["lost_nodes"] = e.lost_nodes;
   if (!e.lost_silent_s.empty()) ev["silent_s"] = e.lost_silent_s;
   return Verdict(FailureClass::kNodeLost, failed_code, reason, std::move(ev), node);
@@ -182,7 +176,7 @@ LaunchVerdict RankVerdict(const LaunchEvidence& e, const RankEnd& cause, bool st
     std::vector<std::string> kinds;
     for (const auto& m : cause.markers)
       if (m == "nccl_error" || m == "nccl_timeout" || m == "network") kinds.push_back(m);
-    what = "NCCL or network failure (" + Join(kinds) + ")";
+    what = "NCCL or network failure (" + absl::StrJoin(kinds, ", ") + ")";
     if (!blame) what += " on " + std::to_string(nccl_nodes.size()) + " nodes";
   } else if (sig != 0) {
     cls = FailureClass::kSignal;
@@ -296,7 +290,7 @@ LaunchVerdict ClassifyLaunch(const LaunchEvidence& e) {
     if (std::find(e.reported_nodes.begin(), e.reported_nodes.end(), n) == e.reported_nodes.end())
       unreported.push_back(n);
   if (!unreported.empty()) {
-    reason += "; no final report from " + Join(unreported);
+    reason += "; no final report from " + absl::StrJoin(unreported, ", ");
     ev["unreported_nodes"] = unreported;
   }
   if (e.controller_restarted) reason += " (the controller restarted during the launch)";

@@ -3,18 +3,10 @@
 #include <algorithm>
 #include <iterator>
 
+#include "absl/strings/str_join.h"
 #include "controller/core/decisions.h"
 
 namespace trellis::controller {
-namespace {
-
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-}  // namespace
 
 std::chrono::seconds RestartBackoff(int backoff_restarts, const spec::RestartSection& policy) {
   int64_t delay = static_cast<int64_t>(policy.backoff_s) << std::clamp(backoff_restarts, 0, 6);
@@ -84,7 +76,8 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   if (in.policy.relaunch_in_allocation && have >= in.nodes_needed && have > 0) {
     d.kind = RecoveryDecision::kRelaunch;
     d.nodes = std::move(healthy);
-    d.reason = v.reason + "; relaunch " + nth + " in the allocation on " + Join(d.nodes);
+    d.reason =
+        v.reason + "; relaunch " + nth + " in the allocation on " + absl::StrJoin(d.nodes, ", ");
     return d;
   }
   // This launch's own stretch counts too: one that trained long enough

@@ -20,7 +20,6 @@ using test_util::NestingProblem;
 using test_util::PathData;
 using test_util::PathPoints;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int64_t kT0 = 1700000000000;
 
 constexpr const char* kEvil = "<script>alert(1)</script>";
@@ -145,7 +144,7 @@ TEST(ReportPageTest, NonFiniteLossesAreSkipped) {
   ReportInput in = BaseInput();
   for (int64_t step = 1; step <= 10; ++step)
     AddPoint(&in, 1, step,
-             step == 4   ? kNaN
+             step == 4   ? std::numeric_limits<double>::quiet_NaN()
              : step == 7 ? std::numeric_limits<double>::infinity()
                          : 6.0 - 0.3 * step);
   std::string html = RenderReport(in);
