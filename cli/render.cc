@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "cli/format.h"
 #include "cli/render_launches.h"
 #include "common/spec/run_spec.h"
@@ -12,13 +13,6 @@
 namespace trellis::cli {
 
 namespace {
-
-std::string JoinWith(const google::protobuf::RepeatedPtrField<std::string>& values,
-                     const std::string& sep) {
-  std::string out;
-  for (const auto& v : values) out += (out.empty() ? "" : sep) + v;
-  return out;
-}
 
 std::string StepText(int64_t step) { return step < 0 ? "-" : std::to_string(step); }
 
@@ -37,10 +31,10 @@ void RenderAttempts(const v1::Run& run, const TextOptions& opt, std::string* out
                                                      OrDash(a.end_reason());
     *out += "  #" + std::to_string(a.attempt()) + "  slurm job " + OrDash(a.slurm_job_id()) +
             "  launches " + std::to_string(a.launches()) + "  " + ended + "\n";
-    *out += "      nodes      " + OrDash(JoinWith(a.nodes(), ",")) + "\n";
+    *out += "      nodes      " + OrDash(absl::StrJoin(a.nodes(), ",")) + "\n";
     *out += "      submitted  " + FormatTime(a.submitted_unix_ms(), opt.utc) + "\n";
     *out += "      ended      " + FormatTime(a.ended_unix_ms(), opt.utc) + "\n";
-    *out += "      sbatch     " + OrDash(JoinWith(a.sbatch_args(), " ")) + "\n";
+    *out += "      sbatch     " + OrDash(absl::StrJoin(a.sbatch_args(), " ")) + "\n";
   }
 }
 

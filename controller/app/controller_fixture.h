@@ -20,6 +20,7 @@
 #include "common/eventually_test_util.h"
 #include "common/version.h"
 #include "controller/core/gate_policy.h"
+#include "controller/app/hello_spec_test_util.h"
 #include "controller/app/sbatch_template.h"
 #include "controller/rpc/agent_service.h"
 #include "controller/rpc/controller_service.h"
@@ -226,15 +227,6 @@ inline void AddSocket(v1::NodeProbe* probe, double free_gib, double unattributed
 }
 
 inline constexpr int64_t kProbedUnixMs = 1700000000123;
-
-inline const char* kSpec = R"(
-[job]
-name = "hello"
-command = "echo hi"
-[slurm]
-nodes = 2
-ranks_per_node = 2
-)";
 
 class GateTest : public ControllerTest {
  protected:

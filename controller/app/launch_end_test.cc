@@ -33,7 +33,7 @@ TEST_F(LaunchEndTest, EveryRankExitingZeroSucceedsTheRun) {
 }
 
 TEST_F(LaunchEndTest, ALostNodeWithASpareLeftIsARelaunchInTheAllocation) {
-  spec_ = std::string(kPartSpec) + "spare_nodes = 1\n[restart]\nmax_restarts = 1\n";
+  spec_ = std::string(kSpec) + "spare_nodes = 1\n[restart]\nmax_restarts = 1\n";
   store_.runs["hello-1"].spec_toml = spec_;
   store_.attempts["hello-1"][0].nodelist = "node[1-3]";
   Go(3);
@@ -54,7 +54,7 @@ TEST_F(LaunchEndTest, ALostNodeWithASpareLeftIsARelaunchInTheAllocation) {
 }
 
 TEST_F(LaunchEndTest, ALostNodeWithoutASpareIsANewAttempt) {
-  spec_ = std::string(kPartSpec) + "[restart]\nmax_restarts = 1\n";
+  spec_ = std::string(kSpec) + "[restart]\nmax_restarts = 1\n";
   store_.runs["hello-1"].spec_toml = spec_;
   Go();
   Report("node1");

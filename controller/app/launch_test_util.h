@@ -74,7 +74,7 @@ class LaunchTest : public PartTest {
     return {};
   }
 
-  std::string spec_ = kPartSpec;
+  std::string spec_ = kSpec;
   Launches launches_{ctx_};
 };
 

@@ -12,19 +12,11 @@
 #include "common/clock.h"
 #include "controller/app/effects.h"
 #include "controller/app/fake_store_view.h"
+#include "controller/app/hello_spec_test_util.h"
 #include "controller/app/loop_context.h"
 #include "controller/app/sbatch_template.h"
 
 namespace trellis::controller {
-
-inline const char* kPartSpec = R"(
-[job]
-name = "hello"
-command = "echo hi"
-[slurm]
-nodes = 2
-ranks_per_node = 2
-)";
 
 // A part's world: configuration, the store as read, the clock, and an
 // output root in a temporary directory.
@@ -44,11 +36,11 @@ class PartTest : public ::testing::Test {
   }
   ~PartTest() override { std::filesystem::remove_all(root_); }
 
-  // A run "hello-<seq>" of kPartSpec (or `spec`) in `state`.
-  RunRecord& AddRun(RunState state, int64_t seq = 1, const std::string& spec = kPartSpec) {
+  // A run "hello-<seq>" of kSpec (or `spec`) in `state`.
+  RunRecord& AddRun(RunState state, int64_t seq = 1, const std::string& spec = kSpec) {
     std::string id = "hello-" + std::to_string(seq);
     RunRecord& run = store_.AddRun("hello", seq, spec, state, config_.output_root + "/" + id);
-    run.nodes = 2;  // as kPartSpec says
+    run.nodes = 2;  // as kSpec says
     run.ranks_per_node = 2;
     return run;
   }

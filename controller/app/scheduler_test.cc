@@ -31,7 +31,7 @@ class SchedulerTest : public PartTest {
 };
 
 TEST_F(SchedulerTest, AValidSpecBecomesACreateRunAndTheCallerHearsItsId) {
-  Effects fx = scheduler_.Submit(kPartSpec, /*dry_run=*/false, "alice", ReplyTo<SubmitResult>{7});
+  Effects fx = scheduler_.Submit(kSpec, /*dry_run=*/false, "alice", ReplyTo<SubmitResult>{7});
   CreateRun create = Only<CreateRun>(fx);
   EXPECT_EQ(create.name, "hello");
   EXPECT_EQ(create.user, "alice");
@@ -52,13 +52,13 @@ TEST_F(SchedulerTest, ABadSpecOrPinIsRefusedAndNothingIsCreated) {
   EXPECT_TRUE(bad.All<CreateRun>().empty());
   EXPECT_EQ(RepliedError(Only<SendReply>(bad)).code(), absl::StatusCode::kInvalidArgument);
   Effects pin =
-      scheduler_.Submit(std::string(kPartSpec) + "nodelist='node[01-'\n", false, "a", {2});
+      scheduler_.Submit(std::string(kSpec) + "nodelist='node[01-'\n", false, "a", {2});
   EXPECT_NE(RepliedError(Only<SendReply>(pin)).message().find("not a Slurm hostlist"),
             std::string::npos);
 }
 
 TEST_F(SchedulerTest, ADryRunShowsTheBatchScriptAndCreatesNothing) {
-  Effects fx = scheduler_.Submit(kPartSpec, /*dry_run=*/true, "alice", {3});
+  Effects fx = scheduler_.Submit(kSpec, /*dry_run=*/true, "alice", {3});
   EXPECT_TRUE(fx.All<CreateRun>().empty());
   SubmitResult r = Replied<SubmitResult>(Only<SendReply>(fx));
   EXPECT_TRUE(r.run_id.empty());
@@ -248,7 +248,7 @@ TEST_F(SchedulerTest, CancellingAnEndedRunAnswersItsState) {
 }
 
 TEST_F(SchedulerTest, AFailedAttemptIsRequeuedAfterTheBackoffWhileTheBudgetLasts) {
-  AddRun(RunState::kRunning, 1, std::string(kPartSpec) + "[restart]\nmax_restarts = 1\n");
+  AddRun(RunState::kRunning, 1, std::string(kSpec) + "[restart]\nmax_restarts = 1\n");
   Effects fx = scheduler_.EndAttempt({"hello-1", 1, 3, "exit 3", "{}", std::nullopt, std::nullopt});
   Transition t = Only<Transition>(fx);
   EXPECT_EQ(t.to, RunState::kRestarting);
@@ -277,7 +277,7 @@ TEST_F(SchedulerTest, AContinuationDecidedElsewhereIsANewAttemptWithoutARestart)
 }
 
 TEST_F(SchedulerTest, ARunLeftRestartingWithItsAttemptEndedIsDecidedAtStartUp) {
-  AddRun(RunState::kRestarting, 1, std::string(kPartSpec) + "[restart]\nmax_restarts = 2\n");
+  AddRun(RunState::kRestarting, 1, std::string(kSpec) + "[restart]\nmax_restarts = 2\n");
   AttemptRecord& a = store_.AddAttempt("hello-1", 1, "42");
   a.ended = clock_.Now();
   a.exit_code = 9;
