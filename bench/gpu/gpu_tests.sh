@@ -47,6 +47,7 @@ cd "$BUILD_DIR"
 ctest -L gpu -V --timeout 600 "$@" > "$OUT_DIR/gpu-ctest.log" 2>&1
 rc=$?
 # Each test's own figures (losses, parameter differences, timings) and the verdicts.
-grep -hE "cuda world|cuda fp8|cuda:|cuda \(2 ranks|Passed|Failed|Skipped|tests passed|tests failed" \
+# kernels_test is one ctest test: its cases' verdicts are gtest's lines.
+grep -hE "cuda world|cuda fp8|cuda:|cuda \(2 ranks|Passed|Failed|Skipped|tests passed|tests failed|\[  (PASSED|FAILED|SKIPPED) " \
   "$OUT_DIR/gpu-ctest.log" | grep -vE "^ *Start" | tail -80
 exit $rc

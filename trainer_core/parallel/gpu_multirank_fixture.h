@@ -73,6 +73,13 @@ inline std::vector<Mesh> TwoGpuMeshes() {
   return {Mesh{2, 2}, Mesh{1, 1}};
 }
 
+// Activation checkpointing on and off (a matrix's other axis); on alone in a
+// CPU rehearsal, for the reason above (fsdp_test covers both bit for bit).
+inline std::vector<const char*> CheckpointingValues() {
+  if (RehearsingOnCpu()) return {"true"};
+  return {"true", "false"};
+}
+
 // The device the ranks train on, as the tests' printed lines name it.
 inline const char* Device() {
   return RehearsingOnCpu() ? "cpu" : SharingOneGpu() ? "cuda (2 ranks on 1 GPU)" : "cuda";

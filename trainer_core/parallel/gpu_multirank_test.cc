@@ -44,7 +44,7 @@ TEST_F(GpuMultiRankTest, TwoGpusEqualOneInFp32OnBothMeshes) {
 TEST_F(GpuMultiRankTest, PrefetchDepthsAgreeAndRecordExposedTime) {
   std::string why;
   for (Mesh mesh : TwoGpuMeshes())
-    for (const char* checkpointing : {"true", "false"}) {
+    for (const char* checkpointing : CheckpointingValues()) {
       std::vector<std::vector<RankRun>> runs;
       for (int prefetch : {0, 1, 2}) {
         const std::string name = "prefetch" + std::to_string(prefetch) + "_" +
