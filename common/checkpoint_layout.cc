@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 
 namespace trellis {
@@ -40,6 +43,27 @@ std::vector<int64_t> CompleteCheckpoints(const std::string& dir) {
   }
   std::sort(steps.begin(), steps.end());
   return steps;
+}
+
+std::string CheckpointStepDir(const std::string& dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+  return dir + "/" + name;
+}
+
+std::string SetAsideCheckpointStep(const std::string& dir, int64_t step, std::string* error) {
+  const std::string from = CheckpointStepDir(dir, step);
+  const std::string base = dir + "/damaged-" + from.substr(dir.size() + 1);
+  for (int n = 1; n < 1000; ++n) {
+    const std::string to = n == 1 ? base : base + "." + std::to_string(n);
+    struct stat st;
+    if (::lstat(to.c_str(), &st) == 0) continue;  // set aside before: keep both
+    if (::rename(from.c_str(), to.c_str()) == 0) return to;
+    *error = "cannot rename " + from + " to " + to + ": " + std::strerror(errno);
+    return "";
+  }
+  *error = "cannot set " + from + " aside: " + base + " .. .999 all exist";
+  return "";
 }
 
 std::string DescribeSteps(const std::vector<int64_t>& steps, size_t most) {

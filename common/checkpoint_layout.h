@@ -22,6 +22,15 @@ int64_t NewestCompleteCheckpoint(const std::string& dir);
 // exist).
 std::vector<int64_t> CompleteCheckpoints(const std::string& dir);
 
+// <dir>/step-NNNNNNNN, the step's directory.
+std::string CheckpointStepDir(const std::string& dir, int64_t step);
+
+// Renames the step's directory out of the step namespace, to
+// <dir>/damaged-step-NNNNNNNN (".2", ".3", ... after it when that is taken),
+// where it is kept for people to inspect: no resume, pruner or count sees it.
+// Returns the new path, or "" with *error set (the rename's strerror).
+std::string SetAsideCheckpointStep(const std::string& dir, int64_t step, std::string* error);
+
 // "2, 4, 6", or "..., 40, 45, 50 (12 in all)" past `most`; "none" when empty.
 std::string DescribeSteps(const std::vector<int64_t>& steps, size_t most = 8);
 

@@ -58,6 +58,27 @@ TEST_F(NewestCompleteCheckpointTest, CompleteStepsAreListedOldestFirst) {
   EXPECT_EQ(CompleteCheckpoints(dir_), (std::vector<int64_t>{100, 300}));
 }
 
+// A damaged step leaves the step namespace, kept beside it under a name no
+// count or resume reads; a second one of the same step (set aside, written
+// again, damaged again) is kept too.
+TEST_F(NewestCompleteCheckpointTest, ASetAsideStepIsKeptButNoLongerCounts) {
+  Step("step-00000020", true);
+  Step("step-00000040", true);
+  std::string error;
+  EXPECT_EQ(SetAsideCheckpointStep(dir_, 40, &error), dir_ + "/damaged-step-00000040");
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(CompleteCheckpoints(dir_), (std::vector<int64_t>{20}));
+  std::ifstream kept(dir_ + "/damaged-step-00000040/manifest.json");
+  EXPECT_TRUE(kept.good());
+  Step("step-00000040", true);
+  EXPECT_EQ(SetAsideCheckpointStep(dir_, 40, &error), dir_ + "/damaged-step-00000040.2");
+  EXPECT_EQ(NewestCompleteCheckpoint(dir_), 20);
+  EXPECT_EQ(SetAsideCheckpointStep(dir_, 60, &error), "");
+  EXPECT_NE(error.find("cannot rename " + dir_ + "/step-00000060 to "), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("No such file or directory"), std::string::npos) << error;
+}
+
 TEST(DescribeSteps, ListsTheNewestAndCountsTheRest) {
   EXPECT_EQ(DescribeSteps({}), "none");
   EXPECT_EQ(DescribeSteps({2, 4, 6}), "2, 4, 6");

@@ -11,6 +11,10 @@ inline constexpr int kExitUsage = 2;  // bad flags, unreadable spec or secret
 // A rank (or its program) that exits with this code says: my input or code is
 // wrong, retrying cannot help. The run fails at once; no node is blamed.
 inline constexpr int kExitDoNotRetry = 79;
+// A rank that could not resume because the checkpoint step it was given is
+// damaged (its files are not what the manifest recorded; EX_IOERR). The
+// controller sets the step aside and resumes from an older one.
+inline constexpr int kExitDamagedCheckpoint = 74;
 inline constexpr int kExitGateAbort = 75;   // the gate said ABORT (EX_TEMPFAIL)
 inline constexpr int kExitRefused = 78;     // the controller refused the worker (EX_CONFIG)
 inline constexpr int kExitCancelled = 130;  // the attempt ended by a cancel

@@ -3,6 +3,7 @@
 // TrainError with a message that names the file and the field; hosts catch it
 // at their edge. LibTorch's c10::Error is converted to it at the Trainer API.
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -23,6 +24,20 @@ class TrainError : public std::runtime_error {
 class RefusedInput : public TrainError {
  public:
   using TrainError::TrainError;
+};
+
+// A checkpoint step whose files are not what its manifest recorded (a shard
+// truncated, corrupt or missing, the manifest itself unreadable JSON), as
+// against one that does not fit the model or spec. A hosted rank exits with
+// kExitDamagedCheckpoint for it: the controller sets the step aside and
+// resumes from an older one, blaming no node.
+class DamagedCheckpoint : public TrainError {
+ public:
+  DamagedCheckpoint(int64_t step, const std::string& message) : TrainError(message), step_(step) {}
+  int64_t step() const { return step_; }
+
+ private:
+  int64_t step_;
 };
 
 }  // namespace trellis::train

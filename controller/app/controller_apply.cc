@@ -1,6 +1,7 @@
 // The shell's queue: the commands the parts return, carried out in a fixed
 // order, their answers routed back to the parts (docs/architecture.md, "The
 // controller's parts").
+#include "common/checkpoint_layout.h"
 #include "common/log.h"
 #include "common/overloaded.h"
 #include "controller/app/attempt_files.h"
@@ -24,7 +25,7 @@ int RankOf(const Command& c) {
           [](const CountGateDecided&) { return 0; }, [](const CountStraggler&) { return 0; },
           [](const CountStepComplete&) { return 0; }, [](const StoreWrite&) { return 1; },
           [](const CreateRun&) { return 1; }, [](const WriteAttemptFiles&) { return 1; },
-          [](const CreateAttempt&) { return 1; },
+          [](const CreateAttempt&) { return 1; }, [](const SetAsideCheckpoint&) { return 1; },
           [](const Transition&) { return 2; }, [](const EndLaunchesOfRun&) { return 3; },
           [](const NodeChecked&) { return 3; },
           [](const AttemptEnded&) { return 4; }, [](const WatchLaunch&) { return 5; },
@@ -172,6 +173,18 @@ void Controller::Carry(Command command) {
           },
           [&](const LaunchFault& f) { Enqueue(launches_.ends.Fault(f)); },
           [&](const StrikeNode& s) { ApplyStrike(s); },
+          [&](const SetAsideCheckpoint& c) {
+            std::string error;
+            const std::string to = SetAsideCheckpointStep(c.checkpoint_dir, c.step, &error);
+            // A failed rename is caught when the next launch meets the same
+            // step (recovery.h: set aside before).
+            if (to.empty())
+              spdlog::error("run {}: damaged checkpoint step {} not set aside: {}", c.run_id,
+                            c.step, error);
+            else
+              spdlog::warn("run {}: damaged checkpoint step {} set aside as {}", c.run_id,
+                           c.step, to);
+          },
           [&](const StartTimer& t) { StartPartTimer(t.key, t.after); },
           [&](const CancelTimer& t) { CancelPartTimer(t.key); },
           [&](const CountRunQueued&) { metrics_.RunQueued(); },

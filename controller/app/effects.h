@@ -227,6 +227,14 @@ struct LaunchFault {
   std::optional<HangEvidence> hang;
 };
 
+// A damaged checkpoint step renamed out of the run's checkpoint directory
+// (common/checkpoint_layout.h), before the run goes on from an older one.
+struct SetAsideCheckpoint {
+  std::string run_id;
+  std::string checkpoint_dir;
+  int64_t step = 0;
+};
+
 // A strike against a node: quarantined (and drained where allowed).
 struct StrikeNode {
   std::string node;
@@ -291,7 +299,7 @@ struct ScheduleNow {};
 using Command =
     std::variant<StoreWrite, CreateRun, WriteAttemptFiles, CreateAttempt, Transition,
                  EndLaunchesOfRun, NodeChecked, AttemptEnded, WatchLaunch, UnwatchLaunch,
-                 LaunchFault, StrikeNode, ListUsableNodes, SubmitJob, CancelJob, CancelRunJob,
+                 LaunchFault, StrikeNode, SetAsideCheckpoint, ListUsableNodes, SubmitJob, CancelJob, CancelRunJob,
                  SignalStep, QueryJobs, ShowJob, DrainNode, StartTimer, CancelTimer,
                  CountRunQueued, CountRestart, CountGateDecided, CountStraggler,
                  CountStepComplete, SendReply, ScheduleNow>;

@@ -3,7 +3,10 @@
 // the evidence points at one, and decides what follows.
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_join.h"
+#include "common/checkpoint_layout.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -27,6 +30,25 @@ std::string_view RecoveryName(RecoveryDecision::Kind k) {
     case RecoveryDecision::kFail: return "fail";
   }
   return "";
+}
+
+// A launch that set a damaged checkpoint step aside says which in its
+// stored evidence; the run's next launches read it back (set_aside_before).
+constexpr char kSetAsideStep[] = "set_aside_step";
+
+std::string WithSetAsideStep(const std::string& evidence_json, int64_t step) {
+  nlohmann::json ev = nlohmann::json::parse(evidence_json, nullptr, false);
+  if (!ev.is_object()) ev = nlohmann::json::object();
+  ev[kSetAsideStep] = step;
+  return ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<int64_t> SetAsideStepOf(const LaunchRecord& launch) {
+  if (launch.failure_class != FailureClassName(FailureClass::kDamagedCheckpoint)) return {};
+  nlohmann::json ev = nlohmann::json::parse(launch.evidence_json, nullptr, false);
+  if (!ev.is_object() || !ev.contains(kSetAsideStep) || !ev[kSetAsideStep].is_number_integer())
+    return {};
+  return ev[kSetAsideStep].get<int64_t>();
 }
 
 }  // namespace
@@ -131,11 +153,19 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
   // The backoff's facts (recovery.h): this launch's GO, the run's others as stored.
   in.launch_started = l.started;
   if (auto past = ctx_.store.Launches(l.run_id); past.ok())
-    for (const auto& p : *past)
+    for (const auto& p : *past) {
       if (p.attempt != l.attempt || p.launch != l.launch)
         in.earlier_launches.push_back({p.started, p.ended, ParseFailureClass(p.failure_class)});
+      if (auto step = SetAsideStepOf(p)) in.set_aside_before.push_back(*step);
+    }
   in.policy = spec.ok() ? spec->restart : spec::RestartSection{};
   in.now = ctx_.clock.Now();
+  // Where the launch resumed from, and what it left (recovery.h, rule 3): a
+  // continuation that would resume where this launch did made no progress;
+  // a damaged checkpoint is the step it resumed from.
+  if ((v.cls == FailureClass::kTimeLimit || v.cls == FailureClass::kDamagedCheckpoint) &&
+      !l.go.checkpoint_dir.empty())
+    in.progress = Progress{l.go.resume_step, NewestCompleteCheckpoint(l.go.checkpoint_dir)};
   // The allocation: every node whose worker registered for this launch (the
   // spares too), and the nodes it was planned on.
   std::set<std::string> allocation(l.planned.begin(), l.planned.end());
@@ -160,6 +190,10 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
   row.reason = v.reason;
   row.blamed_node = v.blamed_node;
   row.evidence_json = v.evidence_json;
+  if (d.set_aside_step) {
+    row.evidence_json = WithSetAsideStep(v.evidence_json, *d.set_aside_step);
+    fx.Add(SetAsideCheckpoint{l.run_id, l.go.checkpoint_dir, *d.set_aside_step});
+  }
   row.recovery = std::string(RecoveryName(d.kind));
   if (d.kind == RecoveryDecision::kRelaunch) row.next_nodes = absl::StrJoin(d.nodes, ",");
   fx.Add(RecordLaunch{row});

@@ -1,5 +1,10 @@
 // How a launch ends, alone: final reports, run health's faults, and what the
 // batch script is told next (success, relaunch, new attempt, continuation).
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "common/exit_codes.h"
 #include "controller/app/launch_test_util.h"
 
@@ -68,14 +73,47 @@ TEST_F(LaunchEndTest, ALostNodeWithoutASpareIsANewAttempt) {
   EXPECT_EQ(Only<RecordLaunch>(fx).row.recovery, "new_attempt");
 }
 
-TEST_F(LaunchEndTest, TheTimeLimitIsAContinuationUsingNoRestart) {
+// The time limit, judged on the run's checkpoints (recovery.h): one written
+// during the launch makes the new attempt a continuation using no restart;
+// none newer than the step the launch resumed from (none at all) makes it a
+// restart.
+class TimeLimitProgressTest : public LaunchEndTest {
+ protected:
+  void SetUp() override {
+    LaunchEndTest::SetUp();
+    std::filesystem::remove_all(run_dir_);
+    std::filesystem::create_directories(run_dir_ / "checkpoints");
+    store_.runs["hello-1"].run_dir = run_dir_.string();
+  }
+  void TearDown() override { std::filesystem::remove_all(run_dir_); }
+  AttemptEnded EndAtTheLimit() {
+    Report("node1", 143, /*time_limit=*/true);
+    Report("node2", 143, /*time_limit=*/true);
+    return Only<AttemptEnded>(Next(143));
+  }
+  const std::filesystem::path run_dir_ =
+      std::filesystem::temp_directory_path() / ("launch_end_test_" + std::to_string(::getpid()));
+};
+
+TEST_F(TimeLimitProgressTest, NoNewCheckpointUsesARestart) {
   Go();
-  Report("node1", 143, /*time_limit=*/true);
-  Report("node2", 143, /*time_limit=*/true);
-  AttemptEnded end = Only<AttemptEnded>(Next(143));
+  AttemptEnded end = EndAtTheLimit();
+  ASSERT_TRUE(end.decided);
+  EXPECT_EQ(end.decided->kind, RecoveryDecision::kFail) << "hello's budget is 0 restarts";
+  EXPECT_NE(end.decided->reason.find("with no checkpoint newer than the start it resumed from"),
+            std::string::npos)
+      << end.decided->reason;
+}
+
+TEST_F(TimeLimitProgressTest, ACheckpointWrittenDuringTheLaunchKeepsTheContinuationFree) {
+  Go();  // resumes fresh: no checkpoint yet
+  const auto step = run_dir_ / "checkpoints" / "step-00000030";
+  std::filesystem::create_directories(step);
+  std::ofstream(step / "manifest.json") << "{}";
+  AttemptEnded end = EndAtTheLimit();
   ASSERT_TRUE(end.decided);
   EXPECT_EQ(end.decided->kind, RecoveryDecision::kNewAttempt);
-  EXPECT_FALSE(end.decided->uses_restart);
+  EXPECT_FALSE(end.decided->uses_restart) << end.decided->reason;
   EXPECT_EQ(end.failure_class, FailureClass::kTimeLimit);
 }
 

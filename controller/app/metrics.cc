@@ -109,10 +109,10 @@ Metrics::Metrics()
   // increases see their first events.
   for (const RunStateInfo& s : AllRunStates())
     runs_by_state_[s.state] = &runs_.Add({{"state", std::string(s.name)}});
-  // The classes a restart can have: kTerminated, after kCancel, never restarts.
-  for (int c = 0; c <= static_cast<int>(FailureClass::kCancel); ++c) {
+  // The classes a restart can have: kTerminated never restarts.
+  for (int c = 0; c <= static_cast<int>(FailureClass::kDamagedCheckpoint); ++c) {
     auto cls = static_cast<FailureClass>(c);
-    if (cls == FailureClass::kSucceeded) continue;
+    if (cls == FailureClass::kSucceeded || cls == FailureClass::kTerminated) continue;
     std::string name(FailureClassName(cls));
     restarts_by_class_[name] = &restarts_.Add({{"class", name}});
   }

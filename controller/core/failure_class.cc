@@ -40,6 +40,7 @@ constexpr std::pair<FailureClass, std::string_view> kNames[] = {
     {FailureClass::kPreemption, "preemption"},
     {FailureClass::kCancel, "cancel"},
     {FailureClass::kTerminated, "terminated"},
+    {FailureClass::kDamagedCheckpoint, "damaged_checkpoint"},
 };
 
 constexpr size_t kMaxLogInReason = 200;
@@ -57,6 +58,12 @@ bool IsFailing(const RankEnd& r) { return r.exit_code != 0 || r.signal != 0; }
 
 bool HasMarker(const RankEnd& r, std::string_view m) {
   return std::find(r.markers.begin(), r.markers.end(), m) != r.markers.end();
+}
+
+// The rank's own word that the step it resumed from is damaged: the exit
+// code and the line saying so, together (74 alone is any program's EX_IOERR).
+bool FoundADamagedCheckpoint(const RankEnd& r) {
+  return r.exit_code == kExitDamagedCheckpoint && HasMarker(r, "damaged_checkpoint");
 }
 
 bool HasNcclMarker(const RankEnd& r) {
@@ -154,6 +161,9 @@ LaunchVerdict RankVerdict(const LaunchEvidence& e, const RankEnd& cause, bool st
   if (cause.exit_code == kExitDoNotRetry) {
     cls = FailureClass::kUserError;
     what = "the program asked not to be retried";
+  } else if (FoundADamagedCheckpoint(cause)) {
+    cls = FailureClass::kDamagedCheckpoint;
+    what = "the checkpoint it resumed from is damaged";
   } else if (HasMarker(cause, "device_oom")) {
     cls = FailureClass::kDeviceOom;
     what = "out of device memory";
@@ -263,6 +273,11 @@ LaunchVerdict ClassifyLaunch(const LaunchEvidence& e) {
     return Verdict(FailureClass::kGate, kExitGateAbort, "the launch gate aborted", ev);
   if (!e.lost_nodes.empty()) return LostVerdict(e, failed_code, std::move(ev));
   if (e.hang) return HangVerdict(*e.hang, failed_code, std::move(ev));
+
+  // Whenever it arrived: its peers fail at their next collective and may be
+  // heard first.
+  for (const auto& r : e.rank_ends)
+    if (FoundADamagedCheckpoint(r)) return RankVerdict(e, r, r.after_stop, std::move(ev));
 
   const RankEnd* cause = nullptr;
   const RankEnd* stopped = nullptr;

@@ -18,7 +18,12 @@
 //   5. a hung rank                    -> kHang        blames the hung rank's node
 //   6. the FIRST failing rank (arrival order) that did not end after_stop; if
 //      every failing rank ended after_stop, the first of those, blaming no one
-//      (it was stopped, so it is a consequence). Its class, first match:
+//      (it was stopped, so it is a consequence); but before them all, any rank
+//      that found its checkpoint damaged (0 below). Its class, first match:
+//      0. exit code kExitDamagedCheckpoint with marker damaged_checkpoint
+//                                     -> kDamagedCheckpoint (retryable; no blame:
+//                                        the files, not the node; recovery.h
+//                                        sets the step aside)
 //      a. exit code kExitDoNotRetry   -> kUserError   (not retryable): the
 //         program's own word wins over log markers
 //      b. marker device_oom           -> kDeviceOom
@@ -47,7 +52,7 @@
 //     the node's oom_kills count is known and 0 (unknown: it may have been an
 //     OOM kill, so nobody is struck). SIGSEGV, SIGABRT and the rest: no (user
 //     code, or a library aborting on purpose).
-//   - Never: kUserError, kRankExit (an exit code is the program's decision; a
+//   - Never: kDamagedCheckpoint, kUserError, kRankExit (an exit code is the program's decision; a
 //     bug only rank 0 reaches would otherwise strike node 0, and the same code
 //     on several nodes is plainly the program), kDeviceOom and kHostOom (a
 //     configuration problem), kGate (the gate strikes its own), kCancel; and
@@ -81,6 +86,8 @@ enum class FailureClass {
   // (scancel, requeue, preemption, the time limit) and the launch ended under
   // it; how the job ends decides what follows (launch_requeue.cc).
   kTerminated,
+  // A rank found the checkpoint step it resumed from damaged (rule 6.0).
+  kDamagedCheckpoint,
 };
 
 // Stable snake_case names ("rank_exit", "device_oom", ...): stored per launch.
@@ -94,7 +101,7 @@ struct RankEnd {
   int signal = 0;           // 0: not killed by a signal
   bool after_stop = false;  // ended while its worker was stopping the ranks
   // From the worker's scan of the rank's log tail: "device_oom", "host_oom",
-  // "nccl_error", "nccl_timeout", "device_error", "network".
+  // "nccl_error", "nccl_timeout", "device_error", "network", "damaged_checkpoint".
   std::vector<std::string> markers;
   std::string evidence_line;  // the log line that matched, for people
 };

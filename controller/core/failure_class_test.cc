@@ -46,7 +46,8 @@ TEST(FailureClassTest, NamesRoundTrip) {
                                               {FC::kTimeLimit, "time_limit"},
                                               {FC::kPreemption, "preemption"},
                                               {FC::kTerminated, "terminated"},
-                                              {FC::kCancel, "cancel"}};
+                                              {FC::kCancel, "cancel"},
+                                              {FC::kDamagedCheckpoint, "damaged_checkpoint"}};
   for (const auto& [cls, name] : names) {
     EXPECT_EQ(FailureClassName(cls), name);
     EXPECT_EQ(ParseFailureClass(name), cls) << name;
@@ -190,6 +191,17 @@ TEST(ClassifyLaunchTest, Table) {
       {"do not retry wins over markers",
        Ranks(79, {End("n1", 0, kExitDoNotRetry, 0, false, {"device_oom"})}), FC::kUserError, 79,
        false, "", "rank 0 on n1 exited with 79: the program asked not to be retried"},
+      {"a damaged checkpoint wins over the peers heard before it, and blames no node",
+       Ranks(1, {End("n1", 0, 1, 0, false, {"network"}, "all-gather failed (a peer exited)"),
+                 End("n2", 1, kExitDamagedCheckpoint, 0, false, {"damaged_checkpoint"},
+                     "trellis rank: damaged checkpoint step 40: checkpoint shard s.bin: "
+                     "truncated")}),
+       FC::kDamagedCheckpoint, 74, true, "",
+       "rank 1 on n2 exited with 74: the checkpoint it resumed from is damaged; log: trellis "
+       "rank: damaged checkpoint step 40: checkpoint shard s.bin: truncated"},
+      {"exit 74 without the line is any program's EX_IOERR",
+       Ranks(74, {End("n2", 1, kExitDamagedCheckpoint)}), FC::kRankExit, 74, true, "",
+       "rank 1 on n2 exited with 74"},
       {"device OOM blames no node",
        Ranks(1, {End("node2", 1, 1, 0, false, {"device_oom", "nccl_error"},
                      "torch.OutOfMemoryError: CUDA out of memory")}),

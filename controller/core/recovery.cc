@@ -36,6 +36,40 @@ int BackoffRestarts(const std::vector<PastLaunch>& launches, int restarts_so_far
   return restarts_so_far;  // no healthy stretch on record: every restart counts
 }
 
+namespace {
+
+// The allocation's nodes a relaunch may use: not unhealthy, not blamed.
+std::vector<std::string> HealthyNodes(const RecoveryInput& in) {
+  std::vector<std::string> healthy;
+  for (const auto& n : in.allocation_nodes)
+    if (in.unhealthy.count(n) == 0 && n != in.verdict.blamed_node &&
+        std::find(healthy.begin(), healthy.end(), n) == healthy.end())
+      healthy.push_back(n);
+  std::sort(healthy.begin(), healthy.end(), NaturalLess);
+  return healthy;
+}
+
+bool CanRelaunch(const RecoveryInput& in, const std::vector<std::string>& healthy) {
+  const int have = static_cast<int>(healthy.size());
+  return in.policy.relaunch_in_allocation && have >= in.nodes_needed && have > 0;
+}
+
+// Rule 3's damaged checkpoint: the step to set aside, when there is one that
+// was not set aside before (then the set-aside failed, and a retry would meet
+// the same files).
+std::optional<int64_t> StepToSetAside(const RecoveryInput& in) {
+  if (in.verdict.cls != FailureClass::kDamagedCheckpoint || !in.progress ||
+      in.progress->resumed_from < 0)
+    return std::nullopt;
+  const int64_t step = in.progress->resumed_from;
+  if (std::find(in.set_aside_before.begin(), in.set_aside_before.end(), step) !=
+      in.set_aside_before.end())
+    return std::nullopt;
+  return step;
+}
+
+}  // namespace
+
 RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   const LaunchVerdict& v = in.verdict;
   RecoveryDecision d;
@@ -49,35 +83,58 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
     d.reason = v.reason + " (" + std::string(FailureClassName(v.cls)) + ": not retried)";
     return d;
   }
-  if (v.cls == FailureClass::kGate || v.cls == FailureClass::kTimeLimit ||
-      v.cls == FailureClass::kPreemption) {
+  // A time limit with nothing new to resume from: the continuation would
+  // start where this launch did (rule 3's exception).
+  const bool stalled = v.cls == FailureClass::kTimeLimit && in.progress && !in.progress->Made();
+  if (!stalled && (v.cls == FailureClass::kGate || v.cls == FailureClass::kTimeLimit ||
+                   v.cls == FailureClass::kPreemption)) {
     // Not the program's failure: no restart used. Time limits and preemptions
     // will continue from the newest checkpoint instead (a continuation).
     d.kind = RecoveryDecision::kNewAttempt;
     d.reason = v.reason + "; new attempt";
     return d;
   }
+  std::vector<std::string> healthy = HealthyNodes(in);
+  if (std::optional<int64_t> step = StepToSetAside(in)) {
+    // The files, not the program or a node: no restart used, and the nodes
+    // are as good as before.
+    d.set_aside_step = *step;
+    const std::string aside = v.reason + "; checkpoint step " + std::to_string(*step) +
+                              " set aside, resuming from the newest intact one";
+    if (CanRelaunch(in, healthy)) {
+      d.kind = RecoveryDecision::kRelaunch;
+      d.nodes = std::move(healthy);
+      d.reason = aside + "; relaunch in the allocation on " + absl::StrJoin(d.nodes, ", ");
+    } else {
+      d.kind = RecoveryDecision::kNewAttempt;
+      d.reason = aside + "; new attempt";
+    }
+    return d;
+  }
+  std::string why = v.reason;
+  if (stalled)
+    why += ", with no checkpoint newer than " +
+           (in.progress->resumed_from < 0 ? std::string("the start")
+                                          : "step " + std::to_string(in.progress->resumed_from)) +
+           " it resumed from (a continuation would redo the same steps)";
+  else if (v.cls == FailureClass::kDamagedCheckpoint && in.progress &&
+           in.progress->resumed_from >= 0)
+    why += " (step " + std::to_string(in.progress->resumed_from) +
+           " was set aside before and is still there)";
   std::string used = std::to_string(in.restarts_so_far) + " of " +
                      std::to_string(in.policy.max_restarts) + " restarts used";
   if (in.restarts_so_far >= in.policy.max_restarts) {
-    d.reason = v.reason + " (" + used + ")";
+    d.reason = why + " (" + used + ")";
     return d;
   }
   d.uses_restart = true;
   std::string nth =
       std::to_string(in.restarts_so_far + 1) + " of " + std::to_string(in.policy.max_restarts);
-  std::vector<std::string> healthy;
-  for (const auto& n : in.allocation_nodes)
-    if (in.unhealthy.count(n) == 0 && n != v.blamed_node &&
-        std::find(healthy.begin(), healthy.end(), n) == healthy.end())
-      healthy.push_back(n);
-  std::sort(healthy.begin(), healthy.end(), NaturalLess);
-  int have = static_cast<int>(healthy.size());
-  if (in.policy.relaunch_in_allocation && have >= in.nodes_needed && have > 0) {
+  const int have = static_cast<int>(healthy.size());
+  if (!stalled && CanRelaunch(in, healthy)) {
     d.kind = RecoveryDecision::kRelaunch;
     d.nodes = std::move(healthy);
-    d.reason =
-        v.reason + "; relaunch " + nth + " in the allocation on " + absl::StrJoin(d.nodes, ", ");
+    d.reason = why + "; relaunch " + nth + " in the allocation on " + absl::StrJoin(d.nodes, ", ");
     return d;
   }
   // This launch's own stretch counts too: one that trained long enough
@@ -89,9 +146,10 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   std::chrono::seconds delay = RestartBackoff(exponent, in.policy);
   d.kind = RecoveryDecision::kNewAttempt;
   d.not_before = in.now + delay;
-  d.reason =
-      v.reason + "; new attempt (restart " + nth + ") in " + std::to_string(delay.count()) + " s";
-  if (!in.policy.relaunch_in_allocation)
+  d.reason = why + "; new attempt (restart " + nth + ") in " + std::to_string(delay.count()) + " s";
+  if (stalled)
+    d.reason += ": a time limit without progress counts as a restart";
+  else if (!in.policy.relaunch_in_allocation)
     d.reason += ": relaunch_in_allocation is off";
   else if (in.allocation_nodes.empty())
     d.reason += ": the allocation's nodes are unknown";

@@ -9,7 +9,18 @@
 //      (`uses_restart` false). The gate's failing nodes are quarantined, so the
 //      scheduler waits for eligible nodes rather than loop; a time limit or a
 //      preemption is not the program's fault, and will become a continuation
-//      from the newest checkpoint rather than a restart.
+//      from the newest checkpoint rather than a restart. Except a time limit
+//      that left no checkpoint newer than the step its launch resumed from
+//      (`Progress`): the next attempt would redo the same work, so it is a
+//      restart like a failure (rules 4 and 6; never a relaunch, the
+//      allocation is ending), and a run that never checkpoints stops when
+//      its budget is spent instead of looping. A rank that found the step it
+//      resumed from damaged: that step is set aside (`set_aside_step`; the
+//      shell renames it out of the step namespace) and the run goes on from
+//      the newest intact one, using no restart: a relaunch on the allocation's
+//      healthy nodes when rule 5's conditions hold, else a new attempt now.
+//      Unless the step was set aside before (the rename failed) or the
+//      launch's resume step is unknown: then rules 4-6.
 //   4. restarts_so_far >= policy.max_restarts -> kFail, the reason says so.
 //   5. the allocation still holds nodes_needed healthy nodes (allocation minus
 //      `unhealthy` minus the blamed node) and policy.relaunch_in_allocation:
@@ -25,6 +36,7 @@
 // user's budget).
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
@@ -43,8 +55,21 @@ struct PastLaunch {
   std::optional<FailureClass> cls;  // how it ended; nullopt: unknown
 };
 
+// What a launch left to resume from: the step it resumed from (-1: it
+// started fresh) and the newest complete checkpoint when it ended.
+struct Progress {
+  int64_t resumed_from = -1;
+  int64_t newest_checkpoint = -1;
+  bool Made() const { return newest_checkpoint > resumed_from; }
+};
+
 struct RecoveryInput {
   LaunchVerdict verdict;
+  // Time limits and damaged checkpoints: nullopt when unknown (no
+  // checkpoint directory), taken as progress.
+  std::optional<Progress> progress;
+  // The steps the run's earlier launches set aside as damaged.
+  std::vector<int64_t> set_aside_before;
   std::vector<std::string> allocation_nodes;  // the Slurm job's nodes; empty if unknown
   std::set<std::string> unhealthy;            // blamed, lost, quarantined now
   int nodes_needed = 1;
@@ -64,6 +89,9 @@ struct RecoveryDecision {
   WallTime not_before;             // kNewAttempt: not submitted before this
   bool uses_restart = false;       // counts against policy.max_restarts
   std::string reason;
+  // A damaged checkpoint step to rename out of the run's checkpoint directory
+  // before the run goes on.
+  std::optional<int64_t> set_aside_step;
 };
 
 RecoveryDecision DecideRecovery(const RecoveryInput& in);

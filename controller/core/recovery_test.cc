@@ -102,6 +102,101 @@ TEST(DecideRecoveryTest, Table) {
   }
 }
 
+// A time limit that left no checkpoint newer than the step its launch resumed
+// from: the continuation would redo the same steps, so it uses a restart (and
+// ends the run once the budget is spent); never a relaunch in the allocation.
+// With progress, or unknown progress, a continuation as before; a preemption
+// is never charged.
+TEST(DecideRecoveryTest, ATimeLimitWithoutProgressUsesARestart) {
+  const auto limit = Failed(FailureClass::kTimeLimit, "reached the Slurm time limit");
+  WallTime now = FakeClock().Now();
+  auto decide = [&](LaunchVerdict v, std::optional<Progress> progress, int restarts) {
+    RecoveryInput in;
+    in.verdict = std::move(v);
+    in.allocation_nodes = {"node1", "node2"};
+    in.nodes_needed = 1;
+    in.restarts_so_far = restarts;
+    in.policy.max_restarts = 2;
+    in.policy.backoff_s = 10;
+    in.progress = progress;
+    in.now = now;
+    return DecideRecovery(in);
+  };
+  RecoveryDecision d = decide(limit, Progress{-1, -1}, 0);
+  EXPECT_EQ(d.kind, Kind::kNewAttempt);
+  EXPECT_TRUE(d.uses_restart);
+  EXPECT_EQ(d.not_before, now + seconds(10));
+  EXPECT_EQ(d.reason,
+            "reached the Slurm time limit, with no checkpoint newer than the start it resumed "
+            "from (a continuation would redo the same steps); new attempt (restart 1 of 2) in "
+            "10 s: a time limit without progress counts as a restart");
+  d = decide(limit, Progress{40, 40}, 2);
+  EXPECT_EQ(d.kind, Kind::kFail);
+  EXPECT_EQ(d.reason,
+            "reached the Slurm time limit, with no checkpoint newer than step 40 it resumed from "
+            "(a continuation would redo the same steps) (2 of 2 restarts used)");
+  for (std::optional<Progress> moved : {std::optional<Progress>(Progress{40, 60}),
+                                        std::optional<Progress>(Progress{-1, 20}),
+                                        std::optional<Progress>()}) {
+    d = decide(limit, moved, 2);
+    EXPECT_EQ(d.kind, Kind::kNewAttempt);
+    EXPECT_FALSE(d.uses_restart);
+    EXPECT_EQ(d.reason, "reached the Slurm time limit; new attempt");
+  }
+  d = decide(Failed(FailureClass::kPreemption, "preempted"), Progress{40, 40}, 2);
+  EXPECT_EQ(d.kind, Kind::kNewAttempt);
+  EXPECT_FALSE(d.uses_restart);
+}
+
+// A damaged checkpoint: the step the launch resumed from is set aside and the
+// run goes on from an older one, using no restart (a relaunch on the same
+// nodes where it can); a step set aside before and met again (the rename
+// failed), or an unknown resume step, is a failure like any other.
+TEST(DecideRecoveryTest, ADamagedCheckpointIsSetAsideWithoutARestart) {
+  LaunchVerdict damaged = Failed(FailureClass::kDamagedCheckpoint, "rank 1 on node2 exited 74");
+  WallTime now = FakeClock().Now();
+  auto decide = [&](std::optional<Progress> progress, std::vector<int64_t> before,
+                    bool relaunch, int restarts) {
+    RecoveryInput in;
+    in.verdict = damaged;
+    in.allocation_nodes = {"node2", "node1"};
+    in.nodes_needed = 2;
+    in.restarts_so_far = restarts;
+    in.policy.max_restarts = 1;
+    in.policy.backoff_s = 10;
+    in.policy.relaunch_in_allocation = relaunch;
+    in.progress = progress;
+    in.set_aside_before = std::move(before);
+    in.now = now;
+    return DecideRecovery(in);
+  };
+  RecoveryDecision d = decide(Progress{40, 40}, {}, true, 1);
+  EXPECT_EQ(d.kind, Kind::kRelaunch);
+  EXPECT_FALSE(d.uses_restart);
+  EXPECT_EQ(d.set_aside_step, 40);
+  EXPECT_EQ(d.nodes, (std::vector<std::string>{"node1", "node2"}));
+  EXPECT_EQ(d.reason,
+            "rank 1 on node2 exited 74; checkpoint step 40 set aside, resuming from the newest "
+            "intact one; relaunch in the allocation on node1, node2");
+  d = decide(Progress{40, 40}, {20}, false, 1);
+  EXPECT_EQ(d.kind, Kind::kNewAttempt);
+  EXPECT_FALSE(d.uses_restart);
+  EXPECT_EQ(d.set_aside_step, 40);
+  EXPECT_EQ(d.not_before, now);
+  d = decide(Progress{40, 40}, {40}, true, 0);
+  EXPECT_EQ(d.kind, Kind::kRelaunch);
+  EXPECT_TRUE(d.uses_restart);
+  EXPECT_EQ(d.set_aside_step, std::nullopt);
+  EXPECT_EQ(d.reason,
+            "rank 1 on node2 exited 74 (step 40 was set aside before and is still there); "
+            "relaunch 1 of 1 in the allocation on node1, node2");
+  d = decide(std::nullopt, {}, true, 1);
+  EXPECT_EQ(d.kind, Kind::kFail);
+  EXPECT_EQ(d.set_aside_step, std::nullopt);
+  d = decide(Progress{-1, -1}, {}, true, 1);
+  EXPECT_EQ(d.kind, Kind::kFail) << "no step to set aside";
+}
+
 TEST(RestartBackoffTest, DoublesAndCapsAtAnHour) {
   spec::RestartSection p;
   p.backoff_s = 30;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <set>
 
+#include "common/failure_marker_names.h"
 #include "common/spec/run_spec.h"
 #include "controller/core/slurm_facts.h"
 #include "controller/core/step_batch.h"
@@ -23,10 +24,9 @@ constexpr int kMaxRanksPerNode = 4096;           // a worker's heartbeat and exi
 constexpr int kMaxProbeEntries = 1024;           // sockets, device nodes
 constexpr size_t kMaxEvidenceBytes = 512;        // as the worker cuts it
 constexpr size_t kMaxUserReason = 1024;
-// The worker's log markers (worker/core/failure_markers.h), each at most once.
+// The worker's log markers, each at most once.
 const std::set<std::string>& Markers() {
-  static const std::set<std::string> m = {"device_oom",   "host_oom",     "nccl_error",
-                                          "nccl_timeout", "device_error", "network"};
+  static const std::set<std::string> m(kFailureMarkerNames.begin(), kFailureMarkerNames.end());
   return m;
 }
 

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/failure_marker_names.h"
+
 namespace trellis::controller {
 namespace {
 
@@ -155,7 +157,8 @@ TEST(ValidateTest, Report) {
       {"rank_exit.exit_code", [](R* r) { r->mutable_rank_exit()->set_exit_code(256); }},
       {"rank_exit.signal", [](R* r) { r->mutable_rank_exit()->set_signal(-9); }},
       {"rank_exit.markers", [](R* r) {
-         for (int i = 0; i < 6; ++i) r->mutable_rank_exit()->add_markers("network");
+         for (size_t i = 0; i < kFailureMarkerNames.size(); ++i)
+           r->mutable_rank_exit()->add_markers("network");
        }},
       {"rank_exit.markers[1]", [](R* r) { r->mutable_rank_exit()->add_markers("frobnicated"); }},
       {"rank_exit.markers[1]", [](R* r) { r->mutable_rank_exit()->add_markers("host_oom"); }},

@@ -8,7 +8,8 @@ launch first, so a test can find and signal it.
 It keeps the rank contract's time limits (README, "Time limits"): it starts
 after $TRELLIS_RESUME_STEP, and on SIGUSR1 (Slurm's wall-time warning) it
 ends its step, rank 0 writes a checkpoint of it (step-NNNNNNNN/manifest.json
-under $TRELLIS_CHECKPOINT_DIR), and it exits 0."""
+under $TRELLIS_CHECKPOINT_DIR; not with CKPT_AT_WARNING=0, a program that
+breaks the contract), and it exits 0."""
 import json
 import os
 import signal
@@ -35,6 +36,7 @@ exit_code = int(os.environ.get("EXIT_CODE", "0"))
 print("rank %d pid %d launch %s on %s" % (rank, os.getpid(), os.environ.get("TRELLIS_LAUNCH"),
                                           os.environ.get("SLURMD_NODENAME")), flush=True)
 ckpt_every = int(os.environ.get("CKPT_EVERY", "0"))
+ckpt_at_warning = os.environ.get("CKPT_AT_WARNING", "1") == "1"
 
 
 def checkpoint(step):
@@ -63,7 +65,7 @@ for step in range(first, steps + 1):
     if rank == 0 and ckpt_every > 0 and step % ckpt_every == 0:
         checkpoint(step)
     if warned and step < steps:
-        if rank == 0:
+        if rank == 0 and ckpt_at_warning:
             checkpoint(step)
         print("rank %d: wall-time warning: stopped after step %d" % (rank, step), flush=True)
         # The warning may come again (Slurm signals every process of the step and

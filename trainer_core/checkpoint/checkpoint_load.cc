@@ -42,14 +42,28 @@ std::string Shape(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
-Json ReadManifest(const std::string& path) {
+// What the step's files fail (truncated, corrupt, missing) makes the step
+// damaged (error.h), as against a model or spec that does not fit it.
+template <typename Read>
+auto Undamaged(int64_t step, Read&& read) {
+  try {
+    return read();
+  } catch (const DamagedCheckpoint&) {
+    throw;
+  } catch (const TrainError& e) {
+    throw DamagedCheckpoint(step, e.what());
+  }
+}
+
+Json ReadManifest(const std::string& path, int64_t step) {
   std::ifstream in(path);
   if (!in) throw TrainError("checkpoint manifest " + path + ": cannot open");
   std::stringstream text;
   text << in.rdbuf();
   Json j = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
-    throw TrainError("checkpoint manifest " + path + ": not valid JSON (truncated or corrupt)");
+    throw DamagedCheckpoint(
+        step, "checkpoint manifest " + path + ": not valid JSON (truncated or corrupt)");
   if (j.value("format", "") != "trellis-checkpoint")
     throw TrainError("checkpoint manifest " + path + ": not a trellis checkpoint manifest");
   const Json version = j.value("version", Json());
@@ -87,7 +101,7 @@ CheckpointMeta CheckedManifest(const std::string& dir, int64_t step,
                                            : "no such step") +
                      "; the complete steps in " + dir + ": " +
                      DescribeSteps(CompleteCheckpoints(dir)));
-  *manifest = ReadManifest(path);
+  *manifest = ReadManifest(path, step);
   CheckpointMeta meta;
   try {
     CheckSpec(*manifest, spec, path);
@@ -175,7 +189,7 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
   const int manifest_version = manifest.at("version").get<int>();
   std::vector<std::unique_ptr<ShardReader>> readers(saved.world);
   auto reader = [&](int r) -> ShardReader& {
-    if (!readers[r]) {
+    if (!readers[r]) Undamaged(step, [&] {
       const Json& recorded = shards[r];
       const std::string path = JoinPath(step_dir, recorded.at("file").get<std::string>());
       readers[r] = std::make_unique<ShardReader>(path);
@@ -192,7 +206,7 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
       if (!as_recorded)
         throw TrainError("checkpoint shard " + path +
                          ": checksum differs from the manifest (corrupt or replaced)");
-    }
+    });
     return *readers[r];
   };
 
@@ -227,7 +241,7 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
       // whole): the entry goes straight into the tensor.
       if (covered == 0 && SameRanges(have, want) && e->bytes == t.nbytes() &&
           t.is_contiguous()) {
-        io.Read(rd, *e, t);
+        Undamaged(step, [&] { io.Read(rd, *e, t); });
         if (need < t.numel()) t.detach().view({-1}).narrow(0, need, t.numel() - need).zero_();
         covered = need;
         break;
@@ -235,7 +249,7 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
       if (!dst.defined())
         dst = torch::zeros({t.numel()}, torch::TensorOptions().dtype(t.scalar_type()));
       char* out = static_cast<char*>(dst.data_ptr());
-      const std::string data = rd.ReadBytes(*e);
+      const std::string data = Undamaged(step, [&] { return rd.ReadBytes(*e); });
       int64_t at_have = 0;
       for (const auto& h : have) {
         int64_t at_want = 0;

@@ -79,9 +79,12 @@ class CheckpointTest : public ::testing::Test {
   }
   std::string ShardPath(int64_t step) { return StepDir(dir_, step) + "/shard-00000-of-00001.bin"; }
   std::string ManifestPath(int64_t step) { return StepDir(dir_, step) + "/manifest.json"; }
-  // Expects loading `step` to fail with a message containing all of `parts`.
+  // Expects loading `step` to fail with a message containing all of `parts`,
+  // as a damaged step (error.h: its files are not what the manifest
+  // recorded) or not (the step does not fit the spec or this build).
+  enum Damage { kDamaged, kNotDamaged };
   void ExpectLoadError(int64_t step, const spec::TrainerSpec& spec,
-                       std::vector<std::string> parts) {
+                       std::vector<std::string> parts, Damage damage = kDamaged) {
     Fixture f(spec);
     try {
       LoadCheckpoint(dir_, step, spec, f.State());
@@ -90,6 +93,9 @@ class CheckpointTest : public ::testing::Test {
       for (const auto& p : parts)
         EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
             << "missing '" << p << "' in: " << e.what();
+      const auto* damaged = dynamic_cast<const DamagedCheckpoint*>(&e);
+      EXPECT_EQ(damaged != nullptr, damage == kDamaged) << e.what();
+      if (damaged) EXPECT_EQ(damaged->step(), step);
     }
   }
 
@@ -132,10 +138,12 @@ TEST_F(CheckpointTest, AStepWithoutManifestDoesNotCount) {
   EXPECT_EQ(LatestCompleteStep(dir_), 3);
   ExpectLoadError(6, spec_,
                   {StepDir(dir_, 6) + ": no manifest.json (the step is incomplete); the complete "
-                                      "steps in " + dir_ + ": 3"});
+                                      "steps in " + dir_ + ": 3"},
+                  kNotDamaged);
   // A step that was never written (a mistyped --resume): named, with the ones there are.
   ExpectLoadError(9, spec_, {StepDir(dir_, 9) + ": no such step; the complete steps in " + dir_ +
-                             ": 3"});
+                             ": 3"},
+                  kNotDamaged);
   EXPECT_THROW(CheckCheckpoint(dir_, 9, spec_), TrainError);
   EXPECT_EQ(CheckCheckpoint(dir_, 3, spec_).step, 3);
   EXPECT_EQ(LatestCompleteStep(dir_ + "/absent"), -1);
@@ -223,14 +231,16 @@ TEST_F(CheckpointTest, CorruptManifestNamesTheFile) {
   std::ofstream(ManifestPath(4)) << "{\"format\": \"trellis-checkpoint\", \"vers";
   ExpectLoadError(4, spec_, {ManifestPath(4), "not valid JSON"});
   std::ofstream(ManifestPath(4)) << "{\"format\": \"trellis-checkpoint\", \"version\": 9}";
-  ExpectLoadError(4, spec_, {ManifestPath(4), "unsupported version 9", "reads 2 to 3"});
+  ExpectLoadError(4, spec_, {ManifestPath(4), "unsupported version 9", "reads 2 to 3"},
+                  kNotDamaged);
   SaveAt(5);
   std::ifstream in(ManifestPath(5));
   nlohmann::json manifest = nlohmann::json::parse(in);
   in.close();
   manifest["shards"][0].erase("index_xxh64");
   std::ofstream(ManifestPath(5)) << manifest.dump();
-  ExpectLoadError(5, spec_, {ManifestPath(5), "missing or mistyped field", "index_xxh64"});
+  ExpectLoadError(5, spec_, {ManifestPath(5), "missing or mistyped field", "index_xxh64"},
+                  kNotDamaged);
 }
 
 TEST_F(CheckpointTest, SpecMismatchNamesTheField) {
@@ -240,7 +250,8 @@ TEST_F(CheckpointTest, SpecMismatchNamesTheField) {
   other.training.global_batch = 3;
   ExpectLoadError(5, other,
                   {ManifestPath(5), "model.hidden is 16 in the checkpoint, 32 in the spec",
-                   "training.global_batch is 8 in the checkpoint, 3 in the spec"});
+                   "training.global_batch is 8 in the checkpoint, 3 in the spec"},
+                  kNotDamaged);
 }
 
 TEST_F(CheckpointTest, ReplacedShardIsCaughtByTheManifestChecksum) {

@@ -138,6 +138,14 @@ int RunHostedRank(const spec::TrainerSpec& spec) {
   } catch (const RefusedInput& e) {
     std::fprintf(stderr, "trellis rank: %s\n", e.what());
     return kExitDoNotRetry;
+  } catch (const DamagedCheckpoint& e) {
+    std::fprintf(stderr, "trellis rank: damaged checkpoint step %ld: %s\n",
+                 static_cast<long>(e.step()), e.what());
+    std::fflush(stderr);
+    // At once: the peers fail as soon as this rank's connections close, and
+    // their worker's stop would otherwise end this rank by a signal during its
+    // teardown, losing the exit code the controller reads (failure_class.h).
+    std::_Exit(kExitDamagedCheckpoint);
   } catch (const TrainError& e) {
     std::fprintf(stderr, "trellis rank: %s\n", e.what());
     return 1;

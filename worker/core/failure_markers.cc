@@ -4,6 +4,8 @@
 #include <cctype>
 #include <vector>
 
+#include "common/failure_marker_names.h"
+
 namespace trellis::worker {
 namespace {
 
@@ -17,9 +19,12 @@ struct Marker {
   std::vector<Pattern> patterns;
 };
 
-// The order of this table is the order of LogEvidence::markers.
-const std::array<Marker, 6>& Markers() {
-  static const std::array<Marker, 6> kMarkers = {{
+// The order of this table is the order of LogEvidence::markers, and its
+// names are kFailureMarkerNames (failure_markers_test checks both).
+constexpr size_t kMarkerCount = kFailureMarkerNames.size();
+
+const std::array<Marker, kMarkerCount>& Markers() {
+  static const std::array<Marker, kMarkerCount> kMarkers = {{
       {"device_oom",
        {{"CUDA out of memory"},
         {"CUDA error: out of memory"},
@@ -45,6 +50,7 @@ const std::array<Marker, 6>& Markers() {
         {"No route to host"},
         {"Connection refused"},
         {"Network is unreachable"}}},
+      {"damaged_checkpoint", {{"damaged checkpoint step "}}},
   }};
   return kMarkers;
 }
@@ -140,7 +146,7 @@ std::string Truncate(std::string_view s, size_t max) {
 
 LogEvidence ScanLogTail(std::string_view tail) {
   const auto& markers = Markers();
-  std::array<bool, 6> found{};
+  std::array<bool, kMarkerCount> found{};
   std::string last_match, last_nonempty;
   size_t start = 0;
   while (start < tail.size()) {

@@ -18,6 +18,9 @@
 //                 "Xid" (a whole word, the kernel driver's error report)
 //   network       "Connection reset by peer", "No route to host", "Connection refused",
 //                 "Network is unreachable" (the strerror texts, anywhere in the tail)
+//   damaged_checkpoint "damaged checkpoint step " (a hosted rank's line before it exits
+//                 kExitDamagedCheckpoint; a generic rank may print it too: README,
+//                 "Checkpoints")
 //
 // `network` is matched without looking for NCCL or c10d context around it: the
 // rank that sees a peer's connection reset is usually not the one at fault, so

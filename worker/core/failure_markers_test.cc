@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/failure_marker_names.h"
+
 namespace trellis::worker {
 namespace {
 
@@ -13,6 +15,16 @@ struct TailCase {
 };
 
 void PrintTo(const TailCase& c, std::ostream* os) { *os << c.name; }
+
+// Every marker the controller accepts (common/failure_marker_names.h), in its
+// order, and no other: a tail with text of each sets all of them.
+TEST(ScanLogTail, ReportsTheMarkerNamesTheControllerAccepts) {
+  LogEvidence e = ScanLogTail(
+      "trellis rank: damaged checkpoint step 4: x\nConnection refused\nXid 79\n"
+      "collective operation timeout\nNCCL error\nstd::bad_alloc\nCUDA out of memory\n");
+  EXPECT_EQ(e.markers,
+            std::vector<std::string>(kFailureMarkerNames.begin(), kFailureMarkerNames.end()));
+}
 
 class ScanLogTailTest : public ::testing::TestWithParam<TailCase> {};
 
@@ -128,6 +140,13 @@ INSTANTIATE_TEST_SUITE_P(
                  "exiting\n",
                  {"device_oom", "network"},
                  "RuntimeError: CUDA error: out of memory"},
+        TailCase{"ADamagedCheckpointNamesTheStepAndTheFile",
+                 "[W ProcessGroupGloo.cpp:721] Warning: Connection refused\n"
+                 "trellis rank: damaged checkpoint step 40: checkpoint shard "
+                 "/runs/a/checkpoints/step-00000040/shard-00001-of-00002.bin: truncated\n",
+                 {"network", "damaged_checkpoint"},
+                 "trellis rank: damaged checkpoint step 40: checkpoint shard "
+                 "/runs/a/checkpoints/step-00000040/shard-00001-of-00002.bin: truncated"},
         TailCase{"NoMarkerGivesTheLastNonEmptyLine",
                  "step 10 loss 3.1\nValueError: bad config key 'lr'\n\n  \n",
                  {},
