@@ -25,8 +25,10 @@ bool SameIdentity(const v1::WorkerIdentity& a, const v1::WorkerIdentity& b) {
 // carry the same identity. Batches are checked here and answered either at
 // once (refused) or by the step pipeline once stored. Reads go on while
 // batches are stored; one ack is written at a time. Finish comes only when
-// no batch is in the pipeline and no ack is being written, so the reactor
-// outlives every callback that may touch it.
+// no batch is in the pipeline, no ack is being written and no report is
+// being handled, so the reactor outlives every callback that may touch it
+// (a batch whose store failed at once used to finish the stream while its
+// read was still being handled, which then read on into a deleted reactor).
 class ReportReactor final : public grpc::ServerBidiReactor<v1::AgentReport, v1::ReportAck> {
  public:
   explicit ReportReactor(Controller* controller) : controller_(controller) {
@@ -41,6 +43,10 @@ class ReportReactor final : public grpc::ServerBidiReactor<v1::AgentReport, v1::
     }
     if (!ok) return Close(grpc::Status::OK);
     if (grpc::Status st = Check(report_); !st.ok()) return Close(st);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      handling_ = true;  // until Handle reads on or finishes (or Close)
+    }
     if (!authenticated_) {
       identity_ = report_.id();
       controller_->AuthenticateWorker(FromProto(identity_), [this](absl::StatusOr<bool> r) {
@@ -84,7 +90,7 @@ class ReportReactor final : public grpc::ServerBidiReactor<v1::AgentReport, v1::
     WorkerId id = FromProto(identity_);
     switch (report_.body_case()) {
       case v1::AgentReport::kBatch:
-        if (!Submit(id)) return;  // closing
+        Submit(id);  // false: closing, which the end below sees
         break;
       case v1::AgentReport::kRankExit:
         controller_->RecordRankExit(id, FromProto(report_.rank_exit(), id.node));
@@ -95,7 +101,21 @@ class ReportReactor final : public grpc::ServerBidiReactor<v1::AgentReport, v1::
       default:  // a report of a newer worker: ignored
         break;
     }
-    StartRead(&report_);
+    // Read on, unless a batch failed meanwhile: then finish once idle.
+    std::optional<grpc::Status> finish;
+    bool read_on = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      handling_ = false;
+      if (closing_) {
+        reads_done_ = true;
+        finish = FinishIfIdle();
+      } else {
+        read_on = true;
+      }
+    }
+    if (read_on) StartRead(&report_);
+    if (finish) Finish(*finish);
   }
 
   // False when the stream is being closed (the pipeline is full).
@@ -178,12 +198,14 @@ class ReportReactor final : public grpc::ServerBidiReactor<v1::AgentReport, v1::
     if (finish) Finish(*finish);
   }
 
-  // No more reads (the worker closed its side, or the stream is refused).
+  // No more reads (the worker closed its side, or the stream is refused):
+  // called where a report was read, so no report is being handled after it.
   void Close(grpc::Status status) {
     std::optional<grpc::Status> finish;
     {
       std::lock_guard<std::mutex> lock(mu_);
       reads_done_ = true;
+      handling_ = false;
       if (!status.ok()) {
         if (!closing_) status_ = status;
         closing_ = true;
@@ -197,7 +219,7 @@ class ReportReactor final : public grpc::ServerBidiReactor<v1::AgentReport, v1::
   // no ack is being written, and either no read is pending or the stream is
   // closing (Finish then cancels the pending read).
   std::optional<grpc::Status> FinishIfIdle() {
-    if (finished_ || in_flight_ > 0 || writing_ || !(reads_done_ || closing_))
+    if (finished_ || in_flight_ > 0 || writing_ || handling_ || !(reads_done_ || closing_))
       return std::nullopt;
     finished_ = true;
     return status_;
@@ -212,6 +234,7 @@ class ReportReactor final : public grpc::ServerBidiReactor<v1::AgentReport, v1::
   std::deque<v1::ReportAck> acks_;  // the front is being written
   int in_flight_ = 0;               // batches taken and not yet answered
   bool writing_ = false;
+  bool handling_ = false;  // a report read is being handled (OnReadDone to Handle's end)
   bool reads_done_ = false;
   bool closing_ = false;  // no more batches or acks: finish once idle
   bool finished_ = false;
