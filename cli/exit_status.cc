@@ -20,6 +20,8 @@ int ExitCodeFor(grpc::StatusCode code, bool connected) {
       return kExitNotAllowed;
     case grpc::StatusCode::UNAVAILABLE:
       return kExitUnreachable;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return kExitNoSpace;
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return connected ? kExitRunFailed : kExitUnreachable;
     default:
@@ -78,6 +80,8 @@ std::vector<std::string> DescribeError(grpc::StatusCode code, std::string_view m
     }
     case kExitNotAllowed:
       return {"not allowed: " + msg};
+    case kExitNoSpace:
+      return {msg, "nothing was stored; send it again once the controller has space"};
     default:
       break;
   }

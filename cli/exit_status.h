@@ -19,6 +19,7 @@ enum ExitCode : int {
   kExitNotFound = 3,     // no such run
   kExitNotAllowed = 4,   // not authenticated or not allowed
   kExitUnreachable = 5,  // the controller could not be reached
+  kExitNoSpace = 6,      // the controller could not store the request: its disk is full
 };
 
 // `connected`: whether the channel had reached the controller when the call

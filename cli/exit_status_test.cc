@@ -30,7 +30,7 @@ TEST(CliExitCodesTest, EveryStatusCodeHasItsExitCode) {
            {StatusCode::UNKNOWN, true, 1},
            {StatusCode::DATA_LOSS, true, 1},
            {StatusCode::CANCELLED, true, 1},
-           {StatusCode::RESOURCE_EXHAUSTED, true, 1},
+           {StatusCode::RESOURCE_EXHAUSTED, true, 6},
        }) {
     EXPECT_EQ(ExitCodeFor(c.code, c.connected), c.exit_code)
         << "code " << c.code << " connected " << c.connected;
@@ -77,6 +77,11 @@ TEST(CliExitCodesTest, DescribeError) {
             std::vector<std::string>{"no run 'x'"});
   EXPECT_EQ(DescribeError(StatusCode::PERMISSION_DENIED, "run x belongs to bob", "h:1", true),
             std::vector<std::string>{"not allowed: run x belongs to bob"});
+  EXPECT_EQ(DescribeError(StatusCode::RESOURCE_EXHAUSTED, "step: database or disk is full",
+                          "h:1", true),
+            (std::vector<std::string>{
+                "step: database or disk is full",
+                "nothing was stored; send it again once the controller has space"}));
   auto slow = DescribeError(StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded", "h:1", true);
   ASSERT_EQ(slow.size(), 1u);
   EXPECT_NE(slow[0].find("--timeout"), std::string::npos);

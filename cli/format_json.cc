@@ -44,6 +44,7 @@ Json SummaryToJson(const v1::RunSummary& s) {
            {"updated_unix_ms", s.updated_unix_ms()},
            {"last_step", s.last_step()},
            {"last_loss", s.last_step() < 0 ? Json(nullptr) : Number(s.last_loss())},
+           {"unstored_step_records", s.unstored_step_records()},
            {"restarts", s.restarts()},
            {"relaunches", s.relaunches()},
            {"restart_attempts", s.restart_attempts()}};

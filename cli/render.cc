@@ -199,6 +199,10 @@ std::string RenderRun(const v1::Run& run, const TextOptions& opt) {
   out += "updated    " + TimeAndAge(s.updated_unix_ms(), opt) + "\n";
   out += "last step  " + StepText(s.last_step()) +
          (s.last_step() < 0 ? "" : "  loss " + FormatLoss(s.last_loss())) + "\n";
+  if (s.unstored_step_records() > 0)
+    out += "records    incomplete: " + std::to_string(s.unstored_step_records()) +
+           " step record(s) kept by the workers in the run directory, not yet stored (the "
+           "controller stores them when it can)\n";
   out += RenderRestarts(run);
   out += RenderGoodput(run);
   RenderAttempts(run, opt, &out);

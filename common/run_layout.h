@@ -16,4 +16,14 @@ inline std::string FinalReportPath(const std::string& run_dir, int attempt, int 
          "/final-report-" + node + ".json";
 }
 
+// The step batches a worker could not get stored before it exited (the
+// controller unreachable, or its disk full), one JSON StepBatch per line,
+// kept until the controller stores them:
+// "<run_dir>/attempt-A/launch-L/steps-spool-<node>.jsonl".
+inline std::string StepSpoolPath(const std::string& run_dir, int attempt, int launch,
+                                 const std::string& node) {
+  return run_dir + "/attempt-" + std::to_string(attempt) + "/launch-" + std::to_string(launch) +
+         "/steps-spool-" + node + ".jsonl";
+}
+
 }  // namespace trellis

@@ -4,8 +4,17 @@
 
 namespace trellis::sqlite {
 namespace {
+// A full disk is its own code (RESOURCE_EXHAUSTED at the API, exit 6 of the
+// CLI): nothing is wrong with the request, and it can be sent again once
+// space is freed.
+absl::Status ErrorOf(int code, std::string message) {
+  if ((code & 0xff) == SQLITE_FULL)
+    return absl::ResourceExhaustedError(message + " (the controller's disk is full)");
+  return absl::InternalError(std::move(message));
+}
+
 absl::Status SqlError(sqlite3* db, std::string_view what) {
-  return absl::InternalError(std::string(what) + ": " + sqlite3_errmsg(db));
+  return ErrorOf(sqlite3_extended_errcode(db), std::string(what) + ": " + sqlite3_errmsg(db));
 }
 }  // namespace
 
@@ -37,10 +46,10 @@ Db::~Db() { sqlite3_close_v2(db_); }
 absl::Status Db::Exec(std::string_view sql) {
   char* err = nullptr;
   std::string text(sql);
-  if (sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+  if (int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err); rc != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
-    return absl::InternalError("sql: " + msg);
+    return ErrorOf(rc, "sql: " + msg);
   }
   return absl::OkStatus();
 }

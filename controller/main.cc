@@ -15,6 +15,7 @@
 #include "controller/rpc/agent_service.h"
 #include "controller/rpc/controller_service.h"
 #include "controller/rpc/final_report_file.h"
+#include "controller/rpc/step_spool_file.h"
 #include "controller/shell/flags.h"
 #include "controller/shell/grpc_serving.h"
 #include "controller/shell/port_file.h"
@@ -52,6 +53,7 @@ int Run(ControllerFlags& flags) {
   }
   ControllerConfig config = ConfigFromFlags(flags);
   config.read_final_report = ReadFinalReportFile;
+  config.read_step_spool = ReadStepSpoolFile;
   auto sbatch_template = SbatchTemplate(flags);
   if (!sbatch_template.ok()) return UsageError(sbatch_template.status());
   config.sbatch_template = *sbatch_template;

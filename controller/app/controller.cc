@@ -36,7 +36,17 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
       allocations_(ctx_),
       reconciler_(ctx_),
       health_(ctx_),
-      targets_(config_.prometheus_sd_file) {
+      targets_(config_.prometheus_sd_file),
+      spools_(
+          [this](const std::string& path, const BatchSource& source)
+              -> absl::StatusOr<std::vector<StepBatch>> {
+            if (!config_.read_step_spool) return absl::NotFoundError("spools are not read");
+            return config_.read_step_spool(path, source);
+          },
+          [this](StepBatch batch, Ingester::Done done) {
+            return SubmitSteps(std::move(batch), std::move(done));
+          },
+          [this](std::function<void()> fn) { asio::post(io_, std::move(fn)); }) {
   if (config_.data_roots.empty()) config_.data_roots = DefaultDataRoots(config_.output_root);
 }
 
@@ -78,6 +88,7 @@ absl::Status Controller::Start() {
     // Slurm says now ends any of them.
     Apply(launches_.resume.ResumeAtStartup());
     Apply(reconciler_.Tick(/*startup=*/true));
+    ScanStepSpools();
     ArmTick(schedule_timer_, config_.schedule_interval, [this] { return scheduler_.Tick(); });
     // Quarantines also end by time alone, and a live run's goodput moves
     // with time: both counted again with every reconciliation.
@@ -85,10 +96,26 @@ absl::Status Controller::Start() {
     ArmTick(reconcile_timer_, config_.reconcile_interval, [this] {
       CountQuarantined();
       ExportGoodputOfLiveRuns();
+      spools_.TryAll();
+      metrics_.SetUnstoredStepRecords(spools_.Total());
       return reconciler_.Tick(/*startup=*/false);
     });
   });
   return absl::OkStatus();
+}
+
+void Controller::ScanStepSpools() {
+  // The runs whose workers may have left spools: live ones and those that
+  // changed within the last week (a controller down longer loses nothing:
+  // the files stay, and `trellis show` of such a run reads none).
+  auto runs = store_->ListRuns(/*limit=*/100000, /*active_only=*/false, /*user=*/"");
+  if (!runs.ok()) {
+    spdlog::error("step spools not looked for: {}", std::string(runs.status().message()));
+    return;
+  }
+  const WallTime since = clock_->Now() - std::chrono::hours(24 * 7);
+  for (const RunRecord& run : *runs)
+    if (!IsTerminal(run.state) || run.updated >= since) spools_.Scan(run.run_id, run.run_dir);
 }
 
 void Controller::BeginShutdown() {
@@ -143,6 +170,7 @@ absl::StatusOr<RunView> Controller::BuildView(const RunRecord& run, int steps, b
   if (goodput) {
     ASSIGN_OR_RETURN(v.goodput, GoodputOf(run.run_id, v.events));
   }
+  v.unstored_step_records = spools_.Pending(run.run_id);
   return v;
 }
 

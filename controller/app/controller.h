@@ -29,6 +29,7 @@
 #include "controller/app/scheduler.h"
 #include "controller/app/scrape_targets.h"
 #include "controller/app/slurm_calls.h"
+#include "controller/app/step_spools.h"
 #include "controller/app/store_view.h"
 #include "controller/app/views.h"
 #include "controller/app/waiting_replies.h"
@@ -145,6 +146,8 @@ class Controller {
   // reconciliation); failures are logged.
   void ExportGoodput(const std::string& run_id);
   void ExportGoodputOfLiveRuns();
+  // The step spools left in recent runs' directories (step_spools.h), at start.
+  void ScanStepSpools();
   // Applies `tick` every `every` on the clock, until BeginShutdown.
   void ArmTick(LoopTimer& timer, std::chrono::milliseconds every, std::function<Effects()> tick);
 
@@ -171,6 +174,7 @@ class Controller {
   RunHealth health_;
   ScrapeTargets targets_;
   std::unique_ptr<Ingester> ingester_;  // made by Start
+  StepSpools spools_;
   WaitingReplies replies_;
   // What each worker call does once Allocations has checked its node.
   std::map<uint64_t, WorkerCheck> node_checks_;

@@ -173,6 +173,10 @@ void Controller::Carry(Command command) {
           },
           [&](const LaunchFault& f) { Enqueue(launches_.ends.Fault(f)); },
           [&](const StrikeNode& s) { ApplyStrike(s); },
+          [&](const StoreStepSpool& s) {
+            auto run = store_->GetRun(s.run_id);
+            if (run.ok()) spools_.Add(run->run_dir, {s.run_id, s.attempt, s.launch, s.node});
+          },
           [&](const SetAsideCheckpoint& c) {
             std::string error;
             const std::string to = SetAsideCheckpointStep(c.checkpoint_dir, c.step, &error);

@@ -25,6 +25,7 @@
 #include "controller/rpc/agent_service.h"
 #include "controller/rpc/controller_service.h"
 #include "controller/rpc/final_report_file.h"
+#include "controller/rpc/step_spool_file.h"
 #include "controller/slurm/fake_slurm_client.h"
 
 namespace trellis::controller {
@@ -61,6 +62,7 @@ class ControllerTest : public ::testing::Test {
     config.can_drain = can_drain_;
     config.prometheus_sd_file = (dir_ / "targets.json").string();
     config.read_final_report = ReadFinalReportFile;
+    config.read_step_spool = ReadStepSpoolFile;
     auto store = Store::Open((dir_ / "t.db").string());
     ASSERT_TRUE(store.ok());
     controller_ = std::make_unique<Controller>(config, std::move(*store), slurm_, &clock_);

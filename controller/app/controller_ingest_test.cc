@@ -1,9 +1,15 @@
 // The step pipeline through the agent service: batches stored once, a batch
-// sent again on a new stream known, malformed batches refused whole and
+// sent again on a new stream known, a worker's spool stored (after its final
+// report, or at the controller's start), malformed batches refused whole and
 // counted, a stream with a wrong secret refused.
 
-#include <cmath>
+#include <google/protobuf/util/json_util.h>
 
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "common/run_layout.h"
 #include "controller/app/controller_health_fixture.h"
 #include "prometheus/text_serializer.h"
 
@@ -61,6 +67,21 @@ class IngestTest : public HealthTest {
     if (status) *status = st;
     return acks;
   }
+  // The spool file a worker leaves (worker/rpc/step_spool_file.cc): one
+  // StepBatch as JSON per line.
+  std::string WriteSpool(const std::string& node, const std::vector<v1::AgentReport>& batches,
+                         std::string run_dir = "") {
+    if (run_dir.empty()) run_dir = Get(kIngestRun).run_dir();
+    const std::string path = StepSpoolPath(run_dir, 1, 1, node);
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream out(path);
+    for (const auto& r : batches) {
+      std::string line;
+      EXPECT_TRUE(google::protobuf::util::MessageToJsonString(r.batch(), &line).ok());
+      out << line << "\n";
+    }
+    return path;
+  }
   v1::StepSummary Step(int64_t step) {
     const v1::Run run = Get(kIngestRun);
     for (const auto& s : run.recent_steps())
@@ -88,6 +109,37 @@ TEST_F(IngestTest, ABatchSentAgainOnANewStreamIsStoredOnce) {
   EXPECT_EQ(Step(3).ranks(), 2);
   EXPECT_EQ(Value("trellis_ingest_records_total{result=\"stored\"}"), 6);
   EXPECT_EQ(Value("trellis_ingest_records_total{result=\"duplicate\"}"), 4);
+}
+
+// A worker that exited with batches not stored (the controller could not
+// write them) left them in its spool; its final report says how many. They
+// are stored (the one stored before is a duplicate), the file is removed,
+// and until then the run says its records are incomplete.
+TEST_F(IngestTest, AWorkersSpoolIsStoredAndRemoved) {
+  v1::WorkerIdentity id = Id(kIngestRun, "node1", 1);
+  ASSERT_EQ(Stream(id, {Batch(1, {{0, 1}, {1, 1}})}).size(), 1u);
+  const std::string spool = WriteSpool("node1", {Batch(1, {{0, 1}, {1, 1}}),
+                                                 Batch(2, {{0, 2}, {1, 2}})});
+  v1::ReportExitRequest report;
+  *report.mutable_id() = id;
+  report.set_unstored_step_records(4);
+  grpc::ClientContext ctx;
+  v1::ReportExitResponse resp;
+  ASSERT_TRUE(agent_stub_->ReportExit(&ctx, report, &resp).ok());
+  ASSERT_TRUE(Eventually([&] { return !std::filesystem::exists(spool); })) << spool;
+  EXPECT_EQ(Step(2).ranks(), 2);
+  EXPECT_EQ(Step(1).ranks(), 2) << "stored once";
+  EXPECT_EQ(Get(kIngestRun).summary().unstored_step_records(), 0);
+}
+
+// A spool left while the controller was down is found when it starts again.
+TEST_F(IngestTest, ASpoolLeftWhileTheControllerWasDownIsStoredAtItsStart) {
+  const std::string run_dir = Get(kIngestRun).run_dir();
+  StopController();
+  const std::string spool = WriteSpool("node2", {Batch(1, {{2, 1}, {3, 1}})}, run_dir);
+  StartController();
+  ASSERT_TRUE(Eventually([&] { return !std::filesystem::exists(spool); })) << spool;
+  EXPECT_EQ(Step(1).ranks(), 2);
 }
 
 TEST_F(IngestTest, MalformedBatchesAreRefusedWholeAndCounted) {

@@ -227,6 +227,15 @@ struct LaunchFault {
   std::optional<HangEvidence> hang;
 };
 
+// A worker's step spool to store (controller/app/step_spools.h): its final
+// report said it exited with records not stored.
+struct StoreStepSpool {
+  std::string run_id;
+  int attempt = 0;
+  int launch = 0;
+  std::string node;
+};
+
 // A damaged checkpoint step renamed out of the run's checkpoint directory
 // (common/checkpoint_layout.h), before the run goes on from an older one.
 struct SetAsideCheckpoint {
@@ -299,7 +308,7 @@ struct ScheduleNow {};
 using Command =
     std::variant<StoreWrite, CreateRun, WriteAttemptFiles, CreateAttempt, Transition,
                  EndLaunchesOfRun, NodeChecked, AttemptEnded, WatchLaunch, UnwatchLaunch,
-                 LaunchFault, StrikeNode, SetAsideCheckpoint, ListUsableNodes, SubmitJob, CancelJob, CancelRunJob,
+                 LaunchFault, StrikeNode, SetAsideCheckpoint, StoreStepSpool, ListUsableNodes, SubmitJob, CancelJob, CancelRunJob,
                  SignalStep, QueryJobs, ShowJob, DrainNode, StartTimer, CancelTimer,
                  CountRunQueued, CountRestart, CountGateDecided, CountStraggler,
                  CountStepComplete, SendReply, ScheduleNow>;

@@ -70,6 +70,12 @@ Effects LaunchEnds::ReportExit(const WorkerId& id, const WorkerReport& report,
   Effects fx;
   WorkerReportRecord row = WorkerReportRecordOf(id, ctx_.clock.Now(), report);
   fx.Add(RecordWorkerReport{row});
+  if (report.unstored_step_records > 0) {
+    spdlog::warn("run {}: the worker on {} exited with {} step record(s) not stored: storing "
+                 "its spool",
+                 id.run_id, id.node, report.unstored_step_records);
+    fx.Add(StoreStepSpool{id.run_id, id.attempt, id.launch, id.node});
+  }
   if (LaunchState* l = registry_.Find(LaunchRegistry::RefOf(id))) l->Gather(id.node, report);
   fx.Add(Answer(reply, true));
   return fx;
@@ -172,6 +178,8 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
   for (const auto& r : l.registered) allocation.insert(r.node);
   in.allocation_nodes.assign(allocation.begin(), allocation.end());
   for (const auto& n : ev.lost_nodes) in.unhealthy.insert(n);
+  // A worker that never reported may still have left its unstored records.
+  for (const auto& n : ev.lost_nodes) fx.Add(StoreStepSpool{l.run_id, l.attempt, l.launch, n});
   for (const auto& n : ctx_.ExcludedNow()) in.unhealthy.insert(n);
   RecoveryDecision d = DecideRecovery(in);
 

@@ -22,6 +22,18 @@ TEST_F(LaunchEndTest, AFinalReportIsStoredBeforeTheWorkerHearsBack) {
   EXPECT_TRUE(Replied<bool>(Only<SendReply>(fx)));
 }
 
+// Records the worker could not get stored are in its spool: stored from there.
+TEST_F(LaunchEndTest, AReportOfUnstoredRecordsStoresTheWorkersSpool) {
+  Go();
+  WorkerReport r;
+  r.unstored_step_records = 12;
+  Effects fx = launches_.ends.ReportExit(Worker("node2"), r, ReplyTo<bool>{100});
+  StoreStepSpool spool = Only<StoreStepSpool>(fx);
+  EXPECT_EQ(spool.node, "node2");
+  EXPECT_EQ(spool.launch, 1);
+  EXPECT_TRUE(Report("node1").All<StoreStepSpool>().empty()) << "none unstored";
+}
+
 TEST_F(LaunchEndTest, EveryRankExitingZeroSucceedsTheRun) {
   Go();
   Report("node1");

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/spec/run_spec.h"
 #include "controller/core/quarantine.h"
+#include "controller/core/step_batch.h"
 #include "controller/app/store_view.h"
 #include "controller/app/worker_reports.h"
 #include "controller/store/step_writer.h"
@@ -50,6 +51,11 @@ struct ControllerConfig {
   // unset: no file is read.
   std::function<absl::StatusOr<WorkerReport>(const std::string& run_dir, const WorkerId& id)>
       read_final_report;
+  // Reads a worker's step spool (rpc/step_spool_file.h), likewise; unset:
+  // spools are not read.
+  std::function<absl::StatusOr<std::vector<StepBatch>>(const std::string& path,
+                                                       const BatchSource& source)>
+      read_step_spool;
 };
 
 struct LoopContext {

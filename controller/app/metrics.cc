@@ -66,6 +66,10 @@ Metrics::Metrics()
       quarantined_(Build(prometheus::BuildGauge(), "trellis_quarantined_nodes",
                          "Nodes in quarantine now", *registry_)
                        .Add({})),
+      unstored_steps_(Build(prometheus::BuildGauge(), "trellis_step_records_unstored",
+                            "Step records the workers kept in spools, not yet stored",
+                            *registry_)
+                          .Add({})),
       strikes_(Build(prometheus::BuildCounter(), "trellis_node_strikes_total",
                      "Quarantine strikes against a node", *registry_)),
       stragglers_(Build(prometheus::BuildCounter(), "trellis_straggler_events_total",
@@ -220,6 +224,10 @@ void Metrics::Restart(const std::string& run_id, std::optional<FailureClass> cls
 void Metrics::NodeStruck(const std::string& node) { strikes_.Add({{"node", node}}).Increment(); }
 
 void Metrics::SetQuarantinedNodes(size_t nodes) { quarantined_.Set(static_cast<double>(nodes)); }
+
+void Metrics::SetUnstoredStepRecords(int64_t records) {
+  unstored_steps_.Set(static_cast<double>(records));
+}
 
 void Metrics::Straggler(const std::string& run_id) { RunCounters(run_id).stragglers->Increment(); }
 

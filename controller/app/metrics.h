@@ -93,6 +93,8 @@ class Metrics {
   void Restart(const std::string& run_id, std::optional<FailureClass> cls, bool relaunch);
   void NodeStruck(const std::string& node);
   void SetQuarantinedNodes(size_t nodes);
+  // Records waiting in the workers' spools (step_spools.h).
+  void SetUnstoredStepRecords(int64_t records);
   void Straggler(const std::string& run_id);
   // Every rank of the run's running launch reported `spread.step`; `tokens`
   // is their sum.
@@ -146,6 +148,7 @@ class Metrics {
   Gauges& socket_free_;
   Gauges& socket_unattributed_;
   prometheus::Gauge& quarantined_;
+  prometheus::Gauge& unstored_steps_;
   Counters& strikes_;
   Counters& stragglers_;
   Gauges& tokens_per_second_;

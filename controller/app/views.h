@@ -26,6 +26,8 @@ struct RunView {
   std::vector<HealthEventRecord> health_events;  // the newest
   int64_t last_step = -1;
   double last_loss = 0;
+  // In spools not yet stored (step_spools.h).
+  int64_t unstored_step_records = 0;
   // GetRun and WatchRun's snapshot only (ListRuns leaves it out): the run's
   // time since submission by category, to now.
   std::optional<Goodput> goodput;

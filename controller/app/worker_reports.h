@@ -19,6 +19,9 @@ struct WorkerReport {
   bool time_limit_warned = false;
   int exit_code = 0;
   std::string reason;
+  // Step records the worker exited without getting stored, kept in its spool
+  // file (common/run_layout.h) for the controller to store.
+  int64_t unstored_step_records = 0;
 };
 
 WorkerReportRecord WorkerReportRecordOf(const WorkerId& id, WallTime time,

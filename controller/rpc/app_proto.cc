@@ -26,6 +26,7 @@ void ToProto(const RunView& v, v1::RunSummary* out) {
   out->set_updated_unix_ms(ToUnixMillis(r.updated));
   out->set_last_step(v.last_step);
   out->set_last_loss(v.last_loss);
+  out->set_unstored_step_records(v.unstored_step_records);
   out->set_restarts(r.restarts);
   int relaunches = 0, restart_attempts = 0;
   for (const auto& l : v.launches) {
@@ -192,6 +193,7 @@ WorkerReport FromProto(const v1::ReportExitRequest& req) {
   report.time_limit_warned = req.planned_stop() == "time_limit";
   report.exit_code = req.exit_code();
   report.reason = req.reason().substr(0, 1024);
+  report.unstored_step_records = req.unstored_step_records();
   return report;
 }
 

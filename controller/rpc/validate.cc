@@ -207,6 +207,9 @@ grpc::Status Check(const v1::ReportExitRequest& req) {
   RETURN_IF_BAD(InRange("oom_kills", req.oom_kills(), -1, 1 << 20, " (-1: unknown)"));
   if (!req.planned_stop().empty() && req.planned_stop() != "time_limit")
     return Bad("planned_stop", "\"time_limit\" or empty, got " + Shown(req.planned_stop()));
+  if (req.unstored_step_records() < 0 || req.unstored_step_records() > (int64_t{1} << 32))
+    return Bad("unstored_step_records",
+               "0..2^32, got " + std::to_string(req.unstored_step_records()));
   return grpc::Status::OK;
 }
 

@@ -32,7 +32,7 @@ start_controller() {  # [extra flags]: a restart keeps the port: workers and bat
   "$TRELLIS_BIN/trellis-controller" --listen "127.0.0.1:${CONTROLLER_PORT:-0}" \
     --socket "$E2E_DIR/ctl/controller.sock" \
     --port-file "$E2E_DIR/port" \
-    --db "$E2E_DIR/controller.db" --output-root "$E2E_DIR/runs" --data-root "$E2E_DIR" \
+    --db "${E2E_DB:-$E2E_DIR/controller.db}" --output-root "$E2E_DIR/runs" --data-root "$E2E_DIR" \
     --schedule-interval-ms 200 --reconcile-interval-ms 1000 \
     --master-port-base "$E2E_MASTER_PORT_BASE" \
     --metrics-listen 127.0.0.1:0 --prometheus-sd-file "$E2E_DIR/targets.json" "$@" \
@@ -59,8 +59,9 @@ stop_controller() {  # [signal]
 cleanup() {
   stop_controller KILL
   # Leave no job of this test behind on the shared cluster.
-  if [ -f "$E2E_DIR/controller.db" ]; then
-    for job in $(sqlite3 "$E2E_DIR/controller.db" "SELECT slurm_job_id FROM attempts" 2>/dev/null); do
+  local db=${E2E_DB:-$E2E_DIR/controller.db}
+  if [ -f "$db" ]; then
+    for job in $(sqlite3 "$db" "SELECT slurm_job_id FROM attempts" 2>/dev/null); do
       scancel "$job" 2>/dev/null || true
     done
   fi

@@ -36,6 +36,7 @@
 #include "worker/metrics/rank_metrics.h"
 #include "worker/rpc/agent_client.h"
 #include "worker/rpc/final_report_file.h"
+#include "worker/rpc/step_spool_file.h"
 #include "worker/rpc/step_stream.h"
 
 namespace trellis::worker {
@@ -59,6 +60,26 @@ bool IsRefusal(absl::StatusCode code) {
   return code == absl::StatusCode::kFailedPrecondition ||
          code == absl::StatusCode::kPermissionDenied ||
          code == absl::StatusCode::kUnauthenticated || code == absl::StatusCode::kNotFound;
+}
+
+// The step records the controller never stored, kept in the launch's
+// directory for it to store later (worker/rpc/step_spool_file.h); how many.
+int64_t SpoolUnstored(const AgentArgs& args, const v1::WorkerIdentity& id, StepStream& stream) {
+  std::vector<v1::StepBatch> unstored = stream.TakeUnstored();
+  int64_t records = 0;
+  for (const v1::StepBatch& b : unstored) records += b.steps_size();
+  if (records == 0) return 0;
+  const std::string path = StepSpoolPath(args.run_dir, id.attempt(), id.launch(), id.node());
+  std::error_code ec;  // made by the ranks, unless none started
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (absl::Status st = WriteStepSpoolFile(path, unstored); !st.ok()) {
+    spdlog::error("{} step record(s) not stored and not kept: {}", records,
+                  std::string(st.message()));
+    return 0;
+  }
+  spdlog::warn("{} step record(s) not stored by the controller: kept in {} for it to store",
+               records, path);
+  return records;
 }
 
 // The final report: to the launch's directory first (made here when no rank
@@ -245,8 +266,10 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
     spdlog::warn("step records: {} stored, {} dropped (--max-queued-reports reached), {} "
                  "refused by the controller; {} reconnect(s)",
                  ss.stored, ss.dropped, ss.refused, ss.reconnects);
-  SendFinalReport(args, client,
-                  client.FinalReport(supervisor.exits(), outcome, oom_kills, planned_stop));
+  v1::ReportExitRequest report =
+      client.FinalReport(supervisor.exits(), outcome, oom_kills, planned_stop);
+  report.set_unstored_step_records(SpoolUnstored(args, client.id(), stream));
+  SendFinalReport(args, client, std::move(report));
   return outcome.exit_code;
 }
 

@@ -207,6 +207,16 @@ void StepStream::Close(std::chrono::steady_clock::duration flush) {
     spdlog::warn("{} step record(s) not stored by the controller at exit", stats_.undelivered);
 }
 
+std::vector<v1::StepBatch> StepStream::TakeUnstored() {
+  std::lock_guard<std::mutex> lock(mu_);
+  SealLocked();  // a stream that never started sealed nothing
+  std::vector<v1::StepBatch> out;
+  for (Batch& b : batches_) out.push_back(std::move(*b.report.mutable_batch()));
+  batches_.clear();
+  held_ = 0;
+  return out;
+}
+
 StepStream::Stats StepStream::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;

@@ -61,6 +61,9 @@ class StepStream {
   // Waits, within `flush`, until every batch is stored and every report
   // sent, then ends the stream.
   void Close(std::chrono::steady_clock::duration flush);
+  // After Close: the batches the controller never said it stored, oldest
+  // first (for the spool file, worker/rpc/step_spool_file.h); empty after.
+  std::vector<v1::StepBatch> TakeUnstored();
 
   Stats stats() const;
 

@@ -216,6 +216,13 @@ TEST(StepStreamRestart, CloseIsBoundedWhenTheControllerIsGone) {
   stream.Close(300ms);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   EXPECT_EQ(stream.stats().undelivered, 1u);
+  // Kept for the spool file, with its number, and handed over once.
+  std::vector<v1::StepBatch> unstored = stream.TakeUnstored();
+  ASSERT_EQ(unstored.size(), 1u);
+  EXPECT_EQ(unstored[0].seq(), 1u);
+  ASSERT_EQ(unstored[0].steps_size(), 1);
+  EXPECT_EQ(unstored[0].steps(0).record().step(), 1);
+  EXPECT_TRUE(stream.TakeUnstored().empty());
 }
 
 }  // namespace
