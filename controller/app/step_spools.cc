@@ -15,6 +15,7 @@ namespace fs = std::filesystem;
 void StepSpools::Add(const std::string& run_dir, const BatchSource& source) {
   Spool& spool = spools_[source];
   spool.path = StepSpoolPath(run_dir, source.attempt, source.launch, source.node);
+  spool.unreadable = false;  // told again: read again
   if (!spool.in_flight) Try(source, spool);
 }
 
@@ -43,8 +44,12 @@ void StepSpools::Scan(const std::string& run_id, const std::string& run_dir) {
 }
 
 void StepSpools::TryAll() {
-  for (auto& [source, spool] : spools_)
-    if (!spool.in_flight) Try(source, spool);
+  // Try may forget a spool: the keys first.
+  std::vector<BatchSource> due;
+  for (const auto& [source, spool] : spools_)
+    if (!spool.in_flight && !spool.unreadable) due.push_back(source);
+  for (const BatchSource& source : due)
+    if (auto it = spools_.find(source); it != spools_.end()) Try(source, it->second);
 }
 
 void StepSpools::Try(const BatchSource& source, Spool& spool) {
@@ -54,9 +59,10 @@ void StepSpools::Try(const BatchSource& source, Spool& spool) {
       spools_.erase(source);  // stored and removed before, or never written
       return;
     }
-    // Kept: a file that cannot be read now (a network file system) may be
-    // read later; one that is corrupt stays for people, counted unknown.
-    spdlog::warn("step spool: {}", std::string(batches.status().message()));
+    // Kept for people, counted unknown, and not read again until a worker
+    // or a restart names it again (a corrupt file stays corrupt).
+    spdlog::warn("step spool not stored: {}", std::string(batches.status().message()));
+    spool.unreadable = true;
     return;
   }
   spool.records = 0;

@@ -36,7 +36,8 @@ class StepSpools {
   void Add(const std::string& run_dir, const BatchSource& source);
   // The spools left under these runs' directories (at start-up).
   void Scan(const std::string& run_id, const std::string& run_dir);
-  // Tries every spool not being stored now.
+  // Tries every spool not being stored now (an unreadable one only when
+  // named again by Add or Scan).
   void TryAll();
 
   // Records not yet stored: of one run, of all.
@@ -48,6 +49,7 @@ class StepSpools {
     std::string path;
     int64_t records = -1;  // -1: not read yet
     bool in_flight = false;
+    bool unreadable = false;  // its last read failed
   };
   void Try(const BatchSource& source, Spool& spool);
   void Answered(const BatchSource& source, bool stored);
