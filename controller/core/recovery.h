@@ -14,13 +14,14 @@
 //      (`Progress`): the next attempt would redo the same work, so it is a
 //      restart like a failure (rules 4 and 6; never a relaunch, the
 //      allocation is ending), and a run that never checkpoints stops when
-//      its budget is spent instead of looping. A rank that found the step it
-//      resumed from damaged: that step is set aside (`set_aside_step`; the
-//      shell renames it out of the step namespace) and the run goes on from
-//      the newest intact one, using no restart: a relaunch on the allocation's
-//      healthy nodes when rule 5's conditions hold, else a new attempt now.
-//      Unless the step was set aside before (the rename failed) or the
-//      launch's resume step is unknown: then rules 4-6.
+//      its budget is spent instead of looping.
+//  3b. damaged checkpoint (a rank found the step it resumed from damaged):
+//      that step is set aside (`set_aside_step`; the shell renames it out of
+//      the step namespace) and the run goes on from the newest intact one,
+//      using no restart: a relaunch on the allocation's healthy nodes when
+//      rule 5's conditions hold, else a new attempt now. Unless the step was
+//      set aside before (the rename failed) or the launch's resume step is
+//      unknown: then rules 4-6.
 //   4. restarts_so_far >= policy.max_restarts -> kFail, the reason says so.
 //   5. the allocation still holds nodes_needed healthy nodes (allocation minus
 //      `unhealthy` minus the blamed node) and policy.relaunch_in_allocation:
