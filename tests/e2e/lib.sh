@@ -103,6 +103,19 @@ write_spec() {  # NAME COMMAND [extra toml...] -> path
   echo "$path"
 }
 
+# examples/tiny-moe-2x2.toml on a corpus of the system's license texts built
+# here, edited by the sed expressions given (-e ... each); prints the spec's
+# path. The caller skips (77) first where trellis-corpus was not built.
+tiny_moe_spec() {  # [sed -e EXPR ...]
+  local repo spec="$E2E_DIR/tiny-moe.toml"
+  repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  "$TRELLIS_BIN/trellis-corpus" build "$E2E_DIR/licenses.corpus" /usr/share/common-licenses \
+    >/dev/null || fail "trellis-corpus failed"
+  sed -e "s|^data = .*|data = \"$E2E_DIR/licenses.corpus\"|" "$@" \
+    "$repo/examples/tiny-moe-2x2.toml" >"$spec"
+  echo "$spec"
+}
+
 # Another lane of the suite may run a run of the same id on this host at once:
 # a worker is this test's by its controller's address, a rank by its
 # checkpoint directory under this test's own directory.

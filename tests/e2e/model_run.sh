@@ -6,16 +6,12 @@
 # from the newest checkpoint, and the run SUCCEEDS with every step's records at the
 # controller and a falling loss.
 . "$(dirname "$0")/lib.sh"
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
 
 [ -x "$TRELLIS_BIN/trellis-corpus" ] || { echo "SKIP: built without trainer_core"; exit 77; }
-"$TRELLIS_BIN/trellis-corpus" build "$E2E_DIR/licenses.corpus" /usr/share/common-licenses \
-  >/dev/null || fail "trellis-corpus failed"
-spec="$E2E_DIR/tiny-moe.toml"
-sed -e "s|^data = .*|data = \"$E2E_DIR/licenses.corpus\"|" -e 's/^steps = .*/steps = 60/' \
+spec=$(tiny_moe_spec -e 's/^steps = .*/steps = 60/' \
   -e 's/^every_steps = .*/every_steps = 10\nasync = true/' -e 's/^backoff_s = .*/backoff_s = 1/' \
-  -e 's/^ranks_per_node = 2$/ranks_per_node = 2\nspare_nodes = 1/' \
-  "$REPO/examples/tiny-moe-2x2.toml" >"$spec"
+  -e 's/^ranks_per_node = 2$/ranks_per_node = 2\nspare_nodes = 1/') ||
+  fail "tiny-moe spec not written"
 
 start_controller
 id=$(trellis submit "$spec") || fail "submit failed"

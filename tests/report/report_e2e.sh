@@ -6,7 +6,6 @@
 # point per stored step. The screenshot is kept as an artifact; its path is
 # printed. Also: an unknown run exits 3, a missing directory 2.
 . "$(dirname "$0")/../e2e/lib.sh"
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
 STEPS=12
 
 [ -x "$TRELLIS_BIN/trellis-corpus" ] || { echo "SKIP: built without trainer_core"; exit 77; }
@@ -15,12 +14,9 @@ command -v chromium >/dev/null ||
 ARTIFACTS=${TRELLIS_TEST_ARTIFACTS:-$TRELLIS_BIN/../tests/artifacts}
 mkdir -p "$ARTIFACTS"
 
-"$TRELLIS_BIN/trellis-corpus" build "$E2E_DIR/licenses.corpus" /usr/share/common-licenses \
-  >/dev/null || fail "trellis-corpus failed"
-spec="$E2E_DIR/tiny-moe.toml"
-sed -e "s|^data = .*|data = \"$E2E_DIR/licenses.corpus\"|" -e "s/^steps = .*/steps = $STEPS/" \
-  -e 's/^warmup_steps = .*/warmup_steps = 2/' -e 's/^every_steps = .*/every_steps = 6/' \
-  "$REPO/examples/tiny-moe-2x2.toml" >"$spec"
+spec=$(tiny_moe_spec -e "s/^steps = .*/steps = $STEPS/" \
+  -e 's/^warmup_steps = .*/warmup_steps = 2/' -e 's/^every_steps = .*/every_steps = 6/') ||
+  fail "tiny-moe spec not written"
 
 start_controller
 id=$(trellis submit "$spec") || fail "submit failed"
