@@ -69,7 +69,9 @@ Json AttemptToJson(const v1::Attempt& a) {
               {"exit_code", a.exit_code()},
               {"end_reason", a.end_reason()},
               {"submitted_unix_ms", a.submitted_unix_ms()},
-              {"ended_unix_ms", a.ended_unix_ms()}};
+              {"ended_unix_ms", a.ended_unix_ms()},
+              {"waiting", a.waiting()},
+              {"begin_unix_ms", a.begin_unix_ms()}};
 }
 
 Json EventToJson(const v1::RunEvent& e) {

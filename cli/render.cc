@@ -26,9 +26,13 @@ void RenderAttempts(const v1::Run& run, const TextOptions& opt, std::string* out
   *out += "\nattempts\n";
   if (run.attempts().empty()) *out += "  (none yet)\n";
   for (const auto& a : run.attempts()) {
-    std::string ended = a.ended_unix_ms() == 0 ? "live"
-                                               : "exit " + std::to_string(a.exit_code()) + ", " +
-                                                     OrDash(a.end_reason());
+    std::string ended = a.ended_unix_ms() != 0
+                            ? "exit " + std::to_string(a.exit_code()) + ", " + OrDash(a.end_reason())
+                        : a.waiting() ? "waiting ahead, eligible " +
+                                            (a.begin_unix_ms() == 0
+                                                 ? std::string("now")
+                                                 : "from " + FormatTime(a.begin_unix_ms(), opt.utc))
+                                      : "live";
     *out += "  #" + std::to_string(a.attempt()) + "  slurm job " + OrDash(a.slurm_job_id()) +
             "  launches " + std::to_string(a.launches()) + "  " + ended + "\n";
     *out += "      nodes      " + OrDash(absl::StrJoin(a.nodes(), ",")) + "\n";

@@ -97,6 +97,31 @@ void ParseTimeLimit(TableReader& r, const toml::table* slurm, SlurmSection* out)
   out->time_limit_minutes = minutes;
 }
 
+// Seconds in [kMinContinuationLeadS, kMaxContinuationLeadS] or "auto", and at
+// most half of a time limit the spec gives: a continuation eligible earlier
+// would take over from an attempt that has barely started.
+void ParseContinuationLead(TableReader& r, const toml::table* restart, RunSpec* s) {
+  r.Known("continuation_lead_s");
+  if (restart == nullptr || !restart->contains("continuation_lead_s")) return;
+  const toml::node& n = *restart->get("continuation_lead_s");
+  const std::string accepted = "must be \"auto\" or seconds in [" +
+                               std::to_string(kMinContinuationLeadS) + ", " +
+                               std::to_string(kMaxContinuationLeadS) + "]";
+  if (auto text = n.value_exact<std::string>()) {
+    if (*text != "auto") r.Error("continuation_lead_s", accepted + ", got \"" + *text + "\"");
+    return;
+  }
+  auto v = n.value_exact<int64_t>();
+  if (!v || *v < kMinContinuationLeadS || *v > kMaxContinuationLeadS)
+    return r.Error("continuation_lead_s", accepted);
+  const int64_t limit_s = int64_t{s->slurm.time_limit_minutes} * 60;
+  if (limit_s > 0 && *v > limit_s / 2)
+    return r.Error("continuation_lead_s",
+                   "must be at most half of slurm.time_limit (" + std::to_string(limit_s / 2) +
+                       " s), got " + std::to_string(*v));
+  s->restart.continuation_lead_s = static_cast<int>(*v);
+}
+
 void ParseSlurm(const toml::table& root, RunSpec* s, FieldErrors* errors) {
   const toml::table* t = root["slurm"].as_table();
   TableReader r(t, "slurm", errors);
@@ -148,6 +173,11 @@ void ParseGateAndRestart(const toml::table& root, RunSpec* s, FieldErrors* error
   r.Int("heartbeat_timeout_s", &s->restart.heartbeat_timeout_s, 5, 3600);
   r.Int("startup_timeout_s", &s->restart.startup_timeout_s, 10, 7 * 86400);
   r.Bool("relaunch_in_allocation", &s->restart.relaunch_in_allocation);
+  r.String("continuation", &s->restart.continuation, 16);
+  if (s->restart.continuation != "ahead" && s->restart.continuation != "after")
+    r.Error("continuation", "must be \"ahead\" or \"after\", got \"" +
+                                s->restart.continuation + "\"");
+  ParseContinuationLead(r, root["restart"].as_table(), s);
   r.Finish();
 }
 

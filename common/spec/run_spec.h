@@ -53,7 +53,19 @@ struct RestartSection {
   int heartbeat_timeout_s = 30;    // a worker silent this long is lost
   int startup_timeout_s = 900;     // before the first step: model load, data, NCCL init
   bool relaunch_in_allocation = true;  // retry on the job's healthy nodes, not a new job
+  // "ahead": while an attempt trains, its continuation waits in Slurm's queue,
+  // eligible a lead before the attempt's time limit, and takes over when it
+  // starts (docs/architecture.md, "Continuations ahead"); "after": a
+  // continuation is submitted once the attempt has ended. Jobs without a
+  // time limit have no continuation either way.
+  std::string continuation = "ahead";
+  // The lead, in seconds; 0: "auto" (the queue waits seen on the partition).
+  int continuation_lead_s = 0;
 };
+
+// The range of restart.continuation_lead_s when given as seconds.
+inline constexpr int kMinContinuationLeadS = 30;
+inline constexpr int kMaxContinuationLeadS = 86400;
 
 struct HealthSection {
   int straggler_window = 20;      // K: complete steps looked at

@@ -114,7 +114,30 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{kJob + "[health]\nstraggler_factor=1.0\n", "health.straggler_factor: must be a number in [1.05, 100], got 1"},
         BadSpec{kJob + "[health]\nstraggler_factor=101\n", "health.straggler_factor: must be a number in [1.05, 100], got 101"},
         BadSpec{kJob + "[health]\nstraggler_strike=1\n", "health.straggler_strike: must be true or false, got an integer"},
-        BadSpec{kJob + "[health]\nstraggler=1\n", "health.straggler: unknown key; accepted keys:"}));
+        BadSpec{kJob + "[health]\nstraggler=1\n", "health.straggler: unknown key; accepted keys:"},
+        BadSpec{kJob + "[restart]\ncontinuation='before'\n", "restart.continuation: must be \"ahead\" or \"after\", got \"before\""},
+        BadSpec{kJob + "[restart]\ncontinuation_lead_s=29\n", "restart.continuation_lead_s: must be \"auto\" or seconds in [30, 86400]"},
+        BadSpec{kJob + "[restart]\ncontinuation_lead_s=86401\n", "restart.continuation_lead_s: must be \"auto\" or seconds in [30, 86400]"},
+        BadSpec{kJob + "[restart]\ncontinuation_lead_s='soon'\n", "restart.continuation_lead_s: must be \"auto\" or seconds in [30, 86400], got \"soon\""},
+        BadSpec{kJob + "[restart]\ncontinuation_lead_s=1.5\n", "restart.continuation_lead_s: must be \"auto\" or seconds"},
+        BadSpec{kJob + "[slurm]\ntime_limit=3\n[restart]\ncontinuation_lead_s=91\n", "restart.continuation_lead_s: must be at most half of slurm.time_limit (90 s), got 91"}));
+
+TEST(RunSpecTest, ContinuationDefaultsAheadWithAnAutoLead) {
+  FieldErrors errors;
+  auto s = ParseRunSpec(kJob, &errors);
+  ASSERT_TRUE(s) << JoinErrors(errors);
+  EXPECT_EQ(s->restart.continuation, "ahead");
+  EXPECT_EQ(s->restart.continuation_lead_s, 0);  // auto
+  s = ParseRunSpec(kJob + "[slurm]\ntime_limit=3\n[restart]\ncontinuation='after'\n"
+                          "continuation_lead_s=90\n",
+                   &errors);
+  ASSERT_TRUE(s) << JoinErrors(errors);
+  EXPECT_EQ(s->restart.continuation, "after");
+  EXPECT_EQ(s->restart.continuation_lead_s, 90);
+  s = ParseRunSpec(kJob + "[restart]\ncontinuation_lead_s='auto'\n", &errors);
+  ASSERT_TRUE(s) << JoinErrors(errors);
+  EXPECT_EQ(s->restart.continuation_lead_s, 0);
+}
 
 TEST(RunSpecTest, HealingKeysHaveDefaults) {
   FieldErrors errors;

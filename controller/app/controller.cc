@@ -35,6 +35,7 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
       launches_(ctx_),
       allocations_(ctx_),
       reconciler_(ctx_),
+      continuations_(ctx_),
       health_(ctx_),
       targets_(config_.prometheus_sd_file),
       spools_(

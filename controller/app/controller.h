@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/loop_timer.h"
 #include "controller/app/allocations.h"
+#include "controller/app/continuations.h"
 #include "controller/app/effects.h"
 #include "controller/app/ingest_metrics.h"
 #include "controller/app/ingester.h"
@@ -171,6 +172,7 @@ class Controller {
   Launches launches_;
   Allocations allocations_;
   Reconciler reconciler_;
+  Continuations continuations_;
   RunHealth health_;
   ScrapeTargets targets_;
   std::unique_ptr<Ingester> ingester_;  // made by Start

@@ -28,7 +28,8 @@ int RankOf(const Command& c) {
           [](const CreateAttempt&) { return 1; }, [](const SetAsideCheckpoint&) { return 1; },
           [](const Transition&) { return 2; }, [](const EndLaunchesOfRun&) { return 3; },
           [](const NodeChecked&) { return 3; },
-          [](const AttemptEnded&) { return 4; }, [](const WatchLaunch&) { return 5; },
+          [](const AttemptEnded&) { return 4; }, [](const QueueAheadOf&) { return 4; },
+          [](const AttemptTakenUp&) { return 4; }, [](const WatchLaunch&) { return 5; },
           [](const UnwatchLaunch&) { return 6; }, [](const LaunchFault&) { return 7; },
           [](const StrikeNode&) { return 8; }, [](const SendReply&) { return 10; },
           [](const ScheduleNow&) { return 11; },
@@ -48,6 +49,9 @@ std::string Describe(const StoreWrite& w) {
           },
           [](const SetRestartBackoff& x) { return "restart backoff of " + x.run_id; },
           [](const RecordAttemptJob& x) { return "job of " + x.run_id; },
+          [](const TakeUpAttempt& x) {
+            return "taking up attempt " + std::to_string(x.attempt) + " of " + x.run_id;
+          },
           [](const RecordAttemptNodes& x) { return "nodes of " + x.run_id; },
           [](const RecordAttemptLaunches& x) { return "launches of " + x.run_id; },
           [](const RecordLaunch& x) { return "launch record of " + x.row.run_id; },
@@ -71,6 +75,7 @@ absl::Status WriteTo(Store& s, const StoreWrite& w) {
             return s.SetRestartBackoff(x.run_id, x.restarts, x.not_before);
           },
           [&](const RecordAttemptJob& x) { return s.SetAttemptJob(x.run_id, x.attempt, x.job_id); },
+          [&](const TakeUpAttempt& x) { return s.TakeUpWaitingAttempt(x.run_id, x.attempt); },
           [&](const RecordAttemptNodes& x) {
             return s.SetAttemptNodes(x.run_id, x.attempt, x.nodes);
           },
@@ -154,12 +159,14 @@ void Controller::Carry(Command command) {
             Enqueue(then(c.status));
           },
           [&](const EndLaunchesOfRun& e) {
-            Enqueue(launches_.gate.AbortRun(e.run_id, e.why));
+            Enqueue(launches_.gate.AbortRun(e.run_id, e.why, e.attempt));
             health_.StopWatching(e.run_id);
             targets_.RemoveRun(e.run_id);
             FlushTargets();
           },
           [&](const AttemptEnded& e) { Enqueue(scheduler_.EndAttempt(e)); },
+          [&](const QueueAheadOf& q) { Enqueue(scheduler_.QueueAhead(q)); },
+          [&](const AttemptTakenUp& t) { Enqueue(launches_.gate.TakenUp(t)); },
           [&](const WatchLaunch& w) {
             Enqueue(health_.Start(w));
             targets_.Add(w.ref, w.metrics_addresses);
@@ -249,6 +256,7 @@ absl::Status Controller::ApplyTransition(const Transition& t) {
   if (IsTerminal(from)) {
     health_.RunEnded(t.run_id);
     targets_.RemoveRun(t.run_id);
+    Enqueue(scheduler_.RunEnded(t.run_id));
   } else {
     ExportGoodput(t.run_id);
   }
@@ -303,7 +311,9 @@ void Controller::Route(SlurmAnswer answer) {
                  [&](const RunJobCancelled& a) { Apply(scheduler_.OnRunJobCancelled(a)); },
                  [&](const JobsSeen& a) {
                    if (a.listed.ok()) allocations_.Observe(*a.listed);
-                   Apply(reconciler_.OnSnapshot(a));
+                   Effects fx = reconciler_.OnSnapshot(a);
+                   if (a.listed.ok()) fx += continuations_.OnSnapshot(*a.listed);
+                   Apply(std::move(fx));
                  },
                  [&](const JobShown& a) { Apply(allocations_.Answered(a)); },
              },

@@ -71,6 +71,11 @@ struct RecordAttemptJob {
   int attempt = 0;
   std::string job_id;
 };
+// The run's waiting attempt becomes its current one (AttemptRecord::waiting).
+struct TakeUpAttempt {
+  std::string run_id;
+  int attempt = 0;
+};
 struct RecordAttemptNodes {
   std::string run_id;
   int attempt = 0;
@@ -96,7 +101,7 @@ struct RecordHealthEvent {
 };
 using StoreWrite =
     std::variant<SetWaitReason, RecordAttemptEnd, SetRestartBackoff, RecordAttemptJob,
-                 RecordAttemptNodes, RecordAttemptLaunches, RecordLaunch, RecordWorkerReport,
+                 TakeUpAttempt, RecordAttemptNodes, RecordAttemptLaunches, RecordLaunch, RecordWorkerReport,
                  RecordGate, RecordHealthEvent>;
 
 // A new run: its result goes to Scheduler::OnRunCreated as RunCreated.
@@ -178,6 +183,8 @@ struct Transition {
 struct EndLaunchesOfRun {
   std::string run_id;
   std::string why;
+  // Only this attempt's: one waiting ahead is not ended with it. None: all.
+  std::optional<int> attempt;
 };
 
 // An attempt that ended without success: the scheduler carries out what was
@@ -211,6 +218,20 @@ struct WatchLaunch {
   // The ranks whose straggler episodes had not ended before the restart:
   // they may go on, and are not raised again (StragglerWindow::HoldEpisode).
   std::set<int> straggler_ranks;
+};
+
+// Continuations (continuation.h): the run's next attempt is to wait ahead,
+// eligible in `begin_in` (Scheduler::QueueAhead).
+struct QueueAheadOf {
+  std::string run_id;
+  std::chrono::seconds begin_in{0};
+  std::string why;  // when, and how the lead was chosen
+};
+// The run's attempt that waited ahead is its current one now: the gate
+// decides on the workers it held (LaunchGate::TakenUp).
+struct AttemptTakenUp {
+  std::string run_id;
+  int attempt = 0;
 };
 
 // The batch script asked what follows the launch: no longer watched.
@@ -307,9 +328,10 @@ struct ScheduleNow {};
 
 using Command =
     std::variant<StoreWrite, CreateRun, WriteAttemptFiles, CreateAttempt, Transition,
-                 EndLaunchesOfRun, NodeChecked, AttemptEnded, WatchLaunch, UnwatchLaunch,
+                 EndLaunchesOfRun, NodeChecked, AttemptEnded, QueueAheadOf, AttemptTakenUp,
+                 WatchLaunch, UnwatchLaunch,
                  LaunchFault, StrikeNode, SetAsideCheckpoint, StoreStepSpool, ListUsableNodes, SubmitJob, CancelJob, CancelRunJob,
-                 SignalStep, QueryJobs, ShowJob, DrainNode, StartTimer, CancelTimer,
+                 ReleaseJob, SignalStep, QueryJobs, ShowJob, DrainNode, StartTimer, CancelTimer,
                  CountRunQueued, CountRestart, CountGateDecided, CountStraggler,
                  CountStepComplete, SendReply, ScheduleNow>;
 

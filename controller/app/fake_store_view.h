@@ -62,8 +62,9 @@ class FakeStoreView : public StoreView {
   }
   absl::StatusOr<std::optional<AttemptRecord>> LatestAttempt(const std::string& run_id) override {
     const auto& a = attempts[run_id];
-    if (a.empty()) return std::optional<AttemptRecord>();
-    return std::optional<AttemptRecord>(a.back());
+    for (auto it = a.rbegin(); it != a.rend(); ++it)
+      if (!it->waiting) return std::optional<AttemptRecord>(*it);
+    return std::optional<AttemptRecord>();
   }
   absl::StatusOr<std::vector<LaunchRecord>> Launches(const std::string& run_id) override {
     return launches[run_id];

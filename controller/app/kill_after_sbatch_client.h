@@ -37,6 +37,10 @@ class KillAfterSbatchClient : public SlurmClient {
     return inner_->AccountingJob(id);
   }
   absl::Status Cancel(const std::string& id) override { return inner_->Cancel(id); }
+  absl::Status ReleaseWaitingJob(const std::string& id, std::chrono::seconds start_in,
+                                 const std::vector<std::string>& exclude) override {
+    return inner_->ReleaseWaitingJob(id, start_in, exclude);
+  }
   absl::Status SignalStep(const std::string& job_id, const std::string& step_id,
                           const std::string& signal) override {
     return inner_->SignalStep(job_id, step_id, signal);

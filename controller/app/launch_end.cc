@@ -149,6 +149,7 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
   ev.hang = l.fault.hang;
   ev.oom_kills = l.oom_kills;
   ev.time_limit = l.time_limit_warned;
+  ev.handoff = l.handoff;
   LaunchVerdict v = ClassifyLaunch(ev);
 
   auto spec = ctx_.ParseStoredSpec(run);
@@ -169,7 +170,8 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
   // Where the launch resumed from, and what it left (recovery.h, rule 3): a
   // continuation that would resume where this launch did made no progress;
   // a damaged checkpoint is the step it resumed from.
-  if ((v.cls == FailureClass::kTimeLimit || v.cls == FailureClass::kDamagedCheckpoint) &&
+  if ((v.cls == FailureClass::kTimeLimit || v.cls == FailureClass::kHandoff ||
+       v.cls == FailureClass::kDamagedCheckpoint) &&
       !l.go.checkpoint_dir.empty())
     in.progress = Progress{l.go.resume_step, NewestCompleteCheckpoint(l.go.checkpoint_dir)};
   // The allocation: every node whose worker registered for this launch (the

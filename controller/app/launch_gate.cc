@@ -59,6 +59,7 @@ Effects LaunchGate::GateTimedOut(const LaunchRef& ref) {
   LaunchState* l = registry_.Find(ref);
   if (l == nullptr || l->outcome) return {};
   l->gate_timer = false;
+  l->gate_timed_out = true;
   return EvaluateGate(l, /*timed_out=*/true);
 }
 
@@ -112,8 +113,14 @@ Effects LaunchGate::Register(const WorkerId& id, const std::string& version,
     l = Create(id, *spec, fx);
     l->secret_sha256 = attempt->secret_sha256;
     l->slurm_job_id = attempt->slurm_job_id;
+    // Waiting ahead: judged, and held until the run takes the attempt up.
+    l->held = attempt->waiting;
     // The first launch of an attempt, or a relaunch inside it.
-    first = run->state == RunState::kSubmitted || run->state == RunState::kRestarting;
+    first = !l->held &&
+            (run->state == RunState::kSubmitted || run->state == RunState::kRestarting);
+    if (l->held)
+      spdlog::info("run {}: attempt {}, waiting ahead, started: its workers are judged and held",
+                   id.run_id, id.attempt);
   }
   if (l->step.step_id.empty() && !step.step_id.empty()) l->step = step;
   if (l->outcome) {
@@ -154,6 +161,8 @@ Effects LaunchGate::Register(const WorkerId& id, const std::string& version,
                          std::to_string(l->expected_nodes) + ")";
   if (first) {
     fx.Add(Transition{id.run_id, RunState::kGating, progress});
+  } else if (l->held) {
+    // The run trains meanwhile: its state and reason are the current attempt's.
   } else if ((count & (count - 1)) == 0) {
     // Progress is shown at 2, 4, 8, ... registrations: thousands of nodes
     // must not cost thousands of synchronous writes.
@@ -166,15 +175,21 @@ Effects LaunchGate::Register(const WorkerId& id, const std::string& version,
 Effects LaunchGate::EvaluateGate(LaunchState* l, bool timed_out) {
   Effects fx;
   if (static_cast<int>(l->registered.size()) < l->expected_nodes && !timed_out) return fx;
-  auto attempt = ctx_.store.LatestAttempt(l->run_id);
+  // The launch's own attempt (the run's current one may be another: a
+  // launch held for an attempt waiting ahead).
+  std::optional<AttemptRecord> attempt;
+  if (auto all = ctx_.store.Attempts(l->run_id); all.ok())
+    for (const auto& a : *all)
+      if (a.attempt == l->attempt) attempt = a;
   std::vector<std::string> allocated = l->planned;
-  if (allocated.empty() && attempt.ok() && attempt->has_value()) {
-    auto names = ExpandHostlist((*attempt)->nodelist);
+  if (allocated.empty() && attempt) {
+    auto names = ExpandHostlist(attempt->nodelist);
     if (names.ok()) allocated = *names;
   }
   GateOutcome out = DecideGate(l->registered, allocated, l->expected_nodes, l->needed_nodes,
                                l->ranks_per_node, timed_out, l->policy.timeout);
   if (out.kind == GateOutcome::kWaiting) return fx;
+  if (l->held) return HeldGateDecided(l, out);
   // The run's paths were checked at submit, but a link inside a root may
   // have been pointed elsewhere since (hours in the queue, or a restart):
   // checked again before any rank can open them. A refusal ends the run.
@@ -216,13 +231,14 @@ Effects LaunchGate::EvaluateGate(LaunchState* l, bool timed_out) {
     l->go = GoAnswer(*l, out);
     fx += Started(l);
     fx += AnswerWaiting(l);
+    fx += HandOverIfReady(run_id);
     return fx;
   }
   fx += AnswerWaiting(l);
   // Abort: end this Slurm job and queue a new attempt; the failing nodes are
   // quarantined now, so the next submission excludes them.
-  if (attempt.ok() && attempt->has_value() && !(*attempt)->slurm_job_id.empty())
-    fx.Add(CancelJob{(*attempt)->slurm_job_id, "the gate aborted run " + run_id});
+  if (attempt && !attempt->slurm_job_id.empty())
+    fx.Add(CancelJob{attempt->slurm_job_id, "the gate aborted run " + run_id});
   WallTime now = ctx_.clock.Now();
   if (!paths_refused.empty()) {  // no attempt would fare better
     fx.Add(Transition{run_id, RunState::kFailed, paths_refused, "{}",
@@ -263,9 +279,10 @@ Effects LaunchGate::Started(LaunchState* l) {
   return fx;
 }
 
-Effects LaunchGate::AbortRun(const std::string& run_id, const std::string& reason) {
+Effects LaunchGate::AbortRun(const std::string& run_id, const std::string& reason,
+                             std::optional<int> attempt) {
   Effects fx;
-  for (LaunchState* launch : registry_.OfRun(run_id)) {
+  for (LaunchState* launch : registry_.OfRun(run_id, attempt)) {
     LaunchState& l = *launch;
     StopTimers(l, fx);
     for (auto& w : l.waiting) fx.Add(Answer(w.reply, GateAnswer::Abort(reason)));

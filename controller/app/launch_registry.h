@@ -62,6 +62,15 @@ struct LaunchState {
   // final reports stored before it; the rank exits streamed before it are
   // gone (a final report repeats them).
   bool resumed = false;
+  // Continuations ahead (launch_handoff.cc). `held`: a launch of the run's
+  // attempt waiting ahead, whose workers the gate judges but does not start
+  // until the run takes the attempt up; `ready` once they passed, when the
+  // run's current launch is told to stop. `handoff`: the current launch,
+  // stopping for it. `gate_timed_out`: its gate's timer fired while held.
+  bool held = false;
+  bool ready = false;
+  bool handoff = false;
+  bool gate_timed_out = false;
 
   LaunchRef Ref() const { return {run_id, attempt, launch}; }
   bool Go() const { return outcome && outcome->kind == GateOutcome::kGo; }

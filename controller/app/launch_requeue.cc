@@ -117,7 +117,7 @@ Effects LaunchRequeue::Requeued(const WorkerId& id, const RunRecord& run,
     fx.Add(SetWaitReason{run_id, reason});
   } else {
     fx.Add(Transition{run_id, RunState::kSubmitted, reason, "{}", {store_nodes}});
-    fx.Add(EndLaunchesOfRun{run_id, "Slurm requeued the job"});
+    fx.Add(EndLaunchesOfRun{run_id, "Slurm requeued the job", attempt_no});
   }
   answer->relaunch = true;
   answer->next_launch = next;

@@ -37,8 +37,13 @@ class LaunchGate {
                    ReplyTo<GateAnswer> reply);
   // The gate's timer (kGateTimeout) fired: it decides with the nodes it has.
   Effects GateTimedOut(const LaunchRef& ref);
-  // Ends the run's launches: waiting workers get ABORT, undecided gates decide no more.
-  Effects AbortRun(const std::string& run_id, const std::string& reason);
+  // Ends the run's launches (of `attempt` only, when given): waiting workers
+  // get ABORT, undecided gates decide no more.
+  Effects AbortRun(const std::string& run_id, const std::string& reason,
+                   std::optional<int> attempt = std::nullopt);
+  // The run took up the attempt that waited ahead: the gate decides on the
+  // workers it held (launch_handoff.cc).
+  Effects TakenUp(const AttemptTakenUp& taken);
   // The controller is stopping: waiting workers are told to register again.
   Effects Shutdown();
   // Ranks of the launch, or 0 when it is unknown here (after a restart).
@@ -50,6 +55,14 @@ class LaunchGate {
   // The stored spec's paths against this controller's roots, as at submit.
   absl::Status PathsStillAllowed(const std::string& run_id) const;
   Effects Started(LaunchState* launch);
+  // launch_handoff.cc: the gate of an attempt waiting ahead decided. GO: the
+  // run's current launch stops at a step boundary (a handoff; at its GO if
+  // none runs now). ABORT: the waiting attempt is given up, its job cancelled.
+  Effects HeldGateDecided(LaunchState* held, const GateOutcome& out);
+  // The run's launch that runs now is told to stop for `held`; none: later.
+  Effects HandOver(const LaunchState& held);
+  // A launch of the run went GO: a held attempt that is ready hands over now.
+  Effects HandOverIfReady(const std::string& run_id);
   // launch_gate_answers.cc: what the gate records and tells the nodes.
   GateAnswer GoAnswer(const LaunchState& launch, const GateOutcome& out) const;
   Effects AnswerWaiting(LaunchState* launch);

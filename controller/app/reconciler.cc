@@ -40,6 +40,9 @@ Effects Reconciler::Tick(bool startup) {
     auto a = ctx_.store.LatestAttempt(r.run_id);
     if (a.ok() && a->has_value() && (*a)->live() && !(*a)->slurm_job_id.empty())
       job_ids.push_back((*a)->slurm_job_id);
+    auto all = ctx_.store.Attempts(r.run_id);
+    auto waiting = all.ok() ? WaitingAttemptOf(*all) : std::nullopt;
+    if (waiting && !waiting->slurm_job_id.empty()) job_ids.push_back(waiting->slurm_job_id);
   }
   if (job_ids.empty()) return {};
   in_flight_ = true;
@@ -62,6 +65,7 @@ Effects Reconciler::OnSnapshot(const JobsSeen& seen) {
     return fx;
   }
   for (const auto& run : *runs) {
+    fx += WaitingJobGone(run, seen);
     auto a = ctx_.store.LatestAttempt(run.run_id);
     if (!a.ok() || !a->has_value() || !(*a)->live() || (*a)->slurm_job_id.empty()) continue;
     const AttemptRecord& attempt = **a;
@@ -96,13 +100,43 @@ Effects Reconciler::OnSnapshot(const JobsSeen& seen) {
   return fx;
 }
 
+Effects Reconciler::WaitingJobGone(const RunRecord& run, const JobsSeen& seen) {
+  auto all = ctx_.store.Attempts(run.run_id);
+  auto w = all.ok() ? WaitingAttemptOf(*all) : std::nullopt;
+  if (!w || w->slurm_job_id.empty()) return {};
+  for (const auto& j : *seen.listed)
+    if (j.id == w->slurm_job_id) return {};
+  auto it = seen.shown.find(w->slurm_job_id);
+  if (it == seen.shown.end() || !it->second.ok()) return {};  // submitted after, or unknown
+  if (it->second->has_value() && !(*it->second)->state.terminal()) return {};
+  // Cancelled by someone, refused or failed by Slurm before it was needed:
+  // the run trains on, and another waits ahead after the next snapshot.
+  std::string state = it->second->has_value() ? (*it->second)->state.name() : "forgotten";
+  std::string reason = "Slurm job " + w->slurm_job_id + " of attempt " +
+                       std::to_string(w->attempt) + ", waiting ahead, ended before it was " +
+                       "needed (" + state + "); another is queued in its place";
+  spdlog::warn("run {}: {}", run.run_id, reason);
+  HealthEventRecord e;
+  e.run_id = run.run_id;
+  e.attempt = w->attempt;
+  e.time = ctx_.clock.Now();
+  e.kind = "continuation";
+  e.detail = reason;
+  e.detail_json = nlohmann::json{{"slurm_job_id", w->slurm_job_id}, {"event", "ended"},
+                                 {"state", state}}
+                      .dump();
+  Effects fx = RecordAttemptEnd{run.run_id, w->attempt, 1, reason, e.time};
+  fx.Add(RecordHealthEvent{e});
+  return fx;
+}
+
 Effects Reconciler::Requeued(const RunRecord& run, const AttemptRecord& attempt,
                              const SlurmJob& job) {
   Effects fx;
   std::string reason = "Slurm requeued job " + attempt.slurm_job_id + ": pending again (" +
                        job.reason + "); its batch script starts over and is gated again";
   spdlog::info("run {}: {}", run.run_id, reason);
-  fx.Add(EndLaunchesOfRun{run.run_id, "Slurm requeued the job"});
+  fx.Add(EndLaunchesOfRun{run.run_id, "Slurm requeued the job", attempt.attempt});
   fx.Add(Transition{run.run_id, RunState::kSubmitted, reason});
   return fx;
 }
@@ -112,7 +146,7 @@ Effects Reconciler::SettleEnded(const RunRecord& run, const AttemptRecord& attem
   Effects fx;
   std::string evidence = "{\"slurm_job_id\":\"" + attempt.slurm_job_id +
                          "\",\"exit_code\":" + std::to_string(r.exit_code) + "}";
-  fx.Add(EndLaunchesOfRun{run.run_id, "Slurm job ended"});
+  fx.Add(EndLaunchesOfRun{run.run_id, "Slurm job ended", attempt.attempt});
   if (r.succeeded && run.state == RunState::kRunning) {
     fx.Add(Transition{run.run_id, RunState::kSucceeded, r.reason, evidence,
                       {RecordAttemptEnd{run.run_id, attempt.attempt, 0, r.reason,

@@ -25,6 +25,8 @@ class Reconciler {
   Effects OnSnapshot(const JobsSeen& seen);
 
  private:
+  // The attempt waiting ahead, whose job ended before it was taken up: ended.
+  Effects WaitingJobGone(const RunRecord& run, const JobsSeen& seen);
   // Pending again after it started: the run waits as SUBMITTED.
   Effects Requeued(const RunRecord& run, const AttemptRecord& attempt, const SlurmJob& job);
   Effects SettleEnded(const RunRecord& run, const AttemptRecord& attempt,

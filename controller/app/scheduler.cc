@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "absl/strings/str_split.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/sha256.h"
@@ -204,7 +205,20 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
   // or the controller stopped: it is submitted again under its own number,
   // after a look for a job of its name (docs/architecture.md, "A run's life").
   const bool resume = latest->has_value() && (*latest)->live() && (*latest)->slurm_job_id.empty();
-  int attempt = resume ? (*latest)->attempt : (latest->has_value() ? (*latest)->attempt : 0) + 1;
+  auto all = ctx_.store.Attempts(run.run_id);
+  if (!all.ok()) return fx;
+  AttemptPlan plan;
+  plan.attempt = resume ? (*latest)->attempt : NextAttemptNumber(*all);
+  if (resume) plan.resumed = *latest;
+  return PrepareAttempt(run, spec, excluded, plan);
+}
+
+Effects Scheduler::PrepareAttempt(const RunRecord& run, const spec::RunSpec& spec,
+                                  const std::vector<std::string>& excluded,
+                                  const AttemptPlan& plan) {
+  Effects fx;
+  const bool resume = plan.resumed.has_value();
+  const int attempt = plan.attempt;
   std::string attempt_dir = run.run_dir + "/attempt-" + std::to_string(attempt);
   AttemptPaths paths{run.run_id, attempt, run.run_dir, ctx_.config.worker_bin,
                      ctx_.config.advertise_addr, attempt_dir + "/secret", /*job_tag=*/"",
@@ -213,7 +227,7 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
   // a stop may be running with it); the store has only its digest, which
   // the shell checks the file against.
   const std::string secret = resume ? "" : RandomSecret();
-  const std::string secret_sha256 = resume ? (*latest)->secret_sha256 : Sha256Hex(secret);
+  const std::string secret_sha256 = resume ? plan.resumed->secret_sha256 : Sha256Hex(secret);
   paths.job_tag = secret_sha256.substr(0, 8);
   auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);
   if (!script.ok()) {
@@ -234,13 +248,25 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
   pending.submit = SubmitJob{run.run_id, attempt,
                              AttemptJobName(run.run_id, attempt, paths.job_tag),
                              SbatchArgs(spec, paths, excluded), attempt_dir + "/batch.sh"};
+  const WallTime now = ctx_.clock.Now();
+  if (plan.begin_in) {
+    // Waiting ahead: Slurm may start it only from then. A resumed one keeps
+    // its first eligibility (its queue wait counts from there).
+    const auto begin = resume && plan.resumed->begin ? *plan.resumed->begin : now + *plan.begin_in;
+    const auto in = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::seconds>(begin - now).count());
+    pending.submit.args.push_back("--begin=now+" + std::to_string(in));
+    pending.waiting = true;
+  }
   if (!resume) {
     AttemptRecord a;
     a.run_id = run.run_id;
     a.attempt = attempt;
     a.sbatch_args = pending.submit.args;
     a.secret_sha256 = secret_sha256;
-    a.submitted = ctx_.clock.Now();
+    a.submitted = now;
+    a.waiting = plan.begin_in.has_value();
+    if (plan.begin_in) a.begin = now + *plan.begin_in;
     pending.record = std::move(a);
   }
   submitting_.insert(run.run_id);
@@ -252,7 +278,11 @@ Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec
 Effects Scheduler::SubmitPending(const std::string& run_id, int attempt) {
   auto it = pending_.find(run_id);
   if (it == pending_.end()) return {};
-  Effects fx = SetWaitReason{run_id, "submitting attempt " + std::to_string(attempt)};
+  Effects fx;
+  if (it->second.waiting)  // the run trains meanwhile: its reason stays
+    waiting_sbatch_.insert(run_id);
+  else
+    fx.Add(SetWaitReason{run_id, "submitting attempt " + std::to_string(attempt)});
   fx.Add(std::move(it->second.submit));
   pending_.erase(it);
   return fx;
@@ -267,6 +297,13 @@ Effects Scheduler::OnAttemptFilesWritten(const AttemptFilesWritten& written) {
   auto it = pending_.find(written.run_id);
   if (it == pending_.end()) return {};
   Effects fx;
+  if (!written.status.ok() && it->second.waiting) {
+    // The run trains on; its continuation comes after it instead.
+    spdlog::error("run {}: attempt {} not submitted ahead: {}", written.run_id, written.attempt,
+                  std::string(written.status.message()));
+    DropPending(written.run_id);
+    return fx;
+  }
   if (!written.status.ok()) {
     DropPending(written.run_id);
     std::string why(written.status.message());
@@ -299,6 +336,7 @@ Effects Scheduler::OnSubmitted(const JobSubmitted& out) {
   const std::string& run_id = out.run_id;
   const int attempt = out.attempt;
   submitting_.erase(run_id);
+  if (waiting_sbatch_.erase(run_id)) return OnWaitingSubmitted(out);
   Effects fx;
   const absl::StatusOr<std::string>& job_id = out.job;
   if (!job_id.ok()) {
@@ -345,6 +383,151 @@ Effects Scheduler::OnJobRecorded(const JobRecorded& recorded) {
                             ctx_.clock.Now()});
   undo.Add(CancelJob{j.job_id, "an attempt not recorded"});
   return undo;
+}
+
+namespace {
+
+HealthEventRecord ContinuationEvent(const std::string& run_id, int attempt, WallTime now,
+                                    std::string detail, nlohmann::json j = nlohmann::json::object()) {
+  HealthEventRecord e;
+  e.run_id = run_id;
+  e.attempt = attempt;
+  e.time = now;
+  e.kind = "continuation";
+  e.detail = std::move(detail);
+  e.detail_json = j.dump();
+  return e;
+}
+
+// The nodes an sbatch was kept off (--exclude=a,b), in order.
+std::vector<std::string> ExcludedBy(const std::vector<std::string>& sbatch_args) {
+  std::vector<std::string> out;
+  for (const auto& a : sbatch_args)
+    if (a.rfind("--exclude=", 0) == 0) out = absl::StrSplit(a.substr(10), ',');
+  return out;
+}
+
+}  // namespace
+
+Effects Scheduler::QueueAhead(const QueueAheadOf& ask) {
+  auto run = ctx_.store.GetRun(ask.run_id);
+  if (!run.ok() || run->state != RunState::kRunning || submitting_.count(ask.run_id)) return {};
+  auto spec = ctx_.ParseStoredSpec(*run);
+  auto all = ctx_.store.Attempts(ask.run_id);
+  if (!spec.ok() || !all.ok()) return {};
+  AttemptPlan plan;
+  plan.begin_in = ask.begin_in;
+  plan.attempt = NextAttemptNumber(*all);
+  if (auto w = WaitingAttemptOf(*all)) {
+    if (!w->slurm_job_id.empty()) return {};  // it waits already
+    // Stored before its sbatch answered (sbatch failed, or the controller
+    // stopped): submitted again under its number, after a look for its name.
+    plan.attempt = w->attempt;
+    plan.resumed = *w;
+  }
+  spdlog::info("run {}: attempt {} to wait ahead, {}", ask.run_id, plan.attempt, ask.why);
+  waiting_why_[ask.run_id] = ask.why;
+  return PrepareAttempt(*run, *spec, ctx_.ExcludedNow(), plan);
+}
+
+Effects Scheduler::OnWaitingSubmitted(const JobSubmitted& out) {
+  const std::string& run_id = out.run_id;
+  const WallTime now = ctx_.clock.Now();
+  std::string why = waiting_why_[run_id];
+  waiting_why_.erase(run_id);
+  Effects fx;
+  if (!out.job.ok()) {
+    std::string error(out.job.status().message());
+    if (error.find("Batch job submission failed") == std::string::npos) {
+      // Stored without its job id: the next look submits it again.
+      spdlog::warn("run {}: sbatch of attempt {} (to wait ahead) failed, retrying: {}", run_id,
+                   out.attempt, error);
+      return fx;
+    }
+    std::string reason = "sbatch refused attempt " + std::to_string(out.attempt) +
+                         " (to wait ahead): " + error +
+                         "; the run's continuation follows the current attempt's end instead";
+    fx.Add(RecordAttemptEnd{run_id, out.attempt, 1, reason, now});
+    fx.Add(RecordHealthEvent{ContinuationEvent(run_id, out.attempt, now, reason)});
+    return fx;
+  }
+  const std::string& job = *out.job;
+  auto run = ctx_.store.GetRun(run_id);
+  auto all = ctx_.store.Attempts(run_id);
+  std::optional<AttemptRecord> row;
+  if (all.ok())
+    for (const auto& a : *all)
+      if (a.attempt == out.attempt) row = a;
+  fx.Add(RecordAttemptJob{run_id, out.attempt, job});
+  if (!run.ok() || IsTerminal(run->state) || !row || !row->live()) {
+    // The run ended, or went on without it, while its sbatch was in flight.
+    if (row && row->live())
+      fx.Add(RecordAttemptEnd{run_id, out.attempt, kExitCancelled,
+                              "not needed: the run went on without it", now});
+    fx.Add(CancelJob{job, "run " + run_id + " no longer needs attempt " +
+                              std::to_string(out.attempt)});
+    return fx;
+  }
+  std::string detail = "attempt " + std::to_string(out.attempt) + " waits ahead as Slurm job " +
+                       job + (out.adopted.empty() ? "" : " (found by name after a restart)") +
+                       (why.empty() ? "" : ", " + why);
+  spdlog::info("run {}: {}", run_id, detail);
+  fx.Add(RecordHealthEvent{ContinuationEvent(run_id, out.attempt, now, detail,
+                                             {{"slurm_job_id", job}, {"event", "queued"}})});
+  return fx;
+}
+
+Effects Scheduler::TakeUpWaiting(const RunRecord& run, const AttemptEnded& end,
+                                 const RecoveryDecision& d, const AttemptRecord& waiting) {
+  Effects fx;
+  const std::string& run_id = run.run_id;
+  const WallTime now = ctx_.clock.Now();
+  const int restarts = run.restarts + (d.uses_restart ? 1 : 0);
+  const std::string reason = d.reason + ": attempt " + std::to_string(waiting.attempt) +
+                             " (Slurm job " + waiting.slurm_job_id +
+                             "), waiting ahead, takes over";
+  RecordAttemptEnd end_attempt{run_id, end.attempt, end.exit_code, end.why, now};
+  std::vector<StoreWrite> take_up = {TakeUpAttempt{run_id, waiting.attempt},
+                                     SetRestartBackoff{run_id, restarts, d.not_before},
+                                     SetWaitReason{run_id, reason}};
+  if (run.state != RunState::kRestarting) {
+    Transition t{run_id, RunState::kRestarting, end.why, end.evidence_json, {end_attempt}};
+    t.next = Transition::Next{RunState::kSubmitted, reason, std::move(take_up)};
+    fx.Add(std::move(t));
+  } else {
+    Transition t{run_id, RunState::kSubmitted, reason, end.evidence_json, {end_attempt}};
+    for (auto& w : take_up) t.also.push_back(std::move(w));
+    fx.Add(std::move(t));
+  }
+  // A handoff's job runs already. Otherwise it is made eligible when the run
+  // may go on (now, or after a failure's backoff), and kept off the nodes
+  // struck since it was submitted.
+  fx.Add(AttemptTakenUp{run_id, waiting.attempt});
+  if (end.failure_class == FailureClass::kHandoff) return fx;
+  const WallTime start = std::max(now, d.not_before);
+  std::vector<std::string> exclude = ctx_.ExcludedNow();
+  std::sort(exclude.begin(), exclude.end());
+  std::vector<std::string> was = ExcludedBy(waiting.sbatch_args);
+  std::sort(was.begin(), was.end());
+  if ((waiting.begin && *waiting.begin > start) || exclude != was)
+    fx.Add(ReleaseJob{run_id, waiting.slurm_job_id,
+                      std::chrono::duration_cast<std::chrono::seconds>(start - now), exclude});
+  return fx;
+}
+
+Effects Scheduler::RunEnded(const std::string& run_id) {
+  auto all = ctx_.store.Attempts(run_id);
+  if (!all.ok()) return {};
+  auto w = WaitingAttemptOf(*all);
+  if (!w) return {};
+  Effects fx = RecordAttemptEnd{run_id, w->attempt, kExitCancelled,
+                                "not needed: the run ended before it", ctx_.clock.Now()};
+  if (!w->slurm_job_id.empty())
+    fx.Add(CancelJob{w->slurm_job_id, "run " + run_id + " ended: attempt " +
+                                          std::to_string(w->attempt) + " waiting ahead is not needed"});
+  spdlog::info("run {}: attempt {} waiting ahead{} is not needed: cancelled", run_id, w->attempt,
+               w->slurm_job_id.empty() ? "" : " (Slurm job " + w->slurm_job_id + ")");
+  return fx;
 }
 
 Effects Scheduler::RepairAtStartup() {
@@ -398,6 +581,21 @@ Effects Scheduler::EndAttempt(const AttemptEnded& end) {
     d.reason = r.reason;
   }
   const std::string& run_id = end.run_id;
+  if (d.kind == RecoveryDecision::kNewAttempt) {
+    // An attempt waits ahead: it is the new attempt, with its place in the
+    // queue. One whose sbatch has not answered yet is ended, and a new
+    // attempt submitted as usual (its job, if any, is then cancelled).
+    auto all = ctx_.store.Attempts(run_id);
+    if (auto w = all.ok() ? WaitingAttemptOf(*all) : std::nullopt) {
+      if (!w->slurm_job_id.empty()) {
+        fx.Add(CountRestart{run_id, end.failure_class, /*relaunch=*/false});
+        fx += TakeUpWaiting(*run, end, d, *w);
+        return fx;
+      }
+      fx.Add(RecordAttemptEnd{run_id, w->attempt, kExitCancelled,
+                              "needed before its sbatch answered: a new attempt replaces it", now});
+    }
+  }
   RecordAttemptEnd end_attempt{run_id, end.attempt, end.exit_code, end.why, now};
   int restarts = run->restarts + (d.uses_restart ? 1 : 0);
   // The attempt's end and what follows are one transaction: no stop can

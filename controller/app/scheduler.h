@@ -43,6 +43,13 @@ class Scheduler {
   Effects OnJobRecorded(const JobRecorded& recorded);
   // A failed attempt: requeue after the backoff while the budget lasts, else FAILED.
   Effects EndAttempt(const AttemptEnded& end);
+  // Continuations (continuation.h): the run's next attempt is submitted to
+  // wait ahead, eligible in `begin_in` (or one stored without its job id is
+  // submitted again).
+  Effects QueueAhead(const QueueAheadOf& ask);
+  // A run reached a terminal state: the attempt waiting ahead, if any, is
+  // ended and its job cancelled.
+  Effects RunEnded(const std::string& run_id);
   // At start-up: a run left RESTARTING with its attempt ended (the controller
   // stopped between the attempt's end and the run's requeue, two
   // transactions) is requeued or failed as EndAttempt would have.
@@ -51,6 +58,21 @@ class Scheduler {
  private:
   Effects SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec,
                         const std::vector<std::string>& excluded);
+  // Which attempt an sbatch is for: a new number, or one stored without a
+  // job id (resumed); with begin_in, it waits ahead (continuation.h).
+  struct AttemptPlan {
+    int attempt = 0;
+    std::optional<AttemptRecord> resumed;
+    std::optional<std::chrono::seconds> begin_in;
+  };
+  Effects PrepareAttempt(const RunRecord& run, const spec::RunSpec& spec,
+                         const std::vector<std::string>& excluded, const AttemptPlan& plan);
+  // OnSubmitted for an attempt waiting ahead: recorded, the run's state kept.
+  Effects OnWaitingSubmitted(const JobSubmitted& out);
+  // What follows an attempt's end when one waits ahead with its job: it
+  // becomes the current attempt (SUBMITTED), released early where needed.
+  Effects TakeUpWaiting(const RunRecord& run, const AttemptEnded& end, const RecoveryDecision& d,
+                        const AttemptRecord& waiting);
   // The run's pending sbatch, sent ("submitting attempt N").
   Effects SubmitPending(const std::string& run_id, int attempt);
   // The run's preparation failed: nothing pending, nothing in flight.
@@ -68,8 +90,11 @@ class Scheduler {
   struct PendingAttempt {
     SubmitJob submit;
     std::optional<AttemptRecord> record;
+    bool waiting = false;
   };
   std::map<std::string, PendingAttempt> pending_;
+  std::set<std::string> waiting_sbatch_;  // runs whose sbatch in flight waits ahead
+  std::map<std::string, std::string> waiting_why_;  // run -> when its waiting attempt starts
 };
 
 }  // namespace trellis::controller

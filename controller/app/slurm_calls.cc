@@ -72,7 +72,7 @@ JobsSeen Query(SlurmClient& slurm, const QueryJobs& call) {
 bool IsSlurmCall(const Command& c) {
   return std::holds_alternative<ListUsableNodes>(c) || std::holds_alternative<SubmitJob>(c) ||
          std::holds_alternative<CancelJob>(c) || std::holds_alternative<CancelRunJob>(c) ||
-         std::holds_alternative<SignalStep>(c) || std::holds_alternative<QueryJobs>(c) ||
+         std::holds_alternative<SignalStep>(c) || std::holds_alternative<ReleaseJob>(c) || std::holds_alternative<QueryJobs>(c) ||
          std::holds_alternative<ShowJob>(c) || std::holds_alternative<DrainNode>(c);
 }
 
@@ -90,6 +90,13 @@ SlurmAnswer CallSlurm(SlurmClient& slurm, const Command& call) {
           },
           [&](const CancelRunJob& c) -> SlurmAnswer {
             return RunJobCancelled{c, slurm.Cancel(c.job_id)};
+          },
+          [&](const ReleaseJob& c) -> SlurmAnswer {
+            absl::Status st = slurm.ReleaseWaitingJob(c.job_id, c.start_in, c.exclude);
+            if (!st.ok())
+              spdlog::warn("run {}: releasing waiting job {} failed (it starts at its --begin): {}",
+                           c.run_id, c.job_id, std::string(st.message()));
+            return std::monostate{};
           },
           [&](const SignalStep& c) -> SlurmAnswer {
             absl::Status st = slurm.SignalStep(c.job_id, c.step_id, c.signal);

@@ -3,6 +3,7 @@
 // time on the Slurm thread (slurm_calls.h), and the answers that come back to
 // the part that asked, on the loop.
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
@@ -43,6 +44,14 @@ struct CancelRunJob {
   std::string job_id;
   std::string why;
   ReplyTo<RunState> reply;
+};
+// A run's waiting attempt taken up sooner than its --begin: eligible now,
+// kept off `exclude`; a failure is logged (it starts at its --begin instead).
+struct ReleaseJob {
+  std::string run_id;
+  std::string job_id;
+  std::chrono::seconds start_in{0};  // StartTime=now+N
+  std::vector<std::string> exclude;
 };
 // scancel --signal=SIGNAL JOB.STEP; a failure is logged.
 struct SignalStep {

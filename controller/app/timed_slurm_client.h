@@ -36,6 +36,10 @@ class TimedSlurmClient : public SlurmClient {
       metrics_.ObserveSlurm(SlurmCommand::kSacct, std::chrono::steady_clock::now() - start);
     return job;
   }
+  absl::Status ReleaseWaitingJob(const std::string& id, std::chrono::seconds start_in,
+                                 const std::vector<std::string>& exclude) override {
+    return Timed(SlurmCommand::kScontrol, [&] { return slurm_->ReleaseWaitingJob(id, start_in, exclude); });
+  }
   absl::Status Cancel(const std::string& id) override {
     return Timed(SlurmCommand::kScancel, [&] { return slurm_->Cancel(id); });
   }

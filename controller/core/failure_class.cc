@@ -41,6 +41,7 @@ constexpr std::pair<FailureClass, std::string_view> kNames[] = {
     {FailureClass::kCancel, "cancel"},
     {FailureClass::kTerminated, "terminated"},
     {FailureClass::kDamagedCheckpoint, "damaged_checkpoint"},
+    {FailureClass::kHandoff, "handoff"},
 };
 
 constexpr size_t kMaxLogInReason = 200;
@@ -252,13 +253,18 @@ LaunchVerdict ClassifyLaunch(const LaunchEvidence& e) {
   // Whatever the step said, a launch that did not succeed ends non-zero.
   int failed_code = e.step_exit_code != 0 ? e.step_exit_code : kExitError;
   if (e.cancelled) return Verdict(FailureClass::kCancel, kExitCancelled, "cancelled", ev);
-  if (e.time_limit || e.preempted) {
+  if (e.handoff || e.time_limit || e.preempted) {
     // Not the program's fault: the run continues without a restart. A node
     // lost, a rank hung or a node's own fault before that is still blamed,
-    // so its strike keeps it out of the continuation.
-    LaunchVerdict v = Verdict(e.time_limit ? FailureClass::kTimeLimit : FailureClass::kPreemption,
-                              failed_code,
-                              e.time_limit ? "reached the Slurm time limit" : "preempted", ev);
+    // so its strike keeps it out of the continuation. A handoff's ranks get
+    // the time limit's signal, and say so: the handoff is what it was.
+    if (e.handoff) ev["handoff"] = true;
+    LaunchVerdict v =
+        e.handoff ? Verdict(FailureClass::kHandoff, failed_code,
+                            "stopped for the next attempt, waiting ahead and started", ev)
+                  : Verdict(e.time_limit ? FailureClass::kTimeLimit : FailureClass::kPreemption,
+                            failed_code,
+                            e.time_limit ? "reached the Slurm time limit" : "preempted", ev);
     std::optional<LaunchVerdict> fault;
     if (!e.lost_nodes.empty()) fault = LostVerdict(e, failed_code, ev);
     else if (e.hang) fault = HangVerdict(*e.hang, failed_code, ev);

@@ -7,7 +7,7 @@
 //
 // Precedence, first match wins:
 //   1. cancelled                      -> kCancel      (not retryable)
-//   2. time_limit, then preempted     -> kTimeLimit, kPreemption; blaming,
+//   2. handoff, time_limit, preempted -> kHandoff, kTimeLimit, kPreemption; blaming,
 //      as rules 4-6 would, a lost worker, a hung rank, or else the first
 //      failing rank (not after_stop) with a device error or SIGBUS. A rank
 //      end carries no time, so its kind decides: a stop never causes those
@@ -88,6 +88,10 @@ enum class FailureClass {
   kTerminated,
   // A rank found the checkpoint step it resumed from damaged (rule 6.0).
   kDamagedCheckpoint,
+  // Stopped by the controller at a step boundary, with a checkpoint, for the
+  // run's next attempt, submitted ahead and started (continuation.h): a
+  // time limit that came early.
+  kHandoff,
 };
 
 // Stable snake_case names ("rank_exit", "device_oom", ...): stored per launch.
@@ -128,6 +132,7 @@ struct LaunchEvidence {
   bool cancelled = false;
   bool time_limit = false;
   bool preempted = false;
+  bool handoff = false;  // the controller stopped it for the attempt waiting ahead
   bool gate_aborted = false;
   // The controller restarted during the launch: what it heard before (rank
   // exits, final reports) is not part of this evidence.

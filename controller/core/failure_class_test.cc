@@ -140,6 +140,19 @@ TEST(ClassifyLaunchTest, Table) {
               e.oom_kills = {{"node2", 0}};
             }),
        FC::kTimeLimit, 137, true, "", "reached the Slurm time limit"},
+      {"handoff: the time limit's signal, the controller's stop",
+       With(Ranks(0, {}), [](auto& e) { e.handoff = e.time_limit = true; }), FC::kHandoff, 1,
+       true, "", "stopped for the next attempt, waiting ahead and started"},
+      {"handoff, a worker lost before it: still blamed",
+       With(Ranks(0, {}),
+            [](auto& e) {
+              e.handoff = true;
+              e.lost_nodes = {"node7"};
+              e.lost_silent_s = {{"node7", 30.0}};
+            }),
+       FC::kHandoff, 1, true, "node7",
+       "stopped for the next attempt, waiting ahead and started; before that, node node7 lost: "
+       "worker silent for 30 s"},
       {"preemption beats gate",
        With(Ranks(0, {}), [](auto& e) { e.preempted = e.gate_aborted = true; }), FC::kPreemption, 1,
        true, "", "preempted"},

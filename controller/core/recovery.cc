@@ -85,8 +85,9 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   }
   // A time limit with nothing new to resume from: the continuation would
   // start where this launch did (rule 3's exception).
-  const bool stalled = v.cls == FailureClass::kTimeLimit && in.progress && !in.progress->Made();
-  if (!stalled && (v.cls == FailureClass::kGate || v.cls == FailureClass::kTimeLimit ||
+  const bool time_up = v.cls == FailureClass::kTimeLimit || v.cls == FailureClass::kHandoff;
+  const bool stalled = time_up && in.progress && !in.progress->Made();
+  if (!stalled && (v.cls == FailureClass::kGate || time_up ||
                    v.cls == FailureClass::kPreemption)) {
     // Not the program's failure: no restart used. Time limits and preemptions
     // will continue from the newest checkpoint instead (a continuation).

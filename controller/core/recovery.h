@@ -5,7 +5,8 @@
 // Rules, first match wins:
 //   1. succeeded                         -> kSucceed
 //   2. not retryable (user error, cancel) -> kFail
-//   3. gate abort, time limit, preemption -> kNewAttempt now, using no restart
+//   3. gate abort, time limit, handoff, preemption -> kNewAttempt now, using
+//      no restart (a handoff's new attempt is the one waiting ahead)
 //      (`uses_restart` false). The gate's failing nodes are quarantined, so the
 //      scheduler waits for eligible nodes rather than loop; a time limit or a
 //      preemption is not the program's fault, and will become a continuation

@@ -55,6 +55,9 @@ TEST(DecideRecoveryTest, Table) {
       {"time limit: new attempt",
        Failed(FailureClass::kTimeLimit, "reached the Slurm time limit"), alloc, {}, 0, true,
        Kind::kNewAttempt, {}, 0, false, "reached the Slurm time limit; new attempt"},
+      {"handoff: new attempt, no restart used, even with the budget used",
+       Failed(FailureClass::kHandoff, "stopped for the next attempt"), alloc, {}, 3, true,
+       Kind::kNewAttempt, {}, 0, false, "stopped for the next attempt; new attempt"},
       {"preemption: new attempt", Failed(FailureClass::kPreemption, "preempted"), {}, {}, 0, true,
        Kind::kNewAttempt, {}, 0, false, "preempted; new attempt"},
       {"budget used", exit3, alloc, {}, 3, true, Kind::kFail, {}, 0, false,
@@ -145,6 +148,12 @@ TEST(DecideRecoveryTest, ATimeLimitWithoutProgressUsesARestart) {
   }
   d = decide(Failed(FailureClass::kPreemption, "preempted"), Progress{40, 40}, 2);
   EXPECT_EQ(d.kind, Kind::kNewAttempt);
+  EXPECT_FALSE(d.uses_restart);
+  // A handoff is a time limit that came early: the same rule.
+  d = decide(Failed(FailureClass::kHandoff, "stopped for the next attempt"), Progress{40, 40}, 0);
+  EXPECT_EQ(d.kind, Kind::kNewAttempt);
+  EXPECT_TRUE(d.uses_restart);
+  d = decide(Failed(FailureClass::kHandoff, "stopped for the next attempt"), Progress{40, 60}, 0);
   EXPECT_FALSE(d.uses_restart);
 }
 

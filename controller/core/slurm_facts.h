@@ -5,6 +5,7 @@
 // decisions here ask the typed state, never the text.
 
 #include <cstdint>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -94,6 +95,10 @@ struct SlurmJob {
   std::string nodelist;  // compressed hostlist, e.g. "node[1-2]"
   std::optional<int> exit_code;  // from ExitCode=E:S: E, or 128+S when S != 0
   std::optional<int> restarts;   // scontrol Restarts=: how often Slurm requeued it
+  // squeue's %l and %L: the job's time limit and, while it runs, the time it
+  // has left (a pending job's is its whole limit); none: unlimited or unknown.
+  std::optional<std::chrono::seconds> time_limit;
+  std::optional<std::chrono::seconds> time_left;
 };
 
 struct SlurmNode {

@@ -32,7 +32,8 @@ void ToProto(const RunView& v, v1::RunSummary* out) {
   for (const auto& l : v.launches) {
     relaunches += l.recovery == "relaunch";
     restart_attempts += l.recovery == "new_attempt" && l.failure_class != "gate" &&
-                        l.failure_class != "time_limit" && l.failure_class != "preemption";
+                        l.failure_class != "time_limit" && l.failure_class != "handoff" &&
+                        l.failure_class != "preemption";
   }
   out->set_relaunches(relaunches);
   out->set_restart_attempts(restart_attempts);
@@ -123,6 +124,8 @@ void ToProto(const RunView& v, v1::Run* out) {
     pa->set_end_reason(a.end_reason);
     pa->set_submitted_unix_ms(ToUnixMillis(a.submitted));
     pa->set_ended_unix_ms(a.ended ? ToUnixMillis(*a.ended) : 0);
+    pa->set_waiting(a.waiting);
+    pa->set_begin_unix_ms(a.begin ? ToUnixMillis(*a.begin) : 0);
   }
   for (const auto& e : v.events) ToProto(e, out->add_events());
   for (const auto& s : v.recent_steps) ToProto(s, out->add_recent_steps());

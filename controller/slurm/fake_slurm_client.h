@@ -33,6 +33,11 @@ class FakeSlurmClient : public SlurmClient {
     // Started at once: the tests drive the workers. A test of Slurm's
     // requeue sets the job PENDING again.
     jobs[id] = {id, "RUNNING", "None", nodelist, std::nullopt, 0};
+    for (const auto& a : args)  // --time=M: the limit, all of it left
+      if (a.rfind("--time=", 0) == 0) {
+        jobs[id].time_limit = std::chrono::minutes(std::stoi(a.substr(7)));
+        jobs[id].time_left = jobs[id].time_limit;
+      }
     return id;
   }
   absl::StatusOr<std::vector<SlurmJob>> ListJobs() override {
@@ -66,6 +71,19 @@ class FakeSlurmClient : public SlurmClient {
     cancelled.push_back(id);
     if (jobs.count(id)) jobs[id].state = "CANCELLED";
     return absl::OkStatus();
+  }
+  absl::Status ReleaseWaitingJob(const std::string& id, std::chrono::seconds start_in,
+                                 const std::vector<std::string>& exclude) override {
+    std::lock_guard<std::mutex> lock(mu);
+    std::string joined;
+    for (const auto& n : exclude) joined += (joined.empty() ? "" : ",") + n;
+    released.push_back(id + " in " + std::to_string(start_in.count()) + " s" +
+                       (joined.empty() ? "" : " exclude " + joined));
+    return absl::OkStatus();
+  }
+  std::vector<std::string> Released() {
+    std::lock_guard<std::mutex> lock(mu);
+    return released;
   }
   absl::Status SignalStep(const std::string& job, const std::string& step,
                           const std::string& signal) override {
@@ -101,6 +119,7 @@ class FakeSlurmClient : public SlurmClient {
   }
 
   std::mutex mu;
+  std::vector<std::string> released;
 
   int next_id = 100;
   absl::Status submit_error;

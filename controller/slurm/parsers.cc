@@ -71,15 +71,39 @@ std::optional<int> ParseExitCode(std::string_view field) {
   return sig != 0 ? 128 + sig : code;
 }
 
+std::optional<std::chrono::seconds> ParseSlurmDuration(std::string_view field) {
+  int64_t days = 0;
+  if (size_t dash = field.find('-'); dash != std::string_view::npos) {
+    int d;
+    if (!ParseNumber(field.substr(0, dash), &d) || d < 0) return std::nullopt;
+    days = d;
+    field = field.substr(dash + 1);
+  }
+  std::vector<std::string_view> parts = Split(field, ':');
+  // M:SS, H:MM:SS; with days always H:MM:SS.
+  if (parts.size() != 3 && (parts.size() != 2 || days > 0)) return std::nullopt;
+  int64_t total = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    int v;
+    if (!ParseNumber(parts[i], &v) || v < 0 || (i > 0 && v > 59)) return std::nullopt;
+    total = total * 60 + v;
+  }
+  return std::chrono::seconds(days * 86400 + total);
+}
+
 absl::StatusOr<std::vector<SlurmJob>> ParseSqueue(std::string_view out) {
   std::vector<SlurmJob> jobs;
   for (std::string_view line : Lines(out)) {
-    auto f = Split(line, '|', false, 4);
-    if (f.size() != 4)
+    // The reason is last: the only field that may hold a '|'.
+    auto f = Split(line, '|', false, 6);
+    if (f.size() != 6)
       return absl::InternalError("squeue line '" + std::string(line) +
-                                 "': expected 4 '|'-separated fields");
-    jobs.push_back({std::string(f[0]), BaseState(f[1]), std::string(f[3]), std::string(f[2]),
-                    std::nullopt, std::nullopt});
+                                 "': expected 6 '|'-separated fields (" + kSqueueFormat + ")");
+    SlurmJob job{std::string(f[0]), BaseState(f[1]), std::string(f[5]), std::string(f[2]),
+                 std::nullopt, std::nullopt};
+    job.time_limit = ParseSlurmDuration(f[3]);
+    job.time_left = ParseSlurmDuration(f[4]);
+    jobs.push_back(std::move(job));
   }
   return jobs;
 }

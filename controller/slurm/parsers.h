@@ -4,7 +4,9 @@
 // words into the typed facts of controller/core/slurm_facts.h; ExpandHostlist
 // (controller/core/hostlist.h) comes with them.
 
+#include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,7 +20,8 @@ namespace trellis::controller {
 // `sbatch --parsable`: "1234" or "1234;cluster".
 absl::StatusOr<std::string> ParseSbatchParsable(std::string_view out);
 
-// `squeue -h -o '%i|%T|%N|%r'`: one job per line.
+// `squeue -h -o '%i|%T|%N|%l|%L|%r'`: one job per line (kSqueueFormat).
+inline constexpr const char* kSqueueFormat = "%i|%T|%N|%l|%L|%r";
 absl::StatusOr<std::vector<SlurmJob>> ParseSqueue(std::string_view out);
 
 // `scontrol show job -o ID`: one line of Key=Value pairs.
@@ -34,6 +37,10 @@ absl::StatusOr<std::vector<SlurmJob>> ParseSacct(std::string_view out);
 
 // `sinfo -h -N -o '%N|%T'` (a node may appear once per partition: deduplicated).
 absl::StatusOr<std::vector<SlurmNode>> ParseSinfoNodes(std::string_view out);
+
+// Slurm's durations as squeue prints them: "M:SS", "H:MM:SS", "D-HH:MM:SS";
+// nullopt for "UNLIMITED", "NOT_SET", "INVALID" and anything else.
+std::optional<std::chrono::seconds> ParseSlurmDuration(std::string_view field);
 
 // "0:0" -> 0, "3:0" -> 3, "0:9" -> 137.
 std::optional<int> ParseExitCode(std::string_view field);

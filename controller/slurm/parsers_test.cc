@@ -70,7 +70,25 @@ TEST(ParsersTest, Squeue) {
   EXPECT_EQ((*jobs)[0].nodelist, "node[1-2]");
   EXPECT_EQ((*jobs)[1].state.base(), SlurmJobState::kPending);
   EXPECT_EQ((*jobs)[1].reason, "Resources");
+  EXPECT_EQ((*jobs)[0].time_limit, std::chrono::seconds(180));
+  EXPECT_EQ((*jobs)[0].time_left, std::chrono::seconds(151));
+  EXPECT_EQ((*jobs)[1].time_left, std::chrono::seconds(86400));
+  EXPECT_FALSE((*jobs)[2].time_limit.has_value()) << "UNLIMITED";
   EXPECT_FALSE(ParseSqueue("12 RUNNING").ok());
+  EXPECT_FALSE(ParseSqueue("12|RUNNING|node1|None").ok()) << "the old four fields";
+  // A reason may hold the separator: it is the last field.
+  EXPECT_EQ((*ParseSqueue("7|PENDING||5:00|5:00|a|b"))[0].reason, "a|b");
+}
+
+TEST(ParsersTest, SlurmDurations) {
+  using std::chrono::seconds;
+  EXPECT_EQ(ParseSlurmDuration("0:00"), seconds(0));
+  EXPECT_EQ(ParseSlurmDuration("2:31"), seconds(151));
+  EXPECT_EQ(ParseSlurmDuration("1:02:03"), seconds(3723));
+  EXPECT_EQ(ParseSlurmDuration("2-00:00:01"), seconds(2 * 86400 + 1));
+  for (const char* bad : {"UNLIMITED", "NOT_SET", "INVALID", "", "5", "1:60", "2-3:00", "-1:00",
+                          "1:2:3:4", "a:00"})
+    EXPECT_FALSE(ParseSlurmDuration(bad).has_value()) << bad;
 }
 
 TEST(ParsersTest, SacctAndExitCodes) {
@@ -107,11 +125,18 @@ TEST(ParsersTest, RealSlurm2205Outputs) {
   EXPECT_EQ(job->state.base(), SlurmJobState::kFailed);
   EXPECT_EQ(job->exit_code, 3);
   EXPECT_EQ(job->nodelist, "node[1-2]");
+  // A job pending --begin, one with a 3-minute limit, one with a day's.
   auto jobs = ParseSqueue(Fixture("squeue_2205.txt"));
   ASSERT_TRUE(jobs.ok()) << jobs.status();
-  ASSERT_EQ(jobs->size(), 2u);
-  EXPECT_EQ((*jobs)[0].state.base(), SlurmJobState::kRunning);
-  EXPECT_EQ((*jobs)[1].nodelist, "node[1-4]");
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[0].state.base(), SlurmJobState::kPending);
+  EXPECT_EQ((*jobs)[0].reason, "BeginTime");
+  EXPECT_FALSE((*jobs)[0].time_limit.has_value()) << "UNLIMITED";
+  EXPECT_EQ((*jobs)[1].state.base(), SlurmJobState::kRunning);
+  EXPECT_EQ((*jobs)[1].time_limit, std::chrono::seconds(180));
+  EXPECT_EQ((*jobs)[1].time_left, std::chrono::seconds(174));
+  EXPECT_EQ((*jobs)[2].nodelist, "node[1-4]");
+  EXPECT_EQ((*jobs)[2].time_left, std::chrono::seconds(86400 - 6));
   auto nodes = ParseSinfoNodes(Fixture("sinfo_nodes_2205.txt"));
   ASSERT_TRUE(nodes.ok());
   EXPECT_EQ(nodes->size(), 4u);

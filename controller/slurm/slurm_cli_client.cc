@@ -57,7 +57,7 @@ absl::StatusOr<std::string> SlurmCliClient::Submit(const std::vector<std::string
 
 absl::StatusOr<std::vector<SlurmJob>> SlurmCliClient::ListJobs() {
   std::vector<std::string> argv = {Bin("squeue"), "-h", "-u", std::to_string(getuid()),
-                                   "-o", "%i|%T|%N|%r"};
+                                   "-o", kSqueueFormat};
   auto r = Run(argv, options_.timeout);
   if (!r.ok()) return r.status();
   if (r->exit_code != 0) return Failed(argv, *r);
@@ -66,7 +66,7 @@ absl::StatusOr<std::vector<SlurmJob>> SlurmCliClient::ListJobs() {
 
 absl::StatusOr<std::vector<SlurmJob>> SlurmCliClient::JobsNamed(const std::string& name) {
   std::vector<std::string> argv = {Bin("squeue"), "-h", "-u", std::to_string(getuid()),
-                                   "-n", name, "-o", "%i|%T|%N|%r"};
+                                   "-n", name, "-o", kSqueueFormat};
   auto r = Run(argv, options_.timeout);
   if (!r.ok()) return r.status();
   if (r->exit_code != 0) return Failed(argv, *r);
@@ -122,6 +122,21 @@ absl::Status SlurmCliClient::Cancel(const std::string& id) {
   if (!r.ok()) return r.status();
   if (r->exit_code != 0 && r->err.find("Invalid job id") == std::string::npos)
     return Failed(argv, *r);
+  return absl::OkStatus();
+}
+
+absl::Status SlurmCliClient::ReleaseWaitingJob(const std::string& id, std::chrono::seconds start_in,
+                                               const std::vector<std::string>& exclude) {
+  std::vector<std::string> argv = {Bin("scontrol"), "update", "JobId=" + id,
+                                   "StartTime=now+" + std::to_string(start_in.count())};
+  if (!exclude.empty()) {
+    std::string joined;
+    for (const auto& n : exclude) joined += (joined.empty() ? "" : ",") + n;
+    argv.push_back("ExcNodeList=" + joined);
+  }
+  auto r = Run(argv, options_.timeout);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return Failed(argv, *r);
   return absl::OkStatus();
 }
 

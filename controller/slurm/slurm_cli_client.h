@@ -26,6 +26,8 @@ class SlurmCliClient : public SlurmClient {
   absl::StatusOr<std::optional<SlurmJob>> ShowJob(const std::string& id) override;
   absl::StatusOr<std::optional<SlurmJob>> AccountingJob(const std::string& id) override;
   absl::Status Cancel(const std::string& id) override;
+  absl::Status ReleaseWaitingJob(const std::string& id, std::chrono::seconds start_in,
+                                 const std::vector<std::string>& exclude) override;
   absl::Status SignalStep(const std::string& job_id, const std::string& step_id,
                           const std::string& signal) override;
   absl::Status Drain(const std::string& node, const std::string& reason) override;

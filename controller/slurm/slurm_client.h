@@ -2,6 +2,7 @@
 // How the controller talks to Slurm. The CLI implementation runs the Slurm
 // commands with argument vectors; FakeSlurmClient is for scheduler tests.
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,11 @@ class SlurmClient {
   // ends while the job goes on. `signal` is a name without SIG: "TERM", "KILL".
   virtual absl::Status SignalStep(const std::string& job_id, const std::string& step_id,
                                   const std::string& signal) = 0;
+  // A pending job made eligible in `start_in` (scontrol update StartTime=now+N), kept
+  // off `exclude` where that is given (ExcNodeList=): a continuation
+  // submitted ahead, needed sooner. A job that started meanwhile is left as it is.
+  virtual absl::Status ReleaseWaitingJob(const std::string& id, std::chrono::seconds start_in,
+                                         const std::vector<std::string>& exclude) = 0;
   // scontrol update state=drain (needs Slurm operator rights).
   virtual absl::Status Drain(const std::string& node, const std::string& reason) = 0;
   // Nodes of a partition ("" = the default partition).

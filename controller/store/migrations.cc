@@ -161,6 +161,12 @@ CREATE TABLE worker_reports (
   PRIMARY KEY (run_id, attempt, launch, node)
 ) WITHOUT ROWID;
 )sql",
+      // 8: attempts submitted ahead of the current one (restart.continuation
+      // = "ahead"): waiting until taken up, and when Slurm may start them.
+      R"sql(
+ALTER TABLE attempts ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN begin_ms INTEGER;
+)sql",
   };
   return kMigrations;
 }

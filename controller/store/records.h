@@ -39,8 +39,27 @@ struct AttemptRecord {
   std::string end_reason;
   WallTime submitted;
   std::optional<WallTime> ended;
+  // Submitted ahead (restart.continuation = "ahead"): the run's next attempt,
+  // queued while the current one trains, until the run takes it up (a
+  // handoff, or a continuation or new attempt needed sooner). Never the
+  // run's current attempt while it waits.
+  bool waiting = false;
+  std::optional<WallTime> begin;  // --begin: when Slurm may start it
   bool live() const { return !ended.has_value(); }
 };
+
+// The run's attempt waiting ahead (live, not yet taken up), if any.
+inline std::optional<AttemptRecord> WaitingAttemptOf(const std::vector<AttemptRecord>& attempts) {
+  for (auto it = attempts.rbegin(); it != attempts.rend(); ++it)
+    if (it->waiting && it->live()) return *it;
+  return std::nullopt;
+}
+// The number a new attempt takes: past every one stored, waiting or ended.
+inline int NextAttemptNumber(const std::vector<AttemptRecord>& attempts) {
+  int most = 0;
+  for (const auto& a : attempts) most = a.attempt > most ? a.attempt : most;
+  return most + 1;
+}
 
 struct EventRecord {
   WallTime time;

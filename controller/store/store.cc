@@ -18,7 +18,7 @@ constexpr const char* kRunColumns =
     "restarts, not_before_ms, created_ms, updated_ms";
 constexpr const char* kAttemptColumns =
     "run_id, attempt, slurm_job_id, launches, sbatch_args, nodelist, secret_sha256, exit_code, "
-    "end_reason, submitted_ms, ended_ms";
+    "end_reason, submitted_ms, ended_ms, waiting, begin_ms";
 
 // trellis_sha256(text): the hex digest, for migration 5.
 void Sha256Function(sqlite3_context* ctx, int, sqlite3_value** argv) {
@@ -66,6 +66,8 @@ AttemptRecord ReadAttempt(sqlite::Statement& st) {
   a.end_reason = st.ColumnText(8);
   a.submitted = FromUnixMillis(st.ColumnInt(9));
   if (!st.ColumnIsNull(10)) a.ended = FromUnixMillis(st.ColumnInt(10));
+  a.waiting = st.ColumnInt(11) != 0;
+  if (!st.ColumnIsNull(12)) a.begin = FromUnixMillis(st.ColumnInt(12));
   return a;
 }
 
@@ -212,10 +214,23 @@ absl::Status Store::SetRestartBackoff(const std::string& run_id, int restarts,
 absl::Status Store::CreateAttempt(const AttemptRecord& a) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
       "INSERT INTO attempts (run_id, attempt, slurm_job_id, launches, sbatch_args, secret_sha256, "
-      "submitted_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"));
-  return st.Bind(1, a.run_id).Bind(2, a.attempt).Bind(3, a.slurm_job_id).Bind(4, a.launches)
+      "submitted_ms, waiting, begin_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  st.Bind(1, a.run_id).Bind(2, a.attempt).Bind(3, a.slurm_job_id).Bind(4, a.launches)
       .Bind(5, nlohmann::json(a.sbatch_args).dump()).Bind(6, a.secret_sha256)
-      .Bind(7, ToUnixMillis(a.submitted)).Run();
+      .Bind(7, ToUnixMillis(a.submitted)).Bind(8, a.waiting ? 1 : 0);
+  if (a.begin) st.Bind(9, ToUnixMillis(*a.begin));
+  return st.Run();
+}
+
+absl::Status Store::TakeUpWaitingAttempt(const std::string& run_id, int attempt) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "UPDATE attempts SET waiting = 0 WHERE run_id = ? AND attempt = ? AND waiting = 1 "
+      "AND ended_ms IS NULL"));
+  RETURN_IF_ERROR(st.Bind(1, run_id).Bind(2, attempt).Run());
+  if (db_->Changes() != 1)
+    return absl::FailedPreconditionError("run " + run_id + " attempt " + std::to_string(attempt) +
+                                         " is not waiting");
+  return absl::OkStatus();
 }
 
 absl::Status Store::SetAttemptJob(const std::string& run_id, int attempt,
@@ -273,8 +288,9 @@ absl::StatusOr<std::vector<AttemptRecord>> Store::Attempts(const std::string& ru
 
 absl::StatusOr<std::optional<AttemptRecord>> Store::LatestAttempt(const std::string& run_id) {
   ASSIGN_OR_RETURN(auto all, Attempts(run_id));
-  if (all.empty()) return std::optional<AttemptRecord>();
-  return std::optional<AttemptRecord>(all.back());
+  for (auto it = all.rbegin(); it != all.rend(); ++it)
+    if (!it->waiting) return std::optional<AttemptRecord>(*it);
+  return std::optional<AttemptRecord>();
 }
 
 absl::StatusOr<std::vector<EventRecord>> Store::Events(const std::string& run_id) {

@@ -57,12 +57,15 @@ class Store {
   absl::Status SetRestartBackoff(const std::string& run_id, int restarts, WallTime not_before);
 
   absl::Status CreateAttempt(const AttemptRecord& attempt);
+  // A waiting attempt becomes the run's current one (records.h).
+  absl::Status TakeUpWaitingAttempt(const std::string& run_id, int attempt);
   absl::Status SetAttemptJob(const std::string& run_id, int attempt, const std::string& job_id);
   absl::Status SetAttemptNodes(const std::string& run_id, int attempt, const std::string& nodes);
   absl::Status SetAttemptLaunches(const std::string& run_id, int attempt, int launches);
   absl::Status EndAttempt(const std::string& run_id, int attempt, int exit_code,
                           const std::string& reason, WallTime now);
   absl::StatusOr<std::vector<AttemptRecord>> Attempts(const std::string& run_id);
+  // The run's current attempt: the newest one not waiting.
   absl::StatusOr<std::optional<AttemptRecord>> LatestAttempt(const std::string& run_id);
 
   absl::StatusOr<std::vector<EventRecord>> Events(const std::string& run_id);

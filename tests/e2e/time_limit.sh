@@ -4,7 +4,9 @@
 # limit and may come up to 60 s earlier still): each attempt stops at Slurm's
 # wall-time warning with a checkpoint, the run continues in a new attempt at
 # once from that checkpoint without using a restart (max_restarts = 0), and it
-# SUCCEEDS with its steps contiguous across attempts.
+# SUCCEEDS with its steps contiguous across attempts. Both continue after an
+# attempt ends (restart.continuation = "after"): continuation_ahead.sh runs the
+# default, a continuation waiting ahead.
 # Beside it, on the other two nodes, a run whose program stops at the warning
 # without a checkpoint: a continuation would start from step 0 again, so its
 # time limit counts as a restart, and with none allowed the run FAILS, saying
@@ -13,7 +15,7 @@
 STEPS_PY="$(cd "$(dirname "$0")" && pwd)/steps.py"
 
 start_controller
-limit=('time_limit = 2' 'signal_grace_s = 30' '[restart]' 'max_restarts = 0' '[env]'
+limit=('time_limit = 2' 'signal_grace_s = 30' '[restart]' 'max_restarts = 0' 'continuation = "after"' '[env]'
        'STEPS = "200"' 'STEP_S = "0.5"')
 stall=$(write_spec stall "exec python3 $STEPS_PY" "${limit[@]}" 'CKPT_AT_WARNING = "0"')
 stall_id=$(trellis submit "$stall") || fail "submit failed"

@@ -1,0 +1,81 @@
+#include "controller/app/continuations.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace trellis::controller {
+
+namespace {
+
+std::string PartitionOf(const AttemptRecord& a) {
+  for (const auto& arg : a.sbatch_args)
+    if (arg.rfind("--partition=", 0) == 0) return arg.substr(12);
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::chrono::seconds> Continuations::QueueWaits(const std::string& partition) {
+  if (!history_) {
+    history_.emplace();
+    auto runs = ctx_.store.ListRuns(kQueueWaitRuns, /*active_only=*/false);
+    if (runs.ok())
+      for (const RunRecord& run : *runs) {
+        auto attempts = ctx_.store.Attempts(run.run_id);
+        auto launches = ctx_.store.Launches(run.run_id);
+        if (!attempts.ok() || !launches.ok()) continue;
+        for (const AttemptRecord& a : *attempts) {
+          if (a.slurm_job_id.empty()) continue;
+          AttemptQueueFacts f;
+          f.partition = PartitionOf(a);
+          f.eligible = a.begin ? std::max(*a.begin, a.submitted) : a.submitted;
+          // Its first GO: a handoff's stop of the attempt before is included.
+          for (const LaunchRecord& l : *launches)
+            if (l.attempt == a.attempt && (!f.started || l.started < *f.started))
+              f.started = l.started;
+          history_->push_back(std::move(f));
+        }
+      }
+  }
+  return QueueWaitsOn(*history_, partition);
+}
+
+Effects Continuations::OnSnapshot(const std::vector<SlurmJob>& listed) {
+  history_.reset();
+  auto runs = ctx_.store.ListRuns(10000, /*active_only=*/true);
+  if (!runs.ok()) return {};
+  Effects fx;
+  for (const RunRecord& run : *runs) {
+    if (run.state != RunState::kRunning) continue;
+    auto spec = ctx_.ParseStoredSpec(run);
+    if (!spec.ok() || spec->restart.continuation != "ahead") continue;
+    auto attempts = ctx_.store.Attempts(run.run_id);
+    auto current = ctx_.store.LatestAttempt(run.run_id);
+    if (!attempts.ok() || !current.ok() || !current->has_value()) continue;
+    const AttemptRecord& a = **current;
+    if (!a.live() || a.slurm_job_id.empty()) continue;
+    auto job = std::find_if(listed.begin(), listed.end(),
+                            [&](const SlurmJob& j) { return j.id == a.slurm_job_id; });
+    if (job == listed.end() || job->state.base() != SlurmJobState::kRunning) continue;
+    auto waiting = WaitingAttemptOf(*attempts);
+    AheadFacts f;
+    f.ahead_mode = true;
+    f.state = run.state;
+    // One stored without its job id is submitted again (Scheduler::QueueAhead).
+    f.has_waiting = waiting && !waiting->slurm_job_id.empty();
+    f.time_limit = job->time_limit;
+    f.time_left = job->time_left;
+    if (f.has_waiting || !f.time_limit) continue;
+    LeadChoice lead =
+        ChooseContinuationLead(spec->restart.continuation_lead_s,
+                               QueueWaits(spec->slurm.partition), spec->slurm.signal_grace_s,
+                               job->time_limit);
+    f.lead = lead.lead;
+    AheadDecision d = DecideAhead(f);
+    if (d.submit) fx.Add(QueueAheadOf{run.run_id, d.begin_in, d.why + " (lead: " + lead.why + ")"});
+  }
+  return fx;
+}
+
+}  // namespace trellis::controller

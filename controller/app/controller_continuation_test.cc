@@ -1,0 +1,226 @@
+// Continuations ahead (docs/architecture.md, "Continuations ahead"): while an
+// attempt trains in a job with a time limit, the next attempt waits in
+// Slurm's queue (--begin a lead before the limit). When it starts, its
+// workers are gated and held; the current launch is told to stop at a step
+// boundary (SIGUSR1 to its step), ends as a `handoff`, and the waiting
+// attempt takes over without a new sbatch. tests/e2e/continuation_ahead.sh
+// runs it on Slurm.
+
+#include <thread>
+
+#include "controller/app/controller_health_fixture.h"
+
+namespace trellis::controller {
+namespace {
+
+constexpr char kRun[] = "ahead-1";
+// A 3-minute limit: the lead is at most half of it (no queue waits seen yet:
+// the prior, 600 s, cut to 90 s), so the next attempt is eligible in 90 s.
+constexpr char kSpec[] =
+    "[job]\nname = \"ahead\"\ncommand = \"train\"\n"
+    "[slurm]\nnodes = 2\nranks_per_node = 2\ntime_limit = 3\nsignal_grace_s = 30\n"
+    "[restart]\nmax_restarts = 0\n";
+
+class ContinuationTest : public HealthTest {
+ protected:
+  // The run trains in attempt 1, and attempt 2 waits ahead as job 101.
+  void RunWithAWaitingAttempt() {
+    SubmitAndRun(kSpec, kRun);
+    Tick();  // the reconcile tick's squeue snapshot
+    WaitUntil(
+        kRun,
+        [](const v1::Run& r) {
+          return r.attempts_size() == 2 && !r.attempts(1).slurm_job_id().empty();
+        },
+        "attempt 2 waiting ahead");
+  }
+
+  v1::WorkerIdentity AttemptId(int attempt, const std::string& node) {
+    v1::WorkerIdentity id = Id(kRun, node, 1);
+    id.set_attempt(attempt);
+    std::ifstream in(Get(kRun).run_dir() + "/attempt-" + std::to_string(attempt) + "/secret");
+    std::string secret;
+    in >> secret;
+    id.set_secret(secret);
+    return id;
+  }
+
+  // The waiting job started: its workers register (and are held) on threads.
+  void RegisterAttempt2(const std::vector<std::string>& nodes) {
+    for (const auto& node : nodes) {
+      v1::RegisterRequest req;
+      *req.mutable_id() = AttemptId(2, node);
+      req.set_version(kVersion);
+      req.set_hostname("host-" + node);
+      req.set_slurm_job_id("101");
+      req.set_slurm_step_id("0");
+      AddSocket(req.mutable_probe(), 108.0, 8.0);
+      AddSocket(req.mutable_probe(), 106.0, 9.0);
+      held_.emplace_back([this, node, req] {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        v1::GateDecision d;
+        grpc::Status st = agent_stub_->Register(&ctx, req, &d);
+        EXPECT_TRUE(st.ok()) << node << ": " << st.error_message();
+        std::lock_guard<std::mutex> l(mu_);
+        decisions_[node] = d;
+      });
+    }
+  }
+  std::map<std::string, v1::GateDecision> JoinHeld() {
+    for (auto& t : held_) t.join();
+    held_.clear();
+    std::lock_guard<std::mutex> l(mu_);
+    return decisions_;
+  }
+  bool Answered() {
+    std::lock_guard<std::mutex> l(mu_);
+    return !decisions_.empty();
+  }
+  // The current launch stops as the time limit's path does: checkpoint, exit 0.
+  void CurrentLaunchStopsAtStep(int64_t step) {
+    Send(Id(kRun, "node1", 1), {StepReport(0, step, 0.5), StepReport(1, step, 0.5)});
+    char name[32];
+    std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+    const auto dir = std::filesystem::path(Get(kRun).run_dir()) / "checkpoints" / name;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "manifest.json") << "{}";
+    ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
+               "time_limit");
+    ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, true), RankEnded(3, 0, 0, true)}, 0,
+               "time_limit");
+  }
+  void TearDown() override {
+    for (auto& t : held_) t.join();
+    HealthTest::TearDown();
+  }
+
+  std::vector<std::thread> held_;
+  std::mutex mu_;
+  std::map<std::string, v1::GateDecision> decisions_;
+};
+
+TEST_F(ContinuationTest, TheNextAttemptWaitsAheadEligibleALeadBeforeTheLimit) {
+  RunWithAWaitingAttempt();
+  const v1::Run run = Get(kRun);
+  EXPECT_EQ(run.summary().state(), v1::RUN_STATE_RUNNING) << "the run's state is attempt 1's";
+  EXPECT_TRUE(run.attempts(1).waiting());
+  EXPECT_FALSE(run.attempts(0).waiting());
+  const auto submissions = slurm_->Submissions();
+  ASSERT_EQ(submissions.size(), 2u);
+  const auto& args = submissions[1].args;
+  EXPECT_NE(std::find(args.begin(), args.end(), "--begin=now+90"), args.end())
+      << "180 s left, a lead of 90 s";
+  const auto events = HealthEvents(kRun, "continuation");
+  ASSERT_FALSE(events.empty());
+  EXPECT_NE(events.back().detail().find("attempt 2 waits ahead as Slurm job 101"),
+            std::string::npos)
+      << events.back().detail();
+  EXPECT_NE(events.back().detail().find("at most half the job's time limit"), std::string::npos)
+      << events.back().detail();
+  // Another snapshot submits nothing more.
+  Tick();
+  Sync();
+  EXPECT_EQ(slurm_->Submissions().size(), 2u);
+}
+
+TEST_F(ContinuationTest, TheWaitingAttemptTakesOverAtAStepBoundary) {
+  RunWithAWaitingAttempt();
+  RegisterAttempt2({"node1", "node2"});  // the fake gives every job node[1-2]
+  // Its nodes passed the gate: the current launch's step gets the time limit's signal.
+  ASSERT_TRUE(WaitSignalled("100.0 USR1"));
+  Sync();
+  EXPECT_FALSE(Answered()) << "held: attempt 1 still trains";
+  EXPECT_EQ(Get(kRun).summary().state(), v1::RUN_STATE_RUNNING);
+  CurrentLaunchStopsAtStep(7);
+  v1::NextLaunchResponse next = NextLaunch(kRun, 1, 0);
+  EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT);
+  auto decisions = JoinHeld();
+  ASSERT_EQ(decisions.size(), 2u);
+  for (const auto& [node, d] : decisions)
+    EXPECT_EQ(d.decision(), v1::GateDecision::DECISION_GO) << node << ": " << d.reason();
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_RUNNING);
+  ASSERT_EQ(run.launches_size(), 2);
+  EXPECT_EQ(run.launches(0).failure_class(), "handoff");
+  EXPECT_EQ(run.launches(0).recovery(), "new_attempt");
+  EXPECT_EQ(run.launches(1).attempt(), 2);
+  ASSERT_EQ(run.attempts_size(), 2);
+  EXPECT_FALSE(run.attempts(1).waiting()) << "taken up";
+  EXPECT_EQ(run.attempts(1).slurm_job_id(), "101");
+  EXPECT_EQ(run.summary().restarts(), 0);
+  EXPECT_EQ(slurm_->Submissions().size(), 2u) << "no sbatch: the waiting job took over";
+  EXPECT_TRUE(slurm_->Released().empty()) << "it was eligible and running already";
+  bool said = false;
+  for (const auto& e : HealthEvents(kRun, "continuation"))
+    said = said || e.detail().find("handoff: attempt 2 passed the gate") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+// The time limit's own warning came first (the waiting job had not started):
+// the continuation takes the waiting job, made eligible now, instead of
+// submitting another.
+TEST_F(ContinuationTest, AContinuationNeededSoonerTakesTheWaitingJob) {
+  RunWithAWaitingAttempt();
+  CurrentLaunchStopsAtStep(5);
+  NextLaunch(kRun, 1, 0, "node1", /*time_limit_warned=*/true);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUBMITTED);
+  EXPECT_EQ(run.launches(0).failure_class(), "time_limit");
+  ASSERT_EQ(run.attempts_size(), 2);
+  EXPECT_FALSE(run.attempts(1).waiting());
+  EXPECT_EQ(slurm_->Submissions().size(), 2u);
+  EXPECT_EQ(slurm_->Released(), (std::vector<std::string>{"101 in 0 s"}));
+  EXPECT_NE(run.summary().state_reason().find("attempt 2 (Slurm job 101), waiting ahead, takes over"),
+            std::string::npos)
+      << run.summary().state_reason();
+}
+
+TEST_F(ContinuationTest, TheWaitingJobIsCancelledWhenTheRunEnds) {
+  RunWithAWaitingAttempt();
+  Send(Id(kRun, "node1", 1), {StepReport(0, 3, 0.5), StepReport(1, 3, 0.5)});
+  ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, false), RankEnded(1, 0, 0, false)}, 0);
+  ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, false), RankEnded(3, 0, 0, false)}, 0);
+  NextLaunch(kRun, 1, 0);
+  v1::Run run = WaitFor(kRun, v1::RUN_STATE_SUCCEEDED);
+  WaitUntil(
+      kRun, [](const v1::Run& r) { return r.attempts(1).ended_unix_ms() != 0; },
+      "the waiting attempt ended");
+  const auto cancelled = slurm_->Cancelled();
+  EXPECT_NE(std::find(cancelled.begin(), cancelled.end(), "101"), cancelled.end());
+  EXPECT_NE(Get(kRun).attempts(1).end_reason().find("not needed"), std::string::npos);
+}
+
+// Cancelled by someone (or refused by Slurm) before it was needed: the
+// attempt is ended, said in an event, and another waits in its place.
+TEST_F(ContinuationTest, AWaitingJobThatEndsIsReplaced) {
+  RunWithAWaitingAttempt();
+  {
+    std::lock_guard<std::mutex> l(slurm_->mu);
+    slurm_->jobs["101"].state = "CANCELLED";
+  }
+  Tick();
+  v1::Run run = WaitUntil(
+      kRun,
+      [](const v1::Run& r) {
+        return r.attempts_size() == 3 && !r.attempts(2).slurm_job_id().empty();
+      },
+      "attempt 3 waiting in place of 2");
+  EXPECT_NE(run.attempts(1).end_reason().find("ended before it was needed (CANCELLED)"),
+            std::string::npos)
+      << run.attempts(1).end_reason();
+  EXPECT_TRUE(run.attempts(2).waiting());
+  EXPECT_EQ(run.summary().state(), v1::RUN_STATE_RUNNING);
+}
+
+// A run that asks for continuations after the attempt ends gets none ahead.
+TEST_F(ContinuationTest, ContinuationAfterQueuesNothingAhead) {
+  SubmitAndRun(std::string(kSpec) + "continuation = \"after\"\n", kRun);
+  Tick();
+  Sync();
+  Tick();
+  Sync();
+  EXPECT_EQ(Get(kRun).attempts_size(), 1);
+  EXPECT_EQ(slurm_->Submissions().size(), 1u);
+}
+
+}  // namespace
+}  // namespace trellis::controller

@@ -1,0 +1,108 @@
+#include "controller/core/continuation.h"
+
+#include <gtest/gtest.h>
+
+namespace trellis::controller {
+namespace {
+
+using std::chrono::seconds;
+
+TEST(ContinuationLeadTest, AGivenLeadIsKeptUpToHalfTheLimit) {
+  LeadChoice c = ChooseContinuationLead(300, {}, 120, seconds(3600));
+  EXPECT_EQ(c.lead, seconds(300));
+  EXPECT_NE(c.why.find("continuation_lead_s = 300"), std::string::npos) << c.why;
+  c = ChooseContinuationLead(300, {}, 120, seconds(400));
+  EXPECT_EQ(c.lead, seconds(200));
+  EXPECT_NE(c.why.find("at most half the job's time limit: 200 s"), std::string::npos) << c.why;
+}
+
+TEST(ContinuationLeadTest, AutoTakesThePriorUntilEnoughWaitsAreSeen) {
+  LeadChoice c = ChooseContinuationLead(0, {seconds(5), seconds(7)}, 30, seconds(86400));
+  EXPECT_EQ(c.lead, kAutoLeadPrior);
+  EXPECT_NE(c.why.find("2 queue wait(s)"), std::string::npos) << c.why;
+  // A short limit bounds the prior too.
+  EXPECT_EQ(ChooseContinuationLead(0, {}, 30, seconds(180)).lead, seconds(90));
+}
+
+TEST(ContinuationLeadTest, AutoIsTheNinetiethPercentileWithinFloorAndCeiling) {
+  std::vector<seconds> waits;
+  for (int i = 1; i <= 10; ++i) waits.push_back(seconds(i * 100));  // 100 .. 1000
+  LeadChoice c = ChooseContinuationLead(0, waits, 30, std::nullopt);
+  EXPECT_EQ(c.lead, seconds(900));  // nearest rank: the 9th of 10
+  EXPECT_NE(c.why.find("90th percentile of the newest 10"), std::string::npos) << c.why;
+  // Short waits: the floor, raised past the wall-time warning.
+  c = ChooseContinuationLead(0, {seconds(1), seconds(2), seconds(3)}, 30, std::nullopt);
+  EXPECT_EQ(c.lead, kAutoLeadFloor);
+  c = ChooseContinuationLead(0, {seconds(1), seconds(2), seconds(3)}, 120, std::nullopt);
+  EXPECT_EQ(c.lead, seconds(150));
+  EXPECT_NE(c.why.find("raised to the floor 150 s"), std::string::npos) << c.why;
+  // Long waits: the ceiling.
+  c = ChooseContinuationLead(0, {seconds(90000), seconds(90000), seconds(90000)}, 30,
+                             std::nullopt);
+  EXPECT_EQ(c.lead, kAutoLeadCeiling);
+}
+
+TEST(ContinuationLeadTest, AutoLooksAtTheNewestTwentyWaitsOnly) {
+  std::vector<seconds> waits(30, seconds(5000));         // old and long
+  for (int i = 0; i < 20; ++i) waits.push_back(seconds(100));  // newest and short
+  EXPECT_EQ(ChooseContinuationLead(0, waits, 30, std::nullopt).lead, seconds(100));
+}
+
+TEST(QueueWaitsTest, FromEligibilityToTheFirstGateOnThePartition) {
+  WallTime t0 = FromUnixMillis(1'000'000);
+  std::vector<AttemptQueueFacts> a = {
+      {"gpu", t0, t0 + seconds(40)},
+      {"cpu", t0, t0 + seconds(7)},
+      {"gpu", t0 + seconds(10), std::nullopt},         // never started
+      {"gpu", t0 + seconds(100), t0 + seconds(20)},    // started before --begin: 0
+      {"gpu", t0 + seconds(5), t0 + seconds(30)},
+  };
+  EXPECT_EQ(QueueWaitsOn(a, "gpu"), (std::vector<seconds>{seconds(0), seconds(25), seconds(40)}));
+  EXPECT_EQ(QueueWaitsOn(a, "cpu"), (std::vector<seconds>{seconds(7)}));
+  EXPECT_TRUE(QueueWaitsOn(a, "").empty());
+}
+
+TEST(DecideAheadTest, SubmitsOnceTheAttemptTrainsInAJobWithALimit) {
+  AheadFacts f;
+  f.ahead_mode = true;
+  f.state = RunState::kRunning;
+  f.time_limit = seconds(180);
+  f.time_left = seconds(150);
+  f.lead = seconds(60);
+  AheadDecision d = DecideAhead(f);
+  EXPECT_TRUE(d.submit);
+  EXPECT_EQ(d.begin_in, seconds(90));
+  EXPECT_NE(d.why.find("eligible in 90 s, 60 s before"), std::string::npos) << d.why;
+  f.time_left = seconds(20);  // less left than the lead: eligible now
+  EXPECT_EQ(DecideAhead(f).begin_in, seconds(0));
+  // Not sooner than kSubmitAheadMargin before it would be eligible.
+  f.time_limit = seconds(3600);
+  f.time_left = seconds(60 + 120 + 1);
+  EXPECT_FALSE(DecideAhead(f).submit);
+  f.time_left = seconds(60 + 120);
+  EXPECT_TRUE(DecideAhead(f).submit);
+  EXPECT_EQ(DecideAhead(f).begin_in, seconds(120));
+}
+
+TEST(DecideAheadTest, NothingWithoutItsConditions) {
+  AheadFacts f;
+  f.ahead_mode = true;
+  f.state = RunState::kRunning;
+  f.time_limit = seconds(180);
+  f.time_left = seconds(150);
+  f.lead = seconds(60);
+  auto without = [&](auto change) {
+    AheadFacts g = f;
+    change(g);
+    return DecideAhead(g).submit;
+  };
+  EXPECT_FALSE(without([](AheadFacts& g) { g.ahead_mode = false; }));
+  EXPECT_FALSE(without([](AheadFacts& g) { g.state = RunState::kGating; }));
+  EXPECT_FALSE(without([](AheadFacts& g) { g.state = RunState::kRestarting; }));
+  EXPECT_FALSE(without([](AheadFacts& g) { g.has_waiting = true; }));
+  EXPECT_FALSE(without([](AheadFacts& g) { g.time_limit.reset(); }));  // unlimited
+  EXPECT_FALSE(without([](AheadFacts& g) { g.time_left = seconds(0); }));
+}
+
+}  // namespace
+}  // namespace trellis::controller
