@@ -55,7 +55,8 @@ Json SummaryToJson(const v1::RunSummary& s) {
                                 {"gating", Number(t.gating())},
                                 {"running", Number(t.running())},
                                 {"redone", Number(t.redone())},
-                                {"restarting", Number(t.restarting())}};
+                                {"restarting", Number(t.restarting())},
+                                {"handoff", Number(t.handoff())}};
   }
   return out;
 }

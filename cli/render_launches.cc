@@ -219,7 +219,8 @@ std::string RenderGoodput(const v1::Run& run) {
   char pct[32];
   std::snprintf(pct, sizeof(pct), "%.1f%%", 100 * s.goodput_ratio());
   return "goodput    " + std::string(pct) + " (running " + Span(t.running()) + ", redone " +
-         Span(t.redone()) + ", restarting " + Span(t.restarting()) + ", gating " +
+         Span(t.redone()) + ", restarting " + Span(t.restarting()) +
+         (t.handoff() > 0 ? ", handoff " + Span(t.handoff()) : std::string()) + ", gating " +
          Span(t.gating()) + ", queued " + Span(t.queued()) + ")\n";
 }
 

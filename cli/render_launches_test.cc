@@ -154,6 +154,10 @@ TEST(CliRenderLaunchesTest, GoodputFollowsTheRestarts) {
   run.mutable_summary()->set_goodput_ratio(14.6 / 15);
   EXPECT_EQ(RenderGoodput(run),
             "goodput    97.3% (running 14s, redone 0s, restarting 0s, gating 400ms, queued 0s)\n");
+  // A continuation ahead's handoffs, where there were any.
+  t->set_handoff(3);
+  EXPECT_EQ(RenderGoodput(run), "goodput    97.3% (running 14s, redone 0s, restarting 0s, handoff "
+                                "3s, gating 400ms, queued 0s)\n");
 }
 
 TEST(CliRenderLaunchesTest, HangUserErrorMalformedAndRunning) {
@@ -237,7 +241,8 @@ TEST(CliRenderLaunchesJsonTest, LaunchesHealthAndRestarts) {
                                       {"gating", 60.0},
                                       {"running", 11520.0},
                                       {"redone", 360.0},
-                                      {"restarting", 125.4}}));
+                                      {"restarting", 125.4},
+                                      {"handoff", 0.0}}));
   // Next to the restarts, at the top level.
   std::vector<std::string> keys;
   for (const auto& [key, value] : j.items()) keys.push_back(key);

@@ -2,6 +2,8 @@
 
 #include <future>
 
+#include <nlohmann/json.hpp>
+
 #include "common/log.h"
 #include "common/status.h"
 #include "controller/app/spec_paths.h"
@@ -179,7 +181,15 @@ absl::StatusOr<Goodput> Controller::GoodputOf(const std::string& run_id,
                                               const std::vector<EventRecord>& events) {
   std::vector<StateChange> changes;
   changes.reserve(events.size());
-  for (const auto& e : events) changes.push_back({e.time, e.to});
+  for (const auto& e : events) {
+    // A launch's end stored its verdict's evidence with the transition.
+    bool handoff = false;
+    if (e.to == RunState::kRestarting) {
+      auto ev = nlohmann::json::parse(e.evidence_json, nullptr, false);
+      handoff = ev.is_object() && ev.value("handoff", false);
+    }
+    changes.push_back({e.time, e.to, handoff});
+  }
   ASSIGN_OR_RETURN(auto steps, store_->GoodputSteps(run_id));
   return ComputeGoodput(changes, steps, clock_->Now());
 }

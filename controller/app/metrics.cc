@@ -19,7 +19,8 @@ constexpr std::string_view kSlurmNames[] = {"sbatch", "squeue",  "scontrol",
 static_assert(std::size(kSlurmNames) == kSlurmCommands);
 constexpr std::string_view kUnclassified = "unknown";
 // The goodput categories that only grow (counters), in RunSeries order.
-constexpr std::string_view kGrowingStates[] = {"queued", "gating", "redone", "restarting"};
+constexpr std::string_view kGrowingStates[] = {"queued", "gating", "redone", "restarting",
+                                               "handoff"};
 
 // Register waits for the gate (up to gate.timeout_s), hence the long tail.
 const prometheus::Histogram::BucketBoundaries kRpcBuckets = {
@@ -91,7 +92,7 @@ Metrics::Metrics()
                        "The run's latest step every rank reported", *registry_)),
       state_seconds_(Build(prometheus::BuildCounter(), "trellis_run_state_seconds_total",
                            "Seconds of a live run since submission by goodput category "
-                           "(docs/architecture.md, Goodput): queued, gating, redone, restarting. "
+                           "(docs/architecture.md, Goodput): queued, gating, redone, restarting, handoff. "
                            "Each only grows (advanced by positive differences); kept training "
                            "time, which a restart lowers, is trellis_run_running_seconds",
                            *registry_)),
@@ -258,7 +259,7 @@ void Metrics::SetGoodput(const std::string& run_id, const Goodput& g) {
     r.running_seconds = &running_seconds_.Add({{"run", run_id}});
     r.goodput_ratio = &goodput_ratio_.Add({{"run", run_id}});
   }
-  const Goodput::Span now[] = {g.queued, g.gating, g.redone, g.restarting};
+  const Goodput::Span now[] = {g.queued, g.gating, g.redone, g.restarting, g.handoff};
   static_assert(std::size(now) == std::size(kGrowingStates) &&
                 std::size(now) == std::tuple_size_v<decltype(r.state_seconds)>);
   for (size_t i = 0; i < std::size(now); ++i) {

@@ -127,8 +127,8 @@ class Metrics {
     prometheus::Gauge* last_step = nullptr;
     // Goodput: the counters of queued, gating, redone and restarting, what
     // each exported, and the gauges.
-    std::array<prometheus::Counter*, 4> state_seconds{};
-    std::array<double, 4> state_exported{};
+    std::array<prometheus::Counter*, 5> state_seconds{};
+    std::array<double, 5> state_exported{};
     prometheus::Gauge* running_seconds = nullptr;
     prometheus::Gauge* goodput_ratio = nullptr;
   };

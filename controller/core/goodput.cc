@@ -60,6 +60,7 @@ Goodput ComputeGoodput(const std::vector<StateChange>& changes,
     in_span[span].push_back(i);
   }
 
+  bool handing_over = false;  // since a handoff's RESTARTING, until RUNNING
   for (size_t k = 0; k < changes.size(); ++k) {
     const RunState state = changes[k].to;
     const bool last = k + 1 == changes.size();
@@ -67,6 +68,12 @@ Goodput ComputeGoodput(const std::vector<StateChange>& changes,
     // A clock that stepped back makes an empty span, not a negative one.
     const WallTime end =
         std::max(start, last ? (IsTerminal(state) ? start : now) : changes[k + 1].time);
+    if (state == RunState::kRestarting) handing_over = changes[k].handoff;
+    if (state == RunState::kRunning || IsTerminal(state)) handing_over = false;
+    if (handing_over) {
+      g.handoff += end - start;
+      continue;
+    }
     switch (state) {
       case RunState::kQueued:
       case RunState::kSubmitted:
@@ -83,7 +90,9 @@ Goodput ComputeGoodput(const std::vector<StateChange>& changes,
           g.running += end - start;
           break;
         }
-        const bool failed = !last && changes[k + 1].to == RunState::kRestarting;
+        const bool stops = !last && changes[k + 1].to == RunState::kRestarting;
+        const bool handoff = stops && changes[k + 1].handoff;
+        const bool failed = stops && !handoff;
         WallTime at = start;  // accounted up to here
         for (size_t i : in_span[k]) {
           const LaunchTimes& t = times[i];
@@ -94,7 +103,7 @@ Goodput ComputeGoodput(const std::vector<StateChange>& changes,
           g.redone += lost - kept;
           at = lost;
         }
-        (failed ? g.restarting : g.running) += end - at;
+        (failed ? g.restarting : handoff ? g.handoff : g.running) += end - at;
         break;
       }
       case RunState::kSucceeded:

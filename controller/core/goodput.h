@@ -19,6 +19,10 @@
 //   restarting  RESTARTING, and a failed launch's RUNNING time after that:
 //               noticing the failure (a hang's timeout, a lost worker's
 //               silence) and stopping the ranks.
+//   handoff     from a handoff launch's last step (the ranks stopping for
+//               the attempt waiting ahead, continuation.h) through
+//               RESTARTING, SUBMITTED and GATING until the next RUNNING: the
+//               gap a continuation ahead still costs.
 //
 // A step is kept unless a later launch (of the same or a later attempt) ran
 // it again: a launch resumed from checkpoint R runs R + 1 onward, so every
@@ -30,7 +34,7 @@
 //
 // goodput_ratio = running / total (0 when total is 0). Only running can fall
 // as time passes: a restart moves its failed launch's lost time, and later
-// its redone steps, out of it; the other four only grow.
+// its redone steps, out of it; the other five only grow.
 
 #include <chrono>
 #include <cstdint>
@@ -46,6 +50,9 @@ namespace trellis::controller {
 struct StateChange {
   WallTime time;
   RunState to = RunState::kQueued;
+  // A RESTARTING entered because a launch stopped for the attempt waiting
+  // ahead (its evidence says "handoff"): not a failure.
+  bool handoff = false;
 };
 
 // A recorded step of a launch and when the controller last updated its
@@ -73,8 +80,9 @@ struct Goodput {
   Span running{0};
   Span redone{0};
   Span restarting{0};
+  Span handoff{0};
 
-  Span total() const { return queued + gating + running + redone + restarting; }
+  Span total() const { return queued + gating + running + redone + restarting + handoff; }
   double ratio() const;
 };
 

@@ -101,6 +101,34 @@ TEST(GoodputTest, Table) {
   }
 }
 
+// Attempt 1 stops after step 18 for attempt 2, waiting ahead (a handoff at
+// 200 s); attempt 2 resumes from step 18 at 206 s: its own cause, from the
+// last step to the next RUNNING, not restarting, and nothing redone.
+TEST(GoodputTest, AHandoffsGapIsItsOwnCause) {
+  std::vector<StateChange> changes = {
+      {At(0), S::kQueued},      {At(5), S::kSubmitted},       {At(10), S::kGating},
+      {At(15), S::kRunning},    {At(200), S::kRestarting, true}, {At(202), S::kSubmitted},
+      {At(204), S::kGating},    {At(206), S::kRunning},       {At(400), S::kSucceeded}};
+  std::vector<LaunchSteps> launches = {Launch(1, 1, {{1, 20}, {18, 195}}, 10),
+                                       Launch(2, 1, {{19, 210}, {38, 398}})};
+  Goodput g = ComputeGoodput(changes, launches, At(500));
+  EXPECT_EQ(g.queued, seconds(10));
+  EXPECT_EQ(g.gating, seconds(5));
+  EXPECT_EQ(g.running, seconds(180 + 194));
+  EXPECT_EQ(g.redone, seconds(0));
+  EXPECT_EQ(g.restarting, seconds(0));
+  EXPECT_EQ(g.handoff, seconds(5 + 2 + 2 + 2));
+  EXPECT_EQ(g.total(), seconds(400));
+  // The same stop as a failure: the step in flight redone, the rest restarting.
+  changes[4].handoff = false;
+  g = ComputeGoodput(changes, launches, At(500));
+  EXPECT_EQ(g.handoff, seconds(0));
+  EXPECT_EQ(g.redone, seconds(5));
+  EXPECT_EQ(g.restarting, seconds(2));
+  EXPECT_EQ(g.queued, seconds(12));
+  EXPECT_EQ(g.gating, seconds(7));
+}
+
 // The controller's counters rely on it: as the run goes on (time passes,
 // transitions and steps arrive), only `running` ever falls.
 TEST(GoodputTest, OnlyRunningFallsAsTheRunGoesOn) {

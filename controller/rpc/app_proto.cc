@@ -44,6 +44,7 @@ void ToProto(const RunView& v, v1::RunSummary* out) {
     st->set_gating(seconds(v.goodput->gating));
     st->set_running(seconds(v.goodput->running));
     st->set_redone(seconds(v.goodput->redone));
+    st->set_handoff(seconds(v.goodput->handoff));
     st->set_restarting(seconds(v.goodput->restarting));
     out->set_goodput_ratio(v.goodput->ratio());
   }
