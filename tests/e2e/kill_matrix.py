@@ -18,7 +18,7 @@ import re
 import sqlite3
 import sys
 
-PHASES = ["submit", "gate", "run", "relaunch", "restart", "continuation", "cancel"]
+PHASES = ["submit", "gate", "run", "relaunch", "restart", "continuation", "handoff", "cancel"]
 VICTIMS = ["controller", "worker", "rank", "slurmd"]
 # Who exists to be killed in each phase: no worker before the allocation
 # starts, no rank before the gate says GO.
@@ -35,6 +35,7 @@ DELAY_MS = {
     "relaunch": (0, 2000),
     "restart": (0, 3000),
     "continuation": (0, 3000),
+    "handoff": (0, 1000),
     "cancel": (-1000, 1500),
 }
 

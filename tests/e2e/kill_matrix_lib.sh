@@ -69,8 +69,8 @@ km_submit() {  # SPEC: submits and records the acknowledged id
   KM_ID=$id
 }
 
-km_latest_job() {
-  db "SELECT slurm_job_id FROM attempts WHERE run_id='$1' ORDER BY attempt DESC LIMIT 1"
+km_latest_job() {  # the run's current attempt's (not one waiting ahead)
+  db "SELECT slurm_job_id FROM attempts WHERE run_id='$1' AND waiting = 0 ORDER BY attempt DESC LIMIT 1"
 }
 km_running_with_steps() {  # ID MIN_STEPS
   local n
@@ -233,6 +233,22 @@ km_drive_continuation() {
   km_until 90 "$KM_ID running with steps" km_running_with_steps "$KM_ID" 5 || return 0
   scancel --batch --signal=USR1 "$(km_latest_job "$KM_ID")" ||
     { km_violation "scancel --batch --signal=USR1 failed"; return 0; }
+  km_sleep_ms "$3"
+  km_strike "$2" "$KM_ID" "$4"
+}
+
+# handoff: a continuation waiting ahead takes over (a 1-minute limit, the
+# next attempt eligible 30 s before it): from the controller's word that the
+# waiting attempt passed the gate, through the current ranks' stop at a step
+# boundary, to the new attempt's GO (about half a second on this cluster).
+km_drive_handoff() {
+  local spec
+  spec=$(km_spec 500 "$((2 - 2 * $5))" true 0)
+  sed -i -e 's/^spare_nodes = 1$/spare_nodes = 1\ntime_limit = 1/' \
+    -e 's/^\[restart\]$/[restart]\ncontinuation_lead_s = 30/' "$spec"
+  km_submit "$spec" || return 0
+  km_until 120 "the handoff of $KM_ID" grep -q "run $KM_ID: handoff: " "$E2E_DIR/controller.log" ||
+    return 0
   km_sleep_ms "$3"
   km_strike "$2" "$KM_ID" "$4"
 }

@@ -9,7 +9,9 @@ It keeps the rank contract's time limits (README, "Time limits"): it starts
 after $TRELLIS_RESUME_STEP, and on SIGUSR1 (Slurm's wall-time warning) it
 ends its step, rank 0 writes a checkpoint of it (step-NNNNNNNN/manifest.json
 under $TRELLIS_CHECKPOINT_DIR; not with CKPT_AT_WARNING=0, a program that
-breaks the contract), and it exits 0."""
+breaks the contract), and it exits 0. With STOP_ALIGN=k it stops at the next
+step that is a multiple of k instead: ranks whose steps drift apart by less
+than k steps stop at the same one, as the trainer's ranks agree on theirs."""
 import json
 import os
 import signal
@@ -37,6 +39,7 @@ print("rank %d pid %d launch %s on %s" % (rank, os.getpid(), os.environ.get("TRE
                                           os.environ.get("SLURMD_NODENAME")), flush=True)
 ckpt_every = int(os.environ.get("CKPT_EVERY", "0"))
 ckpt_at_warning = os.environ.get("CKPT_AT_WARNING", "1") == "1"
+stop_align = max(1, int(os.environ.get("STOP_ALIGN", "1")))
 
 
 def checkpoint(step):
@@ -64,7 +67,7 @@ for step in range(first, steps + 1):
     s.sendall((json.dumps(rec) + "\n").encode())
     if rank == 0 and ckpt_every > 0 and step % ckpt_every == 0:
         checkpoint(step)
-    if warned and step < steps:
+    if warned and step < steps and step % stop_align == 0:
         if rank == 0 and ckpt_at_warning:
             checkpoint(step)
         print("rank %d: wall-time warning: stopped after step %d" % (rank, step), flush=True)

@@ -4,13 +4,13 @@
 # limit and may come up to 60 s earlier still): each attempt stops at Slurm's
 # wall-time warning with a checkpoint, the run continues in a new attempt at
 # once from that checkpoint without using a restart (max_restarts = 0), and it
-# SUCCEEDS with its steps contiguous across attempts. Both continue after an
-# attempt ends (restart.continuation = "after"): continuation_ahead.sh runs the
-# default, a continuation waiting ahead.
+# SUCCEEDS with its steps contiguous across attempts.
 # Beside it, on the other two nodes, a run whose program stops at the warning
 # without a checkpoint: a continuation would start from step 0 again, so its
 # time limit counts as a restart, and with none allowed the run FAILS, saying
 # why, after one attempt instead of looping.
+# Both continue after an attempt ends (restart.continuation = "after"):
+# continuation_ahead.sh runs the default, a continuation waiting ahead.
 . "$(dirname "$0")/lib.sh"
 STEPS_PY="$(cd "$(dirname "$0")" && pwd)/steps.py"
 
