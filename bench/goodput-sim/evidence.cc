@@ -103,4 +103,13 @@ LaunchEvidence TimeLimitEvidence(const std::vector<std::string>& go_nodes) {
   return e;
 }
 
+LaunchEvidence HandoffEvidence(const std::vector<std::string>& go_nodes) {
+  LaunchEvidence e;
+  e.step_exit_code = 0;
+  e.go_nodes = go_nodes;
+  e.reported_nodes = go_nodes;
+  e.handoff = true;
+  return e;
+}
+
 }  // namespace trellis::bench

@@ -22,4 +22,9 @@ controller::LaunchEvidence EvidenceOf(FaultKind kind, const std::string& culprit
 // The launch reached the partition's time limit.
 controller::LaunchEvidence TimeLimitEvidence(const std::vector<std::string>& go_nodes);
 
+// The controller stopped the launch for the attempt waiting ahead, whose
+// allocation started (a handoff): the ranks stopped together at a step
+// boundary with a checkpoint and exited 0.
+controller::LaunchEvidence HandoffEvidence(const std::vector<std::string>& go_nodes);
+
 }  // namespace trellis::bench

@@ -2,6 +2,8 @@
 // controller, and the ledger's arithmetic on traces whose cost is known.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "bench/goodput-sim/evidence.h"
 #include "bench/goodput-sim/rows.h"
 #include "bench/goodput-sim/simulator.h"
@@ -212,6 +214,80 @@ TEST(GoodputSimTest, TheTraceHasItsCountInTheHorizonAndDependsOnlyOnTheSeed) {
   EXPECT_NE(a[0].at_ms, c[0].at_ms);
   EXPECT_NEAR(node / 419.0, 0.60, 0.08);
   EXPECT_NEAR(none / 419.0, 0.25, 0.08);
+}
+
+Strategy Ahead(int spares, int lead_s = 0) {
+  Strategy st = Trellis(spares);
+  st.continuation_ahead = true;
+  st.continuation_lead_s = lead_s;
+  return st;
+}
+
+// Queue waits of exactly `wait_s` under a 1 h time limit.
+Scenario Limited(double wait_s, int64_t horizon_s) {
+  Scenario s = Small();
+  s.time_limit_s = 3600;
+  s.horizon_s = horizon_s;
+  s.queue_median_s = wait_s;
+  s.queue_sigma = 0;
+  return s;
+}
+
+TEST(GoodputSimTest, ContinuationsAheadShorterThanTheLeadLoseNoQueueWaitAtTimeLimits) {
+  // 60 s waits, the lead at least 150 s (the auto floor): every continuation
+  // starts before the limit and takes over. Only the first sbatch waits.
+  const Scenario s = Limited(60, 5 * 3600);
+  SimResult ahead = Simulate(s, Ahead(2), {}, 1), after = Simulate(s, Trellis(2), {}, 1);
+  EXPECT_EQ(ahead.ledger.queue_ms, 60'000);
+  EXPECT_EQ(ahead.counts.queue_after_time_limit_ms, 0);
+  EXPECT_EQ(ahead.counts.time_limit_stops, 0);
+  EXPECT_EQ(ahead.counts.ahead_waited_at_limit, 0);
+  EXPECT_GE(ahead.counts.handoffs, 4);
+  EXPECT_EQ(ahead.counts.attempts, ahead.counts.handoffs + 1);
+  EXPECT_EQ(ahead.ledger.handoff_ms, ahead.counts.handoffs * 120'000);  // relaunch_s each
+  EXPECT_EQ(ahead.ledger.redone_ms + ahead.ledger.detection_ms + ahead.ledger.relaunch_ms, 0);
+  EXPECT_EQ(ahead.counts.restarts_used, 0);
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(ahead.check.goodput.handoff),
+            std::chrono::milliseconds(ahead.ledger.handoff_ms));
+  ExpectConsistent(ahead);
+  // The same run continuing after the limit waits at every one of them.
+  EXPECT_EQ(after.counts.handoffs, 0);
+  EXPECT_EQ(after.ledger.handoff_ms, 0);
+  EXPECT_EQ(after.ledger.queue_ms, after.counts.attempts * 60'000);
+  EXPECT_GT(after.counts.queue_after_time_limit_ms, 0);
+  ExpectConsistent(after);
+}
+
+TEST(GoodputSimTest, AContinuationAheadLongerThanTheLeadWaitsOnlyItsRestAtTheLimit) {
+  // 1000 s waits, a 600 s lead: eligible 600 s before each limit, started
+  // 400 s after it; no new sbatch. Attempts start at 1000, 5000, 9000, 13000
+  // and 17000 s; the horizon (18000 s) comes while the fifth trains.
+  const Scenario s = Limited(1000, 18000);
+  SimResult r = Simulate(s, Ahead(2, 600), {}, 1);
+  EXPECT_EQ(r.counts.time_limit_stops, 4);
+  EXPECT_EQ(r.counts.ahead_submitted, 4);
+  EXPECT_EQ(r.counts.ahead_waited_at_limit, 4);
+  EXPECT_EQ(r.counts.handoffs, 0);
+  EXPECT_EQ(r.ledger.queue_ms, 1000'000 + 4 * 400'000);
+  EXPECT_EQ(r.counts.queue_after_time_limit_ms, 4 * 400'000);
+  ExpectConsistent(r);
+}
+
+TEST(GoodputSimTest, ANewAttemptAfterAFailureTakesTheContinuationWaitingAhead) {
+  // Attempt 1 starts at 1000 s (limit at 4600 s); its continuation is
+  // submitted at 3880 s, eligible at 4000 s, up at 5000 s. A device error at
+  // 4200 s without spares needs a new attempt (noticed at 4230 s, backoff
+  // 30 s): the waiting job is released with the struck node excluded and
+  // keeps its place, so it starts at 5000 s: 770 s of queue, no sbatch.
+  const Scenario s = Limited(1000, 7000);
+  SimResult r = Simulate(s, Ahead(0, 600), One(FaultKind::kDeviceError, 4200), 1);
+  EXPECT_EQ(r.counts.new_attempts_after_failure, 1);
+  EXPECT_EQ(r.counts.ahead_taken_after_failure, 1);
+  EXPECT_EQ(r.counts.attempts, 2);
+  EXPECT_EQ(r.ledger.queue_ms, 1000'000 + 770'000);
+  EXPECT_EQ(r.ledger.backoff_ms, 0);  // the queue outlasts it
+  EXPECT_EQ(r.counts.strikes, 1);
+  ExpectConsistent(r);
 }
 
 TEST(GoodputSimTest, EveryRowAgreesWithComputeGoodputOnAShortTrace) {

@@ -6,7 +6,7 @@ namespace trellis::bench {
 
 int64_t Ledger::total_ms() const {
   return productive_ms + stall_ms + redone_ms + detection_ms + relaunch_ms + backoff_ms + queue_ms +
-         start_ms + after_fail_ms;
+         start_ms + handoff_ms + after_fail_ms;
 }
 
 namespace {
@@ -34,6 +34,7 @@ GoodputCheck CheckAgainstComputeGoodput(const Ledger& l, const GoodputLog& log, 
          &c.mismatch);
   Expect("redone + restarting", Ms(g.redone) + Ms(g.restarting),
          l.redone_ms + l.detection_ms + l.relaunch_ms - l.undetected_at_end_ms, &c.mismatch);
+  Expect("handoff", Ms(g.handoff), l.handoff_ms, &c.mismatch);
   Expect("total", Ms(g.total()), l.total_ms() - l.after_fail_ms, &c.mismatch);
   c.agrees = c.mismatch.empty();
   return c;

@@ -22,6 +22,9 @@ struct Ledger {               // milliseconds; they add up to the horizon
   int64_t backoff_ms = 0;     // the controller's restart backoff before a new attempt's sbatch
   int64_t queue_ms = 0;       // a new attempt waiting in Slurm's queue
   int64_t start_ms = 0;       // a new allocation starting up to training
+  // A handoff: from the launch's stop for the continuation waiting ahead to
+  // the new allocation training (its ranks starting, the checkpoint loaded).
+  int64_t handoff_ms = 0;
   int64_t after_fail_ms = 0;  // after the run FAILED (its restarts used up)
   // A failure at the horizon not yet noticed: to the controller this time
   // (its redone and detection part) still looks like running.
@@ -44,6 +47,16 @@ struct Counts {
   int nodes_quarantined = 0;  // distinct nodes struck
   bool run_failed = false;
   std::string fail_reason;
+  // The queue wait (and backoff) of continuations after a time limit: part of
+  // the ledger's queue_ms and backoff_ms.
+  int64_t queue_after_time_limit_ms = 0;
+
+  // Continuations ahead (Strategy::continuation_ahead).
+  int ahead_submitted = 0;       // DecideAhead said submit
+  int64_t ahead_lead_s_sum = 0;  // their leads, for the mean
+  int handoffs = 0;              // its allocation started while the attempt trained
+  int ahead_waited_at_limit = 0;  // the time limit came first: the run waited on for it
+  int ahead_taken_after_failure = 0;  // a failure's new attempt took it
 };
 
 // The run's record as the controller keeps it.
@@ -51,7 +64,9 @@ struct GoodputLog {
   std::vector<controller::StateChange> changes;
   std::vector<controller::LaunchSteps> launches;  // those with a step
 
-  void Change(WallTime at, controller::RunState to) { changes.push_back({at, to}); }
+  void Change(WallTime at, controller::RunState to, bool handoff = false) {
+    changes.push_back({at, to, handoff});
+  }
 };
 
 struct GoodputCheck {
@@ -64,7 +79,7 @@ struct GoodputCheck {
 // detection of a failure from the step in flight; the check compares what it
 // can tell: queued = backoff + queue, gating = start, running = productive +
 // stalls (+ an undetected failure at the end), redone + restarting = redone +
-// detection + relaunch (less that), and the total.
+// detection + relaunch (less that), handoff = handoff, and the total.
 GoodputCheck CheckAgainstComputeGoodput(const Ledger& ledger, const GoodputLog& log,
                                         WallTime horizon);
 

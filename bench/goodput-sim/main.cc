@@ -103,6 +103,7 @@ json ResultJson(uint64_t seed, const SimResult& r) {
         {"backoff", Pct(l.backoff_ms, r.horizon_ms)},
         {"queue_wait", Pct(l.queue_ms, r.horizon_ms)},
         {"job_start", Pct(l.start_ms, r.horizon_ms)},
+        {"handoff", Pct(l.handoff_ms, r.horizon_ms)},
         {"after_run_failed", Pct(l.after_fail_ms, r.horizon_ms)}}},
       {"hours",
        {{"productive", Hours(l.productive_ms)},
@@ -113,6 +114,7 @@ json ResultJson(uint64_t seed, const SimResult& r) {
         {"backoff", Hours(l.backoff_ms)},
         {"queue_wait", Hours(l.queue_ms)},
         {"job_start", Hours(l.start_ms)},
+        {"handoff", Hours(l.handoff_ms)},
         {"after_run_failed", Hours(l.after_fail_ms)}}},
       {"interruptions",
        {{"node_evidence", node},
@@ -131,7 +133,17 @@ json ResultJson(uint64_t seed, const SimResult& r) {
       {"strikes", c.strikes},
       {"nodes_quarantined", c.nodes_quarantined},
       {"run_failed", c.run_failed},
-      {"fail_reason", c.fail_reason}};
+      {"fail_reason", c.fail_reason},
+      // Part of lost_pct's queue_wait and backoff.
+      {"queue_wait_after_time_limit_pct", Pct(c.queue_after_time_limit_ms, r.horizon_ms)},
+      {"continuations_ahead",
+       {{"submitted", c.ahead_submitted},
+        {"lead_s_mean", c.ahead_submitted > 0 ? static_cast<double>(c.ahead_lead_s_sum) /
+                                                    c.ahead_submitted
+                                              : 0.0},
+        {"handoffs", c.handoffs},
+        {"waited_at_time_limit", c.ahead_waited_at_limit},
+        {"taken_after_failure", c.ahead_taken_after_failure}}}};
 }
 
 // The mean over seeds of every number in the per-seed results (recursively;
@@ -198,6 +210,7 @@ int main(int argc, char** argv) {
     doc["rows"].push_back({{"key", st.key},
                            {"label", st.label},
                            {"assumption_change", st.assumption_change},
+                           {"mechanism", st.mechanism},
                            {"strategy",
                             {{"spares", st.spares},
                              {"quarantine", st.quarantine},
@@ -205,7 +218,10 @@ int main(int argc, char** argv) {
                              {"backoff_s", st.backoff_s},
                              {"backoff_reset_s", st.backoff_reset_s},
                              {"max_restarts", st.max_restarts},
-                             {"quarantine_repairs", st.quarantine_repairs}}},
+                             {"quarantine_repairs", st.quarantine_repairs},
+                             {"continuation", st.continuation_ahead ? "ahead" : "after"},
+                             {"continuation_lead_s", st.continuation_lead_s},
+                             {"signal_grace_s", st.signal_grace_s}}},
                            {"scenario_changes", changes},
                            {"effective_pct_min", lo},
                            {"effective_pct_max", hi},

@@ -30,6 +30,19 @@ std::vector<Row> BenchRows() {
   spares.spares = 2;
   rows.push_back({spares, base});
 
+  // Each mechanism as a row of its own, on top of (3), scenario unchanged.
+  const char* kAhead =
+      "restart.continuation = \"ahead\" (continuation_lead_s \"auto\", slurm.signal_grace_s "
+      "120): the next attempt waits in Slurm's queue, eligible a lead before the time limit, and "
+      "takes over at a step boundary when it starts (a handoff); a new attempt needed while it "
+      "waits takes it";
+  Strategy ahead = spares;
+  ahead.key = "trellis_2_spares_ahead";
+  ahead.label = "Trellis, 2 spares; continuations ahead";
+  ahead.continuation_ahead = true;
+  ahead.mechanism = kAhead;
+  rows.push_back({ahead, base});
+
   // Extra rows: each changes what assumption_change says, on top of (3).
   auto extra = [&](const char* key, const char* label, const char* change) {
     Strategy st = spares;
@@ -63,6 +76,12 @@ std::vector<Row> BenchRows() {
       extra("x_16_spares", "Trellis, 16 spares", "16 spare nodes per allocation instead of 2");
   many.spares = 16;
   rows.push_back({many, base});
+  Strategy many_ahead = extra("x_16_spares_ahead", "Trellis, 16 spares; continuations ahead",
+                              "16 spare nodes per allocation instead of 2, and continuations "
+                              "ahead");
+  many_ahead.spares = 16;
+  many_ahead.continuation_ahead = true;
+  rows.push_back({many_ahead, base});
 
   Scenario calm = base;
   calm.interruptions = 0;
@@ -70,6 +89,12 @@ std::vector<Row> BenchRows() {
                         "no interruption at all: what the time-limit continuations and the "
                         "checkpoint stalls alone leave"),
                   calm});
+  Strategy calm_ahead =
+      extra("x_no_interruptions_ahead", "Trellis, 2 spares; no interruptions; continuations ahead",
+            "no interruption at all, and continuations ahead: what the time limits and the "
+            "checkpoint stalls alone leave with the mechanism (its bound)");
+  calm_ahead.continuation_ahead = true;
+  rows.push_back({calm_ahead, calm});
 
   // Every interruption relaunched: no time limit, more spares than strikes.
   Scenario endless = base;

@@ -54,9 +54,17 @@ struct Strategy {
   // Physics: a node comes back from its quarantine repaired (the brief's
   // "faulty until quarantined"); false: only the site repair heals it.
   bool quarantine_repairs = true;
+  // restart.continuation = "ahead" (false: "after"): while an attempt trains,
+  // its continuation waits in Slurm's queue, eligible a lead before the time
+  // limit, and takes over when it starts (controller/core/continuation.h).
+  bool continuation_ahead = false;
+  int continuation_lead_s = 0;  // restart.continuation_lead_s; 0: "auto"
+  int signal_grace_s = 120;     // slurm.signal_grace_s (the spec's default)
   // A change of the scenario's assumptions this row makes; empty for the
   // rows the brief asks for.
   std::string assumption_change;
+  // For a mechanism's own row (no assumption changed): what it adds.
+  std::string mechanism;
 };
 
 }  // namespace trellis::bench

@@ -13,6 +13,7 @@
 #include "bench/goodput-sim/evidence.h"
 #include "bench/goodput-sim/rng.h"
 #include "common/clock.h"
+#include "controller/core/continuation.h"
 #include "controller/core/decisions.h"
 #include "controller/core/failure_class.h"
 #include "controller/core/quarantine.h"
@@ -29,6 +30,7 @@ namespace {
 using controller::RecoveryDecision;
 using controller::RunState;
 using std::chrono::milliseconds;
+using std::chrono::seconds;
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
@@ -36,11 +38,37 @@ int64_t Ms(int64_t s) { return s * 1000; }
 
 // How a launch's RUNNING ended.
 struct LaunchEnd {
-  enum How { kHorizon, kTimeLimit, kFailure } how = kHorizon;
+  enum How { kHorizon, kTimeLimit, kFailure, kHandoff } how = kHorizon;
   int64_t at_ms = 0;
   int64_t lost_ms = 0;  // training since its last checkpoint (kFailure)
   FaultKind kind = FaultKind::kDeviceError;
   std::string culprit;
+};
+
+// A continuation submitted ahead (Strategy::continuation_ahead), waiting in
+// Slurm's queue.
+struct Waiting {
+  int64_t eligible_ms = 0;  // its --begin
+  int64_t wait_ms = 0;      // the queue wait it has once eligible
+  std::vector<std::string> excluded;  // its --exclude, when it was submitted
+  int64_t up_ms() const { return eligible_ms + wait_ms; }  // its allocation starts
+};
+
+// How an attempt begins: its allocation has started (or starts at once).
+struct AttemptStart {
+  int64_t alloc_ms = 0;     // the job started: its time limit counts from here
+  int64_t eligible_ms = 0;  // as the controller keeps it, for the queue waits seen
+  std::vector<std::string> excluded;
+  int64_t setup_s = 0;           // from now to training
+  int64_t* setup = nullptr;      // the ledger's bucket for it
+};
+
+// What follows an attempt: an sbatch once `not_before` is reached, or the
+// continuation that waited ahead, already waited for.
+struct NextAttempt {
+  int64_t not_before = 0;
+  bool after_time_limit = false;
+  std::optional<AttemptStart> taken;
 };
 
 class Simulation {
@@ -54,6 +82,7 @@ class Simulation {
         queue_rng_(seed, 3),
         alloc_rng_(seed, 4),
         repeat_rng_(seed, 5),
+        ahead_rng_(seed, 6),
         horizon_(Ms(sc.horizon_s)),
         start_(clock_.Now()) {
     policy_.max_restarts = st.max_restarts;
@@ -62,20 +91,38 @@ class Simulation {
     policy_.heartbeat_timeout_s = static_cast<int>(sc.crash_detect_s);
     policy_.relaunch_in_allocation = st.relaunch_in_allocation;
     policy_.backoff_reset_s = st.backoff_reset_s;
+    policy_.continuation = st.continuation_ahead ? "ahead" : "after";
+    policy_.continuation_lead_s = st.continuation_lead_s;
   }
 
   SimResult Run() {
     log_.Change(Wall(0), RunState::kQueued);
-    int64_t not_before = 0;
+    NextAttempt next;
     for (;;) {
-      if (!Spend(not_before, &led_.backoff_ms)) break;
-      log_.Change(Wall(now_), RunState::kSubmitted);
-      std::vector<std::string> excluded = Excluded();  // sbatch --exclude
-      int64_t wait = std::llround(queue_rng_.LogNormal(sc_.queue_median_s, sc_.queue_sigma) * 1000);
-      if (!Spend(now_ + wait, &led_.queue_ms)) break;
-      std::optional<int64_t> next = RunAttempt(excluded);
-      if (!next) break;
-      not_before = *next;
+      AttemptStart start;
+      if (next.taken) {
+        start = std::move(*next.taken);
+      } else {
+        const int64_t from = now_;
+        const bool go_on = Spend(next.not_before, &led_.backoff_ms);
+        if (next.after_time_limit) counts_.queue_after_time_limit_ms += now_ - from;
+        if (!go_on) break;
+        log_.Change(Wall(now_), RunState::kSubmitted);
+        start.excluded = Excluded();  // sbatch --exclude
+        start.eligible_ms = now_;
+        int64_t wait =
+            std::llround(queue_rng_.LogNormal(sc_.queue_median_s, sc_.queue_sigma) * 1000);
+        const int64_t queued = now_;
+        const bool started = Spend(now_ + wait, &led_.queue_ms);
+        if (next.after_time_limit) counts_.queue_after_time_limit_ms += now_ - queued;
+        if (!started) break;
+        start.alloc_ms = now_;
+        start.setup_s = sc_.job_start_s;
+        start.setup = &led_.start_ms;
+      }
+      std::optional<NextAttempt> n = RunAttempt(start);
+      if (!n) break;
+      next = std::move(*n);
     }
     return Finish();
   }
@@ -104,27 +151,41 @@ class Simulation {
     for (const auto& [node, e] : quarantine_) entries.push_back(e);
     return controller::ExcludedNodes(entries, clock_.Now(), qconfig_);
   }
+  // The same at `ms`, within a launch's training (no strike comes then).
+  std::vector<std::string> ExcludedAt(int64_t ms) const {
+    if (!st_.quarantine) return {};
+    std::vector<controller::QuarantineEntry> entries;
+    for (const auto& [node, e] : quarantine_) entries.push_back(e);
+    return controller::ExcludedNodes(entries, Wall(ms), qconfig_);
+  }
 
-  // One allocation: its launches until it ends. Returns when the next attempt
-  // may be submitted; nullopt when the simulation is over.
-  std::optional<int64_t> RunAttempt(const std::vector<std::string>& excluded) {
+  // One allocation: its launches until it ends. Returns how the next attempt
+  // begins; nullopt when the simulation is over.
+  std::optional<NextAttempt> RunAttempt(const AttemptStart& start) {
     ++counts_.attempts;
     ++attempt_;
-    const int64_t job_end = sc_.time_limit_s > 0 ? now_ + Ms(sc_.time_limit_s) : kNever;
+    const int64_t job_end =
+        sc_.time_limit_s > 0 ? start.alloc_ms + Ms(sc_.time_limit_s) : kNever;
     std::vector<std::string> allocation =
-        cluster_.Allocate(excluded, sc_.nodes_needed + st_.spares, alloc_rng_);
+        cluster_.Allocate(start.excluded, sc_.nodes_needed + st_.spares, alloc_rng_);
     log_.Change(Wall(now_), RunState::kGating);
-    int64_t ready = now_ + Ms(sc_.job_start_s);
-    int64_t* setup = &led_.start_ms;
+    // The queue waits the controller sees: an attempt's first GO less when it
+    // became eligible (controller/app/continuations.cc).
+    queue_facts_.push_back({"", Wall(start.eligible_ms), std::nullopt});
+    const size_t facts = queue_facts_.size() - 1;
+    int64_t ready = now_ + Ms(start.setup_s);
+    int64_t* setup = start.setup;
     for (int launch = 1;; ++launch) {
       if (!Spend(std::min(ready, job_end), setup)) return std::nullopt;
       if (now_ >= job_end) return TimeLimit(allocation, std::nullopt);
       std::vector<std::string> go = Gate(allocation);
       log_.Change(Wall(now_), RunState::kRunning);
+      if (!queue_facts_[facts].started) queue_facts_[facts].started = Wall(now_);
       const int64_t go_at = now_;
       LaunchEnd end = RunLaunch(go, job_end, launch);
       if (end.how == LaunchEnd::kHorizon) return std::nullopt;
       if (end.how == LaunchEnd::kTimeLimit) return TimeLimit(go, go_at);
+      if (end.how == LaunchEnd::kHandoff) return Handoff(go, go_at);
       std::optional<RecoveryDecision> d = AfterFailure(end, go, allocation, job_end, go_at);
       if (!d) return std::nullopt;
       if (d->kind != RecoveryDecision::kRelaunch) return EndAttempt(*d);
@@ -166,6 +227,13 @@ class Simulation {
     end.how = end.at_ms == horizon_  ? LaunchEnd::kHorizon
               : end.at_ms == at_fail ? LaunchEnd::kFailure
                                      : LaunchEnd::kTimeLimit;
+    if (st_.continuation_ahead) {
+      const int64_t at_handoff = Ahead(run_start, end.at_ms, job_end);
+      if (at_handoff < end.at_ms) {
+        end.at_ms = at_handoff;
+        end.how = LaunchEnd::kHandoff;
+      }
+    }
     if (end.how == LaunchEnd::kFailure && at_fail == at_trace) {
       const TraceEvent& e = trace_[next_trace_++];
       end.kind = e.kind;
@@ -202,6 +270,7 @@ class Simulation {
         led_.redone_ms += rest;
         break;
       case LaunchEnd::kTimeLimit:
+      case LaunchEnd::kHandoff:  // stopped at a step boundary with a checkpoint
         led_.productive_ms += std::max<int64_t>(0, rest - stall);
         led_.stall_ms += std::min(rest, stall);
         if (rest > 0) {
@@ -273,6 +342,7 @@ class Simulation {
     in.policy = policy_;
     in.now = clock_.Now();
     RecoveryDecision d = controller::DecideRecovery(in);
+    decided_class_ = v.cls;
     if (d.uses_restart) ++restarts_;
     if (go_at) launches_.push_back({Wall(*go_at), clock_.Now(), v.cls});
     return d;
@@ -290,20 +360,139 @@ class Simulation {
     if (st_.quarantine_repairs) cluster_.Repair(node);
   }
 
-  std::optional<int64_t> TimeLimit(const std::vector<std::string>& nodes,
-                                   std::optional<int64_t> go_at) {
+  std::optional<NextAttempt> TimeLimit(const std::vector<std::string>& nodes,
+                                       std::optional<int64_t> go_at) {
     ++counts_.time_limit_stops;
     log_.Change(Wall(now_), RunState::kRestarting);
     return EndAttempt(
         Decide(controller::ClassifyLaunch(TimeLimitEvidence(nodes)), nodes, {}, go_at));
   }
 
-  // The attempt ends: back to QUEUED until `not_before`, or FAILED.
-  std::optional<int64_t> EndAttempt(const RecoveryDecision& d) {
-    if (d.kind == RecoveryDecision::kNewAttempt) {
-      log_.Change(Wall(now_), RunState::kQueued);
-      return MsOf(d.not_before);
+  // Continuations ahead, for a launch training from `run_start` until
+  // `until` (its failure, the time limit or the horizon): the continuation is
+  // submitted once DecideAhead says so while the launch trains, and its
+  // allocation takes over when it starts (at the launch's start when it
+  // started before it: the handoff waited for the launch's GO). Returns the
+  // handoff's time; kNever when none comes before `until`.
+  int64_t Ahead(int64_t run_start, int64_t until, int64_t job_end) {
+    if (job_end == kNever) return kNever;
+    if (!waiting_) {
+      const controller::LeadChoice lead = controller::ChooseContinuationLead(
+          st_.continuation_lead_s, controller::QueueWaitsOn(queue_facts_, ""), st_.signal_grace_s,
+          seconds(sc_.time_limit_s));
+      // The controller submits at the first snapshot that finds the run
+      // RUNNING with at most the lead and the margin left.
+      const int64_t at = std::max(
+          run_start, job_end - Ms(lead.lead.count() + controller::kSubmitAheadMargin.count()));
+      if (at >= until) return kNever;
+      controller::AheadFacts f;
+      f.ahead_mode = true;
+      f.state = RunState::kRunning;
+      f.has_waiting = false;
+      f.time_limit = seconds(sc_.time_limit_s);
+      f.time_left = seconds((job_end - at) / 1000);
+      f.lead = lead.lead;
+      const controller::AheadDecision d = controller::DecideAhead(f);
+      if (!d.submit) return kNever;  // less than a second left
+      Waiting w;
+      w.eligible_ms = at + Ms(d.begin_in.count());
+      w.wait_ms =
+          std::llround(ahead_rng_.LogNormal(sc_.queue_median_s, sc_.queue_sigma) * 1000);
+      w.excluded = ExcludedAt(at);
+      waiting_ = std::move(w);
+      ++counts_.ahead_submitted;
+      counts_.ahead_lead_s_sum += lead.lead.count();
     }
+    const int64_t at = std::max(run_start, waiting_->up_ms());
+    return at < until ? at : kNever;
+  }
+
+  // The waiting continuation's allocation started while the launch trained:
+  // the launch stopped at a step boundary with a checkpoint, and the new
+  // allocation's ranks start from it (relaunch_s; its workers registered and
+  // passed the gate while the launch trained).
+  std::optional<NextAttempt> Handoff(const std::vector<std::string>& nodes, int64_t go_at) {
+    ++counts_.handoffs;
+    log_.Change(Wall(now_), RunState::kRestarting, /*handoff=*/true);
+    controller::LaunchVerdict v = controller::ClassifyLaunch(HandoffEvidence(nodes));
+    if (v.cls != controller::FailureClass::kHandoff)
+      throw std::runtime_error("handoff classified " +
+                               std::string(controller::FailureClassName(v.cls)));
+    RecoveryDecision d = Decide(v, nodes, {}, go_at);
+    if (d.kind != RecoveryDecision::kNewAttempt) {
+      waiting_.reset();
+      return EndAttempt(d);
+    }
+    Waiting w = std::move(*waiting_);
+    waiting_.reset();
+    log_.Change(Wall(now_), RunState::kSubmitted);
+    NextAttempt next;
+    AttemptStart start;
+    start.alloc_ms = w.up_ms();
+    start.eligible_ms = w.eligible_ms;
+    start.excluded = std::move(w.excluded);
+    start.setup_s = sc_.relaunch_s;
+    start.setup = &led_.handoff_ms;
+    next.taken = std::move(start);
+    return next;
+  }
+
+  // A new attempt while a continuation waits ahead (Scheduler::TakeUpWaiting):
+  // RESTARTING -> SUBMITTED, and the waiting job is the new attempt. Already
+  // started: its held workers take over (relaunch_s to training). Otherwise
+  // it is released (ReleaseJob) when it would become eligible only after the
+  // run may go on, or when the nodes to keep out changed: eligible from then
+  // on (now, or after a failure's backoff), keeping the queue time it has
+  // served, and kept off today's quarantine; then the job start.
+  std::optional<NextAttempt> TakeUp(const RecoveryDecision& d) {
+    const bool at_limit = decided_class_ == controller::FailureClass::kTimeLimit;
+    ++(at_limit ? counts_.ahead_waited_at_limit : counts_.ahead_taken_after_failure);
+    Waiting w = std::move(*waiting_);
+    waiting_.reset();
+    log_.Change(Wall(now_), RunState::kSubmitted);
+    AttemptStart start;
+    start.eligible_ms = w.eligible_ms;  // the stored --begin: ReleaseJob does not change it
+    if (w.up_ms() <= now_) {
+      start.alloc_ms = w.up_ms();
+      start.excluded = std::move(w.excluded);
+      start.setup_s = sc_.relaunch_s;
+      start.setup = &led_.start_ms;
+    } else {
+      const int64_t go_on = std::max(now_, MsOf(d.not_before));
+      std::vector<std::string> exclude = Excluded(), was = w.excluded;
+      std::sort(exclude.begin(), exclude.end());
+      std::sort(was.begin(), was.end());
+      const bool release = w.eligible_ms > go_on || exclude != was;
+      const int64_t up = std::min(w.eligible_ms, go_on) + w.wait_ms;
+      const int64_t alloc = release ? std::max(up, go_on) : up;
+      const int64_t from = now_;
+      // Waiting for Slurm, then (a job up before the backoff's end) the backoff.
+      const bool go = Spend(up, &led_.queue_ms) && Spend(alloc, &led_.backoff_ms);
+      if (at_limit) counts_.queue_after_time_limit_ms += now_ - from;
+      if (!go) return std::nullopt;
+      start.alloc_ms = alloc;
+      start.excluded = std::move(exclude);
+      start.setup_s = sc_.job_start_s;
+      start.setup = &led_.start_ms;
+    }
+    NextAttempt next;
+    next.after_time_limit = at_limit;
+    next.taken = std::move(start);
+    return next;
+  }
+
+  // The attempt ends: back to QUEUED until `not_before` (or the continuation
+  // waiting ahead takes over), or FAILED.
+  std::optional<NextAttempt> EndAttempt(const RecoveryDecision& d) {
+    if (d.kind == RecoveryDecision::kNewAttempt) {
+      if (waiting_) return TakeUp(d);
+      log_.Change(Wall(now_), RunState::kQueued);
+      NextAttempt next;
+      next.not_before = MsOf(d.not_before);
+      next.after_time_limit = decided_class_ == controller::FailureClass::kTimeLimit;
+      return next;
+    }
+    waiting_.reset();  // cancelled with the run
     log_.Change(Wall(now_), RunState::kFailed);
     counts_.run_failed = true;
     counts_.fail_reason = d.reason;
@@ -328,6 +517,7 @@ class Simulation {
   const std::vector<TraceEvent>& trace_;
   Cluster cluster_;
   Rng queue_rng_, alloc_rng_, repeat_rng_;
+  Rng ahead_rng_;  // the queue waits of continuations ahead: the other rows' draws stay theirs
   const int64_t horizon_;
   FakeClock clock_;
   const WallTime start_;
@@ -341,6 +531,9 @@ class Simulation {
   int64_t step_ = 0;  // the newest checkpoint's step
   int restarts_ = 0;
   std::vector<controller::PastLaunch> launches_;  // settled, oldest first
+  controller::FailureClass decided_class_ = controller::FailureClass::kRankExit;  // the newest
+  std::vector<controller::AttemptQueueFacts> queue_facts_;  // every attempt's, oldest first
+  std::optional<Waiting> waiting_;  // the continuation waiting ahead
   Ledger led_;
   Counts counts_;
   GoodputLog log_;

@@ -14,6 +14,15 @@
 // says relaunch (relaunch_s on the allocation's healthy nodes, RESTARTING) or
 // a new attempt (back to QUEUED). The time limit checkpoints and continues
 // as a new attempt.
+//
+// With continuations ahead (Strategy::continuation_ahead; docs/architecture.md,
+// "Continuations ahead"): while a launch trains, DecideAhead submits the next
+// attempt, eligible ChooseContinuationLead's lead before the time limit. When
+// its allocation starts while the run trains, the launch stops with a
+// checkpoint (ClassifyLaunch: handoff) and the new allocation trains after
+// relaunch_s (RESTARTING with the handoff flag, SUBMITTED, GATING); when the
+// limit comes first, the run waits for the rest of its queue wait; a new
+// attempt after a failure takes it instead of an sbatch.
 
 #include <cstdint>
 #include <vector>
