@@ -75,7 +75,9 @@ absl::Status WriteTo(Store& s, const StoreWrite& w) {
             return s.SetRestartBackoff(x.run_id, x.restarts, x.not_before);
           },
           [&](const RecordAttemptJob& x) { return s.SetAttemptJob(x.run_id, x.attempt, x.job_id); },
-          [&](const TakeUpAttempt& x) { return s.TakeUpWaitingAttempt(x.run_id, x.attempt); },
+          [&](const TakeUpAttempt& x) {
+            return s.TakeUpWaitingAttempt(x.run_id, x.attempt, x.begin);
+          },
           [&](const RecordAttemptNodes& x) {
             return s.SetAttemptNodes(x.run_id, x.attempt, x.nodes);
           },

@@ -169,6 +169,8 @@ TEST_F(ContinuationTest, AContinuationNeededSoonerTakesTheWaitingJob) {
   EXPECT_FALSE(run.attempts(1).waiting());
   EXPECT_EQ(slurm_->Submissions().size(), 2u);
   EXPECT_EQ(slurm_->Released(), (std::vector<std::string>{"101 in 0 s"}));
+  EXPECT_EQ(run.attempts(1).begin_unix_ms(), run.attempts(0).ended_unix_ms())
+      << "released now: its queue wait counts from now, not from its --begin";
   EXPECT_NE(run.summary().state_reason().find("attempt 2 (Slurm job 101), waiting ahead, takes over"),
             std::string::npos)
       << run.summary().state_reason();

@@ -71,10 +71,13 @@ struct RecordAttemptJob {
   int attempt = 0;
   std::string job_id;
 };
-// The run's waiting attempt becomes its current one (AttemptRecord::waiting).
+// The run's waiting attempt becomes its current one (AttemptRecord::waiting),
+// eligible from `begin` where it was released sooner or later than its --begin
+// (its queue wait counts from there).
 struct TakeUpAttempt {
   std::string run_id;
   int attempt = 0;
+  std::optional<WallTime> begin;
 };
 struct RecordAttemptNodes {
   std::string run_id;

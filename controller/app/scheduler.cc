@@ -486,10 +486,26 @@ Effects Scheduler::TakeUpWaiting(const RunRecord& run, const AttemptEnded& end,
   const std::string reason = d.reason + ": attempt " + std::to_string(waiting.attempt) +
                              " (Slurm job " + waiting.slurm_job_id +
                              "), waiting ahead, takes over";
+  // A handoff's job runs already. Otherwise it is made eligible when the run
+  // may go on (now, or after a failure's backoff), and kept off the nodes
+  // struck since it was submitted.
+  std::optional<ReleaseJob> release;
+  if (end.failure_class != FailureClass::kHandoff) {
+    const WallTime start = std::max(now, d.not_before);
+    std::vector<std::string> exclude = ctx_.ExcludedNow();
+    std::sort(exclude.begin(), exclude.end());
+    std::vector<std::string> was = ExcludedBy(waiting.sbatch_args);
+    std::sort(was.begin(), was.end());
+    if ((waiting.begin && *waiting.begin > start) || exclude != was)
+      release = ReleaseJob{run_id, waiting.slurm_job_id,
+                           std::chrono::duration_cast<std::chrono::seconds>(start - now),
+                           exclude};
+  }
   RecordAttemptEnd end_attempt{run_id, end.attempt, end.exit_code, end.why, now};
-  std::vector<StoreWrite> take_up = {TakeUpAttempt{run_id, waiting.attempt},
-                                     SetRestartBackoff{run_id, restarts, d.not_before},
-                                     SetWaitReason{run_id, reason}};
+  std::vector<StoreWrite> take_up = {
+      TakeUpAttempt{run_id, waiting.attempt,
+                    release ? std::optional<WallTime>(now + release->start_in) : std::nullopt},
+      SetRestartBackoff{run_id, restarts, d.not_before}, SetWaitReason{run_id, reason}};
   if (run.state != RunState::kRestarting) {
     Transition t{run_id, RunState::kRestarting, end.why, end.evidence_json, {end_attempt}};
     t.next = Transition::Next{RunState::kSubmitted, reason, std::move(take_up)};
@@ -499,19 +515,8 @@ Effects Scheduler::TakeUpWaiting(const RunRecord& run, const AttemptEnded& end,
     for (auto& w : take_up) t.also.push_back(std::move(w));
     fx.Add(std::move(t));
   }
-  // A handoff's job runs already. Otherwise it is made eligible when the run
-  // may go on (now, or after a failure's backoff), and kept off the nodes
-  // struck since it was submitted.
   fx.Add(AttemptTakenUp{run_id, waiting.attempt});
-  if (end.failure_class == FailureClass::kHandoff) return fx;
-  const WallTime start = std::max(now, d.not_before);
-  std::vector<std::string> exclude = ctx_.ExcludedNow();
-  std::sort(exclude.begin(), exclude.end());
-  std::vector<std::string> was = ExcludedBy(waiting.sbatch_args);
-  std::sort(was.begin(), was.end());
-  if ((waiting.begin && *waiting.begin > start) || exclude != was)
-    fx.Add(ReleaseJob{run_id, waiting.slurm_job_id,
-                      std::chrono::duration_cast<std::chrono::seconds>(start - now), exclude});
+  if (release) fx.Add(std::move(*release));
   return fx;
 }
 

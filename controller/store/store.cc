@@ -222,11 +222,13 @@ absl::Status Store::CreateAttempt(const AttemptRecord& a) {
   return st.Run();
 }
 
-absl::Status Store::TakeUpWaitingAttempt(const std::string& run_id, int attempt) {
+absl::Status Store::TakeUpWaitingAttempt(const std::string& run_id, int attempt,
+                                         std::optional<WallTime> begin) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
-      "UPDATE attempts SET waiting = 0 WHERE run_id = ? AND attempt = ? AND waiting = 1 "
-      "AND ended_ms IS NULL"));
-  RETURN_IF_ERROR(st.Bind(1, run_id).Bind(2, attempt).Run());
+      "UPDATE attempts SET waiting = 0, begin_ms = COALESCE(?, begin_ms) WHERE run_id = ? "
+      "AND attempt = ? AND waiting = 1 AND ended_ms IS NULL"));
+  if (begin) st.Bind(1, ToUnixMillis(*begin));
+  RETURN_IF_ERROR(st.Bind(2, run_id).Bind(3, attempt).Run());
   if (db_->Changes() != 1)
     return absl::FailedPreconditionError("run " + run_id + " attempt " + std::to_string(attempt) +
                                          " is not waiting");

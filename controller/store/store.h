@@ -57,8 +57,10 @@ class Store {
   absl::Status SetRestartBackoff(const std::string& run_id, int restarts, WallTime not_before);
 
   absl::Status CreateAttempt(const AttemptRecord& attempt);
-  // A waiting attempt becomes the run's current one (records.h).
-  absl::Status TakeUpWaitingAttempt(const std::string& run_id, int attempt);
+  // A waiting attempt becomes the run's current one (records.h), eligible
+  // from `begin` (released sooner, or later after a backoff, than its --begin).
+  absl::Status TakeUpWaitingAttempt(const std::string& run_id, int attempt,
+                                    std::optional<WallTime> begin);
   absl::Status SetAttemptJob(const std::string& run_id, int attempt, const std::string& job_id);
   absl::Status SetAttemptNodes(const std::string& run_id, int attempt, const std::string& nodes);
   absl::Status SetAttemptLaunches(const std::string& run_id, int attempt, int launches);

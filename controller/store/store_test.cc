@@ -189,6 +189,45 @@ TEST_F(StoreTest, AttemptsAndStepSummaries) {
   EXPECT_EQ(store_->RecentSteps(r.run_id, 10)->size(), 1u);
 }
 
+// An attempt waiting ahead is never the run's current one until it is taken
+// up; its number is taken; taking it up keeps or moves its eligibility.
+TEST_F(StoreTest, AWaitingAttemptIsNotCurrentUntilTakenUp) {
+  RunRecord r = NewRun("ahead");
+  AttemptRecord a;
+  a.run_id = r.run_id;
+  a.attempt = 1;
+  a.submitted = clock_.Now();
+  ASSERT_TRUE(store_->CreateAttempt(a).ok());
+  AttemptRecord w = a;
+  w.attempt = 2;
+  w.waiting = true;
+  w.begin = clock_.Now() + std::chrono::seconds(90);
+  ASSERT_TRUE(store_->CreateAttempt(w).ok());
+  EXPECT_EQ((*store_->LatestAttempt(r.run_id))->attempt, 1);
+  auto all = store_->Attempts(r.run_id);
+  ASSERT_TRUE(all.ok());
+  ASSERT_TRUE(WaitingAttemptOf(*all).has_value());
+  EXPECT_EQ(WaitingAttemptOf(*all)->attempt, 2);
+  EXPECT_EQ(WaitingAttemptOf(*all)->begin, w.begin);
+  EXPECT_EQ(NextAttemptNumber(*all), 3);
+  EXPECT_FALSE(store_->TakeUpWaitingAttempt(r.run_id, 1, std::nullopt).ok()) << "not waiting";
+  const WallTime sooner = clock_.Now() + std::chrono::seconds(5);
+  ASSERT_TRUE(store_->TakeUpWaitingAttempt(r.run_id, 2, sooner).ok());
+  auto latest = store_->LatestAttempt(r.run_id);
+  EXPECT_EQ((*latest)->attempt, 2);
+  EXPECT_FALSE((*latest)->waiting);
+  EXPECT_EQ((*latest)->begin, sooner);
+  EXPECT_FALSE(WaitingAttemptOf(*store_->Attempts(r.run_id)).has_value());
+  EXPECT_FALSE(store_->TakeUpWaitingAttempt(r.run_id, 2, std::nullopt).ok()) << "only once";
+  // One that ended waiting (not needed) stays out of the way.
+  w.attempt = 3;
+  ASSERT_TRUE(store_->CreateAttempt(w).ok());
+  ASSERT_TRUE(store_->EndAttempt(r.run_id, 3, kExitCancelled, "not needed", clock_.Now()).ok());
+  EXPECT_EQ((*store_->LatestAttempt(r.run_id))->attempt, 2);
+  EXPECT_FALSE(WaitingAttemptOf(*store_->Attempts(r.run_id)).has_value());
+  EXPECT_EQ(NextAttemptNumber(*store_->Attempts(r.run_id)), 4);
+}
+
 // Per launch: its first step, its newest kept step (below the later launches'
 // lowest first step) and its last, with the last one's time.
 TEST_F(StoreTest, GoodputStepsReadTheMarksThatMatter) {

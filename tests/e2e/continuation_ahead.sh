@@ -32,8 +32,8 @@ classes=$(json_get "$show" "[l['failure_class'] for l in d['launches']]")
 # One Slurm job per attempt; every attempt taken up ran a launch; at most one,
 # the last, waited ahead in vain (the run ended first) and was ended.
 jobs=$(sqlite3 "$db" "SELECT SUM(waiting = 0 AND launches > 0) || '|' || \
-  COUNT(DISTINCT slurm_job_id) - COUNT(*) || '|' || SUM(waiting = 1 AND ended_ms IS NULL) || '|' || \
-  SUM(waiting) FROM attempts WHERE run_id='$id'")
+  (COUNT(DISTINCT slurm_job_id) - COUNT(*)) || '|' || SUM(waiting = 1 AND ended_ms IS NULL) || \
+  '|' || SUM(waiting) FROM attempts WHERE run_id='$id'")
 case "$jobs" in
   "$attempts|0|0|0" | "$attempts|0|0|1") ;;
   *) fail "ran|jobs-rows|waiting live|waiting is $jobs, expected $attempts|0|0|(0 or 1)" ;;
