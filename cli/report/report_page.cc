@@ -96,6 +96,11 @@ std::string Header(const ReportInput& in) {
   out += Fact("restarts", Escape(restarts.empty() ? "0" : restarts));
   out += Fact("goodput", Escape(goodput.empty() ? "not available" : goodput));
   out += Fact("last step", Escape(last));
+  if (s.unstored_step_records() > 0)
+    out += Fact("records", "<span class=\"state-FAILED\">incomplete</span>: " +
+                               std::to_string(s.unstored_step_records()) +
+                               " step record(s) kept by the workers in the run directory, not "
+                               "yet stored (the controller stores them when it can)");
   out += Fact("submitted", Escape(PageTime(in, s.created_unix_ms())));
   out += Fact("updated", Escape(PageTime(in, s.updated_unix_ms())));
   if (!run.run_dir().empty())

@@ -19,9 +19,10 @@ LeadChoice ChooseContinuationLead(int lead_s, const std::vector<seconds>& waits,
     c.lead = seconds(lead_s);
     c.why = "restart.continuation_lead_s = " + std::to_string(lead_s);
   } else {
-    // Past the warning: a continuation eligible after it comes too late to
-    // take over, and the warning's own continuation takes it instead.
-    const seconds floor = std::max(kAutoLeadFloor, seconds(signal_grace_s) + seconds(30));
+    // Before the warning: a continuation eligible after it comes too late to
+    // take over (the warning's own continuation takes it instead), and Slurm
+    // may send the warning up to a minute before signal_grace_s.
+    const seconds floor = std::max(kAutoLeadFloor, seconds(signal_grace_s) + seconds(90));
     if (waits.size() < kAutoLeadMinWaits) {
       c.lead = std::max(kAutoLeadPrior, floor);
       c.why = "auto: " + std::to_string(waits.size()) + " queue wait(s) seen on the partition, " +

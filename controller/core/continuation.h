@@ -16,7 +16,8 @@
 namespace trellis::controller {
 
 // "auto": the 90th percentile of the newest kAutoLeadWaits queue waits seen
-// on the partition, at least the floor (and past the wall-time warning), at
+// on the partition, at least the floor and 90 s more than the wall-time
+// warning's lead (Slurm may send it up to 60 s early), at
 // most the ceiling; with fewer than kAutoLeadMinWaits seen, the prior. Every
 // lead is at most half the job's time limit: a continuation eligible sooner
 // would take over from an attempt that has barely started.

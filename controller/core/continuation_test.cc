@@ -30,12 +30,13 @@ TEST(ContinuationLeadTest, AutoIsTheNinetiethPercentileWithinFloorAndCeiling) {
   LeadChoice c = ChooseContinuationLead(0, waits, 30, std::nullopt);
   EXPECT_EQ(c.lead, seconds(900));  // nearest rank: the 9th of 10
   EXPECT_NE(c.why.find("90th percentile of the newest 10"), std::string::npos) << c.why;
-  // Short waits: the floor, raised past the wall-time warning.
-  c = ChooseContinuationLead(0, {seconds(1), seconds(2), seconds(3)}, 30, std::nullopt);
-  EXPECT_EQ(c.lead, kAutoLeadFloor);
+  // Short waits: the floor, and 90 s before the wall-time warning's lead
+  // (Slurm may send it a minute early).
+  c = ChooseContinuationLead(0, {seconds(1), seconds(2), seconds(3)}, 10, std::nullopt);
+  EXPECT_EQ(c.lead, seconds(100));
   c = ChooseContinuationLead(0, {seconds(1), seconds(2), seconds(3)}, 120, std::nullopt);
-  EXPECT_EQ(c.lead, seconds(150));
-  EXPECT_NE(c.why.find("raised to the floor 150 s"), std::string::npos) << c.why;
+  EXPECT_EQ(c.lead, seconds(210));
+  EXPECT_NE(c.why.find("raised to the floor 210 s"), std::string::npos) << c.why;
   // Long waits: the ceiling.
   c = ChooseContinuationLead(0, {seconds(90000), seconds(90000), seconds(90000)}, 30,
                              std::nullopt);
@@ -44,8 +45,8 @@ TEST(ContinuationLeadTest, AutoIsTheNinetiethPercentileWithinFloorAndCeiling) {
 
 TEST(ContinuationLeadTest, AutoLooksAtTheNewestTwentyWaitsOnly) {
   std::vector<seconds> waits(30, seconds(5000));         // old and long
-  for (int i = 0; i < 20; ++i) waits.push_back(seconds(100));  // newest and short
-  EXPECT_EQ(ChooseContinuationLead(0, waits, 30, std::nullopt).lead, seconds(100));
+  for (int i = 0; i < 20; ++i) waits.push_back(seconds(150));  // newest and short
+  EXPECT_EQ(ChooseContinuationLead(0, waits, 30, std::nullopt).lead, seconds(150));
 }
 
 TEST(QueueWaitsTest, FromEligibilityToTheFirstGateOnThePartition) {

@@ -1,5 +1,7 @@
 #include "controller/rpc/app_proto.h"
 
+#include <algorithm>
+
 namespace trellis::controller {
 
 grpc::Status ToGrpc(const absl::Status& status) {
@@ -21,7 +23,10 @@ void ToProto(const RunView& v, v1::RunSummary* out) {
   out->set_state_reason(r.state_reason);
   out->set_nodes(r.nodes);
   out->set_ranks_per_node(r.ranks_per_node);
-  out->set_attempts(static_cast<int32_t>(v.attempts.size()));
+  // The run's attempts so far: one that waits ahead, or waited and was not
+  // needed, is listed with them but not counted.
+  out->set_attempts(static_cast<int32_t>(std::count_if(
+      v.attempts.begin(), v.attempts.end(), [](const AttemptRecord& a) { return !a.waiting; })));
   out->set_created_unix_ms(ToUnixMillis(r.created));
   out->set_updated_unix_ms(ToUnixMillis(r.updated));
   out->set_last_step(v.last_step);

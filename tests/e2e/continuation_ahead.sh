@@ -2,8 +2,9 @@
 # Continuations ahead (the default, restart.continuation = "ahead"): a run with
 # a 3-minute limit and 8 minutes of work (960 steps of 0.5 s). While an
 # attempt trains, the next one waits in Slurm's queue, eligible a lead before
-# the limit (auto: at most half the limit, 90 s; 60 s once three queue waits
-# are seen); when it starts, its nodes are gated, the current ranks stop at a
+# the limit (auto: 90 s past the warning's 10 s, since Slurm may send it a
+# minute early, cut to half the limit: 90 s); when it starts, its nodes are
+# gated, the current ranks stop at a
 # step boundary with a checkpoint (a handoff), and it resumes from there.
 # The ranks stop together (STOP_ALIGN, steps.py), as the trainer's agree.
 # Checked: at least 3 attempts, every step stored exactly once, no two
@@ -14,7 +15,7 @@
 STEPS_PY="$(cd "$(dirname "$0")" && pwd)/steps.py"
 
 start_controller
-spec=$(write_spec ahead "exec python3 $STEPS_PY" 'time_limit = 3' 'signal_grace_s = 30' \
+spec=$(write_spec ahead "exec python3 $STEPS_PY" 'time_limit = 3' 'signal_grace_s = 10' \
   '[restart]' 'max_restarts = 0' '[env]' 'STEPS = "960"' 'STEP_S = "0.5"' 'STOP_ALIGN = "10"')
 id=$(trellis submit "$spec") || fail "submit failed"
 wait_state "$id" SUCCEEDED 900

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The kill-point matrix ("Never lose a run"). At each point a run is driven
-# into a phase (submit, gate, run, relaunch, restart, continuation, cancel)
+# into a phase (submit, gate, run, relaunch, restart, continuation, handoff, cancel)
 # and one victim (the controller, a worker, a rank, one node's slurmd) is
 # SIGKILLed at a random moment inside it; what was killed is started again
 # (the controller on its port, the slurmd by the cluster script; a worker or a

@@ -237,17 +237,18 @@ km_drive_continuation() {
   km_strike "$2" "$KM_ID" "$4"
 }
 
-# handoff: a continuation waiting ahead takes over (a 1-minute limit, the
-# next attempt eligible 30 s before it): from the controller's word that the
-# waiting attempt passed the gate, through the current ranks' stop at a step
-# boundary, to the new attempt's GO (about half a second on this cluster).
+# handoff: a continuation waiting ahead takes over (a 3-minute limit, the next
+# attempt eligible 90 s before it, Slurm's warning 10 s before it but maybe a
+# minute sooner: still after the handoff): from the controller's word that
+# the waiting attempt passed the gate, through the current ranks' stop at a
+# step boundary, to the new attempt's GO (about half a second on this cluster).
 km_drive_handoff() {
   local spec
-  spec=$(km_spec 500 "$((2 - 2 * $5))" true 0)
-  sed -i -e 's/^spare_nodes = 1$/spare_nodes = 1\ntime_limit = 1/' \
-    -e 's/^\[restart\]$/[restart]\ncontinuation_lead_s = 30/' "$spec"
+  spec=$(km_spec 1200 "$((2 - 2 * $5))" true 0)
+  sed -i -e 's/^spare_nodes = 1$/spare_nodes = 1\ntime_limit = 3\nsignal_grace_s = 10/' \
+    -e 's/^\[restart\]$/[restart]\ncontinuation_lead_s = 90/' "$spec"
   km_submit "$spec" || return 0
-  km_until 120 "the handoff of $KM_ID" grep -q "run $KM_ID: handoff: " "$E2E_DIR/controller.log" ||
+  km_until 150 "the handoff of $KM_ID" grep -q "run $KM_ID: handoff: " "$E2E_DIR/controller.log" ||
     return 0
   km_sleep_ms "$3"
   km_strike "$2" "$KM_ID" "$4"

@@ -96,6 +96,18 @@ TEST(ReportPageTest, NoStepsSaysSo) {
   EXPECT_NE(html.find("no gate has decided yet"), std::string::npos);
   EXPECT_NE(html.find("no rank records"), std::string::npos);
   EXPECT_NE(html.find("90.0%"), std::string::npos);  // the goodput
+  EXPECT_EQ(html.find("incomplete"), std::string::npos);
+}
+
+// Records the workers kept because the controller could not store them
+// (a full disk): the page says the run's records are incomplete.
+TEST(ReportPageTest, UnstoredRecordsMakeTheRecordsIncomplete) {
+  ReportInput in = BaseInput();
+  in.run.mutable_summary()->set_unstored_step_records(54);
+  std::string html = RenderReport(in);
+  ExpectSound(html);
+  EXPECT_NE(html.find("incomplete</span>: 54 step record(s) kept by the workers"),
+            std::string::npos);
 }
 
 TEST(ReportPageTest, OneStep) {
