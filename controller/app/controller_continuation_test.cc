@@ -176,8 +176,13 @@ TEST_F(ContinuationTest, AContinuationNeededSoonerTakesTheWaitingJob) {
       << run.summary().state_reason();
 }
 
+// The ranks finished their work as the waiting job started: they had ended
+// before the handoff's signal (no worker passed it on), so the run succeeds,
+// and the waiting attempt's held workers are told to go.
 TEST_F(ContinuationTest, TheWaitingJobIsCancelledWhenTheRunEnds) {
   RunWithAWaitingAttempt();
+  RegisterAttempt2({"node1", "node2"});
+  ASSERT_TRUE(WaitSignalled("100.0 USR1"));
   Send(Id(kRun, "node1", 1), {StepReport(0, 3, 0.5), StepReport(1, 3, 0.5)});
   ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, false), RankEnded(1, 0, 0, false)}, 0);
   ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, false), RankEnded(3, 0, 0, false)}, 0);
@@ -186,9 +191,12 @@ TEST_F(ContinuationTest, TheWaitingJobIsCancelledWhenTheRunEnds) {
   WaitUntil(
       kRun, [](const v1::Run& r) { return r.attempts(1).ended_unix_ms() != 0; },
       "the waiting attempt ended");
+  EXPECT_EQ(run.launches(0).failure_class(), "succeeded");
   const auto cancelled = slurm_->Cancelled();
   EXPECT_NE(std::find(cancelled.begin(), cancelled.end(), "101"), cancelled.end());
   EXPECT_NE(Get(kRun).attempts(1).end_reason().find("not needed"), std::string::npos);
+  for (const auto& [node, d] : JoinHeld())
+    EXPECT_EQ(d.decision(), v1::GateDecision::DECISION_ABORT) << node << ": " << d.reason();
 }
 
 // Cancelled by someone (or refused by Slurm) before it was needed: the

@@ -149,7 +149,9 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
   ev.hang = l.fault.hang;
   ev.oom_kills = l.oom_kills;
   ev.time_limit = l.time_limit_warned;
-  ev.handoff = l.handoff;
+  // A handoff stopped ranks only where a worker passed the signal on: ranks
+  // that had all ended by then ended as they would have anyway.
+  ev.handoff = l.handoff && l.time_limit_warned;
   LaunchVerdict v = ClassifyLaunch(ev);
 
   auto spec = ctx_.ParseStoredSpec(run);

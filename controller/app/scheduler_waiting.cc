@@ -155,6 +155,9 @@ Effects Scheduler::RunEnded(const std::string& run_id) {
   if (!w) return {};
   Effects fx = RecordAttemptEnd{run_id, w->attempt, kExitCancelled,
                                 "not needed: the run ended before it", ctx_.clock.Now()};
+  // Workers of its job that registered meanwhile are told to go.
+  fx.Add(EndLaunchesOfRun{run_id, "the run ended: its attempt waiting ahead is not needed",
+                          w->attempt});
   if (!w->slurm_job_id.empty())
     fx.Add(CancelJob{w->slurm_job_id, "run " + run_id + " ended: attempt " +
                                           std::to_string(w->attempt) + " waiting ahead is not needed"});
