@@ -3,17 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
-#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
-#include "bench/goodput-sim/cluster.h"
 #include "bench/goodput-sim/evidence.h"
-#include "bench/goodput-sim/rng.h"
-#include "common/clock.h"
-#include "controller/core/continuation.h"
+#include "bench/goodput-sim/simulation.h"
 #include "controller/core/decisions.h"
 #include "controller/core/failure_class.h"
 #include "controller/core/quarantine.h"
@@ -30,517 +27,309 @@ namespace {
 using controller::RecoveryDecision;
 using controller::RunState;
 using std::chrono::milliseconds;
-using std::chrono::seconds;
-
-constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-
-int64_t Ms(int64_t s) { return s * 1000; }
-
-// How a launch's RUNNING ended.
-struct LaunchEnd {
-  enum How { kHorizon, kTimeLimit, kFailure, kHandoff } how = kHorizon;
-  int64_t at_ms = 0;
-  int64_t lost_ms = 0;  // training since its last checkpoint (kFailure)
-  FaultKind kind = FaultKind::kDeviceError;
-  std::string culprit;
-};
-
-// A continuation submitted ahead (Strategy::continuation_ahead), waiting in
-// Slurm's queue.
-struct Waiting {
-  int64_t eligible_ms = 0;  // its --begin
-  int64_t wait_ms = 0;      // the queue wait it has once eligible
-  std::vector<std::string> excluded;  // its --exclude, when it was submitted
-  int64_t up_ms() const { return eligible_ms + wait_ms; }  // its allocation starts
-};
-
-// How an attempt begins: its allocation has started (or starts at once).
-struct AttemptStart {
-  int64_t alloc_ms = 0;     // the job started: its time limit counts from here
-  int64_t eligible_ms = 0;  // as the controller keeps it, for the queue waits seen
-  std::vector<std::string> excluded;
-  int64_t setup_s = 0;           // from now to training
-  int64_t* setup = nullptr;      // the ledger's bucket for it
-};
-
-// What follows an attempt: an sbatch once `not_before` is reached, or the
-// continuation that waited ahead, already waited for.
-struct NextAttempt {
-  int64_t not_before = 0;
-  bool after_time_limit = false;
-  std::optional<AttemptStart> taken;
-};
-
-class Simulation {
- public:
-  Simulation(const Scenario& sc, const Strategy& st, const std::vector<TraceEvent>& trace,
-             uint64_t seed)
-      : sc_(sc),
-        st_(st),
-        trace_(trace),
-        cluster_(sc.cluster_nodes),
-        queue_rng_(seed, 3),
-        alloc_rng_(seed, 4),
-        repeat_rng_(seed, 5),
-        ahead_rng_(seed, 6),
-        horizon_(Ms(sc.horizon_s)),
-        start_(clock_.Now()) {
-    policy_.max_restarts = st.max_restarts;
-    policy_.backoff_s = st.backoff_s;
-    policy_.hang_timeout_s = static_cast<int>(sc.hang_timeout_s);
-    policy_.heartbeat_timeout_s = static_cast<int>(sc.crash_detect_s);
-    policy_.relaunch_in_allocation = st.relaunch_in_allocation;
-    policy_.backoff_reset_s = st.backoff_reset_s;
-    policy_.continuation = st.continuation_ahead ? "ahead" : "after";
-    policy_.continuation_lead_s = st.continuation_lead_s;
-  }
-
-  SimResult Run() {
-    log_.Change(Wall(0), RunState::kQueued);
-    NextAttempt next;
-    for (;;) {
-      AttemptStart start;
-      if (next.taken) {
-        start = std::move(*next.taken);
-      } else {
-        const int64_t from = now_;
-        const bool go_on = Spend(next.not_before, &led_.backoff_ms);
-        if (next.after_time_limit) counts_.queue_after_time_limit_ms += now_ - from;
-        if (!go_on) break;
-        log_.Change(Wall(now_), RunState::kSubmitted);
-        start.excluded = Excluded();  // sbatch --exclude
-        start.eligible_ms = now_;
-        int64_t wait =
-            std::llround(queue_rng_.LogNormal(sc_.queue_median_s, sc_.queue_sigma) * 1000);
-        const int64_t queued = now_;
-        const bool started = Spend(now_ + wait, &led_.queue_ms);
-        if (next.after_time_limit) counts_.queue_after_time_limit_ms += now_ - queued;
-        if (!started) break;
-        start.alloc_ms = now_;
-        start.setup_s = sc_.job_start_s;
-        start.setup = &led_.start_ms;
-      }
-      std::optional<NextAttempt> n = RunAttempt(start);
-      if (!n) break;
-      next = std::move(*n);
-    }
-    return Finish();
-  }
-
- private:
-  WallTime Wall(int64_t ms) const { return start_ + milliseconds(ms); }
-  int64_t MsOf(WallTime t) const {
-    return std::chrono::duration_cast<milliseconds>(t - start_).count();
-  }
-
-  // Time passes to `until` (at most the horizon), charged to `bucket`; false
-  // once the horizon is reached.
-  bool Spend(int64_t until, int64_t* bucket) {
-    int64_t to = std::min(until, horizon_);
-    if (to > now_) {
-      *bucket += to - now_;
-      clock_.Advance(milliseconds(to - now_));
-      now_ = to;
-    }
-    return until < horizon_;
-  }
-
-  std::vector<std::string> Excluded() const {
-    if (!st_.quarantine) return {};
-    std::vector<controller::QuarantineEntry> entries;
-    for (const auto& [node, e] : quarantine_) entries.push_back(e);
-    return controller::ExcludedNodes(entries, clock_.Now(), qconfig_);
-  }
-  // The same at `ms`, within a launch's training (no strike comes then).
-  std::vector<std::string> ExcludedAt(int64_t ms) const {
-    if (!st_.quarantine) return {};
-    std::vector<controller::QuarantineEntry> entries;
-    for (const auto& [node, e] : quarantine_) entries.push_back(e);
-    return controller::ExcludedNodes(entries, Wall(ms), qconfig_);
-  }
-
-  // One allocation: its launches until it ends. Returns how the next attempt
-  // begins; nullopt when the simulation is over.
-  std::optional<NextAttempt> RunAttempt(const AttemptStart& start) {
-    ++counts_.attempts;
-    ++attempt_;
-    const int64_t job_end =
-        sc_.time_limit_s > 0 ? start.alloc_ms + Ms(sc_.time_limit_s) : kNever;
-    std::vector<std::string> allocation =
-        cluster_.Allocate(start.excluded, sc_.nodes_needed + st_.spares, alloc_rng_);
-    log_.Change(Wall(now_), RunState::kGating);
-    // The queue waits the controller sees: an attempt's first GO less when it
-    // became eligible (controller/app/continuations.cc).
-    queue_facts_.push_back({"", Wall(start.eligible_ms), std::nullopt});
-    const size_t facts = queue_facts_.size() - 1;
-    int64_t ready = now_ + Ms(start.setup_s);
-    int64_t* setup = start.setup;
-    for (int launch = 1;; ++launch) {
-      if (!Spend(std::min(ready, job_end), setup)) return std::nullopt;
-      if (now_ >= job_end) return TimeLimit(allocation, std::nullopt);
-      std::vector<std::string> go = Gate(allocation);
-      log_.Change(Wall(now_), RunState::kRunning);
-      if (!queue_facts_[facts].started) queue_facts_[facts].started = Wall(now_);
-      const int64_t go_at = now_;
-      LaunchEnd end = RunLaunch(go, job_end, launch);
-      if (end.how == LaunchEnd::kHorizon) return std::nullopt;
-      if (end.how == LaunchEnd::kTimeLimit) return TimeLimit(go, go_at);
-      if (end.how == LaunchEnd::kHandoff) return Handoff(go, go_at);
-      std::optional<RecoveryDecision> d = AfterFailure(end, go, allocation, job_end, go_at);
-      if (!d) return std::nullopt;
-      if (d->kind != RecoveryDecision::kRelaunch) return EndAttempt(*d);
-      ++counts_.relaunches;
-      allocation = d->nodes;
-      ready = now_ + Ms(sc_.relaunch_s);
-      setup = &led_.relaunch_ms;
-    }
-  }
-
-  // The launch gate: every node passes (the memory probe does not see these
-  // faults); DecideGate picks which go and which stand by as spares.
-  std::vector<std::string> Gate(const std::vector<std::string>& allocation) const {
-    std::vector<controller::NodeVerdict> verdicts;
-    for (const auto& n : allocation) verdicts.push_back({n, true, {}, 1.0, {}});
-    controller::GateOutcome g = controller::DecideGate(
-        verdicts, {}, static_cast<int>(allocation.size()), sc_.nodes_needed, sc_.ranks_per_node,
-        /*timed_out=*/false, std::chrono::seconds(120));
-    if (g.kind != controller::GateOutcome::kGo)
-      throw std::runtime_error("gate: " + g.reason + " (too few eligible nodes in the cluster)");
-    std::vector<std::string> go;
-    for (const auto& a : g.assignments)
-      if (a.go) go.push_back(a.node);
-    return go;
-  }
-
-  // Training from now to the first of: the next interruption of the trace,
-  // a faulty node failing again, the time limit, the horizon.
-  LaunchEnd RunLaunch(const std::vector<std::string>& go, int64_t job_end, int launch) {
-    const int64_t run_start = now_;
-    for (; next_trace_ < trace_.size() && trace_[next_trace_].at_ms < run_start; ++next_trace_)
-      ++counts_.trace_idle;  // it came while nothing of this run ran
-    int64_t at_trace = next_trace_ < trace_.size() ? trace_[next_trace_].at_ms : kNever;
-    auto repeat = cluster_.NextRepeat(go, run_start, sc_.repeat_mean_s, repeat_rng_);
-    int64_t at_fail = std::min(at_trace, repeat ? repeat->at_ms : kNever);
-
-    LaunchEnd end;
-    end.at_ms = std::min({at_fail, job_end, horizon_});
-    end.how = end.at_ms == horizon_  ? LaunchEnd::kHorizon
-              : end.at_ms == at_fail ? LaunchEnd::kFailure
-                                     : LaunchEnd::kTimeLimit;
-    if (st_.continuation_ahead) {
-      const int64_t at_handoff = Ahead(run_start, end.at_ms, job_end);
-      if (at_handoff < end.at_ms) {
-        end.at_ms = at_handoff;
-        end.how = LaunchEnd::kHandoff;
-      }
-    }
-    if (end.how == LaunchEnd::kFailure && at_fail == at_trace) {
-      const TraceEvent& e = trace_[next_trace_++];
-      end.kind = e.kind;
-      end.culprit = go[std::min<size_t>(go.size() - 1, e.culprit_u * go.size())];
-      ++counts_.interruptions[std::string(FaultKindName(e.kind))];
-    } else if (end.how == LaunchEnd::kFailure) {
-      end.kind = repeat->kind;
-      end.culprit = repeat->node;
-      ++counts_.repeats[std::string(FaultKindName(repeat->kind))];
-    }
-    Train(run_start, end, launch);
-    return end;
-  }
-
-  // Checkpointed segments (compute, then the stall) from `from` to end.at_ms;
-  // each is one step in the controller's record. The partial segment at the
-  // end is lost (a failure), checkpointed (the time limit: the stall takes
-  // its last seconds) or still running (the horizon).
-  void Train(int64_t from, LaunchEnd& end, int launch) {
-    const int64_t every = Ms(sc_.checkpoint_every_s), stall = Ms(sc_.checkpoint_stall_s);
-    const int64_t segment = every + stall;
-    const int64_t full = (end.at_ms - from) / segment;
-    const int64_t rest = end.at_ms - from - full * segment;
-    controller::LaunchSteps steps;
-    steps.attempt = attempt_;
-    steps.launch = launch;
-    steps.last_step_time = milliseconds(segment);
-    for (int64_t i = 1; i <= full; ++i) steps.marks.push_back({++step_, Wall(from + i * segment)});
-    led_.productive_ms += full * every;
-    led_.stall_ms += full * stall;
-    switch (end.how) {
-      case LaunchEnd::kFailure:
-        end.lost_ms = rest;
-        led_.redone_ms += rest;
-        break;
-      case LaunchEnd::kTimeLimit:
-      case LaunchEnd::kHandoff:  // stopped at a step boundary with a checkpoint
-        led_.productive_ms += std::max<int64_t>(0, rest - stall);
-        led_.stall_ms += std::min(rest, stall);
-        if (rest > 0) {
-          steps.marks.push_back({++step_, Wall(end.at_ms)});
-          steps.last_step_time = milliseconds(rest);
-        }
-        break;
-      case LaunchEnd::kHorizon:
-        led_.productive_ms += std::min(rest, every);
-        led_.stall_ms += rest - std::min(rest, every);
-        break;
-    }
-    if (!steps.marks.empty()) log_.launches.push_back(std::move(steps));
-    clock_.Advance(milliseconds(end.at_ms - now_));
-    now_ = end.at_ms;
-  }
-
-  // Noticing the failure, classifying it, striking the blamed node and asking
-  // DecideRecovery; nullopt when the horizon came first.
-  std::optional<RecoveryDecision> AfterFailure(const LaunchEnd& end,
-                                               const std::vector<std::string>& go,
-                                               const std::vector<std::string>& allocation,
-                                               int64_t job_end, int64_t go_at) {
-    if (LeavesNodeFaulty(end.kind))
-      cluster_.MarkFaulty(end.culprit, end.kind, now_, now_ + Ms(sc_.site_repair_s));
-    const int64_t detect =
-        Ms(end.kind == FaultKind::kHang ? sc_.hang_timeout_s : sc_.crash_detect_s);
-    if (!Spend(std::min(end.at_ms + detect, job_end), &led_.detection_ms)) {
-      led_.undetected_at_end_ms = end.lost_ms + (now_ - end.at_ms);
-      return std::nullopt;
-    }
-    log_.Change(Wall(now_), RunState::kRestarting);
-    controller::LaunchEvidence ev =
-        EvidenceOf(end.kind, end.culprit, go, sc_.ranks_per_node, step_, detect / 1000.0);
-    if (now_ >= job_end) {  // Slurm ended the job before the failure was noticed
-      ev.time_limit = true;
-      ev.hang.reset();  // the hang detector had not fired yet
-    }
-    controller::LaunchVerdict v = controller::ClassifyLaunch(ev);
-    if (v.cls == controller::FailureClass::kTimeLimit)
-      ++counts_.time_limit_stops;
-    else
-      ++counts_.verdicts[std::string(controller::FailureClassName(v.cls))];
-    // As the controller's shell: lost and quarantined nodes are unhealthy;
-    // the decision comes before this launch's strike is applied.
-    std::set<std::string> unhealthy(ev.lost_nodes.begin(), ev.lost_nodes.end());
-    for (const auto& n : Excluded()) unhealthy.insert(n);
-    RecoveryDecision d = Decide(v, allocation, unhealthy, go_at);
-    if (st_.quarantine && !v.blamed_node.empty()) StrikeNode(v);
-    if (d.kind == RecoveryDecision::kNewAttempt && v.cls != controller::FailureClass::kTimeLimit)
-      ++counts_.new_attempts_after_failure;
-    return d;
-  }
-
-  // `go_at`: when the launch that ended started training (nullopt: it never
-  // did); with its end and class it joins the run's launches, as the store
-  // keeps them, for the backoff.
-  RecoveryDecision Decide(const controller::LaunchVerdict& v,
-                          const std::vector<std::string>& allocation,
-                          std::set<std::string> unhealthy, std::optional<int64_t> go_at) {
-    controller::RecoveryInput in;
-    in.verdict = v;
-    in.allocation_nodes = allocation;
-    in.unhealthy = std::move(unhealthy);
-    in.nodes_needed = sc_.nodes_needed;
-    in.restarts_so_far = restarts_;
-    in.earlier_launches = launches_;
-    if (go_at) in.launch_started = Wall(*go_at);
-    in.policy = policy_;
-    in.now = clock_.Now();
-    RecoveryDecision d = controller::DecideRecovery(in);
-    decided_class_ = v.cls;
-    if (d.uses_restart) ++restarts_;
-    if (go_at) launches_.push_back({Wall(*go_at), clock_.Now(), v.cls});
-    return d;
-  }
-
-  void StrikeNode(const controller::LaunchVerdict& v) {
-    const std::string& node = v.blamed_node;
-    auto it = quarantine_.find(node);
-    std::optional<controller::QuarantineEntry> existing;
-    if (it != quarantine_.end()) existing = it->second;
-    quarantine_[node] = controller::Strike(existing, node, v.reason, v.evidence_json, "goodput-sim",
-                                           /*until_released=*/false, clock_.Now(), qconfig_);
-    ++counts_.strikes;
-    struck_.insert(node);
-    if (st_.quarantine_repairs) cluster_.Repair(node);
-  }
-
-  std::optional<NextAttempt> TimeLimit(const std::vector<std::string>& nodes,
-                                       std::optional<int64_t> go_at) {
-    ++counts_.time_limit_stops;
-    log_.Change(Wall(now_), RunState::kRestarting);
-    return EndAttempt(
-        Decide(controller::ClassifyLaunch(TimeLimitEvidence(nodes)), nodes, {}, go_at));
-  }
-
-  // Continuations ahead, for a launch training from `run_start` until
-  // `until` (its failure, the time limit or the horizon): the continuation is
-  // submitted once DecideAhead says so while the launch trains, and its
-  // allocation takes over when it starts (at the launch's start when it
-  // started before it: the handoff waited for the launch's GO). Returns the
-  // handoff's time; kNever when none comes before `until`.
-  int64_t Ahead(int64_t run_start, int64_t until, int64_t job_end) {
-    if (job_end == kNever) return kNever;
-    if (!waiting_) {
-      const controller::LeadChoice lead = controller::ChooseContinuationLead(
-          st_.continuation_lead_s, controller::QueueWaitsOn(queue_facts_, ""), st_.signal_grace_s,
-          seconds(sc_.time_limit_s));
-      // The controller submits at the first snapshot that finds the run
-      // RUNNING with at most the lead and the margin left.
-      const int64_t at = std::max(
-          run_start, job_end - Ms(lead.lead.count() + controller::kSubmitAheadMargin.count()));
-      if (at >= until) return kNever;
-      controller::AheadFacts f;
-      f.ahead_mode = true;
-      f.state = RunState::kRunning;
-      f.has_waiting = false;
-      f.time_limit = seconds(sc_.time_limit_s);
-      f.time_left = seconds((job_end - at) / 1000);
-      f.lead = lead.lead;
-      const controller::AheadDecision d = controller::DecideAhead(f);
-      if (!d.submit) return kNever;  // less than a second left
-      Waiting w;
-      w.eligible_ms = at + Ms(d.begin_in.count());
-      w.wait_ms =
-          std::llround(ahead_rng_.LogNormal(sc_.queue_median_s, sc_.queue_sigma) * 1000);
-      w.excluded = ExcludedAt(at);
-      waiting_ = std::move(w);
-      ++counts_.ahead_submitted;
-      counts_.ahead_lead_s_sum += lead.lead.count();
-    }
-    const int64_t at = std::max(run_start, waiting_->up_ms());
-    return at < until ? at : kNever;
-  }
-
-  // The waiting continuation's allocation started while the launch trained:
-  // the launch stopped at a step boundary with a checkpoint, and the new
-  // allocation's ranks start from it (relaunch_s; its workers registered and
-  // passed the gate while the launch trained).
-  std::optional<NextAttempt> Handoff(const std::vector<std::string>& nodes, int64_t go_at) {
-    ++counts_.handoffs;
-    log_.Change(Wall(now_), RunState::kRestarting, /*handoff=*/true);
-    controller::LaunchVerdict v = controller::ClassifyLaunch(HandoffEvidence(nodes));
-    if (v.cls != controller::FailureClass::kHandoff)
-      throw std::runtime_error("handoff classified " +
-                               std::string(controller::FailureClassName(v.cls)));
-    RecoveryDecision d = Decide(v, nodes, {}, go_at);
-    if (d.kind != RecoveryDecision::kNewAttempt) {
-      waiting_.reset();
-      return EndAttempt(d);
-    }
-    Waiting w = std::move(*waiting_);
-    waiting_.reset();
-    log_.Change(Wall(now_), RunState::kSubmitted);
-    NextAttempt next;
-    AttemptStart start;
-    start.alloc_ms = w.up_ms();
-    start.eligible_ms = w.eligible_ms;
-    start.excluded = std::move(w.excluded);
-    start.setup_s = sc_.relaunch_s;
-    start.setup = &led_.handoff_ms;
-    next.taken = std::move(start);
-    return next;
-  }
-
-  // A new attempt while a continuation waits ahead (Scheduler::TakeUpWaiting):
-  // RESTARTING -> SUBMITTED, and the waiting job is the new attempt. Already
-  // started: its held workers take over (relaunch_s to training). Otherwise
-  // it is released (ReleaseJob) when it would become eligible only after the
-  // run may go on, or when the nodes to keep out changed: eligible from then
-  // on (now, or after a failure's backoff), keeping the queue time it has
-  // served, and kept off today's quarantine; then the job start.
-  std::optional<NextAttempt> TakeUp(const RecoveryDecision& d) {
-    const bool at_limit = decided_class_ == controller::FailureClass::kTimeLimit;
-    ++(at_limit ? counts_.ahead_waited_at_limit : counts_.ahead_taken_after_failure);
-    Waiting w = std::move(*waiting_);
-    waiting_.reset();
-    log_.Change(Wall(now_), RunState::kSubmitted);
-    AttemptStart start;
-    start.eligible_ms = w.eligible_ms;  // the stored --begin: ReleaseJob does not change it
-    if (w.up_ms() <= now_) {
-      start.alloc_ms = w.up_ms();
-      start.excluded = std::move(w.excluded);
-      start.setup_s = sc_.relaunch_s;
-      start.setup = &led_.start_ms;
-    } else {
-      const int64_t go_on = std::max(now_, MsOf(d.not_before));
-      std::vector<std::string> exclude = Excluded(), was = w.excluded;
-      std::sort(exclude.begin(), exclude.end());
-      std::sort(was.begin(), was.end());
-      const bool release = w.eligible_ms > go_on || exclude != was;
-      const int64_t up = std::min(w.eligible_ms, go_on) + w.wait_ms;
-      const int64_t alloc = release ? std::max(up, go_on) : up;
-      const int64_t from = now_;
-      // Waiting for Slurm, then (a job up before the backoff's end) the backoff.
-      const bool go = Spend(up, &led_.queue_ms) && Spend(alloc, &led_.backoff_ms);
-      if (at_limit) counts_.queue_after_time_limit_ms += now_ - from;
-      if (!go) return std::nullopt;
-      start.alloc_ms = alloc;
-      start.excluded = std::move(exclude);
-      start.setup_s = sc_.job_start_s;
-      start.setup = &led_.start_ms;
-    }
-    NextAttempt next;
-    next.after_time_limit = at_limit;
-    next.taken = std::move(start);
-    return next;
-  }
-
-  // The attempt ends: back to QUEUED until `not_before` (or the continuation
-  // waiting ahead takes over), or FAILED.
-  std::optional<NextAttempt> EndAttempt(const RecoveryDecision& d) {
-    if (d.kind == RecoveryDecision::kNewAttempt) {
-      if (waiting_) return TakeUp(d);
-      log_.Change(Wall(now_), RunState::kQueued);
-      NextAttempt next;
-      next.not_before = MsOf(d.not_before);
-      next.after_time_limit = decided_class_ == controller::FailureClass::kTimeLimit;
-      return next;
-    }
-    waiting_.reset();  // cancelled with the run
-    log_.Change(Wall(now_), RunState::kFailed);
-    counts_.run_failed = true;
-    counts_.fail_reason = d.reason;
-    led_.after_fail_ms = horizon_ - now_;
-    return std::nullopt;
-  }
-
-  SimResult Finish() {
-    counts_.trace_idle += static_cast<int>(trace_.size() - next_trace_);
-    counts_.restarts_used = restarts_;
-    counts_.nodes_quarantined = static_cast<int>(struck_.size());
-    SimResult r;
-    r.ledger = led_;
-    r.counts = counts_;
-    r.horizon_ms = horizon_;
-    r.check = CheckAgainstComputeGoodput(led_, log_, Wall(horizon_));
-    return r;
-  }
-
-  const Scenario& sc_;
-  const Strategy& st_;
-  const std::vector<TraceEvent>& trace_;
-  Cluster cluster_;
-  Rng queue_rng_, alloc_rng_, repeat_rng_;
-  Rng ahead_rng_;  // the queue waits of continuations ahead: the other rows' draws stay theirs
-  const int64_t horizon_;
-  FakeClock clock_;
-  const WallTime start_;
-  int64_t now_ = 0;  // ms since start_, what clock_ shows
-  spec::RestartSection policy_;
-  controller::QuarantineConfig qconfig_;  // the controller's defaults
-  std::map<std::string, controller::QuarantineEntry> quarantine_;
-  std::set<std::string> struck_;
-  size_t next_trace_ = 0;
-  int attempt_ = 0;
-  int64_t step_ = 0;  // the newest checkpoint's step
-  int restarts_ = 0;
-  std::vector<controller::PastLaunch> launches_;  // settled, oldest first
-  controller::FailureClass decided_class_ = controller::FailureClass::kRankExit;  // the newest
-  std::vector<controller::AttemptQueueFacts> queue_facts_;  // every attempt's, oldest first
-  std::optional<Waiting> waiting_;  // the continuation waiting ahead
-  Ledger led_;
-  Counts counts_;
-  GoodputLog log_;
-};
 
 }  // namespace
 
+Simulation::Simulation(const Scenario& sc, const Strategy& st,
+                       const std::vector<TraceEvent>& trace, uint64_t seed)
+    : sc_(sc),
+      st_(st),
+      trace_(trace),
+      cluster_(sc.cluster_nodes),
+      queue_rng_(seed, 3),
+      alloc_rng_(seed, 4),
+      repeat_rng_(seed, 5),
+      ahead_rng_(seed, 6),
+      horizon_(Ms(sc.horizon_s)),
+      start_(clock_.Now()) {
+  policy_.max_restarts = st.max_restarts;
+  policy_.backoff_s = st.backoff_s;
+  policy_.hang_timeout_s = static_cast<int>(sc.hang_timeout_s);
+  policy_.heartbeat_timeout_s = static_cast<int>(sc.crash_detect_s);
+  policy_.relaunch_in_allocation = st.relaunch_in_allocation;
+  policy_.backoff_reset_s = st.backoff_reset_s;
+  policy_.continuation = st.continuation_ahead ? "ahead" : "after";
+  policy_.continuation_lead_s = st.continuation_lead_s;
+}
+
+SimResult Simulation::Run() {
+  log_.Change(Wall(0), RunState::kQueued);
+  NextAttempt next;
+  for (;;) {
+    AttemptStart start;
+    if (next.taken) {
+      start = std::move(*next.taken);
+    } else {
+      const int64_t from = now_;
+      const bool go_on = Spend(next.not_before, &led_.backoff_ms);
+      if (next.after_time_limit) counts_.queue_after_time_limit_ms += now_ - from;
+      if (!go_on) break;
+      log_.Change(Wall(now_), RunState::kSubmitted);
+      start.excluded = Excluded();  // sbatch --exclude
+      start.eligible_ms = now_;
+      int64_t wait =
+          std::llround(queue_rng_.LogNormal(sc_.queue_median_s, sc_.queue_sigma) * 1000);
+      const int64_t queued = now_;
+      const bool started = Spend(now_ + wait, &led_.queue_ms);
+      if (next.after_time_limit) counts_.queue_after_time_limit_ms += now_ - queued;
+      if (!started) break;
+      start.alloc_ms = now_;
+      start.setup_s = sc_.job_start_s;
+      start.setup = &led_.start_ms;
+    }
+    std::optional<NextAttempt> n = RunAttempt(start);
+    if (!n) break;
+    next = std::move(*n);
+  }
+  return Finish();
+}
+
+bool Simulation::Spend(int64_t until, int64_t* bucket) {
+  int64_t to = std::min(until, horizon_);
+  if (to > now_) {
+    *bucket += to - now_;
+    clock_.Advance(milliseconds(to - now_));
+    now_ = to;
+  }
+  return until < horizon_;
+}
+
+std::vector<std::string> Simulation::Excluded() const {
+  if (!st_.quarantine) return {};
+  std::vector<controller::QuarantineEntry> entries;
+  for (const auto& [node, e] : quarantine_) entries.push_back(e);
+  return controller::ExcludedNodes(entries, clock_.Now(), qconfig_);
+}
+
+std::vector<std::string> Simulation::ExcludedAt(int64_t ms) const {
+  if (!st_.quarantine) return {};
+  std::vector<controller::QuarantineEntry> entries;
+  for (const auto& [node, e] : quarantine_) entries.push_back(e);
+  return controller::ExcludedNodes(entries, Wall(ms), qconfig_);
+}
+
+std::optional<NextAttempt> Simulation::RunAttempt(const AttemptStart& start) {
+  ++counts_.attempts;
+  ++attempt_;
+  const int64_t job_end =
+      sc_.time_limit_s > 0 ? start.alloc_ms + Ms(sc_.time_limit_s) : kNever;
+  std::vector<std::string> allocation =
+      cluster_.Allocate(start.excluded, sc_.nodes_needed + st_.spares, alloc_rng_);
+  log_.Change(Wall(now_), RunState::kGating);
+  // The queue waits the controller sees: an attempt's first GO less when it
+  // became eligible (controller/app/continuations.cc).
+  queue_facts_.push_back({"", Wall(start.eligible_ms), std::nullopt});
+  const size_t facts = queue_facts_.size() - 1;
+  int64_t ready = now_ + Ms(start.setup_s);
+  int64_t* setup = start.setup;
+  for (int launch = 1;; ++launch) {
+    if (!Spend(std::min(ready, job_end), setup)) return std::nullopt;
+    if (now_ >= job_end) return TimeLimit(allocation, std::nullopt);
+    std::vector<std::string> go = Gate(allocation);
+    log_.Change(Wall(now_), RunState::kRunning);
+    if (!queue_facts_[facts].started) queue_facts_[facts].started = Wall(now_);
+    const int64_t go_at = now_;
+    LaunchEnd end = RunLaunch(go, job_end, launch);
+    if (end.how == LaunchEnd::kHorizon) return std::nullopt;
+    if (end.how == LaunchEnd::kTimeLimit) return TimeLimit(go, go_at);
+    if (end.how == LaunchEnd::kHandoff) return Handoff(go, go_at);
+    std::optional<RecoveryDecision> d = AfterFailure(end, go, allocation, job_end, go_at);
+    if (!d) return std::nullopt;
+    if (d->kind != RecoveryDecision::kRelaunch) return EndAttempt(*d);
+    ++counts_.relaunches;
+    allocation = d->nodes;
+    ready = now_ + Ms(sc_.relaunch_s);
+    setup = &led_.relaunch_ms;
+  }
+}
+
+std::vector<std::string> Simulation::Gate(const std::vector<std::string>& allocation) const {
+  std::vector<controller::NodeVerdict> verdicts;
+  for (const auto& n : allocation) verdicts.push_back({n, true, {}, 1.0, {}});
+  controller::GateOutcome g = controller::DecideGate(
+      verdicts, {}, static_cast<int>(allocation.size()), sc_.nodes_needed, sc_.ranks_per_node,
+      /*timed_out=*/false, std::chrono::seconds(120));
+  if (g.kind != controller::GateOutcome::kGo)
+    throw std::runtime_error("gate: " + g.reason + " (too few eligible nodes in the cluster)");
+  std::vector<std::string> go;
+  for (const auto& a : g.assignments)
+    if (a.go) go.push_back(a.node);
+  return go;
+}
+
+LaunchEnd Simulation::RunLaunch(const std::vector<std::string>& go, int64_t job_end, int launch) {
+  const int64_t run_start = now_;
+  for (; next_trace_ < trace_.size() && trace_[next_trace_].at_ms < run_start; ++next_trace_)
+    ++counts_.trace_idle;  // it came while nothing of this run ran
+  int64_t at_trace = next_trace_ < trace_.size() ? trace_[next_trace_].at_ms : kNever;
+  auto repeat = cluster_.NextRepeat(go, run_start, sc_.repeat_mean_s, repeat_rng_);
+  int64_t at_fail = std::min(at_trace, repeat ? repeat->at_ms : kNever);
+
+  LaunchEnd end;
+  end.at_ms = std::min({at_fail, job_end, horizon_});
+  end.how = end.at_ms == horizon_  ? LaunchEnd::kHorizon
+            : end.at_ms == at_fail ? LaunchEnd::kFailure
+                                   : LaunchEnd::kTimeLimit;
+  if (st_.continuation_ahead) {
+    const int64_t at_handoff = Ahead(run_start, end.at_ms, job_end);
+    if (at_handoff < end.at_ms) {
+      end.at_ms = at_handoff;
+      end.how = LaunchEnd::kHandoff;
+    }
+  }
+  if (end.how == LaunchEnd::kFailure && at_fail == at_trace) {
+    const TraceEvent& e = trace_[next_trace_++];
+    end.kind = e.kind;
+    end.culprit = go[std::min<size_t>(go.size() - 1, e.culprit_u * go.size())];
+    ++counts_.interruptions[std::string(FaultKindName(e.kind))];
+  } else if (end.how == LaunchEnd::kFailure) {
+    end.kind = repeat->kind;
+    end.culprit = repeat->node;
+    ++counts_.repeats[std::string(FaultKindName(repeat->kind))];
+  }
+  Train(run_start, end, launch);
+  return end;
+}
+
+void Simulation::Train(int64_t from, LaunchEnd& end, int launch) {
+  const int64_t every = Ms(sc_.checkpoint_every_s), stall = Ms(sc_.checkpoint_stall_s);
+  const int64_t segment = every + stall;
+  const int64_t full = (end.at_ms - from) / segment;
+  const int64_t rest = end.at_ms - from - full * segment;
+  controller::LaunchSteps steps;
+  steps.attempt = attempt_;
+  steps.launch = launch;
+  steps.last_step_time = milliseconds(segment);
+  for (int64_t i = 1; i <= full; ++i) steps.marks.push_back({++step_, Wall(from + i * segment)});
+  led_.productive_ms += full * every;
+  led_.stall_ms += full * stall;
+  switch (end.how) {
+    case LaunchEnd::kFailure:
+      end.lost_ms = rest;
+      led_.redone_ms += rest;
+      break;
+    case LaunchEnd::kTimeLimit:
+    case LaunchEnd::kHandoff:  // stopped at a step boundary with a checkpoint
+      led_.productive_ms += std::max<int64_t>(0, rest - stall);
+      led_.stall_ms += std::min(rest, stall);
+      if (rest > 0) {
+        steps.marks.push_back({++step_, Wall(end.at_ms)});
+        steps.last_step_time = milliseconds(rest);
+      }
+      break;
+    case LaunchEnd::kHorizon:
+      led_.productive_ms += std::min(rest, every);
+      led_.stall_ms += rest - std::min(rest, every);
+      break;
+  }
+  if (!steps.marks.empty()) log_.launches.push_back(std::move(steps));
+  clock_.Advance(milliseconds(end.at_ms - now_));
+  now_ = end.at_ms;
+}
+
+std::optional<RecoveryDecision> Simulation::AfterFailure(
+    const LaunchEnd& end, const std::vector<std::string>& go,
+    const std::vector<std::string>& allocation, int64_t job_end, int64_t go_at) {
+  if (LeavesNodeFaulty(end.kind))
+    cluster_.MarkFaulty(end.culprit, end.kind, now_, now_ + Ms(sc_.site_repair_s));
+  const int64_t detect =
+      Ms(end.kind == FaultKind::kHang ? sc_.hang_timeout_s : sc_.crash_detect_s);
+  if (!Spend(std::min(end.at_ms + detect, job_end), &led_.detection_ms)) {
+    led_.undetected_at_end_ms = end.lost_ms + (now_ - end.at_ms);
+    return std::nullopt;
+  }
+  log_.Change(Wall(now_), RunState::kRestarting);
+  controller::LaunchEvidence ev =
+      EvidenceOf(end.kind, end.culprit, go, sc_.ranks_per_node, step_, detect / 1000.0);
+  if (now_ >= job_end) {  // Slurm ended the job before the failure was noticed
+    ev.time_limit = true;
+    ev.hang.reset();  // the hang detector had not fired yet
+  }
+  controller::LaunchVerdict v = controller::ClassifyLaunch(ev);
+  if (v.cls == controller::FailureClass::kTimeLimit)
+    ++counts_.time_limit_stops;
+  else
+    ++counts_.verdicts[std::string(controller::FailureClassName(v.cls))];
+  // As the controller's shell: lost and quarantined nodes are unhealthy;
+  // the decision comes before this launch's strike is applied.
+  std::set<std::string> unhealthy(ev.lost_nodes.begin(), ev.lost_nodes.end());
+  for (const auto& n : Excluded()) unhealthy.insert(n);
+  RecoveryDecision d = Decide(v, allocation, unhealthy, go_at);
+  if (st_.quarantine && !v.blamed_node.empty()) StrikeNode(v);
+  if (d.kind == RecoveryDecision::kNewAttempt && v.cls != controller::FailureClass::kTimeLimit)
+    ++counts_.new_attempts_after_failure;
+  return d;
+}
+
+RecoveryDecision Simulation::Decide(const controller::LaunchVerdict& v,
+                                    const std::vector<std::string>& allocation,
+                                    std::set<std::string> unhealthy,
+                                    std::optional<int64_t> go_at) {
+  controller::RecoveryInput in;
+  in.verdict = v;
+  in.allocation_nodes = allocation;
+  in.unhealthy = std::move(unhealthy);
+  in.nodes_needed = sc_.nodes_needed;
+  in.restarts_so_far = restarts_;
+  in.earlier_launches = launches_;
+  if (go_at) in.launch_started = Wall(*go_at);
+  in.policy = policy_;
+  in.now = clock_.Now();
+  RecoveryDecision d = controller::DecideRecovery(in);
+  decided_class_ = v.cls;
+  if (d.uses_restart) ++restarts_;
+  if (go_at) launches_.push_back({Wall(*go_at), clock_.Now(), v.cls});
+  return d;
+}
+
+void Simulation::StrikeNode(const controller::LaunchVerdict& v) {
+  const std::string& node = v.blamed_node;
+  auto it = quarantine_.find(node);
+  std::optional<controller::QuarantineEntry> existing;
+  if (it != quarantine_.end()) existing = it->second;
+  quarantine_[node] = controller::Strike(existing, node, v.reason, v.evidence_json, "goodput-sim",
+                                         /*until_released=*/false, clock_.Now(), qconfig_);
+  ++counts_.strikes;
+  struck_.insert(node);
+  if (st_.quarantine_repairs) cluster_.Repair(node);
+}
+
+std::optional<NextAttempt> Simulation::TimeLimit(const std::vector<std::string>& nodes,
+                                                 std::optional<int64_t> go_at) {
+  ++counts_.time_limit_stops;
+  log_.Change(Wall(now_), RunState::kRestarting);
+  return EndAttempt(
+      Decide(controller::ClassifyLaunch(TimeLimitEvidence(nodes)), nodes, {}, go_at));
+}
+
+std::optional<NextAttempt> Simulation::EndAttempt(const RecoveryDecision& d) {
+  if (d.kind == RecoveryDecision::kNewAttempt) {
+    if (waiting_) return TakeUp(d);
+    log_.Change(Wall(now_), RunState::kQueued);
+    NextAttempt next;
+    next.not_before = MsOf(d.not_before);
+    next.after_time_limit = decided_class_ == controller::FailureClass::kTimeLimit;
+    return next;
+  }
+  waiting_.reset();  // cancelled with the run
+  log_.Change(Wall(now_), RunState::kFailed);
+  counts_.run_failed = true;
+  counts_.fail_reason = d.reason;
+  led_.after_fail_ms = horizon_ - now_;
+  return std::nullopt;
+}
+
+SimResult Simulation::Finish() {
+  counts_.trace_idle += static_cast<int>(trace_.size() - next_trace_);
+  counts_.restarts_used = restarts_;
+  counts_.nodes_quarantined = static_cast<int>(struck_.size());
+  SimResult r;
+  r.ledger = led_;
+  r.counts = counts_;
+  r.horizon_ms = horizon_;
+  r.check = CheckAgainstComputeGoodput(led_, log_, Wall(horizon_));
+  return r;
+}
 SimResult Simulate(const Scenario& scenario, const Strategy& strategy,
                    const std::vector<TraceEvent>& trace, uint64_t seed) {
   return Simulation(scenario, strategy, trace, seed).Run();
