@@ -187,7 +187,7 @@ struct EndLaunchesOfRun {
   std::string run_id;
   std::string why;
   // Only this attempt's: one waiting ahead is not ended with it. None: all.
-  std::optional<int> attempt;
+  std::optional<int> attempt{};
 };
 
 // An attempt that ended without success: the scheduler carries out what was

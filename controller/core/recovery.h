@@ -93,7 +93,7 @@ struct RecoveryDecision {
   std::string reason;
   // A damaged checkpoint step to rename out of the run's checkpoint directory
   // before the run goes on.
-  std::optional<int64_t> set_aside_step;
+  std::optional<int64_t> set_aside_step{};
 };
 
 RecoveryDecision DecideRecovery(const RecoveryInput& in);

@@ -97,8 +97,8 @@ struct SlurmJob {
   std::optional<int> restarts;   // scontrol Restarts=: how often Slurm requeued it
   // squeue's %l and %L: the job's time limit and, while it runs, the time it
   // has left (a pending job's is its whole limit); none: unlimited or unknown.
-  std::optional<std::chrono::seconds> time_limit;
-  std::optional<std::chrono::seconds> time_left;
+  std::optional<std::chrono::seconds> time_limit{};
+  std::optional<std::chrono::seconds> time_left{};
 };
 
 struct SlurmNode {
