@@ -58,6 +58,17 @@ Effects Continuations::OnSnapshot(const std::vector<SlurmJob>& listed) {
     auto job = std::find_if(listed.begin(), listed.end(),
                             [&](const SlurmJob& j) { return j.id == a.slurm_job_id; });
     if (job == listed.end() || job->state.base() != SlurmJobState::kRunning) continue;
+    // The waiting attempts given up since the current one began: after a
+    // refused sbatch (a site's job limit), or three of any kind, none more
+    // for this attempt; its continuation follows its end.
+    int given_up = 0;
+    bool refused = false;
+    for (const AttemptRecord& w : *attempts)
+      if (w.attempt > a.attempt && !w.live()) {
+        ++given_up;
+        refused = refused || w.end_reason.rfind("sbatch refused", 0) == 0;
+      }
+    if (refused || given_up >= kMaxWaitingGivenUp) continue;
     auto waiting = WaitingAttemptOf(*attempts);
     AheadFacts f;
     f.ahead_mode = true;

@@ -32,5 +32,8 @@ class Continuations {
 
 // How many of the newest runs the queue waits are read from.
 inline constexpr int kQueueWaitRuns = 50;
+// Waiting attempts given up (Slurm ended them, their gate failed) before no
+// more are queued for the same current attempt.
+inline constexpr int kMaxWaitingGivenUp = 3;
 
 }  // namespace trellis::controller

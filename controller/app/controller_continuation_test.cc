@@ -221,6 +221,31 @@ TEST_F(ContinuationTest, AWaitingJobThatEndsIsReplaced) {
   EXPECT_EQ(run.summary().state(), v1::RUN_STATE_RUNNING);
 }
 
+// A site's job limit refuses the waiting job: said in an event, and no other
+// is queued for this attempt (its continuation follows its end).
+TEST_F(ContinuationTest, ARefusedWaitingJobIsNotSubmittedAgain) {
+  SubmitAndRun(kSpec, kRun);
+  {
+    std::lock_guard<std::mutex> l(slurm_->mu);
+    slurm_->submit_error = absl::InternalError(
+        "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy");
+  }
+  Tick();
+  WaitUntil(
+      kRun, [](const v1::Run& r) { return r.attempts_size() == 2 && r.attempts(1).ended_unix_ms(); },
+      "the waiting attempt refused");
+  for (int i = 0; i < 3; ++i) {
+    Tick();
+    Sync();
+  }
+  v1::Run run = Get(kRun);
+  EXPECT_EQ(run.attempts_size(), 2) << "no other waiting attempt";
+  EXPECT_NE(run.attempts(1).end_reason().find("sbatch refused attempt 2"), std::string::npos)
+      << run.attempts(1).end_reason();
+  EXPECT_EQ(run.summary().state(), v1::RUN_STATE_RUNNING);
+  EXPECT_FALSE(HealthEvents(kRun, "continuation").empty());
+}
+
 // A run that asks for continuations after the attempt ends gets none ahead.
 TEST_F(ContinuationTest, ContinuationAfterQueuesNothingAhead) {
   SubmitAndRun(std::string(kSpec) + "continuation = \"after\"\n", kRun);
