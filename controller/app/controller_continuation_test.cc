@@ -80,11 +80,7 @@ class ContinuationTest : public HealthTest {
   // The current launch stops as the time limit's path does: checkpoint, exit 0.
   void CurrentLaunchStopsAtStep(int64_t step) {
     Send(Id(kRun, "node1", 1), {StepReport(0, step, 0.5), StepReport(1, step, 0.5)});
-    char name[32];
-    std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
-    const auto dir = std::filesystem::path(Get(kRun).run_dir()) / "checkpoints" / name;
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir / "manifest.json") << "{}";
+    WriteCheckpoint(kRun, step);
     ReportExit(kRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
                "time_limit");
     ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, true), RankEnded(3, 0, 0, true)}, 0,

@@ -129,6 +129,16 @@ class HealthTest : public GateTest {
     return resp;
   }
 
+  // A complete checkpoint of `step` in the run's checkpoint directory, as a
+  // rank leaves it at a planned stop (the manifest written last).
+  void WriteCheckpoint(const std::string& run_id, int64_t step) {
+    char name[32];
+    std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+    const auto dir = std::filesystem::path(Get(run_id).run_dir()) / "checkpoints" / name;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "manifest.json") << "{}";
+  }
+
   // A round trip through the controller's loop: what was posted to it
   // before (timers' work included) has run.
   void Sync() { Nodes(); }

@@ -92,10 +92,7 @@ class ControllerRestartTest : public HealthTest {
   void ContinuedAfterATimeLimitStopAndARestart(bool batch_script_warned) {
     RunOnNode1AndNode2();
     // The ranks checkpoint at the warning: the continuation resumes further on.
-    const auto step =
-        std::filesystem::path(Get(kRestartRun).run_dir()) / "checkpoints" / "step-00000005";
-    std::filesystem::create_directories(step);
-    std::ofstream(step / "manifest.json") << "{}";
+    WriteCheckpoint(kRestartRun, 5);
     ReportExit(kRestartRun, "node1", 1, {RankEnded(0, 0, 0, true), RankEnded(1, 0, 0, true)}, 0,
                "time_limit");
     ReportExit(kRestartRun, "node2", 1, {RankEnded(2, 0, 0, true), RankEnded(3, 0, 0, true)}, 0,

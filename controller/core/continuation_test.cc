@@ -63,13 +63,19 @@ TEST(QueueWaitsTest, FromEligibilityToTheFirstGateOnThePartition) {
   EXPECT_TRUE(QueueWaitsOn(a, "").empty());
 }
 
-TEST(DecideAheadTest, SubmitsOnceTheAttemptTrainsInAJobWithALimit) {
+// A run that trains in a 3-minute job with 150 s left, a 60 s lead.
+AheadFacts TrainingWithALimit() {
   AheadFacts f;
   f.ahead_mode = true;
   f.state = RunState::kRunning;
   f.time_limit = seconds(180);
   f.time_left = seconds(150);
   f.lead = seconds(60);
+  return f;
+}
+
+TEST(DecideAheadTest, SubmitsOnceTheAttemptTrainsInAJobWithALimit) {
+  AheadFacts f = TrainingWithALimit();
   AheadDecision d = DecideAhead(f);
   EXPECT_TRUE(d.submit);
   EXPECT_EQ(d.begin_in, seconds(90));
@@ -86,12 +92,7 @@ TEST(DecideAheadTest, SubmitsOnceTheAttemptTrainsInAJobWithALimit) {
 }
 
 TEST(DecideAheadTest, NothingWithoutItsConditions) {
-  AheadFacts f;
-  f.ahead_mode = true;
-  f.state = RunState::kRunning;
-  f.time_limit = seconds(180);
-  f.time_left = seconds(150);
-  f.lead = seconds(60);
+  AheadFacts f = TrainingWithALimit();
   auto without = [&](auto change) {
     AheadFacts g = f;
     change(g);
