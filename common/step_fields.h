@@ -62,6 +62,14 @@ enum class StepFieldKind {
   /* starting its copy and completing its step, waits for a write still in flight */              \
   /* included. Absent on steps without. */                                                        \
   X(checkpoint_seconds, kSeconds, false, "Seconds on checkpoints after the step, outside it")     \
+  /* checkpoint.every_steps = "auto" (common/checkpoint_interval.h), on the record of each */     \
+  /* step whose checkpoint chose the next interval: the steps to the next checkpoint, and the */  \
+  /* figures the ranks agreed on for it (the slowest rank's checkpoint and mean step). */         \
+  X(checkpoint_every_steps, kCount, false, "Steps to the next checkpoint, as auto chose them")    \
+  X(checkpoint_choice_cost_seconds, kSeconds, false,                                             \
+    "Seconds a checkpoint cost the steps, as auto's choice took it")                              \
+  X(checkpoint_choice_step_seconds, kSeconds, false,                                             \
+    "Seconds per step, as auto's choice took it")                                                 \
   /* A new field: a line above this one. */
 
 // The C++ type of a field: int64 or double, optional unless required.

@@ -68,6 +68,12 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", checkpoint_dir, "checkpoint directory")
       ->envname("TRELLIS_CHECKPOINT_DIR");
   app.add_option("--resume", resume, "latest, or a step number")->envname("TRELLIS_RESUME_STEP");
+  double mtbf_s = 0;
+  app.add_option("--mtbf-s", mtbf_s,
+                 "seconds between failures of the run's nodes, for checkpoint.every_steps = "
+                 "\"auto\" (default: one per 5,000 node-hours)")
+      ->envname("TRELLIS_MTBF_S")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   trellis::train::InstallStopSignal();  // SIGUSR1: stop at the next step, with a checkpoint
@@ -94,6 +100,7 @@ int main(int argc, char** argv) {
       options.local_world_size = std::atoi(local);
     options.checkpoint_dir = checkpoint_dir;
     options.resume_step = ParseResume(resume);
+    options.mtbf_s = mtbf_s;
     std::shared_ptr<trellis::train::KernelProfile> profile =
         trellis::train::KernelProfile::FromEnv();
     options.on_step = [json, profile](const StepRecord& r) {

@@ -403,7 +403,7 @@ void Trainer::Step() {
       r.mem_allocated_peak_optim_bytes = phases->optimizer;
     }
   }
-  if (auto seconds = CheckpointAfterStep()) r.checkpoint_seconds = *seconds;
+  CheckpointAfterStep(&r);
   if (s.checkpoint_step >= 0) r.checkpoint_step = s.checkpoint_step;
   if (s.nccl_log) {
     // NCCL sets a communicator up at its first collective: after the first

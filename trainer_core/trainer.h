@@ -56,6 +56,10 @@ struct TrainerOptions {
   // checkpoint. The rank host sets it from Slurm's wall-time warning
   // (SIGUSR1). None: Run goes to its last step.
   std::function<bool()> stop_requested;
+  // The mean seconds between failures of the run's nodes together, for
+  // checkpoint.every_steps = "auto" (TRELLIS_MTBF_S, from the controller's
+  // failure history). 0: unknown, taken as kDefaultNodeMtbfHours per node.
+  double mtbf_s = 0;
   // The controller's data roots (TRELLIS_DATA_ROOTS for a hosted rank): the
   // corpus must lie under one, checked on the file as the rank opens it
   // (RefusedInput otherwise). Empty: not checked (trellis-train alone).
@@ -92,7 +96,7 @@ class Trainer {
 
   // Trains until step() == min(last_step, training.steps), or until the
   // ranks agree to stop (options.stop_requested). Checkpoints every
-  // checkpoint.every_steps (behind the steps with checkpoint.async; such a
+  // checkpoint.every_steps, or as "auto" chooses (behind the steps with checkpoint.async; such a
   // save still in flight is completed before it returns) and when it
   // returns (if a directory is set; on a stop always). True when it stopped
   // before its last step.
@@ -107,7 +111,9 @@ class Trainer {
   bool StopAgreed();
   // trainer_checkpoints.cc
   void SetUpSaveBehind();
-  std::optional<double> CheckpointAfterStep();
+  void CheckpointAfterStep(StepRecord* record);
+  bool AutoCheckpointDue(double step_seconds);
+  void ChooseAutoInterval(double cost_seconds, StepRecord* record);
   void CheckpointAtTheEnd(bool stopped);
 };
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/checkpoint_interval.h"
 #include "trainer_core/memory/activation_offload.h"
 #include "trainer_core/memory/host_room.h"
 #include "trainer_core/trainer.h"
@@ -53,13 +54,16 @@ void Trainer::SetUpSaveBehind() {
 
 // The step boundary's checkpoint work: a save behind the steps completed
 // once every rank's shard is written, and every_steps' save (behind the
-// steps with checkpoint.async). Returns the seconds it took, if any.
-std::optional<double> Trainer::CheckpointAfterStep() {
+// steps with checkpoint.async). The seconds it took go in the record.
+void Trainer::CheckpointAfterStep(StepRecord* record) {
   State& s = *s_;
-  const int64_t every = s.spec.checkpoint.every_steps;
-  const bool due = !s.options.checkpoint_dir.empty() && every > 0 && s.step % every == 0;
+  const auto& c = s.spec.checkpoint;
+  const bool checkpoints = !s.options.checkpoint_dir.empty();
+  const bool due = checkpoints && (c.every_steps_auto
+                                       ? AutoCheckpointDue(record->step_seconds)
+                                       : c.every_steps > 0 && s.step % c.every_steps == 0);
   const bool in_flight = s.async_save && s.async_save->in_flight();
-  if (!due && !in_flight) return std::nullopt;
+  if (!due && !in_flight) return;
   const auto start = std::chrono::steady_clock::now();
   if (!s.async_save) {
     SaveCheckpoint();
@@ -70,7 +74,56 @@ std::optional<double> Trainer::CheckpointAfterStep() {
   } else {
     s.NoteSaveBehind(s.async_save->Poll(/*wait=*/false));
   }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  record->checkpoint_seconds = seconds;
+  if (due && c.every_steps_auto) ChooseAutoInterval(seconds, record);
+}
+
+// every_steps = "auto": whether this step's checkpoint is due. The launch's
+// first step (start-up, allocations) is not timed; after two timed steps the
+// ranks agree on the step time, and the launch's first checkpoint comes
+// auto_min_s of steps later: nothing is measured before it, and auto never
+// chooses a shorter period. Collective at the same step on every rank.
+bool Trainer::AutoCheckpointDue(double step_seconds) {
+  State& s = *s_;
+  State::AutoCheckpoints& a = s.auto_checkpoints;
+  if (a.launch_steps++ > 0) {
+    a.seconds += step_seconds;
+    ++a.timed;
+  }
+  if (a.next_step < 0 && a.timed == 2)
+    a.next_step =
+        s.step + FirstAutoCheckpointSteps(s.MaxOverRanks({a.MeanStep()})[0], s.spec.checkpoint.auto_min_s);
+  return s.step == a.next_step;
+}
+
+// After an auto checkpoint: the next interval, by Young's rule on what this
+// one cost and the steps since the last choice, the slowest rank's of each
+// (every rank chooses the same), said in the record and the rank's log.
+void Trainer::ChooseAutoInterval(double cost_seconds, StepRecord* record) {
+  State& s = *s_;
+  State::AutoCheckpoints& a = s.auto_checkpoints;
+  const auto& c = s.spec.checkpoint;
+  const std::vector<double> agreed =
+      s.MaxOverRanks({cost_seconds, a.timed > 0 ? a.MeanStep() : record->step_seconds});
+  const int nodes = std::max(1, s.comm->size() / std::max(1, s.mesh.node_size));
+  CheckpointIntervalInput in;
+  in.cost_s = agreed[0];
+  in.step_s = agreed[1];
+  in.mtbf_s = s.options.mtbf_s > 0 ? s.options.mtbf_s : kDefaultNodeMtbfHours * 3600 / nodes;
+  in.min_s = c.auto_min_s;
+  in.max_s = c.auto_max_s;
+  const CheckpointInterval out = ChooseCheckpointInterval(in);
+  a.next_step = s.step + out.steps;
+  a.timed = 0;
+  a.seconds = 0;
+  record->checkpoint_every_steps = out.steps;
+  record->checkpoint_choice_cost_seconds = in.cost_s;
+  record->checkpoint_choice_step_seconds = in.step_s;
+  if (s.options.on_note)
+    s.options.on_note("checkpoint.every_steps = \"auto\" after step " + std::to_string(s.step) +
+                      ": " + DescribeCheckpointInterval(in, out));
 }
 
 void Trainer::SaveCheckpoint() {

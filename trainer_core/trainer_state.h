@@ -55,6 +55,16 @@ struct Trainer::State {
   // start where the ranks will take host memory of the spec's (the offload
   // arena, checkpoint.async's copy); empty otherwise.
   std::vector<MemoryBound> shared_bounds;
+  // checkpoint.every_steps = "auto" (trainer_checkpoints.cc): the step of
+  // the next checkpoint (-1 until the launch's first steps are timed), and
+  // the steps timed since the last choice (the launch's first one is not).
+  struct AutoCheckpoints {
+    int64_t next_step = -1;
+    int64_t launch_steps = 0;
+    int timed = 0;
+    double seconds = 0;
+    double MeanStep() const { return timed > 0 ? seconds / timed : 0; }
+  } auto_checkpoints;
 
   // This rank's part of everything the trainer needs to continue.
   NamedTensors AllState() {
@@ -81,6 +91,18 @@ struct Trainer::State {
                                   torch::TensorOptions().dtype(torch::kFloat32).device(device));
     comm->AllReduceSum(flag);
     return static_cast<int>(compat::ReadToHost(flag).item<float>());
+  }
+  // Each figure's largest value over the ranks (one all-gather where world > 1).
+  std::vector<double> MaxOverRanks(const std::vector<double>& mine) {
+    if (comm->size() == 1) return mine;
+    const auto n = static_cast<int64_t>(mine.size());
+    const auto on = torch::TensorOptions().dtype(torch::kFloat64).device(device);
+    at::Tensor all = torch::empty({comm->size() * n}, on);
+    comm->AllGatherInto(torch::tensor(mine, torch::kFloat64).to(device), all);
+    const at::Tensor most = compat::ReadToHost(std::get<0>(all.view({comm->size(), n}).max(0)));
+    std::vector<double> out(mine.size());
+    for (int64_t i = 0; i < n; ++i) out[i] = most[i].item<double>();
+    return out;
   }
   Sharding CheckpointSharding() const {
     return {comm, {mesh.world, mesh.node_size, mesh.ep}, StateRanges(spec.model)};

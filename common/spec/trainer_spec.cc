@@ -88,6 +88,24 @@ void ParseTraining(const toml::table& root, TrainingSpec* t, FieldErrors* errors
                                std::to_string(t->micro_batch));
 }
 
+// checkpoint.every_steps: a step count (0: only at the end) or "auto".
+void ParseEverySteps(TableReader& r, const toml::table* checkpoint, CheckpointSpec* c) {
+  r.Known("every_steps");
+  if (checkpoint == nullptr || !checkpoint->contains("every_steps")) return;
+  const toml::node& n = *checkpoint->get("every_steps");
+  const std::string accepted = "must be \"auto\" or a step count in [0, 2^40] (0: only at the end)";
+  if (auto text = n.value_exact<std::string>()) {
+    if (*text == "auto")
+      c->every_steps_auto = true;
+    else
+      r.Error("every_steps", accepted + ", got \"" + *text + "\"");
+    return;
+  }
+  auto v = n.value_exact<int64_t>();
+  if (!v || *v < 0 || *v > (int64_t{1} << 40)) return r.Error("every_steps", accepted);
+  c->every_steps = *v;
+}
+
 }  // namespace
 
 TrainerSpec ParseTrainerSections(const toml::table& root, FieldErrors* errors) {
@@ -114,12 +132,18 @@ TrainerSpec ParseTrainerSections(const toml::table& root, FieldErrors* errors) {
   ParseTraining(root, &s.training, errors);
   {
     TableReader r(root["checkpoint"].as_table(), "checkpoint", errors);
-    r.Int("every_steps", &s.checkpoint.every_steps, 0, int64_t{1} << 40);
+    ParseEverySteps(r, root["checkpoint"].as_table(), &s.checkpoint);
     r.Int("keep", &s.checkpoint.keep, 1, 1000);
     r.Bool("at_end", &s.checkpoint.at_end);
     r.Bool("async", &s.checkpoint.async);
     r.Double("async_keep_free_gib", &s.checkpoint.async_keep_free_gib, 0, 65536);
+    r.Double("auto_min_s", &s.checkpoint.auto_min_s, 0, 7 * 86400);
+    r.Double("auto_max_s", &s.checkpoint.auto_max_s, 1, 7 * 86400);
     r.Finish();
+    if (s.checkpoint.auto_min_s > s.checkpoint.auto_max_s)
+      r.Error("auto_min_s", "must be at most checkpoint.auto_max_s (" +
+                                std::to_string(static_cast<int64_t>(s.checkpoint.auto_max_s)) +
+                                " s)");
   }
   return s;
 }

@@ -102,6 +102,13 @@ struct TrainingSpec {
 
 struct CheckpointSpec {
   int64_t every_steps = 0;  // 0: only at the end
+  // every_steps = "auto": as often as checkpoints pay (common/checkpoint_interval.h):
+  // Young's sqrt(2 x cost x MTBF) on the measured cost of a checkpoint and the
+  // controller's failure rate of the run's nodes, between auto_min_s and
+  // auto_max_s; a launch's first checkpoint comes after auto_min_s of steps.
+  bool every_steps_auto = false;
+  double auto_min_s = 60;
+  double auto_max_s = 14400;
   int keep = 2;
   // A checkpoint when the last step is done (the run's result). false: none,
   // for benchmark runs whose model is thrown away (moe-bench's is ~30 GB).
@@ -120,7 +127,9 @@ struct CheckpointSpec {
   double async_keep_free_gib = 4;
 
   // Whether any checkpoint goes behind the steps (and so a host copy is kept).
-  bool SavesBehindTheSteps() const { return async && every_steps > 0; }
+  bool SavesBehindTheSteps() const { return async && (every_steps > 0 || every_steps_auto); }
+  // Whether checkpoints come between the steps at all.
+  bool Periodic() const { return every_steps > 0 || every_steps_auto; }
 };
 
 struct TrainerSpec {

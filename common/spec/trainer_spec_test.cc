@@ -246,5 +246,39 @@ TEST(TrainerSpecTest, OffloadFractionIsAFractionAndNeedsCheckpointing) {
   EXPECT_EQ(parse("offload_fraction = 0\nactivation_checkpointing = false\n").second, "");
 }
 
+TEST(TrainerSpecTest, EveryStepsTakesACountOrAuto) {
+  auto parse = [](const std::string& checkpoint) {
+    FieldErrors errors;
+    auto s = ParseTrainerSections(toml::parse("[checkpoint]\n" + checkpoint), &errors);
+    return std::make_pair(s.checkpoint, JoinErrors(errors));
+  };
+  auto [count, ok] = parse("every_steps = 50\n");
+  EXPECT_EQ(ok, "");
+  EXPECT_EQ(count.every_steps, 50);
+  EXPECT_FALSE(count.every_steps_auto);
+  EXPECT_TRUE(count.Periodic());
+  auto [none, ok2] = parse("");
+  EXPECT_FALSE(none.Periodic());
+  EXPECT_DOUBLE_EQ(none.auto_min_s, 60);
+  EXPECT_DOUBLE_EQ(none.auto_max_s, 14400);
+  auto [automatic, ok3] = parse("every_steps = \"auto\"\nasync = true\nauto_min_s = 2\n");
+  EXPECT_EQ(ok3, "");
+  EXPECT_TRUE(automatic.every_steps_auto);
+  EXPECT_EQ(automatic.every_steps, 0);
+  EXPECT_TRUE(automatic.SavesBehindTheSteps());  // its checkpoints go behind the steps too
+  EXPECT_DOUBLE_EQ(automatic.auto_min_s, 2);
+
+  const std::string accepted =
+      "checkpoint.every_steps: must be \"auto\" or a step count in [0, 2^40] (0: only at the end)";
+  EXPECT_EQ(parse("every_steps = \"often\"\n").second, accepted + ", got \"often\"");
+  EXPECT_EQ(parse("every_steps = -1\n").second, accepted);
+  EXPECT_EQ(parse("every_steps = 2.5\n").second, accepted);
+  EXPECT_EQ(parse("auto_min_s = 600\nauto_max_s = 300\n").second,
+            "checkpoint.auto_min_s: must be at most checkpoint.auto_max_s (300 s)");
+  EXPECT_NE(parse("auto_max_s = 0\n").second.find(
+                "checkpoint.auto_max_s: must be a number in [1, 604800], got 0"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace trellis::spec

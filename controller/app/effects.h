@@ -221,6 +221,10 @@ struct WatchLaunch {
   // The ranks whose straggler episodes had not ended before the restart:
   // they may go on, and are not raised again (StragglerWindow::HoldEpisode).
   std::set<int> straggler_ranks;
+  // What GO told the ranks of their nodes' failures (TRELLIS_MTBF_S), and
+  // how it was found: checkpoint.every_steps = "auto" chooses with it.
+  double mtbf_s = 0;
+  std::string mtbf_basis;
 };
 
 // Continuations (continuation.h): the run's next attempt is to wait ahead,

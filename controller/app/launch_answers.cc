@@ -20,6 +20,8 @@ std::string GoRecordToJson(const GoRecord& record) {
               {"master_port", go.master_port},
               {"resume_step", go.resume_step},
               {"checkpoint_dir", go.checkpoint_dir},
+              {"mtbf_s", go.mtbf_s},
+              {"mtbf_basis", go.mtbf_basis},
               {"slurm_job_id", record.step.job_id},
               {"slurm_step_id", record.step.step_id},
               {"allocation", record.allocation},
@@ -42,6 +44,8 @@ absl::StatusOr<GoRecord> GoRecordFromJson(const std::string& text) {
     go.master_port = j.at("master_port").get<int>();
     go.resume_step = j.at("resume_step").get<int64_t>();
     go.checkpoint_dir = j.at("checkpoint_dir").get<std::string>();
+    go.mtbf_s = j.value("mtbf_s", 0.0);  // GO records before it have none
+    go.mtbf_basis = j.value("mtbf_basis", "");
     record.step.job_id = j.value("slurm_job_id", "");
     record.step.step_id = j.value("slurm_step_id", "");
     record.allocation = j.value("allocation", std::vector<std::string>{});

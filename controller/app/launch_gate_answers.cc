@@ -1,5 +1,6 @@
 // What the gate records of its decision and tells the waiting nodes
 // (LaunchGate, controller/app/launches.h).
+#include <algorithm>
 #include <unordered_map>
 
 #include "common/checkpoint_layout.h"
@@ -55,7 +56,32 @@ GateAnswer LaunchGate::GoAnswer(const LaunchState& l, const GateOutcome& out) co
   // Checked above on the stored spec; the ranks check the corpus again on
   // the file they open, so a link swapped after this answer leads nowhere.
   go.data_roots = ctx_.config.data_roots;
+  const RunMtbf mtbf =
+      RunMtbfFor(FailureHistorySeen(), l.needed_nodes, ctx_.config.node_mtbf_prior_hours);
+  go.mtbf_s = mtbf.seconds;
+  go.mtbf_basis = mtbf.basis;
   return go;
+}
+
+// The ended launches of this controller's newest runs (kFailureHistoryRuns),
+// as the nodes' failure rate needs them.
+FailureHistory LaunchGate::FailureHistorySeen() const {
+  std::vector<LaunchSpan> spans;
+  auto runs = ctx_.store.ListRuns(kFailureHistoryRuns, /*active_only=*/false);
+  if (!runs.ok()) return {};
+  for (const RunRecord& run : *runs) {
+    auto launches = ctx_.store.Launches(run.run_id);
+    if (!launches.ok()) continue;
+    for (const LaunchRecord& l : *launches) {
+      if (!l.ended || l.nodes.empty()) continue;
+      LaunchSpan span;
+      span.nodes = static_cast<int>(std::count(l.nodes.begin(), l.nodes.end(), ',')) + 1;
+      span.hours = std::chrono::duration<double>(*l.ended - l.started).count() / 3600;
+      span.ended_as = ParseFailureClass(l.failure_class);
+      spans.push_back(span);
+    }
+  }
+  return FailureHistoryOf(spans);
 }
 
 Effects LaunchGate::AnswerWaiting(LaunchState* l) {

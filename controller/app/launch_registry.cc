@@ -139,6 +139,8 @@ WatchLaunch WatchOf(const LaunchState& l, const LoopContext& ctx) {
     started.health = spec->health;
   }
   started.resumed = l.resumed;
+  started.mtbf_s = l.go.mtbf_s;
+  started.mtbf_basis = l.go.mtbf_basis;
   for (const auto& [node, yes] : l.reported)
     if (yes) started.finished_nodes.insert(node);
   for (const auto& e : l.rank_exits) started.ended_ranks.insert(e.rank);

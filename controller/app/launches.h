@@ -21,6 +21,7 @@
 #include "controller/app/loop_context.h"
 #include "controller/app/views.h"
 #include "controller/app/worker_reports.h"
+#include "controller/core/failure_rate.h"
 
 namespace trellis::controller {
 
@@ -67,10 +68,14 @@ class LaunchGate {
   GateAnswer GoAnswer(const LaunchState& launch, const GateOutcome& out) const;
   Effects AnswerWaiting(LaunchState* launch);
   RecordGate GateRecord(const LaunchState& launch, const GateOutcome& out) const;
+  FailureHistory FailureHistorySeen() const;
 
   LoopContext ctx_;
   LaunchRegistry& registry_;
 };
+
+// How many of the newest runs the nodes' failure rate is read from.
+inline constexpr int kFailureHistoryRuns = 200;
 
 class LaunchRequeue {
  public:

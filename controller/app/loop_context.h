@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/atomic_file.h"
+#include "common/checkpoint_interval.h"
 #include "common/clock.h"
 #include "common/spec/run_spec.h"
 #include "controller/core/quarantine.h"
@@ -37,6 +38,8 @@ struct ControllerConfig {
   std::chrono::milliseconds schedule_interval{1000};
   std::chrono::milliseconds reconcile_interval{5000};
   int master_port = 29500;
+  // The prior of the nodes' failure rate (controller/core/failure_rate.h).
+  double node_mtbf_prior_hours = kDefaultNodeMtbfHours;
   QuarantineConfig quarantine;
   bool can_drain = false;  // also `scontrol update state=drain` quarantined nodes
   // Where the live workers' /metrics addresses are written for Prometheus's

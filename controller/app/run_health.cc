@@ -1,6 +1,10 @@
 #include "controller/app/run_health.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
+
+#include "common/checkpoint_interval.h"
 
 #include "common/log.h"
 
@@ -46,6 +50,36 @@ HealthEventRecord RunHealth::Event(const Watch& w, std::string kind, int rank, s
           std::move(kind), rank, std::move(node), std::move(detail), std::move(detail_json)};
 }
 
+// checkpoint.every_steps = "auto" chose the steps to the next checkpoint
+// (rank 0's record says it; every rank chose the same): the figures it took
+// and the formula, with what GO told the ranks of their nodes' failures.
+HealthEventRecord RunHealth::CheckpointIntervalEvent(const Watch& w, const std::string& node,
+                                                     const StepRecord& r) const {
+  CheckpointIntervalInput in;
+  in.cost_s = r.checkpoint_choice_cost_seconds.value_or(0);
+  in.step_s = r.checkpoint_choice_step_seconds.value_or(0);
+  in.mtbf_s = w.launch.mtbf_s;
+  CheckpointInterval chose;
+  chose.steps = *r.checkpoint_every_steps;
+  chose.young_s = std::sqrt(2 * in.cost_s * in.mtbf_s);
+  chose.period_s = static_cast<double>(chose.steps) * in.step_s;
+  std::string detail = "after step " + std::to_string(r.step) + ", a checkpoint " +
+                       DescribeCheckpointInterval(in, chose);
+  // The bounds are the spec's; a period off Young's by more than a step was bounded.
+  if (std::abs(chose.period_s - chose.young_s) > in.step_s)
+    detail += " (bounded by checkpoint.auto_min_s / auto_max_s)";
+  if (in.mtbf_s <= 0)
+    detail += "; the ranks took the default failure rate (the controller sent none)";
+  else
+    detail += "; " + w.launch.mtbf_basis;
+  const nlohmann::json j = {{"step", r.step},         {"every_steps", chose.steps},
+                            {"cost_s", in.cost_s},    {"step_s", in.step_s},
+                            {"mtbf_s", in.mtbf_s},    {"young_s", chose.young_s},
+                            {"period_s", chose.period_s}};
+  spdlog::info("run {}: checkpoint interval: {}", w.launch.ref.run_id, detail);
+  return Event(w, kCheckpointIntervalEvent, 0, node, detail, j.dump());
+}
+
 Effects RunHealth::ObserveStep(const WorkerId& id, int rank, const StepRecord& record) {
   Effects out;
   KeepLatest(id, rank, record);
@@ -78,6 +112,14 @@ Effects RunHealth::ObserveStep(const WorkerId& id, int rank, const StepRecord& r
     if (w.launch.health.straggler_strike)
       out.Add(StrikeNode{e.node, "straggler: " + detail, j.dump(),
                          "run " + id.run_id + " (straggler)"});
+  }
+  // An event for the launch's first interval and for each that moved by
+  // more than a tenth: a choice after every checkpoint would crowd `show`.
+  if (rank == 0 && record.checkpoint_every_steps &&
+      std::abs(*record.checkpoint_every_steps - w.checkpoint_every_said) * 10 >
+          w.checkpoint_every_said) {
+    w.checkpoint_every_said = *record.checkpoint_every_steps;
+    out.Add(RecordHealthEvent{CheckpointIntervalEvent(w, id.node, record)});
   }
   for (const StragglerEnd& e : w.stragglers->TakeEnds()) {
     const std::string detail = "rank " + std::to_string(e.rank) + " on " + e.node +

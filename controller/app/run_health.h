@@ -80,10 +80,14 @@ class RunHealth {
     // The newest step every rank reported, until its summary row is stored.
     std::optional<StepSpread> completed;
     bool faulted = false;  // reported once; the launch is being stopped
+    // checkpoint.every_steps = "auto"'s last interval said in an event (0: none yet).
+    int64_t checkpoint_every_said = 0;
   };
   void KeepLatest(const WorkerId& id, int rank, const StepRecord& record);
   Effects Check();
   Effects ArmCheck();
+  HealthEventRecord CheckpointIntervalEvent(const Watch& w, const std::string& node,
+                                            const StepRecord& r) const;
   HealthEventRecord Event(const Watch& w, std::string kind, int rank, std::string node,
                           std::string detail, std::string detail_json) const;
 

@@ -81,6 +81,10 @@ struct GateAnswer {
   int64_t resume_step = -1;
   std::string checkpoint_dir;
   std::vector<std::string> data_roots;  // the controller's --data-root
+  // The GO nodes' mean time between failures together (RunMtbfFor,
+  // controller/core/failure_rate.h), and how it was found.
+  double mtbf_s = 0;
+  std::string mtbf_basis;
 
   static GateAnswer Abort(std::string why) {
     GateAnswer a;

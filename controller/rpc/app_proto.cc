@@ -170,6 +170,7 @@ void ToProto(const GateAnswer& a, v1::GateDecision* out) {
   out->set_resume_step(a.resume_step);
   out->set_checkpoint_dir(a.checkpoint_dir);
   for (const auto& root : a.data_roots) out->add_data_roots(root);
+  out->set_mtbf_seconds(a.mtbf_s);
 }
 
 void ToProto(const NextLaunchAnswer& a, v1::NextLaunchResponse* out) {

@@ -70,6 +70,12 @@ void AddControllerFlags(CLI::App& app, ControllerFlags& flags) {
                  "doubles the time; after it, strikes are forgiven)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{365} * 86400));
+  app.add_option("--node-mtbf-prior-hours", flags.config.node_mtbf_prior_hours,
+                 "a node's mean time between failures before this controller has seen any "
+                 "(one failure in this many node-hours, weighed with the failures seen); sets "
+                 "checkpoint.every_steps = \"auto\"'s interval")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e7));
   app.add_flag("--slurm-can-drain", flags.config.can_drain,
                "also drain quarantined nodes with scontrol (needs Slurm operator rights)");
   app.add_option("--metrics-listen", flags.metrics_listen,

@@ -120,6 +120,8 @@ struct WorkerReportRecord {
 // straggler episode begins (a strike with straggler_strike) and ends.
 inline constexpr char kStragglerEvent[] = "straggler";
 inline constexpr char kStragglerEndedEvent[] = "straggler_ended";
+// checkpoint.every_steps = "auto" chose an interval (RunHealth).
+inline constexpr char kCheckpointIntervalEvent[] = "checkpoint_interval";
 
 // Something noticed about a running launch that is not a state change.
 struct HealthEventRecord {

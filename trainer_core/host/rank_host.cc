@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -77,6 +78,17 @@ int64_t ResumeStep(const std::string& text) {
   return v;
 }
 
+// Seconds between failures of the run's nodes (the controller's figure at
+// GO); absent: 0, the trainer's default.
+double MtbfSeconds(const std::string& text) {
+  if (text.empty()) return 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (*end != '\0' || !(v > 0) || !std::isfinite(v))
+    throw TrainError("TRELLIS_MTBF_S=\"" + text + "\": must be seconds, a number above 0");
+  return v;
+}
+
 // One root per line (the worker's encoding of the gate's data roots).
 std::vector<std::string> DataRoots(const std::string& text) {
   std::vector<std::string> roots;
@@ -119,6 +131,7 @@ int RunHostedRank(const spec::TrainerSpec& spec) {
     options.on_step = [&socket](const StepRecord& r) { socket.Write(EncodeStepRecord(r) + "\n"); };
     options.stop_requested = StopSignalled;
     options.data_roots = DataRoots(Env("TRELLIS_DATA_ROOTS"));
+    options.mtbf_s = MtbfSeconds(Env("TRELLIS_MTBF_S"));
     Trainer trainer(spec, std::move(options));
     // The start-up time (rendezvous, model, checkpoint) is what a relaunch
     // costs before its first step.

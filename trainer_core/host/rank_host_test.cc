@@ -109,6 +109,20 @@ TEST(RankHostTest, BadResumeStepIsAClearExitOne) {
   EXPECT_EQ(testing::Failures(ranks), "");
 }
 
+TEST(RankHostTest, BadMtbfIsAClearExitOne) {
+  for (const char* bad : {"soon", "0", "-5", "nan"}) {
+    auto ranks = testing::RunRanks(1, 60s, [&](int) -> std::string {
+      ::unsetenv("TRELLIS_RESUME_STEP");
+      ::unsetenv("TRELLIS_STEP_SOCKET");
+      ::setenv("TRELLIS_MTBF_S", bad, 1);
+      const int code = RunHostedRank(TinySpec("/nonexistent"));
+      ::unsetenv("TRELLIS_MTBF_S");
+      return code == 1 ? "" : std::string("TRELLIS_MTBF_S=") + bad + ": exit code not 1";
+    });
+    EXPECT_EQ(testing::Failures(ranks), "");
+  }
+}
+
 // A corpus that resolves outside TRELLIS_DATA_ROOTS (here a link swapped
 // to point out of the root after the controller's checks) stops the rank
 // before it trains, with exit 79: the run fails at once, no node blamed.

@@ -1,6 +1,7 @@
 #include "worker/core/rank_layout.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
 namespace trellis::worker {
@@ -109,6 +110,9 @@ absl::StatusOr<std::vector<RankPlan>> PlanRanks(const RankLayoutInput& in) {
     p.env["TRELLIS_STEP_SOCKET"] = p.step_socket;
     p.env["TRELLIS_CHECKPOINT_DIR"] = go.checkpoint_dir;
     p.env["TRELLIS_RESUME_STEP"] = std::to_string(go.resume_step);
+    // Seconds between failures of the run's nodes, as the controller's history
+    // gives them (checkpoint.every_steps = "auto"; a generic command may use it).
+    if (go.mtbf_s > 0) p.env["TRELLIS_MTBF_S"] = absl::StrFormat("%.3f", go.mtbf_s);
     if (!go.data_roots.empty()) {
       std::string roots;
       for (const auto& r : go.data_roots) roots += (roots.empty() ? "" : "\n") + r;

@@ -26,6 +26,7 @@ struct GoDecision {
   int64_t resume_step = -1;  // -1: start fresh
   std::string checkpoint_dir;
   std::vector<std::string> data_roots;  // TRELLIS_DATA_ROOTS, one per line
+  double mtbf_s = 0;                    // TRELLIS_MTBF_S; 0: not sent
 };
 
 struct LaunchId {

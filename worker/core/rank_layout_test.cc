@@ -17,6 +17,7 @@ RankLayoutInput TwoRanksOnSecondNode() {
   in.go.resume_step = 100;
   in.go.checkpoint_dir = "/out/run-1/checkpoints";
   in.go.data_roots = {"/data", "/scratch/corpora"};
+  in.go.mtbf_s = 4500000.4;
   in.spec_ranks_per_node = 2;
   in.gpus_per_node = 0;
   in.worker_env = {{"PATH", "/usr/bin"}, {"HOME", "/home/u"}};
@@ -50,12 +51,16 @@ TEST(RankLayoutTest, ContractForEveryRank) {
       {"TRELLIS_CHECKPOINT_DIR", "/out/run-1/checkpoints"},
       {"TRELLIS_RESUME_STEP", "100"},
       {"TRELLIS_DATA_ROOTS", "/data\n/scratch/corpora"},
+      {"TRELLIS_MTBF_S", "4500000.400"},
       {"OMP_NUM_THREADS", "1"},
       {"OPENBLAS_NUM_THREADS", "1"},
       {"NCCL_MAX_CTAS", "16"},
       {"MIMALLOC_ALLOW_THP", "0"},
   };
   EXPECT_EQ(r.env, expected);
+  RankLayoutInput unknown = TwoRanksOnSecondNode();
+  unknown.go.mtbf_s = 0;  // a controller that sent none: the trainer's default
+  EXPECT_EQ(PlanRanks(unknown)->at(0).env.count("TRELLIS_MTBF_S"), 0u);
   EXPECT_EQ((*plans)[0].env.at("RANK"), "2");
   EXPECT_EQ((*plans)[0].env.at("LOCAL_RANK"), "0");
 }

@@ -20,6 +20,7 @@ GoDecision GoFromProto(const v1::GateDecision& in) {
   go.master_addr = in.master_addr();
   go.master_port = in.master_port();
   go.resume_step = in.resume_step();
+  go.mtbf_s = in.mtbf_seconds();
   go.checkpoint_dir = in.checkpoint_dir();
   go.data_roots.assign(in.data_roots().begin(), in.data_roots().end());
   return go;
