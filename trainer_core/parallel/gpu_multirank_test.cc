@@ -186,5 +186,40 @@ TEST_F(GpuMultiRankTest, AWorldTwoCheckpointWrittenBehindTheStepsResumesOnOneGpu
   EXPECT_LE(loss, 1e-5);
 }
 
+// checkpoint.every_steps = "auto" at world 2 (behind the steps): the ranks
+// agree on the step time and each checkpoint's cost (a float64 all-gather,
+// over NCCL on GPUs), so both choose the same intervals at the same steps, on
+// the slower rank's figures.
+TEST_F(GpuMultiRankTest, AutoCheckpointIntervalsAreAgreedByBothRanks) {
+  std::string text;
+  {
+    std::ifstream in(Spec("auto", {2, 2}));
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  text.replace(text.find("every_steps = 5"), 15,
+               "every_steps = \"auto\"\nauto_min_s = 0\nasync = true");
+  const std::string spec = JoinPath(dir_, "auto-agreed.toml");
+  std::ofstream(spec) << text;
+  std::string why;
+  auto runs = Run(2, {spec, "--checkpoint-dir", JoinPath(dir_, "ckpt"), "--mtbf-s", "3"});
+  ASSERT_TRUE(AllExitedZero(runs, &why)) << why;
+  ASSERT_EQ(runs[0].records.size(), 10u);
+  ASSERT_EQ(runs[1].records.size(), 10u);
+  int choices = 0;
+  for (size_t i = 0; i < 10; ++i) {
+    const StepRecord &a = runs[0].records[i], &b = runs[1].records[i];
+    EXPECT_EQ(a.checkpoint_every_steps, b.checkpoint_every_steps) << "step " << i + 1;
+    EXPECT_EQ(a.checkpoint_choice_cost_seconds, b.checkpoint_choice_cost_seconds) << i + 1;
+    EXPECT_EQ(a.checkpoint_choice_step_seconds, b.checkpoint_choice_step_seconds) << i + 1;
+    if (!a.checkpoint_every_steps) continue;
+    ++choices;
+    EXPECT_GE(*a.checkpoint_choice_cost_seconds, *a.checkpoint_seconds) << "step " << i + 1;
+    EXPECT_GE(*a.checkpoint_choice_cost_seconds, *b.checkpoint_seconds) << "step " << i + 1;
+  }
+  EXPECT_TRUE(runs[0].records[3].checkpoint_every_steps) << "the first auto checkpoint is step 4's";
+  std::printf("%s auto checkpoints at world 2: %d choices, the same on both ranks\n", Device(),
+              choices);
+}
+
 }  // namespace
 }  // namespace trellis::train

@@ -358,41 +358,6 @@ TEST_F(MultiRankTest, CheckpointsBehindTheStepsCompleteOnEveryRankAndResume) {
 // rank's 4 rows in micro-batches of 1 and of 2 follow the unsplit forward
 // over 6 steps, losses within 1e-5 relative and the parameters in the final
 // checkpoints within 1e-5 (fp32 throughout, no balance loss).
-// checkpoint.every_steps = "auto" on two ranks (behind the steps): both
-// choose the same intervals at the same steps, on the slowest rank's figures.
-TEST_F(MultiRankTest, AutoCheckpointIntervalsAreAgreedByEveryRank) {
-  std::string text;
-  {
-    std::ifstream in(Spec(Corpus()));
-    text.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  text.replace(text.find("every_steps = 5"), 15,
-               "every_steps = \"auto\"\nauto_min_s = 0\nasync = true");
-  const std::string spec = JoinPath(dir_, "auto.toml");
-  std::ofstream(spec) << text;
-  std::string why;
-  auto ranks = RunWorld(2, {spec, "--json", "--checkpoint-dir", JoinPath(dir_, "ckpt"),
-                            "--mtbf-s", "3"},
-                        dir_, 180s);
-  ASSERT_TRUE(AllExitedZero(ranks, &why)) << why;
-  ASSERT_EQ(ranks[0].records.size(), 10u);
-  ASSERT_EQ(ranks[1].records.size(), 10u);
-  int choices = 0;
-  for (size_t i = 0; i < 10; ++i) {
-    const StepRecord &a = ranks[0].records[i], &b = ranks[1].records[i];
-    EXPECT_EQ(a.checkpoint_every_steps, b.checkpoint_every_steps) << "step " << i + 1;
-    EXPECT_EQ(a.checkpoint_choice_cost_seconds, b.checkpoint_choice_cost_seconds) << i + 1;
-    EXPECT_EQ(a.checkpoint_choice_step_seconds, b.checkpoint_choice_step_seconds) << i + 1;
-    if (!a.checkpoint_every_steps) continue;
-    ++choices;
-    // The slowest rank's cost: at least each rank's own.
-    EXPECT_GE(*a.checkpoint_choice_cost_seconds, *a.checkpoint_seconds) << "step " << i + 1;
-    EXPECT_GE(*a.checkpoint_choice_cost_seconds, *b.checkpoint_seconds) << "step " << i + 1;
-  }
-  EXPECT_GE(choices, 1);
-  EXPECT_TRUE(ranks[0].records[3].checkpoint_every_steps) << "the first auto checkpoint is step 4's";
-}
-
 TEST_F(MultiRankTest, MicroBatchesOnTwoRanksFollowTheUnsplitBatch) {
   const std::string corpus = Corpus();
   struct Run {
