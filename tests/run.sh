@@ -17,13 +17,18 @@ start=$SECONDS
 ninja -C "$BUILD"
 echo "build: $((SECONDS - start)) s"
 cd "$BUILD"
-# As many tests at once as cores (TRELLIS_TEST_JOBS sets another count). One more was
-# tried on 2 cores: a restart test's blame then raced (bench/results/build-time-2026-12-06.md).
+# As many busy tests at once as cores (TRELLIS_TEST_JOBS sets another count), each taking
+# a core of the resource spec (RESOURCE_GROUPS cores:1, CMakeLists.txt); one more slot for a
+# test that mostly waits and takes none (tests/CMakeLists.txt). A third busy test on 2 cores
+# made a restart test's blame race (bench/results/build-time-2026-12-06.md).
 jobs=${TRELLIS_TEST_JOBS:-$(nproc)}
+printf '{"version": {"major": 1, "minor": 0}, "local": [{"cores": [{"id": "0", "slots": %d}]}]}\n' \
+  "$jobs" >test-cores.json
 start=$SECONDS
 status=0
 rm -f Testing/Temporary/LastTestsFailed.log  # ctest keeps an old one when all pass
-ctest --output-on-failure -j "$jobs" --timeout 900 "$@" || status=$?
+ctest --output-on-failure -j "$((jobs + 1))" --resource-spec-file test-cores.json --timeout 900 \
+  "$@" || status=$?
 echo "tests: $((SECONDS - start)) s"
 if [ "$status" != 0 ] && [ -s Testing/Temporary/LastTestsFailed.log ]; then
   # A failure's output scrolled past among a thousand tests: print each failed
