@@ -43,6 +43,17 @@ std::vector<Row> BenchRows() {
   ahead.mechanism = kAhead;
   rows.push_back({ahead, base});
 
+  const char* kAuto =
+      "checkpoint.every_steps = \"auto\": a checkpoint every Young's sqrt(2 x stall x MTBF), "
+      "the MTBF the trace's (what the controller's failure history converges to), within the "
+      "spec's default bounds (60 s .. 4 h)";
+  Strategy young = ahead;
+  young.key = "trellis_2_spares_ahead_auto_checkpoints";
+  young.label = "Trellis, 2 spares; continuations ahead; checkpoints \"auto\"";
+  young.checkpoint_auto = true;
+  young.mechanism = std::string(kAhead) + "; and " + kAuto;
+  rows.push_back({young, base});
+
   // Extra rows: each changes what assumption_change says, on top of (3).
   auto extra = [&](const char* key, const char* label, const char* change) {
     Strategy st = spares;

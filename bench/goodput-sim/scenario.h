@@ -60,6 +60,11 @@ struct Strategy {
   bool continuation_ahead = false;
   int continuation_lead_s = 0;  // restart.continuation_lead_s; 0: "auto"
   int signal_grace_s = 120;     // slurm.signal_grace_s (the spec's default)
+  // checkpoint.every_steps = "auto": a checkpoint every Young's period on the
+  // scenario's stall and the trace's interruption rate (what the controller's
+  // failure history converges to), within the spec's default bounds; false:
+  // the scenario's checkpoint_every_s.
+  bool checkpoint_auto = false;
   // A change of the scenario's assumptions this row makes; empty for the
   // rows the brief asks for.
   std::string assumption_change;

@@ -72,6 +72,7 @@ class Simulation {
  private:
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
   static int64_t Ms(int64_t s) { return s * 1000; }
+  int64_t CheckpointEveryMs() const;  // Strategy::checkpoint_auto
 
   WallTime Wall(int64_t ms) const { return start_ + std::chrono::milliseconds(ms); }
   int64_t MsOf(WallTime t) const {

@@ -11,6 +11,7 @@
 
 #include "bench/goodput-sim/evidence.h"
 #include "bench/goodput-sim/simulation.h"
+#include "common/checkpoint_interval.h"
 #include "controller/core/decisions.h"
 #include "controller/core/failure_class.h"
 #include "controller/core/quarantine.h"
@@ -191,8 +192,19 @@ LaunchEnd Simulation::RunLaunch(const std::vector<std::string>& go, int64_t job_
   return end;
 }
 
+int64_t Simulation::CheckpointEveryMs() const {
+  if (!st_.checkpoint_auto) return Ms(sc_.checkpoint_every_s);
+  CheckpointIntervalInput in;  // the spec's default bounds
+  in.cost_s = static_cast<double>(sc_.checkpoint_stall_s);
+  in.step_s = 0.001;  // the simulation has no steps: a period to the millisecond
+  in.mtbf_s = sc_.interruptions > 0
+                  ? static_cast<double>(sc_.horizon_s) / sc_.interruptions
+                  : 1e12;  // no failure: the upper bound
+  return ChooseCheckpointInterval(in).steps;
+}
+
 void Simulation::Train(int64_t from, LaunchEnd& end, int launch) {
-  const int64_t every = Ms(sc_.checkpoint_every_s), stall = Ms(sc_.checkpoint_stall_s);
+  const int64_t every = CheckpointEveryMs(), stall = Ms(sc_.checkpoint_stall_s);
   const int64_t segment = every + stall;
   const int64_t full = (end.at_ms - from) / segment;
   const int64_t rest = end.at_ms - from - full * segment;
