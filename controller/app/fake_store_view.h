@@ -22,6 +22,7 @@ class FakeStoreView : public StoreView {
   std::map<std::tuple<std::string, int, int>, std::vector<WorkerReportRecord>> reports;
   std::map<std::tuple<std::string, int, int>, std::set<int>> straggling;  // unended episodes
   std::vector<QuarantineEntry> quarantine;
+  std::map<std::string, std::vector<HealthEventRecord>> events;  // oldest first
 
   RunRecord& AddRun(const std::string& name, int64_t seq, const std::string& spec_toml,
                     RunState state, const std::string& run_dir) {
@@ -80,6 +81,13 @@ class FakeStoreView : public StoreView {
     return straggling[{run_id, attempt, launch}];
   }
   absl::StatusOr<std::vector<QuarantineEntry>> QuarantineEntries() override { return quarantine; }
+  absl::StatusOr<std::vector<HealthEventRecord>> HealthEventsOf(const std::string& run_id,
+                                                                const std::string& kind) override {
+    std::vector<HealthEventRecord> out;
+    for (const auto& e : events[run_id])
+      if (e.kind == kind) out.push_back(e);
+    return out;
+  }
 };
 
 }  // namespace trellis::controller

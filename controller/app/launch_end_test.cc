@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "common/exit_codes.h"
+#include "controller/app/launch_answers.h"
 #include "controller/app/launch_test_util.h"
 
 namespace trellis::controller {
@@ -187,6 +188,61 @@ TEST_F(LaunchEndTest, AfterAControllerRestartSrunsStatusDecides) {
   AttemptEnded end = Only<AttemptEnded>(failed);
   EXPECT_FALSE(end.decided) << "the restart budget decides";
   EXPECT_EQ(end.exit_code, 3);
+}
+
+// A handoff told the launch to stop (its event names the launch), and the
+// controller restarted before the launch ended: resumed from its stored GO,
+// the launch still ends as a handoff, not as a time limit; without the event,
+// the same end is a time limit's.
+TEST_F(LaunchEndTest, ALaunchHandedOverBeforeARestartStillEndsAsAHandoff) {
+  for (bool handed_over : {true, false}) {
+    SCOPED_TRACE(handed_over ? "handed over" : "no handoff event");
+    Launches launches(ctx_);
+    store_.runs["hello-1"].state = RunState::kRunning;
+    GoRecord record;
+    record.go.kind = GateAnswer::kGo;
+    record.go.ranks_per_node = 2;
+    record.go.world_size = 4;
+    record.go.master_addr = "host-node1";
+    record.go.master_port = 29500;
+    record.step = {"42", "0"};
+    record.allocation = {"node1", "node2"};
+    record.reports_kept = true;
+    LaunchRecord row;
+    row.run_id = "hello-1";
+    row.attempt = 1;
+    row.launch = 1;
+    row.nodes = "node1,node2";
+    row.started = clock_.Now();
+    row.go_json = GoRecordToJson(record);
+    store_.launches["hello-1"] = {row};
+    store_.events["hello-1"].clear();
+    if (handed_over) {
+      HealthEventRecord e;
+      e.run_id = "hello-1";
+      e.attempt = 2;  // the held attempt's event, naming the launch it stopped
+      e.launch = 1;
+      e.kind = kContinuationEvent;
+      e.detail_json = R"({"event":"handoff","from_attempt":1,"from_launch":1})";
+      store_.events["hello-1"].push_back(e);
+    }
+    launches.resume.ResumeAtStartup();
+    for (const std::string node : {"node1", "node2"}) {
+      WorkerReport r;
+      for (int rank = node == "node1" ? 0 : 2, end = rank + 2; rank < end; ++rank) {
+        RankEnd re;
+        re.node = node;
+        re.rank = rank;
+        r.ranks.push_back(re);
+      }
+      r.time_limit_warned = true;  // the workers passed the signal on
+      launches.ends.ReportExit(Worker(node), r, ReplyTo<bool>{100});
+    }
+    NextLaunchQuestion q;
+    q.time_limit_warned = true;
+    Effects fx = launches.ends.NextLaunch(Worker("node1"), q, ReplyTo<NextLaunchAnswer>{200});
+    EXPECT_EQ(Only<RecordLaunch>(fx).row.failure_class, handed_over ? "handoff" : "time_limit");
+  }
 }
 
 }  // namespace

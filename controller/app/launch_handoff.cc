@@ -24,7 +24,7 @@ HealthEventRecord HandoffEvent(const LaunchState& l, WallTime now, std::string d
   e.attempt = l.attempt;
   e.launch = l.launch;
   e.time = now;
-  e.kind = "continuation";
+  e.kind = kContinuationEvent;
   e.detail = std::move(detail);
   e.detail_json = j.dump();
   return e;

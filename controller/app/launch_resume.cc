@@ -8,6 +8,8 @@
 // restart is known as finished, and any other is given heartbeat_timeout_s
 // from the restart to be heard again (run_health.cc). The rank exits
 // streamed before the restart are gone; a final report repeats them.
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_split.h"
 
 #include "common/log.h"
@@ -39,6 +41,25 @@ Effects LaunchResume::ResumeAtStartup() {
     fx += Resume(run, **attempt, *newest);
   }
   return fx;
+}
+
+// Whether a handoff told the launch to stop before the restart (its event,
+// launch_handoff.cc, names the launch it stopped): its end is the handoff's,
+// not a time limit's.
+bool LaunchResume::HandedOver(const std::string& run_id, int attempt, int launch) {
+  auto events = ctx_.store.HealthEventsOf(run_id, kContinuationEvent);
+  if (!events.ok()) {
+    spdlog::warn("run {}: its continuation events were not read: {}", run_id,
+                 std::string(events.status().message()));
+    return false;
+  }
+  for (const HealthEventRecord& e : *events) {
+    const nlohmann::json j = nlohmann::json::parse(e.detail_json, nullptr, false);
+    if (j.is_object() && j.value("event", "") == "handoff" &&
+        j.value("from_attempt", -1) == attempt && j.value("from_launch", -1) == launch)
+      return true;
+  }
+  return false;
 }
 
 Effects LaunchResume::Resume(const RunRecord& run, const AttemptRecord& attempt,
@@ -86,6 +107,7 @@ Effects LaunchResume::Resume(const RunRecord& run, const AttemptRecord& attempt,
   l.metrics_addrs = record->metrics_addrs;
   l.started = row.started;
   l.resumed = true;
+  l.handoff = HandedOver(run.run_id, row.attempt, row.launch);
   for (const WorkerReportRecord& stored : *reports) {
     absl::StatusOr<WorkerReport> report = WorkerReportFromRecord(stored);
     if (!report.ok()) {

@@ -130,6 +130,7 @@ class LaunchResume {
 
  private:
   Effects Resume(const RunRecord& run, const AttemptRecord& attempt, const LaunchRecord& row);
+  bool HandedOver(const std::string& run_id, int attempt, int launch);
 
   LoopContext ctx_;
   LaunchRegistry& registry_;

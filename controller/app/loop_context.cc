@@ -58,5 +58,14 @@ absl::StatusOr<std::set<int>> StoreReader::RanksWithEvents(const std::string& ru
 absl::StatusOr<std::vector<QuarantineEntry>> StoreReader::QuarantineEntries() {
   return store_.QuarantineEntries();
 }
+absl::StatusOr<std::vector<HealthEventRecord>> StoreReader::HealthEventsOf(
+    const std::string& run_id, const std::string& kind) {
+  auto all = store_.HealthEvents(run_id, kHealthEventsRead);
+  if (!all.ok()) return all.status();
+  std::vector<HealthEventRecord> out;
+  for (auto& e : *all)
+    if (e.kind == kind) out.push_back(std::move(e));
+  return out;
+}
 
 }  // namespace trellis::controller

@@ -120,7 +120,7 @@ Effects Reconciler::WaitingJobGone(const RunRecord& run, const JobsSeen& seen) {
   e.run_id = run.run_id;
   e.attempt = w->attempt;
   e.time = ctx_.clock.Now();
-  e.kind = "continuation";
+  e.kind = kContinuationEvent;
   e.detail = reason;
   e.detail_json = nlohmann::json{{"slurm_job_id", w->slurm_job_id}, {"event", "ended"},
                                  {"state", state}}

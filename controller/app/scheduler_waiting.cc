@@ -21,7 +21,7 @@ HealthEventRecord ContinuationEvent(const std::string& run_id, int attempt, Wall
   e.run_id = run_id;
   e.attempt = attempt;
   e.time = now;
-  e.kind = "continuation";
+  e.kind = kContinuationEvent;
   e.detail = std::move(detail);
   e.detail_json = j.dump();
   return e;

@@ -34,7 +34,12 @@ class StoreView {
                                                         int launch, const std::string& kind,
                                                         const std::string& ended_kind) = 0;
   virtual absl::StatusOr<std::vector<QuarantineEntry>> QuarantineEntries() = 0;
+  // The run's health events of `kind`, of its newest kHealthEventsRead, oldest first.
+  virtual absl::StatusOr<std::vector<HealthEventRecord>> HealthEventsOf(
+      const std::string& run_id, const std::string& kind) = 0;
 };
+
+inline constexpr int kHealthEventsRead = 1000;
 
 // The real store, read only.
 class StoreReader : public StoreView {
@@ -52,6 +57,8 @@ class StoreReader : public StoreView {
                                                 int launch, const std::string& kind,
                                                 const std::string& ended_kind) override;
   absl::StatusOr<std::vector<QuarantineEntry>> QuarantineEntries() override;
+  absl::StatusOr<std::vector<HealthEventRecord>> HealthEventsOf(const std::string& run_id,
+                                                                const std::string& kind) override;
 
  private:
   Store& store_;

@@ -120,6 +120,8 @@ struct WorkerReportRecord {
 // straggler episode begins (a strike with straggler_strike) and ends.
 inline constexpr char kStragglerEvent[] = "straggler";
 inline constexpr char kStragglerEndedEvent[] = "straggler_ended";
+// Continuations ahead (launch_handoff.cc): queued, handed over, given up.
+inline constexpr char kContinuationEvent[] = "continuation";
 // checkpoint.every_steps = "auto" chose an interval (RunHealth).
 inline constexpr char kCheckpointIntervalEvent[] = "checkpoint_interval";
 
