@@ -209,6 +209,7 @@ std::string RenderRun(const v1::Run& run, const TextOptions& opt) {
            "controller stores them when it can)\n";
   out += RenderRestarts(run);
   out += RenderGoodput(run);
+  out += RenderCheckpointInterval(run);
   RenderAttempts(run, opt, &out);
   out += RenderLaunches(run, opt);
   out += RenderHealthEvents(run, opt);

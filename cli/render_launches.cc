@@ -224,6 +224,22 @@ std::string RenderGoodput(const v1::Run& run) {
          Span(t.gating()) + ", queued " + Span(t.queued()) + ")\n";
 }
 
+std::string RenderCheckpointInterval(const v1::Run& run) {
+  const v1::HealthEvent* newest = nullptr;
+  for (const auto& e : run.health_events())
+    if (e.kind() == "checkpoint_interval") newest = &e;
+  if (newest == nullptr) return "";
+  const Json j = Json::parse(newest->detail_json(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("every_steps") || !j["every_steps"].is_number_integer())
+    return "";
+  const int64_t every = j["every_steps"].get<int64_t>();
+  std::string out = "checkpoint every " + Plural(static_cast<int>(every), "step", "steps") + " (auto";
+  if (j.contains("step") && j["step"].is_number_integer())
+    out += ", chosen after step " + std::to_string(j["step"].get<int64_t>()) + " of launch " +
+           LaunchId(newest->attempt(), newest->launch());
+  return out + "; its checkpoint_interval event says why)\n";
+}
+
 std::string RenderLaunches(const v1::Run& run, const TextOptions& opt) {
   if (run.launches().empty()) return "";
   Table t({"ATTEMPT.LAUNCH", "NODES", "STARTED", "DURATION", "CLASS", "EXIT", "BLAMED", "THEN"});

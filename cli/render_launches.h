@@ -23,6 +23,9 @@ std::string RenderRestarts(const v1::Run& run);
 // the run's time since submission by category (docs/architecture.md,
 // "Goodput"), or "" when the controller sent none (an older controller).
 std::string RenderGoodput(const v1::Run& run);
+// checkpoint.every_steps = "auto": the newest interval chosen, from its health
+// event among those the run carries; "" when none is there.
+std::string RenderCheckpointInterval(const v1::Run& run);
 
 // "launches": ATTEMPT.LAUNCH NODES STARTED DURATION CLASS EXIT BLAMED THEN,
 // and under each launch that ended other than "succeeded" its reason and the

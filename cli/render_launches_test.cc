@@ -160,6 +160,29 @@ TEST(CliRenderLaunchesTest, GoodputFollowsTheRestarts) {
                                 "3s, gating 400ms, queued 0s)\n");
 }
 
+// checkpoint.every_steps = "auto": the newest interval chosen, where its event is among
+// the run's; none, or a malformed one, says nothing.
+TEST(CliRenderLaunchesTest, TheNewestAutoCheckpointIntervalIsShown) {
+  v1::Run run = RelaunchedRun();
+  EXPECT_EQ(RenderCheckpointInterval(run), "");
+  auto add = [&](const std::string& kind, int launch, const std::string& json) {
+    v1::HealthEvent* e = run.add_health_events();
+    e->set_attempt(1);
+    e->set_launch(launch);
+    e->set_kind(kind);
+    e->set_detail_json(json);
+  };
+  add("checkpoint_interval", 1, R"({"step":4,"every_steps":3})");
+  add("straggler", 1, R"({"rank":2})");
+  add("checkpoint_interval", 2, R"({"step":20,"every_steps":1})");
+  EXPECT_EQ(RenderCheckpointInterval(run),
+            "checkpoint every 1 step (auto, chosen after step 20 of launch 1.2; its "
+            "checkpoint_interval event says why)\n");
+  EXPECT_TRUE(Has(RenderRun(run, TextOptions{kT0, true}), "\ncheckpoint every 1 step (auto"));
+  add("checkpoint_interval", 2, R"({"every_steps":"many"})");
+  EXPECT_EQ(RenderCheckpointInterval(run), "") << "the newest is malformed: nothing said";
+}
+
 TEST(CliRenderLaunchesTest, HangUserErrorMalformedAndRunning) {
   v1::Run run;
   auto* hang =
