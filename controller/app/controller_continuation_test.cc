@@ -195,6 +195,37 @@ TEST_F(ContinuationTest, TheWaitingJobIsCancelledWhenTheRunEnds) {
     EXPECT_EQ(d.decision(), v1::GateDecision::DECISION_ABORT) << node << ": " << d.reason();
 }
 
+// The waiting job started and one of its workers died before the handoff
+// (its srun step ended): only the waiting attempt ends, said in an event; the
+// run trains on in attempt 1 and uses no restart (max_restarts is 0 here).
+TEST_F(ContinuationTest, AWaitingAttemptWhoseStepEndsIsGivenUpAndTheRunTrainsOn) {
+  RunWithAWaitingAttempt();
+  RegisterAttempt2({"node1"});  // held; node2's worker was killed
+  grpc::ClientContext ctx;
+  v1::NextLaunchRequest req;
+  *req.mutable_id() = AttemptId(2, "node1");
+  req.set_step_exit_code(143);
+  v1::NextLaunchResponse resp;
+  ASSERT_TRUE(agent_stub_->NextLaunch(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.action(), v1::NextLaunchResponse::ACTION_EXIT);
+  EXPECT_EQ(resp.exit_code(), 143);
+  for (const auto& [node, d] : JoinHeld())
+    EXPECT_EQ(d.decision(), v1::GateDecision::DECISION_ABORT) << node << ": " << d.reason();
+  const v1::Run run = WaitUntil(
+      kRun, [](const v1::Run& r) { return r.attempts(1).ended_unix_ms() != 0; },
+      "the waiting attempt ended");
+  EXPECT_EQ(run.summary().state(), v1::RUN_STATE_RUNNING) << run.summary().state_reason();
+  EXPECT_EQ(run.attempts(0).ended_unix_ms(), 0) << "attempt 1 trains on";
+  EXPECT_EQ(run.summary().restarts(), 0);
+  EXPECT_NE(run.attempts(1).end_reason().find("waiting ahead, lost its srun step (exit 143)"),
+            std::string::npos)
+      << run.attempts(1).end_reason();
+  bool said = false;
+  for (const auto& e : HealthEvents(kRun, "continuation"))
+    said = said || e.detail().find("lost its srun step") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 // Cancelled by someone (or refused by Slurm) before it was needed: the
 // attempt is ended, said in an event, and another waits in its place.
 TEST_F(ContinuationTest, AWaitingJobThatEndsIsReplaced) {

@@ -245,6 +245,43 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
   return fx;
 }
 
+// The batch script of an attempt waiting ahead (continuation.h) asks: its
+// step ended before the attempt took over (a worker killed, the step refused,
+// the job requeued). Only that attempt ends; the current one trains on, and
+// another may wait ahead in its place (Continuations, at the next snapshot).
+Effects LaunchEnds::WaitingStepEnded(const WorkerId& id, const AttemptRecord& attempt,
+                                     int step_exit_code, ReplyTo<NextLaunchAnswer> reply) {
+  Effects fx;
+  const WallTime now = ctx_.clock.Now();
+  const std::string why = "attempt " + std::to_string(attempt.attempt) + ", waiting ahead, " +
+                          "lost its srun step (exit " + std::to_string(step_exit_code) +
+                          ") before it took over; the current attempt trains on";
+  spdlog::warn("run {}: {}", id.run_id, why);
+  HealthEventRecord e;
+  e.run_id = id.run_id;
+  e.attempt = attempt.attempt;
+  e.launch = id.launch;
+  e.time = now;
+  e.kind = kContinuationEvent;
+  e.detail = why;
+  e.detail_json = nlohmann::json{{"event", "step_ended"}, {"step_exit_code", step_exit_code},
+                                 {"slurm_job_id", attempt.slurm_job_id}}
+                      .dump();
+  NextLaunchAnswer ans;
+  ans.exit_code = step_exit_code == 0 ? kExitError : step_exit_code;
+  ans.reason = why;
+  fx.Add(RecordAttemptEnd{id.run_id, attempt.attempt, ans.exit_code, why, now});
+  fx.Add(RecordHealthEvent{e});
+  // Its held workers still waiting for the gate (their step is gone) hear ABORT.
+  if (LaunchState* held = registry_.Find(LaunchRegistry::RefOf(id))) {
+    for (auto& w : held->waiting) fx.Add(Answer<GateAnswer>(w.reply, GateAnswer::Abort(why)));
+    held->waiting.clear();
+  }
+  registry_.Forget(LaunchRegistry::RefOf(id), fx);
+  fx.Add(Answer(reply, ans));
+  return fx;
+}
+
 Effects LaunchEnds::NextLaunch(const WorkerId& id, const NextLaunchQuestion& q,
                                ReplyTo<NextLaunchAnswer> reply) {
   auto a = CheckWorker(ctx_.store, id);
@@ -252,6 +289,8 @@ Effects LaunchEnds::NextLaunch(const WorkerId& id, const NextLaunchQuestion& q,
   auto run = ctx_.store.GetRun(id.run_id);
   if (!run.ok()) return Answer<NextLaunchAnswer>(reply, run.status());
   const int step_exit_code = q.step_exit_code;
+  if (a->waiting && a->live() && !IsTerminal(run->state))
+    return WaitingStepEnded(id, *a, step_exit_code, reply);
   Effects fx;
   NextLaunchAnswer ans;
   ans.exit_code = step_exit_code;

@@ -114,6 +114,8 @@ class LaunchEnds {
  private:
   Effects Settle(LaunchState& launch, const RunRecord& run, int step_exit_code,
                  NextLaunchAnswer* answer);
+  Effects WaitingStepEnded(const WorkerId& id, const AttemptRecord& attempt, int step_exit_code,
+                           ReplyTo<NextLaunchAnswer> reply);
   static SignalStep StepSignal(const LaunchState& launch, const std::string& signal);
 
   LoopContext ctx_;
