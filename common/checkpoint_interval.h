@@ -33,8 +33,8 @@ CheckpointInterval ChooseCheckpointInterval(const CheckpointIntervalInput& in);
 // the shortest period "auto" would choose (min_s), at `step_s` a step.
 int64_t FirstAutoCheckpointSteps(double step_s, double min_s);
 
-// "every 60 steps (6.0 s at 0.100 s a step): sqrt(2 x 0.0200 s a checkpoint x
-// 900 s between failures) = 6.0 s", with the bound that moved it, if any.
+// "every 60 steps (6.0 s at 0.1 s a step): sqrt(2 x 0.02 s a checkpoint x 15 min
+// between failures) = 6.0 s", with the bound that moved it, if any.
 std::string DescribeCheckpointInterval(const CheckpointIntervalInput& in,
                                        const CheckpointInterval& out);
 

@@ -92,9 +92,10 @@ bool Trainer::AutoCheckpointDue(double step_seconds) {
     a.seconds += step_seconds;
     ++a.timed;
   }
-  if (a.next_step < 0 && a.timed == 2)
-    a.next_step =
-        s.step + FirstAutoCheckpointSteps(s.MaxOverRanks({a.MeanStep()})[0], s.spec.checkpoint.auto_min_s);
+  if (a.next_step < 0 && a.timed == 2) {
+    const double step_s = s.MaxOverRanks({a.MeanStep()})[0];
+    a.next_step = s.step + FirstAutoCheckpointSteps(step_s, s.spec.checkpoint.auto_min_s);
+  }
   return s.step == a.next_step;
 }
 

@@ -128,8 +128,6 @@ struct CheckpointSpec {
 
   // Whether any checkpoint goes behind the steps (and so a host copy is kept).
   bool SavesBehindTheSteps() const { return async && (every_steps > 0 || every_steps_auto); }
-  // Whether checkpoints come between the steps at all.
-  bool Periodic() const { return every_steps > 0 || every_steps_auto; }
 };
 
 struct TrainerSpec {

@@ -256,9 +256,8 @@ TEST(TrainerSpecTest, EveryStepsTakesACountOrAuto) {
   EXPECT_EQ(ok, "");
   EXPECT_EQ(count.every_steps, 50);
   EXPECT_FALSE(count.every_steps_auto);
-  EXPECT_TRUE(count.Periodic());
   auto [none, ok2] = parse("");
-  EXPECT_FALSE(none.Periodic());
+  EXPECT_FALSE(none.every_steps_auto || none.every_steps > 0);
   EXPECT_DOUBLE_EQ(none.auto_min_s, 60);
   EXPECT_DOUBLE_EQ(none.auto_max_s, 14400);
   auto [automatic, ok3] = parse("every_steps = \"auto\"\nasync = true\nauto_min_s = 2\n");

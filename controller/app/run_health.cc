@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "common/checkpoint_interval.h"
-
 #include "common/log.h"
 
 namespace trellis::controller {

@@ -2,6 +2,10 @@
 // events its checks return (heartbeat loss, hang, straggler).
 #include "controller/app/run_health.h"
 
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
 #include "controller/app/part_test_util.h"
 
 namespace trellis::controller {
@@ -177,6 +181,49 @@ TEST_F(RunHealthTest, TheLatestRecordOfEachRankIsKeptForGetRun) {
   auto page = health_.RanksPage("hello-1", 0, 10);
   ASSERT_TRUE(page);
   EXPECT_EQ(page->ranks.size(), 4u);
+}
+
+// checkpoint.every_steps = "auto": rank 0's record of a choice becomes a
+// checkpoint_interval event with the figures, the formula and how GO's MTBF
+// was found; a choice within a tenth of the last one said is not repeated.
+TEST_F(RunHealthTest, AnAutoCheckpointIntervalIsAnEventWhenItMoves) {
+  WatchLaunch w = Launch();
+  w.mtbf_s = 3.6;
+  w.mtbf_basis = "a node fails every 0.002 h (the prior)";
+  health_.Start(w);
+  // The events a record of a choice gives (copied out of the effects).
+  auto choice = [&](int64_t step, int64_t every, int rank = 0) {
+    StepRecord rec;
+    rec.step = step;
+    rec.step_seconds = 0.1;
+    rec.checkpoint_every_steps = every;
+    rec.checkpoint_choice_cost_seconds = 0.02;
+    rec.checkpoint_choice_step_seconds = 0.12;
+    const Effects fx = health_.ObserveStep(Worker(rank < 2 ? "node1" : "node2"), rank, rec);
+    std::vector<HealthEventRecord> events;
+    for (const RecordHealthEvent* e : fx.All<RecordHealthEvent>()) events.push_back(e->event);
+    return events;
+  };
+  auto first = choice(4, 3);
+  ASSERT_EQ(first.size(), 1u);
+  const HealthEventRecord& e = first[0];
+  EXPECT_EQ(e.kind, kCheckpointIntervalEvent);
+  EXPECT_EQ(e.detail,
+            "after step 4, a checkpoint every 3 steps (0.4 s at 0.12 s a step): sqrt(2 x 0.02 s "
+            "a checkpoint x 3.6 s between failures) = 0.4 s; a node fails every 0.002 h (the "
+            "prior)");
+  const auto j = nlohmann::json::parse(e.detail_json);
+  EXPECT_EQ(j["every_steps"], 3);
+  EXPECT_DOUBLE_EQ(j["mtbf_s"].get<double>(), 3.6);
+  EXPECT_DOUBLE_EQ(j["young_s"].get<double>(), std::sqrt(2 * 0.02 * 3.6));
+  EXPECT_TRUE(choice(4, 3, 2).empty()) << "rank 2 chose the same: rank 0 speaks for all";
+  EXPECT_TRUE(choice(7, 3).empty()) << "the same interval";
+  EXPECT_EQ(choice(10, 4).size(), 1u) << "3 -> 4 moved by a third";
+  auto bounded = choice(14, 40);
+  ASSERT_EQ(bounded.size(), 1u);
+  EXPECT_NE(bounded[0].detail.find("(bounded by checkpoint.auto_min_s / auto_max_s)"),
+            std::string::npos)
+      << bounded[0].detail;
 }
 
 }  // namespace

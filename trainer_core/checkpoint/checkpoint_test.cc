@@ -95,7 +95,9 @@ class CheckpointTest : public ::testing::Test {
             << "missing '" << p << "' in: " << e.what();
       const auto* damaged = dynamic_cast<const DamagedCheckpoint*>(&e);
       EXPECT_EQ(damaged != nullptr, damage == kDamaged) << e.what();
-      if (damaged) EXPECT_EQ(damaged->step(), step);
+      if (damaged) {
+        EXPECT_EQ(damaged->step(), step);
+      }
     }
   }
 
