@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/log.h"
 
 namespace trellis::controller {
@@ -41,6 +43,39 @@ std::vector<std::chrono::seconds> Continuations::QueueWaits(const std::string& p
   return QueueWaitsOn(*history_, partition);
 }
 
+std::vector<std::string> ExcludedBy(const std::vector<std::string>& sbatch_args) {
+  std::vector<std::string> out;
+  for (const auto& a : sbatch_args)
+    if (a.rfind("--exclude=", 0) == 0) out = absl::StrSplit(a.substr(10), ',');
+  return out;
+}
+
+// A waiting job kept its submission's --exclude: a node struck since would be
+// in its allocation when it starts, fail its gate and give the waiting
+// attempt up. While Slurm still holds it pending, it is kept off the nodes
+// excluded now (`scontrol update`, its StartTime unchanged); once per change.
+Effects Continuations::KeepOffStruckNodes(const std::string& run_id, const AttemptRecord& waiting,
+                                          const std::vector<SlurmJob>& listed) {
+  auto job = std::find_if(listed.begin(), listed.end(),
+                          [&](const SlurmJob& j) { return j.id == waiting.slurm_job_id; });
+  if (job == listed.end() || job->state.base() != SlurmJobState::kPending) return {};
+  std::vector<std::string> now_excluded = ctx_.ExcludedNow();
+  std::sort(now_excluded.begin(), now_excluded.end());
+  auto sent = exclude_sent_.find(waiting.slurm_job_id);
+  std::vector<std::string> was =
+      sent != exclude_sent_.end() ? sent->second : ExcludedBy(waiting.sbatch_args);
+  std::sort(was.begin(), was.end());
+  if (now_excluded == was) return {};
+  exclude_sent_[waiting.slurm_job_id] = now_excluded;
+  const WallTime now = ctx_.clock.Now();
+  const auto start_in = waiting.begin && *waiting.begin > now
+                            ? std::chrono::ceil<std::chrono::seconds>(*waiting.begin - now)
+                            : std::chrono::seconds(0);
+  spdlog::info("run {}: waiting job {} kept off the nodes excluded now: {}", run_id,
+               waiting.slurm_job_id, absl::StrJoin(now_excluded, ","));
+  return ReleaseJob{run_id, waiting.slurm_job_id, start_in, now_excluded};
+}
+
 Effects Continuations::OnSnapshot(const std::vector<SlurmJob>& listed) {
   history_.reset();
   auto runs = ctx_.store.ListRuns(10000, /*active_only=*/true);
@@ -58,6 +93,9 @@ Effects Continuations::OnSnapshot(const std::vector<SlurmJob>& listed) {
     auto job = std::find_if(listed.begin(), listed.end(),
                             [&](const SlurmJob& j) { return j.id == a.slurm_job_id; });
     if (job == listed.end() || job->state.base() != SlurmJobState::kRunning) continue;
+    auto waiting = WaitingAttemptOf(*attempts);
+    if (waiting && !waiting->slurm_job_id.empty())
+      fx += KeepOffStruckNodes(run.run_id, *waiting, listed);
     // The waiting attempts given up since the current one began: after a
     // refused sbatch (a site's job limit), or three of any kind, none more
     // for this attempt; its continuation follows its end.
@@ -69,7 +107,6 @@ Effects Continuations::OnSnapshot(const std::vector<SlurmJob>& listed) {
         refused = refused || w.end_reason.rfind("sbatch refused", 0) == 0;
       }
     if (refused || given_up >= kMaxWaitingGivenUp) continue;
-    auto waiting = WaitingAttemptOf(*attempts);
     AheadFacts f;
     f.ahead_mode = true;
     f.state = run.state;

@@ -6,6 +6,7 @@
 // part of the controller: loop thread only, reads a StoreView, returns
 // Effects (QueueAheadOf, carried out by Scheduler::QueueAhead).
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,11 +25,19 @@ class Continuations {
  private:
   // The queue waits this controller saw on `partition`, from its newest runs.
   std::vector<std::chrono::seconds> QueueWaits(const std::string& partition);
+  Effects KeepOffStruckNodes(const std::string& run_id, const AttemptRecord& waiting,
+                             const std::vector<SlurmJob>& listed);
 
   LoopContext ctx_;
+  // job id -> the --exclude last sent to a pending waiting job (memory only:
+  // after a restart, one update more).
+  std::map<std::string, std::vector<std::string>> exclude_sent_;
   // Read once per snapshot, and only when a run needs a lead.
   std::optional<std::vector<AttemptQueueFacts>> history_;
 };
+
+// The nodes an sbatch was kept off (--exclude=a,b), in order.
+std::vector<std::string> ExcludedBy(const std::vector<std::string>& sbatch_args);
 
 // How many of the newest runs the queue waits are read from.
 inline constexpr int kQueueWaitRuns = 50;

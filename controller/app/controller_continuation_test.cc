@@ -226,6 +226,43 @@ TEST_F(ContinuationTest, AWaitingAttemptWhoseStepEndsIsGivenUpAndTheRunTrainsOn)
   EXPECT_TRUE(said);
 }
 
+// A node struck while the waiting job is still pending: the job was submitted
+// off the quarantine of its time, so it is kept off the node now (its
+// StartTime unchanged), once per change; else it could start there and fail
+// its gate.
+TEST_F(ContinuationTest, APendingWaitingJobIsKeptOffANodeStruckSinceItsSubmission) {
+  RunWithAWaitingAttempt();
+  {
+    std::lock_guard<std::mutex> lock(slurm_->mu);
+    slurm_->jobs["101"].state = "PENDING";
+  }
+  Tick();
+  Sync();
+  EXPECT_TRUE(slurm_->Released().empty()) << "nothing struck since";
+  grpc::ClientContext ctx;
+  v1::QuarantineNodeRequest q;
+  q.set_node("node3");
+  q.set_reason("flaky link");
+  v1::NodeStatus status;
+  ASSERT_TRUE(user_stub_->QuarantineNode(&ctx, q, &status).ok());
+  // The next snapshot's squeue and the update run on the Slurm thread.
+  ASSERT_TRUE(Eventually([&] {
+    Tick();
+    return !slurm_->Released().empty();
+  }));
+  const auto released = slurm_->Released();
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_NE(released[0].find("101 in "), std::string::npos) << released[0];
+  EXPECT_NE(released[0].find(" s exclude node3"), std::string::npos) << released[0];
+  EXPECT_NE(released[0], "101 in 0 s exclude node3") << "its --begin is still ahead";
+  for (int i = 0; i < 3; ++i) {  // three more snapshots, their calls given time to land
+    Tick();
+    Sync();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(slurm_->Released().size(), 1u) << "once per change";
+}
+
 // Cancelled by someone (or refused by Slurm) before it was needed: the
 // attempt is ended, said in an event, and another waits in its place.
 TEST_F(ContinuationTest, AWaitingJobThatEndsIsReplaced) {

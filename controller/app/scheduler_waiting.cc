@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "controller/app/continuations.h"
 #include "controller/app/scheduler.h"
 
 namespace trellis::controller {
@@ -25,14 +26,6 @@ HealthEventRecord ContinuationEvent(const std::string& run_id, int attempt, Wall
   e.detail = std::move(detail);
   e.detail_json = j.dump();
   return e;
-}
-
-// The nodes an sbatch was kept off (--exclude=a,b), in order.
-std::vector<std::string> ExcludedBy(const std::vector<std::string>& sbatch_args) {
-  std::vector<std::string> out;
-  for (const auto& a : sbatch_args)
-    if (a.rfind("--exclude=", 0) == 0) out = absl::StrSplit(a.substr(10), ',');
-  return out;
 }
 
 }  // namespace
