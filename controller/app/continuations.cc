@@ -43,6 +43,19 @@ std::vector<std::chrono::seconds> Continuations::QueueWaits(const std::string& p
   return QueueWaitsOn(*history_, partition);
 }
 
+HealthEventRecord ContinuationEvent(const std::string& run_id, int attempt, int launch,
+                                    WallTime now, std::string detail, const nlohmann::json& j) {
+  HealthEventRecord e;
+  e.run_id = run_id;
+  e.attempt = attempt;
+  e.launch = launch;
+  e.time = now;
+  e.kind = kContinuationEvent;
+  e.detail = std::move(detail);
+  e.detail_json = j.dump();
+  return e;
+}
+
 std::vector<std::string> ExcludedBy(const std::vector<std::string>& sbatch_args) {
   std::vector<std::string> out;
   for (const auto& a : sbatch_args)

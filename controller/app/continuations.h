@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "controller/app/effects.h"
 #include "controller/app/loop_context.h"
 #include "controller/core/continuation.h"
@@ -35,6 +37,12 @@ class Continuations {
   // Read once per snapshot, and only when a run needs a lead.
   std::optional<std::vector<AttemptQueueFacts>> history_;
 };
+
+// A health event of the continuations (kContinuationEvent): a waiting attempt
+// queued, handed over, given up; `launch` 0 where it is about no launch.
+HealthEventRecord ContinuationEvent(const std::string& run_id, int attempt, int launch,
+                                    WallTime now, std::string detail,
+                                    const nlohmann::json& j = nlohmann::json::object());
 
 // The nodes an sbatch was kept off (--exclude=a,b), in order.
 std::vector<std::string> ExcludedBy(const std::vector<std::string>& sbatch_args);

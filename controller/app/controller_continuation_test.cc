@@ -86,6 +86,12 @@ class ContinuationTest : public HealthTest {
     ReportExit(kRun, "node2", 1, {RankEnded(2, 0, 0, true), RankEnded(3, 0, 0, true)}, 0,
                "time_limit");
   }
+  // Whether one of the run's continuation events says `text`.
+  bool SaidInAnEvent(const std::string& text) {
+    for (const auto& e : HealthEvents(kRun, "continuation"))
+      if (e.detail().find(text) != std::string::npos) return true;
+    return false;
+  }
   void TearDown() override {
     for (auto& t : held_) t.join();
     HealthTest::TearDown();
@@ -146,10 +152,7 @@ TEST_F(ContinuationTest, TheWaitingAttemptTakesOverAtAStepBoundary) {
   EXPECT_EQ(run.summary().restarts(), 0);
   EXPECT_EQ(slurm_->Submissions().size(), 2u) << "no sbatch: the waiting job took over";
   EXPECT_TRUE(slurm_->Released().empty()) << "it was eligible and running already";
-  bool said = false;
-  for (const auto& e : HealthEvents(kRun, "continuation"))
-    said = said || e.detail().find("handoff: attempt 2 passed the gate") != std::string::npos;
-  EXPECT_TRUE(said);
+  EXPECT_TRUE(SaidInAnEvent("handoff: attempt 2 passed the gate"));
 }
 
 // The time limit's own warning came first (the waiting job had not started):
@@ -220,10 +223,7 @@ TEST_F(ContinuationTest, AWaitingAttemptWhoseStepEndsIsGivenUpAndTheRunTrainsOn)
   EXPECT_NE(run.attempts(1).end_reason().find("waiting ahead, lost its srun step (exit 143)"),
             std::string::npos)
       << run.attempts(1).end_reason();
-  bool said = false;
-  for (const auto& e : HealthEvents(kRun, "continuation"))
-    said = said || e.detail().find("lost its srun step") != std::string::npos;
-  EXPECT_TRUE(said);
+  EXPECT_TRUE(SaidInAnEvent("lost its srun step"));
 }
 
 // A node struck while the waiting job is still pending: the job was submitted

@@ -10,6 +10,7 @@
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "controller/app/continuations.h"
 #include "controller/app/launch_answers.h"
 #include "controller/app/launches.h"
 
@@ -257,21 +258,14 @@ Effects LaunchEnds::WaitingStepEnded(const WorkerId& id, const AttemptRecord& at
                           "lost its srun step (exit " + std::to_string(step_exit_code) +
                           ") before it took over; the current attempt trains on";
   spdlog::warn("run {}: {}", id.run_id, why);
-  HealthEventRecord e;
-  e.run_id = id.run_id;
-  e.attempt = attempt.attempt;
-  e.launch = id.launch;
-  e.time = now;
-  e.kind = kContinuationEvent;
-  e.detail = why;
-  e.detail_json = nlohmann::json{{"event", "step_ended"}, {"step_exit_code", step_exit_code},
-                                 {"slurm_job_id", attempt.slurm_job_id}}
-                      .dump();
   NextLaunchAnswer ans;
   ans.exit_code = step_exit_code == 0 ? kExitError : step_exit_code;
   ans.reason = why;
   fx.Add(RecordAttemptEnd{id.run_id, attempt.attempt, ans.exit_code, why, now});
-  fx.Add(RecordHealthEvent{e});
+  fx.Add(RecordHealthEvent{ContinuationEvent(
+      id.run_id, attempt.attempt, id.launch, now, why,
+      {{"event", "step_ended"}, {"step_exit_code", step_exit_code},
+       {"slurm_job_id", attempt.slurm_job_id}})});
   // Its held workers still waiting for the gate (their step is gone) hear ABORT.
   if (LaunchState* held = registry_.Find(LaunchRegistry::RefOf(id))) {
     for (auto& w : held->waiting) fx.Add(Answer<GateAnswer>(w.reply, GateAnswer::Abort(why)));

@@ -6,7 +6,6 @@
 #include <fstream>
 
 #include "common/exit_codes.h"
-#include "controller/app/launch_answers.h"
 #include "controller/app/launch_test_util.h"
 
 namespace trellis::controller {
@@ -198,24 +197,7 @@ TEST_F(LaunchEndTest, ALaunchHandedOverBeforeARestartStillEndsAsAHandoff) {
   for (bool handed_over : {true, false}) {
     SCOPED_TRACE(handed_over ? "handed over" : "no handoff event");
     Launches launches(ctx_);
-    store_.runs["hello-1"].state = RunState::kRunning;
-    GoRecord record;
-    record.go.kind = GateAnswer::kGo;
-    record.go.ranks_per_node = 2;
-    record.go.world_size = 4;
-    record.go.master_addr = "host-node1";
-    record.go.master_port = 29500;
-    record.step = {"42", "0"};
-    record.allocation = {"node1", "node2"};
-    record.reports_kept = true;
-    LaunchRecord row;
-    row.run_id = "hello-1";
-    row.attempt = 1;
-    row.launch = 1;
-    row.nodes = "node1,node2";
-    row.started = clock_.Now();
-    row.go_json = GoRecordToJson(record);
-    store_.launches["hello-1"] = {row};
+    StoreRunningLaunch();
     store_.events["hello-1"].clear();
     if (handed_over) {
       HealthEventRecord e;

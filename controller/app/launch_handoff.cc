@@ -11,26 +11,10 @@
 
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "controller/app/continuations.h"
 #include "controller/app/launches.h"
 
 namespace trellis::controller {
-
-namespace {
-
-HealthEventRecord HandoffEvent(const LaunchState& l, WallTime now, std::string detail,
-                               nlohmann::json j) {
-  HealthEventRecord e;
-  e.run_id = l.run_id;
-  e.attempt = l.attempt;
-  e.launch = l.launch;
-  e.time = now;
-  e.kind = kContinuationEvent;
-  e.detail = std::move(detail);
-  e.detail_json = j.dump();
-  return e;
-}
-
-}  // namespace
 
 Effects LaunchGate::HeldGateDecided(LaunchState* held, const GateOutcome& out) {
   Effects fx;
@@ -65,7 +49,7 @@ Effects LaunchGate::HeldGateDecided(LaunchState* held, const GateOutcome& out) {
                           "; the current attempt trains on and another waits ahead in its place";
   spdlog::warn("run {}: {}", l.run_id, why);
   fx.Add(RecordAttemptEnd{l.run_id, l.attempt, kExitGateAbort, why, now});
-  fx.Add(RecordHealthEvent{HandoffEvent(l, now, why, {{"event", "gate_aborted"}})});
+  fx.Add(RecordHealthEvent{ContinuationEvent(l.run_id, l.attempt, l.launch, now, why, {{"event", "gate_aborted"}})});
   if (!l.slurm_job_id.empty())
     fx.Add(CancelJob{l.slurm_job_id, "the gate refused run " + l.run_id + "'s waiting attempt"});
   return fx;
@@ -83,7 +67,7 @@ Effects LaunchGate::HandOver(const LaunchState& held) {
         std::to_string(c.attempt) + "." + std::to_string(c.launch) +
         " stops at its next step boundary with a checkpoint";
     spdlog::info("run {}: {}", c.run_id, detail);
-    fx.Add(RecordHealthEvent{HandoffEvent(held, ctx_.clock.Now(), detail,
+    fx.Add(RecordHealthEvent{ContinuationEvent(held.run_id, held.attempt, held.launch, ctx_.clock.Now(), detail,
                                           {{"event", "handoff"},
                                            {"from_attempt", c.attempt},
                                            {"from_launch", c.launch}})});

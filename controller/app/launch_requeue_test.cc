@@ -52,24 +52,7 @@ TEST_F(LaunchRequeueTest, ALaunchSlurmSignalledIsRecordedAndTheJobsEndDecides) {
 }
 
 TEST_F(LaunchRequeueTest, ALaunchThatRanBeforeARestartIsWatchedAgain) {
-  store_.runs["hello-1"].state = RunState::kRunning;
-  GoRecord go;
-  go.go.kind = GateAnswer::kGo;
-  go.go.reason = "2 of 2 nodes passed";
-  go.go.ranks_per_node = 2;
-  go.go.world_size = 4;
-  go.go.master_addr = "host-node1";
-  go.go.master_port = 29500;
-  go.step = {"42", "0"};
-  go.allocation = {"node1", "node2"};
-  LaunchRecord row;
-  row.run_id = "hello-1";
-  row.attempt = 1;
-  row.launch = 1;
-  row.nodes = "node1,node2";
-  row.started = clock_.Now();
-  row.go_json = GoRecordToJson(go);
-  store_.launches["hello-1"].push_back(row);
+  StoreRunningLaunch();
   WorkerReport done;
   for (int rank : {0, 1}) {
     RankEnd end;

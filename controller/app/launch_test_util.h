@@ -5,6 +5,7 @@
 
 #include "common/sha256.h"
 #include "common/version.h"
+#include "controller/app/launch_answers.h"
 #include "controller/app/launches.h"
 #include "controller/app/part_test_util.h"
 
@@ -72,6 +73,29 @@ class LaunchTest : public PartTest {
       if (r->to == 200) return Replied<NextLaunchAnswer>(*r);
     ADD_FAILURE() << "no answer to the batch script";
     return {};
+  }
+
+  // hello-1 RUNNING in launch 1.1 on node1 and node2 as a controller that
+  // stopped left it: the launch's row with its GO, no end (LaunchResume reads it).
+  void StoreRunningLaunch() {
+    store_.runs["hello-1"].state = RunState::kRunning;
+    GoRecord go;
+    go.go.kind = GateAnswer::kGo;
+    go.go.reason = "2 of 2 nodes passed";
+    go.go.ranks_per_node = 2;
+    go.go.world_size = 4;
+    go.go.master_addr = "host-node1";
+    go.go.master_port = 29500;
+    go.step = {"42", "0"};
+    go.allocation = {"node1", "node2"};
+    LaunchRecord row;
+    row.run_id = "hello-1";
+    row.attempt = 1;
+    row.launch = 1;
+    row.nodes = "node1,node2";
+    row.started = clock_.Now();
+    row.go_json = GoRecordToJson(go);
+    store_.launches["hello-1"] = {row};
   }
 
   std::string spec_ = kSpec;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "controller/app/continuations.h"
 
 namespace trellis::controller {
 
@@ -116,17 +117,11 @@ Effects Reconciler::WaitingJobGone(const RunRecord& run, const JobsSeen& seen) {
                        std::to_string(w->attempt) + ", waiting ahead, ended before it was " +
                        "needed (" + state + "); another is queued in its place";
   spdlog::warn("run {}: {}", run.run_id, reason);
-  HealthEventRecord e;
-  e.run_id = run.run_id;
-  e.attempt = w->attempt;
-  e.time = ctx_.clock.Now();
-  e.kind = kContinuationEvent;
-  e.detail = reason;
-  e.detail_json = nlohmann::json{{"slurm_job_id", w->slurm_job_id}, {"event", "ended"},
-                                 {"state", state}}
-                      .dump();
-  Effects fx = RecordAttemptEnd{run.run_id, w->attempt, 1, reason, e.time};
-  fx.Add(RecordHealthEvent{e});
+  const WallTime now = ctx_.clock.Now();
+  Effects fx = RecordAttemptEnd{run.run_id, w->attempt, 1, reason, now};
+  fx.Add(RecordHealthEvent{ContinuationEvent(
+      run.run_id, w->attempt, 0, now, reason,
+      {{"slurm_job_id", w->slurm_job_id}, {"event", "ended"}, {"state", state}})});
   return fx;
 }
 

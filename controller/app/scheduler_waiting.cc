@@ -14,22 +14,6 @@
 
 namespace trellis::controller {
 
-namespace {
-
-HealthEventRecord ContinuationEvent(const std::string& run_id, int attempt, WallTime now,
-                                    std::string detail, nlohmann::json j = nlohmann::json::object()) {
-  HealthEventRecord e;
-  e.run_id = run_id;
-  e.attempt = attempt;
-  e.time = now;
-  e.kind = kContinuationEvent;
-  e.detail = std::move(detail);
-  e.detail_json = j.dump();
-  return e;
-}
-
-}  // namespace
-
 Effects Scheduler::QueueAhead(const QueueAheadOf& ask) {
   auto run = ctx_.store.GetRun(ask.run_id);
   if (!run.ok() || run->state != RunState::kRunning || submitting_.count(ask.run_id)) return {};
@@ -69,7 +53,7 @@ Effects Scheduler::OnWaitingSubmitted(const JobSubmitted& out) {
                          " (to wait ahead): " + error +
                          "; the run's continuation follows the current attempt's end instead";
     fx.Add(RecordAttemptEnd{run_id, out.attempt, 1, reason, now});
-    fx.Add(RecordHealthEvent{ContinuationEvent(run_id, out.attempt, now, reason)});
+    fx.Add(RecordHealthEvent{ContinuationEvent(run_id, out.attempt, 0, now, reason)});
     return fx;
   }
   const std::string& job = *out.job;
@@ -93,7 +77,7 @@ Effects Scheduler::OnWaitingSubmitted(const JobSubmitted& out) {
                        job + (out.adopted.empty() ? "" : " (found by name after a restart)") +
                        (why.empty() ? "" : ", " + why);
   spdlog::info("run {}: {}", run_id, detail);
-  fx.Add(RecordHealthEvent{ContinuationEvent(run_id, out.attempt, now, detail,
+  fx.Add(RecordHealthEvent{ContinuationEvent(run_id, out.attempt, 0, now, detail,
                                              {{"slurm_job_id", job}, {"event", "queued"}})});
   return fx;
 }
