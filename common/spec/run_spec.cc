@@ -178,6 +178,11 @@ void ParseGateAndRestart(const toml::table& root, RunSpec* s, FieldErrors* error
     r.Error("continuation", "must be \"ahead\" or \"after\", got \"" +
                                 s->restart.continuation + "\"");
   ParseContinuationLead(r, root["restart"].as_table(), s);
+  r.Int("spare_pool_nodes", &s->restart.spare_pool_nodes, 0, kMaxSparePoolNodes);
+  if (s->restart.spare_pool_nodes > 0 && !s->restart.relaunch_in_allocation)
+    r.Error("spare_pool_nodes",
+            "needs restart.relaunch_in_allocation = true (the pool's nodes join relaunches), "
+            "got " + std::to_string(s->restart.spare_pool_nodes));
   r.Finish();
 }
 

@@ -61,7 +61,13 @@ struct RestartSection {
   std::string continuation = "ahead";
   // The lead, in seconds; 0: "auto" (the queue waits seen on the partition).
   int continuation_lead_s = 0;
+  // Nodes of a standing Slurm job of the run's own, drawn on by a relaunch that
+  // finds too few healthy nodes in the allocation, then refilled
+  // (docs/architecture.md, "Spare pool"); 0: none.
+  int spare_pool_nodes = 0;
 };
+
+inline constexpr int kMaxSparePoolNodes = 64;
 
 // The range of restart.continuation_lead_s when given as seconds.
 inline constexpr int kMinContinuationLeadS = 30;

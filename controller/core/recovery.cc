@@ -49,9 +49,32 @@ std::vector<std::string> HealthyNodes(const RecoveryInput& in) {
   return healthy;
 }
 
-bool CanRelaunch(const RecoveryInput& in, const std::vector<std::string>& healthy) {
-  const int have = static_cast<int>(healthy.size());
-  return in.policy.relaunch_in_allocation && have >= in.nodes_needed && have > 0;
+// Rule 5: the nodes of a relaunch, the standing pool's joining when the
+// allocation's healthy nodes are too few; nullopt when none can be had.
+struct RelaunchPlan {
+  std::vector<std::string> nodes;
+  std::string draws_pool;
+};
+
+std::optional<RelaunchPlan> PlanRelaunch(const RecoveryInput& in,
+                                         const std::vector<std::string>& healthy) {
+  if (!in.policy.relaunch_in_allocation || healthy.empty()) return std::nullopt;
+  if (static_cast<int>(healthy.size()) >= in.nodes_needed) return RelaunchPlan{healthy, ""};
+  if (!in.pool) return std::nullopt;
+  RelaunchPlan plan{healthy, in.pool->job_id};
+  for (const auto& n : in.pool->nodes)
+    if (in.unhealthy.count(n) == 0 &&
+        std::find(plan.nodes.begin(), plan.nodes.end(), n) == plan.nodes.end())
+      plan.nodes.push_back(n);
+  if (static_cast<int>(plan.nodes.size()) < in.nodes_needed) return std::nullopt;
+  std::sort(plan.nodes.begin(), plan.nodes.end(), NaturalLess);
+  return plan;
+}
+
+std::string RelaunchWhere(const RelaunchPlan& plan) {
+  std::string where = " in the allocation on " + absl::StrJoin(plan.nodes, ", ");
+  if (!plan.draws_pool.empty()) where += " (spare pool job " + plan.draws_pool + " joins)";
+  return where;
 }
 
 // Rule 3's damaged checkpoint: the step to set aside, when there is one that
@@ -102,10 +125,11 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
     d.set_aside_step = *step;
     const std::string aside = v.reason + "; checkpoint step " + std::to_string(*step) +
                               " set aside, resuming from the newest intact one";
-    if (CanRelaunch(in, healthy)) {
+    if (std::optional<RelaunchPlan> plan = PlanRelaunch(in, healthy)) {
       d.kind = RecoveryDecision::kRelaunch;
-      d.nodes = std::move(healthy);
-      d.reason = aside + "; relaunch in the allocation on " + absl::StrJoin(d.nodes, ", ");
+      d.reason = aside + "; relaunch" + RelaunchWhere(*plan);
+      d.nodes = std::move(plan->nodes);
+      d.draws_pool = std::move(plan->draws_pool);
     } else {
       d.kind = RecoveryDecision::kNewAttempt;
       d.reason = aside + "; new attempt";
@@ -132,10 +156,13 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   std::string nth =
       std::to_string(in.restarts_so_far + 1) + " of " + std::to_string(in.policy.max_restarts);
   const int have = static_cast<int>(healthy.size());
-  if (!stalled && CanRelaunch(in, healthy)) {
+  std::optional<RelaunchPlan> plan;
+  if (!stalled) plan = PlanRelaunch(in, healthy);
+  if (plan) {
     d.kind = RecoveryDecision::kRelaunch;
-    d.nodes = std::move(healthy);
-    d.reason = why + "; relaunch " + nth + " in the allocation on " + absl::StrJoin(d.nodes, ", ");
+    d.reason = why + "; relaunch " + nth + RelaunchWhere(*plan);
+    d.nodes = std::move(plan->nodes);
+    d.draws_pool = std::move(plan->draws_pool);
     return d;
   }
   // This launch's own stretch counts too: one that trained long enough
@@ -156,7 +183,8 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
     d.reason += ": the allocation's nodes are unknown";
   else
     d.reason += ": " + std::to_string(have) + " of " + std::to_string(in.allocation_nodes.size()) +
-                " allocation nodes healthy, " + std::to_string(in.nodes_needed) + " needed";
+                " allocation nodes healthy, " + std::to_string(in.nodes_needed) + " needed" +
+                (in.pool ? ", with the spare pool's too" : "");
   return d;
 }
 

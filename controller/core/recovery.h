@@ -27,7 +27,10 @@
 //   5. the allocation still holds nodes_needed healthy nodes (allocation minus
 //      `unhealthy` minus the blamed node) and policy.relaunch_in_allocation:
 //      kRelaunch on all of them, spares included (the gate picks the best
-//      again), at once: the nodes are already ours.
+//      again), at once: the nodes are already ours. Too few, but enough with
+//      the nodes of the run's standing spare pool job (`pool`,
+//      restart.spare_pool_nodes): kRelaunch on them and the whole pool
+//      (`draws_pool`), no new attempt; the shell refills the pool.
 //   6. otherwise kNewAttempt after RestartBackoff().
 // Relaunches and new attempts after a failure share max_restarts.
 //
@@ -65,6 +68,13 @@ struct Progress {
   bool Made() const { return newest_checkpoint > resumed_from; }
 };
 
+// A spare pool job of the run that stands (RUNNING, nodes known, not drawn):
+// its nodes may join a relaunch (docs/architecture.md, "Spare pool").
+struct StandingPool {
+  std::string job_id;
+  std::vector<std::string> nodes;
+};
+
 struct RecoveryInput {
   LaunchVerdict verdict;
   // Time limits and damaged checkpoints: nullopt when unknown (no
@@ -72,7 +82,10 @@ struct RecoveryInput {
   std::optional<Progress> progress;
   // The steps the run's earlier launches set aside as damaged.
   std::vector<int64_t> set_aside_before;
-  std::vector<std::string> allocation_nodes;  // the Slurm job's nodes; empty if unknown
+  // The Slurm job's nodes, and those of the pool jobs this attempt drew
+  // before; empty if unknown.
+  std::vector<std::string> allocation_nodes;
+  std::optional<StandingPool> pool;           // the run's standing pool job, if any
   std::set<std::string> unhealthy;            // blamed, lost, quarantined now
   int nodes_needed = 1;
   int restarts_so_far = 0;  // all of the run's restarts: max_restarts is their budget
@@ -88,6 +101,7 @@ struct RecoveryInput {
 struct RecoveryDecision {
   enum Kind { kSucceed, kRelaunch, kNewAttempt, kFail } kind = kFail;
   std::vector<std::string> nodes;  // kRelaunch: the healthy allocation nodes, NaturalLess order
+  std::string draws_pool;          // kRelaunch: the pool job whose nodes `nodes` includes
   WallTime not_before;             // kNewAttempt: not submitted before this
   bool uses_restart = false;       // counts against policy.max_restarts
   std::string reason;

@@ -105,6 +105,59 @@ TEST(DecideRecoveryTest, Table) {
   }
 }
 
+// Rule 5 with the spare pool: too few healthy nodes in the allocation, enough
+// with the standing pool job's: a relaunch (a restart used, no new attempt)
+// on the healthy nodes and the whole pool, its job named. Not when the
+// allocation's own nodes suffice, not when the pool's are struck too, and not
+// with relaunch_in_allocation off.
+TEST(DecideRecoveryTest, TooFewHealthyNodesDrawOnTheStandingSparePool) {
+  RecoveryInput in;
+  in.verdict = Failed(FailureClass::kNodeLost, "node node1 lost: worker silent for 31 s", "node1");
+  in.allocation_nodes = {"node1", "node2"};
+  in.pool = StandingPool{"77", {"node9", "node10"}};
+  in.nodes_needed = 2;
+  in.policy.max_restarts = 3;
+  in.policy.backoff_s = 10;
+  in.now = FakeClock().Now();
+  RecoveryDecision d = DecideRecovery(in);
+  EXPECT_EQ(d.kind, Kind::kRelaunch);
+  EXPECT_EQ(d.nodes, (std::vector<std::string>{"node2", "node9", "node10"}));
+  EXPECT_EQ(d.draws_pool, "77");
+  EXPECT_TRUE(d.uses_restart);
+  EXPECT_EQ(d.reason,
+            "node node1 lost: worker silent for 31 s; relaunch 1 of 3 in the allocation on "
+            "node2, node9, node10 (spare pool job 77 joins)");
+
+  RecoveryInput enough = in;
+  enough.allocation_nodes = {"node1", "node2", "node3"};
+  d = DecideRecovery(enough);
+  EXPECT_EQ(d.kind, Kind::kRelaunch);
+  EXPECT_EQ(d.nodes, (std::vector<std::string>{"node2", "node3"}));
+  EXPECT_EQ(d.draws_pool, "");
+
+  RecoveryInput struck = in;
+  struck.unhealthy = {"node9", "node10"};
+  d = DecideRecovery(struck);
+  EXPECT_EQ(d.kind, Kind::kNewAttempt);
+  EXPECT_EQ(d.draws_pool, "");
+  EXPECT_EQ(d.reason,
+            "node node1 lost: worker silent for 31 s; new attempt (restart 1 of 3) in 10 s: 1 of "
+            "2 allocation nodes healthy, 2 needed, with the spare pool's too");
+
+  RecoveryInput off = in;
+  off.policy.relaunch_in_allocation = false;
+  EXPECT_EQ(DecideRecovery(off).kind, Kind::kNewAttempt);
+
+  RecoveryInput damaged = in;
+  damaged.verdict = Failed(FailureClass::kDamagedCheckpoint, "rank 0 found step 40 damaged");
+  damaged.unhealthy = {"node1"};
+  damaged.progress = Progress{40, 40};
+  d = DecideRecovery(damaged);
+  EXPECT_EQ(d.kind, Kind::kRelaunch);
+  EXPECT_EQ(d.draws_pool, "77");
+  EXPECT_FALSE(d.uses_restart);
+}
+
 // A time limit that left no checkpoint newer than the step its launch resumed
 // from: the continuation would redo the same steps, so it uses a restart (and
 // ends the run once the budget is spent); never a relaunch in the allocation.
