@@ -42,6 +42,30 @@ void RenderAttempts(const v1::Run& run, const TextOptions& opt, std::string* out
   }
 }
 
+// The run's spare pool jobs (restart.spare_pool_nodes), where it has any.
+void RenderSparePool(const v1::Run& run, const TextOptions& opt, std::string* out) {
+  if (run.spare_pool_jobs().empty()) return;
+  *out += "\nspare pool\n";
+  for (const auto& p : run.spare_pool_jobs()) {
+    std::string nodes = absl::StrJoin(p.nodes(), ",");
+    std::string what =
+        p.drawn_attempt() > 0
+            ? "drawn into relaunch " + std::to_string(p.drawn_attempt()) + "." +
+                  std::to_string(p.drawn_launch()) + " (" + OrDash(nodes) + ")"
+        : p.standing_unix_ms() != 0 ? "standing on " + OrDash(nodes) + " since " +
+                                          FormatTime(p.standing_unix_ms(), opt.utc)
+        : p.slurm_job_id().empty()  ? "submitted " + FormatTime(p.submitted_unix_ms(), opt.utc)
+                                    : "queued since " + FormatTime(p.submitted_unix_ms(), opt.utc);
+    if (p.ended_unix_ms() != 0)
+      what += (p.drawn_attempt() > 0 || p.slurm_job_id().empty() ? "; " : ", never drawn; ") +
+              std::string("ended ") + FormatTime(p.ended_unix_ms(), opt.utc) + ": " +
+              OrDash(p.end_reason());
+    *out += "  #" + std::to_string(p.pool()) + "  slurm job " + OrDash(p.slurm_job_id()) + "  " +
+            std::to_string(p.nodes_asked()) + (p.nodes_asked() == 1 ? " node" : " nodes") + "  " +
+            what + "\n";
+  }
+}
+
 void RenderEvents(const v1::Run& run, const TextOptions& opt, std::string* out) {
   *out += "\nevents\n";
   if (run.events().empty()) {
@@ -211,6 +235,7 @@ std::string RenderRun(const v1::Run& run, const TextOptions& opt) {
   out += RenderGoodput(run);
   out += RenderCheckpointInterval(run);
   RenderAttempts(run, opt, &out);
+  RenderSparePool(run, opt, &out);
   out += RenderLaunches(run, opt);
   out += RenderHealthEvents(run, opt);
   RenderEvents(run, opt, &out);

@@ -1,5 +1,8 @@
 #include "common/spec/run_spec.h"
 
+#include <cstdint>
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 namespace trellis::spec {
@@ -50,6 +53,16 @@ struct BadSpec {
   std::string toml;
   std::string field_and_message;  // substring of JoinErrors
 };
+
+// A stable, unique, short test name (gtest would print the struct's bytes,
+// pointers included): the field, and a digest of the case (FNV-1a).
+void PrintTo(const BadSpec& c, std::ostream* os) {
+  uint32_t h = 2166136261u;
+  for (char ch : c.toml + c.field_and_message) h = (h ^ static_cast<unsigned char>(ch)) * 16777619u;
+  char digest[9];
+  std::snprintf(digest, sizeof digest, "%08x", h);
+  *os << c.field_and_message.substr(0, c.field_and_message.find(':')) << "_" << digest;
+}
 
 class RunSpecBadInputTest : public ::testing::TestWithParam<BadSpec> {};
 

@@ -38,6 +38,7 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
       allocations_(ctx_),
       reconciler_(ctx_),
       continuations_(ctx_),
+      spare_pools_(ctx_),
       health_(ctx_),
       targets_(config_.prometheus_sd_file),
       spools_(
@@ -165,6 +166,7 @@ absl::StatusOr<RunView> Controller::BuildView(const RunRecord& run, int steps, b
   ASSIGN_OR_RETURN(v.recent_steps, store_->RecentSteps(run.run_id, steps));
   ASSIGN_OR_RETURN(v.launches, store_->Launches(run.run_id));
   ASSIGN_OR_RETURN(v.health_events, store_->HealthEvents(run.run_id, 20));
+  ASSIGN_OR_RETURN(v.pool_jobs, store_->PoolJobs(run.run_id));
   if (!v.recent_steps.empty()) {
     const StepRow& last = v.recent_steps.back();
     v.last_step = last.step;
@@ -305,9 +307,11 @@ void Controller::Register(WorkerId id, std::string version, std::string hostname
 void Controller::AsWorker(const WorkerId& id, bool fresh, WorkerCheck then) {
   auto job = launches_.gate.AuthenticatedJob(id);
   if (!job.ok()) return Apply(then(job.status()));
+  // A node of a spare pool job the attempt drew runs its worker in that job.
+  std::string in_job = spare_pools_.DrawnJobOn(id.run_id, id.attempt, id.node).value_or(*job);
   const uint64_t ticket = next_node_check_++;
   node_checks_[ticket] = std::move(then);
-  Apply(allocations_.Check(*job, id.node, fresh, ticket));
+  Apply(allocations_.Check(in_job, id.node, fresh, ticket));
 }
 
 void Controller::Heartbeat(WorkerId id) {

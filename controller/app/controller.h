@@ -30,6 +30,7 @@
 #include "controller/app/scheduler.h"
 #include "controller/app/scrape_targets.h"
 #include "controller/app/slurm_calls.h"
+#include "controller/app/spare_pools.h"
 #include "controller/app/step_spools.h"
 #include "controller/app/store_view.h"
 #include "controller/app/views.h"
@@ -173,6 +174,7 @@ class Controller {
   Allocations allocations_;
   Reconciler reconciler_;
   Continuations continuations_;
+  SparePools spare_pools_;
   RunHealth health_;
   ScrapeTargets targets_;
   std::unique_ptr<Ingester> ingester_;  // made by Start

@@ -60,6 +60,9 @@ std::string Describe(const StoreWrite& w) {
           },
           [](const RecordGate& x) { return "gate record of " + x.run_id; },
           [](const RecordHealthEvent& x) { return "health event of " + x.event.run_id; },
+          [](const RecordPoolJob& x) {
+            return "pool job " + std::to_string(x.row.pool) + " of " + x.row.run_id;
+          },
       },
       w);
 }
@@ -88,6 +91,7 @@ absl::Status WriteTo(Store& s, const StoreWrite& w) {
           [&](const RecordWorkerReport& x) { return s.PutWorkerReport(x.row); },
           [&](const RecordGate& x) { return s.AddGateRecord(x.run_id, x.row); },
           [&](const RecordHealthEvent& x) { return s.AddHealthEvent(x.event); },
+          [&](const RecordPoolJob& x) { return s.PutPoolJob(x.row); },
       },
       w);
 }
@@ -259,6 +263,7 @@ absl::Status Controller::ApplyTransition(const Transition& t) {
     health_.RunEnded(t.run_id);
     targets_.RemoveRun(t.run_id);
     Enqueue(scheduler_.RunEnded(t.run_id));
+    Enqueue(spare_pools_.RunEnded(t.run_id));
   } else {
     ExportGoodput(t.run_id);
   }
@@ -309,12 +314,15 @@ void Controller::Route(SlurmAnswer answer) {
   std::visit(Overloaded{
                  [](std::monostate) {},
                  [&](const NodesListed& a) { Apply(scheduler_.OnEligibility(a)); },
-                 [&](const JobSubmitted& a) { Apply(scheduler_.OnSubmitted(a)); },
+                 [&](const JobSubmitted& a) {
+                   Apply(a.pool > 0 ? spare_pools_.OnSubmitted(a) : scheduler_.OnSubmitted(a));
+                 },
                  [&](const RunJobCancelled& a) { Apply(scheduler_.OnRunJobCancelled(a)); },
                  [&](const JobsSeen& a) {
                    if (a.listed.ok()) allocations_.Observe(*a.listed);
                    Effects fx = reconciler_.OnSnapshot(a);
                    if (a.listed.ok()) fx += continuations_.OnSnapshot(*a.listed);
+                   fx += spare_pools_.OnSnapshot(a);
                    Apply(std::move(fx));
                  },
                  [&](const JobShown& a) { Apply(allocations_.Answered(a)); },

@@ -102,10 +102,13 @@ struct RecordGate {
 struct RecordHealthEvent {
   HealthEventRecord event;
 };
+struct RecordPoolJob {
+  PoolJobRecord row;
+};
 using StoreWrite =
     std::variant<SetWaitReason, RecordAttemptEnd, SetRestartBackoff, RecordAttemptJob,
                  TakeUpAttempt, RecordAttemptNodes, RecordAttemptLaunches, RecordLaunch, RecordWorkerReport,
-                 RecordGate, RecordHealthEvent>;
+                 RecordGate, RecordHealthEvent, RecordPoolJob>;
 
 // A new run: its result goes to Scheduler::OnRunCreated as RunCreated.
 struct CreateRun {

@@ -23,6 +23,7 @@ class FakeStoreView : public StoreView {
   std::map<std::tuple<std::string, int, int>, std::set<int>> straggling;  // unended episodes
   std::vector<QuarantineEntry> quarantine;
   std::map<std::string, std::vector<HealthEventRecord>> events;  // oldest first
+  std::vector<PoolJobRecord> pools;
 
   RunRecord& AddRun(const std::string& name, int64_t seq, const std::string& spec_toml,
                     RunState state, const std::string& run_dir) {
@@ -86,6 +87,12 @@ class FakeStoreView : public StoreView {
     std::vector<HealthEventRecord> out;
     for (const auto& e : events[run_id])
       if (e.kind == kind) out.push_back(e);
+    return out;
+  }
+  absl::StatusOr<std::vector<PoolJobRecord>> PoolJobs(const std::string& run_id) override {
+    std::vector<PoolJobRecord> out;
+    for (const auto& p : pools)
+      if (run_id.empty() ? p.live() : p.run_id == run_id) out.push_back(p);
     return out;
   }
 };

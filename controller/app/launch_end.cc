@@ -13,6 +13,7 @@
 #include "controller/app/continuations.h"
 #include "controller/app/launch_answers.h"
 #include "controller/app/launches.h"
+#include "controller/app/spare_pools.h"
 
 namespace trellis::controller {
 
@@ -52,6 +53,31 @@ std::optional<int64_t> SetAsideStepOf(const LaunchRecord& launch) {
   return ev[kSetAsideStep].get<int64_t>();
 }
 
+// The relaunch's nodes by Slurm job: the attempt's own, and those of each
+// spare pool job the attempt drew (one more srun step in each).
+void SplitByJob(const std::vector<std::string>& nodes, const std::vector<PoolJobRecord>& pools,
+                int attempt, NextLaunchAnswer* answer) {
+  answer->nodes.clear();
+  answer->other_jobs.clear();
+  for (const std::string& node : nodes) {
+    const PoolJobRecord* in = nullptr;
+    for (const PoolJobRecord& p : pools) {
+      if (p.drawn_attempt != attempt || p.job_id.empty()) continue;
+      std::vector<std::string> held = PoolNodes(p);
+      if (std::find(held.begin(), held.end(), node) != held.end()) in = &p;
+    }
+    if (in == nullptr) {
+      answer->nodes.push_back(node);
+      continue;
+    }
+    auto job = std::find_if(answer->other_jobs.begin(), answer->other_jobs.end(),
+                            [&](const auto& j) { return j.job_id == in->job_id; });
+    if (job == answer->other_jobs.end())
+      job = answer->other_jobs.insert(answer->other_jobs.end(), {in->job_id, {}});
+    job->nodes.push_back(node);
+  }
+}
+
 }  // namespace
 
 void LaunchEnds::RecordRankExit(const WorkerId& id, const RankExitInfo& exit) {
@@ -82,8 +108,11 @@ Effects LaunchEnds::ReportExit(const WorkerId& id, const WorkerReport& report,
   return fx;
 }
 
-SignalStep LaunchEnds::StepSignal(const LaunchState& l, const std::string& signal) {
-  return {l.run_id, l.step.job_id, l.step.step_id, signal};
+Effects LaunchEnds::StepSignal(const LaunchState& l, const std::string& signal) {
+  Effects fx = SignalStep{l.run_id, l.step.job_id, l.step.step_id, signal};
+  for (const SlurmStep& s : l.pool_steps)
+    fx.Add(SignalStep{l.run_id, s.job_id, s.step_id, signal});
+  return fx;
 }
 
 Effects LaunchEnds::Fault(const LaunchFault& fault) {
@@ -115,7 +144,7 @@ Effects LaunchEnds::Fault(const LaunchFault& fault) {
                           : "node(s) " + absl::StrJoin(fault.lost_nodes, ",") + " lost");
   // The workers stop their ranks on TERM (TERM, grace, KILL); a step still
   // there after kStopGrace is killed (a stopped or lost worker cannot act).
-  fx.Add(StepSignal(l, "TERM"));
+  fx += StepSignal(l, "TERM");
   l.stop_timer = true;
   fx.Add(StartTimer{{TimerKey::kStopGrace, l.Ref()}, kStopGrace});
   return fx;
@@ -186,6 +215,16 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
   // A worker that never reported may still have left its unstored records.
   for (const auto& n : ev.lost_nodes) fx.Add(StoreStepSpool{l.run_id, l.attempt, l.launch, n});
   for (const auto& n : ctx_.ExcludedNow()) in.unhealthy.insert(n);
+  // The spare pool (recovery.h, rule 5): a standing pool job may join a
+  // relaunch; the nodes of a pool job this attempt drew that has ended since
+  // are gone.
+  std::vector<PoolJobRecord> pools;
+  if (auto rows = ctx_.store.PoolJobs(l.run_id); rows.ok()) pools = std::move(*rows);
+  if (auto standing = StandingPoolOf(pools))
+    in.pool = StandingPool{standing->job_id, PoolNodes(*standing)};
+  for (const PoolJobRecord& p : pools)
+    if (p.drawn_attempt == l.attempt && !p.live())
+      for (const auto& n : PoolNodes(p)) in.unhealthy.insert(n);
   RecoveryDecision d = DecideRecovery(in);
 
   spdlog::info("run {} attempt {} launch {}: {} ({}){}; {}", l.run_id, l.attempt, l.launch,
@@ -232,8 +271,22 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
       fx.Add(CountRestart{run_id, v.cls, /*relaunch=*/true});
       answer->relaunch = true;
       answer->next_launch = l.launch + 1;
-      answer->nodes = d.nodes;
       answer->exit_code = 0;
+      for (PoolJobRecord& p : pools) {
+        if (d.draws_pool.empty() || p.job_id != d.draws_pool) continue;
+        p.drawn_attempt = l.attempt;
+        p.drawn_launch = l.launch + 1;
+        fx.Add(RecordPoolJob{p});
+        const std::string detail =
+            "spare pool job " + std::to_string(p.pool) + " (Slurm job " + p.job_id + ", " +
+            p.nodelist + ") joins relaunch " + std::to_string(l.attempt) + "." +
+            std::to_string(l.launch + 1) + ": too few healthy nodes in the allocation; " +
+            "another pool job refills the pool";
+        spdlog::info("run {}: {}", run_id, detail);
+        fx.Add(RecordHealthEvent{SparePoolEvent(p, l.attempt, l.launch + 1, now, detail,
+                                                {{"event", "drawn"}, {"nodes", p.nodelist}})});
+      }
+      SplitByJob(d.nodes, pools, l.attempt, answer);
       registry_.Plan({l.run_id, l.attempt, l.launch + 1}, d.nodes);
       break;
     }
@@ -307,6 +360,9 @@ Effects LaunchEnds::NextLaunch(const WorkerId& id, const NextLaunchQuestion& q,
       if (row.attempt != id.attempt || row.launch != id.launch || !kSettled.count(row.recovery))
         continue;
       ans = AnswerSettledLaunch(row, run->state == RunState::kRestarting && a->live());
+      if (ans.relaunch)
+        if (auto pools = ctx_.store.PoolJobs(id.run_id); pools.ok())
+          SplitByJob(std::vector<std::string>(ans.nodes), *pools, id.attempt, &ans);
       spdlog::info("run {} attempt {} launch {}: {}", id.run_id, id.attempt, id.launch, ans.reason);
       fx.Add(Answer(reply, ans));
       return fx;

@@ -70,6 +70,61 @@ TEST_F(LaunchEndTest, ALostNodeWithASpareLeftIsARelaunchInTheAllocation) {
   EXPECT_EQ(a.nodes, (std::vector<std::string>{"node1", "node3"}));
 }
 
+// restart.spare_pool_nodes: a lost node leaves one healthy node of two; the
+// run's standing pool job joins the relaunch (no new attempt), its node named
+// apart for the batch script (one more srun step, in that job), and the pool
+// job is stored as drawn. Its worker's step, in the pool job, is stopped with
+// the launch's own; the answer asked again is the same.
+TEST_F(LaunchEndTest, TooFewHealthyNodesDrawTheStandingSparePoolIntoTheRelaunch) {
+  spec_ = std::string(kSpec) + "[restart]\nmax_restarts = 1\nspare_pool_nodes = 1\n";
+  store_.runs["hello-1"].spec_toml = spec_;
+  PoolJobRecord pool;
+  pool.run_id = "hello-1";
+  pool.pool = 1;
+  pool.job_id = "77";
+  pool.nodes_asked = 1;
+  pool.nodelist = "node9";
+  pool.standing_since = clock_.Now();
+  store_.pools.push_back(pool);
+  Go();
+  Report("node1");
+  launches_.ends.Fault({{"hello-1", 1, 1}, {"node2"}, {{"node2", 31.0}}, std::nullopt});
+  Effects fx = Next(1);
+  EXPECT_EQ(Only<Transition>(fx).to, RunState::kRestarting);
+  EXPECT_TRUE(fx.All<AttemptEnded>().empty()) << "no new attempt";
+  EXPECT_EQ(Only<RecordLaunch>(fx).row.next_nodes, "node1,node9");
+  PoolJobRecord drawn = Only<RecordPoolJob>(fx).row;
+  EXPECT_EQ(drawn.drawn_attempt, 1);
+  EXPECT_EQ(drawn.drawn_launch, 2);
+  NextLaunchAnswer a = Answered(fx);
+  EXPECT_TRUE(a.relaunch);
+  EXPECT_EQ(a.nodes, (std::vector<std::string>{"node1"}));
+  ASSERT_EQ(a.other_jobs.size(), 1u);
+  EXPECT_EQ(a.other_jobs[0].job_id, "77");
+  EXPECT_EQ(a.other_jobs[0].nodes, (std::vector<std::string>{"node9"}));
+  store_.pools[0] = drawn;
+
+  // The answer lost and asked again: the same, from the store.
+  store_.launches["hello-1"].push_back(Only<RecordLaunch>(fx).row);
+  store_.runs["hello-1"].state = RunState::kRestarting;
+  NextLaunchAnswer again = Answered(Next(1));
+  EXPECT_EQ(again.nodes, a.nodes);
+  ASSERT_EQ(again.other_jobs.size(), 1u);
+  EXPECT_EQ(again.other_jobs[0].job_id, "77");
+
+  // Relaunch 2: node9's worker runs in the pool job, and a stop reaches both steps.
+  store_.runs["hello-1"].state = RunState::kRestarting;
+  Register("node1", 11, 106, 2);
+  launches_.gate.Register({"hello-1", 1, 2, "node9", "s3cret"}, kVersion, "host-node9", Probe(),
+                          {"77", "0"}, "", ReplyTo<GateAnswer>{12});
+  store_.runs["hello-1"].state = RunState::kRunning;
+  Effects stop = launches_.ends.Fault({{"hello-1", 1, 2}, {"node1"}, {{"node1", 31.0}}, std::nullopt});
+  std::vector<std::string> signalled;
+  for (const SignalStep* sig : stop.All<SignalStep>())
+    signalled.push_back(sig->job_id + "." + sig->step_id + " " + sig->signal);
+  EXPECT_EQ(signalled, (std::vector<std::string>{"42.1 TERM", "77.0 TERM"}));
+}
+
 TEST_F(LaunchEndTest, ALostNodeWithoutASpareIsANewAttempt) {
   spec_ = std::string(kSpec) + "[restart]\nmax_restarts = 1\n";
   store_.runs["hello-1"].spec_toml = spec_;

@@ -122,7 +122,15 @@ Effects LaunchGate::Register(const WorkerId& id, const std::string& version,
       spdlog::info("run {}: attempt {}, waiting ahead, started: its workers are judged and held",
                    id.run_id, id.attempt);
   }
-  if (l->step.step_id.empty() && !step.step_id.empty()) l->step = step;
+  if (!step.step_id.empty() && !l->slurm_job_id.empty() && step.job_id != l->slurm_job_id) {
+    // A node of a spare pool job the relaunch drew: its step is that job's.
+    auto seen = std::find_if(l->pool_steps.begin(), l->pool_steps.end(), [&](const SlurmStep& s) {
+      return s.job_id == step.job_id && s.step_id == step.step_id;
+    });
+    if (seen == l->pool_steps.end()) l->pool_steps.push_back(step);
+  } else if (l->step.step_id.empty() && !step.step_id.empty()) {
+    l->step = step;
+  }
   if (l->outcome) {
     // A registration after the decision: a worker whose answer was lost on
     // its way gets it again (an ABORT would end the launch its peers run).

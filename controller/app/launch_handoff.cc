@@ -80,7 +80,7 @@ Effects LaunchGate::HandOver(const LaunchState& held) {
     }
     // The time limit's signal: each worker passes it to its ranks, which
     // stop together at a step boundary, checkpoint and exit 0.
-    fx.Add(SignalStep{c.run_id, c.step.job_id, c.step.step_id, "USR1"});
+    fx += LaunchEnds::StepSignal(c, "USR1");
     return fx;
   }
   return fx;  // nothing runs now (a relaunch gating): at its GO

@@ -46,7 +46,11 @@ struct LaunchState {
   std::vector<Waiting> waiting;  // registrations the gate has not answered
   std::optional<GateOutcome> outcome;
   bool gate_timer = false;            // running
-  SlurmStep step;                     // of the first worker that said
+  SlurmStep step;                     // of the first worker that said, in the attempt's job
+  // Steps of the launch in the run's spare pool jobs (srun --jobid): stopped
+  // and signalled with `step`. Not kept over a restart: the batch script
+  // stops them when `step` ends.
+  std::vector<SlurmStep> pool_steps;
   std::vector<std::string> go_nodes;  // rank order, once GO
   GateAnswer go;                      // what GO tells every node (GoAnswer)
   WallTime started;

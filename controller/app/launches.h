@@ -110,13 +110,14 @@ class LaunchEnds {
   Effects StopGraceOver(const LaunchRef& ref);
   Effects NextLaunch(const WorkerId& id, const NextLaunchQuestion& question,
                      ReplyTo<NextLaunchAnswer> reply);
+  // The signal to the launch's srun steps: its own job's and its pool jobs'.
+  static Effects StepSignal(const LaunchState& launch, const std::string& signal);
 
  private:
   Effects Settle(LaunchState& launch, const RunRecord& run, int step_exit_code,
                  NextLaunchAnswer* answer);
   Effects WaitingStepEnded(const WorkerId& id, const AttemptRecord& attempt, int step_exit_code,
                            ReplyTo<NextLaunchAnswer> reply);
-  static SignalStep StepSignal(const LaunchState& launch, const std::string& signal);
 
   LoopContext ctx_;
   LaunchRegistry& registry_;

@@ -67,5 +67,8 @@ absl::StatusOr<std::vector<HealthEventRecord>> StoreReader::HealthEventsOf(
     if (e.kind == kind) out.push_back(std::move(e));
   return out;
 }
+absl::StatusOr<std::vector<PoolJobRecord>> StoreReader::PoolJobs(const std::string& run_id) {
+  return store_.PoolJobs(run_id);
+}
 
 }  // namespace trellis::controller

@@ -45,6 +45,10 @@ Effects Reconciler::Tick(bool startup) {
     auto waiting = all.ok() ? WaitingAttemptOf(*all) : std::nullopt;
     if (waiting && !waiting->slurm_job_id.empty()) job_ids.push_back(waiting->slurm_job_id);
   }
+  // Spare pool jobs (SparePools), of ended runs too: they are cancelled from here.
+  if (auto pools = ctx_.store.PoolJobs(""); pools.ok())
+    for (const PoolJobRecord& p : *pools)
+      if (!p.job_id.empty()) job_ids.push_back(p.job_id);
   if (job_ids.empty()) return {};
   in_flight_ = true;
   return QueryJobs{std::move(job_ids), startup};

@@ -30,7 +30,8 @@ struct SubmitJob {
   int attempt = 0;
   std::string job_name;
   std::vector<std::string> args;
-  std::string script_path;
+  std::string script_path;  // "": --wrap among the args
+  int pool = 0;  // > 0: the run's spare pool job of that number, answered to SparePools
 };
 // scancel; a failure is logged with `why`.
 struct CancelJob {
@@ -88,6 +89,7 @@ struct JobSubmitted {
   absl::StatusOr<std::string> job;
   std::string adopted;                 // the job id, when found by name
   std::vector<std::string> cancelled;  // duplicates of the name
+  int pool = 0;                        // as asked
 };
 struct RunJobCancelled {
   CancelRunJob call;

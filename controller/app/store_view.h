@@ -37,6 +37,8 @@ class StoreView {
   // The run's health events of `kind`, of its newest kHealthEventsRead, oldest first.
   virtual absl::StatusOr<std::vector<HealthEventRecord>> HealthEventsOf(
       const std::string& run_id, const std::string& kind) = 0;
+  // The run's spare pool jobs, oldest first; "": every run's live ones.
+  virtual absl::StatusOr<std::vector<PoolJobRecord>> PoolJobs(const std::string& run_id) = 0;
 };
 
 inline constexpr int kHealthEventsRead = 1000;
@@ -59,6 +61,7 @@ class StoreReader : public StoreView {
   absl::StatusOr<std::vector<QuarantineEntry>> QuarantineEntries() override;
   absl::StatusOr<std::vector<HealthEventRecord>> HealthEventsOf(const std::string& run_id,
                                                                 const std::string& kind) override;
+  absl::StatusOr<std::vector<PoolJobRecord>> PoolJobs(const std::string& run_id) override;
 
  private:
   Store& store_;

@@ -24,6 +24,7 @@ struct RunView {
   std::vector<StepRow> recent_steps;
   std::vector<LaunchRecord> launches;
   std::vector<HealthEventRecord> health_events;  // the newest
+  std::vector<PoolJobRecord> pool_jobs;          // oldest first
   int64_t last_step = -1;
   double last_loss = 0;
   // In spools not yet stored (step_spools.h).
@@ -108,6 +109,14 @@ struct NextLaunchAnswer {
   std::vector<std::string> nodes;  // on relaunch: where the next srun step runs
   int exit_code = 0;
   std::string reason;
+  // On relaunch: the run's spare pool jobs whose nodes join it (one more srun
+  // step in each); `nodes` then names the batch job's own nodes only (none:
+  // the batch job runs no step).
+  struct OtherJob {
+    std::string job_id;
+    std::vector<std::string> nodes;
+  };
+  std::vector<OtherJob> other_jobs{};
 };
 
 struct NodeStatusView {

@@ -86,6 +86,43 @@ std::string AttemptJobName(const std::string& run_id, int attempt, std::string_v
   return "trellis-" + run_id + "." + std::to_string(attempt) + "." + std::string(tag.substr(0, 8));
 }
 
+std::string PoolJobName(const std::string& run_id, int pool, std::string_view tag) {
+  return "trellis-pool-" + run_id + "." + std::to_string(pool) + "." +
+         std::string(tag.substr(0, 8));
+}
+
+namespace {
+std::string JoinedExclude(const std::vector<std::string>& nodes) {
+  std::string joined;
+  for (const auto& n : nodes) joined += (joined.empty() ? "" : ",") + n;
+  return "--exclude=" + joined;
+}
+}  // namespace
+
+std::vector<std::string> PoolSbatchArgs(const spec::RunSpec& spec, const std::string& run_dir,
+                                        const std::string& job_name, int pool,
+                                        const std::vector<std::string>& exclude_nodes) {
+  const auto& sl = spec.slurm;
+  std::vector<std::string> args = {
+      "--job-name=" + job_name,
+      "--nodes=" + std::to_string(spec.restart.spare_pool_nodes),
+      "--ntasks-per-node=1",
+      "--output=" + run_dir + "/pool-" + std::to_string(pool) + ".out",
+      "--open-mode=append",
+      "--chdir=" + run_dir,
+      // One of its nodes failing leaves it the others.
+      "--no-kill",
+  };
+  if (sl.time_limit_minutes > 0) args.push_back("--time=" + std::to_string(sl.time_limit_minutes));
+  if (!sl.partition.empty()) args.push_back("--partition=" + sl.partition);
+  if (!sl.account.empty()) args.push_back("--account=" + sl.account);
+  if (sl.gpus_per_node > 0) args.push_back("--gpus-per-node=" + std::to_string(sl.gpus_per_node));
+  if (!exclude_nodes.empty()) args.push_back(JoinedExclude(exclude_nodes));
+  args.insert(args.end(), sl.extra_args.begin(), sl.extra_args.end());
+  args.push_back("--wrap=exec sleep infinity");
+  return args;
+}
+
 std::vector<std::string> SbatchArgs(const spec::RunSpec& spec, const AttemptPaths& p,
                                     const std::vector<std::string>& exclude_nodes) {
   const auto& sl = spec.slurm;
@@ -108,11 +145,7 @@ std::vector<std::string> SbatchArgs(const spec::RunSpec& spec, const AttemptPath
   if (!sl.account.empty()) args.push_back("--account=" + sl.account);
   if (!sl.nodelist.empty()) args.push_back("--nodelist=" + sl.nodelist);
   if (sl.gpus_per_node > 0) args.push_back("--gpus-per-node=" + std::to_string(sl.gpus_per_node));
-  if (!exclude_nodes.empty()) {
-    std::string joined;
-    for (const auto& n : exclude_nodes) joined += (joined.empty() ? "" : ",") + n;
-    args.push_back("--exclude=" + joined);
-  }
+  if (!exclude_nodes.empty()) args.push_back(JoinedExclude(exclude_nodes));
   args.insert(args.end(), sl.extra_args.begin(), sl.extra_args.end());
   return args;
 }

@@ -42,4 +42,17 @@ std::string AttemptJobName(const std::string& run_id, int attempt, std::string_v
 std::vector<std::string> SbatchArgs(const spec::RunSpec& spec, const AttemptPaths& paths,
                                     const std::vector<std::string>& exclude_nodes);
 
+// A spare pool job's name, "trellis-pool-<run>.<pool>.<tag>", found again by
+// name as an attempt's is (the tag: 8 hex digits of the pool's own digest).
+std::string PoolJobName(const std::string& run_id, int pool, std::string_view tag);
+
+// The sbatch arguments of a spare pool job (restart.spare_pool_nodes): the
+// run's partition, account, time limit, GPUs and extra arguments, its nodes,
+// kept off `exclude_nodes` (the quarantined ones and the run's own), and a
+// batch script that only holds the allocation until a relaunch runs a step
+// in it (`srun --jobid`) or the controller cancels it (`--wrap`).
+std::vector<std::string> PoolSbatchArgs(const spec::RunSpec& spec, const std::string& run_dir,
+                                        const std::string& job_name, int pool,
+                                        const std::vector<std::string>& exclude_nodes);
+
 }  // namespace trellis::controller

@@ -126,5 +126,46 @@ extra_args = ["--qos=high"]
   EXPECT_EQ(args, want);
 }
 
+// A spare pool job: the run's partition, limit, GPUs and extra arguments, its
+// own size and name, never the run's pinned nodelist, and a script that only
+// holds the nodes.
+TEST(SbatchArgsTest, APoolJobHoldsItsNodesUnderTheRunsLimits) {
+  spec::FieldErrors errors;
+  auto spec = spec::ParseRunSpec(R"(
+[job]
+name = "hello"
+command = "true"
+[slurm]
+partition = "debug"
+nodes = 2
+gpus_per_node = 4
+ranks_per_node = 4
+nodelist = "node[1-3]"
+time_limit = 30
+extra_args = ["--qos=high"]
+[restart]
+spare_pool_nodes = 2
+)", &errors);
+  ASSERT_TRUE(spec) << spec::JoinErrors(errors);
+  EXPECT_EQ(PoolJobName("hello-1", 3, "0123456789abcdef"), "trellis-pool-hello-1.3.01234567");
+  auto args = PoolSbatchArgs(*spec, "/srv/trellis/out/hello-1", "trellis-pool-hello-1.3.01234567",
+                             3, {"node1", "node2"});
+  std::vector<std::string> want = {
+      "--job-name=trellis-pool-hello-1.3.01234567",
+      "--nodes=2",
+      "--ntasks-per-node=1",
+      "--output=/srv/trellis/out/hello-1/pool-3.out",
+      "--open-mode=append",
+      "--chdir=/srv/trellis/out/hello-1",
+      "--no-kill",
+      "--time=30",
+      "--partition=debug",
+      "--gpus-per-node=4",
+      "--exclude=node1,node2",
+      "--qos=high",
+      "--wrap=exec sleep infinity"};
+  EXPECT_EQ(args, want);
+}
+
 }  // namespace
 }  // namespace trellis::controller

@@ -101,13 +101,13 @@ struct RecoveryInput {
 struct RecoveryDecision {
   enum Kind { kSucceed, kRelaunch, kNewAttempt, kFail } kind = kFail;
   std::vector<std::string> nodes;  // kRelaunch: the healthy allocation nodes, NaturalLess order
-  std::string draws_pool;          // kRelaunch: the pool job whose nodes `nodes` includes
   WallTime not_before;             // kNewAttempt: not submitted before this
   bool uses_restart = false;       // counts against policy.max_restarts
   std::string reason;
   // A damaged checkpoint step to rename out of the run's checkpoint directory
   // before the run goes on.
   std::optional<int64_t> set_aside_step{};
+  std::string draws_pool{};  // kRelaunch: the spare pool job whose nodes `nodes` includes
 };
 
 RecoveryDecision DecideRecovery(const RecoveryInput& in);

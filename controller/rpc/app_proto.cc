@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "controller/app/spare_pools.h"
+
 namespace trellis::controller {
 
 grpc::Status ToGrpc(const absl::Status& status) {
@@ -137,6 +139,19 @@ void ToProto(const RunView& v, v1::Run* out) {
   for (const auto& s : v.recent_steps) ToProto(s, out->add_recent_steps());
   for (const auto& l : v.launches) ToProto(l, out->add_launches());
   for (const auto& e : v.health_events) ToProto(e, out->add_health_events());
+  for (const auto& p : v.pool_jobs) {
+    auto* pp = out->add_spare_pool_jobs();
+    pp->set_pool(p.pool);
+    pp->set_slurm_job_id(p.job_id);
+    pp->set_nodes_asked(p.nodes_asked);
+    for (const auto& n : PoolNodes(p)) pp->add_nodes(n);
+    pp->set_submitted_unix_ms(ToUnixMillis(p.submitted));
+    pp->set_standing_unix_ms(p.standing_since ? ToUnixMillis(*p.standing_since) : 0);
+    pp->set_drawn_attempt(p.drawn_attempt);
+    pp->set_drawn_launch(p.drawn_launch);
+    pp->set_ended_unix_ms(p.ended ? ToUnixMillis(*p.ended) : 0);
+    pp->set_end_reason(p.end_reason);
+  }
   if (v.ranks) {
     out->set_ranks_world(v.ranks->world);
     out->set_ranks_reported(v.ranks->reported);
@@ -178,6 +193,11 @@ void ToProto(const NextLaunchAnswer& a, v1::NextLaunchResponse* out) {
                              : v1::NextLaunchResponse::ACTION_EXIT);
   out->set_next_launch(a.next_launch);
   for (const auto& n : a.nodes) out->add_nodes(n);
+  for (const auto& job : a.other_jobs) {
+    v1::JobNodes* j = out->add_other_jobs();
+    j->set_job_id(job.job_id);
+    for (const auto& n : job.nodes) j->add_nodes(n);
+  }
   out->set_exit_code(a.exit_code);
   out->set_reason(a.reason);
 }

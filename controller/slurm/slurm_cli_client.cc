@@ -48,7 +48,7 @@ absl::StatusOr<std::string> SlurmCliClient::Submit(const std::vector<std::string
                                                    const std::string& script_path) {
   std::vector<std::string> argv = {Bin("sbatch"), "--parsable"};
   argv.insert(argv.end(), args.begin(), args.end());
-  argv.push_back(script_path);
+  if (!script_path.empty()) argv.push_back(script_path);  // none: --wrap among the args
   auto r = Run(argv, options_.timeout);
   if (!r.ok()) return r.status();
   if (r->exit_code != 0) return Failed(argv, *r);

@@ -167,6 +167,26 @@ CREATE TABLE worker_reports (
 ALTER TABLE attempts ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE attempts ADD COLUMN begin_ms INTEGER;
 )sql",
+      // 9: spare pool jobs (restart.spare_pool_nodes), stored before their
+      // sbatch like attempts.
+      R"sql(
+CREATE TABLE pool_jobs (
+  run_id TEXT NOT NULL REFERENCES runs(run_id),
+  pool INTEGER NOT NULL,
+  job_name TEXT NOT NULL,
+  job_id TEXT NOT NULL DEFAULT '',
+  nodes_asked INTEGER NOT NULL,
+  nodelist TEXT NOT NULL DEFAULT '',
+  submitted_ms INTEGER NOT NULL,
+  standing_ms INTEGER,
+  drawn_attempt INTEGER NOT NULL DEFAULT 0,
+  drawn_launch INTEGER NOT NULL DEFAULT 0,
+  ended_ms INTEGER,
+  end_reason TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (run_id, pool)
+) WITHOUT ROWID;
+CREATE INDEX pool_jobs_live ON pool_jobs(ended_ms);
+)sql",
   };
   return kMigrations;
 }

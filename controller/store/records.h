@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "controller/core/run_state.h"
+#include "controller/core/spare_pool.h"  // PoolJobRecord
 
 namespace trellis::controller {
 
@@ -115,6 +116,9 @@ struct WorkerReportRecord {
   bool time_limit_warned = false;
   std::string ranks_json = "[]";  // its ranks' ends (controller/app/worker_reports.h)
 };
+
+// Spare pools: submitted, standing, drawn, ended.
+inline constexpr char kSparePoolEvent[] = "spare_pool";
 
 // The kinds of health event that restarts of the controller read back: a
 // straggler episode begins (a strike with straggler_strike) and ends.

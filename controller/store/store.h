@@ -91,6 +91,10 @@ class Store {
   // The launch's final reports, in the order they were stored.
   absl::StatusOr<std::vector<WorkerReportRecord>> WorkerReports(const std::string& run_id,
                                                                 int attempt, int launch);
+  // Inserts or replaces the pool job's row (store_pools.cc).
+  absl::Status PutPoolJob(const PoolJobRecord& pool);
+  // The run's pool jobs, oldest first; "": every run's live ones.
+  absl::StatusOr<std::vector<PoolJobRecord>> PoolJobs(const std::string& run_id);
   absl::Status AddHealthEvent(const HealthEventRecord& event);
   // The newest `limit`, oldest first.
   absl::StatusOr<std::vector<HealthEventRecord>> HealthEvents(const std::string& run_id,

@@ -368,6 +368,60 @@ TEST_F(StoreTest, LaunchesAreUpsertedAndListedInOrder) {
   EXPECT_FALSE((*all)[1].exit_code.has_value());
 }
 
+// Spare pool jobs: stored before their sbatch, then with the job, standing,
+// drawn and ended; read per run, or every run's live ones.
+TEST_F(StoreTest, PoolJobsAreKeptThroughTheirLife) {
+  RunRecord r = NewRun("hello");
+  RunRecord other = NewRun("other");
+  PoolJobRecord p;
+  p.run_id = r.run_id;
+  p.pool = 1;
+  p.job_name = "trellis-pool-" + r.run_id + ".1.abcdef01";
+  p.nodes_asked = 2;
+  p.submitted = clock_.Now();
+  ASSERT_TRUE(store_->PutPoolJob(p).ok());
+  p.job_id = "77";
+  p.nodelist = "node[9-10]";
+  p.standing_since = clock_.Now() + std::chrono::seconds(5);
+  p.drawn_attempt = 1;
+  p.drawn_launch = 2;
+  ASSERT_TRUE(store_->PutPoolJob(p).ok());
+  PoolJobRecord refill = p;
+  refill.pool = 2;
+  refill.job_id = "";
+  refill.nodelist = "";
+  refill.standing_since.reset();
+  refill.drawn_attempt = refill.drawn_launch = 0;
+  refill.ended = clock_.Now() + std::chrono::seconds(9);
+  refill.end_reason = "sbatch refused: QOS";
+  ASSERT_TRUE(store_->PutPoolJob(refill).ok());
+  PoolJobRecord theirs = refill;
+  theirs.run_id = other.run_id;
+  theirs.pool = 1;
+  theirs.ended.reset();
+  ASSERT_TRUE(store_->PutPoolJob(theirs).ok());
+
+  auto got = store_->PoolJobs(r.run_id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 2u);
+  const PoolJobRecord& first = (*got)[0];
+  EXPECT_EQ(first.job_id, "77");
+  EXPECT_EQ(first.job_name, p.job_name);
+  EXPECT_EQ(first.nodes_asked, 2);
+  EXPECT_EQ(first.nodelist, "node[9-10]");
+  EXPECT_EQ(first.standing_since, p.standing_since);
+  EXPECT_EQ(first.drawn_attempt, 1);
+  EXPECT_EQ(first.drawn_launch, 2);
+  EXPECT_TRUE(first.live());
+  EXPECT_FALSE((*got)[1].live());
+  EXPECT_EQ((*got)[1].end_reason, "sbatch refused: QOS");
+  auto live = store_->PoolJobs("");
+  ASSERT_TRUE(live.ok());
+  ASSERT_EQ(live->size(), 2u);
+  EXPECT_EQ((*live)[0].run_id, r.run_id);
+  EXPECT_EQ((*live)[1].run_id, other.run_id);
+}
+
 TEST_F(StoreTest, WorkerReportsAreKeptPerLaunchInTheOrderTheyCame) {
   RunRecord r = NewRun("hello");
   WorkerReportRecord node2{r.run_id, 1, 1, "node2", clock_.Now(), 3, "rank 3 exited 3", 0, false,

@@ -61,7 +61,8 @@ cleanup() {
   # Leave no job of this test behind on the shared cluster.
   local db=${E2E_DB:-$E2E_DIR/controller.db}
   if [ -f "$db" ]; then
-    for job in $(sqlite3 "$db" "SELECT slurm_job_id FROM attempts" 2>/dev/null); do
+    for job in $(sqlite3 "$db" "SELECT slurm_job_id FROM attempts" 2>/dev/null) \
+               $(sqlite3 "$db" "SELECT job_id FROM pool_jobs" 2>/dev/null); do
       scancel "$job" 2>/dev/null || true
     done
   fi
@@ -120,7 +121,8 @@ tiny_moe_spec() {  # [sed -e EXPR ...]
 # a worker is this test's by its controller's address, a rank by its
 # checkpoint directory under this test's own directory.
 our_worker_pids() {  # ID: the run's workers, started by this test's controller
-  pgrep -f "trellis-worker agent --controller 127.0.0.1:$CONTROLLER_PORT --run $1 " || true
+  # Anchored: the batch script's srun carries the same words after its own.
+  pgrep -f "^[^ ]*trellis-worker agent --controller 127.0.0.1:$CONTROLLER_PORT --run $1 " || true
 }
 is_our_rank() {  # PID
   tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -q "^TRELLIS_CHECKPOINT_DIR=$E2E_DIR/"

@@ -26,8 +26,21 @@ std::string FormatNextLaunchLine(const NextLaunchChoice& choice, int fallback_ex
   if (choice.next_launch < 1) return fallback;
   for (const std::string& node : choice.nodes)
     if (!IsSafeName(node)) return fallback;
-  std::string nodes = choice.nodes.empty() ? "-" : absl::StrJoin(choice.nodes, ",");
-  return absl::StrCat("relaunch ", choice.next_launch, " ", nodes);
+  // No node of its own with other jobs' nodes: the batch job runs no step.
+  std::string nodes = !choice.nodes.empty()       ? absl::StrJoin(choice.nodes, ",")
+                      : choice.other_jobs.empty() ? "-"
+                                                  : "none";
+  std::string line = absl::StrCat("relaunch ", choice.next_launch, " ", nodes);
+  for (const auto& job : choice.other_jobs) {
+    const bool digits = !job.job_id.empty() && job.job_id.size() <= 20 &&
+                        std::all_of(job.job_id.begin(), job.job_id.end(),
+                                    [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || job.nodes.empty()) return fallback;
+    for (const std::string& node : job.nodes)
+      if (!IsSafeName(node)) return fallback;
+    absl::StrAppend(&line, " ", job.job_id, ":", absl::StrJoin(job.nodes, ","));
+  }
+  return line;
 }
 
 }  // namespace trellis::worker

@@ -33,12 +33,20 @@ struct NextLaunchChoice {
   bool relaunch = false;
   int next_launch = 0;
   std::vector<std::string> nodes;  // the next launch's nodes; empty: the whole allocation
+  // Nodes of the run's other jobs (its spare pool jobs) the launch runs on too.
+  struct OtherJob {
+    std::string job_id;
+    std::vector<std::string> nodes;
+  };
   int exit_code = 0;
+  std::vector<OtherJob> other_jobs{};
 };
 
-// "relaunch <next_launch> <node,node|->" ("-": no node list, every node of
-// the allocation) or "exit <code>". An answer the
-// script could misread (bad launch number, odd node names, code outside
+// "relaunch <next_launch> <node,node|-|none> [JOB:node,node ...]" ("-": no
+// node list, every node of the allocation; JOB: another Slurm job of the run
+// whose nodes join the launch; "none": with those, no node of the batch job)
+// or "exit <code>". An answer the
+// script could misread (bad launch number, odd node names or job ids, code outside
 // [0, 255]) becomes "exit <fallback_exit_code>".
 std::string FormatNextLaunchLine(const NextLaunchChoice& choice, int fallback_exit_code);
 

@@ -47,7 +47,15 @@ INSTANTIATE_TEST_SUITE_P(
         LineCase{"ExitZero", {false, 0, {}, 0}, "exit 0"},
         LineCase{"BadLaunchFallsBack", {true, 0, {}, 0}, "exit 9"},
         LineCase{"OddNodeFallsBack", {true, 2, {"a b"}, 0}, "exit 9"},
-        LineCase{"BadCodeFallsBack", {false, 0, {}, 300}, "exit 9"}),
+        LineCase{"BadCodeFallsBack", {false, 0, {}, 300}, "exit 9"},
+        LineCase{"RelaunchWithPoolJobs",
+                 {true, 4, {"node2"}, 0, {{"77", {"node9"}}, {"78", {"node10", "node11"}}}},
+                 "relaunch 4 node2 77:node9 78:node10,node11"},
+        LineCase{"RelaunchOnPoolNodesOnly", {true, 5, {}, 0, {{"78", {"node10"}}}},
+                 "relaunch 5 none 78:node10"},
+        LineCase{"OddJobIdFallsBack", {true, 4, {"node2"}, 0, {{"77;rm", {"node9"}}}}, "exit 9"},
+        LineCase{"PoolJobWithoutNodesFallsBack", {true, 4, {"node2"}, 0, {{"77", {}}}}, "exit 9"},
+        LineCase{"OddPoolNodeFallsBack", {true, 4, {"node2"}, 0, {{"77", {"a:b"}}}}, "exit 9"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

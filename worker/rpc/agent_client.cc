@@ -134,6 +134,8 @@ absl::StatusOr<NextLaunchChoice> AgentClient::NextLaunch(const NextLaunchAsk& as
       c.relaunch = true;
       c.next_launch = resp.next_launch();
       c.nodes.assign(resp.nodes().begin(), resp.nodes().end());
+      for (const auto& job : resp.other_jobs())
+        c.other_jobs.push_back({job.job_id(), {job.nodes().begin(), job.nodes().end()}});
       break;
     case v1::NextLaunchResponse::ACTION_EXIT:
       c.exit_code = resp.exit_code();
