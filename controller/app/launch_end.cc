@@ -248,6 +248,22 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
   }
   row.recovery = std::string(RecoveryName(d.kind));
   if (d.kind == RecoveryDecision::kRelaunch) row.next_nodes = absl::StrJoin(d.nodes, ",");
+  // The pool job drawn is stored before the relaunch is: the relaunch's
+  // answer, asked again after a restart, names its nodes by job from it.
+  for (PoolJobRecord& p : pools) {
+    if (d.draws_pool.empty() || p.job_id != d.draws_pool) continue;
+    p.drawn_attempt = l.attempt;
+    p.drawn_launch = l.launch + 1;
+    fx.Add(RecordPoolJob{p});
+    const std::string detail = "spare pool job " + std::to_string(p.pool) + " (Slurm job " +
+                               p.job_id + ", " + p.nodelist + ") joins relaunch " +
+                               std::to_string(l.attempt) + "." + std::to_string(l.launch + 1) +
+                               ": too few healthy nodes in the allocation; another pool job " +
+                               "refills the pool";
+    spdlog::info("run {}: {}", l.run_id, detail);
+    fx.Add(RecordHealthEvent{SparePoolEvent(p, l.attempt, l.launch + 1, in.now, detail,
+                                            {{"event", "drawn"}, {"nodes", p.nodelist}})});
+  }
   fx.Add(RecordLaunch{row});
   if (!v.blamed_node.empty())
     fx.Add(StrikeNode{v.blamed_node, v.reason, v.evidence_json,
@@ -272,20 +288,6 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
       answer->relaunch = true;
       answer->next_launch = l.launch + 1;
       answer->exit_code = 0;
-      for (PoolJobRecord& p : pools) {
-        if (d.draws_pool.empty() || p.job_id != d.draws_pool) continue;
-        p.drawn_attempt = l.attempt;
-        p.drawn_launch = l.launch + 1;
-        fx.Add(RecordPoolJob{p});
-        const std::string detail =
-            "spare pool job " + std::to_string(p.pool) + " (Slurm job " + p.job_id + ", " +
-            p.nodelist + ") joins relaunch " + std::to_string(l.attempt) + "." +
-            std::to_string(l.launch + 1) + ": too few healthy nodes in the allocation; " +
-            "another pool job refills the pool";
-        spdlog::info("run {}: {}", run_id, detail);
-        fx.Add(RecordHealthEvent{SparePoolEvent(p, l.attempt, l.launch + 1, now, detail,
-                                                {{"event", "drawn"}, {"nodes", p.nodelist}})});
-      }
       SplitByJob(d.nodes, pools, l.attempt, answer);
       registry_.Plan({l.run_id, l.attempt, l.launch + 1}, d.nodes);
       break;

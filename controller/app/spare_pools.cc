@@ -136,8 +136,14 @@ Effects SparePools::OnSnapshot(const JobsSeen& seen) {
           for (const AttemptRecord& a : *attempts)
             if (a.attempt == row.drawn_attempt) s.drawn_attempt_over = !a.live();
       }
-      for (const SlurmJob& j : *seen.listed)
+      std::string run_job;
+      if (auto current = ctx_.store.LatestAttempt(row.run_id); current.ok() && current->has_value())
+        run_job = (*current)->slurm_job_id;
+      for (const SlurmJob& j : *seen.listed) {
         if (j.id == row.job_id) s.listed = j;
+        if (!run_job.empty() && j.id == run_job && j.state == SlurmJobState::kRunning)
+          s.run_job_time_left = j.time_left;
+      }
       if (auto it = seen.shown.find(row.job_id); !s.listed && it != seen.shown.end() &&
                                                  it->second.ok()) {
         s.looked_up = true;

@@ -33,6 +33,14 @@ PoolJobStep DecidePoolJob(const PoolJobRecord& row, const PoolJobSeen& seen) {
     step.reason = "Slurm ended it: " + job->state.name();
     return step;
   }
+  if (job->state == SlurmJobState::kRunning && !row.drawn() && job->time_left &&
+      seen.run_job_time_left && *job->time_left < *seen.run_job_time_left) {
+    step.kind = PoolJobStep::kCancel;
+    step.reason = "it would end before the run's job (" + std::to_string(job->time_left->count()) +
+                  " s left, the job " + std::to_string(seen.run_job_time_left->count()) +
+                  " s): replaced by one that outlasts it";
+    return step;
+  }
   if (job->state == SlurmJobState::kRunning && !row.drawn() &&
       (!row.standing_since || row.nodelist != job->nodelist) && !job->nodelist.empty()) {
     step.kind = PoolJobStep::kStands;

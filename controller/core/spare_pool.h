@@ -48,6 +48,11 @@ struct PoolJobSeen {
   // Slurm said (nullopt: Slurm no longer knows the job).
   bool looked_up = false;
   std::optional<SlurmJob> ended;
+  // The time left of the job of the run's current attempt (squeue %L), where
+  // it runs with a limit: a standing pool job that would end before it is
+  // replaced, since one drawn would end under the launch it joined (its
+  // workers lost, their node blamed).
+  std::optional<std::chrono::seconds> run_job_time_left{};
 };
 
 struct PoolJobStep {
@@ -55,7 +60,7 @@ struct PoolJobStep {
     kNothing,
     kStands,  // it runs: its nodes may join a relaunch from now on
     kEnded,   // Slurm ended it
-    kCancel,  // no longer needed: scancel, then ended
+    kCancel,  // no longer needed (or of no use): scancel, then ended
   } kind = kNothing;
   std::string nodelist;  // kStands: Slurm's
   std::string reason;    // kEnded, kCancel

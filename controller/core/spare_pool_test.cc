@@ -79,6 +79,28 @@ TEST(DecidePoolJobTest, ItIsCancelledWhenTheRunOrTheAttemptThatDrewItEnds) {
   EXPECT_EQ(DecidePoolJob(unsubmitted, seen).kind, PoolStep::kNothing) << "its sbatch decides";
 }
 
+// A standing pool job with less time left than the run's job (one submitted
+// in an earlier attempt) is replaced: drawn, it would end under the launch.
+TEST(DecidePoolJobTest, AStandingJobThatWouldEndBeforeTheRunsJobIsReplaced) {
+  PoolJobSeen seen;
+  seen.listed = Job("RUNNING", "node9");
+  seen.listed->time_left = seconds(600);
+  seen.run_job_time_left = seconds(3600);
+  PoolJobStep step = DecidePoolJob(Queued(), seen);
+  EXPECT_EQ(step.kind, PoolStep::kCancel);
+  EXPECT_EQ(step.reason,
+            "it would end before the run's job (600 s left, the job 3600 s): replaced by one "
+            "that outlasts it");
+  seen.run_job_time_left = seconds(500);
+  EXPECT_EQ(DecidePoolJob(Queued(), seen).kind, PoolStep::kStands);
+  seen.run_job_time_left.reset();
+  EXPECT_EQ(DecidePoolJob(Queued(), seen).kind, PoolStep::kStands) << "no limit known";
+  PoolJobRecord drawn = Queued();
+  drawn.drawn_attempt = 1;
+  seen.run_job_time_left = seconds(3600);
+  EXPECT_EQ(DecidePoolJob(drawn, seen).kind, PoolStep::kNothing) << "drawn: the attempt's";
+}
+
 TEST(NeedsPoolJobTest, ARunThatTrainsGetsOneAndARefillAfterADraw) {
   const WallTime now{};
   EXPECT_TRUE(NeedsPoolJob(RunState::kRunning, 1, {}, now));
