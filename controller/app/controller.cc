@@ -84,6 +84,7 @@ absl::Status Controller::Start() {
     else
       spdlog::error("runs by state not counted: {}", std::string(runs.status().message()));
     CountQuarantined();
+    CountSparePools();
     FlushTargets();  // no launch is known yet: empty
     // Runs left between two states by a stop, then what finished or
     // vanished while the controller was down, before new work for those runs.
@@ -99,6 +100,7 @@ absl::Status Controller::Start() {
     ExportGoodputOfLiveRuns();
     ArmTick(reconcile_timer_, config_.reconcile_interval, [this] {
       CountQuarantined();
+      CountSparePools();
       ExportGoodputOfLiveRuns();
       spools_.TryAll();
       metrics_.SetUnstoredStepRecords(spools_.Total());

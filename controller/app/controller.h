@@ -127,6 +127,8 @@ class Controller {
   // controller_nodes.cc
   void ApplyStrike(const StrikeNode& s);
   void CountQuarantined();
+  // The live spare pool jobs' nodes by state, every reconciliation tick.
+  void CountSparePools();
   // Rewrites the service-discovery file when its targets changed.
   void FlushTargets();
   // Applies `then` told whether the worker may act: its attempt's secret,

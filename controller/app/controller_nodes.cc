@@ -27,6 +27,15 @@ void Controller::ApplyStrike(const StrikeNode& s) {
 
 void Controller::CountQuarantined() { metrics_.SetQuarantinedNodes(ctx_.ExcludedNow().size()); }
 
+void Controller::CountSparePools() {
+  auto live = store_->PoolJobs("");
+  if (!live.ok()) return;
+  int64_t queued = 0, standing = 0, drawn = 0;
+  for (const PoolJobRecord& p : *live)
+    (p.drawn() ? drawn : p.standing() ? standing : queued) += p.nodes_asked;
+  metrics_.SetSparePoolNodes(queued, standing, drawn);
+}
+
 void Controller::ListNodes(Reply<std::vector<NodeStatusView>> reply) {
   asio::post(io_, [this, reply = std::move(reply)] {
     auto entries = store_->QuarantineEntries();

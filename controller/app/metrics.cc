@@ -71,6 +71,11 @@ Metrics::Metrics()
                             "Step records the workers kept in spools, not yet stored",
                             *registry_)
                           .Add({})),
+      pool_nodes_(Build(prometheus::BuildGauge(), "trellis_spare_pool_nodes",
+                        "Nodes of the runs' live spare pool jobs, by state: queued (asked for, "
+                        "not running yet), standing (running, ready to join a relaunch), drawn "
+                        "(joined a relaunch)",
+                        *registry_)),
       strikes_(Build(prometheus::BuildCounter(), "trellis_node_strikes_total",
                      "Quarantine strikes against a node", *registry_)),
       stragglers_(Build(prometheus::BuildCounter(), "trellis_straggler_events_total",
@@ -225,6 +230,12 @@ void Metrics::Restart(const std::string& run_id, std::optional<FailureClass> cls
 void Metrics::NodeStruck(const std::string& node) { strikes_.Add({{"node", node}}).Increment(); }
 
 void Metrics::SetQuarantinedNodes(size_t nodes) { quarantined_.Set(static_cast<double>(nodes)); }
+
+void Metrics::SetSparePoolNodes(int64_t queued, int64_t standing, int64_t drawn) {
+  pool_nodes_.Add({{"state", "queued"}}).Set(static_cast<double>(queued));
+  pool_nodes_.Add({{"state", "standing"}}).Set(static_cast<double>(standing));
+  pool_nodes_.Add({{"state", "drawn"}}).Set(static_cast<double>(drawn));
+}
 
 void Metrics::SetUnstoredStepRecords(int64_t records) {
   unstored_steps_.Set(static_cast<double>(records));

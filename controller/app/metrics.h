@@ -95,6 +95,8 @@ class Metrics {
   void SetQuarantinedNodes(size_t nodes);
   // Records waiting in the workers' spools (step_spools.h).
   void SetUnstoredStepRecords(int64_t records);
+  // The runs' live spare pool jobs' nodes, by state (spare_pools.h).
+  void SetSparePoolNodes(int64_t queued, int64_t standing, int64_t drawn);
   void Straggler(const std::string& run_id);
   // Every rank of the run's running launch reported `spread.step`; `tokens`
   // is their sum.
@@ -149,6 +151,7 @@ class Metrics {
   Gauges& socket_unattributed_;
   prometheus::Gauge& quarantined_;
   prometheus::Gauge& unstored_steps_;
+  Gauges& pool_nodes_;
   Counters& strikes_;
   Counters& stragglers_;
   Gauges& tokens_per_second_;

@@ -18,7 +18,8 @@ import re
 import sqlite3
 import sys
 
-PHASES = ["submit", "gate", "run", "relaunch", "restart", "continuation", "handoff", "cancel"]
+PHASES = ["submit", "gate", "run", "relaunch", "restart", "continuation", "handoff", "cancel",
+          "pool"]
 VICTIMS = ["controller", "worker", "rank", "slurmd"]
 # Who exists to be killed in each phase: no worker before the allocation
 # starts, no rank before the gate says GO.
@@ -37,6 +38,7 @@ DELAY_MS = {
     "continuation": (0, 3000),
     "handoff": (0, 1000),
     "cancel": (-1000, 1500),
+    "pool": (0, 2000),
 }
 
 

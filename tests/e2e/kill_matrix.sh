@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The kill-point matrix ("Never lose a run"). At each point a run is driven
-# into a phase (submit, gate, run, relaunch, restart, continuation, handoff, cancel)
+# into a phase (submit, gate, run, relaunch, restart, continuation, handoff, cancel,
+# pool)
 # and one victim (the controller, a worker, a rank, one node's slurmd) is
 # SIGKILLed at a random moment inside it; what was killed is started again
 # (the controller on its port, the slurmd by the cluster script; a worker or a
@@ -90,10 +91,12 @@ km_terminal() { case "$(db "SELECT state FROM runs WHERE run_id='$1'")" in
 # A job Slurm holds COMPLETING with none of them left is Slurm's own
 # bookkeeping (a TERMINATE_JOB sent while a node's slurmd was down is sent
 # again a minute later): a note, not something Trellis left behind.
+km_run_jobs() {  # ID: the run's jobs in squeue, "ID:NAME:STATE" (attempts' and pool jobs')
+  squeue -h -o '%i:%j:%T' 2>/dev/null | grep -E ":trellis-(pool-)?$1\.[0-9]+\.[0-9a-f]+:" || true
+}
 km_leftovers() {
   local -a left
-  mapfile -t left < <(squeue -h -o '%i:%j:%T' 2>/dev/null |
-                        grep ":trellis-$1\.[0-9]*:" | grep -v ':COMPLETING$' || true
+  mapfile -t left < <(km_run_jobs "$1" | grep -v ':COMPLETING$' || true
                       km_worker_pids "$1"; km_rank_pids "$1")
   echo "${left[*]}"
 }
@@ -121,8 +124,9 @@ km_settle() {
       sleep 0.5
     done
     deadline=$((SECONDS + 10))
-    while left=$(squeue -h -o '%i:%j:%T' 2>/dev/null | grep ":trellis-$id\.[0-9]*:" || true)
-      [ -n "$left" ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
+    while left=$(km_run_jobs "$id") && [ -n "$left" ] && [ $SECONDS -lt $deadline ]; do
+      sleep 0.5
+    done
     [ -z "$left" ] || km_note "Slurm still holds ${left//$'\n'/ } (no process of it is left)"
   done
 }

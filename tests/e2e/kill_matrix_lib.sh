@@ -254,6 +254,30 @@ km_drive_handoff() {
   km_strike "$2" "$KM_ID" "$4"
 }
 
+# pool: a relaunch that draws the run's spare pool job (no spare in the
+# allocation, a pool of one node): a worker of the run is killed once the pool
+# stands, and the victim dies DELAY later: through the relaunch's decision, the
+# draw stored, the pool node's step in the pool job (srun --jobid), its gate
+# and the refill's sbatch.
+km_pool_stands() {  # ID
+  [ -n "$(db "SELECT standing_ms FROM pool_jobs WHERE run_id='$1' AND standing_ms IS NOT NULL LIMIT 1")" ]
+}
+km_drive_pool() {
+  local spec pid
+  spec=$(km_spec 60 "$((3 - 2 * $5))" true 0)
+  sed -i -e 's/^spare_nodes = 1$/spare_nodes = 0/' \
+    -e 's/^\[restart\]$/[restart]\nspare_pool_nodes = 1/' "$spec"
+  km_submit "$spec" || return 0
+  km_until 90 "$KM_ID running with steps" km_running_with_steps "$KM_ID" 3 || return 0
+  km_until 60 "the spare pool of $KM_ID to stand" km_pool_stands "$KM_ID" || return 0
+  km_pick pid $(km_worker_pids "$KM_ID")
+  [ -n "$pid" ] || { km_note "no worker of $KM_ID to fail"; return 0; }
+  kill -KILL "$pid" 2>/dev/null && KM_FAULTS=$((KM_FAULTS + 1))
+  log "the fault: killed worker pid $pid; the relaunch draws the pool"
+  km_sleep_ms "$3"
+  km_strike "$2" "$KM_ID" "$4"
+}
+
 # cancel: `trellis cancel` at DELAY before (negative) or after the kill. A
 # cancel the controller did not acknowledge is sent again once it is back, as
 # a user would.
