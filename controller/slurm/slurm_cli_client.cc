@@ -127,13 +127,13 @@ absl::Status SlurmCliClient::Cancel(const std::string& id) {
 
 absl::Status SlurmCliClient::ReleaseWaitingJob(const std::string& id, std::chrono::seconds start_in,
                                                const std::vector<std::string>& exclude) {
+  // Always the whole list: an empty one clears the job's --exclude (the
+  // nodes it named may have left quarantine since).
+  std::string joined;
+  for (const auto& n : exclude) joined += (joined.empty() ? "" : ",") + n;
   std::vector<std::string> argv = {Bin("scontrol"), "update", "JobId=" + id,
-                                   "StartTime=now+" + std::to_string(start_in.count())};
-  if (!exclude.empty()) {
-    std::string joined;
-    for (const auto& n : exclude) joined += (joined.empty() ? "" : ",") + n;
-    argv.push_back("ExcNodeList=" + joined);
-  }
+                                   "StartTime=now+" + std::to_string(start_in.count()),
+                                   "ExcNodeList=" + joined};
   auto r = Run(argv, options_.timeout);
   if (!r.ok()) return r.status();
   if (r->exit_code != 0) return Failed(argv, *r);

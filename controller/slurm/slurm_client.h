@@ -33,7 +33,7 @@ class SlurmClient {
   virtual absl::Status SignalStep(const std::string& job_id, const std::string& step_id,
                                   const std::string& signal) = 0;
   // A pending job made eligible in `start_in` (scontrol update StartTime=now+N), kept
-  // off `exclude` where that is given (ExcNodeList=): a continuation
+  // off `exclude` and no other node (ExcNodeList=, empty: none): a continuation
   // submitted ahead, needed sooner. A job that started meanwhile is left as it is.
   virtual absl::Status ReleaseWaitingJob(const std::string& id, std::chrono::seconds start_in,
                                          const std::vector<std::string>& exclude) = 0;
