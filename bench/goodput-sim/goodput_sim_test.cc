@@ -7,6 +7,7 @@
 #include "bench/goodput-sim/evidence.h"
 #include "bench/goodput-sim/rows.h"
 #include "bench/goodput-sim/simulator.h"
+#include "bench/goodput-sim/spare_pool.h"
 #include "bench/goodput-sim/trace.h"
 
 namespace trellis::bench {
@@ -290,10 +291,169 @@ TEST(GoodputSimTest, ANewAttemptAfterAFailureTakesTheContinuationWaitingAhead) {
   ExpectConsistent(r);
 }
 
+Strategy Pooled(int spares, int pool_nodes) {
+  Strategy st = Trellis(spares);
+  st.spare_pool_nodes = pool_nodes;
+  return st;
+}
+
+// Queue waits of exactly `wait_s`, no time limit.
+Scenario Queued(double wait_s) {
+  Scenario s = Small();
+  s.queue_median_s = wait_s;
+  s.queue_sigma = 0;
+  return s;
+}
+
+TEST(GoodputSimTest, AFailureWithTheSparesUsedUpDrawsTheStandingPoolInsteadOfANewAttempt) {
+  // No spares: a blamed node leaves 3 healthy of 4 needed. The pool job,
+  // submitted when the job started (no queue here), stands by then.
+  const auto trace = One(FaultKind::kDeviceError, 10 * kSegmentS + 200);
+  SimResult pooled = Simulate(Small(), Pooled(0, 1), trace, 1);
+  EXPECT_EQ(pooled.counts.relaunches, 1);
+  EXPECT_EQ(pooled.counts.new_attempts_after_failure, 0);
+  EXPECT_EQ(pooled.counts.attempts, 1);
+  EXPECT_EQ(pooled.counts.pool.draws, 1);
+  EXPECT_EQ(pooled.counts.pool.jobs_submitted, 2);  // the first, and the refill
+  EXPECT_EQ(pooled.counts.restarts_used, 1);        // a relaunch uses a restart
+  EXPECT_EQ(pooled.ledger.relaunch_ms, 120'000);
+  EXPECT_EQ(pooled.ledger.start_ms + pooled.ledger.queue_ms + pooled.ledger.backoff_ms, 0);
+  ExpectConsistent(pooled);
+  // Without the pool the same failure is a new attempt.
+  SimResult alone = Simulate(Small(), Trellis(0), trace, 1);
+  EXPECT_EQ(alone.counts.relaunches, 0);
+  EXPECT_EQ(alone.counts.new_attempts_after_failure, 1);
+  EXPECT_EQ(alone.counts.pool.jobs_submitted, 0);
+}
+
+TEST(GoodputSimTest, APoolJobStillInTheQueueIsNotDrawn) {
+  // Every job waits 3600 s: the run's job starts at 3600 s, its pool job is
+  // submitted then and stands from 7200 s.
+  const Scenario s = Queued(3600);
+  SimResult early = Simulate(s, Pooled(0, 1), One(FaultKind::kDeviceError, 4600), 1);
+  EXPECT_EQ(early.counts.pool.draws, 0);
+  EXPECT_EQ(early.counts.pool.queued_at_need, 1);
+  EXPECT_EQ(early.counts.new_attempts_after_failure, 1);
+  EXPECT_EQ(early.counts.relaunches, 0);
+  ExpectConsistent(early);
+  SimResult later = Simulate(s, Pooled(0, 1), One(FaultKind::kDeviceError, 7600), 1);
+  EXPECT_EQ(later.counts.pool.draws, 1);
+  EXPECT_EQ(later.counts.pool.queued_at_need, 0);
+  EXPECT_EQ(later.counts.new_attempts_after_failure, 0);
+  EXPECT_EQ(later.counts.relaunches, 1);
+  ExpectConsistent(later);
+}
+
+TEST(GoodputSimTest, ADrawnPoolIsRefilledByAJobThatWaitsTheQueue) {
+  // The pool stands from 7200 s; a failure at 7600 s draws it and submits
+  // the refill, standing from 7630 + 3600 = 11230 s. A second blamed node
+  // before then needs a new attempt; after it, the refill is drawn.
+  const Scenario s = Queued(3600);
+  auto two = [](int64_t second_s) {
+    return std::vector<TraceEvent>{{7600 * 1000LL, FaultKind::kDeviceError, 0.5},
+                                   {second_s * 1000, FaultKind::kDeviceError, 0.5}};
+  };
+  SimResult before = Simulate(s, Pooled(0, 1), two(11000), 1);
+  EXPECT_EQ(before.counts.pool.draws, 1);
+  EXPECT_EQ(before.counts.pool.queued_at_need, 1);
+  EXPECT_EQ(before.counts.relaunches, 1);
+  EXPECT_EQ(before.counts.new_attempts_after_failure, 1);
+  ExpectConsistent(before);
+  SimResult after = Simulate(s, Pooled(0, 1), two(11300), 1);
+  EXPECT_EQ(after.counts.pool.draws, 2);
+  EXPECT_EQ(after.counts.pool.jobs_submitted, 3);
+  EXPECT_EQ(after.counts.relaunches, 2);
+  EXPECT_EQ(after.counts.new_attempts_after_failure, 0);
+  ExpectConsistent(after);
+}
+
+TEST(GoodputSimTest, ThePoolsNodesAreNoneOfTheAllocations) {
+  // Five nodes: the allocation holds four, so the pool job gets the fifth,
+  // and the continuation after the time limit is allocated the other four
+  // again; a blamed node is then replaced by the pool's.
+  Scenario s = Small();
+  s.cluster_nodes = 5;
+  s.time_limit_s = 3600;
+  s.horizon_s = 2 * 3600 - 100;
+  SimResult r = Simulate(s, Pooled(0, 1), One(FaultKind::kDeviceError, 3600 + 1800), 1);
+  EXPECT_EQ(r.counts.time_limit_stops, 1);
+  EXPECT_EQ(r.counts.pool.draws, 1);
+  EXPECT_EQ(r.counts.relaunches, 1);
+  EXPECT_EQ(r.counts.new_attempts_after_failure, 0);
+  ExpectConsistent(r);
+}
+
+TEST(GoodputSimTest, AStandingPoolJobEndsAtItsTimeLimitAndIsReplaced) {
+  // Jobs wait 600 s and last an hour: the pool job stands 1200-4800 s, its
+  // replacement 5400-9000 s, the next from 9600 s to the horizon.
+  Scenario s = Queued(600);
+  s.time_limit_s = 3600;
+  s.horizon_s = 3 * 3600;
+  SimResult r = Simulate(s, Pooled(2, 1), {}, 1);
+  EXPECT_EQ(r.counts.pool.expired, 2);
+  EXPECT_EQ(r.counts.pool.jobs_submitted, 3);
+  EXPECT_EQ(r.counts.pool.standing_ms, (3600 + 3600 + 1200) * 1000);
+  ExpectConsistent(r);
+}
+
+// As the controller does (controller/core/spare_pool.h): a standing pool job
+// that would end before the run's job is replaced, never drawn.
+TEST(GoodputSimTest, AStandingPoolJobThatWouldEndBeforeTheRunsJobIsReplaced) {
+  Scenario s = Queued(600);
+  s.time_limit_s = 3600;
+  SparePool pool(s, 1, 1);
+  Cluster cluster(8);
+  pool.Submit(0);  // stands 600 s .. 4200 s
+  EXPECT_FALSE(pool.Standing(599 * 1000, {}, cluster, 4000 * 1000)) << "still queued";
+  auto ok = pool.Standing(700 * 1000, {}, cluster, 4200 * 1000);
+  ASSERT_TRUE(ok) << "it outlasts the run's job";
+  EXPECT_EQ(ok->nodes.size(), 1u);
+  EXPECT_FALSE(pool.Standing(800 * 1000, {}, cluster, 4201 * 1000)) << "it would end first";
+  EXPECT_TRUE(pool.Standing(1400 * 1000, {}, cluster, 4201 * 1000)) << "its replacement";
+  PoolCounts c = pool.Finish(1400 * 1000);
+  EXPECT_EQ(c.replaced_short, 1);
+  EXPECT_EQ(c.jobs_submitted, 2);
+  EXPECT_EQ(c.standing_ms, 200 * 1000);
+}
+
+TEST(GoodputSimTest, ACheckpointWrittenBehindTheStepsIsLostToAFailureBeforeItIsOnDisk) {
+  Scenario s = Small();
+  s.checkpoint_write_s = 100;
+  // 50 s after the 10th checkpoint's stall: it was not on disk yet.
+  SimResult early =
+      Simulate(s, Trellis(2), One(FaultKind::kNcclEverywhere, 10 * kSegmentS + 50), 1);
+  EXPECT_EQ(early.ledger.redone_ms, (kSegmentS + 50) * 1000);
+  ExpectConsistent(early);
+  SimResult late =
+      Simulate(s, Trellis(2), One(FaultKind::kNcclEverywhere, 10 * kSegmentS + 150), 1);
+  EXPECT_EQ(late.ledger.redone_ms, 150'000);
+  ExpectConsistent(late);
+  // A stop writes its checkpoint in place: the stall and the write.
+  s.time_limit_s = 3600;
+  s.horizon_s = 2 * 3600;
+  SimResult stop = Simulate(s, Trellis(2), {}, 1);
+  EXPECT_EQ(stop.counts.time_limit_stops, 1);
+  const int64_t segments = 3600 / kSegmentS;
+  EXPECT_EQ(stop.ledger.stall_ms, (2 * segments * 5 + 105) * 1000);
+  ExpectConsistent(stop);
+}
+
+TEST(GoodputSimTest, ARankThatEndsByItselfIsNoticedAfterTheExitDetection) {
+  Scenario s = Small();
+  s.exit_detect_s = 1;
+  for (FaultKind kind : {FaultKind::kDeviceError, FaultKind::kSameExit, FaultKind::kNodeLost}) {
+    SimResult r = Simulate(s, Trellis(2), One(kind, 10 * kSegmentS + 200), 1);
+    EXPECT_EQ(r.ledger.detection_ms, kind == FaultKind::kNodeLost ? 30'000 : 1'000)
+        << FaultKindName(kind);
+    ExpectConsistent(r);
+  }
+}
+
 TEST(GoodputSimTest, EveryRowAgreesWithComputeGoodputOnAShortTrace) {
   for (Row row : BenchRows()) {
     row.scenario.nodes_needed = 16;
-    row.scenario.cluster_nodes = row.strategy.spares > 16 ? 256 : 24;
+    row.scenario.cluster_nodes =
+        row.strategy.spares > 16 ? 256 : 24 + row.strategy.spare_pool_nodes;
     row.scenario.horizon_s = 6 * 86400;
     row.scenario.interruptions = 60;
     SimResult r = Simulate(row.scenario, row.strategy, MakeTrace(row.scenario, 3), 3);

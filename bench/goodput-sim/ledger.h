@@ -33,6 +33,20 @@ struct Ledger {               // milliseconds; they add up to the horizon
   int64_t total_ms() const;
 };
 
+// The spare pool (Strategy::spare_pool_nodes, spare_pool.h).
+struct PoolCounts {
+  int jobs_submitted = 0;  // the first, refills and replacements
+  int draws = 0;           // relaunches that drew the standing pool job
+  int queued_at_need = 0;  // new attempts after a failure while the pool job waited in the queue
+  int expired = 0;         // standing pool jobs that reached their time limit undrawn
+  // Standing pool jobs replaced because they would end before the run's job.
+  int replaced_short = 0;
+  // Drawn pool jobs whose own time limit came before the attempt that drew
+  // them ended (none, with the replacements above; counted as a check).
+  int drawn_outlived = 0;
+  int64_t standing_ms = 0;  // a pool job stood, its nodes idle
+};
+
 struct Counts {
   int attempts = 0;                          // allocations that started
   int new_attempts_after_failure = 0;        // DecideRecovery said kNewAttempt after a failure
@@ -57,6 +71,8 @@ struct Counts {
   int handoffs = 0;              // its allocation started while the attempt trained
   int ahead_waited_at_limit = 0;  // the time limit came first: the run waited on for it
   int ahead_taken_after_failure = 0;  // a failure's new attempt took it
+
+  PoolCounts pool;
 };
 
 // The run's record as the controller keeps it.

@@ -3,6 +3,7 @@
 // results table). Output only; the simulation is simulator.cc.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <iostream>
 #include <map>
@@ -25,6 +26,8 @@ using nlohmann::json;
 
 double Hours(int64_t ms) { return static_cast<double>(ms) / 3.6e6; }
 double Pct(int64_t ms, int64_t of) { return of > 0 ? 100.0 * static_cast<double>(ms) / of : 0; }
+// A whole number as an integer, as the results written before it was a double.
+json Seconds(double s) { return s == std::floor(s) ? json(static_cast<int64_t>(s)) : json(s); }
 
 json ScenarioJson(const Scenario& s) {
   return {{"nodes_needed", s.nodes_needed},
@@ -35,9 +38,11 @@ json ScenarioJson(const Scenario& s) {
           {"share_node_evidence", s.share_node_evidence},
           {"share_no_evidence", s.share_no_evidence},
           {"crash_detect_s", s.crash_detect_s},
+          {"exit_detect_s", s.exit_detect_s},
           {"hang_timeout_s", s.hang_timeout_s},
           {"checkpoint_every_s", s.checkpoint_every_s},
-          {"checkpoint_stall_s", s.checkpoint_stall_s},
+          {"checkpoint_stall_s", Seconds(s.checkpoint_stall_s)},
+          {"checkpoint_write_s", s.checkpoint_write_s},
           {"relaunch_s", s.relaunch_s},
           {"queue_median_s", s.queue_median_s},
           {"queue_sigma", s.queue_sigma},
@@ -143,7 +148,15 @@ json ResultJson(uint64_t seed, const SimResult& r) {
                                               : 0.0},
         {"handoffs", c.handoffs},
         {"waited_at_time_limit", c.ahead_waited_at_limit},
-        {"taken_after_failure", c.ahead_taken_after_failure}}}};
+        {"taken_after_failure", c.ahead_taken_after_failure}}},
+      {"spare_pool",
+       {{"jobs_submitted", c.pool.jobs_submitted},
+        {"draws", c.pool.draws},
+        {"queued_at_need", c.pool.queued_at_need},
+        {"expired_standing", c.pool.expired},
+        {"replaced_short", c.pool.replaced_short},
+        {"drawn_outlived", c.pool.drawn_outlived},
+        {"standing_hours", Hours(c.pool.standing_ms)}}}};
 }
 
 // The mean over seeds of every number in the per-seed results (recursively;
@@ -221,7 +234,9 @@ int main(int argc, char** argv) {
                              {"quarantine_repairs", st.quarantine_repairs},
                              {"continuation", st.continuation_ahead ? "ahead" : "after"},
                              {"continuation_lead_s", st.continuation_lead_s},
-                             {"signal_grace_s", st.signal_grace_s}}},
+                             {"signal_grace_s", st.signal_grace_s},
+                             {"checkpoint_auto", st.checkpoint_auto},
+                             {"spare_pool_nodes", st.spare_pool_nodes}}},
                            {"scenario_changes", changes},
                            {"effective_pct_min", lo},
                            {"effective_pct_max", hi},

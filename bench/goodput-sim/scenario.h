@@ -24,9 +24,18 @@ struct Scenario {
   // the rest hang
 
   int64_t crash_detect_s = 30;   // a crash, or a lost worker's heartbeat timeout
+  // A rank that ends by itself (a device error, the same exit code on
+  // several nodes): its worker reports the exit; the scenario's is the
+  // crash_detect_s of every crash.
+  int64_t exit_detect_s = 30;
   int64_t hang_timeout_s = 300;  // restart.hang_timeout_s
   int64_t checkpoint_every_s = 300;
-  int64_t checkpoint_stall_s = 5;
+  double checkpoint_stall_s = 5;  // the steps stand still for it
+  // A checkpoint written behind the steps (checkpoint.async) is complete this
+  // long after its stall; a failure before then loses it too, and a stop (the
+  // time limit, a handoff) writes its last one in place: stall + write. 0: the
+  // write is the stall (in place), as in the scenario.
+  int64_t checkpoint_write_s = 0;
   int64_t relaunch_s = 120;      // relaunch inside the allocation, to training again
   double queue_median_s = 3600;  // a new attempt's queue wait: lognormal
   double queue_sigma = 1.0;
@@ -46,6 +55,10 @@ struct Strategy {
   std::string key;                     // stable, for the JSON
   std::string label;                   // for people
   int spares = 0;                      // extra nodes per allocation, refilled only by a new attempt
+  // restart.spare_pool_nodes: a standing Slurm job of the run's own, drawn
+  // whole by a relaunch that finds too few healthy nodes, then refilled
+  // (spare_pool.h); 0: none.
+  int spare_pool_nodes = 0;
   bool quarantine = true;              // strike blamed nodes, exclude them at submission
   bool relaunch_in_allocation = true;  // restart.relaunch_in_allocation
   int backoff_s = 30;                  // restart.backoff_s

@@ -4,6 +4,7 @@
 // run's attempts and launches, simulator_ahead.cc the continuations ahead.
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -17,6 +18,7 @@
 #include "bench/goodput-sim/rng.h"
 #include "bench/goodput-sim/scenario.h"
 #include "bench/goodput-sim/simulator.h"
+#include "bench/goodput-sim/spare_pool.h"
 #include "bench/goodput-sim/trace.h"
 #include "common/clock.h"
 #include "common/spec/run_spec.h"
@@ -72,6 +74,7 @@ class Simulation {
  private:
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
   static int64_t Ms(int64_t s) { return s * 1000; }
+  static int64_t MsOfSeconds(double s) { return std::llround(s * 1000); }
   int64_t CheckpointEveryMs() const;  // Strategy::checkpoint_auto
 
   WallTime Wall(int64_t ms) const { return start_ + std::chrono::milliseconds(ms); }
@@ -102,11 +105,18 @@ class Simulation {
   // Checkpointed segments (compute, then the stall) from `from` to end.at_ms;
   // each is one step in the controller's record. The partial segment at the
   // end is lost (a failure), checkpointed (the time limit: the stall takes
-  // its last seconds) or still running (the horizon).
+  // its last seconds) or still running (the horizon). A checkpoint written
+  // behind the steps (Scenario::checkpoint_write_s) that a failure comes
+  // before is lost too, with its segment, and the launch after it runs that
+  // step again.
   void Train(int64_t from, LaunchEnd& end, int launch);
 
+  // From an interruption of `kind` to the controller noticing it.
+  int64_t DetectionMs(FaultKind kind) const;
+
   // Noticing the failure, classifying it, striking the blamed node and asking
-  // DecideRecovery; nullopt when the horizon came first.
+  // DecideRecovery, with the spare pool's standing job if any (a draw
+  // submits the refill); nullopt when the horizon came first.
   std::optional<controller::RecoveryDecision> AfterFailure(
       const LaunchEnd& end, const std::vector<std::string>& go,
       const std::vector<std::string>& allocation, int64_t job_end, int64_t go_at);
@@ -117,7 +127,8 @@ class Simulation {
   controller::RecoveryDecision Decide(const controller::LaunchVerdict& v,
                                       const std::vector<std::string>& allocation,
                                       std::set<std::string> unhealthy,
-                                      std::optional<int64_t> go_at);
+                                      std::optional<int64_t> go_at,
+                                      std::optional<controller::StandingPool> pool = {});
 
   void StrikeNode(const controller::LaunchVerdict& v);
 
@@ -147,8 +158,9 @@ class Simulation {
   // served, and kept off today's quarantine; then the job start.
   std::optional<NextAttempt> TakeUp(const controller::RecoveryDecision& d);
 
-  // The attempt ends: back to QUEUED until `not_before` (or the continuation
-  // waiting ahead takes over), or FAILED.
+  // The attempt ends (and the pool jobs it drew with it): back to QUEUED
+  // until `not_before` (or the continuation waiting ahead takes over), or
+  // FAILED.
   std::optional<NextAttempt> EndAttempt(const controller::RecoveryDecision& d);
 
   SimResult Finish();
@@ -175,6 +187,7 @@ class Simulation {
   controller::FailureClass decided_class_ = controller::FailureClass::kRankExit;  // the newest
   std::vector<controller::AttemptQueueFacts> queue_facts_;  // every attempt's, oldest first
   std::optional<Waiting> waiting_;  // the continuation waiting ahead
+  SparePool pool_;                  // Strategy::spare_pool_nodes
   Ledger led_;
   Counts counts_;
   GoodputLog log_;

@@ -42,7 +42,8 @@ Simulation::Simulation(const Scenario& sc, const Strategy& st,
       repeat_rng_(seed, 5),
       ahead_rng_(seed, 6),
       horizon_(Ms(sc.horizon_s)),
-      start_(clock_.Now()) {
+      start_(clock_.Now()),
+      pool_(sc, st.spare_pool_nodes, seed) {
   policy_.max_restarts = st.max_restarts;
   policy_.backoff_s = st.backoff_s;
   policy_.hang_timeout_s = static_cast<int>(sc.hang_timeout_s);
@@ -51,6 +52,7 @@ Simulation::Simulation(const Scenario& sc, const Strategy& st,
   policy_.backoff_reset_s = st.backoff_reset_s;
   policy_.continuation = st.continuation_ahead ? "ahead" : "after";
   policy_.continuation_lead_s = st.continuation_lead_s;
+  policy_.spare_pool_nodes = st.spare_pool_nodes;
 }
 
 SimResult Simulation::Run() {
@@ -114,8 +116,13 @@ std::optional<NextAttempt> Simulation::RunAttempt(const AttemptStart& start) {
   ++attempt_;
   const int64_t job_end =
       sc_.time_limit_s > 0 ? start.alloc_ms + Ms(sc_.time_limit_s) : kNever;
+  std::vector<std::string> off = start.excluded;
+  if (pool_.enabled() && !pool_.submitted()) pool_.Submit(now_);  // once the run's job runs
+  if (pool_.enabled())  // Slurm gives a standing pool job's nodes to no other job
+    if (auto standing = pool_.Standing(now_, Excluded(), cluster_, job_end))
+      off.insert(off.end(), standing->nodes.begin(), standing->nodes.end());
   std::vector<std::string> allocation =
-      cluster_.Allocate(start.excluded, sc_.nodes_needed + st_.spares, alloc_rng_);
+      cluster_.Allocate(off, sc_.nodes_needed + st_.spares, alloc_rng_);
   log_.Change(Wall(now_), RunState::kGating);
   // The queue waits the controller sees: an attempt's first GO less when it
   // became eligible (controller/app/continuations.cc).
@@ -195,7 +202,7 @@ LaunchEnd Simulation::RunLaunch(const std::vector<std::string>& go, int64_t job_
 int64_t Simulation::CheckpointEveryMs() const {
   if (!st_.checkpoint_auto) return Ms(sc_.checkpoint_every_s);
   CheckpointIntervalInput in;  // the spec's default bounds
-  in.cost_s = static_cast<double>(sc_.checkpoint_stall_s);
+  in.cost_s = sc_.checkpoint_stall_s;
   in.step_s = 0.001;  // the simulation has no steps: a period to the millisecond
   in.mtbf_s = sc_.interruptions > 0
                   ? static_cast<double>(sc_.horizon_s) / sc_.interruptions
@@ -204,8 +211,10 @@ int64_t Simulation::CheckpointEveryMs() const {
 }
 
 void Simulation::Train(int64_t from, LaunchEnd& end, int launch) {
-  const int64_t every = CheckpointEveryMs(), stall = Ms(sc_.checkpoint_stall_s);
+  const int64_t every = CheckpointEveryMs(), stall = MsOfSeconds(sc_.checkpoint_stall_s);
   const int64_t segment = every + stall;
+  // A stop writes its checkpoint in place: the copy's stall and the write.
+  const int64_t write = Ms(sc_.checkpoint_write_s), stop_stall = stall + write;
   const int64_t full = (end.at_ms - from) / segment;
   const int64_t rest = end.at_ms - from - full * segment;
   controller::LaunchSteps steps;
@@ -218,12 +227,18 @@ void Simulation::Train(int64_t from, LaunchEnd& end, int launch) {
   switch (end.how) {
     case LaunchEnd::kFailure:
       end.lost_ms = rest;
-      led_.redone_ms += rest;
+      if (full > 0 && rest < write) {  // the newest checkpoint was not on disk yet
+        end.lost_ms += segment;
+        led_.productive_ms -= every;
+        led_.stall_ms -= stall;
+        --step_;  // the step is in the record; the next launch runs it again
+      }
+      led_.redone_ms += end.lost_ms;
       break;
     case LaunchEnd::kTimeLimit:
     case LaunchEnd::kHandoff:  // stopped at a step boundary with a checkpoint
-      led_.productive_ms += std::max<int64_t>(0, rest - stall);
-      led_.stall_ms += std::min(rest, stall);
+      led_.productive_ms += std::max<int64_t>(0, rest - stop_stall);
+      led_.stall_ms += std::min(rest, stop_stall);
       if (rest > 0) {
         steps.marks.push_back({++step_, Wall(end.at_ms)});
         steps.last_step_time = milliseconds(rest);
@@ -244,8 +259,7 @@ std::optional<RecoveryDecision> Simulation::AfterFailure(
     const std::vector<std::string>& allocation, int64_t job_end, int64_t go_at) {
   if (LeavesNodeFaulty(end.kind))
     cluster_.MarkFaulty(end.culprit, end.kind, now_, now_ + Ms(sc_.site_repair_s));
-  const int64_t detect =
-      Ms(end.kind == FaultKind::kHang ? sc_.hang_timeout_s : sc_.crash_detect_s);
+  const int64_t detect = DetectionMs(end.kind);
   if (!Spend(std::min(end.at_ms + detect, job_end), &led_.detection_ms)) {
     led_.undetected_at_end_ms = end.lost_ms + (now_ - end.at_ms);
     return std::nullopt;
@@ -266,20 +280,47 @@ std::optional<RecoveryDecision> Simulation::AfterFailure(
   // the decision comes before this launch's strike is applied.
   std::set<std::string> unhealthy(ev.lost_nodes.begin(), ev.lost_nodes.end());
   for (const auto& n : Excluded()) unhealthy.insert(n);
-  RecoveryDecision d = Decide(v, allocation, unhealthy, go_at);
+  std::optional<controller::StandingPool> pool;
+  if (pool_.enabled()) {
+    std::vector<std::string> unavailable = Excluded();
+    unavailable.insert(unavailable.end(), allocation.begin(), allocation.end());
+    pool = pool_.Standing(now_, unavailable, cluster_, job_end);
+  }
+  const bool pool_queued = pool_.enabled() && !pool;
+  RecoveryDecision d = Decide(v, allocation, unhealthy, go_at, std::move(pool));
   if (st_.quarantine && !v.blamed_node.empty()) StrikeNode(v);
-  if (d.kind == RecoveryDecision::kNewAttempt && v.cls != controller::FailureClass::kTimeLimit)
+  if (!d.draws_pool.empty()) pool_.Drawn(now_, job_end);  // and the refill's sbatch
+  if (d.kind == RecoveryDecision::kNewAttempt && v.cls != controller::FailureClass::kTimeLimit) {
     ++counts_.new_attempts_after_failure;
+    if (pool_queued) pool_.QueuedAtNeed();
+  }
   return d;
+}
+
+int64_t Simulation::DetectionMs(FaultKind kind) const {
+  switch (kind) {
+    case FaultKind::kHang:
+      return Ms(sc_.hang_timeout_s);
+    case FaultKind::kDeviceError:  // the rank ends with its error: its worker says so
+    case FaultKind::kSameExit:
+      return Ms(sc_.exit_detect_s);
+    case FaultKind::kNodeLost:  // the heartbeat timeout
+    case FaultKind::kNcclOneNode:
+    case FaultKind::kNcclEverywhere:
+      break;
+  }
+  return Ms(sc_.crash_detect_s);
 }
 
 RecoveryDecision Simulation::Decide(const controller::LaunchVerdict& v,
                                     const std::vector<std::string>& allocation,
                                     std::set<std::string> unhealthy,
-                                    std::optional<int64_t> go_at) {
+                                    std::optional<int64_t> go_at,
+                                    std::optional<controller::StandingPool> pool) {
   controller::RecoveryInput in;
   in.verdict = v;
   in.allocation_nodes = allocation;
+  in.pool = std::move(pool);
   in.unhealthy = std::move(unhealthy);
   in.nodes_needed = sc_.nodes_needed;
   in.restarts_so_far = restarts_;
@@ -315,6 +356,7 @@ std::optional<NextAttempt> Simulation::TimeLimit(const std::vector<std::string>&
 }
 
 std::optional<NextAttempt> Simulation::EndAttempt(const RecoveryDecision& d) {
+  pool_.AttemptEnds(now_);
   if (d.kind == RecoveryDecision::kNewAttempt) {
     if (waiting_) return TakeUp(d);
     log_.Change(Wall(now_), RunState::kQueued);
@@ -335,6 +377,7 @@ SimResult Simulation::Finish() {
   counts_.trace_idle += static_cast<int>(trace_.size() - next_trace_);
   counts_.restarts_used = restarts_;
   counts_.nodes_quarantined = static_cast<int>(struck_.size());
+  counts_.pool = pool_.Finish(horizon_);
   SimResult r;
   r.ledger = led_;
   r.counts = counts_;

@@ -23,6 +23,11 @@
 // relaunch_s (RESTARTING with the handoff flag, SUBMITTED, GATING); when the
 // limit comes first, the run waits for the rest of its queue wait; a new
 // attempt after a failure takes it instead of an sbatch.
+//
+// With a spare pool (Strategy::spare_pool_nodes, spare_pool.h): a standing
+// Slurm job of the run's own, passed to DecideRecovery while it runs; a
+// failure that leaves too few healthy nodes relaunches with its nodes
+// (draws_pool) instead of a new attempt, and its refill waits the queue.
 
 #include <cstdint>
 #include <vector>

@@ -62,6 +62,7 @@ int64_t Simulation::Ahead(int64_t run_start, int64_t until, int64_t job_end) {
 
 std::optional<NextAttempt> Simulation::Handoff(const std::vector<std::string>& nodes,
                                                int64_t go_at) {
+  pool_.AttemptEnds(now_);
   ++counts_.handoffs;
   log_.Change(Wall(now_), RunState::kRestarting, /*handoff=*/true);
   controller::LaunchVerdict v = controller::ClassifyLaunch(HandoffEvidence(nodes));
