@@ -123,6 +123,8 @@ Effects SparePools::OnSnapshot(const JobsSeen& seen) {
   const WallTime now = ctx_.clock.Now();
   // The pool jobs that stand or wait.
   auto live = ctx_.store.PoolJobs("");
+  const std::vector<std::string> excluded =
+      live.ok() && !live->empty() ? ctx_.ExcludedNow() : std::vector<std::string>{};
   if (live.ok())
     for (const PoolJobRecord& row : *live) {
       if (row.job_id.empty()) continue;  // below, with its run
@@ -136,6 +138,9 @@ Effects SparePools::OnSnapshot(const JobsSeen& seen) {
           for (const AttemptRecord& a : *attempts)
             if (a.attempt == row.drawn_attempt) s.drawn_attempt_over = !a.live();
       }
+      for (const std::string& n : PoolNodes(row))
+        if (std::find(excluded.begin(), excluded.end(), n) != excluded.end())
+          s.quarantined.push_back(n);
       std::string run_job;
       if (auto current = ctx_.store.LatestAttempt(row.run_id); current.ok() && current->has_value())
         run_job = (*current)->slurm_job_id;

@@ -33,6 +33,12 @@ PoolJobStep DecidePoolJob(const PoolJobRecord& row, const PoolJobSeen& seen) {
     step.reason = "Slurm ended it: " + job->state.name();
     return step;
   }
+  if (job->state == SlurmJobState::kRunning && !row.drawn() && !seen.quarantined.empty()) {
+    step.kind = PoolJobStep::kCancel;
+    step.reason = "its node " + seen.quarantined.front() +
+                  " is quarantined: replaced by one off the quarantined nodes";
+    return step;
+  }
   if (job->state == SlurmJobState::kRunning && !row.drawn() && job->time_left &&
       seen.run_job_time_left && *job->time_left < *seen.run_job_time_left) {
     step.kind = PoolJobStep::kCancel;

@@ -53,6 +53,9 @@ struct PoolJobSeen {
   // replaced, since one drawn would end under the launch it joined (its
   // workers lost, their node blamed).
   std::optional<std::chrono::seconds> run_job_time_left{};
+  // Its nodes that are quarantined now: a standing pool job with one is
+  // replaced (drawn, that node would fail the relaunch's gate).
+  std::vector<std::string> quarantined{};
 };
 
 struct PoolJobStep {

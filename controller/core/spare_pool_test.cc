@@ -101,6 +101,21 @@ TEST(DecidePoolJobTest, AStandingJobThatWouldEndBeforeTheRunsJobIsReplaced) {
   EXPECT_EQ(DecidePoolJob(drawn, seen).kind, PoolStep::kNothing) << "drawn: the attempt's";
 }
 
+TEST(DecidePoolJobTest, AStandingJobOnANodeStruckSinceIsReplaced) {
+  PoolJobRecord standing = Queued();
+  standing.standing_since = WallTime{};
+  standing.nodelist = "node9";
+  PoolJobSeen seen;
+  seen.listed = Job("RUNNING", "node9");
+  seen.quarantined = {"node9"};
+  PoolJobStep step = DecidePoolJob(standing, seen);
+  EXPECT_EQ(step.kind, PoolStep::kCancel);
+  EXPECT_EQ(step.reason, "its node node9 is quarantined: replaced by one off the quarantined nodes");
+  PoolJobRecord drawn = standing;
+  drawn.drawn_attempt = 1;
+  EXPECT_EQ(DecidePoolJob(drawn, seen).kind, PoolStep::kNothing) << "drawn: the relaunch's";
+}
+
 TEST(NeedsPoolJobTest, ARunThatTrainsGetsOneAndARefillAfterADraw) {
   const WallTime now{};
   EXPECT_TRUE(NeedsPoolJob(RunState::kRunning, 1, {}, now));
