@@ -15,14 +15,25 @@
 
 namespace trellis::controller {
 
-// "auto": the 90th percentile of the newest kAutoLeadWaits queue waits seen
-// on the partition, at least the floor and 90 s more than the wall-time
-// warning's lead (Slurm may send it up to 60 s early), at
-// most the ceiling; with fewer than kAutoLeadMinWaits seen, the prior. Every
-// lead is at most half the job's time limit: a continuation eligible sooner
-// would take over from an attempt that has barely started.
+// "auto", from the newest kAutoLeadWaits queue waits seen on the partition:
+// with the job's time limit T known, the lead L among the floor and those
+// waits that loses the least per second trained: (the mean wait past L, which
+// the run spends queued after the limit, plus a handoff's cost) / (T - L), an
+// attempt's training. A longer lead catches more of the queue's tail and
+// costs more handoffs, each attempt being shorter. Without T, the 90th
+// percentile. Within [the floor and 90 s more than the wall-time warning's
+// lead (Slurm may send it up to 60 s early), the ceiling]; with fewer than
+// kAutoLeadMinWaits seen, the prior. Every lead is at most half the job's time
+// limit: a continuation eligible sooner would take over from an attempt that
+// has barely started.
 inline constexpr std::chrono::seconds kAutoLeadFloor{60};
-inline constexpr std::chrono::seconds kAutoLeadCeiling{4 * 3600};
+inline constexpr std::chrono::seconds kAutoLeadCeiling{12 * 3600};
+// What a handoff is taken to cost, for the choice above: a new allocation's
+// start (its gate, the ranks' model load and first step) and the old ranks'
+// stop at a step boundary. Measured on small runs at 2-10 s
+// (docs/architecture.md, "Continuations ahead"); taken larger, as a start of
+// thousands of ranks is, which favours shorter leads.
+inline constexpr std::chrono::seconds kAutoLeadHandoffCost{300};
 inline constexpr std::chrono::seconds kAutoLeadPrior{600};
 inline constexpr size_t kAutoLeadWaits = 20;
 inline constexpr size_t kAutoLeadMinWaits = 3;

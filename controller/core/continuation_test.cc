@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace trellis::controller {
 namespace {
 
@@ -22,6 +24,41 @@ TEST(ContinuationLeadTest, AutoTakesThePriorUntilEnoughWaitsAreSeen) {
   EXPECT_NE(c.why.find("2 queue wait(s)"), std::string::npos) << c.why;
   // A short limit bounds the prior too.
   EXPECT_EQ(ChooseContinuationLead(0, {}, 30, seconds(180)).lead, seconds(90));
+}
+
+// With the job's limit known: the lead that loses the least per second
+// trained, (expected wait past it + a handoff) / (limit - lead), the waits
+// fitted by a lognormal; checked against a fine search of the same loss.
+TEST(ContinuationLeadTest, AutoWeighsTheWaitsPastTheLeadAgainstShorterAttempts) {
+  const seconds limit(86400);
+  // Waits of median 1 h and sigma 1 (their logs: 8.19 +- 1).
+  std::vector<seconds> waits;
+  for (double z : {-1.5, -1.0, -0.5, -0.25, 0.0, 0.0, 0.25, 0.5, 1.0, 1.5})
+    waits.push_back(seconds(static_cast<int64_t>(3600 * std::exp(z))));
+  LeadChoice c = ChooseContinuationLead(0, waits, 120, limit);
+  double mu = 0, ss = 0;
+  for (seconds w : waits) mu += std::log(static_cast<double>(w.count())) / waits.size();
+  for (seconds w : waits) ss += std::pow(std::log(static_cast<double>(w.count())) - mu, 2);
+  const double sigma = std::sqrt(ss / (waits.size() - 1));
+  auto phi = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  auto loss = [&](double lead) {
+    double d = (mu - std::log(lead)) / sigma;
+    double past = std::exp(mu + sigma * sigma / 2) * phi(d + sigma) - lead * phi(d);
+    return (past + kAutoLeadHandoffCost.count()) / (limit.count() - lead);
+  };
+  double best = 1e9, want = 0;
+  for (double lead = 210; lead <= 43200; lead += 10)
+    if (loss(lead) < best) best = loss(lead), want = lead;
+  EXPECT_NEAR(static_cast<double>(c.lead.count()), want, 0.08 * want) << c.why;
+  EXPECT_GT(c.lead, seconds(4 * 3600)) << "past the 90th percentile: the tail is worth it";
+  EXPECT_NE(c.why.find("loses the least"), std::string::npos) << c.why;
+  // Short waits, all alike: just past them.
+  c = ChooseContinuationLead(0, {seconds(300), seconds(300), seconds(300)}, 30, limit);
+  EXPECT_GE(c.lead, seconds(300));
+  EXPECT_LE(c.lead, seconds(330));
+  // Waits longer than half the limit: the lead stops at half.
+  c = ChooseContinuationLead(0, {seconds(5000), seconds(5000), seconds(5000)}, 30, seconds(7200));
+  EXPECT_EQ(c.lead, seconds(3600));
 }
 
 TEST(ContinuationLeadTest, AutoIsTheNinetiethPercentileWithinFloorAndCeiling) {
