@@ -87,7 +87,7 @@ cmd_status() {
     return 1
   fi
   load_shape
-  echo "cluster $DIR: $NODES nodes, ports $PORT_BASE-$(last_port), $CPUS CPUs per node$([ "$GPUS_PER_NODE" -gt 0 ] && echo ", $GPUS_PER_NODE GPUs per node")$([ "$SHARE_GPUS" = 1 ] && echo " (shared)")$([ "$HOST_SYSFS" = 1 ] && echo ", host sysfs")${PREFIX:+, Slurm from $PREFIX}$([ "$ACCOUNTING" = 1 ] && echo ", accounting (slurmdbd port $(dbd_port), mysqld port $(mysqld_port))")"
+  echo "cluster $DIR: $NODES nodes, ports $PORT_BASE-$(last_port), $CPUS CPUs per node$([ "$GPUS_PER_NODE" -gt 0 ] && echo ", $GPUS_PER_NODE GPUs per node")$([ "$SHARE_GPUS" = 1 ] && echo " (shared)")$([ "$HOST_SYSFS" = 1 ] && echo ", host sysfs")${PREFIX:+, Slurm from $PREFIX}$([ "$ACCOUNTING" = 1 ] && echo ", accounting (slurmdbd port $(dbd_port), mysqld port $(mysqld_port))")$(queue_wait_on && echo ", queue waits (median $QUEUE_WAIT_MEDIAN_S s, sigma $QUEUE_WAIT_SIGMA, seed $QUEUE_WAIT_SEED)")"
   local rc=0
   daemon_states || rc=1
   if ctld_pid >/dev/null; then

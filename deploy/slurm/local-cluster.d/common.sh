@@ -117,6 +117,7 @@ slurmd_pidfile() { echo "$RUN_DIR/slurmd-$1.pid"; }
 
 load_shape() {
   NODES=; PORT_BASE=; CPUS=; GPUS_PER_NODE=0; SHARE_GPUS=0; HOST_SYSFS=0; PREFIX=; ACCOUNTING=0
+  QUEUE_WAIT_MEDIAN_S=; QUEUE_WAIT_SIGMA=; QUEUE_WAIT_SEED=
   if [ -f "$SHAPE_FILE" ]; then
     # shellcheck disable=SC1090
     . "$SHAPE_FILE"

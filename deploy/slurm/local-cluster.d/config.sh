@@ -24,6 +24,10 @@ HOST_SYSFS=$HOST_SYSFS
 PREFIX=$PREFIX
 EOF
   [ "$ACCOUNTING" = 1 ] && echo "ACCOUNTING=1" >>"$SHAPE_FILE"
+  if queue_wait_on; then
+    printf 'QUEUE_WAIT_MEDIAN_S=%s\nQUEUE_WAIT_SIGMA=%s\nQUEUE_WAIT_SEED=%s\n' \
+      "$QUEUE_WAIT_MEDIAN_S" "$QUEUE_WAIT_SIGMA" "$QUEUE_WAIT_SEED" >>"$SHAPE_FILE"
+  fi
   # Without --accounting: none at all. With it: this cluster's own slurmdbd,
   # and a per-step gatherer so that sacct also has the steps' usage.
   local acct_comment='# No cgroups, no accounting, no MPI plugin.'
@@ -100,6 +104,7 @@ WaitTime=0
 ReturnToService=2
 
 EOF
+    queue_wait_conf_line
     for ((k = 1; k <= NODES; k++)); do
       echo "NodeName=node$k NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT_BASE + k)) CPUs=$CPUS RealMemory=1000$(node_gres) State=UNKNOWN"
     done
@@ -118,6 +123,7 @@ EOF
   if [ "$GPUS_PER_NODE" -gt 0 ]; then task_prolog_gpus >>"$CONF_DIR/task-prolog"; fi
   chmod 0755 "$CONF_DIR/task-prolog"
   : >"$CONF_DIR/plugstack.conf"
+  write_job_submit_lua
   rm -f "$DBD_CONF_FILE"
   [ "$ACCOUNTING" = 1 ] && write_dbd_conf
   write_env

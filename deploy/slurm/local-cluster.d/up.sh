@@ -7,10 +7,16 @@
 cmd_up() {
   local dir_arg=${1:-}; shift || true
   local want_nodes='' want_port='' want_cpus='' want_gpus='' want_host_sysfs='' want_prefix=''
-  local want_acct='' want_share=''
+  local want_acct='' want_share='' want_qw='' want_qw_sigma='' want_qw_seed=''
   while [ $# -gt 0 ]; do
     case "$1" in
       --accounting) want_acct=1; shift;;
+      --queue-wait) want_qw=${2:-}; shift 2 || die "--queue-wait needs a median in seconds";;
+      --queue-wait=*) want_qw=${1#*=}; shift;;
+      --queue-wait-sigma) want_qw_sigma=${2:-}; shift 2 || die "--queue-wait-sigma needs a value";;
+      --queue-wait-sigma=*) want_qw_sigma=${1#*=}; shift;;
+      --queue-wait-seed) want_qw_seed=${2:-}; shift 2 || die "--queue-wait-seed needs a value";;
+      --queue-wait-seed=*) want_qw_seed=${1#*=}; shift;;
       --gpus-per-node) want_gpus=${2:-}; shift 2 || die "--gpus-per-node needs a value";;
       --gpus-per-node=*) want_gpus=${1#*=}; shift;;
       --host-sysfs) want_host_sysfs=1; shift;;
@@ -30,6 +36,7 @@ cmd_up() {
   [ -z "$want_nodes" ] || [[ "$want_nodes" =~ ^[1-9][0-9]?$ ]] || die "--nodes must be 1..99"
   [ -z "$want_cpus" ] || [[ "$want_cpus" =~ ^[1-9][0-9]*$ ]] || die "--cpus must be a positive integer"
   [ -z "$want_gpus" ] || [[ "$want_gpus" =~ ^[0-9]+$ ]] || die "--gpus-per-node must be 0 or a positive integer"
+  check_queue_wait_options "$want_qw" "$want_qw_sigma" "$want_qw_seed"
   if [ -n "$want_prefix" ]; then
     [ -d "$want_prefix/usr/sbin" ] || die "--prefix $want_prefix holds no usr/sbin (unpack the staged packages there: deploy/gpu/unpack-prefix.sh)"
     want_prefix=$(cd "$want_prefix" && pwd -P)
@@ -55,6 +62,12 @@ cmd_up() {
     ACCOUNTING=${want_acct:-0}
   fi
   require_binaries
+  # --queue-wait as asked, its defaults filled in (compared with a running
+  # cluster's below; taken by a fresh one).
+  if [ -n "$want_qw" ]; then
+    want_qw_sigma=${want_qw_sigma:-$QUEUE_WAIT_SIGMA_DEFAULT}
+    want_qw_seed=${want_qw_seed:-$QUEUE_WAIT_SEED_DEFAULT}
+  fi
 
   if [ -n "$NODES" ] && all_daemons_running && ctld_answers; then
     local mismatch=
@@ -64,6 +77,7 @@ cmd_up() {
     [ -n "$want_gpus" ] && [ "$want_gpus" != "$GPUS_PER_NODE" ] && mismatch+=" gpus-per-node=$GPUS_PER_NODE"
     [ -n "$want_share" ] && [ "$SHARE_GPUS" != 1 ] && mismatch+=" no share-gpus"
     [ -n "$want_acct" ] && [ "$ACCOUNTING" != 1 ] && mismatch+=" no accounting"
+    mismatch+=$(queue_wait_mismatch "$want_qw" "$want_qw_sigma" "$want_qw_seed")
     [ -z "$mismatch" ] || die "the cluster in $DIR is already up with a different shape:$mismatch (run '$PROG down $DIR' first)"
     write_env
     log "already up: $NODES nodes, slurmctld on port $PORT_BASE ($DIR)"
@@ -79,6 +93,7 @@ cmd_up() {
     [ -n "$want_port" ] && [ "$want_port" != "$PORT_BASE" ] && mismatch+=" port-base=$PORT_BASE"
     [ -n "$want_cpus" ] && [ "$want_cpus" != "$CPUS" ] && mismatch+=" cpus=$CPUS"
     [ -n "$want_acct" ] && [ "$ACCOUNTING" != 1 ] && mismatch+=" no accounting"
+    mismatch+=$(queue_wait_mismatch "$want_qw" "$want_qw_sigma" "$want_qw_seed")
     [ -z "$mismatch" ] || die "the cluster in $DIR is partly up with a different shape:$mismatch (run '$PROG down $DIR' first)"
     fresh=0
     log "partly up: restarting the daemons that are missing"
@@ -91,6 +106,8 @@ cmd_up() {
     GPUS_PER_NODE=${want_gpus:-0}
     HOST_SYSFS=${want_host_sysfs:-0}
     SHARE_GPUS=${want_share:-0}
+    QUEUE_WAIT_MEDIAN_S=$want_qw QUEUE_WAIT_SIGMA=$want_qw_sigma QUEUE_WAIT_SEED=$want_qw_seed
+    if queue_wait_on; then require_job_submit_lua; fi
     [ "$SHARE_GPUS" = 0 ] || [ "$GPUS_PER_NODE" -gt 0 ] ||
       die "--share-gpus shares the GPUs of --gpus-per-node G among the nodes; give G > 0"
     if [ "$GPUS_PER_NODE" -gt 0 ]; then
@@ -125,6 +142,9 @@ cmd_up() {
     log "starting $NODES nodes in $DIR (slurmctld port $PORT_BASE, slurmd ports $((PORT_BASE + 1))-$((PORT_BASE + NODES)), $CPUS CPUs per node)"
     if [ "$ACCOUNTING" = 1 ]; then
       log "with accounting: slurmdbd port $(dbd_port), mysqld port $(mysqld_port) (datadir $DB_DIR)"
+    fi
+    if queue_wait_on; then
+      log "with queue waits: lognormal, median $QUEUE_WAIT_MEDIAN_S s, sigma $QUEUE_WAIT_SIGMA, seed $QUEUE_WAIT_SEED ($CONF_DIR/job_submit.lua, draws in $(queue_wait_log))"
     fi
   else
     write_env
