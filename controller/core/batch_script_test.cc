@@ -93,22 +93,24 @@ TEST(BatchScriptTest, WorkersGetTheTlsCaOnlyWhenThereIsOne) {
   EXPECT_FALSE(RenderBatchScript(probe, p).ok());
 }
 
-TEST(SbatchArgsTest, DerivedFromTheSpec) {
+// hello's spec with `slurm` and `rest` (TOML lines) after its [job].
+spec::RunSpec HelloSpec(const std::string& slurm, const std::string& rest = "") {
   spec::FieldErrors errors;
-  auto spec = spec::ParseRunSpec(R"(
-[job]
-name = "hello"
-command = "true"
-[slurm]
-partition = "debug"
+  auto spec = spec::ParseRunSpec(
+      "[job]\nname = \"hello\"\ncommand = \"true\"\n[slurm]\n" + slurm + rest, &errors);
+  EXPECT_TRUE(spec) << spec::JoinErrors(errors);
+  return spec ? *spec : spec::RunSpec{};
+}
+
+TEST(SbatchArgsTest, DerivedFromTheSpec) {
+  const spec::RunSpec spec = HelloSpec(R"(partition = "debug"
 nodes = 2
 spare_nodes = 1
 nodelist = "node[1-3]"
 time_limit = 30
 extra_args = ["--qos=high"]
-)", &errors);
-  ASSERT_TRUE(spec) << spec::JoinErrors(errors);
-  auto args = SbatchArgs(*spec, Paths(), {"node4", "node5"});
+)");
+  auto args = SbatchArgs(spec, Paths(), {"node4", "node5"});
   std::vector<std::string> want = {
       "--job-name=trellis-hello-1.2.5eed5eed",
       "--nodes=3",
@@ -130,25 +132,16 @@ extra_args = ["--qos=high"]
 // own size and name, never the run's pinned nodelist, and a script that only
 // holds the nodes.
 TEST(SbatchArgsTest, APoolJobHoldsItsNodesUnderTheRunsLimits) {
-  spec::FieldErrors errors;
-  auto spec = spec::ParseRunSpec(R"(
-[job]
-name = "hello"
-command = "true"
-[slurm]
-partition = "debug"
+  const spec::RunSpec spec = HelloSpec(R"(partition = "debug"
 nodes = 2
 gpus_per_node = 4
 ranks_per_node = 4
 nodelist = "node[1-3]"
 time_limit = 30
 extra_args = ["--qos=high"]
-[restart]
-spare_pool_nodes = 2
-)", &errors);
-  ASSERT_TRUE(spec) << spec::JoinErrors(errors);
+)", "[restart]\nspare_pool_nodes = 2\n");
   EXPECT_EQ(PoolJobName("hello-1", 3, "0123456789abcdef"), "trellis-pool-hello-1.3.01234567");
-  auto args = PoolSbatchArgs(*spec, "/srv/trellis/out/hello-1", "trellis-pool-hello-1.3.01234567",
+  auto args = PoolSbatchArgs(spec, "/srv/trellis/out/hello-1", "trellis-pool-hello-1.3.01234567",
                              3, {"node1", "node2"});
   std::vector<std::string> want = {
       "--job-name=trellis-pool-hello-1.3.01234567",
