@@ -4,8 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/checkpoint_layout.h"
 #include "common/log.h"
 #include "controller/app/continuations.h"
+#include "controller/app/launch_answers.h"
 
 namespace trellis::controller {
 
@@ -140,6 +142,19 @@ Effects Reconciler::Requeued(const RunRecord& run, const AttemptRecord& attempt,
   return fx;
 }
 
+std::optional<Progress> Reconciler::ProgressOf(const RunRecord& run,
+                                               const AttemptRecord& attempt) {
+  auto launches = ctx_.store.Launches(run.run_id);
+  if (!launches.ok()) return std::nullopt;
+  for (auto it = launches->rbegin(); it != launches->rend(); ++it) {
+    if (it->attempt != attempt.attempt || it->go_json.empty()) continue;
+    auto go = GoRecordFromJson(it->go_json);
+    if (!go.ok() || go->go.checkpoint_dir.empty()) return std::nullopt;
+    return Progress{go->go.resume_step, NewestCompleteCheckpoint(go->go.checkpoint_dir)};
+  }
+  return std::nullopt;
+}
+
 Effects Reconciler::SettleEnded(const RunRecord& run, const AttemptRecord& attempt,
                                 const Reconciliation& r) {
   Effects fx;
@@ -154,7 +169,17 @@ Effects Reconciler::SettleEnded(const RunRecord& run, const AttemptRecord& attem
   }
   std::string why = r.succeeded ? "Slurm job ended before the run started: " + r.reason : r.reason;
   std::optional<RecoveryDecision> decided;
-  if (r.stopped_by) {
+  std::optional<Progress> progress =
+      r.stopped_by == FailureClass::kTimeLimit ? ProgressOf(run, attempt) : std::nullopt;
+  if (progress && !progress->Made()) {
+    // As the launch path decides (recovery.h, rule 3's exception): a time
+    // limit that left nothing newer than where its launch resumed would
+    // redo the same steps; the restart budget decides, as for a failure.
+    why += ", with no checkpoint newer than " +
+           (progress->resumed_from < 0 ? std::string("the start")
+                                       : "step " + std::to_string(progress->resumed_from)) +
+           " its launch resumed from (a continuation would redo the same steps)";
+  } else if (r.stopped_by) {
     // Unseen by the launch path (the controller was down, or the ranks did
     // not end before the limit): a continuation all the same.
     decided = RecoveryDecision{RecoveryDecision::kNewAttempt, {}, ctx_.clock.Now(), false,

@@ -29,6 +29,9 @@ class Reconciler {
   Effects WaitingJobGone(const RunRecord& run, const JobsSeen& seen);
   // Pending again after it started: the run waits as SUBMITTED.
   Effects Requeued(const RunRecord& run, const AttemptRecord& attempt, const SlurmJob& job);
+  // What the attempt's newest launch left to resume from (its GO's resume
+  // step against the checkpoint directory now); nullopt when unknown.
+  std::optional<Progress> ProgressOf(const RunRecord& run, const AttemptRecord& attempt);
   Effects SettleEnded(const RunRecord& run, const AttemptRecord& attempt,
                       const Reconciliation& r);
   std::optional<ExitFile> ReadExitFile(const RunRecord& run, int attempt) const;

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "controller/app/launch_answers.h"
 #include "controller/app/part_test_util.h"
 
 namespace trellis::controller {
@@ -73,6 +74,41 @@ TEST_F(ReconcilerTest, TheTimeLimitIsAContinuationNotAFailure) {
   EXPECT_EQ(end.decided->kind, RecoveryDecision::kNewAttempt);
   EXPECT_FALSE(end.decided->uses_restart);
   EXPECT_EQ(end.failure_class, FailureClass::kTimeLimit);
+}
+
+// A time limit Slurm ended unseen, whose launch left no checkpoint newer than
+// the step it resumed from: as on the launch path, no free continuation (it
+// would redo the same steps); the restart budget decides. With progress, the
+// continuation as above.
+TEST_F(ReconcilerTest, AnUnseenTimeLimitWithoutProgressIsNotAFreeContinuation) {
+  const std::string ckpt = root_.string() + "/ckpt";
+  std::filesystem::create_directories(ckpt + "/step-00000019");
+  std::ofstream(ckpt + "/step-00000019/manifest.json") << "{}";
+  GoRecord go;
+  go.go.ranks_per_node = 2;
+  go.go.world_size = 4;
+  go.go.resume_step = 19;
+  go.go.checkpoint_dir = ckpt;
+  LaunchRecord row;
+  row.run_id = "hello-1";
+  row.attempt = 1;
+  row.launch = 1;
+  row.go_json = GoRecordToJson(go);
+  store_.launches["hello-1"].push_back(row);
+  AttemptEnded end = Only<AttemptEnded>(Seen({}, Job("TIMEOUT", 0)));
+  EXPECT_FALSE(end.decided) << "the budget decides";
+  EXPECT_EQ(end.failure_class, FailureClass::kTimeLimit);
+  EXPECT_NE(end.why.find("no checkpoint newer than step 19"), std::string::npos) << end.why;
+
+  std::filesystem::create_directories(ckpt + "/step-00000040");
+  std::ofstream(ckpt + "/step-00000040/manifest.json") << "{}";
+  Reconciler again{ctx_};
+  EXPECT_EQ(Only<QueryJobs>(again.Tick(false)).job_ids, std::vector<std::string>{"42"});
+  JobsSeen seen{std::vector<SlurmJob>{}, {}, false};
+  seen.shown.emplace("42", std::optional<SlurmJob>(Job("TIMEOUT", 0)));
+  end = Only<AttemptEnded>(again.OnSnapshot(seen));
+  ASSERT_TRUE(end.decided);
+  EXPECT_EQ(end.decided->kind, RecoveryDecision::kNewAttempt);
 }
 
 TEST_F(ReconcilerTest, TheBatchScriptsExitFileIsTheMostPreciseRecord) {
