@@ -3,7 +3,7 @@
 // and the run continues in a new attempt at once, using no restart, resuming
 // from the newest checkpoint (tests/e2e/time_limit.sh runs it on Slurm), or
 // uses a restart when no newer checkpoint was written. A job that Slurm ended
-// TIMEOUT unseen is continued too.
+// TIMEOUT unseen is continued too (with progress).
 
 #include <filesystem>
 #include <fstream>
@@ -71,8 +71,14 @@ TEST_F(TimeLimitTest, AWarnedLaunchWithoutANewCheckpointUsesARestart) {
   EXPECT_NE(why.find("(0 of 0 restarts used)"), std::string::npos) << why;
 }
 
+// Unseen, with a checkpoint newer than where the launch started (without one
+// the budget decides, as above: reconciler_test.cc).
 TEST_F(TimeLimitTest, AJobEndedTimeoutUnseenIsContinuedToo) {
   StartRun();
+  const auto step7 =
+      std::filesystem::path(Get(kTimeLimitRun).run_dir()) / "checkpoints" / "step-00000007";
+  std::filesystem::create_directories(step7);
+  std::ofstream(step7 / "manifest.json") << "{}";
   {
     std::lock_guard<std::mutex> l(slurm_->mu);
     slurm_->jobs["100"].state = "TIMEOUT";
