@@ -30,15 +30,15 @@ struct NextLaunchAsk {
 
 // What the batch script reads after a launch (one line, see FormatNextLaunchLine).
 struct NextLaunchChoice {
-  bool relaunch = false;
-  int next_launch = 0;
-  std::vector<std::string> nodes;  // the next launch's nodes; empty: the whole allocation
-  // Nodes of the run's other jobs (its spare pool jobs) the launch runs on too.
   struct OtherJob {
     std::string job_id;
     std::vector<std::string> nodes;
   };
+  bool relaunch = false;
+  int next_launch = 0;
+  std::vector<std::string> nodes;  // the next launch's nodes; empty: the whole allocation
   int exit_code = 0;
+  // Nodes of the run's other jobs (its spare pool jobs) the launch runs on too.
   std::vector<OtherJob> other_jobs{};
 };
 
