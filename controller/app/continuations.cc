@@ -43,17 +43,22 @@ std::vector<std::chrono::seconds> Continuations::QueueWaits(const std::string& p
   return QueueWaitsOn(*history_, partition);
 }
 
-HealthEventRecord ContinuationEvent(const std::string& run_id, int attempt, int launch,
-                                    WallTime now, std::string detail, const nlohmann::json& j) {
+HealthEventRecord RunEvent(std::string kind, const std::string& run_id, int attempt, int launch,
+                           WallTime now, std::string detail, const nlohmann::json& j) {
   HealthEventRecord e;
   e.run_id = run_id;
   e.attempt = attempt;
   e.launch = launch;
   e.time = now;
-  e.kind = kContinuationEvent;
+  e.kind = std::move(kind);
   e.detail = std::move(detail);
   e.detail_json = j.dump();
   return e;
+}
+
+HealthEventRecord ContinuationEvent(const std::string& run_id, int attempt, int launch,
+                                    WallTime now, std::string detail, const nlohmann::json& j) {
+  return RunEvent(kContinuationEvent, run_id, attempt, launch, now, std::move(detail), j);
 }
 
 std::vector<std::string> ExcludedBy(const std::vector<std::string>& sbatch_args) {

@@ -38,6 +38,12 @@ class Continuations {
   std::optional<std::vector<AttemptQueueFacts>> history_;
 };
 
+// A health event of the run that no rank or node raised (kind, its detail for
+// people and as JSON); `launch` 0 where it is about no launch.
+HealthEventRecord RunEvent(std::string kind, const std::string& run_id, int attempt, int launch,
+                           WallTime now, std::string detail,
+                           const nlohmann::json& j = nlohmann::json::object());
+
 // A health event of the continuations (kContinuationEvent): a waiting attempt
 // queued, handed over, given up; `launch` 0 where it is about no launch.
 HealthEventRecord ContinuationEvent(const std::string& run_id, int attempt, int launch,

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "common/log.h"
 #include "common/sha256.h"
+#include "controller/app/continuations.h"
 #include "controller/core/batch_script.h"
 #include "controller/core/hostlist.h"
 
@@ -20,18 +21,10 @@ bool Refused(const absl::Status& st) {
 
 HealthEventRecord SparePoolEvent(const PoolJobRecord& row, int attempt, int launch, WallTime now,
                                  std::string detail, const nlohmann::json& j) {
-  HealthEventRecord e;
-  e.run_id = row.run_id;
-  e.attempt = attempt;
-  e.launch = launch;
-  e.time = now;
-  e.kind = kSparePoolEvent;
-  e.detail = std::move(detail);
   nlohmann::json with = j;
   with["pool"] = row.pool;
   if (!row.job_id.empty()) with["slurm_job_id"] = row.job_id;
-  e.detail_json = with.dump();
-  return e;
+  return RunEvent(kSparePoolEvent, row.run_id, attempt, launch, now, std::move(detail), with);
 }
 
 std::optional<PoolJobRecord> StandingPoolOf(const std::vector<PoolJobRecord>& rows) {
