@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 
 namespace trellis::auth {
@@ -197,6 +198,18 @@ bool TokensEqual(std::string_view a, std::string_view b) {
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
+}
+
+std::string RandomSecretHex() {
+  std::random_device rd;  // /dev/urandom
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 32; ++i) {
+    unsigned v = rd();
+    s += kHex[v & 15];
+    s += kHex[(v >> 4) & 15];
+  }
+  return s;
 }
 
 bool IsLoopbackListen(std::string_view host_port) {

@@ -49,6 +49,10 @@ absl::StatusOr<std::vector<TeamMember>> LoadTokensFile(const std::string& path);
 // Compares in constant time: a token is a credential.
 bool TokensEqual(std::string_view a, std::string_view b);
 
+// 32 random bytes in hex (/dev/urandom): a secret the controller hands a
+// Slurm job's workers in a file of the run's directory.
+std::string RandomSecretHex();
+
 // Whether HOST:PORT binds loopback only (127.0.0.0/8, ::1, localhost).
 bool IsLoopbackListen(std::string_view host_port);
 

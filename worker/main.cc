@@ -124,6 +124,42 @@ int main(int argc, char** argv) {
                      "Slurm's wall-time warning (USR1) came during the launch: it stopped for "
                      "the time limit, and the run continues in a new attempt");
 
+  trellis::worker::StandbyArgs standby;
+  CLI::App* standby_cmd = app.add_subcommand(
+      "standby",
+      "The step of a run's spare pool job (restart.spare_pool_nodes): probe this node's "
+      "memory, register it with the controller (which gates it), and wait until the "
+      "controller says the pool job was drawn into a relaunch or ended. Exit code: 0 told "
+      "to leave, 78 refused by the controller, 2 bad arguments, spec or secret file");
+  standby_cmd->add_option("--controller", standby.controller, "Controller address, HOST:PORT")
+      ->required();
+  standby_cmd->add_option("--run", standby.run_id, "Run id")->required();
+  standby_cmd->add_option("--pool", standby.pool, "The run's pool job number, from 1")->required();
+  standby_cmd
+      ->add_option("--secret-file", standby.secret_file,
+                   "File holding the pool job's secret (surrounding whitespace is ignored)")
+      ->required();
+  standby_cmd->add_option("--run-dir", standby.run_dir, "Run directory: spec.toml is read from it")
+      ->required();
+  standby_cmd->add_option("--tls-ca", standby.tls_ca,
+                          "CA certificate file to verify the controller's TLS certificate with "
+                          "(the controller serves TLS); without it, plain TCP");
+  standby_cmd->add_option("--node", standby.node,
+                          "This node's name (default: $SLURMD_NODENAME, else the host name)");
+  standby_cmd->add_option("--sysfs-root", standby.sysfs_root,
+                          "Directory holding devices/system/node for the memory probe (default: "
+                          "$TRELLIS_SYSFS_ROOT with %n replaced by the node name, else /sys)");
+  standby_cmd
+      ->add_option("--touch-probe-gib", standby.touch_probe_gib,
+                   "With the spec's gate.touch_probe: GiB to allocate and touch per socket, "
+                   "at most")
+      ->capture_default_str();
+  AddSeconds(standby_cmd, "--touch-probe-seconds", &standby.touch_probe_budget,
+             "With the spec's gate.touch_probe: time budget of the touch probe, all sockets "
+             "together");
+  AddSeconds(standby_cmd, "--call-timeout", &standby.call_timeout,
+             "Seconds one StandBy call may wait for its answer before it is made again");
+
   CLI11_PARSE(app, argc, argv);
   trellis::InitLogging("trellis-worker", log_level);
   // Its timer thread starts with the first timer, after the touch probe's fork.
@@ -136,6 +172,14 @@ int main(int argc, char** argv) {
       return trellis::kExitUsage;
     }
     return trellis::worker::RunAgent(agent, clock);
+  }
+  if (standby_cmd->parsed()) {
+    if (standby.node.empty()) standby.node = trellis::worker::DefaultNodeName();
+    if (absl::Status st = trellis::worker::ValidateStandbyArgs(standby); !st.ok()) {
+      spdlog::error("{}", std::string(st.message()));
+      return trellis::kExitUsage;
+    }
+    return trellis::worker::RunStandby(standby, clock);
   }
   if (next.id.node.empty()) next.id.node = trellis::worker::DefaultNodeName();
   if (absl::Status st = trellis::worker::ValidateNextLaunchArgs(next); !st.ok()) {

@@ -133,6 +133,7 @@ void Controller::BeginShutdown() {
     reconcile_timer_.Cancel();
     CancelAllTimers();
     Apply(launches_.gate.Shutdown());
+    Apply(spare_pools_.Shutdown());
     watchers_.EndAll();
     done.set_value();
   });
@@ -401,6 +402,20 @@ void Controller::NextLaunch(WorkerId id, NextLaunchQuestion question,
       if (!allowed.ok()) return Effects(Answer<NextLaunchAnswer>(to, allowed));
       return launches_.ends.NextLaunch(id, WithSlurmsNodes(id, q), to);
     });
+  });
+}
+
+void Controller::StandBy(StandbyCall call, Reply<StandbyAnswer> reply) {
+  asio::post(io_, [this, call = std::move(call), reply = std::move(reply)] {
+    ReplyTo<StandbyAnswer> to = replies_.Hold(reply);
+    auto job = spare_pools_.StandbyJob(call);
+    if (!job.ok()) return Apply(Answer<StandbyAnswer>(to, job.status()));
+    const uint64_t ticket = next_node_check_++;
+    node_checks_[ticket] = [this, call, to](absl::Status allowed) {
+      if (!allowed.ok()) return Effects(Answer<StandbyAnswer>(to, allowed));
+      return spare_pools_.StandBy(call, to);
+    };
+    Apply(allocations_.Check(*job, call.node, /*fresh=*/false, ticket));
   });
 }
 

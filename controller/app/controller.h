@@ -104,6 +104,9 @@ class Controller {
   // its ranks (a planned stop: the run continues in a new attempt).
   void ReportExit(WorkerId id, WorkerReport report, Reply<bool> reply);
   void NextLaunch(WorkerId id, NextLaunchQuestion question, Reply<NextLaunchAnswer> reply);
+  // A spare pool node's standby worker (SparePools::StandBy), its node checked
+  // against its pool job's allocation.
+  void StandBy(StandbyCall call, Reply<StandbyAnswer> reply);
 
  private:
   // controller_apply.cc: the queue. Each command kind has a rank, and the

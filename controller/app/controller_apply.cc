@@ -228,7 +228,11 @@ void Controller::Write(const StoreWrite& w) {
   auto start = Stopwatch::now();
   absl::Status st = WriteTo(*store_, w);
   metrics_.ObserveStoreWrite(Stopwatch::now() - start);
-  if (!st.ok()) spdlog::error("{}: not stored: {}", Describe(w), std::string(st.message()));
+  if (!st.ok()) {
+    spdlog::error("{}: not stored: {}", Describe(w), std::string(st.message()));
+    return;
+  }
+  if (const auto* pool = std::get_if<RecordPoolJob>(&w)) Enqueue(spare_pools_.PoolWritten(pool->row));
 }
 
 absl::Status Controller::ApplyTransition(const Transition& t) {

@@ -12,7 +12,8 @@ namespace {
 
 constexpr std::string_view kRpcNames[] = {
     "SubmitRun",   "GetRun",     "ListRuns", "CancelRun",  "ListNodes", "QuarantineNode",
-    "ReleaseNode", "GateReport", "RunSteps", "Register", "ReportExit", "NextLaunch"};
+    "ReleaseNode", "GateReport", "RunSteps", "Register", "ReportExit", "NextLaunch",
+    "StandBy"};
 static_assert(std::size(kRpcNames) == kRpcMethods);
 constexpr std::string_view kSlurmNames[] = {"sbatch", "squeue",  "scontrol",
                                             "sacct",  "scancel", "sinfo"};

@@ -57,8 +57,9 @@ enum class RpcMethod {
   kRegister,
   kReportExit,
   kNextLaunch,
+  kStandBy,  // held until the next reconciliation: its time is mostly that wait
 };
-inline constexpr size_t kRpcMethods = 12;
+inline constexpr size_t kRpcMethods = 13;
 
 enum class SlurmCommand { kSbatch, kSqueue, kScontrol, kSacct, kScancel, kSinfo };
 inline constexpr size_t kSlurmCommands = 6;

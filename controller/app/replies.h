@@ -19,7 +19,8 @@ struct ReplyTo {
   uint64_t id = 0;
 };
 using ReplyValue =
-    std::variant<absl::Status, SubmitResult, RunState, GateAnswer, bool, NextLaunchAnswer>;
+    std::variant<absl::Status, SubmitResult, RunState, GateAnswer, bool, NextLaunchAnswer,
+                 StandbyAnswer>;
 // Answers a caller; carried out after the state it reports is stored.
 struct SendReply {
   uint64_t to = 0;

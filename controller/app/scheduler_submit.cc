@@ -1,10 +1,9 @@
 // The scheduler's sbatch of an attempt (docs/architecture.md, "A run's
 // life"): its files written, the attempt stored, then submitted; a job Slurm
 // took but the store did not is cancelled.
-#include <random>
-
 #include <nlohmann/json.hpp>
 
+#include "common/auth.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/sha256.h"
@@ -12,22 +11,6 @@
 #include "controller/core/batch_script.h"
 
 namespace trellis::controller {
-
-namespace {
-
-std::string RandomSecret() {
-  std::random_device rd;  // /dev/urandom
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < 32; ++i) {
-    unsigned v = rd();
-    s += kHex[v & 15];
-    s += kHex[(v >> 4) & 15];
-  }
-  return s;
-}
-
-}  // namespace
 
 Effects Scheduler::SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec,
                                  const std::vector<std::string>& excluded) {
@@ -64,7 +47,7 @@ Effects Scheduler::PrepareAttempt(const RunRecord& run, const spec::RunSpec& spe
   // Resumed: the secret file written before is kept (a job submitted before
   // a stop may be running with it); the store has only its digest, which
   // the shell checks the file against.
-  const std::string secret = resume ? "" : RandomSecret();
+  const std::string secret = resume ? "" : auth::RandomSecretHex();
   const std::string secret_sha256 = resume ? plan.resumed->secret_sha256 : Sha256Hex(secret);
   paths.job_tag = secret_sha256.substr(0, 8);
   auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/atomic_file.h"
 #include "common/log.h"
 #include "common/overloaded.h"
 
@@ -19,6 +20,13 @@ JobSubmitted Submit(SlurmClient& slurm, const SubmitJob& call) {
                                      std::string(named.status().message()));
     return out;
   }
+  // Before a job found by name too: one still queued reads them when it starts.
+  for (const SubmitJob::File& f : call.files_first)
+    if (absl::Status st = WriteFileAtomically(f.path, f.content, 0600); !st.ok()) {
+      out.job =
+          absl::UnavailableError("cannot write " + f.path + ": " + std::string(st.message()));
+      return out;
+    }
   if (named->empty()) {
     out.job = slurm.Submit(call.args, call.script_path);
     return out;

@@ -32,6 +32,13 @@ struct SubmitJob {
   std::vector<std::string> args;
   std::string script_path;  // "": --wrap among the args
   int pool = 0;  // > 0: the run's spare pool job of that number, answered to SparePools
+  // Written (atomically, mode 0600) before sbatch: a pool job's secret file.
+  // One that cannot be written fails the call, unsubmitted.
+  struct File {
+    std::string path;
+    std::string content;
+  };
+  std::vector<File> files_first{};
 };
 // scancel; a failure is logged with `why`.
 struct CancelJob {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "controller/app/continuations.h"
@@ -51,14 +52,11 @@ std::optional<std::string> SparePools::DrawnJobOn(const std::string& run_id, int
 }
 
 Effects SparePools::Submit(const RunRecord& run, const spec::RunSpec& spec, PoolJobRecord row) {
-  Effects fx;
   const bool first = row.job_name.empty();
-  if (first) {
+  if (first)
     row.job_name = PoolJobName(run.run_id, row.pool,
                                Sha256Hex(run.run_dir + "/pool-" + std::to_string(row.pool) + "@" +
                                          std::to_string(ToUnixMillis(row.submitted))));
-    fx.Add(RecordPoolJob{row});  // stored before Slurm is asked
-  }
   // Off the quarantined nodes and the run's own (its allocation's, its other
   // pool jobs'): a pool there spares nothing.
   std::vector<std::string> exclude = ctx_.ExcludedNow();
@@ -71,14 +69,28 @@ Effects SparePools::Submit(const RunRecord& run, const spec::RunSpec& spec, Pool
         for (const std::string& n : PoolNodes(p)) exclude.push_back(n);
   std::sort(exclude.begin(), exclude.end());
   exclude.erase(std::unique(exclude.begin(), exclude.end()), exclude.end());
+  // A new secret at each sbatch, its file written just before it (a job
+  // found by name whose standby worker read the old one is refused; its
+  // nodes may still be drawn, and are gated when they join).
+  const std::string secret = auth::RandomSecretHex();
+  row.secret_sha256 = Sha256Hex(secret);
+  const PoolStandbyPaths standby{ctx_.config.worker_bin, ctx_.config.advertise_addr,
+                                 PoolSecretPath(run.run_dir, row.pool), ctx_.config.worker_tls_ca};
+  auto args =
+      PoolSbatchArgs(spec, run.run_id, run.run_dir, row.job_name, row.pool, exclude, standby);
+  if (!args.ok())
+    return End(row, "cannot submit: " + std::string(args.status().message()), /*cancel=*/false);
+  Effects fx;
+  fx.Add(RecordPoolJob{row});  // stored before Slurm is asked
   in_flight_.insert({run.run_id, row.pool});
   spdlog::info("run {}: spare pool job {} ({} nodes){}", run.run_id, row.pool, row.nodes_asked,
                first ? " submitted" : " submitted again (its sbatch had not answered)");
   SubmitJob call;
   call.run_id = run.run_id;
   call.job_name = row.job_name;
-  call.args = PoolSbatchArgs(spec, run.run_dir, row.job_name, row.pool, exclude);
+  call.args = std::move(*args);
   call.pool = row.pool;
+  call.files_first.push_back({standby.secret_file, secret + "\n"});
   fx.Add(std::move(call));
   return fx;
 }
@@ -111,9 +123,9 @@ Effects SparePools::RunEnded(const std::string& run_id) {
 }
 
 Effects SparePools::OnSnapshot(const JobsSeen& seen) {
-  if (!seen.listed.ok()) return {};
-  Effects fx;
   const WallTime now = ctx_.clock.Now();
+  Effects fx = StandbysTick(now);
+  if (!seen.listed.ok()) return fx;
   // The pool jobs that stand or wait.
   auto live = ctx_.store.PoolJobs("");
   const std::vector<std::string> excluded =

@@ -10,7 +10,9 @@
 // ended, or the attempt that drew one). Loop thread only; reads a StoreView
 // and returns Effects.
 
+#include <map>
 #include <set>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,13 +41,46 @@ class SparePools {
   std::optional<std::string> DrawnJobOn(const std::string& run_id, int attempt,
                                         const std::string& node);
 
+  // --- standby workers (spare_pool_standby.cc) ---
+  // A standby worker's call (trellis-worker standby, in its pool job): the
+  // pool job its node must be in (Allocations checks that next), or why the
+  // call is refused (version, unknown pool job, wrong secret) or must wait
+  // (the pool job's sbatch has not answered yet).
+  absl::StatusOr<std::string> StandbyJob(const StandbyCall& call) const;
+  // The call, its node checked: the first of a node gates its memory probe
+  // as a launch would (a node that fails is struck and the pool job
+  // replaced); each call is held until the next squeue snapshot, or answered
+  // leave at once when the pool job was drawn or ended.
+  Effects StandBy(const StandbyCall& call, ReplyTo<StandbyAnswer> reply);
+  // A pool job row was stored: once it is drawn or ended, its standby
+  // workers are told to leave.
+  Effects PoolWritten(const PoolJobRecord& row);
+  // The controller stops: held calls are answered UNAVAILABLE (workers call again).
+  Effects Shutdown();
+
  private:
+  // Answers every held standby call (the standby workers call again), and
+  // ends a standing pool job one of whose workers stopped calling.
+  Effects StandbysTick(WallTime now);
+  struct Standby {
+    std::optional<ReplyTo<StandbyAnswer>> held;
+    WallTime last_heard;
+    std::string verdict;  // what its gate found, told on each answer
+  };
+  // By (run, pool, node); gone with the pool job.
+  std::map<std::tuple<std::string, int, std::string>, Standby> standbys_;
+
   Effects Submit(const RunRecord& run, const spec::RunSpec& spec, PoolJobRecord row);
   Effects End(PoolJobRecord row, const std::string& reason, bool cancel);
 
   LoopContext ctx_;
   std::set<std::pair<std::string, int>> in_flight_;  // (run, pool) whose sbatch runs
 };
+
+// A standby worker that has not called for this long (it calls again at
+// each squeue snapshot, every few seconds) is taken as lost with its node:
+// its pool job is replaced.
+inline constexpr std::chrono::seconds kStandbySilence{90};
 
 // A health event of the spare pool (kSparePoolEvent): submitted, standing,
 // drawn, ended; `launch` 0 where it is about no launch.

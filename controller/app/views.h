@@ -119,6 +119,23 @@ struct NextLaunchAnswer {
   std::vector<OtherJob> other_jobs{};
 };
 
+// A spare pool node's worker standing by (StandByRequest).
+struct StandbyCall {
+  std::string run_id;
+  int pool = 0;
+  std::string node;
+  std::string secret;
+  std::string version;
+  std::string hostname;
+  std::string slurm_job_id;
+  NodeProbe probe;
+};
+
+struct StandbyAnswer {
+  bool leave = false;  // the pool job was drawn or ended: the worker exits
+  std::string reason;
+};
+
 struct NodeStatusView {
   QuarantineEntry entry;
   NodeHealth health = NodeHealth::kOk;

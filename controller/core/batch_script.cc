@@ -20,6 +20,24 @@ bool IsSafeAddress(const std::string& a) {
   });
 }
 
+// What a worker's command line in a batch script is made of, before it is
+// quoted into it.
+absl::Status CheckWorkerCommand(const std::string& run_dir, const std::string& worker_bin,
+                                const std::string& secret_file, const std::string& tls_ca,
+                                const std::string& controller_addr) {
+  for (const auto* path : {&run_dir, &worker_bin, &secret_file})
+    if (!IsSafeAbsolutePath(*path))
+      return absl::InvalidArgumentError("path '" + *path +
+                                        "' must be absolute, without control characters");
+  if (!tls_ca.empty() && !IsSafeAbsolutePath(tls_ca))
+    return absl::InvalidArgumentError("TLS CA path '" + tls_ca +
+                                      "' must be absolute, without control characters");
+  if (!IsSafeAddress(controller_addr))
+    return absl::InvalidArgumentError("controller address '" + controller_addr +
+                                      "' must be host:port");
+  return absl::OkStatus();
+}
+
 void ReplaceAll(std::string* s, const std::string& from, const std::string& to) {
   for (size_t pos = s->find(from); pos != std::string::npos; pos = s->find(from, pos + to.size()))
     s->replace(pos, from.size(), to);
@@ -43,16 +61,10 @@ absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
   if (!spec::IsValidRunName(p.run_id))
     return absl::InvalidArgumentError("run id '" + p.run_id + "' is not [a-z0-9-]");
   if (p.attempt < 1) return absl::InvalidArgumentError("attempt must be >= 1");
-  for (const auto* path : {&p.run_dir, &p.worker_bin, &p.secret_file})
-    if (!IsSafeAbsolutePath(*path))
-      return absl::InvalidArgumentError("path '" + *path +
-                                        "' must be absolute, without control characters");
-  if (!p.tls_ca.empty() && !IsSafeAbsolutePath(p.tls_ca))
-    return absl::InvalidArgumentError("TLS CA path '" + p.tls_ca +
-                                      "' must be absolute, without control characters");
-  if (!IsSafeAddress(p.controller_addr))
-    return absl::InvalidArgumentError("controller address '" + p.controller_addr +
-                                      "' must be host:port");
+  if (absl::Status st = CheckWorkerCommand(p.run_dir, p.worker_bin, p.secret_file, p.tls_ca,
+                                           p.controller_addr);
+      !st.ok())
+    return st;
   // Every @KEY@ of the template must be known (checked before the values go
   // in: a path may hold '@').
   static const std::set<std::string, std::less<>> kKeys = {
@@ -99,9 +111,20 @@ std::string JoinedExclude(const std::vector<std::string>& nodes) {
 }
 }  // namespace
 
-std::vector<std::string> PoolSbatchArgs(const spec::RunSpec& spec, const std::string& run_dir,
-                                        const std::string& job_name, int pool,
-                                        const std::vector<std::string>& exclude_nodes) {
+std::string PoolSecretPath(const std::string& run_dir, int pool) {
+  return run_dir + "/pool-" + std::to_string(pool) + ".secret";
+}
+
+absl::StatusOr<std::vector<std::string>> PoolSbatchArgs(
+    const spec::RunSpec& spec, const std::string& run_id, const std::string& run_dir,
+    const std::string& job_name, int pool, const std::vector<std::string>& exclude_nodes,
+    const PoolStandbyPaths& standby) {
+  if (!spec::IsValidRunName(run_id))
+    return absl::InvalidArgumentError("run id '" + run_id + "' is not [a-z0-9-]");
+  if (absl::Status st = CheckWorkerCommand(run_dir, standby.worker_bin, standby.secret_file,
+                                           standby.tls_ca, standby.controller_addr);
+      !st.ok())
+    return st;
   const auto& sl = spec.slurm;
   std::vector<std::string> args = {
       "--job-name=" + job_name,
@@ -119,7 +142,15 @@ std::vector<std::string> PoolSbatchArgs(const spec::RunSpec& spec, const std::st
   if (sl.gpus_per_node > 0) args.push_back("--gpus-per-node=" + std::to_string(sl.gpus_per_node));
   if (!exclude_nodes.empty()) args.push_back(JoinedExclude(exclude_nodes));
   args.insert(args.end(), sl.extra_args.begin(), sl.extra_args.end());
-  args.push_back("--wrap=exec sleep infinity");
+  // The standby step's end (drawn, ended, or its worker failed) leaves the
+  // allocation held: a relaunch may still run in it.
+  std::string wrap = "srun --overlap --ntasks-per-node=1 --kill-on-bad-exit=0 " +
+                     ShellQuote(standby.worker_bin) + " standby --controller " +
+                     ShellQuote(standby.controller_addr) + " --run " + ShellQuote(run_id) +
+                     " --pool " + std::to_string(pool) + " --run-dir " + ShellQuote(run_dir) +
+                     " --secret-file " + ShellQuote(standby.secret_file);
+  if (!standby.tls_ca.empty()) wrap += " --tls-ca " + ShellQuote(standby.tls_ca);
+  args.push_back("--wrap=" + wrap + "; exec sleep infinity");
   return args;
 }
 

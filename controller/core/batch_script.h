@@ -46,13 +46,30 @@ std::vector<std::string> SbatchArgs(const spec::RunSpec& spec, const AttemptPath
 // name as an attempt's is (the tag: 8 hex digits of the pool's own digest).
 std::string PoolJobName(const std::string& run_id, int pool, std::string_view tag);
 
+// What the one step of a spare pool job runs: `trellis-worker standby` on each
+// of its nodes, which registers with the controller and waits until the job
+// is drawn into a relaunch or ends (docs/architecture.md, "Spare pool").
+struct PoolStandbyPaths {
+  std::string worker_bin;       // absolute
+  std::string controller_addr;  // host:port
+  std::string secret_file;      // absolute: the pool job's own secret
+  std::string tls_ca;           // absolute, or empty: plain TCP
+};
+
 // The sbatch arguments of a spare pool job (restart.spare_pool_nodes): the
 // run's partition, account, time limit, GPUs and extra arguments, its nodes,
 // kept off `exclude_nodes` (the quarantined ones and the run's own), and a
-// batch script that only holds the allocation until a relaunch runs a step
-// in it (`srun --jobid`) or the controller cancels it (`--wrap`).
-std::vector<std::string> PoolSbatchArgs(const spec::RunSpec& spec, const std::string& run_dir,
-                                        const std::string& job_name, int pool,
-                                        const std::vector<std::string>& exclude_nodes);
+// batch script (`--wrap`) that runs the standby step, then holds the
+// allocation until a relaunch runs a step in it (`srun --jobid`) or the
+// controller cancels it. The standby step overlaps (`srun --overlap`): a
+// relaunch's step starts beside it while it leaves. Refuses paths and an
+// address that could not be passed safely, as RenderBatchScript does.
+absl::StatusOr<std::vector<std::string>> PoolSbatchArgs(
+    const spec::RunSpec& spec, const std::string& run_id, const std::string& run_dir,
+    const std::string& job_name, int pool, const std::vector<std::string>& exclude_nodes,
+    const PoolStandbyPaths& standby);
+
+// A spare pool job's secret file, in the run's directory.
+std::string PoolSecretPath(const std::string& run_dir, int pool);
 
 }  // namespace trellis::controller

@@ -141,8 +141,11 @@ time_limit = 30
 extra_args = ["--qos=high"]
 )", "[restart]\nspare_pool_nodes = 2\n");
   EXPECT_EQ(PoolJobName("hello-1", 3, "0123456789abcdef"), "trellis-pool-hello-1.3.01234567");
-  auto args = PoolSbatchArgs(spec, "/srv/trellis/out/hello-1", "trellis-pool-hello-1.3.01234567",
-                             3, {"node1", "node2"});
+  const PoolStandbyPaths standby{"/opt/trellis/bin/trellis-worker", "login1:7000",
+                                 PoolSecretPath("/srv/trellis/out/hello-1", 3), ""};
+  auto args = PoolSbatchArgs(spec, "hello-1", "/srv/trellis/out/hello-1",
+                             "trellis-pool-hello-1.3.01234567", 3, {"node1", "node2"}, standby);
+  ASSERT_TRUE(args.ok()) << args.status();
   std::vector<std::string> want = {
       "--job-name=trellis-pool-hello-1.3.01234567",
       "--nodes=2",
@@ -156,8 +159,25 @@ extra_args = ["--qos=high"]
       "--gpus-per-node=4",
       "--exclude=node1,node2",
       "--qos=high",
-      "--wrap=exec sleep infinity"};
-  EXPECT_EQ(args, want);
+      "--wrap=srun --overlap --ntasks-per-node=1 --kill-on-bad-exit=0 "
+      "'/opt/trellis/bin/trellis-worker' standby --controller 'login1:7000' --run 'hello-1' "
+      "--pool 3 --run-dir '/srv/trellis/out/hello-1' --secret-file "
+      "'/srv/trellis/out/hello-1/pool-3.secret'; exec sleep infinity"};
+  EXPECT_EQ(*args, want);
+
+  PoolStandbyPaths with_tls = standby;
+  with_tls.tls_ca = "/srv/trellis/out/ca.pem";
+  args = PoolSbatchArgs(spec, "hello-1", "/srv/trellis/out/hello-1", "n", 3, {}, with_tls);
+  ASSERT_TRUE(args.ok());
+  EXPECT_NE(args->back().find(" --tls-ca '/srv/trellis/out/ca.pem'; exec sleep infinity"),
+            std::string::npos)
+      << args->back();
+  PoolStandbyPaths relative = standby;
+  relative.worker_bin = "bin/trellis-worker";
+  args = PoolSbatchArgs(spec, "hello-1", "/srv/trellis/out/hello-1", "n", 3, {}, relative);
+  EXPECT_EQ(args.status().message(),
+            "path 'bin/trellis-worker' must be absolute, without control characters");
+  EXPECT_FALSE(PoolSbatchArgs(spec, "Hello 1", "/srv/x", "n", 3, {}, standby).ok());
 }
 
 }  // namespace

@@ -33,6 +33,9 @@ struct PoolJobRecord {
   int drawn_launch = 0;   // that relaunch
   std::optional<WallTime> ended;
   std::string end_reason;
+  // Of the secret its standby workers present (trellis-worker standby), whose
+  // file the controller writes beside each sbatch of the job.
+  std::string secret_sha256{};
   bool live() const { return !ended.has_value(); }
   bool drawn() const { return drawn_attempt > 0; }
   // Its nodes may join a relaunch.

@@ -313,4 +313,26 @@ grpc::ServerUnaryReactor* AgentServiceImpl::NextLaunch(grpc::CallbackServerConte
   return reactor;
 }
 
+grpc::ServerUnaryReactor* AgentServiceImpl::StandBy(grpc::CallbackServerContext* ctx,
+                                                    const v1::StandByRequest* req,
+                                                    v1::StandByAnswer* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (grpc::Status st = Check(*req); !st.ok()) {
+    reactor->Finish(st);
+    return reactor;
+  }
+  StandbyCall call{req->run_id(),  req->pool(),         req->node(),
+                   req->secret(),  req->version(),      req->hostname(),
+                   req->slurm_job_id(), ProbeFromWorker(req->probe())};
+  controller_->StandBy(std::move(call),
+                       Timed(controller_->metrics(), RpcMethod::kStandBy,
+                             [reactor, resp](absl::StatusOr<StandbyAnswer> a) {
+                               if (!a.ok()) return reactor->Finish(ToGrpc(a.status()));
+                               resp->set_leave(a->leave);
+                               resp->set_reason(a->reason);
+                               reactor->Finish(grpc::Status::OK);
+                             }));
+  return reactor;
+}
+
 }  // namespace trellis::controller

@@ -21,6 +21,9 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   grpc::ServerUnaryReactor* NextLaunch(grpc::CallbackServerContext* ctx,
                                        const v1::NextLaunchRequest* req,
                                        v1::NextLaunchResponse* resp) override;
+  grpc::ServerUnaryReactor* StandBy(grpc::CallbackServerContext* ctx,
+                                    const v1::StandByRequest* req,
+                                    v1::StandByAnswer* resp) override;
 
  private:
   Controller* controller_;

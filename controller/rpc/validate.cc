@@ -226,6 +226,21 @@ grpc::Status Check(const v1::NextLaunchRequest& req) {
   return Check(id);
 }
 
+grpc::Status Check(const v1::StandByRequest& req) {
+  RETURN_IF_BAD(CheckRunId(req.run_id()));
+  RETURN_IF_BAD(InRange("pool", req.pool(), 1, kMaxAttempt));
+  RETURN_IF_BAD(NodeName("node", req.node()));
+  RETURN_IF_BAD(Length("secret", req.secret(), 1, 256));
+  RETURN_IF_BAD(Length("version", req.version(), 1, 64));
+  if (HasControl(req.version())) return Bad("version", "must not contain control characters");
+  RETURN_IF_BAD(Length("hostname", req.hostname(), 0, 255));
+  RETURN_IF_BAD(AllOf("hostname", req.hostname(), kHostChars,
+                      "a host name or address: [A-Za-z0-9._:-]"));
+  RETURN_IF_BAD(Length("slurm_job_id", req.slurm_job_id(), 0, 20));
+  RETURN_IF_BAD(AllOf("slurm_job_id", req.slurm_job_id(), kDigits, "digits only"));
+  return CheckProbe(req.probe());
+}
+
 // --- user API ---
 
 grpc::Status Check(const v1::SubmitRunRequest& req) {

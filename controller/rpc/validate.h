@@ -38,6 +38,7 @@ grpc::Status Check(const v1::RegisterRequest& req);
 grpc::Status Check(const v1::AgentReport& report);
 grpc::Status Check(const v1::ReportExitRequest& req);
 grpc::Status Check(const v1::NextLaunchRequest& req);
+grpc::Status Check(const v1::StandByRequest& req);
 
 // --- user API ---
 grpc::Status Check(const v1::SubmitRunRequest& req);

@@ -187,6 +187,10 @@ CREATE TABLE pool_jobs (
 ) WITHOUT ROWID;
 CREATE INDEX pool_jobs_live ON pool_jobs(ended_ms);
 )sql",
+      // 10: the digest of the secret a pool job's standby workers present.
+      R"sql(
+ALTER TABLE pool_jobs ADD COLUMN secret_sha256 TEXT NOT NULL DEFAULT '';
+)sql",
   };
   return kMigrations;
 }

@@ -96,6 +96,7 @@ TEST_F(StoreTest, PoolJobsAreKeptThroughTheirLife) {
   p.standing_since = clock_.Now() + std::chrono::seconds(5);
   p.drawn_attempt = 1;
   p.drawn_launch = 2;
+  p.secret_sha256 = "ab12";
   ASSERT_TRUE(store_->PutPoolJob(p).ok());
   PoolJobRecord refill = p;
   refill.pool = 2;
@@ -123,6 +124,7 @@ TEST_F(StoreTest, PoolJobsAreKeptThroughTheirLife) {
   EXPECT_EQ(first.standing_since, p.standing_since);
   EXPECT_EQ(first.drawn_attempt, 1);
   EXPECT_EQ(first.drawn_launch, 2);
+  EXPECT_EQ(first.secret_sha256, "ab12");
   EXPECT_TRUE(first.live());
   EXPECT_FALSE((*got)[1].live());
   EXPECT_EQ((*got)[1].end_reason, "sbatch refused: QOS");

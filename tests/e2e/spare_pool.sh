@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A run with no spare node in its allocation and a spare pool of one node
-# (restart.spare_pool_nodes = 1): its pool job stands on a node of its own.
+# (restart.spare_pool_nodes = 1): its pool job stands on a node of its own,
+# whose standby worker registers and passes the gate before any draw.
 # A worker is killed: the allocation keeps one healthy node of the two needed,
 # so the relaunch draws the pool job (its node joins through `srun --jobid`,
 # no new attempt) and a new pool job refills the pool. The pool node's worker
@@ -28,6 +29,14 @@ wait_steps_of_launch() {  # ID LAUNCH
     sleep 0.2
   done
 }
+wait_standing_by() {  # ID POOL NODE: the standby worker registered and passed the gate
+  local deadline=$((SECONDS + 60))
+  until [ "$(sqlite3 "$db" "SELECT COUNT(*) FROM health_events WHERE run_id='$1' AND kind='spare_pool'
+              AND detail LIKE 'node $3 of spare pool job $2 stands by: gate passed%'")" -gt 0 ]; do
+    [ $SECONDS -lt $deadline ] || fail "the standby worker of pool job $2 on $3 did not register within 60 s"
+    sleep 0.5
+  done
+}
 kill_worker_on() {  # ID NODE
   local pid
   pid=$(worker_pid_on "$1" "$2")
@@ -44,6 +53,8 @@ wait_state "$id" RUNNING 60
 pool1_node=$(wait_pool_standing "$id" 1)
 pool1_job=$(pool_row "$id" 1 job_id)
 log "spare pool job 1 (Slurm job $pool1_job) stands on $pool1_node"
+wait_standing_by "$id" 1 "$pool1_node"
+log "its standby worker on $pool1_node registered and passed the gate"
 wait_steps_of_launch "$id" 1
 victim=$(json_get "$(run_json "$id")" "d['attempts'][0]['nodes'][0]")
 kill_worker_on "$id" "$victim"
@@ -58,6 +69,11 @@ show=$(run_json "$id")
 nodes2=$(json_get "$show" "','.join(d['launches'][1]['nodes'])")
 case ",$nodes2," in *",$pool1_node,"*) ;; *) fail "launch 2 ran on $nodes2, not on the pool's $pool1_node" ;; esac
 case ",$nodes2," in *",$victim,"*) fail "launch 2 ran on the lost node $victim" ;; esac
+# The standby worker left when its pool job was drawn; the relaunch's step ran beside it.
+run_dir=$(sqlite3 "$db" "SELECT run_dir FROM runs WHERE run_id='$id'")
+grep -q "leaving: spare pool job 1 joins relaunch 1.2" "$run_dir/pool-1.out" ||
+  fail "pool job 1's standby worker did not leave at the draw: $(tail -5 "$run_dir/pool-1.out")"
+wait_standing_by "$id" 2 "$pool2_node"
 
 # The pool node's worker in turn: relaunch 3 draws pool job 2.
 kill_worker_on "$id" "$pool1_node"

@@ -309,7 +309,7 @@ int RunAgent(const AgentArgs& args, Clock& clock) {
   // Before the channel exists: the touch probe forks, gRPC's threads must not yet.
   facts.probe = ProbeMemoryForRegister(
       ResolveSysfsRoot(args.sysfs_root, std::getenv("TRELLIS_SYSFS_ROOT"), args.id.node),
-      spec->gate.touch_probe, args, clock.Now());
+      spec->gate.touch_probe, args.touch_probe_gib, args.touch_probe_budget, clock.Now());
   // After the touch probe too (it forks): the metrics server's threads start here.
   auto registry = std::make_shared<prometheus::Registry>();
   AddBuildInfo(*registry, kVersion);

@@ -1,5 +1,5 @@
 #pragma once
-// The two subcommands, as functions of their validated arguments returning
+// The subcommands, as functions of their validated arguments returning
 // the process exit code. main.cc only parses flags and calls these.
 
 #include "common/clock.h"
@@ -22,5 +22,11 @@ int RunAgent(const AgentArgs& args, Clock& clock);
 // nodes the next launch runs on; "-": every node of the allocation) or
 // "exit <code>". Returns 0 unless the arguments are unusable.
 int RunNextLaunch(const NextLaunchArgs& args, Clock& clock);
+
+// The standby step of a spare pool job: registers the node and waits until
+// the controller says to leave (exit 0); kExitRefused when it refuses the
+// worker, kExitUsage for an unreadable spec or secret file. An unreachable
+// controller is called again, without end.
+int RunStandby(const StandbyArgs& args, Clock& clock);
 
 }  // namespace trellis::worker

@@ -21,10 +21,10 @@ void LogSocket(const SocketProbe& s) {
 }
 
 // Touches every socket in turn; the first failure ends the probe with an error.
-std::string TouchSockets(NodeProbe& probe, const AgentArgs& args) {
+std::string TouchSockets(NodeProbe& probe, double touch_gib, Seconds touch_budget) {
   TouchProbeLimits limits;
-  limits.max_bytes = static_cast<int64_t>(args.touch_probe_gib * (int64_t{1} << 30));
-  limits.budget = args.touch_probe_budget / static_cast<double>(probe.sockets.size());
+  limits.max_bytes = static_cast<int64_t>(touch_gib * (int64_t{1} << 30));
+  limits.budget = touch_budget / static_cast<double>(probe.sockets.size());
   for (SocketProbe& s : probe.sockets) {
     auto touched = TouchProbe(s.numa_node, limits);
     if (!touched.ok())
@@ -40,8 +40,8 @@ std::string TouchSockets(NodeProbe& probe, const AgentArgs& args) {
 
 }  // namespace
 
-NodeProbe ProbeMemoryForRegister(const std::string& sysfs_root, bool touch, const AgentArgs& args,
-                                 WallTime probed_at) {
+NodeProbe ProbeMemoryForRegister(const std::string& sysfs_root, bool touch, double touch_gib,
+                                 Seconds touch_budget, WallTime probed_at) {
   const int64_t probed_unix_ms = ToUnixMillis(probed_at);
   absl::StatusOr<NodeProbe> read = ProbeNode(sysfs_root);
   NodeProbe probe = read.ok() ? std::move(*read) : NodeProbe{};
@@ -58,7 +58,7 @@ NodeProbe ProbeMemoryForRegister(const std::string& sysfs_root, bool touch, cons
     spdlog::info("device memory node {}: {} GiB total, {} GiB free", d.numa_node,
                  FormatGib(d.total_bytes), FormatGib(d.free_bytes));
   if (touch) {
-    if (std::string error = TouchSockets(probe, args); !error.empty()) {
+    if (std::string error = TouchSockets(probe, touch_gib, touch_budget); !error.empty()) {
       probe.error = error;
       spdlog::error("{}", probe.error);
     }

@@ -11,11 +11,11 @@
 
 namespace trellis::worker {
 
-// `touch`: the spec's gate.touch_probe; each socket then gets
-// args.touch_probe_gib and an equal share of args.touch_probe_budget. Runs
-// before the process starts gRPC threads (the touch probe forks).
+// `touch`: the spec's gate.touch_probe; each socket then gets `touch_gib`
+// and an equal share of `touch_budget` (--touch-probe-gib, --touch-probe-seconds).
+// Runs before the process starts gRPC threads (the touch probe forks).
 // `probed_at`: the worker's clock when the probe starts (the report's time).
-NodeProbe ProbeMemoryForRegister(const std::string& sysfs_root, bool touch, const AgentArgs& args,
-                                 WallTime probed_at);
+NodeProbe ProbeMemoryForRegister(const std::string& sysfs_root, bool touch, double touch_gib,
+                                 Seconds touch_budget, WallTime probed_at);
 
 }  // namespace trellis::worker

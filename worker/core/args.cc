@@ -16,6 +16,17 @@ absl::Status Positive(const char* flag, Seconds value) {
   return absl::OkStatus();
 }
 
+absl::Status TouchProbeFlags(double gib, Seconds budget) {
+  if (!(gib > 0 && gib <= kMaxTouchProbeGib))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--touch-probe-gib must be in (0, ", kMaxTouchProbeGib, "], got ", gib));
+  if (!(budget.count() > 0 && budget <= kMaxTouchProbeBudget))
+    return absl::InvalidArgumentError(absl::StrCat("--touch-probe-seconds must be in (0, ",
+                                                   kMaxTouchProbeBudget.count(), "], got ",
+                                                   budget.count()));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool IsValidControllerAddress(std::string_view address) { return IsHostPort(address, 1); }
@@ -36,22 +47,45 @@ bool IsSafeName(std::string_view name) {
   return true;
 }
 
-absl::Status ValidateIdentityArgs(const IdentityArgs& a) {
-  if (!IsValidControllerAddress(a.controller))
+// The flags every subcommand has: where the controller is, which run.
+absl::Status ControllerAndRun(const std::string& controller, const std::string& run_id) {
+  if (!IsValidControllerAddress(controller))
     return absl::InvalidArgumentError(absl::StrCat(
-        "--controller must be HOST:PORT with a port in [1, 65535], got '", a.controller, "'"));
-  if (!IsSafeName(a.run_id))
+        "--controller must be HOST:PORT with a port in [1, 65535], got '", controller, "'"));
+  if (!IsSafeName(run_id))
     return absl::InvalidArgumentError(
-        absl::StrCat("--run must be 1-128 characters of [A-Za-z0-9._-], got '", a.run_id, "'"));
+        absl::StrCat("--run must be 1-128 characters of [A-Za-z0-9._-], got '", run_id, "'"));
+  return absl::OkStatus();
+}
+
+absl::Status NodeFlag(const std::string& node) {
+  if (!IsSafeName(node))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node must be 1-128 characters of [A-Za-z0-9._-], got '", node, "'"));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateIdentityArgs(const IdentityArgs& a) {
+  if (absl::Status st = ControllerAndRun(a.controller, a.run_id); !st.ok()) return st;
   if (a.attempt < 1)
     return absl::InvalidArgumentError(absl::StrCat("--attempt must be >= 1, got ", a.attempt));
   if (a.launch < 1)
     return absl::InvalidArgumentError(absl::StrCat("--launch must be >= 1, got ", a.launch));
-  if (!IsSafeName(a.node))
-    return absl::InvalidArgumentError(
-        absl::StrCat("--node must be 1-128 characters of [A-Za-z0-9._-], got '", a.node, "'"));
+  if (absl::Status st = NodeFlag(a.node); !st.ok()) return st;
   if (a.secret_file.empty()) return absl::InvalidArgumentError("--secret-file is required");
   return absl::OkStatus();
+}
+
+absl::Status ValidateStandbyArgs(const StandbyArgs& a) {
+  if (absl::Status st = ControllerAndRun(a.controller, a.run_id); !st.ok()) return st;
+  if (a.pool < 1 || a.pool > 1000000)
+    return absl::InvalidArgumentError(absl::StrCat("--pool must be in [1, 1000000], got ", a.pool));
+  if (absl::Status st = NodeFlag(a.node); !st.ok()) return st;
+  if (a.secret_file.empty()) return absl::InvalidArgumentError("--secret-file is required");
+  if (a.run_dir.empty()) return absl::InvalidArgumentError("--run-dir is required");
+  if (absl::Status st = TouchProbeFlags(a.touch_probe_gib, a.touch_probe_budget); !st.ok())
+    return st;
+  return Positive("--call-timeout", a.call_timeout);
 }
 
 absl::Status ValidateAgentArgs(const AgentArgs& a) {
@@ -67,13 +101,8 @@ absl::Status ValidateAgentArgs(const AgentArgs& a) {
   if (a.max_queued_reports < 16)
     return absl::InvalidArgumentError(
         absl::StrCat("--max-queued-reports must be >= 16, got ", a.max_queued_reports));
-  if (!(a.touch_probe_gib > 0 && a.touch_probe_gib <= kMaxTouchProbeGib))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--touch-probe-gib must be in (0, ", kMaxTouchProbeGib, "], got ", a.touch_probe_gib));
-  if (!(a.touch_probe_budget.count() > 0 && a.touch_probe_budget <= kMaxTouchProbeBudget))
-    return absl::InvalidArgumentError(absl::StrCat("--touch-probe-seconds must be in (0, ",
-                                                   kMaxTouchProbeBudget.count(), "], got ",
-                                                   a.touch_probe_budget.count()));
+  if (absl::Status st = TouchProbeFlags(a.touch_probe_gib, a.touch_probe_budget); !st.ok())
+    return st;
   if (a.metrics_listen != kMetricsOff && !IsValidListenAddress(a.metrics_listen))
     return absl::InvalidArgumentError(absl::StrCat(
         "--metrics-listen must be HOST:PORT with a port in [0, 65535] (0: any free port) or '",

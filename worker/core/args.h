@@ -62,6 +62,23 @@ struct NextLaunchArgs {
   bool time_limit_warned = false;    // Slurm's wall-time warning came during the launch
 };
 
+// `trellis-worker standby`: the one step of a run's spare pool job.
+struct StandbyArgs {
+  std::string controller;  // HOST:PORT
+  std::string run_id;
+  int pool = 0;  // the run's pool job number, from 1
+  std::string node;
+  std::string secret_file;  // the pool job's secret
+  std::string tls_ca;
+  std::string run_dir;  // spec.toml is read from it (gate.touch_probe)
+  std::string sysfs_root;
+  double touch_probe_gib = 8;
+  Seconds touch_probe_budget{20};
+  // Each call waits for the controller's next reconciliation (a few
+  // seconds); one unanswered this long is made again.
+  Seconds call_timeout{60};
+};
+
 // HOST:PORT or [IPv6]:PORT with a port in [1, 65535].
 bool IsValidControllerAddress(std::string_view address);
 // HOST:PORT or [IPv6]:PORT with a port in [0, 65535] (0: any free port).
@@ -76,6 +93,7 @@ bool IsSafeName(std::string_view name);
 absl::Status ValidateIdentityArgs(const IdentityArgs& a);
 absl::Status ValidateAgentArgs(const AgentArgs& a);
 absl::Status ValidateNextLaunchArgs(const NextLaunchArgs& a);
+absl::Status ValidateStandbyArgs(const StandbyArgs& a);
 
 // The secret file's content without surrounding whitespace (editors add a newline).
 std::string TrimSecret(std::string_view content);

@@ -147,6 +147,35 @@ TEST(ArgsTest, NextLaunchAfterARequeue) {
   EXPECT_EQ(message(bad), "--launch must be >= 1, got 0");
 }
 
+TEST(ArgsTest, Standby) {
+  StandbyArgs good;
+  good.controller = "login1:7000";
+  good.run_id = "hello-1";
+  good.pool = 2;
+  good.node = "node9";
+  good.secret_file = "/srv/out/hello-1/pool-2.secret";
+  good.run_dir = "/srv/out/hello-1";
+  EXPECT_TRUE(ValidateStandbyArgs(good).ok());
+  auto message = [](const StandbyArgs& a) {
+    return std::string(ValidateStandbyArgs(a).message());
+  };
+  StandbyArgs bad = good;
+  bad.pool = 0;
+  EXPECT_EQ(message(bad), "--pool must be in [1, 1000000], got 0");
+  bad = good;
+  bad.node = "-rf";
+  EXPECT_EQ(message(bad), "--node must be 1-128 characters of [A-Za-z0-9._-], got '-rf'");
+  bad = good;
+  bad.controller = "login1";
+  EXPECT_EQ(message(bad), "--controller must be HOST:PORT with a port in [1, 65535], got 'login1'");
+  bad = good;
+  bad.touch_probe_gib = 0;
+  EXPECT_EQ(message(bad), "--touch-probe-gib must be in (0, 1024], got 0");
+  bad = good;
+  bad.call_timeout = Seconds(0);
+  EXPECT_EQ(message(bad), "--call-timeout must be a positive number of seconds, got 0");
+}
+
 TEST(ArgsTest, TrimSecret) {
   EXPECT_EQ(TrimSecret("  s3cret\n"), "s3cret");
   EXPECT_EQ(TrimSecret("\n\t"), "");
