@@ -221,6 +221,29 @@ TEST(ValidateTest, NextLaunch) {
   EXPECT_TRUE(Check(requeued).ok());
 }
 
+TEST(ValidateTest, StandBy) {
+  v1::StandByRequest good;
+  good.set_run_id("hello-1");
+  good.set_pool(2);
+  good.set_node("node9");
+  good.set_secret("p00l");
+  good.set_version("0.1.0");
+  good.set_hostname("node9.cluster");
+  good.set_slurm_job_id("77");
+  EXPECT_TRUE(Check(good).ok());
+  using R = v1::StandByRequest;
+  ExpectEachRefused<R>(good, {
+      {"run_id", [](R* r) { r->set_run_id("Hello 1"); }},
+      {"pool", [](R* r) { r->set_pool(0); }},
+      {"node", [](R* r) { r->set_node("node9;reboot"); }},
+      {"secret", [](R* r) { r->set_secret(""); }},
+      {"version", [](R* r) { r->set_version(""); }},
+      {"hostname", [](R* r) { r->set_hostname("a b"); }},
+      {"slurm_job_id", [](R* r) { r->set_slurm_job_id("77.0"); }},
+      {"probe.error", [](R* r) { r->mutable_probe()->set_error(std::string(5000, 'e')); }},
+  });
+}
+
 TEST(ValidateTest, UserRequests) {
   v1::SubmitRunRequest submit;
   submit.set_spec_toml("[job]\n");
