@@ -20,6 +20,10 @@ JobSubmitted Submit(SlurmClient& slurm, const SubmitJob& call) {
                                      std::string(named.status().message()));
     return out;
   }
+  if (named->empty() && call.only_adopt) {
+    out.job = absl::NotFoundError("no job named " + call.job_name);
+    return out;
+  }
   // Before a job found by name too: one still queued reads them when it starts.
   for (const SubmitJob::File& f : call.files_first)
     if (absl::Status st = WriteFileAtomically(f.path, f.content, 0600); !st.ok()) {

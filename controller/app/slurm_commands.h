@@ -39,6 +39,9 @@ struct SubmitJob {
     std::string content;
   };
   std::vector<File> files_first{};
+  // Only the job found by name, never a new sbatch: answered NOT_FOUND when
+  // none is (a pool job of a run that ended while its sbatch was unanswered).
+  bool only_adopt = false;
 };
 // scancel; a failure is logged with `why`.
 struct CancelJob {

@@ -95,6 +95,16 @@ Effects SparePools::Submit(const RunRecord& run, const spec::RunSpec& spec, Pool
   return fx;
 }
 
+Effects SparePools::FindToCancel(const PoolJobRecord& row) {
+  in_flight_.insert({row.run_id, row.pool});
+  SubmitJob call;
+  call.run_id = row.run_id;
+  call.job_name = row.job_name;
+  call.pool = row.pool;
+  call.only_adopt = true;
+  return call;
+}
+
 Effects SparePools::End(PoolJobRecord row, const std::string& reason, bool cancel) {
   Effects fx;
   const WallTime now = ctx_.clock.Now();
@@ -132,10 +142,17 @@ Effects SparePools::OnSnapshot(const JobsSeen& seen) {
       live.ok() && !live->empty() ? ctx_.ExcludedNow() : std::vector<std::string>{};
   if (live.ok())
     for (const PoolJobRecord& row : *live) {
-      if (row.job_id.empty()) continue;  // below, with its run
-      PoolJobSeen s;
       auto run = ctx_.store.GetRun(row.run_id);
-      s.run_over = !run.ok() || IsTerminal(run->state);
+      const bool run_over = !run.ok() || IsTerminal(run->state);
+      if (row.job_id.empty()) {
+        // Its sbatch never answered (the controller stopped in between): a
+        // run that goes on submits it again below; one that ended while the
+        // controller was down has the job found by name and cancelled.
+        if (run_over && !in_flight_.count({row.run_id, row.pool})) fx += FindToCancel(row);
+        continue;
+      }
+      PoolJobSeen s;
+      s.run_over = run_over;
       if (row.drawn()) {
         auto attempts = ctx_.store.Attempts(row.run_id);
         s.drawn_attempt_over = true;
@@ -218,6 +235,8 @@ Effects SparePools::OnSubmitted(const JobSubmitted& out) {
   Effects fx;
   for (const auto& c : out.cancelled)
     spdlog::warn("run {}: duplicate spare pool job {} cancelled", out.run_id, c);
+  if (!out.job.ok() && out.job.status().code() == absl::StatusCode::kNotFound && row.live())
+    return End(row, "the run ended (its job was never submitted)", /*cancel=*/false);
   if (!out.job.ok()) {
     const std::string why(out.job.status().message());
     if (!Refused(out.job.status())) {

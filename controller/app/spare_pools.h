@@ -72,6 +72,9 @@ class SparePools {
 
   Effects Submit(const RunRecord& run, const spec::RunSpec& spec, PoolJobRecord row);
   Effects End(PoolJobRecord row, const std::string& reason, bool cancel);
+  // A pool job stored whose sbatch never answered, of a run that has ended:
+  // its job by name, if Slurm took it, is cancelled (OnSubmitted).
+  Effects FindToCancel(const PoolJobRecord& row);
 
   LoopContext ctx_;
   std::set<std::pair<std::string, int>> in_flight_;  // (run, pool) whose sbatch runs

@@ -165,6 +165,29 @@ TEST_F(SparePoolsTest, AJobSlurmEndedIsEndedWithItsStateAndReplaced) {
   EXPECT_EQ(Only<SubmitJob>(Snapshot({Job("42", "RUNNING", "node[1-2]")})).pool, 2);
 }
 
+TEST_F(SparePoolsTest, AnUnansweredPoolJobOfARunThatEndedIsFoundByNameAndCancelled) {
+  PoolJobRecord p;
+  p.run_id = "hello-1";
+  p.pool = 1;
+  p.job_name = "trellis-pool-hello-1.1.abcdef01";
+  store_.pools.push_back(p);
+  store_.runs["hello-1"].state = RunState::kCancelled;
+  Effects fx = Snapshot({});
+  SubmitJob find = Only<SubmitJob>(fx);
+  EXPECT_TRUE(find.only_adopt) << "never a new sbatch for a run that ended";
+  EXPECT_EQ(find.job_name, p.job_name);
+  EXPECT_TRUE(Snapshot({}).All<SubmitJob>().empty()) << "one lookup at a time";
+
+  fx = pools_.OnSubmitted({"hello-1", 0, std::string("91"), "91", {}, 1});
+  EXPECT_EQ(Only<CancelJob>(fx).job_id, "91");
+  EXPECT_FALSE(Only<RecordPoolJob>(fx).row.live());
+
+  SparePools fresh{ctx_};
+  fx = fresh.OnSubmitted({"hello-1", 0, absl::NotFoundError("no job named x"), "", {}, 1});
+  EXPECT_TRUE(fx.All<CancelJob>().empty());
+  EXPECT_EQ(Only<RecordPoolJob>(fx).row.end_reason, "the run ended (its job was never submitted)");
+}
+
 // --- standby workers ---
 
 class StandbyTest : public SparePoolsTest {
