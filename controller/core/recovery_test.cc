@@ -126,7 +126,7 @@ TEST(DecideRecoveryTest, TooFewHealthyNodesDrawOnTheStandingSparePool) {
   EXPECT_TRUE(d.uses_restart);
   EXPECT_EQ(d.reason,
             "node node1 lost: worker silent for 31 s; relaunch 1 of 3 in the allocation on "
-            "node2, node9, node10 (spare pool job 77 joins)");
+            "node2, node9, node10 (the spare pool's Slurm job 77 joins)");
 
   RecoveryInput enough = in;
   enough.allocation_nodes = {"node1", "node2", "node3"};
