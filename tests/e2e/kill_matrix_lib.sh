@@ -257,8 +257,8 @@ km_drive_handoff() {
 # pool: a relaunch that draws the run's spare pool job (no spare in the
 # allocation, a pool of one node): a worker of the run is killed once the pool
 # stands, and the victim dies DELAY later: through the relaunch's decision, the
-# draw stored, the pool node's step in the pool job (srun --jobid), its gate
-# and the refill's sbatch.
+# draw stored, the pool standby worker told to leave, the pool node's step in
+# the pool job (srun --jobid), its gate and the refill's sbatch and standby.
 km_pool_stands() {  # ID
   [ -n "$(db "SELECT standing_ms FROM pool_jobs WHERE run_id='$1' AND standing_ms IS NOT NULL LIMIT 1")" ]
 }
