@@ -205,6 +205,7 @@ Json SubmitToJson(const v1::SubmitRunResponse& r, bool dry_run) {
   // A controller of an older version sends no policy: the key is left out.
   Json policy = Json::parse(r.gate_policy_json(), nullptr, false);
   if (policy.is_object()) out["gate_policy"] = std::move(policy);
+  if (r.pool_sbatch_args_size() > 0) out["pool_sbatch_args"] = Strings(r.pool_sbatch_args());
   return out;
 }
 

@@ -65,6 +65,10 @@ void PrintDryRun(const v1::SubmitRunResponse& resp) {
   if (!resp.batch_script().empty() && resp.batch_script().back() != '\n') std::cout << "\n";
   std::cout << "--- sbatch arguments (one per line) ---\n";
   for (const auto& arg : resp.sbatch_args()) std::cout << arg << "\n";
+  if (resp.pool_sbatch_args_size() > 0) {
+    std::cout << "--- spare pool job's sbatch arguments, once the run trains (one per line) ---\n";
+    for (const auto& arg : resp.pool_sbatch_args()) std::cout << arg << "\n";
+  }
   std::cout << "--- launch gate (each node's sockets) ---\n"
             << RenderGatePolicy(resp.gate_policy_json());
 }

@@ -41,11 +41,23 @@ Effects Scheduler::Submit(const std::string& spec_toml, bool dry_run, const std:
     std::string run_id = spec->job.name + "-" + std::to_string(next);
     std::string run_dir = ctx_.RunDirFor(*spec, run_id);
     AttemptPaths paths{run_id, 1, run_dir, ctx_.config.worker_bin, ctx_.config.advertise_addr,
-                       run_dir + "/attempt-1/secret", /*job_tag=*/"", ctx_.config.worker_tls_ca};
+                       run_dir + "/attempt-1/secret", /*job_tag=*/"<tag>",
+                       ctx_.config.worker_tls_ca};
     auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);
     if (!script.ok()) return refuse(script.status());
-    return Answer<SubmitResult>(reply, SubmitResult{"", *script, SbatchArgs(*spec, paths, {}),
-                                                    PolicyToJson(GatePolicyFor(*spec))});
+    SubmitResult shown{"", *script, SbatchArgs(*spec, paths, {}),
+                       PolicyToJson(GatePolicyFor(*spec))};
+    if (spec->restart.spare_pool_nodes > 0) {
+      // Its exclusions (the quarantine, the run's own nodes) are those of
+      // the moment it is submitted; a name's tag comes from a secret.
+      auto pool = PoolSbatchArgs(
+          *spec, run_id, run_dir, PoolJobName(run_id, 1, "<tag>"), 1, {},
+          {ctx_.config.worker_bin, ctx_.config.advertise_addr, PoolSecretPath(run_dir, 1),
+           ctx_.config.worker_tls_ca});
+      if (!pool.ok()) return refuse(pool.status());
+      shown.pool_sbatch_args = std::move(*pool);
+    }
+    return Answer<SubmitResult>(reply, std::move(shown));
   }
   // RunDirFor(spec, id) is this base, "/", and the id the store gives.
   std::string base = ctx_.RunDirFor(*spec, "");

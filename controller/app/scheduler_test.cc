@@ -63,6 +63,15 @@ TEST_F(SchedulerTest, ADryRunShowsTheBatchScriptAndCreatesNothing) {
   SubmitResult r = Replied<SubmitResult>(Only<SendReply>(fx));
   EXPECT_TRUE(r.run_id.empty());
   EXPECT_NE(r.batch_script.find("hello-1"), std::string::npos);
+  EXPECT_TRUE(r.pool_sbatch_args.empty()) << "no spare pool asked for";
+
+  fx = scheduler_.Submit(std::string(kSpec) + "[restart]\nspare_pool_nodes = 2\n", true, "alice",
+                         {4});
+  r = Replied<SubmitResult>(Only<SendReply>(fx));
+  ASSERT_FALSE(r.pool_sbatch_args.empty());
+  EXPECT_EQ(r.pool_sbatch_args[0], "--job-name=trellis-pool-hello-1.1.<tag>");
+  EXPECT_EQ(r.pool_sbatch_args[1], "--nodes=2");
+  EXPECT_NE(r.pool_sbatch_args.back().find(" standby --controller "), std::string::npos);
 }
 
 TEST_F(SchedulerTest, AQueuedRunThatFitsGetsAnAttemptWrittenAheadThenItsSbatch) {

@@ -49,6 +49,7 @@ struct SubmitResult {
   std::string batch_script;              // dry run only
   std::vector<std::string> sbatch_args;  // dry run only
   std::string gate_policy_json;          // dry run only (gate_json.h)
+  std::vector<std::string> pool_sbatch_args{};  // dry run with a spare pool only
 };
 
 // A rank's exit as the controller keeps it (one definition: RankEnd of

@@ -68,6 +68,8 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::SubmitRun(grpc::CallbackServerC
                                  resp->set_run_id(r->run_id);
                                  resp->set_batch_script(r->batch_script);
                                  for (const auto& a : r->sbatch_args) resp->add_sbatch_args(a);
+                                 for (const auto& a : r->pool_sbatch_args)
+                                   resp->add_pool_sbatch_args(a);
                                  resp->set_gate_policy_json(r->gate_policy_json);
                                  reactor->Finish(grpc::Status::OK);
                                }));
