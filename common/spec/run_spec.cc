@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "common/spec/model_fit.h"
+#include "common/spec/spec_overrides.h"
 #include "common/spec/table_reader.h"
 
 namespace trellis::spec {
@@ -280,7 +281,7 @@ std::optional<RunSpec> ParseRunSpec(std::string_view text, FieldErrors* errors) 
   if (s.has_model && errors->size() == before)
     CheckModelFitsWorld(s.trainer, s.slurm.nodes, s.slurm.ranks_per_node, errors);
   if (!s.has_model) {
-    for (const char* section : {"parallel", "training"})
+    for (const char* section : {"parallel", "training", "checkpoint"})
       if (root.contains(section))
         errors->push_back({section, "applies only to [model] runs"});
   }
@@ -289,10 +290,14 @@ std::optional<RunSpec> ParseRunSpec(std::string_view text, FieldErrors* errors) 
   for (const auto& [k, v] : root) {
     bool known = false;
     for (const char* sec : kSections) known = known || k.str() == sec;
-    if (!known)
+    if (!known) {
+      const std::string near = NearestWord(
+          k.str(), std::vector<std::string>(std::begin(kSections), std::end(kSections)));
       errors->push_back({std::string(k.str()),
-                         "unknown section; accepted: job, slurm, gate, restart, health, env, "
-                         "model, parallel, training, checkpoint"});
+                         "unknown section" + (near.empty() ? "" : " (did you mean " + near + "?)") +
+                             "; accepted: job, slurm, gate, restart, health, env, model, "
+                             "parallel, training, checkpoint"});
+    }
   }
   if (errors->size() != before) return std::nullopt;
   return s;

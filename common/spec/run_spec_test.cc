@@ -78,7 +78,8 @@ const std::string kJob = "[job]\nname='x'\ncommand='true'\n";
 INSTANTIATE_TEST_SUITE_P(
     Cases, RunSpecBadInputTest,
     ::testing::Values(
-        BadSpec{kJob + "[slurm]\nnodez=2\n", "slurm.nodez: unknown key; accepted keys:"},
+        BadSpec{kJob + "[slurm]\nnodez=2\n",
+                "slurm.nodez: unknown key (did you mean nodes?); accepted keys:"},
         BadSpec{kJob + "[colour]\nx=1\n", "colour: unknown section"},
         BadSpec{kJob + "[slurm]\nnodes='2'\n", "slurm.nodes: must be an integer in [1, 16384], got a string"},
         BadSpec{kJob + "[slurm]\nnodes=0\n", "slurm.nodes: must be an integer in [1, 16384], got 0"},

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "common/spec/spec_overrides.h"
+
 namespace trellis::spec {
 
 std::string JoinErrors(const FieldErrors& errors) {
@@ -202,7 +204,10 @@ void TableReader::Finish() {
     if (seen_.count(k.str()) == 0) {
       std::string known;
       for (const auto& s : seen_) known += (known.empty() ? "" : ", ") + s;
-      Error(k.str(), "unknown key; accepted keys: " + known);
+      const std::string near =
+          NearestWord(k.str(), std::vector<std::string>(seen_.begin(), seen_.end()));
+      Error(k.str(), "unknown key" + (near.empty() ? "" : " (did you mean " + near + "?)") +
+                         "; accepted keys: " + known);
     }
   }
 }
