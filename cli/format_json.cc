@@ -202,6 +202,7 @@ Json WatchEventToJson(const v1::WatchRunEvent& e) {
 Json SubmitToJson(const v1::SubmitRunResponse& r, bool dry_run) {
   if (!dry_run) return Json{{"run_id", r.run_id()}};
   Json out{{"batch_script", r.batch_script()}, {"sbatch_args", Strings(r.sbatch_args())}};
+  if (!r.resolved_spec().empty()) out["resolved_spec"] = r.resolved_spec();
   // A controller of an older version sends no policy: the key is left out.
   Json policy = Json::parse(r.gate_policy_json(), nullptr, false);
   if (policy.is_object()) out["gate_policy"] = std::move(policy);

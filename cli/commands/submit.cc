@@ -1,4 +1,4 @@
-// trellis submit FILE [--dry-run] [--json]
+// trellis submit FILE [KEY=VALUE ...] [--name NAME] [--dry-run] [--json]
 
 #include <cerrno>
 #include <cstring>
@@ -12,6 +12,7 @@
 #include "cli/format.h"
 #include "cli/format_nodes.h"
 #include "common/spec/run_spec.h"
+#include "common/spec/spec_overrides.h"
 
 namespace trellis::cli {
 
@@ -19,6 +20,8 @@ namespace {
 
 struct SubmitOptions {
   std::string file;
+  std::vector<std::string> overrides;  // KEY=VALUE, over the file's values
+  std::string name;                    // job.name, over the file's
   bool dry_run = false;
   bool json = false;
 };
@@ -61,6 +64,8 @@ std::optional<std::string> ReadSpec(const std::string& path, std::string* error)
 }
 
 void PrintDryRun(const v1::SubmitRunResponse& resp) {
+  if (!resp.resolved_spec().empty())
+    std::cout << "--- spec, every key with its default ---\n" << resp.resolved_spec();
   std::cout << "--- batch script ---\n" << resp.batch_script();
   if (!resp.batch_script().empty() && resp.batch_script().back() != '\n') std::cout << "\n";
   std::cout << "--- sbatch arguments (one per line) ---\n";
@@ -79,6 +84,22 @@ int RunSubmit(const GlobalOptions& global, const SubmitOptions& opt) {
   if (!text) {
     PrintError(error);
     return kExitUsage;
+  }
+  std::vector<std::string> overrides = opt.overrides;
+  if (!opt.name.empty()) overrides.push_back("job.name=" + opt.name);
+  if (!overrides.empty()) {
+    // The file as given, then the command line's values over it (the spec
+    // stored and shown is the result).
+    spec::FieldErrors errors;
+    std::optional<std::string> applied = spec::ApplyOverrides(*text, overrides, &errors);
+    if (!applied) {
+      PrintError(spec::JoinErrors(errors));
+      return kExitUsage;
+    }
+    std::string header = "# " + opt.file;
+    for (const std::string& o : opt.overrides) header += " " + o;
+    if (!opt.name.empty()) header += " --name " + opt.name;
+    *text = header + "\n" + *applied;
   }
   ControllerClient client(global);
   v1::SubmitRunRequest req;
@@ -103,14 +124,22 @@ int RunSubmit(const GlobalOptions& global, const SubmitOptions& opt) {
 void AddSubmitCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) {
   auto opt = std::make_shared<SubmitOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "submit", "Validate and submit a run spec; prints the run id (alone, for scripts)");
+      "submit",
+      "Validate and submit a run spec; prints the run id (alone, for scripts).\n"
+      "Example: trellis submit examples/hello.toml slurm.nodes=1 --name hello-one --dry-run");
   cmd->add_option("FILE", opt->file, "the run spec (TOML, at most 1 MiB; '-' reads stdin)")
       ->required();
+  cmd->add_option("KEY=VALUE", opt->overrides,
+                  "values over the file's: a dotted key and a TOML value, a bare word being a "
+                  "string (slurm.nodes=1 training.lr=1e-3 env.NCCL_DEBUG=INFO "
+                  "job.command='python3 train.py')");
+  cmd->add_option("--name", opt->name, "the run's name (job.name), over the file's");
   cmd->add_flag("--dry-run", opt->dry_run,
-                "validate and print the batch script and sbatch arguments; store nothing");
+                "validate and print the spec with every default, the batch script and sbatch "
+                "arguments; store nothing");
   cmd->add_flag("--json", opt->json,
-                "print JSON: {\"run_id\"} or {\"batch_script\", "
-                "\"sbatch_args\"} with --dry-run");
+                "print JSON: {\"run_id\"}, or with --dry-run {\"resolved_spec\", "
+                "\"batch_script\", \"sbatch_args\", \"gate_policy\"[, \"pool_sbatch_args\"]}");
   cmd->callback([&global, exit_code, opt] { *exit_code = RunSubmit(global, *opt); });
 }
 

@@ -295,8 +295,8 @@ std::optional<RunSpec> ParseRunSpec(std::string_view text, FieldErrors* errors) 
           k.str(), std::vector<std::string>(std::begin(kSections), std::end(kSections)));
       errors->push_back({std::string(k.str()),
                          "unknown section" + (near.empty() ? "" : " (did you mean " + near + "?)") +
-                             "; accepted: job, slurm, gate, restart, health, env, model, "
-                             "parallel, training, checkpoint"});
+                             "; the sections are job, slurm, gate, restart, health, env, "
+                             "model, parallel, training, checkpoint"});
     }
   }
   if (errors->size() != before) return std::nullopt;

@@ -112,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"[job]\nname='m'\n[model]\nexperts=4\n[training]\nglobal_batch=4\nmicro_batch=5\n",
                 "training.micro_batch: must be at most training.global_batch (4), got 5"},
         BadSpec{kJob + "[slurm]\nranks_per_node=4\ngpus_per_node=2\n", "slurm.ranks_per_node: must be <= slurm.gpus_per_node"},
-        BadSpec{kJob + "[colour]\nx=1\n", "accepted: job, slurm, gate, restart, health, env"},
+        BadSpec{kJob + "[colour]\nx=1\n", "the sections are job, slurm, gate, restart, health, env"},
         BadSpec{kJob + "[restart]\nheartbeat_timeout_s=4\n", "restart.heartbeat_timeout_s: must be an integer in [5, 3600], got 4"},
         BadSpec{kJob + "[restart]\nheartbeat_timeout_s=3601\n", "restart.heartbeat_timeout_s: must be an integer in [5, 3600], got 3601"},
         BadSpec{kJob + "[restart]\nstartup_timeout_s=9\n", "restart.startup_timeout_s: must be an integer in [10, 604800], got 9"},

@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include "common/spec/run_spec.h"
+#include "common/spec/spec_writer.h"
 
 namespace trellis::spec {
 namespace {
@@ -91,6 +92,43 @@ std::string Format(const toml::table& root) {
   return o.str() + "\n";
 }
 
+// Every "section.key" a spec may set ([env] aside), from the resolved spec of
+// a [model] run, which writes them all.
+std::vector<std::string> AllKeys() {
+  RunSpec all;
+  all.has_model = true;
+  std::vector<std::string> keys;
+  std::istringstream in(ResolvedSpecToml(all));
+  std::string section;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.size() - 2);
+      continue;
+    }
+    if (line.rfind("# ", 0) == 0) line = line.substr(2);
+    keys.push_back(section + "." + line.substr(0, line.find(" = ")));
+  }
+  return keys;
+}
+
+// "slurm.nodes" for "nodes": the sections' keys of that name, or near it.
+std::string SectionsOf(const std::string& key) {
+  std::string found;
+  std::vector<std::string> names;
+  for (const std::string& k : AllKeys()) {
+    std::string name = k.substr(k.find('.') + 1);
+    if (name == key) found += (found.empty() ? "" : " or ") + k;
+    names.push_back(name);
+  }
+  if (!found.empty()) return found;
+  const std::string near = NearestWord(key, names);
+  for (const std::string& k : AllKeys())
+    if (!near.empty() && k.substr(k.find('.') + 1) == near)
+      found += (found.empty() ? "" : " or ") + k;
+  return found;
+}
+
 size_t EditDistance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -133,8 +171,9 @@ std::optional<std::string> ApplyOverrides(std::string_view toml_text,
       continue;
     }
     if (path.size() < 2) {
-      errors->push_back({text, "'" + key + "' names a section; set one of its keys (" + key +
-                                   ".KEY=VALUE)"});
+      const std::string in = SectionsOf(key);
+      errors->push_back({text, "a key needs its section (SECTION.KEY=VALUE)" +
+                                   (in.empty() ? std::string() : ": did you mean " + in + "?")});
       continue;
     }
     parsed.push_back({text, std::move(path), text.substr(eq + 1)});

@@ -58,8 +58,11 @@ TEST(SpecOverridesTest, BadAssignmentsAreNamedWithWhatIsAccepted) {
   EXPECT_EQ(first_error({"nodes"}),
             "nodes: is not KEY=VALUE with a dotted key such as slurm.nodes=2 or "
             "env.NCCL_DEBUG=INFO");
-  EXPECT_EQ(first_error({"slurm=2"}),
-            "slurm=2: 'slurm' names a section; set one of its keys (slurm.KEY=VALUE)");
+  EXPECT_EQ(first_error({"slurm=2"}), "slurm=2: a key needs its section (SECTION.KEY=VALUE)");
+  EXPECT_EQ(first_error({"nodes=1"}),
+            "nodes=1: a key needs its section (SECTION.KEY=VALUE): did you mean slurm.nodes?");
+  EXPECT_EQ(first_error({"lr=1e-3"}), "lr=1e-3: a key needs its section (SECTION.KEY=VALUE): "
+                                      "did you mean training.lr?");
   EXPECT_EQ(first_error({"slurm.nodes.x=2"}), "slurm.nodes.x=2: slurm.nodes is a value, not a section");
   EXPECT_EQ(first_error({"sl urm.nodes=2"}).rfind("sl urm.nodes=2: is not KEY=VALUE", 0), 0u);
 

@@ -65,8 +65,14 @@ void WriteJob(const RunSpec& s, std::string* out) {
 void WriteSlurm(const RunSpec& s, std::string* out) {
   const SlurmSection& sl = s.slurm;
   Section w(out, "slurm");
-  w.Str("partition", sl.partition);
-  w.Str("account", sl.account);
+  if (sl.partition.empty())
+    w.Unset("partition", "\"\"  (Slurm's default partition)");
+  else
+    w.Str("partition", sl.partition);
+  if (sl.account.empty())
+    w.Unset("account", "\"\"  (your default account)");
+  else
+    w.Str("account", sl.account);
   w.Int("nodes", sl.nodes);
   w.Int("ranks_per_node", sl.ranks_per_node);
   w.Int("gpus_per_node", sl.gpus_per_node);

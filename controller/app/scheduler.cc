@@ -4,6 +4,7 @@
 
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/spec/spec_writer.h"
 #include "common/status.h"
 #include "controller/app/gate_json.h"
 #include "controller/app/spec_paths.h"
@@ -47,6 +48,7 @@ Effects Scheduler::Submit(const std::string& spec_toml, bool dry_run, const std:
     if (!script.ok()) return refuse(script.status());
     SubmitResult shown{"", *script, SbatchArgs(*spec, paths, {}),
                        PolicyToJson(GatePolicyFor(*spec))};
+    shown.resolved_spec = spec::ResolvedSpecToml(*spec);
     if (spec->restart.spare_pool_nodes > 0) {
       // Its exclusions (the quarantine, the run's own nodes) are those of
       // the moment it is submitted; a name's tag comes from a secret.

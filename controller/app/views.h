@@ -50,6 +50,7 @@ struct SubmitResult {
   std::vector<std::string> sbatch_args;  // dry run only
   std::string gate_policy_json;          // dry run only (gate_json.h)
   std::vector<std::string> pool_sbatch_args{};  // dry run with a spare pool only
+  std::string resolved_spec{};                  // dry run only (spec_writer.h)
 };
 
 // A rank's exit as the controller keeps it (one definition: RankEnd of

@@ -71,6 +71,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::SubmitRun(grpc::CallbackServerC
                                  for (const auto& a : r->pool_sbatch_args)
                                    resp->add_pool_sbatch_args(a);
                                  resp->set_gate_policy_json(r->gate_policy_json);
+                                 resp->set_resolved_spec(r->resolved_spec);
                                  reactor->Finish(grpc::Status::OK);
                                }));
   return reactor;

@@ -4,11 +4,12 @@
 . "$(dirname "$0")/lib.sh"
 
 start_controller
-expect_refused() {  # FILE MESSAGE
-  local out rc=0
-  out=$(trellis submit "$1" 2>&1) || rc=$?
-  [ "$rc" = 2 ] || fail "submit $(basename "$1"): exit $rc, expected 2 ($out)"
-  echo "$out" | grep -qF "$2" || fail "submit $(basename "$1"): '$out' lacks '$2'"
+expect_refused() {  # FILE MESSAGE [KEY=VALUE...]
+  local out rc=0 file=$1 message=$2
+  shift 2
+  out=$(trellis submit "$file" "$@" 2>&1) || rc=$?
+  [ "$rc" = 2 ] || fail "submit $(basename "$file") $*: exit $rc, expected 2 ($out)"
+  echo "$out" | grep -qF "$message" || fail "submit $(basename "$file") $*: '$out' lacks '$message'"
 }
 cat >"$E2E_DIR/unknown.toml" <<'T'
 [job]
@@ -28,6 +29,12 @@ printf '[job]\nname = "x"\ncommand = "true"\n[slurm]\nextra_args = ["--uid=0"]\n
 expect_refused "$E2E_DIR/extra.toml" "is not an allowed sbatch option"
 { printf '[job]\nname = "x"\ncommand = "true"\n#'; head -c $((10 << 20)) /dev/zero | tr '\0' 'x'; } >"$E2E_DIR/big.toml"
 expect_refused "$E2E_DIR/big.toml" "the limit is 1048576"
+# Values over a good file, on the command line: each bad one named.
+hello="$(cd "$(dirname "$0")/../.." && pwd)/examples/hello.toml"
+expect_refused "$hello" "slurm.nodez: unknown key (did you mean nodes?)" slurm.nodez=1
+expect_refused "$hello" "nodes=1: a key needs its section (SECTION.KEY=VALUE): did you mean slurm.nodes?" nodes=1
+expect_refused "$hello" "slurm.nodes: must be an integer in [1, 16384], got 0" slurm.nodes=0
+expect_refused "$hello" "job.name: must match [a-z0-9-]{1,63}" --name Big_Name
 count=$(trellis ls --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 [ "$count" = 0 ] || fail "$count runs stored after bad submissions"
 log "PASS: bad specs refused, nothing stored"
