@@ -1,13 +1,16 @@
-// trellis-train SPEC.toml [--steps N] [--json] [--data PATH] [--checkpoint-dir DIR]
-//                         [--resume latest|STEP]
+// trellis-train SPEC.toml [--set KEY=VALUE ...] [--steps N] [--json] [--data PATH]
+//                         [--checkpoint-dir DIR] [--resume latest|STEP]
 // The trainer as a standalone binary. --steps stops early at step N; the
 // learning-rate schedule always spans training.steps, so a run stopped and
 // resumed follows the same curve as one that never stopped.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
+#include "common/spec/spec_overrides.h"
 #include "common/spec/trainer_spec.h"
 #include "trainer_core/error.h"
 #include "trainer_core/parallel/comm.h"
@@ -20,16 +23,30 @@ namespace {
 
 using trellis::StepRecord;
 
-std::optional<trellis::spec::TrainerSpec> LoadSpec(const std::string& path) {
+// The spec file with --set's values over it.
+std::optional<trellis::spec::TrainerSpec> LoadSpec(const std::string& path,
+                                                   const std::vector<std::string>& sets) {
+  std::ifstream file(path);
+  if (!file) {
+    std::cerr << "trellis-train: cannot read " << path << "\n";
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  trellis::spec::FieldErrors errors;
+  std::optional<std::string> applied = trellis::spec::ApplyOverrides(text.str(), sets, &errors);
+  if (!applied) {
+    std::cerr << "trellis-train: --set: " << trellis::spec::JoinErrors(errors) << "\n";
+    return std::nullopt;
+  }
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(*applied, std::string_view(path));
   } catch (const toml::parse_error& e) {
     std::cerr << "trellis-train: " << path << ": TOML syntax error at line "
               << e.source().begin.line << ": " << e.description() << "\n";
     return std::nullopt;
   }
-  trellis::spec::FieldErrors errors;
   auto spec = trellis::spec::ParseTrainerSections(root, &errors);
   if (!errors.empty()) {
     std::cerr << "trellis-train: " << path << ": " << trellis::spec::JoinErrors(errors) << "\n";
@@ -61,7 +78,11 @@ int main(int argc, char** argv) {
   std::string spec_path, data, checkpoint_dir, resume;
   int64_t steps = -1;
   bool json = false;
+  std::vector<std::string> sets;
   app.add_option("spec", spec_path, "run spec (TOML)")->required();
+  app.add_option("--set", sets,
+                 "KEY=VALUE over the spec's value, as `trellis submit` takes them "
+                 "(--set training.lr=1e-3 --set model.layers=4)");
   app.add_option("--steps", steps, "stop after step N (default: training.steps)");
   app.add_flag("--json", json, "one JSON step record per line on stdout");
   app.add_option("--data", data, "corpus file (overrides training.data)");
@@ -77,7 +98,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   trellis::train::InstallStopSignal();  // SIGUSR1: stop at the next step, with a checkpoint
-  auto spec = LoadSpec(spec_path);
+  auto spec = LoadSpec(spec_path, sets);
   if (!spec) return 2;
   if (!data.empty()) spec->training.data = data;
   try {

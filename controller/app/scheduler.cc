@@ -4,6 +4,7 @@
 
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/spec/spec_overrides.h"
 #include "common/spec/spec_writer.h"
 #include "common/status.h"
 #include "controller/app/gate_json.h"
@@ -14,12 +15,35 @@
 
 namespace trellis::controller {
 
-Effects Scheduler::Submit(const std::string& spec_toml, bool dry_run, const std::string& user,
+Effects Scheduler::Submit(const std::string& submitted_toml, bool dry_run, const std::string& user,
                           ReplyTo<SubmitResult> reply) {
   auto refuse = [&](absl::Status st) { return Effects(Answer<SubmitResult>(reply, st)); };
   spec::FieldErrors errors;
-  auto spec = spec::ParseRunSpec(spec_toml, &errors);
+  auto spec = spec::ParseRunSpec(submitted_toml, &errors);
   if (!spec) return refuse(absl::InvalidArgumentError(spec::JoinErrors(errors)));
+  // A corpus named relative to the data roots is stored as the path found,
+  // which the ranks open and every later check reads.
+  std::string spec_toml = submitted_toml;
+  if (spec->has_model) {
+    auto data = ResolveTrainingData(spec->trainer.training.data, ctx_.config.data_roots);
+    if (!data.ok()) return refuse(data.status());
+    if (*data != spec->trainer.training.data) {
+      auto rewritten = spec::ApplyOverrides(submitted_toml, {"training.data=" + *data}, &errors);
+      if (!rewritten) return refuse(absl::InvalidArgumentError(spec::JoinErrors(errors)));
+      // The file's opening comment lines are kept (the CLI says there where
+      // the spec came from); TOML written again keeps no others.
+      std::string opening;
+      for (size_t at = 0; at < submitted_toml.size() && submitted_toml[at] == '#';) {
+        size_t end = submitted_toml.find('\n', at);
+        if (end == std::string::npos) end = submitted_toml.size() - 1;
+        opening += submitted_toml.substr(at, end - at) + "\n";
+        at = end + 1;
+      }
+      spec_toml = opening + "# training.data \"" + spec->trainer.training.data + "\" found at " +
+                  *data + "\n" + *rewritten;
+      spec->trainer.training.data = *data;
+    }
+  }
   if (absl::Status st =
           CheckSpecPaths(*spec, ctx_.config.data_roots, ctx_.config.output_root);
       !st.ok())

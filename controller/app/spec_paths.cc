@@ -138,6 +138,26 @@ absl::Status CheckDataRoots(const std::vector<std::string>& roots) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> ResolveTrainingData(const std::string& path,
+                                                const std::vector<std::string>& data_roots) {
+  if (path.empty() || path.front() == '/') return path;
+  if (!spec::IsSafeRelativePath(path))
+    return absl::InvalidArgumentError(
+        "training.data: a relative corpus path is looked up under the data roots and must be "
+        "[A-Za-z0-9._-] components without '..', got \"" + path + "\"");
+  std::vector<std::string> looked;
+  for (const std::string& root : data_roots) {
+    const std::string candidate = (fs::path(root) / path).string();
+    struct stat st;
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return candidate;
+    looked.push_back(candidate);
+  }
+  return absl::InvalidArgumentError(
+      "training.data: \"" + path + "\" is in no data root of this controller (looked for " +
+      absl::StrJoin(looked, ", ") + "); build it in one (trellis-corpus build " +
+      (looked.empty() ? path : looked.front()) + " TEXT_DIR...) or give an absolute path");
+}
+
 absl::Status CheckSpecPaths(const spec::RunSpec& spec, const std::vector<std::string>& data_roots,
                             const std::string& output_root) {
   if (spec.has_model) {

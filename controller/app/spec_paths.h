@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/spec/run_spec.h"
 
 namespace trellis::controller {
@@ -26,6 +27,14 @@ std::vector<std::string> DefaultDataRoots(const std::string& output_root);
 
 // Configured roots must be absolute: the error names --data-root and the value.
 absl::Status CheckDataRoots(const std::vector<std::string>& roots);
+
+// A [model] run's training.data as the ranks will open it: an absolute path
+// as given; a relative one found under the first data root that has it
+// (`licenses.corpus` -> /srv/corpora/licenses.corpus), so that a spec names
+// its corpus without knowing where a site keeps corpora. INVALID_ARGUMENT
+// naming the places looked in when none has it.
+absl::StatusOr<std::string> ResolveTrainingData(const std::string& path,
+                                                const std::vector<std::string>& data_roots);
 
 // INVALID_ARGUMENT naming the field, the path and the accepted roots (and
 // where a link out of a root leads) for the first path of `spec` out of
