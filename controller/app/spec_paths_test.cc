@@ -152,5 +152,19 @@ TEST(SpecPathsDefaults, TheOwnersHomeAndTheOutputRoot) {
   EXPECT_EQ(st.message(), "--data-root /data\n/etc: must not contain a newline");
 }
 
+TEST_F(SpecPathsFiles, ARelativeCorpusIsFoundUnderTheFirstRootThatHasIt) {
+  const std::string data = (dir_ / "data").string(), out = (dir_ / "out").string();
+  EXPECT_EQ(*ResolveTrainingData("ok.corpus", {out, data}), data + "/ok.corpus");
+  EXPECT_EQ(*ResolveTrainingData("/abs/x.corpus", {data}), "/abs/x.corpus") << "as given";
+  auto missing = ResolveTrainingData("none.corpus", {data, out});
+  EXPECT_EQ(missing.status().message(),
+            "training.data: \"none.corpus\" is in no data root of this controller (looked for " +
+                data + "/none.corpus, " + out + "/none.corpus); build it in one (trellis-corpus "
+                "build " + data + "/none.corpus TEXT_DIR...) or give an absolute path");
+  EXPECT_NE(ResolveTrainingData("../elsewhere/secret.corpus", {data}).status().message().find(
+                "without '..'"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace trellis::controller
