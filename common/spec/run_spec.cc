@@ -180,6 +180,7 @@ void ParseGateAndRestart(const toml::table& root, RunSpec* s, FieldErrors* error
                                 s->restart.continuation + "\"");
   ParseContinuationLead(r, root["restart"].as_table(), s);
   r.Int("spare_pool_nodes", &s->restart.spare_pool_nodes, 0, kMaxSparePoolNodes);
+  r.Bool("retry_oom", &s->restart.retry_oom);
   if (s->restart.spare_pool_nodes > 0 && !s->restart.relaunch_in_allocation)
     r.Error("spare_pool_nodes",
             "needs restart.relaunch_in_allocation = true (the pool's nodes join relaunches), "

@@ -65,6 +65,11 @@ struct RestartSection {
   // finds too few healthy nodes in the allocation, then refilled
   // (docs/architecture.md, "Spare pool"); 0: none.
   int spare_pool_nodes = 0;
+  // A launch out of device or host memory (device_oom, host_oom) fails the
+  // run: the same program on the same data would run out again, and a
+  // relaunch would only spend the restart budget. true: restarted as any
+  // failure (memory another job's, or a leak that a restart clears).
+  bool retry_oom = false;
 };
 
 inline constexpr int kMaxSparePoolNodes = 64;

@@ -107,6 +107,7 @@ void WriteGateRestartHealth(const RunSpec& s, std::string* out) {
   else
     w.Int("continuation_lead_s", r.continuation_lead_s);
   w.Int("spare_pool_nodes", r.spare_pool_nodes);
+  w.Bool("retry_oom", r.retry_oom);
   const HealthSection& h = s.health;
   Section hw(out, "health");
   hw.Int("straggler_window", h.straggler_window);

@@ -106,6 +106,17 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
     d.reason = v.reason + " (" + std::string(FailureClassName(v.cls)) + ": not retried)";
     return d;
   }
+  if ((v.cls == FailureClass::kDeviceOom || v.cls == FailureClass::kHostOom) &&
+      !in.policy.retry_oom) {
+    d.reason = v.reason + " (" + std::string(FailureClassName(v.cls)) +
+               ": not retried, it would run out of memory again; use less (" +
+               (v.cls == FailureClass::kDeviceOom
+                    ? "training.micro_batch, parallel.activation_checkpointing, "
+                      "parallel.offload_fraction"
+                    : "checkpoint.async off, parallel.offload_fraction lower") +
+               ") or set restart.retry_oom = true)";
+    return d;
+  }
   // A time limit with nothing new to resume from: the continuation would
   // start where this launch did (rule 3's exception).
   const bool time_up = v.cls == FailureClass::kTimeLimit || v.cls == FailureClass::kHandoff;

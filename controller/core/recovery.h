@@ -4,7 +4,8 @@
 //
 // Rules, first match wins:
 //   1. succeeded                         -> kSucceed
-//   2. not retryable (user error, cancel) -> kFail
+//   2. not retryable (user error, cancel) -> kFail; out of device or host
+//      memory too, unless policy.retry_oom: it would run out again
 //   3. gate abort, time limit, handoff, preemption -> kNewAttempt now, using
 //      no restart (a handoff's new attempt is the one waiting ahead)
 //      (`uses_restart` false). The gate's failing nodes are quarantined, so the

@@ -105,6 +105,34 @@ TEST(DecideRecoveryTest, Table) {
   }
 }
 
+// Out of memory: the same program on the same data runs out again, so the
+// run fails with what to change, unless the spec asks for restarts.
+TEST(DecideRecoveryTest, OutOfMemoryFailsTheRunUnlessRetryOom) {
+  RecoveryInput in;
+  in.allocation_nodes = {"node1", "node2"};
+  in.nodes_needed = 2;
+  in.policy.max_restarts = 3;
+  in.now = FakeClock().Now();
+  in.verdict = Failed(FailureClass::kDeviceOom, "rank 1 on node2 exited with 1: out of device memory");
+  RecoveryDecision d = DecideRecovery(in);
+  EXPECT_EQ(d.kind, Kind::kFail);
+  EXPECT_FALSE(d.uses_restart);
+  EXPECT_EQ(d.reason,
+            "rank 1 on node2 exited with 1: out of device memory (device_oom: not retried, it "
+            "would run out of memory again; use less (training.micro_batch, "
+            "parallel.activation_checkpointing, parallel.offload_fraction) or set "
+            "restart.retry_oom = true)");
+  in.verdict = Failed(FailureClass::kHostOom, "rank 0 on node1 was killed by signal 9");
+  d = DecideRecovery(in);
+  EXPECT_EQ(d.kind, Kind::kFail);
+  EXPECT_NE(d.reason.find("(host_oom: not retried"), std::string::npos) << d.reason;
+
+  in.policy.retry_oom = true;
+  d = DecideRecovery(in);
+  EXPECT_EQ(d.kind, Kind::kRelaunch) << d.reason;
+  EXPECT_TRUE(d.uses_restart);
+}
+
 // Rule 5 with the spare pool: too few healthy nodes in the allocation, enough
 // with the standing pool job's: a relaunch (a restart used, no new attempt)
 // on the healthy nodes and the whole pool, its job named. Not when the
