@@ -46,6 +46,7 @@ sed -e "s/127.0.0.1:9152/$metrics/" -e "s|\"trellis-targets.json\"|\"$E2E_DIR/ta
   -e 's/scrape_interval: 15s/scrape_interval: 1s/' -e 's/scrape_timeout: 10s/scrape_timeout: 1s/' \
   -e 's/refresh_interval: 30s/refresh_interval: 1s/' \
   "$REPO/dashboards/prometheus.yml" >"$E2E_DIR/prometheus.yml"
+cp "$REPO/dashboards/alerts.yml" "$E2E_DIR/alerts.yml"  # its rule_files, beside it
 promtool check config "$E2E_DIR/prometheus.yml" >/dev/null || fail "promtool check config: $E2E_DIR/prometheus.yml"
 for try in 1 2 3; do  # a free port, unless someone takes it first
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
