@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cli/format.h"
+#include "cli/render.h"
 #include "cli/render_launches.h"
 #include "proto/step_record_proto.h"
 
@@ -151,6 +152,7 @@ Json RunToJson(const v1::Run& run, bool with_ranks) {
   out.erase("attempts");
   out["run_dir"] = run.run_dir();
   out["spec_toml"] = run.spec_toml();
+  if (std::string from = LineageOf(run.spec_toml()); !from.empty()) out["from"] = from;
   Json attempts = Json::array();
   for (const auto& a : run.attempts()) attempts.push_back(AttemptToJson(a));
   out["attempts"] = std::move(attempts);

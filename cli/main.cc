@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   AddCancelCommand(app, global, &exit_code);
   AddNodeCommands(app, global, &exit_code);
   AddReportCommand(app, global, &exit_code);
+  AddRetryForkCommands(app, global, &exit_code);
 
   try {
     app.parse(argc, argv);
@@ -49,8 +50,8 @@ int main(int argc, char** argv) {
     std::vector<std::string> rest = app.remaining();
     if (app.get_subcommands().empty() && !rest.empty() && rest.front().rfind('-', 0) != 0) {
       PrintError("unknown verb '" + rest.front() +
-                 "'; the verbs are submit, ls, show, watch, logs, cancel, nodes, quarantine, release, "
-                 "gate-report, report (see 'trellis --help')");
+                 "'; the verbs are submit, retry, fork, ls, show, watch, logs, cancel, nodes, "
+                 "quarantine, release, gate-report, report (see 'trellis --help')");
     } else {
       PrintError(std::string(e.what()) + " (see 'trellis --help')");
     }

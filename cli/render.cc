@@ -8,6 +8,7 @@
 #include "cli/format.h"
 #include "cli/render_launches.h"
 #include "common/spec/run_spec.h"
+#include "common/spec/spec_writer.h"
 #include "proto/step_record_proto.h"
 
 namespace trellis::cli {
@@ -213,6 +214,12 @@ std::string RenderRunList(const v1::ListRunsResponse& list, const TextOptions& o
   return t.Render();
 }
 
+std::string LineageOf(const std::string& spec_toml) {
+  spec::FieldErrors errors;
+  auto spec = spec::ParseRunSpec(spec_toml, &errors);
+  return spec && spec->has_model ? spec::DescribeInitFrom(spec->trainer.training) : "";
+}
+
 std::string RenderRun(const v1::Run& run, const TextOptions& opt) {
   const v1::RunSummary& s = run.summary();
   std::string out;
@@ -223,6 +230,8 @@ std::string RenderRun(const v1::Run& run, const TextOptions& opt) {
   out += "nodes      " + std::to_string(s.nodes()) + " x " + std::to_string(s.ranks_per_node()) +
          " ranks\n";
   out += "run dir    " + OrDash(run.run_dir()) + "\n";
+  if (const std::string from = LineageOf(run.spec_toml()); !from.empty())
+    out += "from       " + from + "\n";
   out += "created    " + TimeAndAge(s.created_unix_ms(), opt) + "\n";
   out += "updated    " + TimeAndAge(s.updated_unix_ms(), opt) + "\n";
   out += "last step  " + StepText(s.last_step()) +

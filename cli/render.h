@@ -28,6 +28,9 @@ std::string RenderRunList(const v1::ListRunsResponse& list, const TextOptions& o
 // include_ranks) and one of them has a GPU figure (StepColumns below), a
 // table of them, a row per rank. CPU runs' output is as it always was.
 std::string RenderRun(const v1::Run& run, const TextOptions& opt);
+// "tiny-moe-1 at step 40 (weights)": where a run started from
+// (training.init_from, trellis fork and retry); "" for a fresh start.
+std::string LineageOf(const std::string& spec_toml);
 
 // How many ranks `show` asks for (text; --json asks for the controller's page).
 inline constexpr int kShowRankRows = 64;

@@ -26,6 +26,7 @@
 #include "trainer_core/parallel/fsdp.h"
 #include "trainer_core/parallel/nccl_log_file.h"
 #include "trainer_core/parallel/shard_optim.h"
+#include "trainer_core/trainer_init.h"
 #include "trainer_core/trainer_state.h"
 
 namespace trellis::train {
@@ -127,17 +128,11 @@ bool MadeBeforeTheUpgrade(const CheckpointMeta& meta, const Corpus& corpus, cons
   return true;
 }
 
-// The step to resume from (kStartFresh: none; "latest" with no complete
-// checkpoint is none too), its manifest checked against the spec, the corpus
-// and the data position: all a rank can tell alone.
-int64_t CheckedResumeStep(const TrainerOptions& o, const spec::TrainerSpec& spec,
-                          const Corpus& corpus, const BatchSource& data) {
-  int64_t resume = o.resume_step;
-  if (resume != kStartFresh && o.checkpoint_dir.empty())
-    throw TrainError("resuming needs a checkpoint directory");
-  if (resume == kResumeLatest) resume = LatestCompleteStep(o.checkpoint_dir);
-  if (resume < 0) return kStartFresh;
-  const CheckpointMeta meta = CheckCheckpoint(o.checkpoint_dir, resume, spec);
+// A checkpoint a run continues exactly (a resume, or init_state "all") was
+// trained on this corpus, and its data position is this spec's.
+void CheckContinuable(const CheckpointMeta& meta, const TrainerOptions& o,
+                      const spec::TrainerSpec& spec, const Corpus& corpus,
+                      const BatchSource& data) {
   if (meta.corpus_checksum != corpus.checksum &&
       !MadeBeforeTheUpgrade(meta, corpus, spec.training.data, o.on_note))
     throw TrainError("training.data: corpus " + spec.training.data +
@@ -150,6 +145,19 @@ int64_t CheckedResumeStep(const TrainerOptions& o, const spec::TrainerSpec& spec
   if (meta.rows_consumed != data.RowsBefore(meta.step))
     throw TrainError("checkpoint step " + std::to_string(meta.step) +
                      ": data position does not match training.global_batch");
+}
+
+// The step to resume from (kStartFresh: none; "latest" with no complete
+// checkpoint is none too), its manifest checked against the spec, the corpus
+// and the data position: all a rank can tell alone.
+int64_t CheckedResumeStep(const TrainerOptions& o, const spec::TrainerSpec& spec,
+                          const Corpus& corpus, const BatchSource& data) {
+  int64_t resume = o.resume_step;
+  if (resume != kStartFresh && o.checkpoint_dir.empty())
+    throw TrainError("resuming needs a checkpoint directory");
+  if (resume == kResumeLatest) resume = LatestCompleteStep(o.checkpoint_dir);
+  if (resume < 0) return kStartFresh;
+  CheckContinuable(CheckCheckpoint(o.checkpoint_dir, resume, spec), o, spec, corpus, data);
   return resume;
 }
 
@@ -186,6 +194,18 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
     // Before the rank meets its peers (TrainerOptions::connect says why): the
     // resume, and the spec against the world it will meet.
     const int64_t resume = CheckedResumeStep(s.options, spec, s.corpus, *s.data);
+    // A run with no checkpoint of its own may start from another's.
+    std::optional<InitSource> init;
+    if (resume < 0 && !t.init_from.empty()) {
+      init = CheckedInitSource(spec);
+      if (init->state == "all") {
+        try {
+          CheckContinuable(init->meta, s.options, spec, s.corpus, *s.data);
+        } catch (const TrainError& e) {
+          throw TrainError("training.init_from (init_state = \"all\"): " + std::string(e.what()));
+        }
+      }
+    }
     const int world = s.options.comm ? s.options.comm->size() : s.options.connect.world;
     const int rank = s.options.comm ? s.options.comm->rank() : s.options.connect.rank;
     CheckRankInWorld(rank, world);
@@ -235,6 +255,20 @@ Trainer::Trainer(const spec::TrainerSpec& spec, TrainerOptions options)
             meta, std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start)
                       .count()));
       s.step = s.checkpoint_step = meta.step;
+    } else if (init) {
+      const auto load_start = std::chrono::steady_clock::now();
+      CheckpointMeta meta =
+          LoadCheckpoint(init->dir, init->step, spec, InitStateOf(s.AllState(), init->state),
+                         s.CheckpointSharding(), init->match());
+      if (s.options.on_note)
+        s.options.on_note(
+            "training.init_from: " + init->state + " of " + StepDir(init->dir, init->step) +
+            "; " +
+            DescribeLoad(meta, std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                             load_start)
+                                   .count()));
+      // An exact continuation goes on from its step; otherwise step 0.
+      if (init->state == "all") s.step = meta.step;
     }
     SetUpSaveBehind();
   });

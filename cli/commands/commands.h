@@ -20,5 +20,13 @@ void AddLogsCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
 void AddNodeCommands(CLI::App& app, const GlobalOptions& global, int* exit_code);
 // report RUN --html FILE: one self-contained HTML page of the run
 void AddReportCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
+// retry RUN, fork RUN --step N: a new run from a stored run's spec
+void AddRetryForkCommands(CLI::App& app, const GlobalOptions& global, int* exit_code);
+
+// Submits a spec's text with `overrides` (KEY=VALUE) set over it, the result
+// opened by the comment `header`; prints as `trellis submit` does. An exit code.
+int SubmitSpecText(const GlobalOptions& global, std::string text,
+                   const std::vector<std::string>& overrides, const std::string& header,
+                   bool dry_run, bool json);
 
 }  // namespace trellis::cli

@@ -63,6 +63,8 @@ std::optional<std::string> ReadSpec(const std::string& path, std::string* error)
   return text;
 }
 
+}  // namespace
+
 void PrintDryRun(const v1::SubmitRunResponse& resp) {
   if (!resp.resolved_spec().empty())
     std::cout << "--- spec, every key with its default ---\n" << resp.resolved_spec();
@@ -78,6 +80,8 @@ void PrintDryRun(const v1::SubmitRunResponse& resp) {
             << RenderGatePolicy(resp.gate_policy_json());
 }
 
+namespace {
+
 int RunSubmit(const GlobalOptions& global, const SubmitOptions& opt) {
   std::string error;
   std::optional<std::string> text = ReadSpec(opt.file, &error);
@@ -87,39 +91,45 @@ int RunSubmit(const GlobalOptions& global, const SubmitOptions& opt) {
   }
   std::vector<std::string> overrides = opt.overrides;
   if (!opt.name.empty()) overrides.push_back("job.name=" + opt.name);
+  std::string header = "# " + opt.file;
+  for (const std::string& o : opt.overrides) header += " " + o;
+  if (!opt.name.empty()) header += " --name " + opt.name;
+  return SubmitSpecText(global, *text, overrides, header, opt.dry_run, opt.json);
+}
+
+}  // namespace
+
+int SubmitSpecText(const GlobalOptions& global, std::string text,
+                   const std::vector<std::string>& overrides, const std::string& header,
+                   bool dry_run, bool json) {
   if (!overrides.empty()) {
-    // The file as given, then the command line's values over it (the spec
+    // The spec as given, then the command line's values over it (the spec
     // stored and shown is the result).
     spec::FieldErrors errors;
-    std::optional<std::string> applied = spec::ApplyOverrides(*text, overrides, &errors);
+    std::optional<std::string> applied = spec::ApplyOverrides(text, overrides, &errors);
     if (!applied) {
       PrintError(spec::JoinErrors(errors));
       return kExitUsage;
     }
-    std::string header = "# " + opt.file;
-    for (const std::string& o : opt.overrides) header += " " + o;
-    if (!opt.name.empty()) header += " --name " + opt.name;
-    *text = header + "\n" + *applied;
+    text = header + "\n" + *applied;
   }
   ControllerClient client(global);
   v1::SubmitRunRequest req;
-  req.set_spec_toml(std::move(*text));
-  req.set_dry_run(opt.dry_run);
+  req.set_spec_toml(std::move(text));
+  req.set_dry_run(dry_run);
   v1::SubmitRunResponse resp;
   auto ctx = client.UnaryContext();
   grpc::Status status = client.stub().SubmitRun(ctx.get(), req, &resp);
   if (!status.ok()) return client.Fail(status);
-  if (opt.json) {
-    std::cout << SubmitToJson(resp, opt.dry_run).dump(2) << "\n";
-  } else if (opt.dry_run) {
+  if (json) {
+    std::cout << SubmitToJson(resp, dry_run).dump(2) << "\n";
+  } else if (dry_run) {
     PrintDryRun(resp);
   } else {
     std::cout << resp.run_id() << "\n";
   }
   return kExitOk;
 }
-
-}  // namespace
 
 void AddSubmitCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) {
   auto opt = std::make_shared<SubmitOptions>();

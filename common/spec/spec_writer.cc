@@ -167,6 +167,11 @@ void WriteTrainer(const TrainerSpec& t, std::string* out) {
   tw.Str("dtype", tr.dtype);
   tw.Str("device", tr.device);
   tw.Bool("deterministic", tr.deterministic);
+  if (tr.init_from.empty())
+    tw.Unset("init_from", "\"\"  (fresh weights)");
+  else
+    tw.Str("init_from", tr.init_from);
+  tw.Str("init_state", tr.init_state);
   const CheckpointSpec& c = t.checkpoint;
   Section cw(out, "checkpoint");
   if (c.every_steps_auto)
@@ -182,6 +187,21 @@ void WriteTrainer(const TrainerSpec& t, std::string* out) {
 }
 
 }  // namespace
+
+std::string DescribeInitFrom(const TrainingSpec& t) {
+  if (t.init_from.empty()) return "";
+  const size_t at = t.init_from.rfind('@');
+  std::string dir = at == std::string::npos ? t.init_from : t.init_from.substr(0, at);
+  const std::string step = at == std::string::npos ? "latest" : t.init_from.substr(at + 1);
+  const std::string suffix = "/checkpoints";
+  if (dir.size() > suffix.size() &&
+      dir.compare(dir.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    const std::string run_dir = dir.substr(0, dir.size() - suffix.size());
+    const std::string run = run_dir.substr(run_dir.rfind('/') + 1);
+    if (IsValidRunName(run)) dir = run;
+  }
+  return dir + " at step " + step + " (" + t.init_state + ")";
+}
 
 std::string ResolvedSpecToml(const RunSpec& spec) {
   std::string out;

@@ -13,4 +13,10 @@ namespace trellis::spec {
 // [training], [checkpoint]) only for a [model] run.
 std::string ResolvedSpecToml(const RunSpec& spec);
 
+// A run's lineage for `show`, `ls` and the report, from its training.init_from
+// as stored ("DIR@STEP"): "tiny-moe-1 at step 40 (weights)" where DIR is a
+// run's checkpoints (<output root>/<run>/checkpoints), else "DIR at step 40
+// (weights)"; "" without init_from.
+std::string DescribeInitFrom(const TrainingSpec& training);
+
 }  // namespace trellis::spec

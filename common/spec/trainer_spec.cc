@@ -80,6 +80,8 @@ void ParseTraining(const toml::table& root, TrainingSpec* t, FieldErrors* errors
   Choice(&r, "dtype", &t->dtype, {"auto", "float32", "bfloat16"});
   Choice(&r, "device", &t->device, {"auto", "cpu", "cuda"});
   r.Bool("deterministic", &t->deterministic);
+  r.String("init_from", &t->init_from, 4096);
+  Choice(&r, "init_state", &t->init_state, {"weights", "weights_optimizer", "all"});
   r.Finish();
   // Whether it divides each rank's rows needs the world (model_fit.h).
   if (t->micro_batch > t->global_batch)

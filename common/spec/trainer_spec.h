@@ -98,6 +98,19 @@ struct TrainingSpec {
   // a fixed cuBLAS workspace (trainer_core/determinism.h). Off: some CUDA
   // kernels sum in a varying order, a little faster.
   bool deterministic = false;
+  // Where a new run starts from instead of fresh weights: a checkpoint
+  // directory and step, "DIR@STEP" or "DIR@latest" ("DIR" alone: latest);
+  // through the controller also "RUN@STEP", another run's checkpoints, which
+  // it stores as that run's directory (trellis fork, trellis retry). Only
+  // while the run has no checkpoint of its own: its relaunches resume from
+  // those. Empty: fresh weights.
+  std::string init_from{};
+  // What comes from there: "weights" (the model; the step, optimizer and data
+  // position start afresh, and only the model's shape must match),
+  // "weights_optimizer" (and the optimizer's state), or "all" (an exact
+  // continuation: step, data position and optimizer, which needs the same
+  // spec identity and corpus, as a resume does).
+  std::string init_state = "weights";
 };
 
 struct CheckpointSpec {

@@ -8,6 +8,7 @@
 #include "common/spec/spec_writer.h"
 #include "common/status.h"
 #include "controller/app/gate_json.h"
+#include "controller/app/init_from.h"
 #include "controller/app/spec_paths.h"
 #include "controller/core/batch_script.h"
 #include "controller/core/decisions.h"
@@ -15,35 +16,58 @@
 
 namespace trellis::controller {
 
+absl::StatusOr<std::string> Scheduler::ResolveSpecPaths(const std::string& submitted_toml,
+                                                        spec::RunSpec* spec) {
+  if (!spec->has_model) return submitted_toml;
+  auto& t = spec->trainer.training;
+  std::vector<std::string> sets;
+  std::string said;  // what was found, as comment lines
+  auto data = ResolveTrainingData(t.data, ctx_.config.data_roots);
+  if (!data.ok()) return data.status();
+  if (*data != t.data) {
+    sets.push_back("training.data=" + *data);
+    said += "# training.data \"" + t.data + "\" found at " + *data + "\n";
+    t.data = *data;
+  }
+  if (!t.init_from.empty()) {
+    std::vector<std::string> roots = ctx_.config.data_roots;
+    roots.push_back(ctx_.config.output_root);
+    auto from = ResolveInitFrom(t.init_from, ctx_.store, roots);
+    if (!from.ok()) return from.status();
+    if (*from != t.init_from) {
+      sets.push_back("training.init_from=" + *from);
+      said += "# training.init_from \"" + t.init_from + "\" is " + *from + "\n";
+      t.init_from = *from;
+    }
+  }
+  if (sets.empty()) return submitted_toml;
+  spec::FieldErrors errors;
+  auto rewritten = spec::ApplyOverrides(submitted_toml, sets, &errors);
+  if (!rewritten) return absl::InvalidArgumentError(spec::JoinErrors(errors));
+  // The file's opening comment lines are kept (the CLI says there where the
+  // spec came from); TOML written again keeps no others.
+  std::string opening;
+  for (size_t at = 0; at < submitted_toml.size() && submitted_toml[at] == '#';) {
+    size_t end = submitted_toml.find('\n', at);
+    if (end == std::string::npos) end = submitted_toml.size() - 1;
+    opening += submitted_toml.substr(at, end - at) + "\n";
+    at = end + 1;
+  }
+  return opening + said + *rewritten;
+}
+
 Effects Scheduler::Submit(const std::string& submitted_toml, bool dry_run, const std::string& user,
                           ReplyTo<SubmitResult> reply) {
   auto refuse = [&](absl::Status st) { return Effects(Answer<SubmitResult>(reply, st)); };
   spec::FieldErrors errors;
   auto spec = spec::ParseRunSpec(submitted_toml, &errors);
   if (!spec) return refuse(absl::InvalidArgumentError(spec::JoinErrors(errors)));
-  // A corpus named relative to the data roots is stored as the path found,
-  // which the ranks open and every later check reads.
-  std::string spec_toml = submitted_toml;
-  if (spec->has_model) {
-    auto data = ResolveTrainingData(spec->trainer.training.data, ctx_.config.data_roots);
-    if (!data.ok()) return refuse(data.status());
-    if (*data != spec->trainer.training.data) {
-      auto rewritten = spec::ApplyOverrides(submitted_toml, {"training.data=" + *data}, &errors);
-      if (!rewritten) return refuse(absl::InvalidArgumentError(spec::JoinErrors(errors)));
-      // The file's opening comment lines are kept (the CLI says there where
-      // the spec came from); TOML written again keeps no others.
-      std::string opening;
-      for (size_t at = 0; at < submitted_toml.size() && submitted_toml[at] == '#';) {
-        size_t end = submitted_toml.find('\n', at);
-        if (end == std::string::npos) end = submitted_toml.size() - 1;
-        opening += submitted_toml.substr(at, end - at) + "\n";
-        at = end + 1;
-      }
-      spec_toml = opening + "# training.data \"" + spec->trainer.training.data + "\" found at " +
-                  *data + "\n" + *rewritten;
-      spec->trainer.training.data = *data;
-    }
-  }
+  // A corpus named relative to the data roots, and a run to start from, are
+  // stored as what they are found to be, which the ranks open and every later
+  // check reads.
+  auto resolved = ResolveSpecPaths(submitted_toml, &*spec);
+  if (!resolved.ok()) return refuse(resolved.status());
+  const std::string& spec_toml = *resolved;
   if (absl::Status st =
           CheckSpecPaths(*spec, ctx_.config.data_roots, ctx_.config.output_root);
       !st.ok())

@@ -56,6 +56,11 @@ class Scheduler {
   Effects RepairAtStartup();
 
  private:
+  // The submitted spec with a relative training.data and a run's
+  // training.init_from as found (spec_paths.h, init_from.h), `spec` updated;
+  // the text as it came when nothing needed finding.
+  absl::StatusOr<std::string> ResolveSpecPaths(const std::string& submitted_toml,
+                                               spec::RunSpec* spec);
   Effects SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec,
                         const std::vector<std::string>& excluded);
   // Which attempt an sbatch is for: a new number, or one stored without a

@@ -104,8 +104,13 @@ std::string DescribeSave(int64_t step, uint64_t bytes, double seconds);
 // checksums and the copy to the device included)", for the rank's log.
 std::string DescribeLoad(const CheckpointMeta& meta, double seconds);
 
+// What of the spec identity a checkpoint must match: all of it (a resume), or
+// the model's shape only (weights taken into another run: training.init_from).
+enum class SpecMatch { kWhole, kModel };
+
 CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::TrainerSpec& spec,
-                              const NamedTensors& state, const Sharding& sharding = {});
+                              const NamedTensors& state, const Sharding& sharding = {},
+                              SpecMatch match = SpecMatch::kWhole);
 
 // What LoadCheckpoint checks first, with no tensor read and no peer: the step's
 // manifest exists and parses, and the spec identity matches. A rank checks a
@@ -113,6 +118,7 @@ CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::
 // every rank at once with its reason. Returns step, rows_consumed and
 // corpus_checksum; throws TrainError as LoadCheckpoint does.
 CheckpointMeta CheckCheckpoint(const std::string& dir, int64_t step,
-                               const spec::TrainerSpec& spec);
+                               const spec::TrainerSpec& spec,
+                               SpecMatch match = SpecMatch::kWhole);
 
 }  // namespace trellis::train

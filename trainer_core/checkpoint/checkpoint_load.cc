@@ -75,11 +75,13 @@ Json ReadManifest(const std::string& path, int64_t step) {
   return j;
 }
 
-void CheckSpec(const Json& manifest, const spec::TrainerSpec& spec, const std::string& path) {
+void CheckSpec(const Json& manifest, const spec::TrainerSpec& spec, const std::string& path,
+               SpecMatch match) {
   const Json want = SpecIdentity(spec);
   const Json& have = manifest.at("spec");
   std::string mismatches;
   for (const auto& [key, value] : want.items()) {
+    if (match == SpecMatch::kModel && key.rfind("model.", 0) != 0) continue;
     if (have.contains(key) && have.at(key) == value) continue;
     if (!mismatches.empty()) mismatches += "; ";
     mismatches += key + " is " + (have.contains(key) ? have.at(key).dump() : "absent") +
@@ -92,7 +94,7 @@ void CheckSpec(const Json& manifest, const spec::TrainerSpec& spec, const std::s
 // The step's manifest (into *manifest), checked against the spec, and the
 // fields a resume needs before any tensor is read.
 CheckpointMeta CheckedManifest(const std::string& dir, int64_t step,
-                               const spec::TrainerSpec& spec, Json* manifest) {
+                               const spec::TrainerSpec& spec, SpecMatch match, Json* manifest) {
   const std::string step_dir = StepDir(dir, step);
   const std::string path = JoinPath(step_dir, "manifest.json");
   if (!PathExists(path))
@@ -104,7 +106,7 @@ CheckpointMeta CheckedManifest(const std::string& dir, int64_t step,
   *manifest = ReadManifest(path, step);
   CheckpointMeta meta;
   try {
-    CheckSpec(*manifest, spec, path);
+    CheckSpec(*manifest, spec, path, match);
     meta.step = manifest->at("step").get<int64_t>();
     meta.rows_consumed = manifest->at("data").at("rows_consumed").get<int64_t>();
     meta.corpus_checksum = manifest->at("data").at("corpus_fnv1a64").get<uint64_t>();
@@ -147,17 +149,18 @@ std::string DescribeLoad(const CheckpointMeta& meta, double seconds) {
 }
 
 CheckpointMeta CheckCheckpoint(const std::string& dir, int64_t step,
-                               const spec::TrainerSpec& spec) {
+                               const spec::TrainerSpec& spec, SpecMatch match) {
   Json manifest;
-  return CheckedManifest(dir, step, spec, &manifest);
+  return CheckedManifest(dir, step, spec, match, &manifest);
 }
 
 CheckpointMeta LoadCheckpoint(const std::string& dir, int64_t step, const spec::TrainerSpec& spec,
-                              const NamedTensors& state, const Sharding& sharding) {
+                              const NamedTensors& state, const Sharding& sharding,
+                              SpecMatch match) {
   const std::string step_dir = StepDir(dir, step);
   const std::string manifest_path = JoinPath(step_dir, "manifest.json");
   Json manifest;
-  CheckpointMeta meta = CheckedManifest(dir, step, spec, &manifest);
+  CheckpointMeta meta = CheckedManifest(dir, step, spec, match, &manifest);
   MeshInfo saved;
   Json shards;
   try {

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# From one [model] run to its retry and its fork, through the CLI and the
+# real cluster, no file edited: examples/tiny-moe-2x2.toml trains 20 steps
+# (checkpoints at 10 and 20); `trellis retry RUN training.steps=30` continues
+# it exactly from step 20 to 30 (training.init_state "all"); `trellis fork
+# RUN --step 10 training.lr=1e-3` starts at step 1 from step 10's weights,
+# its first loss far below a fresh start's. `show` names where each came
+# from. A fork of a step with no checkpoint is refused naming the steps there.
+. "$(dirname "$0")/lib.sh"
+REPO="$(cd "$(dirname "$0")/../.." && pwd)"
+[ -x "$TRELLIS_BIN/trellis-corpus" ] || { echo "SKIP: built without trainer_core"; exit 77; }
+"$TRELLIS_BIN/trellis-corpus" build "$E2E_DIR/licenses.corpus" /usr/share/common-licenses >/dev/null ||
+  fail "trellis-corpus build failed"
+start_controller
+
+steps_of() {  # ID: "first..last" step numbers stored
+  sqlite3 "$E2E_DIR/controller.db" "SELECT MIN(step) || '..' || MAX(step) FROM steps WHERE run_id='$1'"
+}
+loss_at() {  # ID STEP
+  sqlite3 "$E2E_DIR/controller.db" "SELECT loss_sum / ranks FROM steps WHERE run_id='$1' AND step=$2 ORDER BY attempt DESC, launch DESC LIMIT 1"
+}
+
+src=$(trellis submit "$REPO/examples/tiny-moe-2x2.toml" training.steps=20 checkpoint.every_steps=10 \
+  checkpoint.keep=3) || fail "submit failed"
+wait_state "$src" SUCCEEDED 240
+log "$src trained steps $(steps_of "$src")"
+
+out=$(trellis fork "$src" --step 15 2>&1) && fail "a fork of step 15 (no checkpoint) was accepted"
+echo "$out" | grep -qF "training.init_from: run $src has no complete checkpoint of step 15; its complete steps: 10, 20" ||
+  fail "unclear refusal of a missing step: $out"
+
+retry=$(trellis retry "$src" training.steps=30) || fail "retry failed"
+fork=$(trellis fork "$src" --step 10 training.lr=1e-3 training.steps=5 --name tiny-fork) || fail "fork failed"
+fresh=$(trellis submit "$REPO/examples/tiny-moe-2x2.toml" training.steps=5 --name tiny-fresh) || fail "submit failed"
+for id in "$retry" "$fork" "$fresh"; do wait_state "$id" SUCCEEDED 240; done
+
+[ "$(steps_of "$retry")" = "21..30" ] || fail "the retry trained steps $(steps_of "$retry"), not 21..30"
+[ "$(steps_of "$fork")" = "1..5" ] || fail "the fork trained steps $(steps_of "$fork"), not 1..5"
+python3 - "$(loss_at "$fork" 1)" "$(loss_at "$fresh" 1)" "$(loss_at "$src" 11)" <<'PY' ||
+import sys
+fork, fresh, src11 = map(float, sys.argv[1:])
+assert fork < fresh - 1.0, (fork, fresh)  # trained weights, not fresh ones
+assert abs(fork - src11) < 0.5, (fork, src11)  # near where the source stood at step 11
+PY
+  fail "the fork's first loss $(loss_at "$fork" 1) is not that of trained weights (fresh $(loss_at "$fresh" 1), $src at 11: $(loss_at "$src" 11))"
+trellis show "$retry" | grep -qF "from       $src at step 20 (all)" || fail "show of the retry: $(trellis show "$retry" | head -8)"
+trellis show "$fork" | grep -qF "from       $src at step 10 (weights)" || fail "show of the fork: $(trellis show "$fork" | head -8)"
+log "PASS: $retry continued $src at 21..30; $fork started from its step 10 (loss $(loss_at "$fork" 1) against a fresh $(loss_at "$fresh" 1))"
