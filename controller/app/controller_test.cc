@@ -112,12 +112,15 @@ TEST_F(ControllerTest, ANodelistThatDoesNotExpandIsRefused) {
   ASSERT_TRUE(Submit(std::string(kSpec) + "nodelist='node[01-02]'\n", &resp).ok());
 }
 
-TEST_F(ControllerTest, ModelRunNeedsAnAbsoluteReadableCorpus) {
+TEST_F(ControllerTest, ModelRunNeedsAReadableCorpusUnderADataRoot) {
   const std::string model = "[job]\nname='m'\n[model]\nlayers=1\n[training]\n";
   v1::SubmitRunResponse resp;
   grpc::Status st = Submit(model + "data='licenses.corpus'\n", &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(st.error_message().find("training.data: must be an absolute path"), std::string::npos)
+  EXPECT_NE(st.error_message().find("training.data: \"licenses.corpus\" is in no data root of "
+                                    "this controller (looked for " + dir_.string() +
+                                    "/licenses.corpus"),
+            std::string::npos)
       << st.error_message();
   st = Submit(model + "data='" + dir_.string() + "/absent.corpus'\n", &resp);
   EXPECT_NE(st.error_message().find("absent.corpus is not a readable file"), std::string::npos)
@@ -125,6 +128,11 @@ TEST_F(ControllerTest, ModelRunNeedsAnAbsoluteReadableCorpus) {
   test_files::WriteCorpusShapedFile(dir_ / "tiny.corpus");
   ASSERT_TRUE(Submit(model + "data='" + dir_.string() + "/tiny.corpus'\n", &resp).ok());
   EXPECT_EQ(resp.run_id(), "m-1");
+  // Named relative to the data root: stored as the path found.
+  ASSERT_TRUE(Submit(model + "data='tiny.corpus'\n", &resp).ok());
+  const std::string stored = Get("m-2").spec_toml();
+  EXPECT_NE(stored.find("data = '" + dir_.string() + "/tiny.corpus'"), std::string::npos)
+      << stored;
 }
 
 // The ranks read the corpus as the controller's owner, whoever submitted:
