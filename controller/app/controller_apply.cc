@@ -233,6 +233,12 @@ void Controller::Write(const StoreWrite& w) {
     return;
   }
   if (const auto* pool = std::get_if<RecordPoolJob>(&w)) Enqueue(spare_pools_.PoolWritten(pool->row));
+  // Why a run waits, to its watchers too: an event of its state to itself,
+  // streamed, not stored (the store keeps the newest reason on the run).
+  if (const auto* wait = std::get_if<SetWaitReason>(&w))
+    if (auto run = store_->GetRun(wait->run_id); run.ok())
+      watchers_.Transition(wait->run_id,
+                           EventRecord{clock_->Now(), run->state, run->state, wait->reason, "{}"});
 }
 
 absl::Status Controller::ApplyTransition(const Transition& t) {

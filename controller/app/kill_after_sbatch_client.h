@@ -51,6 +51,9 @@ class KillAfterSbatchClient : public SlurmClient {
   absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string& partition) override {
     return inner_->ListNodes(partition);
   }
+  absl::StatusOr<std::vector<std::string>> ListPartitions() override {
+    return inner_->ListPartitions();
+  }
 
  private:
   std::shared_ptr<SlurmClient> inner_;

@@ -37,6 +37,9 @@ struct ControllerConfig {
   std::string default_partition;
   std::chrono::milliseconds schedule_interval{1000};
   std::chrono::milliseconds reconcile_interval{5000};
+  // A run whose job Slurm keeps pending this long for a reason that does not
+  // pass by itself fails (NeverStartsWhile, decisions.h); 0: it waits.
+  std::chrono::seconds unschedulable_after{3600};
   int master_port = 29500;
   // The prior of the nodes' failure rate (controller/core/failure_rate.h).
   double node_mtbf_prior_hours = kDefaultNodeMtbfHours;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/checkpoint_layout.h"
+#include "common/exit_codes.h"
 #include "common/log.h"
 #include "controller/app/continuations.h"
 #include "controller/app/launch_answers.h"
@@ -93,6 +94,11 @@ Effects Reconciler::OnSnapshot(const JobsSeen& seen) {
       fx += Requeued(run, attempt, *job);
       continue;
     }
+    if (job && run.state == RunState::kSubmitted && job->state == SlurmJobState::kPending) {
+      fx += PendingForGood(run, attempt, *job);
+      continue;
+    }
+    if (job) pending_.erase(job->id);
     Reconciliation r = Reconcile(job, ReadExitFile(run, attempt.attempt));
     if (!r.nodelist.empty() && attempt.nodelist.empty()) {
       fx.Add(RecordAttemptNodes{run.run_id, attempt.attempt, r.nodelist});
@@ -104,6 +110,39 @@ Effects Reconciler::OnSnapshot(const JobsSeen& seen) {
       fx += SettleEnded(run, attempt, r);
     }
   }
+  return fx;
+}
+
+Effects Reconciler::PendingForGood(const RunRecord& run, const AttemptRecord& attempt,
+                                   const SlurmJob& job) {
+  const std::string means = NeverStartsWhile(job.reason);
+  if (means.empty()) {
+    pending_.erase(job.id);
+    return {};
+  }
+  const WallTime now = ctx_.clock.Now();
+  Pending& p = pending_[job.id];
+  if (p.reason != job.reason) p = {job.reason, now};
+  const auto limit = ctx_.config.unschedulable_after;
+  const std::string said = "Slurm keeps job " + job.id + " pending: " + job.reason + " (" +
+                           means + ")";
+  Effects fx;
+  if (limit.count() > 0 && now - p.since >= limit) {
+    const std::string why = said + " for " + std::to_string(limit.count()) +
+                            " s (--unschedulable-after-s): it would not start";
+    pending_.erase(job.id);
+    fx.Add(CancelJob{job.id, "run " + run.run_id + ": " + why});
+    Transition t{run.run_id, RunState::kRestarting, why, "{}",
+                 {RecordAttemptEnd{run.run_id, attempt.attempt, kExitDoNotRetry, why, now}}};
+    t.next = Transition::Next{RunState::kFailed, why, {}};
+    fx.Add(std::move(t));
+    return fx;
+  }
+  const std::string reason =
+      said + (limit.count() > 0 ? "; the run fails if it stays so for " +
+                                      std::to_string(limit.count()) + " s"
+                                : "");
+  if (run.state_reason != reason) fx.Add(SetWaitReason{run.run_id, reason});
   return fx;
 }
 

@@ -35,9 +35,19 @@ class Reconciler {
   Effects SettleEnded(const RunRecord& run, const AttemptRecord& attempt,
                       const Reconciliation& r);
   std::optional<ExitFile> ReadExitFile(const RunRecord& run, int attempt) const;
+  // A SUBMITTED run's job that Slurm keeps pending for a reason that does
+  // not pass by itself: said as the run's wait reason, and after
+  // config.unschedulable_after the job is cancelled and the run fails.
+  Effects PendingForGood(const RunRecord& run, const AttemptRecord& attempt,
+                         const SlurmJob& job);
 
   LoopContext ctx_;
   bool in_flight_ = false;
+  struct Pending {
+    std::string reason;
+    WallTime since;
+  };
+  std::map<std::string, Pending> pending_;  // by job id, while its reason holds
 };
 
 }  // namespace trellis::controller

@@ -135,5 +135,34 @@ TEST_F(ReconcilerTest, SqueueFailingSettlesNothing) {
   EXPECT_EQ(reconciler_.Tick(false).All<QueryJobs>().size(), 1u) << "asked again";
 }
 
+// A SUBMITTED run's job that Slurm keeps pending for a reason that does not
+// pass: said as the run's wait reason, then after --unschedulable-after-s
+// cancelled, the run FAILED. A reason that passes (Priority) says nothing.
+TEST_F(ReconcilerTest, AJobPendingForGoodIsSaidThenFailsTheRun) {
+  store_.runs["hello-1"].state = RunState::kSubmitted;
+  config_.unschedulable_after = std::chrono::seconds(600);
+  SlurmJob pending = Job("PENDING");
+  pending.reason = "Priority";
+  EXPECT_TRUE(Seen({pending}).empty()) << "a reason that passes by itself";
+  pending.reason = "ReqNodeNotAvail, UnavailableNodes:node4";
+  Effects fx = Seen({pending});
+  EXPECT_EQ(Only<SetWaitReason>(fx).reason,
+            "Slurm keeps job 42 pending: ReqNodeNotAvail, UnavailableNodes:node4 (a node it "
+            "needs is down, drained or reserved); the run fails if it stays so for 600 s");
+  store_.runs["hello-1"].state_reason = Only<SetWaitReason>(fx).reason;
+  clock_.Advance(std::chrono::seconds(300));
+  EXPECT_TRUE(Seen({pending}).empty()) << "said once";
+  clock_.Advance(std::chrono::seconds(300));
+  fx = Seen({pending});
+  EXPECT_EQ(Only<CancelJob>(fx).job_id, "42");
+  Transition t = Only<Transition>(fx);
+  EXPECT_EQ(t.to, RunState::kRestarting);
+  ASSERT_TRUE(t.next);
+  EXPECT_EQ(t.next->to, RunState::kFailed);
+  EXPECT_NE(t.reason.find("for 600 s (--unschedulable-after-s): it would not start"),
+            std::string::npos)
+      << t.reason;
+}
+
 }  // namespace
 }  // namespace trellis::controller

@@ -83,6 +83,9 @@ Effects Scheduler::Submit(const std::string& submitted_toml, bool dry_run, const
     }
   }
   if (spec->slurm.partition.empty()) spec->slurm.partition = ctx_.config.default_partition;
+  if (std::string unknown = UnknownPartition(spec->slurm.partition, partitions_);
+      !unknown.empty())
+    return refuse(absl::InvalidArgumentError(unknown));
   if (dry_run) {
     // Show exactly what would be submitted for the run's first attempt.
     auto runs = ctx_.store.ListRuns(1, false);
@@ -197,12 +200,20 @@ Effects Scheduler::OnEligibility(const NodesListed& listed) {
   std::vector<RunRecord> queued = std::move(queued_at_tick_);
   queued_at_tick_.clear();
   std::vector<std::string> excluded = ctx_.ExcludedNow();
+  if (!listed.partitions.empty()) partitions_ = listed.partitions;
   Effects fx;
   for (const auto& snapshot : queued) {
     auto run = ctx_.store.GetRun(snapshot.run_id);
     if (!run.ok() || run->state != RunState::kQueued || submitting_.count(run->run_id)) continue;
     auto spec = ctx_.ParseStoredSpec(*run);
     if (!spec.ok()) continue;
+    // Submitted before the partitions were known (a controller just started),
+    // or a partition removed since: it would wait for nodes that never come.
+    if (std::string unknown = UnknownPartition(spec->slurm.partition, partitions_);
+        !unknown.empty()) {
+      fx.Add(Transition{run->run_id, RunState::kFailed, unknown});
+      continue;
+    }
     auto asked = listed.usable.find(spec->slurm.partition);
     if (asked == listed.usable.end()) continue;  // its spec changed meanwhile: next tick
     const auto& eligible = asked->second;

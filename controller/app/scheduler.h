@@ -89,6 +89,8 @@ class Scheduler {
   std::set<std::string> submitting_;  // runs with an sbatch in flight
   bool tick_in_flight_ = false;
   std::vector<RunRecord> queued_at_tick_;  // the queued runs the tick asked about
+  // The cluster's partitions at the last eligibility check; empty: not known.
+  std::vector<std::string> partitions_;
   // Run -> the attempt being prepared: its sbatch, sent once its files are
   // written (OnAttemptFilesWritten) and, for a new attempt, stored
   // (OnAttemptCreated); `record` is the new attempt's row until it is sent.

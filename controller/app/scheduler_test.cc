@@ -74,6 +74,26 @@ TEST_F(SchedulerTest, ADryRunShowsTheBatchScriptAndCreatesNothing) {
   EXPECT_NE(r.pool_sbatch_args.back().find(" standby --controller "), std::string::npos);
 }
 
+// A partition the cluster does not have: a queued run fails at the next
+// eligibility check (submitted while the partitions were not known), and a
+// submit after it is refused, naming the partitions there are.
+TEST_F(SchedulerTest, APartitionTheClusterHasNotIsRefusedOnceKnown) {
+  AddRun(RunState::kQueued, 1, std::string(kSpec) + "partition = 'gpux'\n");
+  ASSERT_EQ(scheduler_.Tick().All<ListUsableNodes>().size(), 1u);
+  NodesListed listed;
+  listed.usable.emplace("gpux", std::vector<std::string>{});
+  listed.partitions = {"debug", "gpu"};
+  Effects fx = scheduler_.OnEligibility(listed);
+  Transition t = Only<Transition>(fx);
+  EXPECT_EQ(t.to, RunState::kFailed);
+  EXPECT_EQ(t.reason, "slurm.partition: 'gpux' is not a partition of this cluster; its "
+                      "partitions: debug, gpu");
+  fx = scheduler_.Submit(std::string(kSpec) + "partition = 'gpux'\n", /*dry_run=*/true, "a", {5});
+  EXPECT_EQ(RepliedError(Only<SendReply>(fx)).message(), t.reason);
+  fx = scheduler_.Submit(std::string(kSpec) + "partition = 'gpu'\n", /*dry_run=*/true, "a", {6});
+  EXPECT_TRUE(RepliedError(Only<SendReply>(fx)).ok());
+}
+
 TEST_F(SchedulerTest, AQueuedRunThatFitsGetsAnAttemptWrittenAheadThenItsSbatch) {
   AddRun(RunState::kQueued);
   EXPECT_TRUE(scheduler_.Tick().All<ListUsableNodes>().size() == 1);

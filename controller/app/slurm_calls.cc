@@ -62,6 +62,7 @@ NodesListed ListUsable(SlurmClient& slurm, const ListUsableNodes& call) {
       if (IsUsableNodeState(node.state)) names.push_back(node.name);
     out.usable.emplace(p, names);
   }
+  if (auto all = slurm.ListPartitions(); all.ok()) out.partitions = *all;
   return out;
 }
 

@@ -92,6 +92,8 @@ struct DrainNode {
 using UsableNodes = std::map<std::string, absl::StatusOr<std::vector<std::string>>>;
 struct NodesListed {
   UsableNodes usable;
+  // Every partition of the cluster; empty when it could not be listed.
+  std::vector<std::string> partitions{};
 };
 struct JobSubmitted {
   std::string run_id;

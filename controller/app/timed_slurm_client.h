@@ -54,6 +54,9 @@ class TimedSlurmClient : public SlurmClient {
   absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string& partition) override {
     return Timed(SlurmCommand::kSinfo, [&] { return slurm_->ListNodes(partition); });
   }
+  absl::StatusOr<std::vector<std::string>> ListPartitions() override {
+    return Timed(SlurmCommand::kSinfo, [&] { return slurm_->ListPartitions(); });
+  }
 
  private:
   // The latency of the command itself, on the real steady clock (not the

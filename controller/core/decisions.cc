@@ -3,11 +3,49 @@
 #include <algorithm>
 #include <cctype>
 #include <ctime>
+#include <map>
 #include <tuple>
 
 #include "controller/core/recovery.h"
 
 namespace trellis::controller {
+
+std::string UnknownPartition(const std::string& partition, const std::vector<std::string>& known) {
+  if (partition.empty() || known.empty() ||
+      std::find(known.begin(), known.end(), partition) != known.end())
+    return "";
+  std::string list;
+  for (const std::string& p : known) list += (list.empty() ? "" : ", ") + p;
+  return "slurm.partition: '" + partition + "' is not a partition of this cluster; its "
+         "partitions: " + list;
+}
+
+std::string NeverStartsWhile(const std::string& pending_reason) {
+  // Slurm's reason codes (squeue %r; "man squeue", JOB REASON CODES).
+  static const std::map<std::string, std::string, std::less<>> kNever = {
+      {"PartitionNodeLimit", "it asks more nodes than its partition allows"},
+      {"PartitionTimeLimit", "its time limit is over its partition's"},
+      {"PartitionConfig", "it asks what its partition cannot give (nodes, time or GPUs)"},
+      {"PartitionInactive", "its partition is inactive"},
+      {"PartitionDown", "its partition is down"},
+      {"ReqNodeNotAvail", "a node it needs is down, drained or reserved"},
+      {"BadConstraints", "its constraints match no node"},
+      {"AccountNotAllowed", "its account may not use the partition"},
+      {"InvalidAccount", "its account is not valid"},
+      {"InvalidQOS", "its QOS is not valid"},
+      {"QOSNotAllowed", "its QOS may not use the partition"},
+      {"QOSMaxNodePerJobLimit", "it asks more nodes than its QOS allows a job"},
+      {"QOSMaxWallDurationPerJobLimit", "its time limit is over its QOS's"},
+      {"AssocMaxNodesPerJobLimit", "it asks more nodes than its association allows a job"},
+      {"AssocMaxWallDurationPerJobLimit", "its time limit is over its association's"},
+      {"DependencyNeverSatisfied", "a job it depends on can no longer satisfy it"},
+      {"JobHeldAdmin", "an administrator holds it"},
+  };
+  // squeue prints "ReqNodeNotAvail, UnavailableNodes:node4": the code first.
+  const std::string code = pending_reason.substr(0, pending_reason.find_first_of(", "));
+  auto it = kNever.find(code);
+  return it == kNever.end() ? "" : it->second;
+}
 
 ScheduleDecision DecideSchedule(int nodes_needed, int nodes_eligible, WallTime not_before,
                                 WallTime now) {

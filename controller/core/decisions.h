@@ -25,6 +25,17 @@ struct ScheduleDecision {
 ScheduleDecision DecideSchedule(int nodes_needed, int nodes_eligible, WallTime not_before,
                                 WallTime now);
 
+// A spec's slurm.partition against the cluster's partitions: "" when it is
+// one of them, or when either is unknown ("": the default partition; no
+// list); else the error, naming the partitions there are.
+std::string UnknownPartition(const std::string& partition, const std::vector<std::string>& known);
+
+// Slurm's pending reason for a job that will not start while it stays so
+// (its partition's or account's limits, nodes it asks that are unavailable):
+// what it means, for the run's wait reason; "" for reasons that pass by
+// themselves (Priority, Resources, BeginTime, ...).
+std::string NeverStartsWhile(const std::string& pending_reason);
+
 // --- The launch gate ---
 struct NodeAssignment {
   std::string node;

@@ -191,5 +191,22 @@ TEST(ReconcileTest, AnExitFileFromBeforeARequeueIsSetAside) {
   EXPECT_FALSE(Reconcile(refused, ExitFile{1, 1, "wall-time warning", 0}).stopped_by);
 }
 
+TEST(UnknownPartitionTest, NamesThePartitionsThereAre) {
+  EXPECT_EQ(UnknownPartition("gpu", {"debug", "gpu"}), "");
+  EXPECT_EQ(UnknownPartition("", {"debug"}), "") << "the default partition";
+  EXPECT_EQ(UnknownPartition("gpux", {}), "") << "not known: no check";
+  EXPECT_EQ(UnknownPartition("gpux", {"debug", "gpu"}),
+            "slurm.partition: 'gpux' is not a partition of this cluster; its partitions: "
+            "debug, gpu");
+}
+
+TEST(NeverStartsWhileTest, OnlyReasonsThatDoNotPassByThemselves) {
+  for (const char* passes : {"Priority", "Resources", "BeginTime", "None", "Dependency", ""})
+    EXPECT_EQ(NeverStartsWhile(passes), "") << passes;
+  EXPECT_EQ(NeverStartsWhile("PartitionTimeLimit"), "its time limit is over its partition's");
+  EXPECT_EQ(NeverStartsWhile("ReqNodeNotAvail, UnavailableNodes:node[3-4]"),
+            "a node it needs is down, drained or reserved");
+}
+
 }  // namespace
 }  // namespace trellis::controller

@@ -49,6 +49,12 @@ void AddControllerFlags(CLI::App& app, ControllerFlags& flags) {
       ->capture_default_str();
   app.add_option("--reconcile-interval-ms", flags.reconcile_ms, "Slurm reconciliation period")
       ->capture_default_str();
+  app.add_option("--unschedulable-after-s", flags.unschedulable_after_s,
+                 "a run whose job Slurm keeps pending this long for a reason that does not "
+                 "pass by itself (PartitionTimeLimit, ReqNodeNotAvail, AccountNotAllowed, ...) "
+                 "fails, its job cancelled; 0: it waits")
+      ->check(CLI::Range(0, 30 * 86400))
+      ->capture_default_str();
   app.add_option("--slurm-bin-dir", flags.slurm_bin_dir,
                  "directory of sbatch/squeue/... (default: PATH)");
   app.add_option("--slurm-timeout-s", flags.slurm_timeout_s, "timeout of one Slurm command")
@@ -107,6 +113,7 @@ ControllerConfig ConfigFromFlags(const ControllerFlags& flags) {
   ControllerConfig config = flags.config;
   config.schedule_interval = std::chrono::milliseconds(flags.schedule_ms);
   config.reconcile_interval = std::chrono::milliseconds(flags.reconcile_ms);
+  config.unschedulable_after = std::chrono::seconds(flags.unschedulable_after_s);
   config.quarantine.base_duration = std::chrono::seconds(flags.quarantine_s);
   config.quarantine.max_duration = std::chrono::seconds(flags.quarantine_max_s);
   config.quarantine.probation = std::chrono::seconds(flags.probation_s);

@@ -26,6 +26,7 @@ struct ControllerFlags {
   int slurm_timeout_s = 30;
   int schedule_ms = 1000;
   int reconcile_ms = 5000;
+  int unschedulable_after_s = 3600;
   int64_t quarantine_s = 3600;
   int64_t quarantine_max_s = 7 * 86400;
   int64_t probation_s = 86400;

@@ -104,6 +104,11 @@ class FakeSlurmClient : public SlurmClient {
     std::lock_guard<std::mutex> lock(mu);
     return nodes;
   }
+  // Empty: the partitions are not known (no check).
+  absl::StatusOr<std::vector<std::string>> ListPartitions() override {
+    std::lock_guard<std::mutex> lock(mu);
+    return partitions;
+  }
 
   std::vector<Submission> Submissions() {
     std::lock_guard<std::mutex> lock(mu);
@@ -135,6 +140,7 @@ class FakeSlurmClient : public SlurmClient {
   std::vector<std::string> drained;
   std::vector<std::string> signalled;  // "JOB.STEP SIGNAL"
   std::vector<SlurmNode> nodes;
+  std::vector<std::string> partitions;
 };
 
 }  // namespace trellis::controller

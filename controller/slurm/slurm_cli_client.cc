@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
 #include "common/subprocess.h"
 #include "controller/slurm/parsers.h"
 
@@ -168,6 +172,21 @@ absl::StatusOr<std::vector<SlurmNode>> SlurmCliClient::ListNodes(const std::stri
   if (!r.ok()) return r.status();
   if (r->exit_code != 0) return Failed(argv, *r);
   return ParseSinfoNodes(r->out);
+}
+
+absl::StatusOr<std::vector<std::string>> SlurmCliClient::ListPartitions() {
+  std::vector<std::string> argv = {Bin("sinfo"), "-h", "-o", "%R"};
+  auto r = Run(argv, options_.timeout);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return Failed(argv, *r);
+  std::vector<std::string> names;
+  std::istringstream in(r->out);
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    if (!line.empty() && std::find(names.begin(), names.end(), line) == names.end())
+      names.push_back(line);
+  }
+  return names;
 }
 
 }  // namespace trellis::controller

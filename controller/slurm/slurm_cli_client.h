@@ -32,6 +32,7 @@ class SlurmCliClient : public SlurmClient {
                           const std::string& signal) override;
   absl::Status Drain(const std::string& node, const std::string& reason) override;
   absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string& partition) override;
+  absl::StatusOr<std::vector<std::string>> ListPartitions() override;
 
  private:
   std::string Bin(const std::string& name) const;

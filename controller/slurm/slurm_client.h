@@ -41,6 +41,8 @@ class SlurmClient {
   virtual absl::Status Drain(const std::string& node, const std::string& reason) = 0;
   // Nodes of a partition ("" = the default partition).
   virtual absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string& partition) = 0;
+  // The cluster's partitions by name (sinfo -o %R).
+  virtual absl::StatusOr<std::vector<std::string>> ListPartitions() = 0;
 };
 
 }  // namespace trellis::controller
