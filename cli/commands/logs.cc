@@ -1,7 +1,10 @@
-// trellis logs ID [--rank R] [--follow] [--attempt A]
+// trellis logs ID [--rank R | --node N | --batch] [--attempt A] [--launch L] [--tail N]
+//                [--follow] [--json]
 
 #include <iostream>
 #include <memory>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands/commands.h"
 #include "cli/exit_status.h"
@@ -15,6 +18,11 @@ struct LogsOptions {
   int rank = -1;
   bool follow = false;
   int attempt = 0;
+  int launch = 0;
+  std::string node;
+  int tail = 0;
+  bool batch = false;
+  bool json = false;
 };
 
 int RunLogs(const GlobalOptions& global, const LogsOptions& opt) {
@@ -24,10 +32,20 @@ int RunLogs(const GlobalOptions& global, const LogsOptions& opt) {
   req.set_rank(opt.rank);
   req.set_follow(opt.follow);
   req.set_attempt(opt.attempt);
+  req.set_launch(opt.launch);
+  req.set_node(opt.node);
+  req.set_tail_lines(opt.tail);
+  req.set_batch_script(opt.batch);
   auto ctx = client.StreamContext();
   auto reader = client.stub().ReadLogs(ctx.get(), req);
   v1::LogChunk chunk;
   while (reader->Read(&chunk)) {
+    if (opt.json) {
+      // One object per chunk, a line each: {"rank": R (-1: the batch script), "data": "..."}.
+      nlohmann::json j{{"rank", chunk.rank()}, {"data", chunk.data()}};
+      std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+      continue;
+    }
     std::cout.write(chunk.data().data(), static_cast<std::streamsize>(chunk.data().size()));
     std::cout.flush();
   }
@@ -40,13 +58,26 @@ int RunLogs(const GlobalOptions& global, const LogsOptions& opt) {
 
 void AddLogsCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) {
   auto opt = std::make_shared<LogsOptions>();
-  CLI::App* cmd = app.add_subcommand("logs", "Print the ranks' output of a run's latest launch");
+  CLI::App* cmd = app.add_subcommand(
+      "logs",
+      "Print the ranks' output of a run's latest launch (or of the launch, node or rank asked)"
+      ".\nExample: trellis logs tiny-moe-3 --attempt 1 --launch 2 --node node2 --tail 20");
   cmd->add_option("ID", opt->run_id, "the run id")->required();
   cmd->add_option("--rank", opt->rank, "one rank's output (default -1: every rank, prefixed)")
       ->check(CLI::Range(-1, 1 << 24));
   cmd->add_flag("--follow,-f", opt->follow, "keep printing new output until the run ends");
   cmd->add_option("--attempt", opt->attempt, "attempt number (default 0: the latest)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--launch", opt->launch, "launch of the attempt (default 0: its latest)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--node", opt->node, "only the ranks this node ran in the launch");
+  cmd->add_option("--tail", opt->tail, "each file's last N lines first (default 0: all)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_flag("--batch", opt->batch,
+                "the attempt's batch script output (Slurm's slurm-<job>.out) instead");
+  cmd->add_flag("--json", opt->json,
+                "one JSON object per chunk and line: {\"rank\": R, \"data\": TEXT} (rank -1: the "
+                "batch script)");
   cmd->callback([&global, exit_code, opt] { *exit_code = RunLogs(global, *opt); });
 }
 

@@ -6,6 +6,7 @@
 
 #include "controller/rpc/controller_service.h"
 #include "controller/rpc/app_proto.h"
+#include "controller/rpc/log_files.h"
 
 namespace trellis::controller {
 
@@ -15,17 +16,6 @@ namespace fs = std::filesystem;
 namespace {
 constexpr size_t kChunkBytes = 64 * 1024;
 constexpr auto kPollInterval = std::chrono::milliseconds(300);
-
-// The numeric suffix of "launch-3" / "rank-12.log"; -1 otherwise.
-int NumberAfter(const std::string& name, const std::string& prefix) {
-  if (name.rfind(prefix, 0) != 0) return -1;
-  size_t end = name.find('.', prefix.size());
-  std::string digits = name.substr(prefix.size(), end - prefix.size());
-  if (digits.empty() || digits.size() > 6 ||
-      !std::all_of(digits.begin(), digits.end(), ::isdigit))
-    return -1;
-  return std::stoi(digits);
-}
 }  // namespace
 
 LogReactor::LogReactor(Controller* controller, v1::ReadLogsRequest request,
@@ -39,31 +29,25 @@ LogReactor::LogReactor(Controller* controller, v1::ReadLogsRequest request,
   controller_->GetRun(request_.run_id(), [this](absl::StatusOr<RunView> v) { OnRun(std::move(v)); });
 }
 
-void LogReactor::FindFiles(const RunView& view) {
-  int attempt = request_.attempt() > 0 ? request_.attempt()
-                                       : (view.attempts.empty() ? 0 : view.attempts.back().attempt);
-  std::string attempt_dir = view.run.run_dir + "/attempt-" + std::to_string(attempt);
-  int launch = -1;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(attempt_dir, ec))
-    launch = std::max(launch, NumberAfter(e.path().filename().string(), "launch-"));
-  if (launch < 0) return;
-  std::string dir = attempt_dir + "/launch-" + std::to_string(launch);
-  if (dir == launch_dir_) {
-    // Same launch: add rank files that appeared since.
-  } else {
-    launch_dir_ = dir;
+absl::Status LogReactor::FindFiles(const RunView& view) {
+  auto found = FindLogFiles(view, request_);
+  if (!found.ok()) return found.status();
+  if (found->dir != launch_dir_) {
+    launch_dir_ = found->dir;
     files_.clear();
   }
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    int rank = NumberAfter(e.path().filename().string(), "rank-");
-    if (rank < 0 || (request_.rank() >= 0 && rank != request_.rank())) continue;
+  // Files that appeared since are added; those known keep their offsets.
+  for (const LogFile& f : found->files) {
     bool known = std::any_of(files_.begin(), files_.end(),
-                             [&](const RankFile& f) { return f.rank == rank; });
-    if (!known) files_.push_back({rank, e.path().string(), 0, ""});
+                             [&](const RankFile& r) { return r.path == f.path; });
+    if (known) continue;
+    const uint64_t start =
+        request_.tail_lines() > 0 && !read_once_ ? TailOffset(f.path, request_.tail_lines()) : 0;
+    files_.push_back({f.rank, f.path, start, ""});
   }
   std::sort(files_.begin(), files_.end(),
             [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
+  return absl::OkStatus();
 }
 
 void LogReactor::OnRun(absl::StatusOr<RunView> view) {
@@ -72,13 +56,16 @@ void LogReactor::OnRun(absl::StatusOr<RunView> view) {
   if (only_user_ && view->run.user != *only_user_)
     return FinishOnce(NotYours(request_.run_id(), Caller{*only_user_, false}));
   run_terminal_ = IsTerminal(view->run.state);
-  FindFiles(*view);
+  if (absl::Status st = FindFiles(*view); !st.ok()) return FinishOnce(ToGrpc(st));
   if (files_.empty() && !request_.follow()) {
     return FinishOnce(grpc::Status(
         grpc::StatusCode::NOT_FOUND,
-        "no rank logs yet for run " + request_.run_id() +
-            (request_.rank() >= 0 ? " rank " + std::to_string(request_.rank()) : "")));
+        std::string(request_.batch_script() ? "no batch script output yet" : "no rank logs yet") +
+            " for run " + request_.run_id() +
+            (request_.rank() >= 0 ? " rank " + std::to_string(request_.rank()) : "") +
+            (request_.node().empty() ? "" : " on " + request_.node())));
   }
+  read_once_ = true;
   if (ReadNew()) return Pump();
   if (!request_.follow() || run_terminal_) return FinishOnce(grpc::Status::OK);
   timer_.Arm(kPollInterval, [this] { Tick(); });
@@ -89,8 +76,13 @@ void LogReactor::Tick() {
   controller_->GetRun(request_.run_id(), [this](absl::StatusOr<RunView> v) { OnRun(std::move(v)); });
 }
 
+std::string LogReactor::Prefix(int rank) {
+  return rank < 0 ? "[batch] " : "[rank " + std::to_string(rank) + "] ";
+}
+
 bool LogReactor::ReadNew() {
-  bool prefixed = request_.rank() < 0;
+  // Every rank's lines, or the batch script's, carry where they come from.
+  const bool prefixed = request_.rank() < 0 || request_.batch_script();
   bool any = false;
   for (auto& f : files_) {
     std::ifstream in(f.path, std::ios::binary);
@@ -109,13 +101,13 @@ bool LogReactor::ReadNew() {
       size_t start = 0;
       for (size_t nl = f.partial.find('\n'); nl != std::string::npos;
            nl = f.partial.find('\n', start)) {
-        data += "[rank " + std::to_string(f.rank) + "] " + f.partial.substr(start, nl - start + 1);
+        data += Prefix(f.rank) + f.partial.substr(start, nl - start + 1);
         start = nl + 1;
       }
       f.partial.erase(0, start);
       // Flush an unterminated tail once the run is over.
       if (run_terminal_ && !f.partial.empty() && in.eof()) {
-        data += "[rank " + std::to_string(f.rank) + "] " + f.partial + "\n";
+        data += Prefix(f.rank) + f.partial + "\n";
         f.partial.clear();
       }
     }

@@ -36,7 +36,11 @@ class LogReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
   bool ReadNew();  // true when something was queued
   void Pump();
   void FinishOnce(const grpc::Status& status);
-  void FindFiles(const RunView& view);
+  // The files to read now (FindLogFiles), those known keeping their offsets;
+  // NOT_FOUND naming what there is for an attempt, launch, rank or node that
+  // does not exist.
+  absl::Status FindFiles(const RunView& view);
+  static std::string Prefix(int rank);
 
   Controller* controller_;
   v1::ReadLogsRequest request_;
@@ -49,6 +53,7 @@ class LogReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
   bool in_flight_ = false;
   bool run_terminal_ = false;
   bool finished_ = false;
+  bool read_once_ = false;  // --tail applies to the files found at the start
 };
 
 }  // namespace trellis::controller

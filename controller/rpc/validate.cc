@@ -272,6 +272,9 @@ grpc::Status Check(const v1::WatchRunRequest& req) { return CheckRunId(req.run_i
 grpc::Status Check(const v1::ReadLogsRequest& req) {
   RETURN_IF_BAD(CheckRunId(req.run_id()));
   RETURN_IF_BAD(InRange("rank", req.rank(), -1, kMaxRankNumber - 1, " (-1: every rank)"));
+  RETURN_IF_BAD(InRange("launch", req.launch(), 0, kMaxAttempt, " (0: the latest)"));
+  RETURN_IF_BAD(InRange("tail_lines", req.tail_lines(), 0, 1 << 20, " (0: all)"));
+  if (!req.node().empty()) RETURN_IF_BAD(NodeName("node", req.node()));
   return InRange("attempt", req.attempt(), 0, kMaxAttempt, " (0: the latest)");
 }
 
