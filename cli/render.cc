@@ -67,6 +67,15 @@ void RenderSparePool(const v1::Run& run, const TextOptions& opt, std::string* ou
   }
 }
 
+// "QUEUED -> RUNNING"; a state to itself (the run's first event, a reason
+// why it waits) is the state alone.
+std::string FromTo(const v1::RunEvent& e) {
+  return e.from() == e.to() ? StateName(e.to()) : StateName(e.from()) + " -> " + StateName(e.to());
+}
+
+// Evidence longer than this is cut in the table (`show --json` has it whole).
+constexpr size_t kEvidenceColumn = 60;
+
 void RenderEvents(const v1::Run& run, const TextOptions& opt, std::string* out) {
   *out += "\nevents\n";
   if (run.events().empty()) {
@@ -75,8 +84,11 @@ void RenderEvents(const v1::Run& run, const TextOptions& opt, std::string* out) 
   }
   Table t({"TIME", "FROM -> TO", "REASON", "EVIDENCE"});
   for (const auto& e : run.events()) {
-    t.AddRow({FormatTime(e.unix_ms(), opt.utc), StateName(e.from()) + " -> " + StateName(e.to()),
-              OrDash(e.reason()), e.evidence_json().empty() ? "-" : e.evidence_json()});
+    std::string evidence = e.evidence_json();
+    if (evidence.empty() || evidence == "{}") evidence = "-";
+    if (evidence.size() > kEvidenceColumn)
+      evidence = evidence.substr(0, kEvidenceColumn - 3) + "...";
+    t.AddRow({FormatTime(e.unix_ms(), opt.utc), FromTo(e), OrDash(e.reason()), evidence});
   }
   *out += t.Render();
 }
@@ -266,7 +278,7 @@ std::string RenderWatchHeader(const v1::Run& run, const TextOptions& opt) {
 std::string RenderTransition(const v1::RunEvent& event, const TextOptions& opt) {
   std::string time = FormatTime(event.unix_ms(), opt.utc);
   if (time.size() > 11) time = time.substr(11);  // the time of day is enough while watching
-  std::string out = time + "  " + StateName(event.from()) + " -> " + StateName(event.to());
+  std::string out = time + "  " + FromTo(event);
   if (!event.reason().empty()) out += "  " + event.reason();
   return out + "\n";
 }

@@ -73,7 +73,8 @@ int RunShow(const GlobalOptions& global, const ShowOptions& opt) {
 
 void AddListCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) {
   auto opt = std::make_shared<ListOptions>();
-  CLI::App* cmd = app.add_subcommand("ls", "List runs, newest first");
+  CLI::App* cmd = app.add_subcommand(
+      "ls", "List runs, newest first.\nExample: trellis ls --active --limit 20");
   cmd->add_flag("--active", opt->active, "only runs that have not ended");
   cmd->add_option("--limit", opt->limit, "at most N runs (default: the controller's, 100)")
       ->check(CLI::Range(1, 10000));
@@ -84,7 +85,9 @@ void AddListCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) 
 void AddShowCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) {
   auto opt = std::make_shared<ShowOptions>();
   CLI::App* cmd =
-      app.add_subcommand("show", "A run's state, attempts, event history and recent steps");
+      app.add_subcommand(
+          "show", "A run's state, attempts, event history and recent steps.\n"
+                  "Example: trellis show tiny-moe-3 --json");
   cmd->add_option("ID", opt->run_id, "the run id")->required();
   cmd->add_flag("--json", opt->json, "print the run as one JSON object");
   cmd->add_flag("--utc", opt->utc, "times in UTC instead of local time");

@@ -88,24 +88,32 @@ int RunGateReport(const GlobalOptions& global, const NodeOptions& opt) {
 void AddNodeCommands(CLI::App& app, const GlobalOptions& global, int* exit_code) {
   auto opt = std::make_shared<NodeOptions>();
   CLI::App* nodes = app.add_subcommand(
-      "nodes", "The controller's quarantine list: node, state, strikes, until when, why");
+      "nodes",
+      "The controller's quarantine list: node, state, strikes, until when, why.\n"
+      "Example: trellis nodes --utc");
   nodes->add_flag("--json", opt->json, "print JSON (cli/README.md)");
   nodes->add_flag("--utc", opt->utc, "times in UTC");
   nodes->callback([&global, exit_code, opt] { *exit_code = RunNodes(global, *opt); });
 
   CLI::App* q = app.add_subcommand(
-      "quarantine", "Keep a node out of every submission (--exclude) until it is released");
+      "quarantine",
+      "Keep a node out of every submission (--exclude) until it is released.\n"
+      "Example: trellis quarantine node7 --reason \"flaky InfiniBand port\"");
   q->add_option("NODE", opt->node, "Slurm node name")->required();
   q->add_option("--reason", opt->reason, "why (required; kept with the entry)")->required();
   q->callback([&global, exit_code, opt] { *exit_code = RunQuarantine(global, *opt); });
 
   CLI::App* r = app.add_subcommand(
-      "release", "Let a quarantined node back in, on probation (its strikes are kept)");
+      "release",
+      "Let a quarantined node back in, on probation (its strikes are kept).\n"
+      "Example: trellis release node7");
   r->add_option("NODE", opt->node, "Slurm node name")->required();
   r->callback([&global, exit_code, opt] { *exit_code = RunRelease(global, *opt); });
 
   CLI::App* g = app.add_subcommand(
-      "gate-report", "Per node and socket memory figures, the gate's decisions and reasons");
+      "gate-report",
+      "Per node and socket memory figures, the gate's decisions and reasons.\n"
+      "Example: trellis gate-report tiny-moe-3 --attempt 1");
   g->add_option("RUN", opt->run_id, "the run id")->required();
   g->add_option("--attempt", opt->attempt, "only this attempt (default: all)");
   g->add_flag("--json", opt->json, "print JSON (cli/README.md)");

@@ -127,7 +127,9 @@ int RunReport(const GlobalOptions& global, const ReportOptions& opt) {
 void AddReportCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) {
   auto opt = std::make_shared<ReportOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "report", "One self-contained HTML page of a run: charts of its steps, ranks, gate, events");
+      "report",
+      "One self-contained HTML page of a run: charts of its steps, ranks, gate, events.\n"
+      "Example: trellis report tiny-moe-3 --html tiny-moe-3.html");
   cmd->add_option("RUN", opt->run_id, "the run id")->required();
   cmd->add_option("--html", opt->html, "the file to write (- for standard output)")->required();
   cmd->add_flag("--utc", opt->utc, "times in UTC instead of local time");

@@ -90,7 +90,8 @@ void AddWatchCommand(CLI::App& app, const GlobalOptions& global, int* exit_code)
   CLI::App* cmd =
       app.add_subcommand("watch",
                          "Follow a run: state changes and a live step table until it ends "
-                         "(exit 0: SUCCEEDED, 1: FAILED or CANCELLED)");
+                         "(exit 0: SUCCEEDED, 1: FAILED or CANCELLED).\n"
+                         "Example: trellis watch tiny-moe-3");
   cmd->add_option("ID", opt->run_id, "the run id")->required();
   cmd->add_flag("--json", opt->json, "one JSON object per event per line");
   cmd->add_option("--reconnect-for", opt->reconnect_for_s,

@@ -75,7 +75,7 @@ TEST(CheckModelFitsWorld, MicroBatchMustDivideTheRowsPerRank) {
   t.training.micro_batch = 3;
   EXPECT_EQ(Check(t, 1, 2),
             "training.micro_batch: 3 does not divide the 8 rows per rank (training.global_batch 16 "
-            "over the world size 2 (1 nodes x 2 ranks)); accepted: a divisor of 8, or 0 (all 8 "
+            "over the world size 2 (1 node x 2 ranks)); accepted: a divisor of 8, or 0 (all 8 "
             "rows in one forward)");
   t.training.micro_batch = 8;  // divides 16, but not the 4 rows of each of 4 ranks
   EXPECT_NE(Check(t, 2, 2).find("training.micro_batch: 8 does not divide the 4 rows per rank"),

@@ -108,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"[job]\nname='m'\n[model]\nexperts=4\n[slurm]\nnodes=1\nranks_per_node=2\n"
                 "[training]\nglobal_batch=16\nmicro_batch=3\n",
                 "training.micro_batch: 3 does not divide the 8 rows per rank (training.global_batch "
-                "16 over the world size 2 (1 nodes x 2 ranks)); accepted: a divisor of 8"},
+                "16 over the world size 2 (1 node x 2 ranks)); accepted: a divisor of 8"},
         BadSpec{"[job]\nname='m'\n[model]\nexperts=4\n[training]\nglobal_batch=4\nmicro_batch=5\n",
                 "training.micro_batch: must be at most training.global_batch (4), got 5"},
         BadSpec{kJob + "[slurm]\nranks_per_node=4\ngpus_per_node=2\n", "slurm.ranks_per_node: must be <= slurm.gpus_per_node"},

@@ -47,11 +47,16 @@ std::string NeverStartsWhile(const std::string& pending_reason) {
   return it == kNever.end() ? "" : it->second;
 }
 
+namespace {
+// "1 node", "2 nodes".
+std::string NodeCount(int64_t n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
+}  // namespace
+
 ScheduleDecision DecideSchedule(int nodes_needed, int nodes_eligible, WallTime not_before,
                                 WallTime now) {
   if (nodes_eligible < nodes_needed) {
-    return {false, "needs " + std::to_string(nodes_needed) + " nodes, " +
-                       std::to_string(nodes_eligible) + " eligible"};
+    return {false, "needs " + NodeCount(nodes_needed) + ", " + std::to_string(nodes_eligible) +
+                       " eligible"};
   }
   if (now < not_before) {
     auto left = std::chrono::duration_cast<std::chrono::seconds>(not_before - now).count();
@@ -141,8 +146,8 @@ GateOutcome DecideGate(const std::vector<NodeVerdict>& registered,
     out.assignments.push_back(a);
   }
   int standby = static_cast<int>(passing.size()) - nodes_needed;
-  out.reason = std::to_string(nodes_needed) + " nodes go, " + std::to_string(standby) +
-               " standing by";
+  out.reason = NodeCount(nodes_needed) + (nodes_needed == 1 ? " goes, " : " go, ") +
+               std::to_string(standby) + " standing by";
   if (!out.failed_nodes.empty())
     out.reason += ", " + std::to_string(out.failed_nodes.size()) + " failed the gate";
   for (int i = 0; i < nodes_needed; ++i)

@@ -23,21 +23,25 @@
 
 namespace {
 
-int Usage() {
-  std::fprintf(stderr,
+// To stderr with exit 2 for a wrong command line; to stdout with 0 when asked (--help).
+int Usage(bool asked = false) {
+  std::fprintf(asked ? stdout : stderr,
                "usage: trellis-corpus build OUT.bin FILE_OR_DIR...\n"
                "       trellis-corpus info FILE.bin\n"
                "       trellis-corpus upgrade IN.bin OUT.bin\n"
                "       trellis-corpus merge OUT.bin IN.bin...\n"
                "       trellis-corpus import-megatron OUT.bin PREFIX VOCAB\n"
-               "       trellis-corpus synthetic OUT.bin VOCAB TOKENS [SEED [DOC_TOKENS]]\n");
-  return 2;
+               "       trellis-corpus synthetic OUT.bin VOCAB TOKENS [SEED [DOC_TOKENS]]\n"
+               "example: trellis-corpus build licenses.corpus /usr/share/common-licenses\n");
+  return asked ? 0 : 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace trellis::train;
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h"))
+    return Usage(/*asked=*/true);
   if (argc < 3) return Usage();
   const std::string verb = argv[1];
   try {
