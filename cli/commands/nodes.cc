@@ -19,6 +19,7 @@ struct NodeOptions {
   int attempt = 0;
   bool json = false;
   bool utc = false;
+  bool forget = false;  // release --forget
 };
 
 int64_t NowMs() {
@@ -58,12 +59,16 @@ int RunRelease(const GlobalOptions& global, const NodeOptions& opt) {
   ControllerClient client(global);
   v1::ReleaseNodeRequest req;
   req.set_node(opt.node);
+  req.set_forget(opt.forget);
   v1::NodeStatus resp;
   auto ctx = client.UnaryContext();
   grpc::Status status = client.stub().ReleaseNode(ctx.get(), req, &resp);
   if (!status.ok()) return client.Fail(status);
-  std::cout << resp.name() << " " << resp.state() << " (" << resp.strikes()
-            << " strike(s) kept; another doubles the time)\n";
+  if (opt.forget)
+    std::cout << resp.name() << " forgotten: out of the list, its strikes with it\n";
+  else
+    std::cout << resp.name() << " " << resp.state() << " (" << resp.strikes()
+              << " strike(s) kept; another doubles the time)\n";
   return kExitOk;
 }
 
@@ -108,6 +113,9 @@ void AddNodeCommands(CLI::App& app, const GlobalOptions& global, int* exit_code)
       "Let a quarantined node back in, on probation (its strikes are kept).\n"
       "Example: trellis release node7");
   r->add_option("NODE", opt->node, "Slurm node name")->required();
+  r->add_flag("--forget", opt->forget,
+              "take the node out of the list altogether, its strikes with it (a node replaced, "
+              "or a name that was a mistake)");
   r->callback([&global, exit_code, opt] { *exit_code = RunRelease(global, *opt); });
 
   CLI::App* g = app.add_subcommand(

@@ -81,7 +81,8 @@ class Controller {
   void ListNodes(Reply<std::vector<NodeStatusView>> reply);
   void QuarantineNode(std::string node, std::string reason, std::string actor,
                       Reply<NodeStatusView> reply);
-  void ReleaseNode(std::string node, Reply<NodeStatusView> reply);
+  // `forget`: the entry and its strikes go (it comes back as never struck).
+  void ReleaseNode(std::string node, bool forget, Reply<NodeStatusView> reply);
   void GateReport(std::string run_id, int attempt, Reply<GateReportView> reply);
 
   // --- workers ---

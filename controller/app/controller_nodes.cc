@@ -1,6 +1,10 @@
 // Nodes: the quarantine list, its use as --exclude, and gate reports.
+#include <algorithm>
+
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "controller/app/controller.h"
+#include "controller/core/decisions.h"
 
 namespace trellis::controller {
 
@@ -57,19 +61,55 @@ void Controller::QuarantineNode(std::string node, std::string reason, std::strin
       return reply(absl::InvalidArgumentError("node: must match [A-Za-z0-9._-]{1,255}"));
     if (reason.empty() || reason.size() > 1024)
       return reply(absl::InvalidArgumentError("reason: required, at most 1024 characters"));
-    ApplyStrike(StrikeNode{node, reason, "{}", actor, /*until_released=*/true});
-    auto e = store_->FindQuarantine(node);
-    if (!e.ok() || !e->has_value()) return reply(absl::InternalError("quarantine not stored"));
-    reply(NodeStatusView{**e, HealthAt(**e, clock_->Now(), config_.quarantine)});
-    Apply(scheduler_.Tick());
+    // A name Slurm does not know would be kept out of nothing: asked on the
+    // Slurm thread (sinfo), decided back on the loop. Slurm not answering
+    // does not stop a quarantine.
+    asio::post(slurm_pool_, [this, node, reason, actor, reply] {
+      auto nodes = slurm_->ListNodes("");
+      asio::post(io_, [this, node, reason, actor, reply, nodes = std::move(nodes)] {
+        if (stopped_) return reply(absl::UnavailableError("the controller is stopping"));
+        if (nodes.ok() && !nodes->empty() &&
+            std::none_of(nodes->begin(), nodes->end(),
+                         [&](const SlurmNode& n) { return n.name == node; })) {
+          std::vector<std::string> names;
+          for (const SlurmNode& n : *nodes) names.push_back(n.name);
+          std::sort(names.begin(), names.end(), NaturalLess);
+          const size_t shown = std::min<size_t>(names.size(), 8);
+          std::string list = absl::StrJoin(names.begin(), names.begin() + shown, ", ");
+          if (shown < names.size()) list += ", ... (" + std::to_string(names.size()) + " in all)";
+          return reply(absl::InvalidArgumentError("node: '" + node +
+                                                  "' is not a node of this cluster (sinfo: " +
+                                                  list + ")"));
+        }
+        if (!nodes.ok())
+          spdlog::warn("quarantine of {}: its name not checked, sinfo failed: {}", node,
+                       std::string(nodes.status().message()));
+        ApplyStrike(StrikeNode{node, reason, "{}", actor, /*until_released=*/true});
+        auto e = store_->FindQuarantine(node);
+        if (!e.ok() || !e->has_value()) return reply(absl::InternalError("quarantine not stored"));
+        reply(NodeStatusView{**e, HealthAt(**e, clock_->Now(), config_.quarantine)});
+        Apply(scheduler_.Tick());
+      });
+    });
   });
 }
 
-void Controller::ReleaseNode(std::string node, Reply<NodeStatusView> reply) {
-  asio::post(io_, [this, node = std::move(node), reply = std::move(reply)] {
+void Controller::ReleaseNode(std::string node, bool forget, Reply<NodeStatusView> reply) {
+  asio::post(io_, [this, node = std::move(node), forget, reply = std::move(reply)] {
     auto e = store_->FindQuarantine(node);
     if (!e.ok()) return reply(e.status());
-    if (!e->has_value()) return reply(absl::NotFoundError("node " + node + " is not quarantined"));
+    if (!e->has_value())
+      return reply(absl::NotFoundError("node " + node + " is not in the quarantine list"));
+    if (forget) {
+      if (absl::Status st = store_->ForgetNode(node); !st.ok()) return reply(st);
+      spdlog::info("node {} forgotten ({} strike(s) with it)", node, (*e)->strikes);
+      CountQuarantined();
+      QuarantineEntry gone;
+      gone.node = node;
+      reply(NodeStatusView{gone, NodeHealth::kOk});
+      Apply(scheduler_.Tick());
+      return;
+    }
     QuarantineEntry released = Release(**e, clock_->Now());
     absl::Status st = store_->PutQuarantine(released);
     if (!st.ok()) return reply(st);

@@ -378,11 +378,29 @@ TEST_F(GateTest, UsersQuarantineAndReleaseByName) {
   q.set_node("node2; rm -rf /");
   EXPECT_EQ(user_stub_->QuarantineNode(&bad_ctx, q, &status).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  // A name Slurm does not list (node1..node3 here) is refused, naming those it does.
+  grpc::ClientContext unknown_ctx;
+  q.set_node("node9");
+  grpc::Status unknown = user_stub_->QuarantineNode(&unknown_ctx, q, &status);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(unknown.error_message(),
+            "node: 'node9' is not a node of this cluster (sinfo: node1, node2, node3)");
   grpc::ClientContext missing_ctx;
   v1::ReleaseNodeRequest rel;
   rel.set_node("node9");
   EXPECT_EQ(user_stub_->ReleaseNode(&missing_ctx, rel, &status).error_code(),
             grpc::StatusCode::NOT_FOUND);
+  // --forget: the entry goes, strikes and all.
+  grpc::ClientContext forget_ctx;
+  rel.set_node("node2");
+  rel.set_forget(true);
+  ASSERT_TRUE(user_stub_->ReleaseNode(&forget_ctx, rel, &status).ok());
+  EXPECT_EQ(status.state(), "ok");
+  EXPECT_EQ(status.strikes(), 0);
+  grpc::ClientContext list_ctx;
+  v1::ListNodesResponse listed;
+  ASSERT_TRUE(user_stub_->ListNodes(&list_ctx, v1::ListNodesRequest(), &listed).ok());
+  for (const auto& n : listed.nodes()) EXPECT_NE(n.name(), "node2") << "forgotten";
 }
 
 TEST(ProbeFromWorkerTest, BoundsTheErrorAndKeepsTheFigures) {

@@ -205,7 +205,7 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ReleaseNode(grpc::CallbackServe
     return reactor;
   }
   if (Refused(reactor, Check(*req))) return reactor;
-  controller_->ReleaseNode(req->node(), Timed(controller_->metrics(), RpcMethod::kReleaseNode,
+  controller_->ReleaseNode(req->node(), req->forget(), Timed(controller_->metrics(), RpcMethod::kReleaseNode,
                                               [reactor, resp](absl::StatusOr<NodeStatusView> n) {
                                                 if (!n.ok())
                                                   return reactor->Finish(ToGrpc(n.status()));

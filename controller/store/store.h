@@ -82,6 +82,8 @@ class Store {
   absl::StatusOr<std::vector<QuarantineEntry>> QuarantineEntries();
   absl::StatusOr<std::optional<QuarantineEntry>> FindQuarantine(const std::string& node);
   absl::Status PutQuarantine(const QuarantineEntry& entry);
+  // The node's entry gone, its strikes with it (trellis release --forget).
+  absl::Status ForgetNode(const std::string& node);
 
   // Inserts or replaces the launch's row.
   absl::Status PutLaunch(const LaunchRecord& launch);

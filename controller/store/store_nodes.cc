@@ -64,6 +64,12 @@ absl::Status Store::PutQuarantine(const QuarantineEntry& e) {
   return st.Run();
 }
 
+absl::Status Store::ForgetNode(const std::string& node) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare("DELETE FROM nodes WHERE name = ?"));
+  st.Bind(1, node);
+  return st.Run();
+}
+
 absl::Status Store::AddGateRecord(const std::string& run_id, const GateRecordRow& r) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
       "INSERT INTO gate_records (run_id, attempt, launch, unix_ms, decision, reason, policy_json, "

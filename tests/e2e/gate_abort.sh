@@ -32,4 +32,10 @@ wait_state "$id" SUCCEEDED 120
 report=$(trellis gate-report "$id" --json)
 decisions=$(echo "$report" | python3 -c 'import json,sys; print(",".join(g["decision"] for g in json.load(sys.stdin)["gates"]))')
 [ "$decisions" = "ABORT,GO" ] || fail "gate decisions were '$decisions', expected ABORT,GO"
+# A name Slurm does not know is refused; a released node can be forgotten altogether.
+out=$(trellis quarantine node99 --reason "typo" 2>&1) && fail "node99 was quarantined"
+echo "$out" | grep -qF "node: 'node99' is not a node of this cluster (sinfo: node1, node2, node3, node4)" ||
+  fail "unclear refusal of node99: $out"
+trellis release node3 --forget | grep -qF "node3 forgotten" || fail "release --forget failed"
+[ -z "$(trellis nodes | grep node3)" ] || fail "node3 still listed: $(trellis nodes)"
 log "PASS: $id aborted, waited for nodes, and succeeded after node3's release"
