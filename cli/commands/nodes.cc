@@ -50,6 +50,10 @@ int RunQuarantine(const GlobalOptions& global, const NodeOptions& opt) {
   auto ctx = client.UnaryContext();
   grpc::Status status = client.stub().QuarantineNode(ctx.get(), req, &resp);
   if (!status.ok()) return client.Fail(status);
+  if (opt.json) {
+    std::cout << NodeStatusToJson(resp).dump(2) << "\n";
+    return kExitOk;
+  }
   std::cout << resp.name() << " " << resp.state() << " (strike " << resp.strikes()
             << ", until released)\n";
   return kExitOk;
@@ -64,7 +68,9 @@ int RunRelease(const GlobalOptions& global, const NodeOptions& opt) {
   auto ctx = client.UnaryContext();
   grpc::Status status = client.stub().ReleaseNode(ctx.get(), req, &resp);
   if (!status.ok()) return client.Fail(status);
-  if (opt.forget)
+  if (opt.json)
+    std::cout << NodeStatusToJson(resp).dump(2) << "\n";
+  else if (opt.forget)
     std::cout << resp.name() << " forgotten: out of the list, its strikes with it\n";
   else
     std::cout << resp.name() << " " << resp.state() << " (" << resp.strikes()
@@ -106,6 +112,7 @@ void AddNodeCommands(CLI::App& app, const GlobalOptions& global, int* exit_code)
       "Example: trellis quarantine node7 --reason \"flaky InfiniBand port\"");
   q->add_option("NODE", opt->node, "Slurm node name")->required();
   q->add_option("--reason", opt->reason, "why (required; kept with the entry)")->required();
+  q->add_flag("--json", opt->json, "print the node's entry as JSON (as `nodes --json` lists it)");
   q->callback([&global, exit_code, opt] { *exit_code = RunQuarantine(global, *opt); });
 
   CLI::App* r = app.add_subcommand(
@@ -116,6 +123,7 @@ void AddNodeCommands(CLI::App& app, const GlobalOptions& global, int* exit_code)
   r->add_flag("--forget", opt->forget,
               "take the node out of the list altogether, its strikes with it (a node replaced, "
               "or a name that was a mistake)");
+  r->add_flag("--json", opt->json, "print the node's entry as JSON (as `nodes --json` lists it)");
   r->callback([&global, exit_code, opt] { *exit_code = RunRelease(global, *opt); });
 
   CLI::App* g = app.add_subcommand(
