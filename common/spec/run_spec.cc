@@ -253,16 +253,9 @@ std::optional<RunSpec> ParseRunSpec(std::string_view text, FieldErrors* errors) 
                                    std::to_string(kMaxSpecBytes)});
     return std::nullopt;
   }
-  toml::table root;
-  try {
-    root = toml::parse(text, std::string_view("spec"));
-  } catch (const toml::parse_error& e) {
-    errors->push_back({"spec", "TOML syntax error at line " +
-                                   std::to_string(e.source().begin.line) + ", column " +
-                                   std::to_string(e.source().begin.column) + ": " +
-                                   std::string(e.description())});
-    return std::nullopt;
-  }
+  std::optional<toml::table> parsed = ParseSpecToml(text, errors);
+  if (!parsed) return std::nullopt;
+  const toml::table& root = *parsed;
   RunSpec s;
   size_t before = errors->size();
   ParseJob(root, &s, errors);

@@ -7,6 +7,7 @@
 
 #include "common/spec/run_spec.h"
 #include "common/spec/spec_writer.h"
+#include "common/spec/table_reader.h"
 
 namespace trellis::spec {
 namespace {
@@ -179,16 +180,9 @@ std::optional<std::string> ApplyOverrides(std::string_view toml_text,
     parsed.push_back({text, std::move(path), text.substr(eq + 1)});
   }
   if (errors->size() != before) return std::nullopt;
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, std::string_view("spec"));
-  } catch (const toml::parse_error& e) {
-    errors->push_back({"spec", "TOML syntax error at line " +
-                                   std::to_string(e.source().begin.line) + ", column " +
-                                   std::to_string(e.source().begin.column) + ": " +
-                                   std::string(e.description())});
-    return std::nullopt;
-  }
+  std::optional<toml::table> parsed_text = ParseSpecToml(toml_text, errors);
+  if (!parsed_text) return std::nullopt;
+  toml::table& root = *parsed_text;
   for (const Assignment& a : parsed) SetValue(root, a, /*as_string=*/false, errors);
   if (errors->size() != before) return std::nullopt;
   // Typed by the spec: where the value as TOML read it is refused and the

@@ -6,6 +6,18 @@
 
 namespace trellis::spec {
 
+std::optional<toml::table> ParseSpecToml(std::string_view text, FieldErrors* errors) {
+  try {
+    return toml::parse(text, std::string_view("spec"));
+  } catch (const toml::parse_error& e) {
+    errors->push_back({"spec", "TOML syntax error at line " +
+                                   std::to_string(e.source().begin.line) + ", column " +
+                                   std::to_string(e.source().begin.column) + ": " +
+                                   std::string(e.description())});
+    return std::nullopt;
+  }
+}
+
 std::string JoinErrors(const FieldErrors& errors) {
   std::string out;
   for (const auto& e : errors) {

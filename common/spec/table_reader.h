@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -14,6 +15,10 @@
 #include "common/spec/field_errors.h"
 
 namespace trellis::spec {
+
+// The spec's text as TOML, or a FieldError on "spec" with the line and
+// column of the syntax error.
+std::optional<toml::table> ParseSpecToml(std::string_view text, FieldErrors* errors);
 
 class TableReader {
  public:
