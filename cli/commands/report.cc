@@ -1,4 +1,4 @@
-// trellis report RUN --html FILE [--utc]
+// trellis report RUN [RUN...] --html FILE [--utc]
 
 #include <filesystem>
 #include <iostream>
@@ -6,6 +6,7 @@
 
 #include "cli/commands/commands.h"
 #include "cli/exit_status.h"
+#include "cli/report/compare_page.h"
 #include "cli/report/report_page.h"
 #include "common/atomic_file.h"
 #include "common/clock.h"
@@ -17,6 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ReportOptions {
+  std::vector<std::string> run_ids;  // one: its report; more: them compared
   std::string run_id;
   std::string html;  // "-": standard output
   bool utc = false;
@@ -70,14 +72,58 @@ grpc::Status GetRunWithRanks(ControllerClient& client, const std::string& run_id
   return grpc::Status::OK;
 }
 
-int RunReport(const GlobalOptions& global, const ReportOptions& opt) {
+// The page to `opt.html` (atomically) or standard output.
+int WritePage(const ReportOptions& opt, const std::string& page) {
+  if (opt.html == "-") {
+    std::cout << page << std::flush;
+    return std::cout ? kExitOk : kExitRunFailed;
+  }
+  // Atomically: a reader (a browser reloading it, a web server) never sees half a page.
+  if (absl::Status st = WriteFileAtomically(opt.html, page); !st.ok()) {
+    PrintError(std::string(st.message()));
+    return kExitRunFailed;
+  }
+  std::cout << "wrote " << opt.html << "\n";
+  return kExitOk;
+}
+
+// Several runs on one page: each one's GetRun and RunSteps.
+int RunComparison(const GlobalOptions& global, const ReportOptions& opt) {
+  ControllerClient client(global);
+  std::vector<report::ComparedRun> runs;
+  for (const std::string& id : opt.run_ids) {
+    report::ComparedRun r;
+    v1::GetRunRequest req;
+    req.set_run_id(id);
+    auto ctx = client.UnaryContext();
+    grpc::Status status = client.stub().GetRun(ctx.get(), req, &r.run);
+    if (!status.ok()) return client.Fail(status);
+    v1::RunStepsRequest steps_req;
+    steps_req.set_run_id(id);
+    v1::RunStepsResponse steps;
+    auto steps_ctx = client.UnaryContext();
+    status = client.stub().RunSteps(steps_ctx.get(), steps_req, &steps);
+    if (status.ok())
+      r.steps = std::move(steps);
+    else if (status.error_code() != grpc::StatusCode::UNIMPLEMENTED)
+      return client.Fail(status);
+    runs.push_back(std::move(r));
+  }
+  return WritePage(opt, report::RenderComparison(runs, ToUnixMillis(SystemClock().Now()),
+                                                 opt.utc));
+}
+
+int RunReport(const GlobalOptions& global, const ReportOptions& given) {
   // Refused before the controller is asked: nothing to undo.
-  if (opt.html != "-") {
-    if (std::string problem = DestinationProblem(opt.html); !problem.empty()) {
+  if (given.html != "-") {
+    if (std::string problem = DestinationProblem(given.html); !problem.empty()) {
       PrintError(problem);
       return kExitUsage;
     }
   }
+  if (given.run_ids.size() > 1) return RunComparison(global, given);
+  ReportOptions opt = given;
+  opt.run_id = given.run_ids.front();
   ControllerClient client(global);
   report::ReportInput in;
   in.utc = opt.utc;
@@ -108,18 +154,7 @@ int RunReport(const GlobalOptions& global, const ReportOptions& opt) {
   in.gate = std::move(gate);
 
   in.generated_ms = ToUnixMillis(SystemClock().Now());
-  std::string page = report::RenderReport(in);
-  if (opt.html == "-") {
-    std::cout << page << std::flush;
-    return std::cout ? kExitOk : kExitRunFailed;
-  }
-  // Atomically: a reader (a browser reloading it, a web server) never sees half a page.
-  if (absl::Status st = WriteFileAtomically(opt.html, page); !st.ok()) {
-    PrintError(std::string(st.message()));
-    return kExitRunFailed;
-  }
-  std::cout << "wrote " << opt.html << "\n";
-  return kExitOk;
+  return WritePage(opt, report::RenderReport(in));
 }
 
 }  // namespace
@@ -128,9 +163,11 @@ void AddReportCommand(CLI::App& app, const GlobalOptions& global, int* exit_code
   auto opt = std::make_shared<ReportOptions>();
   CLI::App* cmd = app.add_subcommand(
       "report",
-      "One self-contained HTML page of a run: charts of its steps, ranks, gate, events.\n"
-      "Example: trellis report tiny-moe-3 --html tiny-moe-3.html");
-  cmd->add_option("RUN", opt->run_id, "the run id")->required();
+      "One self-contained HTML page of a run: charts of its steps, ranks, gate, events; of "
+      "several runs, their loss, tokens/s and step time on shared charts and the keys where "
+      "their specs differ.\n"
+      "Example: trellis report tiny-moe-3 tiny-fork-5 --html compare.html");
+  cmd->add_option("RUN", opt->run_ids, "the run id (several: them compared)")->required();
   cmd->add_option("--html", opt->html, "the file to write (- for standard output)")->required();
   cmd->add_flag("--utc", opt->utc, "times in UTC instead of local time");
   cmd->callback([&global, exit_code, opt] { *exit_code = RunReport(global, *opt); });

@@ -122,21 +122,28 @@ std::string Section(const std::string& id, const std::string& title, const std::
 
 std::string PageTime(const ReportInput& in, int64_t unix_ms) { return FormatTime(unix_ms, in.utc); }
 
-std::string RenderReport(const ReportInput& in) {
-  const std::string id = in.run.summary().run_id();
+std::string PageStart(const std::string& title) {
   std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   out += "<meta http-equiv=\"Content-Security-Policy\" content=\"" + std::string(kPolicy) + "\">\n";
   out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  out += "<title>trellis report: " + Escape(id) + "</title>\n";
-  out += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n";
+  out += "<title>" + Escape(title) + "</title>\n";
+  return out + "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n";
+}
+
+std::string PageEnd(const std::string& footer) {
+  return "<footer>" + Escape(footer) + "</footer>\n</body>\n</html>\n";
+}
+
+std::string RenderReport(const ReportInput& in) {
+  const std::string id = in.run.summary().run_id();
+  std::string out = PageStart("trellis report: " + id);
   out += Header(in);
   out += StepSections(in);
   out += RanksSection(in);
   out += GateSection(in);
   out += EventsSection(in);
-  out += "<footer>trellis report " + Escape(id) + ", " + Escape(PageTime(in, in.generated_ms)) +
-         ". Hover a point, bar or event line for its values.</footer>\n";
-  return out + "</body>\n</html>\n";
+  return out + PageEnd("trellis report " + id + ", " + PageTime(in, in.generated_ms) +
+                      ". Hover a point, bar or event line for its values.");
 }
 
 }  // namespace trellis::cli::report

@@ -39,7 +39,15 @@ std::string EventsSection(const ReportInput& in);  // state changes, launches, h
 std::string Section(const std::string& id, const std::string& title, const std::string& body_html,
                     const std::string& note);
 
+// A step point's tokens over its steps' time; NaN without time.
+double TokensPerSecond(const v1::StepPoint& p);
+
 // "2024-05-01 12:03:04" in the page's zone; "-" for 0.
 std::string PageTime(const ReportInput& in, int64_t unix_ms);
+
+// The page around the sections: <!DOCTYPE ...><head> with the policy and the
+// style, <body>; and the footer and the end.
+std::string PageStart(const std::string& title);
+std::string PageEnd(const std::string& footer);
 
 }  // namespace trellis::cli::report

@@ -32,10 +32,6 @@ std::string PointName(const v1::StepPoint& p) {
   return where + " (launch " + LaunchName(p.attempt(), p.launch()) + ")";
 }
 
-double TokensPerSecond(const v1::StepPoint& p) {
-  return p.step_seconds_sum() > 0 ? static_cast<double>(p.tokens()) / p.step_seconds_sum() : kNaN;
-}
-
 // The newest point (of launch `attempt.launch` when given) that had arrived
 // by `unix_ms`: where an event happened on the step axis.
 const v1::StepPoint* PointAt(const v1::RunStepsResponse& steps, int64_t unix_ms, int attempt = 0,
@@ -232,6 +228,10 @@ std::string FoldNote(const v1::RunStepsResponse& steps, const std::string& folde
 }
 
 }  // namespace
+
+double TokensPerSecond(const v1::StepPoint& p) {
+  return p.step_seconds_sum() > 0 ? static_cast<double>(p.tokens()) / p.step_seconds_sum() : kNaN;
+}
 
 std::string StepSections(const ReportInput& in) {
   if (!in.steps) {

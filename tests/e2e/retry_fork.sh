@@ -5,7 +5,7 @@
 # it exactly from step 20 to 30 (training.init_state "all"); `trellis fork
 # RUN --step 10 training.lr=1e-3` starts at step 1 from step 10's weights,
 # its first loss far below a fresh start's. `show` names where each came
-# from. A fork of a step with no checkpoint is refused naming the steps there.
+# from; `report` puts them on one page with their specs' differences. A fork of a step with no checkpoint is refused naming the steps there.
 . "$(dirname "$0")/lib.sh"
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 [ -x "$TRELLIS_BIN/trellis-corpus" ] || { echo "SKIP: built without trainer_core"; exit 77; }
@@ -45,4 +45,9 @@ PY
   fail "the fork's first loss $(loss_at "$fork" 1) is not that of trained weights (fresh $(loss_at "$fresh" 1), $src at 11: $(loss_at "$src" 11))"
 trellis show "$retry" | grep -qF "from       $src at step 20 (all)" || fail "show of the retry: $(trellis show "$retry" | head -8)"
 trellis show "$fork" | grep -qF "from       $src at step 10 (weights)" || fail "show of the fork: $(trellis show "$fork" | head -8)"
+# The three compared on one page: the fork's changed learning rate among the differences.
+trellis report "$src" "$retry" "$fork" --html "$E2E_DIR/compare.html" >/dev/null || fail "report of 3 runs failed"
+for want in "<code>$src</code>" "<code>$fork</code>" "training.lr" "training.init_from" "id=\"loss\""; do
+  grep -qF "$want" "$E2E_DIR/compare.html" || fail "the comparison lacks $want"
+done
 log "PASS: $retry continued $src at 21..30; $fork started from its step 10 (loss $(loss_at "$fork" 1) against a fresh $(loss_at "$fresh" 1))"
