@@ -1,4 +1,4 @@
-// training.init_from through the trellis-train binary: "all" continues
+// training.init_from and --set through the trellis-train binary: "all" continues
 // another run's checkpoint bit for bit as that run would have; "weights"
 // starts at step 0 from its weights (a lower first loss than fresh weights)
 // and may change the training setup; a model of another shape is refused,
@@ -69,6 +69,20 @@ TEST_F(TrainerInitTest, AnotherRunsCheckpointContinuesOrSeedsARun) {
                              ": no such step; the complete steps in " + source),
             std::string::npos)
       << missing.err;
+}
+
+// --set's values over the file are checked as the file's are; one that is no
+// assignment is named.
+TEST_F(TrainerInitTest, SetValuesAreCheckedAsTheSpecs) {
+  const std::string spec =
+      WriteSpec(ResumeSpec(BuildCorpus({std::string(TRELLIS_TESTDATA) + "/golden.txt"})));
+  ChildResult bad_set = RunTrain({spec, "--set", "model.heads=5", "--steps", "1"}, dir_);
+  EXPECT_EQ(WEXITSTATUS(bad_set.status), 2);
+  EXPECT_NE(bad_set.err.find("model.heads: must divide model.hidden (64)"), std::string::npos)
+      << bad_set.err;
+  ChildResult not_set = RunTrain({spec, "--set", "heads"}, dir_);
+  EXPECT_EQ(WEXITSTATUS(not_set.status), 2);
+  EXPECT_NE(not_set.err.find("--set: heads: is not KEY=VALUE"), std::string::npos) << not_set.err;
 }
 
 }  // namespace

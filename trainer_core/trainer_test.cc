@@ -217,15 +217,6 @@ TEST_F(TrainerTest, BinaryNamesTheFileAndFieldOnBadInput) {
   EXPECT_EQ(WEXITSTATUS(bad_spec.status), 2);
   EXPECT_NE(bad_spec.err.find("model.heads: must divide model.hidden (64)"), std::string::npos)
       << bad_spec.err;
-  // The same from --set, over a good file; and a --set that is no assignment.
-  ChildResult bad_set =
-      RunTrain({WriteSpec(ResumeSpec(corpus)), "--set", "model.heads=5", "--steps", "1"}, dir_);
-  EXPECT_EQ(WEXITSTATUS(bad_set.status), 2);
-  EXPECT_NE(bad_set.err.find("model.heads: must divide model.hidden (64)"), std::string::npos)
-      << bad_set.err;
-  ChildResult not_set = RunTrain({WriteSpec(ResumeSpec(corpus)), "--set", "heads"}, dir_);
-  EXPECT_EQ(WEXITSTATUS(not_set.status), 2);
-  EXPECT_NE(not_set.err.find("--set: heads: is not KEY=VALUE"), std::string::npos) << not_set.err;
 
   // A fusion name that does not exist, and one that does (named in the log).
   testing::WorldOptions env;

@@ -28,8 +28,8 @@ void CheckModelFitsWorld(const TrainerSpec& t, int nodes, int ranks_per_node,
   auto n = [](int64_t v) { return std::to_string(v); };
   const int world = nodes * ranks_per_node;
   const std::string world_text =
-      "the world size " + n(world) + " (" + n(nodes) + (nodes == 1 ? " node x " : " nodes x ") + n(ranks_per_node) +
-      (ranks_per_node == 1 ? " rank)" : " ranks)");
+      "the world size " + n(world) + " (" + n(nodes) + (nodes == 1 ? " node x " : " nodes x ") +
+      n(ranks_per_node) + (ranks_per_node == 1 ? " rank)" : " ranks)");
   if (t.training.global_batch % world != 0) {
     errors->push_back({"training.global_batch", "must be a multiple of " + world_text + ", got " +
                                                     n(t.training.global_batch)});

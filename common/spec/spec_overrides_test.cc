@@ -63,7 +63,8 @@ TEST(SpecOverridesTest, BadAssignmentsAreNamedWithWhatIsAccepted) {
             "nodes=1: a key needs its section (SECTION.KEY=VALUE): did you mean slurm.nodes?");
   EXPECT_EQ(first_error({"lr=1e-3"}), "lr=1e-3: a key needs its section (SECTION.KEY=VALUE): "
                                       "did you mean training.lr?");
-  EXPECT_EQ(first_error({"slurm.nodes.x=2"}), "slurm.nodes.x=2: slurm.nodes is a value, not a section");
+  EXPECT_EQ(first_error({"slurm.nodes.x=2"}),
+            "slurm.nodes.x=2: slurm.nodes is a value, not a section");
   EXPECT_EQ(first_error({"sl urm.nodes=2"}).rfind("sl urm.nodes=2: is not KEY=VALUE", 0), 0u);
 
   // The spec's own checks, on the result: a range, a misspelt key.

@@ -72,7 +72,8 @@ TEST(SpecWriterTest, WhatIsWrittenParsesToTheSameSpec) {
   for (const std::string& text :
        {std::string(kModelSpec),
         std::string("[job]\nname = 'hello'\ncommand = 'echo \"$RANK\"'\n"),
-        std::string("[job]\nname = 'argv'\ncommand = ['/bin/echo', 'a b']\n[slurm]\nnodes = 3\n")}) {
+        std::string("[job]\nname = 'argv'\ncommand = ['/bin/echo', 'a b']\n"
+                    "[slurm]\nnodes = 3\n")}) {
     const std::string written = ResolvedSpecToml(Parse(text));
     const RunSpec again = Parse(written);
     EXPECT_EQ(ResolvedSpecToml(again), written);

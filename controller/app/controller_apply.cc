@@ -232,7 +232,8 @@ void Controller::Write(const StoreWrite& w) {
     spdlog::error("{}: not stored: {}", Describe(w), std::string(st.message()));
     return;
   }
-  if (const auto* pool = std::get_if<RecordPoolJob>(&w)) Enqueue(spare_pools_.PoolWritten(pool->row));
+  if (const auto* pool = std::get_if<RecordPoolJob>(&w))
+    Enqueue(spare_pools_.PoolWritten(pool->row));
   // Why a run waits, to its watchers too: an event of its state to itself,
   // streamed, not stored (the store keeps the newest reason on the run).
   if (const auto* wait = std::get_if<SetWaitReason>(&w))

@@ -20,7 +20,8 @@ std::string PoolName(const std::string& run_id, int pool) {
 
 // Why a pool job's standby workers leave; empty while it stands by.
 std::string LeaveReason(const PoolJobRecord& row) {
-  if (!row.live()) return "spare pool job " + std::to_string(row.pool) + " ended: " + row.end_reason;
+  if (!row.live())
+    return "spare pool job " + std::to_string(row.pool) + " ended: " + row.end_reason;
   if (row.drawn())
     return "spare pool job " + std::to_string(row.pool) + " joins relaunch " +
            std::to_string(row.drawn_attempt) + "." + std::to_string(row.drawn_launch);

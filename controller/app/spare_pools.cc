@@ -262,7 +262,8 @@ Effects SparePools::OnSubmitted(const JobSubmitted& out) {
   }
   fx.Add(RecordPoolJob{row});
   const std::string detail = "spare pool job " + std::to_string(row.pool) + " of " +
-                             std::to_string(row.nodes_asked) + (row.nodes_asked == 1 ? " node" : " nodes") +
+                             std::to_string(row.nodes_asked) +
+                             (row.nodes_asked == 1 ? " node" : " nodes") +
                              " queued as Slurm job " +
                              row.job_id + (out.adopted.empty() ? "" : " (found by its name)");
   fx.Add(RecordHealthEvent{SparePoolEvent(row, 0, 0, ctx_.clock.Now(), detail,

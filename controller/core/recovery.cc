@@ -73,7 +73,8 @@ std::optional<RelaunchPlan> PlanRelaunch(const RecoveryInput& in,
 
 std::string RelaunchWhere(const RelaunchPlan& plan) {
   std::string where = " in the allocation on " + absl::StrJoin(plan.nodes, ", ");
-  if (!plan.draws_pool.empty()) where += " (the spare pool's Slurm job " + plan.draws_pool + " joins)";
+  if (!plan.draws_pool.empty())
+    where += " (the spare pool's Slurm job " + plan.draws_pool + " joins)";
   return where;
 }
 

@@ -113,7 +113,8 @@ TEST(DecideRecoveryTest, OutOfMemoryFailsTheRunUnlessRetryOom) {
   in.nodes_needed = 2;
   in.policy.max_restarts = 3;
   in.now = FakeClock().Now();
-  in.verdict = Failed(FailureClass::kDeviceOom, "rank 1 on node2 exited with 1: out of device memory");
+  in.verdict =
+      Failed(FailureClass::kDeviceOom, "rank 1 on node2 exited with 1: out of device memory");
   RecoveryDecision d = DecideRecovery(in);
   EXPECT_EQ(d.kind, Kind::kFail);
   EXPECT_FALSE(d.uses_restart);

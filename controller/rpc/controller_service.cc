@@ -205,13 +205,13 @@ grpc::ServerUnaryReactor* ControllerServiceImpl::ReleaseNode(grpc::CallbackServe
     return reactor;
   }
   if (Refused(reactor, Check(*req))) return reactor;
-  controller_->ReleaseNode(req->node(), req->forget(), Timed(controller_->metrics(), RpcMethod::kReleaseNode,
-                                              [reactor, resp](absl::StatusOr<NodeStatusView> n) {
-                                                if (!n.ok())
-                                                  return reactor->Finish(ToGrpc(n.status()));
-                                                ToProto(*n, WallTime(), resp);
-                                                reactor->Finish(grpc::Status::OK);
-                                              }));
+  controller_->ReleaseNode(req->node(), req->forget(),
+                           Timed(controller_->metrics(), RpcMethod::kReleaseNode,
+                                 [reactor, resp](absl::StatusOr<NodeStatusView> n) {
+                                   if (!n.ok()) return reactor->Finish(ToGrpc(n.status()));
+                                   ToProto(*n, WallTime(), resp);
+                                   reactor->Finish(grpc::Status::OK);
+                                 }));
   return reactor;
 }
 

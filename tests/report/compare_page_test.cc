@@ -38,7 +38,8 @@ v1::RunStepsResponse Steps(double loss0) {
 
 TEST(CompareTest, SpecDifferencesCountDefaults) {
   const std::string explicit_default = std::string(kBase) + "ranks_per_node = 1\n";
-  const std::string other = std::string(kBase) + "ranks_per_node = 4\n[restart]\nmax_restarts = 2\n";
+  const std::string other =
+      std::string(kBase) + "ranks_per_node = 4\n[restart]\nmax_restarts = 2\n";
   EXPECT_TRUE(SpecDifferences({kBase, explicit_default}).empty())
       << "a default written out is the same spec";
   std::vector<SpecDifference> d = SpecDifferences({kBase, other});
