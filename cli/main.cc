@@ -2,9 +2,11 @@
 // (cli/commands/), and CLI11's parse errors mapped to the usage exit code.
 
 #include <CLI/CLI.hpp>
+#include <iostream>
 
 #include "cli/client.h"
 #include "cli/commands/commands.h"
+#include "cli/completion.h"
 #include "cli/exit_status.h"
 #include "common/auth.h"
 #include "common/version.h"
@@ -38,6 +40,18 @@ int main(int argc, char** argv) {
   AddNodeCommands(app, global, &exit_code);
   AddReportCommand(app, global, &exit_code);
   AddRetryForkCommands(app, global, &exit_code);
+  // Last: it writes the completion of every verb above.
+  std::string shell;
+  CLI::App* completion = app.add_subcommand(
+      "completion",
+      "Print a shell completion script for trellis (verbs, flags, run ids, node names).\n"
+      "Example: source <(trellis completion bash)   # in ~/.bashrc; zsh: completion zsh");
+  completion->add_option("SHELL", shell, "bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+  completion->callback([&app, &shell] {
+    std::cout << (shell == "zsh" ? ZshCompletion(app) : BashCompletion(app));
+  });
 
   try {
     app.parse(argc, argv);
@@ -51,7 +65,7 @@ int main(int argc, char** argv) {
     if (app.get_subcommands().empty() && !rest.empty() && rest.front().rfind('-', 0) != 0) {
       PrintError("unknown verb '" + rest.front() +
                  "'; the verbs are submit, retry, fork, ls, show, watch, logs, cancel, nodes, "
-                 "quarantine, release, gate-report, report (see 'trellis --help')");
+                 "quarantine, release, gate-report, report, completion (see 'trellis --help')");
     } else {
       PrintError(std::string(e.what()) + " (see 'trellis --help')");
     }
