@@ -202,6 +202,28 @@ void ParseHealth(const toml::table& root, RunSpec* s, FieldErrors* errors) {
   h.Finish();
 }
 
+void ParseNotify(const toml::table& root, RunSpec* s, FieldErrors* errors) {
+  TableReader r(root["notify"].as_table(), "notify", errors);
+  NotifySection& n = s->notify;
+  r.String("webhook", &n.webhook, 2048);
+  if (!n.webhook.empty() && n.webhook.rfind("http://", 0) != 0 &&
+      n.webhook.rfind("https://", 0) != 0)
+    r.Error("webhook", "must be an http:// or https:// URL, got '" + n.webhook + "'");
+  if (HasControlChars(n.webhook)) r.Error("webhook", "must not contain control characters");
+  r.String("command", &n.command, 4096);
+  if (n.command.find('\0') != std::string::npos)
+    r.Error("command", "must not contain NUL characters");
+  const size_t before = errors->size();
+  r.StringList("on", &n.on, 8, 16);
+  if (errors->size() == before)
+    for (const std::string& e : n.on)
+      if (std::find(NotifyEvents().begin(), NotifyEvents().end(), e) == NotifyEvents().end()) {
+        r.Error("on", "'" + e + "' is not an event; accepted: end, failure, restart, handoff");
+        break;
+      }
+  r.Finish();
+}
+
 void ParseEnv(const toml::table& root, RunSpec* s, FieldErrors* errors) {
   TableReader top(&root, "", errors);
   top.StringMap("env", &s->env, 256, 4096);
@@ -238,6 +260,11 @@ bool IsSafeRelativePath(std::string_view path) {
   return true;
 }
 
+const std::vector<std::string>& NotifyEvents() {
+  static const std::vector<std::string> kEvents = {"end", "failure", "restart", "handoff"};
+  return kEvents;
+}
+
 const std::vector<std::string>& AllowedSbatchOptions() {
   static const std::vector<std::string> kAllowed = {
       "--qos",      "--reservation", "--constraint", "--mem",        "--mem-per-cpu",
@@ -263,6 +290,7 @@ std::optional<RunSpec> ParseRunSpec(std::string_view text, FieldErrors* errors) 
   ParseGateAndRestart(root, &s, errors);
   ParseHealth(root, &s, errors);
   ParseEnv(root, &s, errors);
+  ParseNotify(root, &s, errors);
   s.trainer = ParseTrainerSections(root, errors);
   s.has_model = root.contains("model");
 
@@ -279,8 +307,9 @@ std::optional<RunSpec> ParseRunSpec(std::string_view text, FieldErrors* errors) 
       if (root.contains(section))
         errors->push_back({section, "applies only to [model] runs"});
   }
-  static const char* kSections[] = {"job",   "slurm", "gate",     "restart",  "health",
-                                    "env",   "model", "parallel", "training", "checkpoint"};
+  static const char* kSections[] = {"job",   "slurm",    "gate",     "restart",
+                                    "health", "env",     "model",    "parallel",
+                                    "training", "checkpoint", "notify"};
   for (const auto& [k, v] : root) {
     bool known = false;
     for (const char* sec : kSections) known = known || k.str() == sec;
@@ -290,7 +319,7 @@ std::optional<RunSpec> ParseRunSpec(std::string_view text, FieldErrors* errors) 
       errors->push_back({std::string(k.str()),
                          "unknown section" + (near.empty() ? "" : " (did you mean " + near + "?)") +
                              "; the sections are job, slurm, gate, restart, health, env, "
-                             "model, parallel, training, checkpoint"});
+                             "model, parallel, training, checkpoint, notify"});
     }
   }
   if (errors->size() != before) return std::nullopt;

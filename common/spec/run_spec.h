@@ -85,6 +85,22 @@ struct HealthSection {
   bool straggler_strike = false;  // a straggler's node gets a quarantine strike
 };
 
+// Who hears of the run's events (docs/architecture.md, "Notifications"): a
+// webhook (a JSON POST) and a command (run with the event in its
+// environment), on the events named; empty: the controller's defaults.
+struct NotifySection {
+  std::string webhook;  // http:// or https:// URL
+  std::string command;  // run by /bin/sh -c on the controller's host
+  // Of "end" (SUCCEEDED, FAILED, CANCELLED), "failure" (FAILED), "restart"
+  // (a relaunch or a new attempt after a failure), "handoff" (a
+  // continuation took over); the default: all.
+  std::vector<std::string> on = {"end", "failure", "restart", "handoff"};
+  bool present() const { return !webhook.empty() || !command.empty(); }
+};
+
+// The events NotifySection::on may name.
+const std::vector<std::string>& NotifyEvents();
+
 struct RunSpec {
   JobSection job;
   SlurmSection slurm;
@@ -94,6 +110,7 @@ struct RunSpec {
   std::map<std::string, std::string> env;
   bool has_model = false;  // [model] mode instead of [job].command
   TrainerSpec trainer;     // [model], [parallel], [training], [checkpoint]
+  NotifySection notify{};
 
   int total_nodes() const { return slurm.nodes + slurm.spare_nodes; }
   int world_size() const { return slurm.nodes * slurm.ranks_per_node; }

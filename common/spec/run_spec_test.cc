@@ -134,6 +134,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{kJob + "[restart]\nspare_pool_nodes=-1\n", "restart.spare_pool_nodes: must be an integer in [0, 64], got -1"},
         BadSpec{kJob + "[restart]\nspare_pool_nodes=1\nrelaunch_in_allocation=false\n", "restart.spare_pool_nodes: needs restart.relaunch_in_allocation = true (the pool's nodes join relaunches), got 1"},
         BadSpec{kJob + "[restart]\ncontinuation='before'\n", "restart.continuation: must be \"ahead\" or \"after\", got \"before\""},
+        BadSpec{kJob + "[notify]\nwebhook='ftp://x'\n", "notify.webhook: must be an http:// or https:// URL, got 'ftp://x'"},
+        BadSpec{kJob + "[notify]\non=['end','boom']\n", "notify.on: 'boom' is not an event; accepted: end, failure, restart, handoff"},
         BadSpec{kJob + "[restart]\ncontinuation_lead_s=29\n", "restart.continuation_lead_s: must be \"auto\" or seconds in [30, 86400]"},
         BadSpec{kJob + "[restart]\ncontinuation_lead_s=86401\n", "restart.continuation_lead_s: must be \"auto\" or seconds in [30, 86400]"},
         BadSpec{kJob + "[restart]\ncontinuation_lead_s='soon'\n", "restart.continuation_lead_s: must be \"auto\" or seconds in [30, 86400], got \"soon\""},

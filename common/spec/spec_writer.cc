@@ -212,6 +212,19 @@ std::string ResolvedSpecToml(const RunSpec& spec) {
     Section e(&out, "env");
     for (const auto& [k, v] : spec.env) e.Str(k, v);
   }
+  {
+    const NotifySection& n = spec.notify;
+    Section w(&out, "notify");
+    if (n.webhook.empty())
+      w.Unset("webhook", "\"\"  (the controller's --notify-webhook)");
+    else
+      w.Str("webhook", n.webhook);
+    if (n.command.empty())
+      w.Unset("command", "\"\"  (the controller's --notify-command)");
+    else
+      w.Str("command", n.command);
+    w.Strs("on", n.on);
+  }
   if (spec.has_model) WriteTrainer(spec.trainer, &out);
   return out;
 }

@@ -130,8 +130,8 @@ std::set<std::string> WrittenKeys(const std::string& written, const std::string&
 
 TEST(SpecWriterTest, EveryKeyTheParserAcceptsIsWritten) {
   const std::string written = ResolvedSpecToml(Parse(kModelSpec));
-  for (const char* section : {"job", "slurm", "gate", "restart", "health", "model", "parallel",
-                              "training", "checkpoint"}) {
+  for (const char* section : {"job", "slurm", "gate", "restart", "health", "notify", "model",
+                              "parallel", "training", "checkpoint"}) {
     std::set<std::string> accepted = AcceptedKeys(written, section);
     if (std::string(section) == "job") accepted.insert("command");  // read apart (Known)
     std::set<std::string> keys = WrittenKeys(written, section);

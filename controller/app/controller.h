@@ -25,6 +25,7 @@
 #include "controller/app/launches.h"
 #include "controller/app/loop_context.h"
 #include "controller/app/metrics.h"
+#include "controller/app/notifier.h"
 #include "controller/app/reconciler.h"
 #include "controller/app/run_health.h"
 #include "controller/app/scheduler.h"
@@ -186,6 +187,7 @@ class Controller {
   std::unique_ptr<Ingester> ingester_;  // made by Start
   StepSpools spools_;
   WaitingReplies replies_;
+  Notifier notifier_;
   // What each worker call does once Allocations has checked its node.
   std::map<uint64_t, WorkerCheck> node_checks_;
   uint64_t next_node_check_ = 1;

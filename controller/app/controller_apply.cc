@@ -262,9 +262,19 @@ absl::Status Controller::ApplyTransition(const Transition& t) {
     return st;
   }
   RunState from = before->state;
+  auto run_spec = ctx_.ParseStoredSpec(*before);
+  const spec::NotifySection notify = NotifyFor(
+      run_spec.ok() ? run_spec->notify : spec::NotifySection{}, config_.notify_defaults);
   for (const Store::Step& step : steps) {
     spdlog::info("run {}: {} -> {}: {}", t.run_id, StateName(from), StateName(step.to),
                  step.reason);
+    // A failure's RESTARTING on its way to FAILED in the same transaction is
+    // no restart: the end says it.
+    const bool ends_here = IsTerminal(steps.back().to);
+    for (const std::string& event : EventsOf(from, step.to, step.reason))
+      if (!(ends_here && event == "restart"))
+        notifier_.Send(notify, Notification{event, t.run_id, std::string(StateName(step.to)),
+                                            step.reason, "", ToUnixMillis(now)});
     metrics_.Transition(t.run_id, from, step.to);
     watchers_.Transition(t.run_id,
                          EventRecord{now, from, step.to, step.reason, t.evidence_json});

@@ -25,6 +25,9 @@ void Controller::ApplyStrike(const StrikeNode& s) {
                e.expiry ? "" : ", until released", s.reason);
   metrics_.NodeStruck(s.node);
   CountQuarantined();
+  notifier_.Send(config_.notify_defaults,
+                 Notification{"quarantine", "", "", s.reason, s.node,
+                              ToUnixMillis(clock_->Now())});
   if (!config_.can_drain) return;
   Enqueue(DrainNode{s.node, s.reason});
 }

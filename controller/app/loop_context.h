@@ -40,6 +40,9 @@ struct ControllerConfig {
   // A run whose job Slurm keeps pending this long for a reason that does not
   // pass by itself fails (NeverStartsWhile, decisions.h); 0: it waits.
   std::chrono::seconds unschedulable_after{3600};
+  // Runs without a [notify] section are notified so; node quarantines always
+  // (--notify-webhook, --notify-command).
+  spec::NotifySection notify_defaults;
   int master_port = 29500;
   // The prior of the nodes' failure rate (controller/core/failure_rate.h).
   double node_mtbf_prior_hours = kDefaultNodeMtbfHours;

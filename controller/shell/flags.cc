@@ -55,6 +55,18 @@ void AddControllerFlags(CLI::App& app, ControllerFlags& flags) {
                  "fails, its job cancelled; 0: it waits")
       ->check(CLI::Range(0, 30 * 86400))
       ->capture_default_str();
+  app.add_option("--notify-webhook", flags.config.notify_defaults.webhook,
+                 "POST each run's events (end, failure, restart, handoff) and node quarantines "
+                 "as JSON to this http(s) URL, for runs without [notify]")
+      ->check([](const std::string& url) -> std::string {
+        return url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0
+                   ? ""
+                   : "must be an http:// or https:// URL";
+      });
+  app.add_option("--notify-command", flags.config.notify_defaults.command,
+                 "run this with /bin/sh -c on each run's events and node quarantines, the event "
+                 "in TRELLIS_EVENT, TRELLIS_RUN_ID, TRELLIS_STATE, TRELLIS_REASON, TRELLIS_NODE "
+                 "and TRELLIS_NOTIFICATION (JSON), for runs without [notify]");
   app.add_option("--slurm-bin-dir", flags.slurm_bin_dir,
                  "directory of sbatch/squeue/... (default: PATH)");
   app.add_option("--slurm-timeout-s", flags.slurm_timeout_s, "timeout of one Slurm command")
