@@ -188,6 +188,9 @@ class Controller {
   StepSpools spools_;
   WaitingReplies replies_;
   Notifier notifier_;
+  // The newest wait reason streamed to each run's watchers, its digits left
+  // out (controller_apply.cc, Write).
+  std::map<std::string, std::string> wait_reasons_said_;
   // What each worker call does once Allocations has checked its node.
   std::map<uint64_t, WorkerCheck> node_checks_;
   uint64_t next_node_check_ = 1;

@@ -1,6 +1,9 @@
 // The shell's queue: the commands the parts return, carried out in a fixed
 // order, their answers routed back to the parts (docs/architecture.md, "The
 // controller's parts").
+#include <algorithm>
+#include <cctype>
+
 #include "common/checkpoint_layout.h"
 #include "common/log.h"
 #include "common/overloaded.h"
@@ -235,11 +238,19 @@ void Controller::Write(const StoreWrite& w) {
   if (const auto* pool = std::get_if<RecordPoolJob>(&w))
     Enqueue(spare_pools_.PoolWritten(pool->row));
   // Why a run waits, to its watchers too: an event of its state to itself,
-  // streamed, not stored (the store keeps the newest reason on the run).
-  if (const auto* wait = std::get_if<SetWaitReason>(&w))
-    if (auto run = store_->GetRun(wait->run_id); run.ok())
-      watchers_.Transition(wait->run_id,
-                           EventRecord{clock_->Now(), run->state, run->state, wait->reason, "{}"});
+  // streamed, not stored (the store keeps the newest reason on the run). A
+  // reason that only counts on ("restart backoff, 19 s left") is not sent again.
+  if (const auto* wait = std::get_if<SetWaitReason>(&w)) {
+    std::string shape = wait->reason;
+    shape.erase(std::remove_if(shape.begin(), shape.end(), ::isdigit), shape.end());
+    std::string& said = wait_reasons_said_[wait->run_id];
+    if (shape != said)
+      if (auto run = store_->GetRun(wait->run_id); run.ok()) {
+        said = shape;
+        watchers_.Transition(wait->run_id, EventRecord{clock_->Now(), run->state, run->state,
+                                                       wait->reason, "{}"});
+      }
+  }
 }
 
 absl::Status Controller::ApplyTransition(const Transition& t) {
@@ -281,6 +292,7 @@ absl::Status Controller::ApplyTransition(const Transition& t) {
     from = step.to;
   }
   if (IsTerminal(from)) {
+    wait_reasons_said_.erase(t.run_id);
     health_.RunEnded(t.run_id);
     targets_.RemoveRun(t.run_id);
     Enqueue(scheduler_.RunEnded(t.run_id));
