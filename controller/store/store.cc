@@ -264,15 +264,17 @@ absl::Status Store::EndAttempt(const std::string& run_id, int attempt, int exit_
                       .Bind(4, run_id).Bind(5, attempt).Run());
   // A launch still open when its attempt ends (a cancel; an end the controller
   // learned from Slurm after a restart) ends with it: cancelled, succeeded
-  // with the job, or left unclassified with the attempt's reason.
+  // with the job, or left unclassified with the attempt's reason, and with
+  // the attempt's exit code where it had none (a cancel's 130, not 0).
   const char* cls = exit_code == kExitCancelled ? "cancel" : exit_code == 0 ? "succeeded" : "";
   ASSIGN_OR_RETURN(auto launches, db_->Prepare(
       "UPDATE launches SET ended_ms = ?, "
       "failure_class = CASE WHEN failure_class = '' THEN ? ELSE failure_class END, "
-      "reason = CASE WHEN reason = '' THEN ? ELSE reason END "
+      "reason = CASE WHEN reason = '' THEN ? ELSE reason END, "
+      "exit_code = COALESCE(exit_code, ?) "
       "WHERE run_id = ? AND attempt = ? AND ended_ms IS NULL"));
   return launches.Bind(1, ToUnixMillis(now)).Bind(2, std::string(cls)).Bind(3, reason)
-      .Bind(4, run_id).Bind(5, attempt).Run();
+      .Bind(4, exit_code).Bind(5, run_id).Bind(6, attempt).Run();
 }
 
 absl::StatusOr<std::vector<AttemptRecord>> Store::Attempts(const std::string& run_id) {

@@ -196,6 +196,8 @@ TEST_F(StoreTest, EndingAnAttemptClosesItsOpenLaunches) {
     EXPECT_EQ((*all)[1].failure_class,
               exit_code == kExitCancelled ? "cancel" : exit_code == 0 ? "succeeded" : "");
     EXPECT_EQ((*all)[1].reason, "cancelled by alice");
+    EXPECT_EQ((*all)[1].exit_code, exit_code) << "the attempt's: a cancel's 130, not 0";
+    EXPECT_EQ((*all)[0].exit_code, std::nullopt) << "an ended launch keeps its own";
   }
 }
 
