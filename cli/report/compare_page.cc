@@ -3,7 +3,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <sstream>
 
 #include "cli/format.h"
 #include "cli/render.h"
@@ -30,19 +29,7 @@ std::map<std::string, std::string> ResolvedKeys(const std::string& spec_toml) {
   spec::FieldErrors errors;
   auto parsed = spec::ParseRunSpec(spec_toml, &errors);
   if (!parsed) return out;
-  std::istringstream in(spec::ResolvedSpecToml(*parsed));
-  std::string section;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    if (line[0] == '[') {
-      section = line.substr(1, line.size() - 2);
-      continue;
-    }
-    if (line.rfind("# ", 0) == 0) line = line.substr(2);
-    const size_t eq = line.find(" = ");
-    if (eq == std::string::npos) continue;
-    out[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
-  }
+  for (const auto& [key, value] : spec::ResolvedKeyValues(*parsed)) out[key] = value;
   return out;
 }
 

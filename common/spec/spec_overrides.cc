@@ -99,17 +99,7 @@ std::vector<std::string> AllKeys() {
   RunSpec all;
   all.has_model = true;
   std::vector<std::string> keys;
-  std::istringstream in(ResolvedSpecToml(all));
-  std::string section;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    if (line[0] == '[') {
-      section = line.substr(1, line.size() - 2);
-      continue;
-    }
-    if (line.rfind("# ", 0) == 0) line = line.substr(2);
-    keys.push_back(section + "." + line.substr(0, line.find(" = ")));
-  }
+  for (const auto& [key, value] : ResolvedKeyValues(all)) keys.push_back(key);
   return keys;
 }
 

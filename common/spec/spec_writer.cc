@@ -188,6 +188,24 @@ void WriteTrainer(const TrainerSpec& t, std::string* out) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> ResolvedKeyValues(const RunSpec& spec) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(ResolvedSpecToml(spec));
+  std::string section;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.size() - 2);
+      continue;
+    }
+    if (line.rfind("# ", 0) == 0) line = line.substr(2);
+    const size_t eq = line.find(" = ");
+    if (eq == std::string::npos) continue;
+    out.emplace_back(section + "." + line.substr(0, eq), line.substr(eq + 3));
+  }
+  return out;
+}
+
 std::string DescribeInitFrom(const TrainingSpec& t) {
   if (t.init_from.empty()) return "";
   const size_t at = t.init_from.rfind('@');

@@ -4,6 +4,8 @@
 // gives the same spec again (spec_writer_test). Pure.
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/spec/run_spec.h"
 
@@ -12,6 +14,10 @@ namespace trellis::spec {
 // Sections in the parser's order; the trainer's ([model], [parallel],
 // [training], [checkpoint]) only for a [model] run.
 std::string ResolvedSpecToml(const RunSpec& spec);
+
+// The same as ("section.key", value) pairs in that order, the value as TOML
+// writes it; a key left to its default ("# key = ...") with that text.
+std::vector<std::pair<std::string, std::string>> ResolvedKeyValues(const RunSpec& spec);
 
 // A run's lineage for `show`, `ls` and the report, from its training.init_from
 // as stored ("DIR@STEP"): "tiny-moe-1 at step 40 (weights)" where DIR is a
