@@ -1,3 +1,13 @@
+// trellis-export CHECKPOINT[@STEP] OUT/ [--dtype float32|bfloat16] [--spec SPEC.toml]
+//   A trained model out of a checkpoint: the sharded checkpoint (of any mesh)
+//   gathered into safetensors files under Hugging Face Mixtral's names, with
+//   model.safetensors.index.json and config.json (export/hf_layout.h says why
+//   that layout). CHECKPOINT is a run directory, its checkpoints/ directory or
+//   one step-NNNNNNNN/ of it; STEP defaults to the newest complete one. The
+//   spec is the run's spec.toml beside checkpoints/ unless --spec gives it.
+//   `trellis export RUN[@STEP] OUT/` finds a controller run's checkpoint and
+//   runs this.
+//
 // trellis-export SPEC.toml --data CORPUS [--weights OUT.safetensors]
 //                          [--batches OUT.safetensors --steps N] [--info OUT.json]
 // What another implementation needs to train the same run: the initial
@@ -20,6 +30,8 @@
 #include "common/spec/trainer_spec.h"
 #include "trainer_core/data/batches.h"
 #include "trainer_core/error.h"
+#include "trainer_core/export/checkpoint_export.h"
+#include "trainer_core/export/checkpoint_source.h"
 #include "trainer_core/export/safetensors.h"
 #include "trainer_core/model/flops.h"
 #include "trainer_core/model/init.h"
@@ -34,7 +46,8 @@ void WriteWeights(const trellis::spec::TrainerSpec& spec, const std::string& pat
   const auto layout = ModelLayout(spec.model);
   std::vector<StTensor> tensors;
   for (const auto& block : layout)
-    for (const auto& p : block.params) tensors.push_back({block.FullName(p), StDtype::kF32, p.shape});
+    for (const auto& p : block.params)
+      tensors.push_back({block.FullName(p), StDtype::kF32, p.shape});
   SafetensorsWriter out(path, tensors,
                         {{"format", "pt"}, {"seed", std::to_string(spec.training.seed)}});
   std::vector<float> buf;
@@ -94,39 +107,116 @@ void WriteInfo(const trellis::spec::TrainerSpec& spec, const std::string& path) 
   if (!out.Write(j.dump(1) + "\n") || !out.Commit()) throw TrainError(out.error());
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Writes a run's initial weights and token batches as safetensors"};
-  std::string spec_path, data, weights, batches, info;
-  int64_t steps = 0;
-  app.add_option("spec", spec_path, "run spec (TOML)")->required();
-  app.add_option("--data", data, "corpus file (overrides training.data)");
-  app.add_option("--weights", weights, "write the initial weights here");
-  app.add_option("--batches", batches, "write the first --steps batches here");
-  app.add_option("--info", info, "write sizes and FLOP counts (JSON) here");
-  app.add_option("--steps", steps, "steps of batches")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  CLI11_PARSE(app, argc, argv);
-  if (!batches.empty() && steps == 0) {
-    std::cerr << "trellis-export: --batches needs --steps\n";
-    return 2;
+// "5GB", "512MB", "100KB" or plain bytes: Hugging Face's max_shard_size.
+int64_t ParseSize(const std::string& text) {
+  size_t used = 0;
+  double n = 0;
+  try {
+    n = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
   }
+  const std::string unit = text.substr(used);
+  const std::pair<const char*, double> kUnits[] = {
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KiB", 1024.0},
+      {"MiB", 1024.0 * 1024}, {"GiB", 1024.0 * 1024 * 1024}};
+  for (const auto& [name, scale] : kUnits)
+    if (used > 0 && n > 0 && unit == name) return static_cast<int64_t>(n * scale);
+  throw TrainError("--max-file-size \"" + text + "\" is not a size (e.g. 5GB, 512MB, 2GiB)");
+}
+
+trellis::spec::TrainerSpec ReadSpec(const std::string& path) {
   toml::table root;
   try {
-    root = toml::parse_file(spec_path);
+    root = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
-    std::cerr << "trellis-export: " << spec_path << ": " << e.description() << "\n";
-    return 2;
+    throw TrainError(path + ": " + std::string(e.description()));
   }
   trellis::spec::FieldErrors errors;
   auto spec = trellis::spec::ParseTrainerSections(root, &errors);
-  if (!errors.empty()) {
-    std::cerr << "trellis-export: " << spec_path << ": " << trellis::spec::JoinErrors(errors)
-              << "\n";
-    return 2;
+  if (!errors.empty()) throw TrainError(path + ": " + trellis::spec::JoinErrors(errors));
+  return spec;
+}
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+int ExportModel(const std::string& source_arg, const std::string& out_dir,
+                const std::string& spec_arg, ExportOptions o) {
+  const CheckpointSource src = ResolveCheckpointSource(source_arg);
+  const std::string spec_path = spec_arg.empty() ? src.spec_beside : spec_arg;
+  if (spec_path.empty())
+    throw TrainError("no spec.toml beside " + src.dir + "; give the run's spec with --spec");
+  o.checkpoint_dir = src.dir;
+  o.step = src.step;
+  o.out_dir = out_dir;
+  if (o.source.empty()) o.source = src.dir + " step " + std::to_string(src.step);
+  const ExportSummary done = ExportCheckpoint(ReadSpec(spec_path), o);
+  std::cout << "exported step " << src.step << " of " << src.dir << " to " << out_dir << ": "
+            << done.tensors << " tensors, " << done.bytes << " bytes (" << o.dtype << ") in "
+            << done.files.size() << " safetensors file" << (done.files.size() == 1 ? "" : "s")
+            << ", with model.safetensors.index.json and config.json (Mixtral layout)\n";
+  if (!done.extensions.empty()) {
+    std::string list;
+    for (const auto& e : done.extensions) list += (list.empty() ? "" : ", ") + e;
+    std::cout << "note: this model has what Mixtral has not (" << list
+              << "): those tensors are exported and listed in config.json's "
+                 "trellis_extensions, and a stock Mixtral loader leaves them out\n";
   }
-  if (!data.empty()) spec.training.data = data;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Exports a trained model from a checkpoint (safetensors, Hugging Face Mixtral "
+               "layout), or a spec's initial weights and token batches"};
+  app.footer(
+      "Examples:\n"
+      "  trellis-export runs/7/checkpoints@40 model-7/     step 40 as safetensors\n"
+      "  trellis-export runs/7 model-7/ --dtype bfloat16   the newest step, in bf16\n"
+      "  trellis-export spec.toml --weights w.safetensors  a spec's initial weights");
+  std::string source, out_dir, spec_arg, data, weights, batches, info, format = "safetensors";
+  std::string max_size = "5GB";
+  ExportOptions options;
+  int64_t steps = 0;
+  app.add_option("source", source,
+                 "a checkpoint: RUN_DIR, CHECKPOINT_DIR or STEP_DIR, with @STEP (default: "
+                 "the newest); or a run spec (.toml) for --weights/--batches/--info")
+      ->required();
+  app.add_option("out", out_dir, "the export's directory (new or empty), for a checkpoint");
+  app.add_option("--format", format, "the export's format")->check(CLI::IsMember({"safetensors"}));
+  app.add_option("--dtype", options.dtype, "the exported weights' dtype")
+      ->check(CLI::IsMember({"float32", "bfloat16"}));
+  app.add_option("--max-file-size", max_size, "the largest safetensors file (e.g. 5GB)");
+  app.add_option("--spec", spec_arg, "the run's spec (default: spec.toml beside checkpoints/)");
+  app.add_option("--source-name", options.source, "where the weights came from, for config.json")
+      ->group("");  // set by `trellis export`
+  app.add_option("--data", data, "corpus file (overrides training.data)");
+  app.add_option("--weights", weights, "write the spec's initial weights here");
+  app.add_option("--batches", batches, "write the first --steps batches here");
+  app.add_option("--info", info, "write sizes and FLOP counts (JSON) here");
+  app.add_option("--steps", steps, "steps of batches")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  CLI11_PARSE(app, argc, argv);
+  const bool from_spec = EndsWith(source, ".toml");
   try {
+    if (!from_spec) {
+      if (out_dir.empty()) throw TrainError("give the export's directory: trellis-export " +
+                                            source + " OUT/");
+      if (!weights.empty() || !batches.empty() || !info.empty() || !data.empty())
+        throw TrainError("--weights, --batches, --info and --data take a run spec (.toml), "
+                         "not a checkpoint");
+      options.max_file_bytes = ParseSize(max_size);
+      return ExportModel(source, out_dir, spec_arg, options);
+    }
+    if (!out_dir.empty())
+      throw TrainError("a spec exports with --weights, --batches or --info, not into " +
+                       out_dir + " (a checkpoint exports into a directory)");
+    if (!batches.empty() && steps == 0) throw TrainError("--batches needs --steps");
+    auto spec = ReadSpec(source);
+    if (!data.empty()) spec.training.data = data;
     if (!info.empty()) WriteInfo(spec, info);
     if (!weights.empty()) WriteWeights(spec, weights);
     if (!batches.empty()) WriteBatches(spec, batches, steps);

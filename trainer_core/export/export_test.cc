@@ -3,11 +3,15 @@
 
 #include <cstring>
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "trainer_core/data/synthetic.h"
 #include "trainer_core/error.h"
+#include "common/model_layout/model_layout.h"
+#include "trainer_core/export/hf_layout.h"
 #include "trainer_core/export/safetensors.h"
 
 namespace trellis::train {
@@ -97,6 +101,102 @@ TEST(SafetensorsTest, AFileThatCannotBeCreatedIsNamedWithTheReason) {
   } catch (const TrainError& e) {
     EXPECT_EQ(std::string(e.what()), path + ".tmp: cannot create: No such file or directory");
   }
+}
+
+float FromBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+TEST(Bf16Test, RoundsToTheNearestEvenAndKeepsNanAndInfinity) {
+  EXPECT_EQ(Bf16Bits(1.0f), 0x3f80);
+  EXPECT_EQ(Bf16Bits(FromBits(0x3f808000)), 0x3f80);  // a tie: to the even one below
+  EXPECT_EQ(Bf16Bits(FromBits(0x3f818000)), 0x3f82);  // a tie: to the even one above
+  EXPECT_EQ(Bf16Bits(FromBits(0x3f808001)), 0x3f81);  // above the tie
+  EXPECT_EQ(Bf16Bits(-2.5f), 0xc020);
+  EXPECT_EQ(Bf16Bits(FromBits(0x7f800000)), 0x7f80);  // infinity
+  const uint16_t nan = Bf16Bits(FromBits(0x7f800001));  // a NaN whose payload rounds away
+  EXPECT_EQ(nan & 0x7f80, 0x7f80);
+  EXPECT_NE(nan & 0x007f, 0);
+}
+
+spec::TrainerSpec MoeSpec(bool shared, double bias_rate, int groups) {
+  spec::TrainerSpec s;
+  s.model.layers = 3;
+  s.model.experts = 4;
+  s.model.expert_groups = groups;
+  s.model.shared_expert = shared;
+  s.training.router_bias_rate = bias_rate;
+  return s;
+}
+
+// Every element of every block is exported exactly once (the bias aside),
+// under a unique name: nothing lost, nothing twice.
+TEST(HfLayoutTest, TheTensorsTileEveryBlockOnceUnderUniqueNames) {
+  for (bool shared : {false, true}) {
+    const spec::TrainerSpec s = MoeSpec(shared, shared ? 0.01 : 0, 1);
+    const auto layout = ModelLayout(s.model);
+    const auto tensors = HfTensors(s);
+    std::set<std::string> names;
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> spans(layout.size());
+    int biases = 0;
+    for (const HfTensor& t : tensors) {
+      EXPECT_TRUE(names.insert(t.name).second) << t.name;
+      int64_t n = 1;
+      for (int64_t d : t.shape) n *= d;
+      EXPECT_EQ(n, t.numel) << t.name;
+      if (t.router_bias) {
+        ++biases;
+        continue;
+      }
+      spans[t.block].push_back({t.offset, t.offset + t.numel});
+    }
+    EXPECT_EQ(biases, shared ? 3 : 0);
+    for (size_t b = 0; b < layout.size(); ++b) {
+      std::sort(spans[b].begin(), spans[b].end());
+      int64_t at = 0;
+      for (const auto& [begin, end] : spans[b]) {
+        EXPECT_EQ(begin, at) << layout[b].name;
+        at = end;
+      }
+      EXPECT_EQ(at, layout[b].numel) << layout[b].name;
+    }
+    // embed, final norm, head + per layer: 2 norms, 4 attention, the router,
+    // 3 per expert, the shared expert's 3 and the bias where they are.
+    EXPECT_EQ(tensors.size(), 3u + 3u * (7 + 3 * 4 + (shared ? 4 : 0)));
+  }
+  const auto t = HfTensors(MoeSpec(false, 0, 1));
+  EXPECT_EQ(t.front().name, "model.embed_tokens.weight");
+  EXPECT_EQ(t.back().name, "lm_head.weight");
+  const auto w2 = std::find_if(t.begin(), t.end(), [](const HfTensor& x) {
+    return x.name == "model.layers.1.block_sparse_moe.experts.2.w2.weight";
+  });
+  ASSERT_NE(w2, t.end());
+  EXPECT_EQ(w2->shape, (std::vector<int64_t>{64, 128}));  // down: [hidden, expert_hidden]
+}
+
+TEST(HfLayoutTest, ExtensionsAreWhatMixtralHasNot) {
+  EXPECT_TRUE(HfExtensions(MoeSpec(false, 0, 1)).empty());
+  EXPECT_EQ(HfExtensions(MoeSpec(true, 0.01, 2)),
+            (std::vector<std::string>{"shared_expert", "router_bias", "expert_groups"}));
+  const auto plain = HfConfig(MoeSpec(false, 0, 1), "float32", "run 1 step 2");
+  EXPECT_FALSE(plain.contains("trellis_extensions"));
+  EXPECT_EQ(plain.at("model_type"), "mixtral");
+  EXPECT_EQ(plain.at("head_dim"), 16);
+  const auto grouped = HfConfig(MoeSpec(false, 0, 2), "bfloat16", "x");
+  EXPECT_EQ(grouped.at("trellis_expert_groups"), 2);
+  EXPECT_EQ(grouped.at("torch_dtype"), "bfloat16");
+}
+
+TEST(HfLayoutTest, FilesHoldConsecutiveTensorsUpToTheLimit) {
+  std::vector<HfTensor> t(5);
+  const int64_t sizes[] = {10, 10, 30, 5, 5};
+  for (int i = 0; i < 5; ++i) t[i].numel = sizes[i];
+  // 4-byte elements, 80 bytes a file: 10+10 | 30 (larger alone) | 5+5.
+  EXPECT_EQ(HfFileStarts(t, 4, 80), (std::vector<size_t>{0, 2, 3}));
+  EXPECT_EQ(HfFileStarts(t, 4, 1 << 20), (std::vector<size_t>{0}));
+  EXPECT_EQ(HfFileName(1, 12), "model-00002-of-00012.safetensors");
 }
 
 TEST(SyntheticCorpusTest, SeededSkewedAndLearnable) {

@@ -1,5 +1,6 @@
 #include "trainer_core/export/safetensors.h"
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -7,8 +8,17 @@
 
 namespace trellis::train {
 
+uint16_t Bf16Bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0)
+    return static_cast<uint16_t>((bits >> 16) | 0x40);  // a quiet NaN
+  bits += 0x7fffu + ((bits >> 16) & 1);  // round half to even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
 int64_t StTensor::Bytes() const {
-  int64_t n = 4;  // both dtypes are 4 bytes
+  int64_t n = dtype == StDtype::kBF16 ? 2 : 4;
   for (int64_t d : shape) n *= d;
   return n;
 }
@@ -22,7 +32,9 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<StTens
   int64_t at = 0;
   for (const auto& t : tensors_) {
     if (!names.insert(t.name).second) throw TrainError(path + ": duplicate tensor " + t.name);
-    header[t.name] = {{"dtype", t.dtype == StDtype::kF32 ? "F32" : "I32"},
+    const char* dtype =
+        t.dtype == StDtype::kF32 ? "F32" : t.dtype == StDtype::kI32 ? "I32" : "BF16";
+    header[t.name] = {{"dtype", dtype},
                       {"shape", t.shape},
                       {"data_offsets", {at, at + t.Bytes()}}};
     at += t.Bytes();

@@ -18,7 +18,7 @@
 
 namespace trellis::train {
 
-enum class StDtype { kF32, kI32 };
+enum class StDtype { kF32, kI32, kBF16 };
 
 struct StTensor {
   std::string name;
@@ -26,6 +26,9 @@ struct StTensor {
   std::vector<int64_t> shape;
   int64_t Bytes() const;
 };
+
+// fp32 to bf16 (its upper half), rounded to the nearest even; NaN stays NaN.
+uint16_t Bf16Bits(float value);
 
 class SafetensorsWriter {
  public:

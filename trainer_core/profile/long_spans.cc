@@ -24,7 +24,7 @@ void Check(uint64_t start, uint64_t end, const std::string& name) {
                                 " ns) before it starts (" + std::to_string(start) + " ns)");
 }
 
-std::string Short(const std::string& name) {
+std::string ShortSpanName(const std::string& name) {
   return name.size() > 80 ? name.substr(0, 77) + "..." : name;
 }
 
@@ -55,11 +55,11 @@ std::string FormatLongSpans(const std::vector<HostSpan>& host,
   for (const HostSpan& h : host)
     if (h.end_ns - h.start_ns >= min_ns)
       lines.push_back({h.start_ns, h.end_ns, "host thread " + std::to_string(thread_no[h.thread]),
-                       Short(h.name)});
+                       ShortSpanName(h.name)});
   for (const DeviceSpan& d : device)
     if (IsCopy(d.name) && d.end_ns - d.start_ns >= min_ns)
       lines.push_back(
-          {d.start_ns, d.end_ns, "device stream " + std::to_string(d.stream), Short(d.name)});
+          {d.start_ns, d.end_ns, "device stream " + std::to_string(d.stream), ShortSpanName(d.name)});
   if (lines.size() > limit) {
     std::stable_sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) {
       return a.end_ns - a.start_ns > b.end_ns - b.start_ns;

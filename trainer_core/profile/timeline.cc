@@ -22,7 +22,7 @@ uint64_t StreamUnion(std::vector<const DeviceSpan*> spans) {
   return busy;
 }
 
-std::string Short(const std::string& name) {
+std::string ShortKernelName(const std::string& name) {
   std::string s = name.rfind("void ", 0) == 0 ? name.substr(5) : name;
   return s.size() > 70 ? s.substr(0, 67) + "..." : s;
 }
@@ -49,7 +49,7 @@ void GroupMemsets(const std::vector<const DeviceSpan*>& list,
       run_ns += s->end_ns - s->start_ns;
       ++run;
     } else {
-      close(Short(s->name));
+      close(ShortKernelName(s->name));
     }
   }
   close("(none)");
@@ -83,9 +83,9 @@ Timeline AnalyzeTimeline(std::vector<DeviceSpan> spans, uint64_t min_gap_ns) {
         t.small_gaps_ns += gap;
         ++t.small_gaps;
       } else {
-        IdleGaps& g = groups[{Short(last->name), Short(s.name)}];
-        g.before = Short(last->name);
-        g.after = Short(s.name);
+        IdleGaps& g = groups[{ShortKernelName(last->name), ShortKernelName(s.name)}];
+        g.before = ShortKernelName(last->name);
+        g.after = ShortKernelName(s.name);
         g.idle_ns += gap;
         ++g.count;
       }
