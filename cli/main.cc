@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   AddNodeCommands(app, global, &exit_code);
   AddReportCommand(app, global, &exit_code);
   AddRetryForkCommands(app, global, &exit_code);
+  AddExportCommand(app, global, &exit_code);
   // Last: it writes the completion of every verb above.
   std::string shell;
   CLI::App* completion = app.add_subcommand(

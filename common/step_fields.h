@@ -31,6 +31,10 @@ enum class StepFieldKind {
   X(tokens, kCount, true, "Tokens the rank trained on in the step")                               \
   X(step_seconds, kSeconds, true, "Seconds of the step")                                          \
   X(grad_norm, kSeconds, false, "Gradient norm of the step")                                      \
+  /* The step's learning rates after warmup and decay: AdamW's (embedding, head, router, */      \
+  /* norms) and Muon's (attention and expert matrices). */                                      \
+  X(lr, kSeconds, false, "AdamW learning rate of the step")                                       \
+  X(muon_lr, kSeconds, false, "Muon learning rate of the step")                                   \
   X(fwd_seconds, kSeconds, false, "Seconds of the step's forward passes")                         \
   X(bwd_seconds, kSeconds, false, "Seconds of the step's backward passes")                        \
   X(optim_seconds, kSeconds, false, "Seconds of the step's optimizer step")                       \

@@ -405,6 +405,8 @@ void Trainer::Step() {
   r.tokens = rows * t.seq_len;         // this rank's; the ranks' records add up to the step
   r.step_seconds = laps.Total();
   r.grad_norm = figures[1].item<double>();
+  r.lr = t.lr * lr_scale;
+  r.muon_lr = t.muon_lr * lr_scale;
   r.fwd_seconds = fwd;
   r.bwd_seconds = bwd;
   r.optim_seconds = lap[2 * parts];

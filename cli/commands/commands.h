@@ -22,6 +22,8 @@ void AddNodeCommands(CLI::App& app, const GlobalOptions& global, int* exit_code)
 void AddReportCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
 // retry RUN, fork RUN --step N: a new run from a stored run's spec
 void AddRetryForkCommands(CLI::App& app, const GlobalOptions& global, int* exit_code);
+// export RUN[@STEP] OUT/: the trained model as safetensors (runs trellis-export)
+void AddExportCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
 
 // Submits a spec's text with `overrides` (KEY=VALUE) set over it, the result
 // opened by the comment `header`; prints as `trellis submit` does. An exit code.

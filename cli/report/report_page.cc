@@ -142,6 +142,7 @@ std::string RenderReport(const ReportInput& in) {
   out += RanksSection(in);
   out += GateSection(in);
   out += EventsSection(in);
+  out += SpecSection(in);
   return out + PageEnd("trellis report " + id + ", " + PageTime(in, in.generated_ms) +
                       ". Hover a point, bar or event line for its values.");
 }

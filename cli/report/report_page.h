@@ -29,10 +29,11 @@ struct ReportInput {
 std::string RenderReport(const ReportInput& in);
 
 // The page's parts, each a <section> (report_steps.cc, report_tables.cc).
-std::string StepSections(const ReportInput& in);   // loss, tokens/s, phase times
+std::string StepSections(const ReportInput& in);   // loss, tokens/s, phases, grad norm, lr
 std::string RanksSection(const ReportInput& in);   // step time by rank
 std::string GateSection(const ReportInput& in);    // host memory at the gate
 std::string EventsSection(const ReportInput& in);  // state changes, launches, health
+std::string SpecSection(const ReportInput& in);    // the spec, as submitted and resolved
 
 // <section id="ID"><h2>TITLE</h2>BODY<p class="note">NOTE</p></section>: the
 // title and note are text (escaped here), the body markup; no note when empty.

@@ -1,5 +1,6 @@
-// The step charts: loss, tokens/s, phase times and (MoE records) expert load
-// over steps, with the run's events marked where they happened.
+// The step charts: loss, tokens/s, phase times, (MoE records) expert load,
+// gradient norm and learning rates over steps, with the run's events marked
+// where they happened.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -219,6 +220,34 @@ std::string LoadChart(const ReportInput& in, const std::vector<Mark>& marks) {
   return RenderLineChart(c);
 }
 
+// The optimizer's view of each point's last step: the gradient norm before
+// clipping and the learning rates. Only for runs whose records carry them.
+std::string GradNormChart(const ReportInput& in, const std::vector<Mark>& marks) {
+  LineChart c = StepChart("chart-grad-norm", "gradient norm over steps", "L2 norm", marks);
+  c.y_from_zero = true;
+  c.series.push_back(Line(*in.steps, "grad norm", "#76b7b2", "grad-norm",
+                          FigureOrNaN<StepFieldIndex("grad_norm")>,
+                          [](const v1::StepPoint& p, double y) {
+                            return Tip(p, "grad norm " + FormatLoss(y));
+                          }));
+  return RenderLineChart(c);
+}
+
+std::string LrChart(const ReportInput& in, const std::vector<Mark>& marks) {
+  const v1::RunStepsResponse& steps = *in.steps;
+  LineChart c = StepChart("chart-lr", "learning rates over steps", "learning rate", marks);
+  c.y_from_zero = true;
+  auto tip = [](const v1::StepPoint& p, double y) { return Tip(p, "lr " + Compact(y)); };
+  const auto muon = FigureOrNaN<StepFieldIndex("muon_lr")>;
+  const auto adamw = FigureOrNaN<StepFieldIndex("lr")>;
+  if (AnyFinite(steps, muon))
+    c.series.push_back(Line(steps, "Muon (matrices)", "#e15759", "lr-muon", muon, tip));
+  if (AnyFinite(steps, adamw))
+    c.series.push_back(Line(steps, "AdamW (embedding, head, router, norms)", "#4e79a7",
+                            "lr-adamw", adamw, tip));
+  return RenderLineChart(c);
+}
+
 std::string FoldNote(const v1::RunStepsResponse& steps, const std::string& folded) {
   if (steps.points().empty()) return "";
   std::string out = Grouped(steps.total_steps()) + " step summaries stored";
@@ -262,6 +291,16 @@ std::string StepSections(const ReportInput& in) {
                             "token-expert pairs over the mean EP rank's (what the slowest GPU "
                             "pays; EP > 1 only) and the busiest expert's over the mean "
                             "expert's. 1 is even.")
+              : "") +
+         (AnyFinite(steps, FigureOrNaN<StepFieldIndex("grad_norm")>)
+              ? Section("grad-norm", "Gradient norm", GradNormChart(in, marks),
+                        FoldNote(steps, "each fold's last step.") +
+                            " The global L2 norm of the step's gradients, before clipping.")
+              : "") +
+         (AnyFinite(steps, FigureOrNaN<StepFieldIndex("lr")>)
+              ? Section("lr", "Learning rate", LrChart(in, marks),
+                        FoldNote(steps, "each fold's last step.") +
+                            " The rates the step's optimizer used, after warmup and decay.")
               : "");
 }
 

@@ -5,7 +5,9 @@
 # it exactly from step 20 to 30 (training.init_state "all"); `trellis fork
 # RUN --step 10 training.lr=1e-3` starts at step 1 from step 10's weights,
 # its first loss far below a fresh start's. `show` names where each came
-# from; `report` puts them on one page with their specs' differences. A fork of a step with no checkpoint is refused naming the steps there.
+# from; `report` puts them on one page with their specs' differences; `export`
+# writes the retry's model as safetensors. A fork or an export of a step with
+# no checkpoint is refused naming the steps there.
 . "$(dirname "$0")/lib.sh"
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 [ -x "$TRELLIS_BIN/trellis-corpus" ] || { echo "SKIP: built without trainer_core"; exit 77; }
@@ -50,4 +52,19 @@ trellis report "$src" "$retry" "$fork" --html "$E2E_DIR/compare.html" >/dev/null
 for want in "<code>$src</code>" "<code>$fork</code>" "training.lr" "training.init_from" "id=\"loss\""; do
   grep -qF "$want" "$E2E_DIR/compare.html" || fail "the comparison lacks $want"
 done
+# The retry's trained model out as safetensors, through the CLI; read back
+# whole by the test's own safetensors reader, with every tensor of the index.
+trellis export "$retry@30" "$E2E_DIR/model" --dtype bfloat16 --json > "$E2E_DIR/export.json" ||
+  fail "export failed: $(cat "$E2E_DIR/export.json")"
+python3 "$REPO/trainer_core/export/mixtral_reference.py" "$E2E_DIR/model" > "$E2E_DIR/loaded.json" ||
+  fail "the export does not load: $(cat "$E2E_DIR/loaded.json")"
+python3 - "$E2E_DIR/export.json" "$E2E_DIR/loaded.json" <<'PY' || fail "export: $(cat "$E2E_DIR/export.json")"
+import json, sys
+done, loaded = (json.load(open(p)) for p in sys.argv[1:])
+assert done["step"] == 30 and done["dtype"] == "bfloat16", done
+assert loaded["tensors"] == done["tensors"] and loaded["bytes"] == done["bytes"], (done, loaded)
+PY
+out=$(trellis export "$retry@25" "$E2E_DIR/model25" 2>&1) && fail "an export of step 25 (no checkpoint) was accepted"
+echo "$out" | grep -qF "has no complete checkpoint of step 25; its complete steps: " ||
+  fail "unclear refusal of a missing step: $out"
 log "PASS: $retry continued $src at 21..30; $fork started from its step 10 (loss $(loss_at "$fork" 1) against a fresh $(loss_at "$fresh" 1))"

@@ -330,5 +330,44 @@ TEST(ReportPageTest, ControllerWithoutStepHistory) {
   EXPECT_EQ(Count(html, "this controller does not serve the step history"), 3u);
 }
 
+TEST(ReportPageTest, GradNormAndLearningRatesOnlyForRecordsThatCarryThem) {
+  ReportInput in = BaseInput();
+  for (int64_t step = 1; step <= 4; ++step) AddPoint(&in, 1, step, 5.0 - step);
+  std::string html = RenderReport(in);
+  EXPECT_EQ(html.find("Gradient norm"), std::string::npos);
+  EXPECT_EQ(html.find("Learning rate"), std::string::npos);
+  for (int i = 0; i < 4; ++i) {
+    in.steps->mutable_points(i)->set_grad_norm(1.5 - 0.25 * i);
+    in.steps->mutable_points(i)->set_lr(0.003 * (i + 1) / 4);
+    in.steps->mutable_points(i)->set_muon_lr(0.02 * (i + 1) / 4);
+  }
+  html = RenderReport(in);
+  ExpectSound(html);
+  EXPECT_NE(html.find("<h2>Gradient norm</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<h2>Learning rate</h2>"), std::string::npos);
+  EXPECT_EQ(PathPoints(PathData(html, "grad-norm")), 4u);
+  EXPECT_EQ(PathPoints(PathData(html, "lr-adamw")), 4u);
+  EXPECT_EQ(PathPoints(PathData(html, "lr-muon")), 4u);
+  EXPECT_NE(html.find("grad norm 0.7500"), std::string::npos);  // step 4's tip
+  EXPECT_NE(html.find("lr 0.003"), std::string::npos);
+}
+
+TEST(ReportPageTest, TheSpecAsSubmittedAndWithEveryDefault) {
+  ReportInput in = BaseInput();
+  in.run.set_spec_toml(std::string("[job]\nname = \"tiny\"\ncommand = \"true\"\n# ") + kEvil +
+                       "\n[slurm]\nnodes = 1\n");
+  std::string html = RenderReport(in);
+  ExpectSound(html);
+  EXPECT_NE(html.find("<h2>Spec</h2>"), std::string::npos);
+  EXPECT_NE(html.find("nodes = 1"), std::string::npos);
+  EXPECT_EQ(html.find(kEvil), std::string::npos);
+  EXPECT_NE(html.find("<summary>with every default"), std::string::npos);
+  EXPECT_NE(html.find("max_restarts = "), std::string::npos);  // a default the spec left out
+  in.run.set_spec_toml("not [ toml");
+  html = RenderReport(in);
+  EXPECT_NE(html.find("not [ toml"), std::string::npos);  // shown as it is
+  EXPECT_EQ(html.find("<summary>with every default"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trellis::cli::report

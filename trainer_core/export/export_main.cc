@@ -143,7 +143,7 @@ bool EndsWith(const std::string& s, const std::string& tail) {
 }
 
 int ExportModel(const std::string& source_arg, const std::string& out_dir,
-                const std::string& spec_arg, ExportOptions o) {
+                const std::string& spec_arg, ExportOptions o, bool json) {
   const CheckpointSource src = ResolveCheckpointSource(source_arg);
   const std::string spec_path = spec_arg.empty() ? src.spec_beside : spec_arg;
   if (spec_path.empty())
@@ -153,6 +153,20 @@ int ExportModel(const std::string& source_arg, const std::string& out_dir,
   o.out_dir = out_dir;
   if (o.source.empty()) o.source = src.dir + " step " + std::to_string(src.step);
   const ExportSummary done = ExportCheckpoint(ReadSpec(spec_path), o);
+  if (json) {
+    std::cout << nlohmann::ordered_json{{"checkpoint_dir", src.dir},
+                                        {"step", src.step},
+                                        {"out", out_dir},
+                                        {"layout", "mixtral"},
+                                        {"dtype", o.dtype},
+                                        {"files", done.files},
+                                        {"tensors", done.tensors},
+                                        {"bytes", done.bytes},
+                                        {"extensions", done.extensions}}
+                     .dump()
+              << "\n";
+    return 0;
+  }
   std::cout << "exported step " << src.step << " of " << src.dir << " to " << out_dir << ": "
             << done.tensors << " tensors, " << done.bytes << " bytes (" << o.dtype << ") in "
             << done.files.size() << " safetensors file" << (done.files.size() == 1 ? "" : "s")
@@ -181,6 +195,7 @@ int main(int argc, char** argv) {
   std::string max_size = "5GB";
   ExportOptions options;
   int64_t steps = 0;
+  bool json = false;
   app.add_option("source", source,
                  "a checkpoint: RUN_DIR, CHECKPOINT_DIR or STEP_DIR, with @STEP (default: "
                  "the newest); or a run spec (.toml) for --weights/--batches/--info")
@@ -190,6 +205,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", options.dtype, "the exported weights' dtype")
       ->check(CLI::IsMember({"float32", "bfloat16"}));
   app.add_option("--max-file-size", max_size, "the largest safetensors file (e.g. 5GB)");
+  app.add_flag("--json", json, "print what was written as JSON, for a checkpoint");
   app.add_option("--spec", spec_arg, "the run's spec (default: spec.toml beside checkpoints/)");
   app.add_option("--source-name", options.source, "where the weights came from, for config.json")
       ->group("");  // set by `trellis export`
@@ -209,7 +225,7 @@ int main(int argc, char** argv) {
         throw TrainError("--weights, --batches, --info and --data take a run spec (.toml), "
                          "not a checkpoint");
       options.max_file_bytes = ParseSize(max_size);
-      return ExportModel(source, out_dir, spec_arg, options);
+      return ExportModel(source, out_dir, spec_arg, options, json);
     }
     if (!out_dir.empty())
       throw TrainError("a spec exports with --weights, --batches or --info, not into " +

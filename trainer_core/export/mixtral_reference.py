@@ -16,7 +16,9 @@ expert (always on) and the balancing bias (added to the probabilities to
 choose experts only), as hf_layout.h documents.
 
   mixtral_reference.py MODEL_DIR BATCHES.safetensors STEP
-prints {"loss": mean cross entropy of step STEP's batch, "tokens": targets}.
+prints {"loss": mean cross entropy of step STEP's batch, "tokens": targets};
+  mixtral_reference.py MODEL_DIR
+only loads the model: {"tensors": count, "bytes": of their data}.
 """
 import json
 import math
@@ -158,8 +160,12 @@ def layer(cfg, w, i, xs):
 
 
 def main():
-    model_dir, batches_path, step = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    cfg, w = load_model(model_dir)
+    cfg, w = load_model(sys.argv[1])
+    if len(sys.argv) == 2:
+        size = 2 if cfg["torch_dtype"] == "bfloat16" else 4
+        print(json.dumps({"tensors": len(w), "bytes": sum(len(v) * size for _, v in w.values())}))
+        return
+    batches_path, step = sys.argv[2], int(sys.argv[3])
     if cfg["architectures"] != ["MixtralForCausalLM"]:
         raise SystemExit("config.json: architectures %s" % cfg["architectures"])
     batches = read_safetensors(batches_path)
