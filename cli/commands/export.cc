@@ -1,8 +1,8 @@
 // trellis export RUN[@STEP] OUT/ [--dtype float32|bfloat16] [--max-file-size 5GB]
-// A run's trained model as safetensors under Hugging Face Mixtral's names:
-// the controller says where RUN's checkpoints and spec are; trellis-export
-// (installed beside trellis; it holds LibTorch, the CLI does not) gathers and
-// writes them. Runs where the run directory is visible, as `trellis logs`
+// A run's trained model as safetensors under Hugging Face Mixtral's (or, with
+// a shared expert, Qwen2-MoE's) names: the controller says where RUN's
+// checkpoints and spec are; trellis-export (installed beside trellis; it
+// holds LibTorch, the CLI does not) gathers and writes them. Runs where the run directory is visible, as `trellis logs`
 // reads the controller's files.
 
 #include <spawn.h>
@@ -118,8 +118,9 @@ void AddExportCommand(CLI::App& app, const GlobalOptions& global, int* exit_code
   CLI::App* cmd = app.add_subcommand(
       "export",
       "Write RUN's trained model (its newest checkpoint, or @STEP's) into OUT/ as safetensors "
-      "files under Hugging Face Mixtral's names, with model.safetensors.index.json and "
-      "config.json, for Hugging Face-style tools. OUT/ must be new or empty.\n"
+      "files under Hugging Face Mixtral's names (Qwen2-MoE's for a shared expert), with "
+      "model.safetensors.index.json and config.json, for Hugging Face-style tools. OUT/ must "
+      "be new or empty.\n"
       "Example: trellis export tiny-moe-3@200 ./tiny-moe-3-step200 --dtype bfloat16");
   cmd->add_option("RUN[@STEP]", o->source, "the run, and a step with a complete checkpoint")
       ->required();

@@ -56,7 +56,7 @@ done
 # whole by the test's own safetensors reader, with every tensor of the index.
 trellis export "$retry@30" "$E2E_DIR/model" --dtype bfloat16 --json > "$E2E_DIR/export.json" ||
   fail "export failed: $(cat "$E2E_DIR/export.json")"
-python3 "$REPO/trainer_core/export/mixtral_reference.py" "$E2E_DIR/model" > "$E2E_DIR/loaded.json" ||
+python3 "$REPO/trainer_core/export/hf_reference.py" "$E2E_DIR/model" > "$E2E_DIR/loaded.json" ||
   fail "the export does not load: $(cat "$E2E_DIR/loaded.json")"
 python3 - "$E2E_DIR/export.json" "$E2E_DIR/loaded.json" <<'PY' || fail "export: $(cat "$E2E_DIR/export.json")"
 import json, sys

@@ -4,7 +4,7 @@
 
 #include <cstring>
 #include <filesystem>
-#include <map>
+#include <algorithm>
 
 #include "common/atomic_file_writer.h"
 #include "common/model_layout/model_layout.h"
@@ -116,8 +116,10 @@ ExportSummary ExportCheckpoint(const spec::TrainerSpec& spec, const ExportOption
   PartialDir partial(o.out_dir);
   ExportSummary summary;
   summary.extensions = HfExtensions(spec);
+  summary.layout = HfLayoutName(HfLayoutFor(spec.model));
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
   LoadedBlock block;
+  std::vector<float> values;
   std::vector<uint16_t> halves;
   for (size_t f = 0; f < files; ++f) {
     const std::string name = HfFileName(f, files);
@@ -130,14 +132,21 @@ ExportSummary ExportCheckpoint(const spec::TrainerSpec& spec, const ExportOption
     for (size_t i = starts[f]; i < starts[f + 1]; ++i) {
       const HfTensor& t = tensors[i];
       if (block.index != t.block) block = LoadBlock(spec, o, layout, t.block);
-      const float* data = (t.router_bias ? block.router_bias : block.flat).data_ptr<float>() +
-                          t.offset;
+      values.resize(t.numel);
+      if (t.source == HfTensor::Source::kZeros) {
+        std::fill(values.begin(), values.end(), 0.0f);
+      } else {
+        const torch::Tensor& from =
+            t.source == HfTensor::Source::kRouterBias ? block.router_bias : block.flat;
+        const float* data = from.data_ptr<float>() + t.offset;
+        for (int64_t k = 0; k < t.numel; ++k) values[k] = data[k] * t.scale;  // exact: 2^n
+      }
       if (bf16) {
         halves.resize(t.numel);
-        for (int64_t k = 0; k < t.numel; ++k) halves[k] = Bf16Bits(data[k]);
+        for (int64_t k = 0; k < t.numel; ++k) halves[k] = Bf16Bits(values[k]);
         out.Write(halves.data(), t.numel * 2);
       } else {
-        out.Write(data, t.numel * 4);
+        out.Write(values.data(), t.numel * 4);
       }
       summary.bytes += t.numel * elem;
       ++summary.tensors;

@@ -2,7 +2,8 @@
 // A checkpoint's weights as a Hugging Face-style model directory: the sharded
 // checkpoint of any mesh gathered block by block (the resharding of a resume,
 // to world 1: checkpoint.h) and written as safetensors files under Mixtral's
-// names (hf_layout.h), with model.safetensors.index.json and config.json.
+// or Qwen2-MoE's names (hf_layout.h), with model.safetensors.index.json and
+// config.json.
 // One block's weights are in memory at a time. The directory appears whole or
 // not at all: written beside it under a temporary name, then renamed.
 
@@ -27,6 +28,7 @@ struct ExportSummary {
   std::vector<std::string> files;  // the safetensors files, in order
   int64_t tensors = 0;
   int64_t bytes = 0;  // of the tensors' data
+  std::string layout;                   // hf_layout.h's HfLayoutName: "mixtral", "qwen2_moe"
   std::vector<std::string> extensions;  // hf_layout.h's HfExtensions
 };
 

@@ -1,8 +1,8 @@
 // trellis-export CHECKPOINT[@STEP] OUT/ [--dtype float32|bfloat16] [--spec SPEC.toml]
 //   A trained model out of a checkpoint: the sharded checkpoint (of any mesh)
-//   gathered into safetensors files under Hugging Face Mixtral's names, with
-//   model.safetensors.index.json and config.json (export/hf_layout.h says why
-//   that layout). CHECKPOINT is a run directory, its checkpoints/ directory or
+//   gathered into safetensors files under Hugging Face Mixtral's names (or
+//   Qwen2-MoE's, for a shared expert), with model.safetensors.index.json and
+//   config.json (export/hf_layout.h says why those layouts). CHECKPOINT is a run directory, its checkpoints/ directory or
 //   one step-NNNNNNNN/ of it; STEP defaults to the newest complete one. The
 //   spec is the run's spec.toml beside checkpoints/ unless --spec gives it.
 //   `trellis export RUN[@STEP] OUT/` finds a controller run's checkpoint and
@@ -157,7 +157,7 @@ int ExportModel(const std::string& source_arg, const std::string& out_dir,
     std::cout << nlohmann::ordered_json{{"checkpoint_dir", src.dir},
                                         {"step", src.step},
                                         {"out", out_dir},
-                                        {"layout", "mixtral"},
+                                        {"layout", done.layout},
                                         {"dtype", o.dtype},
                                         {"files", done.files},
                                         {"tensors", done.tensors},
@@ -170,13 +170,14 @@ int ExportModel(const std::string& source_arg, const std::string& out_dir,
   std::cout << "exported step " << src.step << " of " << src.dir << " to " << out_dir << ": "
             << done.tensors << " tensors, " << done.bytes << " bytes (" << o.dtype << ") in "
             << done.files.size() << " safetensors file" << (done.files.size() == 1 ? "" : "s")
-            << ", with model.safetensors.index.json and config.json (Mixtral layout)\n";
+            << ", with model.safetensors.index.json and config.json (Hugging Face "
+            << (done.layout == "mixtral" ? "Mixtral" : "Qwen2-MoE") << " layout)\n";
   if (!done.extensions.empty()) {
     std::string list;
     for (const auto& e : done.extensions) list += (list.empty() ? "" : ", ") + e;
-    std::cout << "note: this model has what Mixtral has not (" << list
-              << "): those tensors are exported and listed in config.json's "
-                 "trellis_extensions, and a stock Mixtral loader leaves them out\n";
+    std::cout << "note: this model has what the layout has not (" << list
+              << "): exported and listed in config.json's trellis_extensions; a stock loader "
+                 "leaves them out, so its outputs differ from the trained model's\n";
   }
   return 0;
 }
@@ -185,7 +186,7 @@ int ExportModel(const std::string& source_arg, const std::string& out_dir,
 
 int main(int argc, char** argv) {
   CLI::App app{"Exports a trained model from a checkpoint (safetensors, Hugging Face Mixtral "
-               "layout), or a spec's initial weights and token batches"};
+               "or Qwen2-MoE layout), or a spec's initial weights and token batches"};
   app.footer(
       "Examples:\n"
       "  trellis-export runs/7/checkpoints@40 model-7/     step 40 as safetensors\n"

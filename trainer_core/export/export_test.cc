@@ -131,8 +131,8 @@ spec::TrainerSpec MoeSpec(bool shared, double bias_rate, int groups) {
   return s;
 }
 
-// Every element of every block is exported exactly once (the bias aside),
-// under a unique name: nothing lost, nothing twice.
+// Every element of every block is exported exactly once (the synthesized
+// biases and gate aside), under a unique name: nothing lost, nothing twice.
 TEST(HfLayoutTest, TheTensorsTileEveryBlockOnceUnderUniqueNames) {
   for (bool shared : {false, true}) {
     const spec::TrainerSpec s = MoeSpec(shared, shared ? 0.01 : 0, 1);
@@ -140,19 +140,21 @@ TEST(HfLayoutTest, TheTensorsTileEveryBlockOnceUnderUniqueNames) {
     const auto tensors = HfTensors(s);
     std::set<std::string> names;
     std::vector<std::vector<std::pair<int64_t, int64_t>>> spans(layout.size());
-    int biases = 0;
+    int biases = 0, zeros = 0;
     for (const HfTensor& t : tensors) {
       EXPECT_TRUE(names.insert(t.name).second) << t.name;
       int64_t n = 1;
       for (int64_t d : t.shape) n *= d;
       EXPECT_EQ(n, t.numel) << t.name;
-      if (t.router_bias) {
-        ++biases;
-        continue;
-      }
+      if (t.source == HfTensor::Source::kRouterBias) ++biases;
+      if (t.source == HfTensor::Source::kZeros) ++zeros;
+      if (t.source != HfTensor::Source::kSlice) continue;
+      EXPECT_EQ(t.scale, t.name.find("shared_expert.down_proj") != std::string::npos ? 2 : 1)
+          << t.name;
       spans[t.block].push_back({t.offset, t.offset + t.numel});
     }
     EXPECT_EQ(biases, shared ? 3 : 0);
+    EXPECT_EQ(zeros, shared ? 3 * 4 : 0);  // Qwen2-MoE's q/k/v biases and shared gate
     for (size_t b = 0; b < layout.size(); ++b) {
       std::sort(spans[b].begin(), spans[b].end());
       int64_t at = 0;
@@ -163,8 +165,9 @@ TEST(HfLayoutTest, TheTensorsTileEveryBlockOnceUnderUniqueNames) {
       EXPECT_EQ(at, layout[b].numel) << layout[b].name;
     }
     // embed, final norm, head + per layer: 2 norms, 4 attention, the router,
-    // 3 per expert, the shared expert's 3 and the bias where they are.
-    EXPECT_EQ(tensors.size(), 3u + 3u * (7 + 3 * 4 + (shared ? 4 : 0)));
+    // 3 per expert; with a shared expert its 3, its gate, q/k/v biases and
+    // the balancing bias.
+    EXPECT_EQ(tensors.size(), 3u + 3u * (7 + 3 * 4 + (shared ? 8 : 0)));
   }
   const auto t = HfTensors(MoeSpec(false, 0, 1));
   EXPECT_EQ(t.front().name, "model.embed_tokens.weight");
@@ -174,16 +177,26 @@ TEST(HfLayoutTest, TheTensorsTileEveryBlockOnceUnderUniqueNames) {
   });
   ASSERT_NE(w2, t.end());
   EXPECT_EQ(w2->shape, (std::vector<int64_t>{64, 128}));  // down: [hidden, expert_hidden]
+  const auto q = HfTensors(MoeSpec(true, 0, 1));
+  EXPECT_TRUE(std::any_of(q.begin(), q.end(), [](const HfTensor& x) {
+    return x.name == "model.layers.0.mlp.experts.3.down_proj.weight";
+  }));
 }
 
-TEST(HfLayoutTest, ExtensionsAreWhatMixtralHasNot) {
-  EXPECT_TRUE(HfExtensions(MoeSpec(false, 0, 1)).empty());
+TEST(HfLayoutTest, ASharedExpertTakesQwen2MoeAndTheRestIsAnExtension) {
+  EXPECT_EQ(HfLayoutFor(MoeSpec(false, 0, 1).model), HfLayout::kMixtral);
+  EXPECT_EQ(HfLayoutFor(MoeSpec(true, 0, 1).model), HfLayout::kQwen2Moe);
+  EXPECT_TRUE(HfExtensions(MoeSpec(true, 0, 1)).empty());
   EXPECT_EQ(HfExtensions(MoeSpec(true, 0.01, 2)),
-            (std::vector<std::string>{"shared_expert", "router_bias", "expert_groups"}));
+            (std::vector<std::string>{"router_bias", "expert_groups"}));
   const auto plain = HfConfig(MoeSpec(false, 0, 1), "float32", "run 1 step 2");
   EXPECT_FALSE(plain.contains("trellis_extensions"));
   EXPECT_EQ(plain.at("model_type"), "mixtral");
   EXPECT_EQ(plain.at("head_dim"), 16);
+  EXPECT_EQ(plain.at("trellis_source"), "run 1 step 2");
+  const auto qwen = HfConfig(MoeSpec(true, 0, 1), "float32", "x");
+  EXPECT_EQ(qwen.at("architectures"), nlohmann::ordered_json::array({"Qwen2MoeForCausalLM"}));
+  EXPECT_EQ(qwen.at("decoder_sparse_step"), 1);
   const auto grouped = HfConfig(MoeSpec(false, 0, 2), "bfloat16", "x");
   EXPECT_EQ(grouped.at("trellis_expert_groups"), 2);
   EXPECT_EQ(grouped.at("torch_dtype"), "bfloat16");

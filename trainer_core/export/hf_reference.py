@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""An exported model read and run as a Hugging Face Mixtral loader would, in
-plain Python (no numpy, no torch): the check that trellis-export's layout
-means what config.json says.
+"""An exported model read and run as a Hugging Face Mixtral or Qwen2-MoE
+loader would, in plain Python (no numpy, no torch): the check that
+trellis-export's layout means what config.json says.
 
 The safetensors files are read from the format's description alone: an
 unsigned 64-bit little-endian header length, a JSON header {name: {dtype,
@@ -11,13 +11,14 @@ The forward follows transformers' MixtralForCausalLM: embed, per layer
 RMSNorm -> grouped-query attention (rotate-half RoPE, causal, 1/sqrt(head_dim))
 -> residual -> RMSNorm -> sparse MoE (softmax over the router's logits, top k,
 the k gates renormalized, SwiGLU experts w2(silu(w1 x) * w3 x)) -> residual;
-final RMSNorm, lm_head. config.json's trellis_extensions add the shared
-expert (always on) and the balancing bias (added to the probabilities to
-choose experts only), as hf_layout.h documents.
+final RMSNorm, lm_head. Qwen2MoeForCausalLM differs in its names, q/k/v
+biases, and a shared expert scaled by sigmoid(shared_expert_gate x).
+config.json's trellis_extensions add the balancing bias (added to the
+probabilities to choose experts only), as hf_layout.h documents.
 
-  mixtral_reference.py MODEL_DIR BATCHES.safetensors STEP
+  hf_reference.py MODEL_DIR BATCHES.safetensors STEP
 prints {"loss": mean cross entropy of step STEP's batch, "tokens": targets};
-  mixtral_reference.py MODEL_DIR
+  hf_reference.py MODEL_DIR
 only loads the model: {"tensors": count, "bytes": of their data}.
 """
 import json
@@ -115,13 +116,21 @@ def softmax(xs):
 
 def layer(cfg, w, i, xs):
     p = "model.layers.%d." % i
+    qwen = cfg["model_type"] == "qwen2_moe"
     eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
     heads, kv_heads, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     wq, wk, wv, wo = (rows(w[p + "self_attn.%s_proj.weight" % n]) for n in "qkvo")
+
+    def project(x, weight, n):
+        y = linear(x, weight)
+        if qwen:  # Qwen2-MoE's q/k/v projections have biases
+            y = [a + b for a, b in zip(y, w[p + "self_attn.%s_proj.bias" % n][1])]
+        return y
+
     normed = [rms_norm(x, w[p + "input_layernorm.weight"][1], eps) for x in xs]
-    q = [linear(x, wq) for x in normed]
-    k = [linear(x, wk) for x in normed]
-    v = [linear(x, wv) for x in normed]
+    q = [project(x, wq, "q") for x in normed]
+    k = [project(x, wk, "k") for x in normed]
+    v = [project(x, wv, "v") for x in normed]
     attn = [[0.0] * (heads * hd) for _ in xs]
     for h in range(heads):
         kvh = h // (heads // kv_heads)
@@ -135,26 +144,31 @@ def layer(cfg, w, i, xs):
                 attn[t][h * hd + d] = sum(probs[u] * vs[u][d] for u in range(t + 1))
     xs = [[a + b for a, b in zip(x, linear(o, wo))] for x, o in zip(xs, attn)]
 
-    moe = p + "block_sparse_moe."
-    extensions = cfg.get("trellis_extensions", [])
+    moe = p + ("mlp." if qwen else "block_sparse_moe.")
+    names = ("gate_proj", "up_proj", "down_proj") if qwen else ("w1", "w3", "w2")
+    experts = cfg["num_experts"] if qwen else cfg["num_local_experts"]
+    renormalize = cfg.get("norm_topk_prob", False) if qwen else True
     router = rows(w[moe + "gate.weight"])
-    bias = w[moe + "gate.e_score_correction_bias"][1] if "router_bias" in extensions else None
-    experts = [tuple(rows(w[moe + "experts.%d.%s.weight" % (e, n)]) for n in ("w1", "w3", "w2"))
-               for e in range(cfg["num_local_experts"])]
+    bias = None
+    if "router_bias" in cfg.get("trellis_extensions", []):
+        bias = w[moe + "gate.e_score_correction_bias"][1]
+    expert_weights = [tuple(rows(w[moe + "experts.%d.%s.weight" % (e, n)]) for n in names)
+                      for e in range(experts)]
     out = []
     for x in xs:
         y = rms_norm(x, w[p + "post_attention_layernorm.weight"][1], eps)
         probs = softmax(linear(y, router))
         select = [pr + b for pr, b in zip(probs, bias)] if bias else probs
         top = sorted(range(len(probs)), key=lambda e: -select[e])[:cfg["num_experts_per_tok"]]
-        total = sum(probs[e] for e in top)
+        total = sum(probs[e] for e in top) if renormalize else 1.0
         ffn = [0.0] * len(x)
         for e in top:
-            ffn = [a + probs[e] / total * b for a, b in zip(ffn, swiglu(y, *experts[e]))]
-        if "shared_expert" in extensions:
-            shared = tuple(rows(w[moe + "shared_expert.%s_proj.weight" % n])
-                           for n in ("gate", "up", "down"))
-            ffn = [a + b for a, b in zip(ffn, swiglu(y, *shared))]
+            ffn = [a + probs[e] / total * b for a, b in zip(ffn, swiglu(y, *expert_weights[e]))]
+        if qwen:
+            shared = tuple(rows(w[moe + "shared_expert.%s.weight" % n]) for n in names)
+            gate = linear(y, rows(w[moe + "shared_expert_gate.weight"]))[0]
+            scale = 1.0 / (1.0 + math.exp(-gate))
+            ffn = [a + scale * b for a, b in zip(ffn, swiglu(y, *shared))]
         out.append([a + b for a, b in zip(x, ffn)])
     return out
 
@@ -166,7 +180,7 @@ def main():
         print(json.dumps({"tensors": len(w), "bytes": sum(len(v) * size for _, v in w.values())}))
         return
     batches_path, step = sys.argv[2], int(sys.argv[3])
-    if cfg["architectures"] != ["MixtralForCausalLM"]:
+    if cfg["architectures"] not in (["MixtralForCausalLM"], ["Qwen2MoeForCausalLM"]):
         raise SystemExit("config.json: architectures %s" % cfg["architectures"])
     batches = read_safetensors(batches_path)
     (steps, batch, seq), inputs = batches["inputs"]
