@@ -50,7 +50,7 @@ controller_pid() {
   local pid
   pid=$(cat "$STATE/controller.pid" 2>/dev/null) || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "$STATE/controller.db" || return 1
+  tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -xF >/dev/null -- "$STATE/controller.db" || return 1
   echo "$pid"
 }
 

@@ -9,7 +9,7 @@ expect_refused() {  # FILE MESSAGE [KEY=VALUE...]
   shift 2
   out=$(trellis submit "$file" "$@" 2>&1) || rc=$?
   [ "$rc" = 2 ] || fail "submit $(basename "$file") $*: exit $rc, expected 2 ($out)"
-  echo "$out" | grep -qF "$message" || fail "submit $(basename "$file") $*: '$out' lacks '$message'"
+  echo "$out" | grep -F >/dev/null "$message" || fail "submit $(basename "$file") $*: '$out' lacks '$message'"
 }
 cat >"$E2E_DIR/unknown.toml" <<'T'
 [job]

@@ -63,7 +63,7 @@ done <<<"$spans"
 log "handoff gaps (last step of one attempt to the first of the next, s):$gaps"
 # Nothing of the run is left queued or running.
 deadline=$((SECONDS + 30))
-while squeue -h -u "$(id -u)" -o '%j' | grep -q "^trellis-$id\."; do
+while squeue -h -u "$(id -u)" -o '%j' | grep >/dev/null "^trellis-$id\."; do
   [ $SECONDS -lt $deadline ] || fail "jobs of $id still in squeue: $(squeue -h -u "$(id -u)" -o '%i %j %T')"
   sleep 1
 done

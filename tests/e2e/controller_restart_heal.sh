@@ -56,7 +56,7 @@ fi
 
 wait_state "$id" SUCCEEDED 120
 show=$(expect_node_lost_relaunch "$id" "$victim_node")
-json_get "$show" "d['launches'][0]['evidence_json']" | grep -q '"controller_restarted":true' ||
+json_get "$show" "d['launches'][0]['evidence_json']" | grep >/dev/null '"controller_restarted":true' ||
   fail "launch 1's evidence does not say the controller restarted: $(json_get "$show" "d['launches'][0]")"
 nodes2=$(json_get "$show" "','.join(d['launches'][1]['nodes'])")
 case ",$nodes2," in *",$victim_node,"*) fail "launch 2 ran on the lost node ($nodes2)" ;; esac

@@ -21,14 +21,14 @@ for example in "$REPO"/examples/*.toml; do
 done
 # A relative corpus is looked for under the data roots; the dry run shows where it was found.
 dry=$(trellis submit "$REPO/examples/tiny-moe-2x2.toml" --dry-run)
-echo "$dry" | grep -qF "data = '$E2E_DIR/licenses.corpus'" ||
+echo "$dry" | grep -F >/dev/null "data = '$E2E_DIR/licenses.corpus'" ||
   fail "the resolved spec does not name the corpus found: $(echo "$dry" | grep '^data')"
 log "$n examples pass --dry-run"
 
 # A corpus in no data root is named with where it was looked for.
 out=$(trellis submit "$REPO/examples/tiny-moe-2x2.toml" training.data=missing.corpus 2>&1) &&
   fail "a missing corpus was accepted"
-echo "$out" | grep -qF "training.data: \"missing.corpus\" is in no data root of this controller (looked for $E2E_DIR/missing.corpus" ||
+echo "$out" | grep -F >/dev/null "training.data: \"missing.corpus\" is in no data root of this controller (looked for $E2E_DIR/missing.corpus" ||
   fail "unclear refusal of a missing corpus: $out"
 
 ids=()
@@ -38,6 +38,6 @@ ids+=("$(trellis submit "$REPO/examples/tiny-moe-2x2.toml" training.steps=20 che
 ids+=("$(trellis submit "$REPO/examples/tiny-moe.toml" training.steps=20)") || fail "tiny-moe.toml"
 for id in "${ids[@]}"; do wait_state "$id" SUCCEEDED 240; done
 spec_toml=$(json_get "$(run_json "${ids[1]}")" "d['spec_toml']")
-echo "$spec_toml" | grep -qF "# training.data \"licenses.corpus\" found at $E2E_DIR/licenses.corpus" ||
+echo "$spec_toml" | grep -F >/dev/null "# training.data \"licenses.corpus\" found at $E2E_DIR/licenses.corpus" ||
   fail "the stored spec does not say where its corpus was found: $(echo "$spec_toml" | head -3)"
 log "PASS: ${ids[*]} SUCCEEDED from examples/ as shipped"

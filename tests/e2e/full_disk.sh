@@ -36,7 +36,7 @@ until [ "$(json_get "$(run_json "$id")" "d['unstored_step_records']")" -gt 0 ]; 
   sleep 0.5
 done
 show=$(trellis show "$id")
-echo "$show" | grep -q "^records    incomplete: [0-9]* step record(s) kept by the workers" ||
+echo "$show" | grep >/dev/null "^records    incomplete: [0-9]* step record(s) kept by the workers" ||
   fail "show does not say the records are incomplete: $show"
 spools=$(ls "$E2E_DIR/runs/$id"/attempt-1/launch-1/steps-spool-*.jsonl 2>/dev/null | wc -l)
 [ "$spools" -ge 1 ] || fail "no spool file in the launch directory"

@@ -24,7 +24,7 @@ for _ in $(seq 10); do
   sleep 0.3
   [ "$(json_get "$(run_json "$id")" "len(d['attempts'])")" = 1 ] || fail "a new attempt started"
 done
-trellis nodes | grep -q "node3 *quarantined" || fail "node3 not quarantined: $(trellis nodes)"
+trellis nodes | grep >/dev/null "node3 *quarantined" || fail "node3 not quarantined: $(trellis nodes)"
 
 "$CLUSTER_CTL" fixture "$TRELLIS_TEST_CLUSTER" node3 --reset >/dev/null
 trellis release node3 || fail "release failed"
@@ -34,8 +34,8 @@ decisions=$(echo "$report" | python3 -c 'import json,sys; print(",".join(g["deci
 [ "$decisions" = "ABORT,GO" ] || fail "gate decisions were '$decisions', expected ABORT,GO"
 # A name Slurm does not know is refused; a released node can be forgotten altogether.
 out=$(trellis quarantine node99 --reason "typo" 2>&1) && fail "node99 was quarantined"
-echo "$out" | grep -qF "node: 'node99' is not a node of this cluster (sinfo: node1, node2, node3, node4)" ||
+echo "$out" | grep -F >/dev/null "node: 'node99' is not a node of this cluster (sinfo: node1, node2, node3, node4)" ||
   fail "unclear refusal of node99: $out"
-trellis release node3 --forget | grep -qF "node3 forgotten" || fail "release --forget failed"
+trellis release node3 --forget | grep -F >/dev/null "node3 forgotten" || fail "release --forget failed"
 [ -z "$(trellis nodes | grep node3)" ] || fail "node3 still listed: $(trellis nodes)"
 log "PASS: $id aborted, waited for nodes, and succeeded after node3's release"

@@ -53,7 +53,7 @@ detect_s=$(( (hang_ms - stop_ms) / 1000 ))
 node=$(json_get "$show" "d['launches'][0]['blamed_node']")
 [ -n "$node" ] || fail "no node blamed for the hang"
 reason=$(json_get "$show" "d['state_reason']")
-echo "$reason" | grep -q "rank 1 on $node hung" || fail "reason '$reason' does not name the hung rank"
+echo "$reason" | grep >/dev/null "rank 1 on $node hung" || fail "reason '$reason' does not name the hung rank"
 deadline=$((SECONDS + 30))
 while [ -n "$(run_processes "$id")" ]; do
   [ $SECONDS -lt $deadline ] || fail "processes of $id left: $(run_processes "$id")"

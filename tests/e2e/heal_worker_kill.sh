@@ -31,7 +31,7 @@ show=$(expect_node_lost_relaunch "$id" "$victim_node")
 nodes2=$(json_get "$show" "','.join(d['launches'][1]['nodes'])")
 case ",$nodes2," in *",$victim_node,"*) fail "launch 2 ran on the lost node ($nodes2)" ;; esac
 trellis nodes --json >"$E2E_DIR/nodes.json"
-json_get "$E2E_DIR/nodes.json" "[n['name'] for n in d if n['state']=='quarantined']" | grep -q "$victim_node" ||
+json_get "$E2E_DIR/nodes.json" "[n['name'] for n in d if n['state']=='quarantined']" | grep >/dev/null "$victim_node" ||
   fail "$victim_node is not quarantined"
 first2_ms=$(sqlite3 "$E2E_DIR/controller.db" \
   "SELECT MIN(updated_ms) FROM steps WHERE run_id='$id' AND launch=2")

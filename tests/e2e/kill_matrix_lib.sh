@@ -82,7 +82,7 @@ km_worker_pids() { our_worker_pids "$1"; }
 km_rank_pids() {  # ID: the run's rank processes (steps.py, by their TRELLIS_RUN)
   local p
   for p in $(pgrep -f "python3 $KM_STEPS_PY" || true); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "TRELLIS_RUN=$1" &&
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -x >/dev/null "TRELLIS_RUN=$1" &&
       is_our_rank "$p"; then echo "$p"; fi
   done
   return 0

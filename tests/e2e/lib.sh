@@ -125,13 +125,13 @@ our_worker_pids() {  # ID: the run's workers, started by this test's controller
   pgrep -f "^[^ ]*trellis-worker agent --controller 127.0.0.1:$CONTROLLER_PORT --run $1 " || true
 }
 is_our_rank() {  # PID
-  tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -q "^TRELLIS_CHECKPOINT_DIR=$E2E_DIR/"
+  tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep >/dev/null "^TRELLIS_CHECKPOINT_DIR=$E2E_DIR/"
 }
 
 worker_pid_on() {  # ID NODE: the pid of the run's worker on NODE (nodes share this host)
   local p
   for p in $(our_worker_pids "$1"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURMD_NODENAME=$2" && { echo "$p"; return; }
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -x >/dev/null "SLURMD_NODENAME=$2" && { echo "$p"; return; }
   done
 }
 
@@ -150,7 +150,7 @@ expect_node_lost_relaunch() {  # ID NODE
 
 wait_job_gone() {  # JOB_ID TIMEOUT_S: until Slurm's queue no longer lists the job
   local deadline=$((SECONDS + $2))
-  while squeue -h -j "$1" 2>/dev/null | grep -q .; do
+  while squeue -h -j "$1" 2>/dev/null | grep >/dev/null .; do
     [ $SECONDS -lt $deadline ] || fail "job $1 still in squeue after $2 s"
     sleep 0.5
   done

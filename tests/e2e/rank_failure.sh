@@ -10,7 +10,7 @@ wait_state "$id" FAILED 120
 show=$(run_json "$id")
 [ "$(json_get "$show" "d['attempts'][0]['exit_code']")" = 3 ] || fail "attempt exit code is not 3"
 reason=$(json_get "$show" "d['state_reason']")
-echo "$reason" | grep -q "rank 1 on node[0-9]* exited with 3" || fail "reason '$reason' does not name rank 1"
+echo "$reason" | grep >/dev/null "rank 1 on node[0-9]* exited with 3" || fail "reason '$reason' does not name rank 1"
 job=$(json_get "$show" "d['attempts'][0]['slurm_job_id']")
 wait_job_gone "$job" 30
 log "PASS: $id failed with '$reason'"

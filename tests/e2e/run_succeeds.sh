@@ -20,7 +20,7 @@ ranks=$(json_get "$show" "d['recent_steps'][-1]['ranks']")
 
 logs=$(trellis logs "$id")
 for r in 0 1 2 3; do
-  echo "$logs" | grep -q "\[rank $r\] hello from rank $r of 4 on node" || fail "no hello from rank $r"
+  echo "$logs" | grep >/dev/null "\[rank $r\] hello from rank $r of 4 on node" || fail "no hello from rank $r"
 done
 [ "$(trellis logs "$id" --rank 2 | grep -c 'rank 2 done')" = 1 ] || fail "rank 2's log incomplete"
 # One node's ranks, each file's last line; the batch script's output; what is not there.
@@ -30,9 +30,9 @@ tail=$(trellis logs "$id" --node "$node1" --tail 1)
   fail "logs --node $node1 --tail 1: '$tail'"
 trellis logs "$id" --batch >/dev/null || fail "logs --batch failed"
 out=$(trellis logs "$id" --rank 7 2>&1) && fail "rank 7 of a 4-rank run was found"
-echo "$out" | grep -qF "run $id has ranks 0..3; no rank 7" || fail "logs --rank 7: $out"
+echo "$out" | grep -F >/dev/null "run $id has ranks 0..3; no rank 7" || fail "logs --rank 7: $out"
 out=$(trellis logs "$id" --attempt 3 2>&1) && fail "attempt 3 was found"
-echo "$out" | grep -qF "run $id has no attempt 3; its attempts: 1" || fail "logs --attempt 3: $out"
+echo "$out" | grep -F >/dev/null "run $id has no attempt 3; its attempts: 1" || fail "logs --attempt 3: $out"
 # The batch script recorded the outcome where it survives Slurm forgetting the job.
 grep -q '"exit_code": 0' "$(json_get "$show" "d['run_dir']")/attempt-1/exit.json" ||
   fail "exit.json missing or not 0"

@@ -37,7 +37,7 @@ id=$(trellis submit "$spec") || fail "submit failed"
 wait_state "$id" RUNNING 60
 wait_for "pool job 1 did not end within 60 s" 60 pool_ended "$id" 1
 reason=$(pool_row "$id" 1 end_reason)
-echo "$reason" | grep -q "node node3 failed the gate while standing by: socket 0: 72.7 GiB free < 100.0 GiB required" ||
+echo "$reason" | grep >/dev/null "node node3 failed the gate while standing by: socket 0: 72.7 GiB free < 100.0 GiB required" ||
   fail "pool job 1 ended for another reason: $reason"
 log "pool job 1 on node3 ended: $reason"
 trellis nodes --json >"$E2E_DIR/nodes.json"

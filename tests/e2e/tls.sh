@@ -19,7 +19,7 @@ set +e
 out=$(trellis --timeout 3 ls 2>&1); code=$?
 set -e
 [ "$code" = 5 ] || fail "ls without the CA: exit $code, expected 5 (unreachable): $out"
-echo "$out" | grep -q -- "--tls-ca" || fail "ls without the CA does not mention --tls-ca: $out"
+echo "$out" | grep >/dev/null -- "--tls-ca" || fail "ls without the CA does not mention --tls-ca: $out"
 set +e
 out=$(TRELLIS_TLS_CA=$E2E_DIR/other/controller.crt trellis --timeout 3 ls 2>&1); code=$?
 set -e
@@ -27,7 +27,7 @@ set -e
 set +e
 out=$(trellis --tls-ca "$E2E_DIR/missing.pem" ls 2>&1); code=$?
 set -e
-[ "$code" = 2 ] && echo "$out" | grep -q "missing.pem" || fail "a missing CA file: $code $out"
+[ "$code" = 2 ] && echo "$out" | grep >/dev/null "missing.pem" || fail "a missing CA file: $code $out"
 export TRELLIS_TLS_CA=$CA
 trellis ls >/dev/null || fail "ls with the CA failed"
 log "CLI: refused without the CA and with another; served with it"

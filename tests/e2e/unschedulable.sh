@@ -19,7 +19,7 @@ scontrol hold "$job" || fail "scontrol hold $job failed"
 trellis watch "$id" >"$E2E_DIR/watch.txt" 2>&1 &
 watch_pid=$!
 deadline=$((SECONDS + 30))
-until trellis show "$id" | grep -qF "Slurm keeps job $job pending: JobHeldAdmin (an administrator holds it); the run fails if it stays so for 8 s"; do
+until trellis show "$id" | grep -F >/dev/null "Slurm keeps job $job pending: JobHeldAdmin (an administrator holds it); the run fails if it stays so for 8 s"; do
   [ $SECONDS -lt $deadline ] || fail "show does not say why the run waits: $(trellis show "$id" | head -3)"
   sleep 0.5
 done
@@ -28,11 +28,11 @@ wait "$watch_pid" || true
 grep -qF "Slurm keeps job $job pending: JobHeldAdmin" "$E2E_DIR/watch.txt" ||
   fail "watch did not say why the run waited: $(cat "$E2E_DIR/watch.txt")"
 reason=$(json_get "$(run_json "$id")" "d['state_reason']")
-echo "$reason" | grep -qF "for 8 s (--unschedulable-after-s): it would not start" || fail "FAILED for another reason: $reason"
+echo "$reason" | grep -F >/dev/null "for 8 s (--unschedulable-after-s): it would not start" || fail "FAILED for another reason: $reason"
 wait_job_gone "$job" 30
 scancel "$blocker"
 
 out=$(trellis submit "$hello" slurm.partition=gpux 2>&1) && fail "an unknown partition was accepted"
-echo "$out" | grep -qF "slurm.partition: 'gpux' is not a partition of this cluster; its partitions: debug" ||
+echo "$out" | grep -F >/dev/null "slurm.partition: 'gpux' is not a partition of this cluster; its partitions: debug" ||
   fail "unclear refusal of an unknown partition: $out"
 log "PASS: $id failed after Slurm held its job ($reason); an unknown partition refused"
