@@ -148,4 +148,13 @@ std::string Table::Render() const {
   return out;
 }
 
+std::string RetryRefusalHint(const std::string& run, const std::string& refusal) {
+  // ResolveInitFrom's words for "RUN@latest" with no complete step (a named
+  // step is refused with the steps there, which says enough).
+  const std::string none = "training.init_from: run " + run + " has no complete checkpoint (";
+  if (refusal.find(none) == std::string::npos) return "";
+  return run + " has no checkpoint to resume from; `trellis retry " + run +
+         " --fresh` starts it again from step 0";
+}
+
 }  // namespace trellis::cli

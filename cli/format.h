@@ -43,6 +43,11 @@ std::string FormatRatio(double ratio);
 // The text, or "-" for an empty one (a table cell, a field not set).
 std::string OrDash(const std::string& s);
 
+// What `trellis retry RUN` adds to the controller's refusal when RUN has no
+// complete checkpoint to go on from (its training.init_from "RUN@latest"):
+// the plain fact and the way out (--fresh); "" for any other refusal.
+std::string RetryRefusalHint(const std::string& run, const std::string& refusal);
+
 // A text table: a header row, left-aligned columns separated by two spaces,
 // no trailing spaces.
 class Table {

@@ -46,6 +46,7 @@ Json SummaryToJson(const v1::RunSummary& s) {
            {"last_step", s.last_step()},
            {"last_loss", s.last_step() < 0 ? Json(nullptr) : Number(s.last_loss())},
            {"unstored_step_records", s.unstored_step_records()},
+           {"init_from", s.init_from()},
            {"restarts", s.restarts()},
            {"relaunches", s.relaunches()},
            {"restart_attempts", s.restart_attempts()}};

@@ -239,6 +239,20 @@ TEST(CliRenderTest, RunList) {
             "hello-1  FAILED  2x2    1         10    1.2500  2m   rank 1 on node2 exited with 3\n"
             "big-3    QUEUED  96x4   0         -     -       2m   " +
                 std::string(45, 'r') + "...\n");
+  // A run started from a checkpoint: a FROM column, a path cut at its start.
+  list.mutable_runs(0)->set_init_from("tiny-moe-3@40");
+  q->set_init_from("/data/team/pretrained/checkpoints-final@1200");
+  q->set_state_reason("");
+  EXPECT_EQ(RenderRunList(list, TextOptions{1'700'000'120'000, true}),
+            "RUN      STATE   NODES  ATTEMPTS  STEP  LOSS    AGE  "
+            "FROM                              REASON\n"
+            "hello-1  FAILED  2x2    1         10    1.2500  2m   "
+            "tiny-moe-3@40                     rank 1 on node2 exited with 3\n"
+            "big-3    QUEUED  96x4   0         -     -       2m   "
+            "...rained/checkpoints-final@1200\n");
+  EXPECT_EQ(RunListToJson(list)[0]["init_from"], "tiny-moe-3@40");
+  list.mutable_runs(0)->clear_init_from();
+  EXPECT_EQ(RunListToJson(list)[0]["init_from"], "");
 }
 
 TEST(CliRenderTest, ShowHasAttemptsEventsAndSteps) {
@@ -469,6 +483,21 @@ TEST(CliRenderTest, TotalStepsOnlyForModelRuns) {
   EXPECT_EQ(TotalSteps("[job]\nname = \"x\"\ncommand = \"true\"\n"), std::nullopt);
   EXPECT_EQ(TotalSteps("not toml ["), std::nullopt);
   EXPECT_EQ(TotalSteps("[job]\nname = \"m\"\n[model]\nlayers = 2\n[training]\nsteps = 300\n"), 300);
+}
+
+TEST(CliFormatTest, RetryOfARunWithoutCheckpointSaysSoAndHowToStartAgain) {
+  // The controller's refusal of "tiny-3@latest" (controller/app/init_from.cc).
+  const std::string refusal =
+      "training.init_from: run tiny-3 has no complete checkpoint (in /out/runs/tiny-3/checkpoints)";
+  EXPECT_EQ(RetryRefusalHint("tiny-3", refusal),
+            "tiny-3 has no checkpoint to resume from; `trellis retry tiny-3 --fresh` starts it "
+            "again from step 0");
+  // Another run's words, a missing named step, any other refusal: nothing added.
+  EXPECT_EQ(RetryRefusalHint("tiny-30", refusal), "");
+  EXPECT_EQ(RetryRefusalHint("tiny-3", "training.init_from: run tiny-3 has no complete "
+                                       "checkpoint of step 15; its complete steps: 10, 20"),
+            "");
+  EXPECT_EQ(RetryRefusalHint("tiny-3", "slurm.nodes: must be at least 1"), "");
 }
 
 }  // namespace

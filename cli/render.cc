@@ -17,6 +17,15 @@ namespace {
 
 std::string StepText(int64_t step) { return step < 0 ? "-" : std::to_string(step); }
 
+// The end of `s` in `width` bytes, "..." first when cut: a path's step is
+// at its end.
+std::string TailOf(const std::string& s, size_t width) {
+  if (s.size() <= width) return s;
+  size_t from = s.size() - (width - 3);
+  while (from < s.size() && (static_cast<unsigned char>(s[from]) & 0xC0) == 0x80) ++from;
+  return "..." + s.substr(from);
+}
+
 // "2024-05-01 12:03:04 (3m ago)".
 std::string TimeAndAge(int64_t unix_ms, const TextOptions& opt) {
   if (unix_ms == 0) return "-";
@@ -215,13 +224,24 @@ std::string FixedColumns(const std::vector<std::string>& values, StepColumns c) 
 }  // namespace
 
 std::string RenderRunList(const v1::ListRunsResponse& list, const TextOptions& opt) {
-  Table t({"RUN", "STATE", "NODES", "ATTEMPTS", "STEP", "LOSS", "AGE", "REASON"});
+  // FROM only when a run has one: lists of fresh runs read as they always did.
+  const bool lineage = std::any_of(list.runs().begin(), list.runs().end(),
+                                   [](const v1::RunSummary& s) { return !s.init_from().empty(); });
+  std::vector<std::string> header = {"RUN", "STATE", "NODES", "ATTEMPTS", "STEP", "LOSS", "AGE"};
+  if (lineage) header.push_back("FROM");
+  header.push_back("REASON");
+  Table t(std::move(header));
   for (const auto& s : list.runs()) {
-    t.AddRow({s.run_id(), StateName(s.state()), FormatShape(s.nodes(), s.ranks_per_node()),
-              std::to_string(s.attempts()), StepText(s.last_step()),
-              s.last_step() < 0 ? "-" : FormatLoss(s.last_loss()),
-              FormatAge(opt.now_ms, s.created_unix_ms()),
-              Truncate(s.state_reason(), kReasonWidth)});
+    std::vector<std::string> row = {s.run_id(),
+                                    StateName(s.state()),
+                                    FormatShape(s.nodes(), s.ranks_per_node()),
+                                    std::to_string(s.attempts()),
+                                    StepText(s.last_step()),
+                                    s.last_step() < 0 ? "-" : FormatLoss(s.last_loss()),
+                                    FormatAge(opt.now_ms, s.created_unix_ms())};
+    if (lineage) row.push_back(OrDash(TailOf(s.init_from(), kFromWidth)));
+    row.push_back(Truncate(s.state_reason(), kReasonWidth));
+    t.AddRow(std::move(row));
   }
   return t.Render();
 }

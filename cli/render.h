@@ -17,8 +17,11 @@ struct TextOptions {
 
 // Reasons longer than this are cut in the `ls` table (`show` prints them whole).
 inline constexpr size_t kReasonWidth = 48;
+// The same for the FROM column (a checkpoint directory's path may be long).
+inline constexpr size_t kFromWidth = 32;
 
-// `ls`: RUN, STATE, NODES, ATTEMPTS, STEP, LOSS, AGE, REASON.
+// `ls`: RUN, STATE, NODES, ATTEMPTS, STEP, LOSS, AGE, REASON; FROM before
+// REASON when a run of the list started from a checkpoint ("tiny-moe-3@40").
 std::string RenderRunList(const v1::ListRunsResponse& list, const TextOptions& opt);
 
 // `show`: the run (with its restarts, when it may restart), its attempts,

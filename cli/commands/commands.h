@@ -5,6 +5,9 @@
 // parsing.
 
 #include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "cli/client.h"
 
@@ -27,8 +30,10 @@ void AddExportCommand(CLI::App& app, const GlobalOptions& global, int* exit_code
 
 // Submits a spec's text with `overrides` (KEY=VALUE) set over it, the result
 // opened by the comment `header`; prints as `trellis submit` does. An exit code.
+// A refusal is printed, then `hint` of its message when that is not "".
 int SubmitSpecText(const GlobalOptions& global, std::string text,
                    const std::vector<std::string>& overrides, const std::string& header,
-                   bool dry_run, bool json);
+                   bool dry_run, bool json,
+                   const std::function<std::string(const std::string&)>& hint = nullptr);
 
 }  // namespace trellis::cli

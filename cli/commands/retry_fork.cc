@@ -69,7 +69,10 @@ int RunRetry(const GlobalOptions& global, const RetryForkOptions& o) {
               << "files, if it keeps any; the retry runs the same spec\n";
   sets.insert(sets.end(), o.overrides.begin(), o.overrides.end());
   if (!o.name.empty()) sets.push_back("job.name=" + o.name);
-  return SubmitSpecText(global, stored.toml, sets, Header("retry", o, sets), o.dry_run, o.json);
+  return SubmitSpecText(global, stored.toml, sets, Header("retry", o, sets), o.dry_run, o.json,
+                        [&o](const std::string& refusal) {
+                          return RetryRefusalHint(o.run, refusal);
+                        });
 }
 
 int RunFork(const GlobalOptions& global, const RetryForkOptions& o) {

@@ -101,7 +101,8 @@ int RunSubmit(const GlobalOptions& global, const SubmitOptions& opt) {
 
 int SubmitSpecText(const GlobalOptions& global, std::string text,
                    const std::vector<std::string>& overrides, const std::string& header,
-                   bool dry_run, bool json) {
+                   bool dry_run, bool json,
+                   const std::function<std::string(const std::string&)>& hint) {
   if (!overrides.empty()) {
     // The spec as given, then the command line's values over it (the spec
     // stored and shown is the result).
@@ -120,7 +121,12 @@ int SubmitSpecText(const GlobalOptions& global, std::string text,
   v1::SubmitRunResponse resp;
   auto ctx = client.UnaryContext();
   grpc::Status status = client.stub().SubmitRun(ctx.get(), req, &resp);
-  if (!status.ok()) return client.Fail(status);
+  if (!status.ok()) {
+    const int rc = client.Fail(status);
+    if (const std::string more = hint ? hint(status.error_message()) : ""; !more.empty())
+      PrintError(more);
+    return rc;
+  }
   if (json) {
     std::cout << SubmitToJson(resp, dry_run).dump(2) << "\n";
   } else if (dry_run) {

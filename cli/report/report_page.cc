@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "cli/format.h"
+#include "cli/render.h"
 #include "cli/render_launches.h"
 #include "cli/report/html_text.h"
 
@@ -42,6 +43,7 @@ svg.chart line.threshold { stroke-dasharray: 6 4; stroke-width: 1.4; }
 svg.chart line.need { stroke-width: 2.5; }
 svg.chart text.threshold-label { font-size: 11px; fill: #222; paint-order: stroke;
                                  stroke: #fff; stroke-width: 3px; }
+p.lineage { color: #444; margin: 0 0 8px; }
 p.note { color: #666; font-size: 12px; margin: 2px 0 0; }
 p.empty { color: #666; font-style: italic; border: 1px dashed #ccc; padding: 18px;
           text-align: center; }
@@ -85,6 +87,9 @@ std::string Header(const ReportInput& in) {
                                        : std::to_string(s.last_step()) + " (loss " +
                                              FormatLoss(s.last_loss()) + ")";
   std::string out = "<header>\n<h1>Run <code>" + Escape(s.run_id()) + "</code></h1>\n";
+  // Lineage under the title: a retry or fork is read against its source.
+  if (const std::string from = LineageOf(run.spec_toml()); !from.empty())
+    out += "<p class=\"lineage\">from " + Escape(from) + "</p>\n";
   out += "<table class=\"facts\">\n";
   out += Fact("name", Escape(s.name()));
   out += Fact("state", state);

@@ -137,6 +137,22 @@ size_t EditDistance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+std::optional<std::string> ApplyOverridesKeepingOpening(std::string_view toml_text,
+                                                        const std::vector<std::string>& assignments,
+                                                        const std::string& comment,
+                                                        FieldErrors* errors) {
+  auto rewritten = ApplyOverrides(toml_text, assignments, errors);
+  if (!rewritten) return std::nullopt;
+  std::string opening;
+  for (size_t at = 0; at < toml_text.size() && toml_text[at] == '#';) {
+    size_t end = toml_text.find('\n', at);
+    if (end == std::string_view::npos) end = toml_text.size();
+    opening += std::string(toml_text.substr(at, end - at)) + "\n";
+    at = end + 1;
+  }
+  return opening + comment + *rewritten;
+}
+
 std::string NearestWord(std::string_view word, const std::vector<std::string>& accepted) {
   std::string best;
   size_t best_d = std::max<size_t>(1, std::min<size_t>(3, word.size() / 3));

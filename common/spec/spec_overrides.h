@@ -23,6 +23,13 @@ std::optional<std::string> ApplyOverrides(std::string_view toml_text,
                                           const std::vector<std::string>& assignments,
                                           FieldErrors* errors);
 
+// The same, keeping the text's opening comment lines (where the spec came
+// from) and adding `comment` (whole "# ..." lines) after them, before the TOML.
+std::optional<std::string> ApplyOverridesKeepingOpening(std::string_view toml_text,
+                                                        const std::vector<std::string>& assignments,
+                                                        const std::string& comment,
+                                                        FieldErrors* errors);
+
 // The accepted word nearest `word` by edit distance, if near enough to be a
 // likely misspelling ("nodez" -> "nodes"); "" otherwise.
 std::string NearestWord(std::string_view word, const std::vector<std::string>& accepted);

@@ -3,6 +3,7 @@
 #include <iomanip>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include <toml++/toml.h>
 
@@ -206,8 +207,11 @@ std::vector<std::pair<std::string, std::string>> ResolvedKeyValues(const RunSpec
   return out;
 }
 
-std::string DescribeInitFrom(const TrainingSpec& t) {
-  if (t.init_from.empty()) return "";
+namespace {
+
+// Where init_from points, split: the run whose checkpoints DIR holds (else
+// DIR itself) and the step.
+std::pair<std::string, std::string> InitFromParts(const TrainingSpec& t) {
   const size_t at = t.init_from.rfind('@');
   std::string dir = at == std::string::npos ? t.init_from : t.init_from.substr(0, at);
   const std::string step = at == std::string::npos ? "latest" : t.init_from.substr(at + 1);
@@ -218,7 +222,21 @@ std::string DescribeInitFrom(const TrainingSpec& t) {
     const std::string run = run_dir.substr(run_dir.rfind('/') + 1);
     if (IsValidRunName(run)) dir = run;
   }
-  return dir + " at step " + step + " (" + t.init_state + ")";
+  return {dir, step};
+}
+
+}  // namespace
+
+std::string DescribeInitFrom(const TrainingSpec& t) {
+  if (t.init_from.empty()) return "";
+  const auto [from, step] = InitFromParts(t);
+  return from + " at step " + step + " (" + t.init_state + ")";
+}
+
+std::string InitFromSource(const TrainingSpec& t) {
+  if (t.init_from.empty()) return "";
+  const auto [from, step] = InitFromParts(t);
+  return from + "@" + step;
 }
 
 std::string ResolvedSpecToml(const RunSpec& spec) {

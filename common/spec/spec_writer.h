@@ -24,5 +24,8 @@ std::vector<std::pair<std::string, std::string>> ResolvedKeyValues(const RunSpec
 // run's checkpoints (<output root>/<run>/checkpoints), else "DIR at step 40
 // (weights)"; "" without init_from.
 std::string DescribeInitFrom(const TrainingSpec& training);
+// The same, short, for a table cell and a JSON field: "tiny-moe-1@40", or
+// "DIR@40"; "" without init_from.
+std::string InitFromSource(const TrainingSpec& training);
 
 }  // namespace trellis::spec

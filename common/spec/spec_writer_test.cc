@@ -140,5 +140,21 @@ TEST(SpecWriterTest, EveryKeyTheParserAcceptsIsWritten) {
   }
 }
 
+TEST(SpecWriterTest, LineageNamesTheSourceRunOrDirectory) {
+  TrainingSpec t;
+  EXPECT_EQ(DescribeInitFrom(t), "");
+  EXPECT_EQ(InitFromSource(t), "");
+  t.init_state = "weights";
+  t.init_from = "/out/runs/tiny-moe-3/checkpoints@40";
+  EXPECT_EQ(DescribeInitFrom(t), "tiny-moe-3 at step 40 (weights)");
+  EXPECT_EQ(InitFromSource(t), "tiny-moe-3@40");
+  // The source's step kept in the fork's own directory names the same run.
+  t.init_from = "/out/runs/tiny-fork-4/init-from/tiny-moe-3/checkpoints@40";
+  EXPECT_EQ(InitFromSource(t), "tiny-moe-3@40");
+  t.init_from = "/data/pretrained@7";
+  EXPECT_EQ(DescribeInitFrom(t), "/data/pretrained at step 7 (weights)");
+  EXPECT_EQ(InitFromSource(t), "/data/pretrained@7");
+}
+
 }  // namespace
 }  // namespace trellis::spec

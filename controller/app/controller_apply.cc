@@ -9,6 +9,7 @@
 #include "common/overloaded.h"
 #include "controller/app/attempt_files.h"
 #include "controller/app/controller.h"
+#include "controller/app/init_from_link.h"
 
 namespace trellis::controller {
 
@@ -141,6 +142,9 @@ void Controller::Carry(Command command) {
                 c.name, c.user, c.spec_toml, c.nodes, c.ranks_per_node,
                 [&](const std::string& id) { return c.run_dir_base + "/" + id; }, clock_->Now());
             metrics_.ObserveStoreWrite(Stopwatch::now() - start);
+            // Before the answer: the run's first attempt reads the spec then.
+            if (run.ok() && c.init_from_source)
+              run = KeepInitFromStep(*store_, *run, *c.init_from_source, clock_->Now());
             Enqueue(scheduler_.OnRunCreated({c.reply, std::move(run)}));
           },
           [&](const WriteAttemptFiles& w) {

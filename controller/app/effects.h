@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "common/node_probe.h"
 #include "common/spec/run_spec.h"
+#include "controller/app/init_from.h"
 #include "controller/app/replies.h"
 #include "controller/app/slurm_commands.h"
 #include "controller/app/views.h"
@@ -119,6 +120,9 @@ struct CreateRun {
   int ranks_per_node = 0;
   std::string run_dir_base;  // the run's directory is run_dir_base/<run id>
   ReplyTo<SubmitResult> reply;
+  // The other run's checkpoint step it starts from (training.init_from):
+  // linked into the new run's directory (init_from_link.h).
+  std::optional<InitFromFound> init_from_source;
 };
 // The files an attempt's sbatch needs (its spec, secret and batch script),
 // written before it is stored or submitted; the result goes to

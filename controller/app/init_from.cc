@@ -14,12 +14,12 @@ constexpr char kField[] = "training.init_from: ";
 
 }  // namespace
 
-absl::StatusOr<std::string> ResolveInitFrom(const std::string& init_from, StoreView& store,
-                                            const std::vector<std::string>& roots) {
+absl::StatusOr<InitFromFound> ResolveInitFrom(const std::string& init_from, StoreView& store,
+                                              const std::vector<std::string>& roots) {
   const size_t at = init_from.rfind('@');
   const std::string where = at == std::string::npos ? init_from : init_from.substr(0, at);
   const std::string step_text = at == std::string::npos ? "latest" : init_from.substr(at + 1);
-  std::string dir, what;
+  std::string dir, what, source_run;
   if (where.find('/') == std::string::npos) {
     auto run = store.GetRun(where);
     if (!run.ok())
@@ -28,6 +28,7 @@ absl::StatusOr<std::string> ResolveInitFrom(const std::string& init_from, StoreV
                                         "RUN@latest, or an absolute checkpoint DIR@STEP)");
     dir = run->run_dir + "/checkpoints";
     what = "run " + where;
+    source_run = where;
   } else {
     if (where.front() != '/')
       return absl::InvalidArgumentError(std::string(kField) + "a checkpoint directory must be "
@@ -62,7 +63,7 @@ absl::StatusOr<std::string> ResolveInitFrom(const std::string& init_from, StoreV
                                         "checkpoint of step " + step_text + "; its complete "
                                         "steps: " + DescribeSteps(complete));
   }
-  return dir + "@" + std::to_string(step);
+  return InitFromFound{dir, step, source_run};
 }
 
 }  // namespace trellis::controller

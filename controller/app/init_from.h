@@ -5,6 +5,7 @@
 // ranks open and the step, found now (latest resolved), so that the run
 // starts from what the user saw at submit.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,20 @@
 
 namespace trellis::controller {
 
-// "/out/runs/tiny-moe-1/checkpoints@40"; INVALID_ARGUMENT naming the run, the
-// step and the complete steps there when it cannot be found, or a directory
-// outside `roots` (the data roots and the output root).
-absl::StatusOr<std::string> ResolveInitFrom(const std::string& init_from, StoreView& store,
-                                            const std::vector<std::string>& roots);
+// A checkpoint found: its directory, its step, and the run whose it is when
+// init_from named a run ("" for a directory given as a path).
+struct InitFromFound {
+  std::string dir;
+  int64_t step = -1;
+  std::string run;
+  // "/out/runs/tiny-moe-1/checkpoints@40", as stored and as the ranks read it.
+  std::string value() const { return dir + "@" + std::to_string(step); }
+};
+
+// INVALID_ARGUMENT naming the run, the step and the complete steps there
+// when it cannot be found, or a directory outside `roots` (the data roots
+// and the output root).
+absl::StatusOr<InitFromFound> ResolveInitFrom(const std::string& init_from, StoreView& store,
+                                              const std::vector<std::string>& roots);
 
 }  // namespace trellis::controller

@@ -54,6 +54,9 @@ class KillAfterSbatchClient : public SlurmClient {
   absl::StatusOr<std::vector<std::string>> ListPartitions() override {
     return inner_->ListPartitions();
   }
+  absl::StatusOr<std::vector<SlurmAssociation>> ListAssociations() override {
+    return inner_->ListAssociations();
+  }
 
  private:
   std::shared_ptr<SlurmClient> inner_;

@@ -15,8 +15,8 @@ constexpr std::string_view kRpcNames[] = {
     "ReleaseNode", "GateReport", "RunSteps", "Register", "ReportExit", "NextLaunch",
     "StandBy"};
 static_assert(std::size(kRpcNames) == kRpcMethods);
-constexpr std::string_view kSlurmNames[] = {"sbatch", "squeue",  "scontrol",
-                                            "sacct",  "scancel", "sinfo"};
+constexpr std::string_view kSlurmNames[] = {"sbatch", "squeue", "scontrol", "sacct",
+                                            "scancel", "sinfo", "sacctmgr"};
 static_assert(std::size(kSlurmNames) == kSlurmCommands);
 constexpr std::string_view kUnclassified = "unknown";
 // The goodput categories that only grow (counters), in RunSeries order.

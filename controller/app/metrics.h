@@ -61,8 +61,8 @@ enum class RpcMethod {
 };
 inline constexpr size_t kRpcMethods = 13;
 
-enum class SlurmCommand { kSbatch, kSqueue, kScontrol, kSacct, kScancel, kSinfo };
-inline constexpr size_t kSlurmCommands = 6;
+enum class SlurmCommand { kSbatch, kSqueue, kScontrol, kSacct, kScancel, kSinfo, kSacctmgr };
+inline constexpr size_t kSlurmCommands = 7;
 
 class Metrics {
  public:

@@ -16,8 +16,16 @@
 
 namespace trellis::controller {
 
+namespace {
+
+// How often the scheduler's tick lists the user's accounting associations.
+constexpr auto kAssociationsEvery = std::chrono::minutes(5);
+
+}  // namespace
+
 absl::StatusOr<std::string> Scheduler::ResolveSpecPaths(const std::string& submitted_toml,
-                                                        spec::RunSpec* spec) {
+                                                        spec::RunSpec* spec,
+                                                        std::optional<InitFromFound>* source) {
   if (!spec->has_model) return submitted_toml;
   auto& t = spec->trainer.training;
   std::vector<std::string> sets;
@@ -34,26 +42,20 @@ absl::StatusOr<std::string> Scheduler::ResolveSpecPaths(const std::string& submi
     roots.push_back(ctx_.config.output_root);
     auto from = ResolveInitFrom(t.init_from, ctx_.store, roots);
     if (!from.ok()) return from.status();
-    if (*from != t.init_from) {
-      sets.push_back("training.init_from=" + *from);
-      said += "# training.init_from \"" + t.init_from + "\" is " + *from + "\n";
-      t.init_from = *from;
+    if (!from->run.empty()) *source = *from;
+    if (from->value() != t.init_from) {
+      sets.push_back("training.init_from=" + from->value());
+      said += "# training.init_from \"" + t.init_from + "\" is " + from->value() + "\n";
+      t.init_from = from->value();
     }
   }
   if (sets.empty()) return submitted_toml;
-  spec::FieldErrors errors;
-  auto rewritten = spec::ApplyOverrides(submitted_toml, sets, &errors);
-  if (!rewritten) return absl::InvalidArgumentError(spec::JoinErrors(errors));
   // The file's opening comment lines are kept (the CLI says there where the
   // spec came from); TOML written again keeps no others.
-  std::string opening;
-  for (size_t at = 0; at < submitted_toml.size() && submitted_toml[at] == '#';) {
-    size_t end = submitted_toml.find('\n', at);
-    if (end == std::string::npos) end = submitted_toml.size() - 1;
-    opening += submitted_toml.substr(at, end - at) + "\n";
-    at = end + 1;
-  }
-  return opening + said + *rewritten;
+  spec::FieldErrors errors;
+  auto rewritten = spec::ApplyOverridesKeepingOpening(submitted_toml, sets, said, &errors);
+  if (!rewritten) return absl::InvalidArgumentError(spec::JoinErrors(errors));
+  return *rewritten;
 }
 
 Effects Scheduler::Submit(const std::string& submitted_toml, bool dry_run, const std::string& user,
@@ -65,7 +67,8 @@ Effects Scheduler::Submit(const std::string& submitted_toml, bool dry_run, const
   // A corpus named relative to the data roots, and a run to start from, are
   // stored as what they are found to be, which the ranks open and every later
   // check reads.
-  auto resolved = ResolveSpecPaths(submitted_toml, &*spec);
+  std::optional<InitFromFound> source;
+  auto resolved = ResolveSpecPaths(submitted_toml, &*spec, &source);
   if (!resolved.ok()) return refuse(resolved.status());
   const std::string& spec_toml = *resolved;
   if (absl::Status st =
@@ -86,6 +89,8 @@ Effects Scheduler::Submit(const std::string& submitted_toml, bool dry_run, const
   if (std::string unknown = UnknownPartition(spec->slurm.partition, partitions_);
       !unknown.empty())
     return refuse(absl::InvalidArgumentError(unknown));
+  if (std::string refused = RefusedAccountOrQos(spec->slurm, associations_); !refused.empty())
+    return refuse(absl::InvalidArgumentError(refused));
   if (dry_run) {
     // Show exactly what would be submitted for the run's first attempt.
     auto runs = ctx_.store.ListRuns(1, false);
@@ -116,7 +121,7 @@ Effects Scheduler::Submit(const std::string& submitted_toml, bool dry_run, const
   std::string base = ctx_.RunDirFor(*spec, "");
   base.pop_back();
   return CreateRun{spec->job.name,  user, spec_toml, spec->slurm.nodes, spec->slurm.ranks_per_node,
-                   std::move(base), reply};
+                   std::move(base), reply, std::move(source)};
 }
 
 Effects Scheduler::OnRunCreated(const RunCreated& created) {
@@ -191,7 +196,11 @@ Effects Scheduler::Tick() {
   tick_in_flight_ = true;
   queued_at_tick_ = std::move(queued);
   // Eligibility needs sinfo: asked on the Slurm thread, decided back on the loop.
-  fx.Add(ListUsableNodes{std::move(partitions)});
+  const WallTime now = ctx_.clock.Now();
+  const bool associations =
+      !associations_asked_ || now - *associations_asked_ >= kAssociationsEvery;
+  if (associations) associations_asked_ = now;
+  fx.Add(ListUsableNodes{std::move(partitions), associations});
   return fx;
 }
 
@@ -201,6 +210,7 @@ Effects Scheduler::OnEligibility(const NodesListed& listed) {
   queued_at_tick_.clear();
   std::vector<std::string> excluded = ctx_.ExcludedNow();
   if (!listed.partitions.empty()) partitions_ = listed.partitions;
+  if (listed.associations) associations_ = *listed.associations;
   Effects fx;
   for (const auto& snapshot : queued) {
     auto run = ctx_.store.GetRun(snapshot.run_id);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "controller/app/effects.h"
+#include "controller/app/init_from.h"
 #include "controller/app/loop_context.h"
 #include "controller/app/views.h"
 
@@ -58,9 +59,11 @@ class Scheduler {
  private:
   // The submitted spec with a relative training.data and a run's
   // training.init_from as found (spec_paths.h, init_from.h), `spec` updated;
-  // the text as it came when nothing needed finding.
+  // the text as it came when nothing needed finding. `source`: the run's
+  // checkpoint step it starts from, when init_from names a run.
   absl::StatusOr<std::string> ResolveSpecPaths(const std::string& submitted_toml,
-                                               spec::RunSpec* spec);
+                                               spec::RunSpec* spec,
+                                               std::optional<InitFromFound>* source);
   Effects SubmitAttempt(const RunRecord& run, const spec::RunSpec& spec,
                         const std::vector<std::string>& excluded);
   // Which attempt an sbatch is for: a new number, or one stored without a
@@ -91,6 +94,10 @@ class Scheduler {
   std::vector<RunRecord> queued_at_tick_;  // the queued runs the tick asked about
   // The cluster's partitions at the last eligibility check; empty: not known.
   std::vector<std::string> partitions_;
+  // The user's accounting associations as last listed (at most every
+  // kAssociationsEvery: sacctmgr asks slurmdbd); empty: none or no accounting.
+  std::vector<SlurmAssociation> associations_;
+  std::optional<WallTime> associations_asked_;
   // Run -> the attempt being prepared: its sbatch, sent once its files are
   // written (OnAttemptFilesWritten) and, for a new attempt, stored
   // (OnAttemptCreated); `record` is the new attempt's row until it is sent.

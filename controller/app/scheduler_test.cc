@@ -94,6 +94,38 @@ TEST_F(SchedulerTest, APartitionTheClusterHasNotIsRefusedOnceKnown) {
   EXPECT_TRUE(RepliedError(Only<SendReply>(fx)).ok());
 }
 
+// With accounting, an account or QOS the user has no association for is
+// refused at submit and dry run, once the tick listed them (sacctmgr, at
+// most every few minutes); without accounting nothing is checked.
+TEST_F(SchedulerTest, AnAccountOrQosOutsideTheUsersAssociationsIsRefused) {
+  const std::string bad_account = std::string(kSpec) + "account = 'proj9'\n";
+  const std::string bad_qos =
+      std::string(kSpec) + "account = 'proj7'\nextra_args = ['--qos=high']\n";
+  const std::string good = std::string(kSpec) + "account = 'proj7'\nextra_args = ['--qos=low']\n";
+  AddRun(RunState::kQueued);
+  ListUsableNodes asked = Only<ListUsableNodes>(scheduler_.Tick());
+  EXPECT_TRUE(asked.associations) << "asked at the first tick";
+  NodesListed listed;
+  listed.usable.emplace("", std::vector<std::string>{});
+  scheduler_.OnEligibility(listed);  // sacctmgr failed: no accounting
+  for (const std::string& spec : {bad_account, bad_qos, good})
+    EXPECT_TRUE(RepliedError(Only<SendReply>(scheduler_.Submit(spec, true, "a", {1}))).ok());
+
+  EXPECT_FALSE(Only<ListUsableNodes>(scheduler_.Tick()).associations) << "not again so soon";
+  scheduler_.OnEligibility(listed);
+  clock_.Advance(std::chrono::minutes(5));
+  EXPECT_TRUE(Only<ListUsableNodes>(scheduler_.Tick()).associations);
+  listed.associations = {{"proj7", {"normal", "low"}}, {"proj8", {"normal", "high"}}};
+  scheduler_.OnEligibility(listed);
+  EXPECT_EQ(RepliedError(Only<SendReply>(scheduler_.Submit(bad_account, true, "a", {2}))).message(),
+            "slurm.account: 'proj9' is not an account of yours in Slurm's accounting; yours: "
+            "proj7, proj8");
+  EXPECT_EQ(RepliedError(Only<SendReply>(scheduler_.Submit(bad_qos, false, "a", {3}))).message(),
+            "slurm.extra_args: --qos=high is not a QOS of account proj7 in Slurm's accounting; "
+            "allowed: normal, low");
+  EXPECT_TRUE(RepliedError(Only<SendReply>(scheduler_.Submit(good, true, "a", {4}))).ok());
+}
+
 TEST_F(SchedulerTest, AQueuedRunThatFitsGetsAnAttemptWrittenAheadThenItsSbatch) {
   AddRun(RunState::kQueued);
   EXPECT_TRUE(scheduler_.Tick().All<ListUsableNodes>().size() == 1);

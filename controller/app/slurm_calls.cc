@@ -63,6 +63,9 @@ NodesListed ListUsable(SlurmClient& slurm, const ListUsableNodes& call) {
     out.usable.emplace(p, names);
   }
   if (auto all = slurm.ListPartitions(); all.ok()) out.partitions = *all;
+  // Without accounting (no slurmdbd) sacctmgr fails: then nothing is checked.
+  if (call.associations)
+    if (auto assocs = slurm.ListAssociations(); assocs.ok()) out.associations = *assocs;
   return out;
 }
 

@@ -21,6 +21,7 @@ namespace trellis::controller {
 // Scheduler::OnEligibility.
 struct ListUsableNodes {
   std::set<std::string> partitions;
+  bool associations = false;  // the user's accounting associations too (sacctmgr)
 };
 // The attempt's job by name if one exists (adopted; any other of that name
 // cancelled), else a new sbatch: answered as JobSubmitted to
@@ -94,6 +95,8 @@ struct NodesListed {
   UsableNodes usable;
   // Every partition of the cluster; empty when it could not be listed.
   std::vector<std::string> partitions{};
+  // The user's associations when asked and the cluster keeps accounting.
+  std::optional<std::vector<SlurmAssociation>> associations{};
 };
 struct JobSubmitted {
   std::string run_id;

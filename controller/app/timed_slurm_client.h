@@ -57,6 +57,9 @@ class TimedSlurmClient : public SlurmClient {
   absl::StatusOr<std::vector<std::string>> ListPartitions() override {
     return Timed(SlurmCommand::kSinfo, [&] { return slurm_->ListPartitions(); });
   }
+  absl::StatusOr<std::vector<SlurmAssociation>> ListAssociations() override {
+    return Timed(SlurmCommand::kSacctmgr, [&] { return slurm_->ListAssociations(); });
+  }
 
  private:
   // The latency of the command itself, on the real steady clock (not the

@@ -20,6 +20,36 @@ std::string UnknownPartition(const std::string& partition, const std::vector<std
          "partitions: " + list;
 }
 
+std::string RefusedAccountOrQos(const spec::SlurmSection& slurm,
+                                const std::vector<SlurmAssociation>& associations) {
+  if (associations.empty()) return "";
+  auto join = [](const std::vector<std::string>& names) {
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    return list;
+  };
+  std::vector<std::string> accounts, qos;
+  for (const SlurmAssociation& a : associations) {
+    accounts.push_back(a.account);
+    if (!slurm.account.empty() && a.account != slurm.account) continue;
+    for (const std::string& q : a.qos)
+      if (std::find(qos.begin(), qos.end(), q) == qos.end()) qos.push_back(q);
+  }
+  if (!slurm.account.empty() &&
+      std::find(accounts.begin(), accounts.end(), slurm.account) == accounts.end())
+    return "slurm.account: '" + slurm.account + "' is not an account of yours in Slurm's "
+           "accounting; yours: " + join(accounts);
+  // The last --qos wins, as sbatch reads its options.
+  std::string asked;
+  for (const std::string& arg : slurm.extra_args)
+    if (arg.rfind("--qos=", 0) == 0) asked = arg.substr(6);
+  if (asked.empty() || qos.empty() || std::find(qos.begin(), qos.end(), asked) != qos.end())
+    return "";
+  return "slurm.extra_args: --qos=" + asked + " is not a QOS " +
+         (slurm.account.empty() ? std::string("of your accounts") : "of account " + slurm.account) +
+         " in Slurm's accounting; allowed: " + join(qos);
+}
+
 std::string NeverStartsWhile(const std::string& pending_reason) {
   // Slurm's reason codes (squeue %r; "man squeue", JOB REASON CODES).
   static const std::map<std::string, std::string, std::less<>> kNever = {

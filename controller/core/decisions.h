@@ -25,6 +25,13 @@ struct ScheduleDecision {
 ScheduleDecision DecideSchedule(int nodes_needed, int nodes_eligible, WallTime not_before,
                                 WallTime now);
 
+// A spec's slurm.account, and the QOS its slurm.extra_args ask (--qos=Q), against
+// the user's associations in Slurm's accounting: "" when allowed, or when
+// there are none to check against (no accounting, the user in none); else
+// the error, naming the accounts or the account's QOS there are.
+std::string RefusedAccountOrQos(const spec::SlurmSection& slurm,
+                                const std::vector<SlurmAssociation>& associations);
+
 // A spec's slurm.partition against the cluster's partitions: "" when it is
 // one of them, or when either is unknown ("": the default partition; no
 // list); else the error, naming the partitions there are.

@@ -200,6 +200,30 @@ TEST(UnknownPartitionTest, NamesThePartitionsThereAre) {
             "debug, gpu");
 }
 
+TEST(RefusedAccountOrQosTest, NamesTheAccountsOrTheQosThereAre) {
+  const std::vector<SlurmAssociation> assocs = {{"proj7", {"normal"}}, {"proj8", {"high"}}};
+  spec::SlurmSection s;
+  EXPECT_EQ(RefusedAccountOrQos(s, assocs), "") << "the default account";
+  s.account = "proj9";
+  EXPECT_EQ(RefusedAccountOrQos(s, {}), "") << "no accounting: no check";
+  EXPECT_EQ(RefusedAccountOrQos(s, assocs),
+            "slurm.account: 'proj9' is not an account of yours in Slurm's accounting; yours: "
+            "proj7, proj8");
+  s.account = "proj8";
+  s.extra_args = {"--qos=normal", "--exclusive", "--qos=high"};  // the last one counts
+  EXPECT_EQ(RefusedAccountOrQos(s, assocs), "");
+  s.extra_args = {"--qos=normal"};
+  EXPECT_EQ(RefusedAccountOrQos(s, assocs),
+            "slurm.extra_args: --qos=normal is not a QOS of account proj8 in Slurm's "
+            "accounting; allowed: high");
+  s.account = "";
+  s.extra_args = {"--qos=gold"};
+  EXPECT_EQ(RefusedAccountOrQos(s, assocs),
+            "slurm.extra_args: --qos=gold is not a QOS of your accounts in Slurm's accounting; "
+            "allowed: normal, high");
+  EXPECT_EQ(RefusedAccountOrQos(s, {{"proj7", {}}}), "") << "no QOS listed: none checked";
+}
+
 TEST(NeverStartsWhileTest, OnlyReasonsThatDoNotPassByThemselves) {
   for (const char* passes : {"Priority", "Resources", "BeginTime", "None", "Dependency", ""})
     EXPECT_EQ(NeverStartsWhile(passes), "") << passes;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace trellis::controller {
 
@@ -104,6 +105,13 @@ struct SlurmJob {
 struct SlurmNode {
   std::string name;
   SlurmNodeState state;
+};
+
+// An association of the controller's user in Slurm's accounting (sacctmgr
+// show assoc): an account and the QOS its jobs may ask for.
+struct SlurmAssociation {
+  std::string account;
+  std::vector<std::string> qos;
 };
 
 // Terminal Slurm job states: the job will not run again.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/spec/run_spec.h"
+#include "common/spec/spec_writer.h"
 #include "controller/app/spare_pools.h"
 
 namespace trellis::controller {
@@ -34,6 +36,11 @@ void ToProto(const RunView& v, v1::RunSummary* out) {
   out->set_last_step(v.last_step);
   out->set_last_loss(v.last_loss);
   out->set_unstored_step_records(v.unstored_step_records);
+  if (r.spec_toml.find("init_from") != std::string::npos) {  // no parse for the others
+    spec::FieldErrors errors;
+    auto spec = spec::ParseRunSpec(r.spec_toml, &errors);
+    if (spec && spec->has_model) out->set_init_from(spec::InitFromSource(spec->trainer.training));
+  }
   out->set_restarts(r.restarts);
   int relaunches = 0, restart_attempts = 0;
   for (const auto& l : v.launches) {

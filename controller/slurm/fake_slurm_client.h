@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "controller/slurm/slurm_client.h"
 
@@ -109,6 +110,12 @@ class FakeSlurmClient : public SlurmClient {
     std::lock_guard<std::mutex> lock(mu);
     return partitions;
   }
+  // Unset: a cluster without accounting (sacctmgr fails).
+  absl::StatusOr<std::vector<SlurmAssociation>> ListAssociations() override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!associations) return absl::UnavailableError("sacctmgr: no accounting storage");
+    return *associations;
+  }
 
   std::vector<Submission> Submissions() {
     std::lock_guard<std::mutex> lock(mu);
@@ -141,6 +148,7 @@ class FakeSlurmClient : public SlurmClient {
   std::vector<std::string> signalled;  // "JOB.STEP SIGNAL"
   std::vector<SlurmNode> nodes;
   std::vector<std::string> partitions;
+  std::optional<std::vector<SlurmAssociation>> associations;
 };
 
 }  // namespace trellis::controller

@@ -1,5 +1,6 @@
 #include "controller/slurm/parsers.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -165,6 +166,24 @@ absl::StatusOr<std::vector<SlurmJob>> ParseSacct(std::string_view out) {
     }
   }
   return jobs;
+}
+
+absl::StatusOr<std::vector<SlurmAssociation>> ParseAssociations(std::string_view out) {
+  std::vector<SlurmAssociation> out_assocs;
+  for (std::string_view line : Lines(out)) {
+    auto f = Split(line, '|');
+    if (f.size() != 2 || f[0].empty())
+      return absl::InternalError("sacctmgr line '" + std::string(line) +
+                                 "': expected ACCOUNT|QOS,...");
+    auto same = std::find_if(out_assocs.begin(), out_assocs.end(),
+                             [&](const SlurmAssociation& a) { return a.account == f[0]; });
+    if (same == out_assocs.end())
+      same = out_assocs.insert(out_assocs.end(), SlurmAssociation{std::string(f[0]), {}});
+    for (std::string_view q : Split(f[1], ','))
+      if (!q.empty() && std::find(same->qos.begin(), same->qos.end(), q) == same->qos.end())
+        same->qos.emplace_back(q);
+  }
+  return out_assocs;
 }
 
 absl::StatusOr<std::vector<SlurmNode>> ParseSinfoNodes(std::string_view out) {

@@ -35,6 +35,10 @@ std::map<std::string, std::string> ParseScontrolPairs(std::string_view line);
 // where scontrol no longer knows the job.
 absl::StatusOr<std::vector<SlurmJob>> ParseSacct(std::string_view out);
 
+// `sacctmgr -nP show assoc where user=U format=account,qos`: "ACCOUNT|Q1,Q2"
+// per line (a line per cluster and partition: an account once, its QOS merged).
+absl::StatusOr<std::vector<SlurmAssociation>> ParseAssociations(std::string_view out);
+
 // `sinfo -h -N -o '%N|%T'` (a node may appear once per partition: deduplicated).
 absl::StatusOr<std::vector<SlurmNode>> ParseSinfoNodes(std::string_view out);
 

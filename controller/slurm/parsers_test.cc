@@ -100,6 +100,19 @@ TEST(ParsersTest, SacctAndExitCodes) {
   EXPECT_FALSE(ParseExitCode("x").has_value());
 }
 
+TEST(ParsersTest, AssociationsMergeAnAccountsLinesAndQos) {
+  auto assocs = ParseAssociations("trellis|normal\nproj7|normal,high\ntrellis|low,normal\n"
+                                  "proj8|\n");
+  ASSERT_TRUE(assocs.ok()) << assocs.status();
+  ASSERT_EQ(assocs->size(), 3u);
+  EXPECT_EQ((*assocs)[0].account, "trellis");
+  EXPECT_EQ((*assocs)[0].qos, (std::vector<std::string>{"normal", "low"}));
+  EXPECT_EQ((*assocs)[1].qos, (std::vector<std::string>{"normal", "high"}));
+  EXPECT_TRUE((*assocs)[2].qos.empty());
+  EXPECT_TRUE(ParseAssociations("").ok());
+  EXPECT_FALSE(ParseAssociations("no separator\n").ok());
+}
+
 TEST(ParsersTest, SinfoNodesDeduplicatedAndUsability) {
   auto nodes = ParseSinfoNodes(Fixture("sinfo_nodes.txt"));
   ASSERT_TRUE(nodes.ok());

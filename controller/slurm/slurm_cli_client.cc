@@ -1,5 +1,6 @@
 #include "controller/slurm/slurm_cli_client.h"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -172,6 +173,20 @@ absl::StatusOr<std::vector<SlurmNode>> SlurmCliClient::ListNodes(const std::stri
   if (!r.ok()) return r.status();
   if (r->exit_code != 0) return Failed(argv, *r);
   return ParseSinfoNodes(r->out);
+}
+
+absl::StatusOr<std::vector<SlurmAssociation>> SlurmCliClient::ListAssociations() {
+  // Jobs are submitted as the controller's owner: its associations are theirs.
+  const struct passwd* pw = ::getpwuid(::getuid());
+  if (pw == nullptr) return absl::NotFoundError("no passwd entry for uid " +
+                                                std::to_string(::getuid()));
+  std::vector<std::string> argv = {Bin("sacctmgr"), "-nP", "show", "assoc",
+                                   "where", std::string("user=") + pw->pw_name,
+                                   "format=account,qos"};
+  auto r = Run(argv, options_.timeout);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return Failed(argv, *r);
+  return ParseAssociations(r->out);
 }
 
 absl::StatusOr<std::vector<std::string>> SlurmCliClient::ListPartitions() {

@@ -33,6 +33,7 @@ class SlurmCliClient : public SlurmClient {
   absl::Status Drain(const std::string& node, const std::string& reason) override;
   absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string& partition) override;
   absl::StatusOr<std::vector<std::string>> ListPartitions() override;
+  absl::StatusOr<std::vector<SlurmAssociation>> ListAssociations() override;
 
  private:
   std::string Bin(const std::string& name) const;

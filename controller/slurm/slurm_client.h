@@ -43,6 +43,9 @@ class SlurmClient {
   virtual absl::StatusOr<std::vector<SlurmNode>> ListNodes(const std::string& partition) = 0;
   // The cluster's partitions by name (sinfo -o %R).
   virtual absl::StatusOr<std::vector<std::string>> ListPartitions() = 0;
+  // The controller's user's associations in Slurm's accounting (sacctmgr);
+  // an error where the cluster keeps none (no slurmdbd).
+  virtual absl::StatusOr<std::vector<SlurmAssociation>> ListAssociations() = 0;
 };
 
 }  // namespace trellis::controller

@@ -204,6 +204,23 @@ absl::Status Store::SetStateReason(const std::string& run_id, const std::string&
   return st.Bind(1, reason).Bind(2, run_id).Run();
 }
 
+absl::Status Store::NoteOnRun(const std::string& run_id, const std::string& note, WallTime now,
+                              const std::optional<std::string>& spec_toml) {
+  sqlite::Transaction tx(db_.get());
+  RETURN_IF_ERROR(tx.status());
+  ASSIGN_OR_RETURN(RunRecord run, GetRun(run_id));
+  if (spec_toml) {
+    ASSIGN_OR_RETURN(auto up, db_->Prepare("UPDATE runs SET spec_toml = ? WHERE run_id = ?"));
+    RETURN_IF_ERROR(up.Bind(1, *spec_toml).Bind(2, run_id).Run());
+  }
+  ASSIGN_OR_RETURN(auto ev, db_->Prepare(
+      "INSERT INTO run_events (run_id, unix_ms, from_state, to_state, reason, evidence_json) "
+      "VALUES (?, ?, ?, ?, ?, '{}')"));
+  RETURN_IF_ERROR(ev.Bind(1, run_id).Bind(2, ToUnixMillis(now)).Bind(3, StateName(run.state))
+                      .Bind(4, StateName(run.state)).Bind(5, note).Run());
+  return tx.Commit();
+}
+
 absl::Status Store::SetRestartBackoff(const std::string& run_id, int restarts,
                                       WallTime not_before) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "absl/status/statusor.h"
@@ -55,6 +56,11 @@ class Store {
   // Updates the reason a run waits in its state (no transition, no event).
   absl::Status SetStateReason(const std::string& run_id, const std::string& reason);
   absl::Status SetRestartBackoff(const std::string& run_id, int restarts, WallTime not_before);
+  // An event that changes no state (the run's state to itself, `note` its
+  // reason), and the run's spec replaced by `spec_toml` where given: one
+  // transaction.
+  absl::Status NoteOnRun(const std::string& run_id, const std::string& note, WallTime now,
+                         const std::optional<std::string>& spec_toml = std::nullopt);
 
   absl::Status CreateAttempt(const AttemptRecord& attempt);
   // A waiting attempt becomes the run's current one (records.h), eligible

@@ -11,7 +11,7 @@ dry=$(trellis submit "$hello" slurm.nodes=1 restart.max_restarts=2 env.GREETING=
   fail "dry run failed"
 for line in "name = 'one'" "nodes = 1" "max_restarts = 2" "GREETING = 'hi'" "backoff_s = 30" \
             "# partition = \"\"  (Slurm's default partition)" "run 'one-1', attempt 1"; do
-  echo "$dry" | grep -qF "$line" || fail "the dry run lacks \"$line\": $dry"
+  echo "$dry" | grep -F >/dev/null "$line" || fail "the dry run lacks \"$line\": $dry"
 done
 [ "$(trellis ls --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 0 ] ||
   fail "a dry run stored a run"
@@ -25,6 +25,28 @@ wait_state "$id" SUCCEEDED 60
 show=$(run_json "$id")
 [ "$(json_get "$show" "d['nodes']")" = 1 ] || fail "ran on $(json_get "$show" "d['nodes']") nodes, not 1"
 spec_toml=$(json_get "$show" "d['spec_toml']")
-echo "$spec_toml" | head -1 | grep -qF "# $hello slurm.nodes=1 env.GREETING=hi --name one" ||
+echo "$spec_toml" | head -1 | grep -F >/dev/null "# $hello slurm.nodes=1 env.GREETING=hi --name one" ||
   fail "the stored spec does not say where it came from: $(echo "$spec_toml" | head -3)"
+
+# Where the cluster keeps accounting (local-cluster up --accounting): an account or a QOS the
+# user has no association for is refused at submit and dry run, once a tick listed them (the run
+# above had one). Without accounting nothing is checked: no such refusal.
+if assoc=$(sacctmgr -nP show assoc where user="$(id -un)" format=account,qos 2>/dev/null) &&
+   [ -n "$assoc" ]; then
+  account=${assoc%%|*}
+  out=$(trellis submit "$hello" slurm.account=no-such-acct --dry-run 2>&1) &&
+    fail "the account no-such-acct was accepted"
+  echo "$out" | grep -F >/dev/null "slurm.account: 'no-such-acct' is not an account of yours in Slurm's" ||
+    fail "unclear refusal of an unknown account: $out"
+  trellis submit "$hello" slurm.account="$account" --dry-run >/dev/null ||
+    fail "the user's own account $account was refused"
+  out=$(trellis submit "$hello" slurm.account="$account" 'slurm.extra_args=["--qos=no-such-qos"]' \
+    --dry-run 2>&1) && fail "the QOS no-such-qos was accepted"
+  echo "$out" | grep -F >/dev/null "slurm.extra_args: --qos=no-such-qos is not a QOS of account $account" ||
+    fail "unclear refusal of an unknown QOS: $out"
+  log "accounting: an unknown account and QOS refused, $account accepted"
+else
+  trellis submit "$hello" slurm.account=no-such-acct --dry-run >/dev/null ||
+    fail "without accounting an account was checked"
+fi
 log "PASS: $id ran the example with slurm.nodes=1 and --name one, no file edited"

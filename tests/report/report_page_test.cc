@@ -110,6 +110,19 @@ TEST(ReportPageTest, UnstoredRecordsMakeTheRecordsIncomplete) {
             std::string::npos);
 }
 
+// A fork says under the title where it came from; a fresh run says nothing.
+TEST(ReportPageTest, ForkNamesItsSourceUnderTheTitle) {
+  ReportInput in = BaseInput();
+  EXPECT_EQ(RenderReport(in).find("class=\"lineage\""), std::string::npos);
+  in.run.set_spec_toml(
+      "[job]\nname = \"m\"\n[model]\nlayers = 2\n[training]\nsteps = 30\n"
+      "init_from = \"/out/runs/tiny-moe-3/checkpoints@10\"\ninit_state = \"weights\"\n");
+  std::string html = RenderReport(in);
+  ExpectSound(html);
+  EXPECT_NE(html.find("</h1>\n<p class=\"lineage\">from tiny-moe-3 at step 10 (weights)</p>"),
+            std::string::npos);
+}
+
 TEST(ReportPageTest, OneStep) {
   ReportInput in = BaseInput();
   AddPoint(&in, 1, 1, 5.5);
