@@ -2,9 +2,8 @@
 
 #include <unistd.h>
 
-#include <cstring>
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
 
 #include "common/atomic_file_writer.h"
 #include "common/model_layout/model_layout.h"
