@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 namespace trellis::cli {
@@ -155,6 +156,32 @@ std::string RetryRefusalHint(const std::string& run, const std::string& refusal)
   if (refusal.find(none) == std::string::npos) return "";
   return run + " has no checkpoint to resume from; `trellis retry " + run +
          " --fresh` starts it again from step 0";
+}
+
+std::optional<int64_t> ParseSince(const std::string& text, int64_t now_ms, std::string* error) {
+  *error = "--since \"" + text + "\" is not a duration (90s, 10m, 2h, 1d) or a time "
+           "(2026-12-07T16:05:00Z in UTC, 2026-12-07 16:05 in local time)";
+  char* end = nullptr;
+  const double amount = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() && amount >= 0 && end[0] != '\0' && end[1] == '\0') {
+    const std::pair<char, double> kUnits[] = {{'s', 1e3}, {'m', 6e4}, {'h', 3.6e6}, {'d', 8.64e7}};
+    for (const auto& [unit, ms] : kUnits)
+      if (end[0] == unit) return now_ms - static_cast<int64_t>(amount * ms);
+    return std::nullopt;
+  }
+  std::tm tm{};
+  const char* formats[] = {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M",
+                           "%Y-%m-%d %H:%M"};
+  for (const char* format : formats) {
+    tm = std::tm{};
+    const char* rest = strptime(text.c_str(), format, &tm);
+    if (rest == nullptr || (rest[0] != '\0' && std::string(rest) != "Z")) continue;
+    tm.tm_isdst = -1;
+    const std::time_t t = rest[0] == 'Z' ? timegm(&tm) : std::mktime(&tm);
+    if (t == -1) continue;
+    return static_cast<int64_t>(t) * 1000;
+  }
+  return std::nullopt;
 }
 
 }  // namespace trellis::cli

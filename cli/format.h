@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,12 @@ std::string OrDash(const std::string& s);
 // complete checkpoint to go on from (its training.init_from "RUN@latest"):
 // the plain fact and the way out (--fresh); "" for any other refusal.
 std::string RetryRefusalHint(const std::string& run, const std::string& refusal);
+
+// `trellis logs --since`: "90s", "10m", "2h", "1d" before `now_ms`, or a time
+// "2026-12-07T16:05:00Z" (UTC), "2026-12-07 16:05[:00]" (local time, as the
+// CLI prints times). The Unix milliseconds, or nullopt with *error saying what
+// is accepted.
+std::optional<int64_t> ParseSince(const std::string& text, int64_t now_ms, std::string* error);
 
 // A text table: a header row, left-aligned columns separated by two spaces,
 // no trailing spaces.

@@ -1,6 +1,8 @@
 // trellis logs ID [--rank R | --node N | --batch] [--attempt A] [--launch L] [--tail N]
-//                [--follow] [--json]
+//                [--since WHEN] [--timestamps] [--follow] [--json]
 
+#include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <memory>
 
@@ -8,6 +10,7 @@
 
 #include "cli/commands/commands.h"
 #include "cli/exit_status.h"
+#include "cli/format.h"
 
 namespace trellis::cli {
 
@@ -22,12 +25,27 @@ struct LogsOptions {
   std::string node;
   int tail = 0;
   bool batch = false;
+  std::string since;
+  bool timestamps = false;
   bool json = false;
 };
 
 int RunLogs(const GlobalOptions& global, const LogsOptions& opt) {
-  ControllerClient client(global);
   v1::ReadLogsRequest req;
+  if (!opt.since.empty()) {
+    std::string error;
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    auto since = ParseSince(opt.since, now_ms, &error);
+    if (!since) {
+      PrintError(error);
+      return kExitUsage;
+    }
+    req.set_since_unix_ms(std::max<int64_t>(1, *since));
+  }
+  req.set_timestamps(opt.timestamps);
+  ControllerClient client(global);
   req.set_run_id(opt.run_id);
   req.set_rank(opt.rank);
   req.set_follow(opt.follow);
@@ -61,7 +79,8 @@ void AddLogsCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) 
   CLI::App* cmd = app.add_subcommand(
       "logs",
       "Print the ranks' output of a run's latest launch (or of the launch, node or rank asked)"
-      ".\nExample: trellis logs tiny-moe-3 --attempt 1 --launch 2 --node node2 --tail 20");
+      ".\nExample: trellis logs tiny-moe-3 --attempt 1 --launch 2 --node node2 --tail 20\n"
+      "Example: trellis logs tiny-moe-3 --since 10m --timestamps --follow");
   cmd->add_option("ID", opt->run_id, "the run id")->required();
   cmd->add_option("--rank", opt->rank, "one rank's output (default -1: every rank, prefixed)")
       ->check(CLI::Range(-1, 1 << 24));
@@ -73,6 +92,11 @@ void AddLogsCommand(CLI::App& app, const GlobalOptions& global, int* exit_code) 
   cmd->add_option("--node", opt->node, "only the ranks this node ran in the launch");
   cmd->add_option("--tail", opt->tail, "each file's last N lines first (default 0: all)")
       ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--since", opt->since,
+                  "only lines written since: a duration back (90s, 10m, 2h, 1d) or a time "
+                  "(2026-12-07T16:05:00Z, or 2026-12-07 16:05 in local time)");
+  cmd->add_flag("--timestamps", opt->timestamps,
+                "open each line with the UTC time it was written (to the second)");
   cmd->add_flag("--batch", opt->batch,
                 "the attempt's batch script output (Slurm's slurm-<job>.out) instead");
   cmd->add_flag("--json", opt->json,

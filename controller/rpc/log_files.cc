@@ -100,8 +100,11 @@ absl::StatusOr<LogFiles> FindLogFiles(const RunView& view, const v1::ReadLogsReq
   }
   out.dir = attempt_dir + "/launch-" + std::to_string(launch);
   for (const auto& e : fs::directory_iterator(out.dir, ec)) {
-    const int rank = NumberAfter(e.path().filename().string(), "rank-");
-    if (rank >= first && rank <= last) out.files.push_back({rank, e.path().string()});
+    // rank-R.log, not its times beside it (rank-R.log.times) nor other files.
+    const std::string name = e.path().filename().string();
+    const int rank = NumberAfter(name, "rank-");
+    if (rank >= first && rank <= last && name == "rank-" + std::to_string(rank) + ".log")
+      out.files.push_back({rank, e.path().string()});
   }
   std::sort(out.files.begin(), out.files.end(),
             [](const LogFile& a, const LogFile& b) { return a.rank < b.rank; });

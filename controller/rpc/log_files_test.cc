@@ -33,8 +33,12 @@ class LogFilesTest : public ::testing::Test {
       rec.launch = l;
       rec.nodes = l == 1 ? "node1,node2" : "node2,node3";
       view_.launches.push_back(rec);
-      for (int r = 0; r < 4; ++r) Write("attempt-2/launch-" + std::to_string(l) + "/rank-" +
-                                        std::to_string(r) + ".log", "x\n");
+      for (int r = 0; r < 4; ++r) {
+        const std::string log =
+            "attempt-2/launch-" + std::to_string(l) + "/rank-" + std::to_string(r) + ".log";
+        Write(log, "x\n");
+        Write(log + ".times", "1796665897123 2\n");  // beside it, not a log of its own
+      }
     }
     Write("attempt-2/slurm-77.out", "batch\n");
   }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <optional>
 
+#include "common/log_times.h"
 #include "common/loop_timer.h"
 #include "controller/app/controller.h"
 #include "trellis/v1/controller.grpc.pb.h"
@@ -29,7 +30,11 @@ class LogReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
     int rank;
     std::string path;
     uint64_t offset = 0;
-    std::string partial;  // an unfinished last line (prefix mode)
+    std::string partial;  // an unfinished last line (line mode)
+    // When its bytes were written (common/log_times.h), read on as the
+    // .times file grows; the bytes of it read so far.
+    std::vector<LogTimeNote> notes;
+    size_t times_read = 0;
   };
   void Tick();  // loop thread: read what is new, then write or wait
   void OnRun(absl::StatusOr<RunView> view);
@@ -40,7 +45,11 @@ class LogReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
   // NOT_FOUND naming what there is for an attempt, launch, rank or node that
   // does not exist.
   absl::Status FindFiles(const RunView& view);
-  static std::string Prefix(int rank);
+  // What opens each line of `f` that ends at byte `end`: its time (with
+  // --timestamps), then where it comes from (several ranks, the batch script).
+  std::string LinePrefix(const RankFile& f, uint64_t end) const;
+  // The first byte of a file just found that --tail and --since let through.
+  uint64_t StartOffset(RankFile& f) const;
 
   Controller* controller_;
   v1::ReadLogsRequest request_;

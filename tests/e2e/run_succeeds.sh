@@ -29,6 +29,28 @@ tail=$(trellis logs "$id" --node "$node1" --tail 1)
 [ "$tail" = "$(printf '[rank 2] rank 2 done\n[rank 3] rank 3 done')" ] ||
   fail "logs --node $node1 --tail 1: '$tail'"
 trellis logs "$id" --batch >/dev/null || fail "logs --batch failed"
+# Each line's time, as the worker noted the logs growing: in the run's life, the
+# hello before the end (2 s of steps apart); --since an hour back is all of it,
+# a minute ahead none.
+trellis logs "$id" --rank 1 --timestamps > "$E2E_DIR/stamped.log" || fail "logs --timestamps failed"
+python3 - "$E2E_DIR/stamped.log" "$(json_get "$show" "d['created_unix_ms']")" <<'PY' ||
+import datetime, re, sys, time
+lines = open(sys.argv[1]).read().splitlines()
+created = int(sys.argv[2]) / 1000
+times = {}
+for line in lines:
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z (.*)", line)
+    assert m, line
+    t = datetime.datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S.%f").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+    assert created - 1 <= t <= time.time() + 1, (line, created)
+    times["hello" if "hello" in m[2] else "done" if "done" in m[2] else m[2]] = t
+assert times["hello"] < times["done"], times
+PY
+  fail "logs --timestamps: $(cat "$E2E_DIR/stamped.log")"
+[ "$(trellis logs "$id" --since 1h)" = "$logs" ] || fail "logs --since 1h is not all of it"
+ahead=$(date -u -d '+1 minute' +%Y-%m-%dT%H:%M:%SZ)
+[ -z "$(trellis logs "$id" --since "$ahead")" ] || fail "logs --since $ahead printed lines"
 out=$(trellis logs "$id" --rank 7 2>&1) && fail "rank 7 of a 4-rank run was found"
 echo "$out" | grep -F >/dev/null "run $id has ranks 0..3; no rank 7" || fail "logs --rank 7: $out"
 out=$(trellis logs "$id" --attempt 3 2>&1) && fail "attempt 3 was found"

@@ -16,6 +16,17 @@ namespace trellis::worker {
 
 namespace asio = boost::asio;
 
+namespace {
+
+// Wall time, for the notes people read against their clocks.
+int64_t UnixMillisNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
 Supervisor::Supervisor(asio::io_context& io, Clock& clock,
                        std::chrono::steady_clock::duration kill_grace, ExitFn on_rank_exit,
                        std::function<void()> on_all_exited)
@@ -24,12 +35,14 @@ Supervisor::Supervisor(asio::io_context& io, Clock& clock,
       on_rank_exit_(std::move(on_rank_exit)),
       on_all_exited_(std::move(on_all_exited)),
       sigchld_(io, SIGCHLD),
-      kill_timer_(clock, [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); }) {}
+      kill_timer_(clock, [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); }),
+      notes_timer_(clock, [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); }) {}
 
 Supervisor::~Supervisor() {
   boost::system::error_code ec;
   sigchld_.cancel(ec);
   kill_timer_.Cancel();
+  notes_timer_.Cancel();
   // Never leave ranks behind, even when the worker unwinds on an error.
   for (const auto& [pid, rank] : live_) {
     ::killpg(pid, SIGKILL);
@@ -46,6 +59,7 @@ void Supervisor::Start(const std::vector<RankPlan>& plans, const std::vector<std
   std::vector<RankExit> failed;
   for (const RankPlan& plan : plans) {
     log_paths_[plan.global_rank] = plan.log_path;
+    log_times_.Add(plan.log_path);
     auto pid = SpawnRank(plan, argv, working_dir);
     if (!pid.ok()) {
       spdlog::error("{}", std::string(pid.status().message()));
@@ -56,7 +70,15 @@ void Supervisor::Start(const std::vector<RankPlan>& plans, const std::vector<std
     live_[*pid] = plan.global_rank;
   }
   WaitForChildren();
+  NoteLogTimes();
   for (const RankExit& e : failed) Record(e);
+}
+
+void Supervisor::NoteLogTimes() {
+  log_times_.NoteAll(UnixMillisNow());
+  if (!live_.empty() && !finished_) notes_timer_.Arm(std::chrono::seconds(1), [this] {
+    NoteLogTimes();
+  });
 }
 
 void Supervisor::WaitForChildren() {
@@ -86,6 +108,8 @@ void Supervisor::Reap() {
 
 void Supervisor::Record(RankExit e) {
   e.after_stop = terminating_;
+  if (auto path = log_paths_.find(e.rank); path != log_paths_.end())
+    log_times_.Note(path->second, UnixMillisNow());  // its last words' time
   if (e.exit_code == 0) {
     spdlog::info("rank {} exited 0", e.rank);
   } else {
@@ -103,6 +127,7 @@ void Supervisor::Record(RankExit e) {
   if (live_.empty() && static_cast<int>(exits_.size()) >= expected_ && !finished_) {
     finished_ = true;
     kill_timer_.Cancel();
+    notes_timer_.Cancel();
     boost::system::error_code ignored;
     sigchld_.cancel(ignored);
     asio::post(io_, [this] { on_all_exited_(); });

@@ -6,7 +6,9 @@
 // the evidence line of the end of its log (ScanLogTail) before it is reported.
 //
 // Runs on the caller's io_context; destroy it only after that loop stopped.
-// The kill grace is timed by the caller's Clock (a FakeClock in tests).
+// The kill grace is timed by the caller's Clock (a FakeClock in tests). Each
+// rank log's growth is noted about once a second in <log>.times
+// (common/log_times.h), for `trellis logs --since` and `--timestamps`.
 
 #include <sys/types.h>
 
@@ -20,6 +22,7 @@
 
 #include "common/loop_timer.h"
 #include "worker/core/outcome.h"
+#include "worker/io/log_times_writer.h"
 #include "worker/core/rank_layout.h"
 
 namespace trellis::worker {
@@ -60,6 +63,7 @@ class Supervisor {
   void Record(RankExit e);
   void Terminate();
   void AttachLogEvidence(RankExit* e) const;
+  void NoteLogTimes();  // and again in a second while ranks live
 
   boost::asio::io_context& io_;
   std::chrono::steady_clock::duration kill_grace_;
@@ -67,6 +71,8 @@ class Supervisor {
   std::function<void()> on_all_exited_;
   boost::asio::signal_set sigchld_;
   LoopTimer kill_timer_;
+  LoopTimer notes_timer_;
+  LogTimesWriter log_times_;
   std::map<pid_t, int> live_;             // pid (= process group) -> global rank
   std::map<int, std::string> log_paths_;  // global rank -> its log
   std::vector<RankExit> exits_;

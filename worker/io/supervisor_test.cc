@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/log_times.h"
 #include "worker/testing/run_until.h"
 
 namespace trellis::worker {
@@ -128,13 +129,14 @@ TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledOnceTheClockPassesTheGrace) {
            "fi; trap '' TERM; touch ignoring; exec sleep 60"},
           dir_);
   // Rank 11's exit started the grace: SIGTERM went to rank 10, which ignores it.
+  // Two timers: the grace and the next note of the logs' times.
   ASSERT_TRUE(RunUntil(io_, [&] { return streamed_.size() == 1; }));
-  EXPECT_EQ(clock_.PendingTimers(), 1);
+  EXPECT_EQ(clock_.PendingTimers(), 2);
   clock_.Advance(29s);
   io_.restart();
   io_.poll();
   EXPECT_EQ(s.alive(), 1);
-  EXPECT_EQ(clock_.PendingTimers(), 1);  // the grace is not over
+  EXPECT_EQ(clock_.PendingTimers(), 2);  // the grace is not over
   clock_.Advance(1s);
   ASSERT_TRUE(RunUntil(io_, [&] { return all_exited_; }));
   ASSERT_EQ(s.exits().size(), 2u);
@@ -164,6 +166,33 @@ TEST_F(SupervisorTest, ForwardReachesTheRanks) {
   EXPECT_EQ(outcome_.exit_code, 0);
   EXPECT_NE(Log(10).find("got-usr1"), std::string::npos);
   EXPECT_NE(Log(11).find("got-usr1"), std::string::npos);
+}
+
+// Each log's growth is noted in <log>.times (common/log_times.h): once a
+// second while its rank lives, and when it ends.
+TEST_F(SupervisorTest, TheLogsGrowthIsNotedWhileTheRankRunsAndAtItsEnd) {
+  Supervisor s(
+      io_, clock_, 10s, [&](const RankExit& e) { streamed_.push_back(e); },
+      [&] { all_exited_ = true; });
+  s.Start(Plans(1), {"/bin/sh", "-c",
+                     "echo first; touch ready; while [ ! -e go ]; do sleep 0.01; done; "
+                     "echo second line"},
+          dir_);
+  ASSERT_TRUE(RunUntil(io_, [&] { return Exists("ready"); }));
+  clock_.Advance(1s);  // the note of the second
+  io_.restart();
+  io_.poll();
+  std::ofstream(dir_ + "/go").put('\n');
+  ASSERT_TRUE(RunUntil(io_, [&] { return all_exited_; }));
+  std::ifstream in(dir_ + "/logs/rank-10.log.times");
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto notes = ParseLogTimeNotes(text.str());
+  ASSERT_EQ(notes.size(), 2u) << text.str();
+  EXPECT_EQ(notes[0].bytes, 6u);                      // "first\n"
+  EXPECT_EQ(notes[1].bytes, 6u + 12u);                // and "second line\n", at the end
+  EXPECT_LE(notes[0].unix_ms, notes[1].unix_ms);
+  EXPECT_GT(notes[0].unix_ms, 1700000000000);         // wall time, not the test's clock
 }
 
 TEST_F(SupervisorTest, ProgramThatCannotStartCountsAs127) {
