@@ -89,7 +89,8 @@ class Charts(HTMLParser):
 
 c = Charts()
 c.feed(dom)
-want = ["chart-loss", "chart-tokens", "chart-phases", "chart-load", "chart-ranks", "chart-gate"]
+want = ["chart-loss", "chart-tokens", "chart-phases", "chart-load", "chart-grad-norm", "chart-lr",
+        "chart-ranks", "chart-gate"]
 problems = []
 if c.svgs != want:
     problems.append(f"charts {c.svgs}, expected {want}")
