@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iostream>
 
 #include "common/exit_codes.h"
 #include "common/log.h"
@@ -16,6 +18,7 @@
 #include "controller/rpc/controller_service.h"
 #include "controller/rpc/final_report_file.h"
 #include "controller/rpc/step_spool_file.h"
+#include "controller/shell/config_file.h"
 #include "controller/shell/flags.h"
 #include "controller/shell/grpc_serving.h"
 #include "controller/shell/port_file.h"
@@ -123,6 +126,22 @@ int main(int argc, char** argv) {
   trellis::controller::ControllerFlags flags;
   trellis::controller::AddControllerFlags(app, flags);
   app.set_version_flag("--version", std::string(trellis::kVersion));
-  CLI11_PARSE(app, argc, argv);
+  std::vector<std::string> given(argv + 1, argv + argc);
+  if (std::find(given.begin(), given.end(), "--config-reference") != given.end()) {
+    std::cout << trellis::controller::ConfigReference(app);
+    return 0;
+  }
+  // --config FILE's keys as flags before the command line's, which win.
+  auto args = trellis::controller::ArgsWithConfigFile(app, given);
+  if (!args.ok()) {
+    std::cerr << "trellis-controller: " << args.status().message() << "\n";
+    return trellis::kExitUsage;
+  }
+  std::reverse(args->begin(), args->end());  // CLI11 takes them last first
+  try {
+    app.parse(*args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
   return trellis::controller::Run(flags);
 }

@@ -117,6 +117,12 @@ void AddControllerFlags(CLI::App& app, ControllerFlags& flags) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
+  // Read before the flags are parsed (config_file.h): here for --help.
+  app.add_option("--config", flags.config_file,
+                 "TOML file of flags: each key a flag's long name (listen = \"...\", data-root = "
+                 "[...]); flags on the command line win; docs/controller-config.md lists them");
+  app.add_flag("--config-reference",
+               "print every key a --config file takes (type, default, what it sets) and exit");
   // For tests only (tests/e2e/crash_after_sbatch.sh); not in --help.
   app.add_flag("--test-kill-after-sbatch", flags.test_kill_after_sbatch)->group("");
 }

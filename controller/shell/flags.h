@@ -36,6 +36,7 @@ struct ControllerFlags {
   int64_t steps_keep_full = StepRetention{}.keep_full;
   int64_t steps_thin_every = StepRetention{}.thin_every;
   std::string log_level = "info";
+  std::string config_file;  // --config: read by ArgsWithConfigFile before the parse
   // For tests only (tests/e2e/crash_after_sbatch.sh); not in --help.
   bool test_kill_after_sbatch = false;
 };
