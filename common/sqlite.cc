@@ -18,7 +18,7 @@ absl::Status SqlError(sqlite3* db, std::string_view what) {
 }
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path, Journal journal) {
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
@@ -30,10 +30,10 @@ absl::StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path) {
   }
   std::unique_ptr<Db> db(new Db(raw, path));
   sqlite3_busy_timeout(raw, 5000);
-  // WAL needs a local filesystem (not NFS/Lustre); FULL sync because runs are
-  // acknowledged to users once stored.
-  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA foreign_keys=ON",
-                             "PRAGMA synchronous=FULL"}) {
+  // FULL sync because runs are acknowledged to users once stored.
+  const char* mode =
+      journal == Journal::kWal ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE";
+  for (const char* pragma : {mode, "PRAGMA foreign_keys=ON", "PRAGMA synchronous=FULL"}) {
     absl::Status st = db->Exec(pragma);
     if (!st.ok())
       return absl::FailedPreconditionError("database " + path + ": " + std::string(st.message()));

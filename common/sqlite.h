@@ -18,10 +18,17 @@ namespace trellis::sqlite {
 
 class Statement;
 
+// WAL: readers beside the writer, its index in shared memory (one host).
+// Rollback: the journal beside the file, under POSIX locks; what a network
+// filesystem (NFS, Lustre) supports (common/filesystem_kind.h).
+enum class Journal { kWal, kRollback };
+
 class Db {
  public:
-  // Opens (creating) the file with WAL, foreign keys, FULL sync and a busy timeout.
-  static absl::StatusOr<std::unique_ptr<Db>> Open(const std::string& path);
+  // Opens (creating) the file with the journal, foreign keys, FULL sync and a
+  // busy timeout. A file last opened with the other journal is switched.
+  static absl::StatusOr<std::unique_ptr<Db>> Open(const std::string& path,
+                                                  Journal journal = Journal::kWal);
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;

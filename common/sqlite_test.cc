@@ -35,5 +35,43 @@ TEST(SqliteTest, RealFileTransactionsCommitAndRollBack) {
   std::filesystem::remove_all(dir);
 }
 
+// A database moved to a network filesystem switches to the rollback journal
+// (and back): the data stays, and no -wal or -shm file is left beside it.
+TEST(SqliteTest, TheJournalIsSwitchedEitherWayAndTheDataStays) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("sqlite_journal_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "t.db").string();
+  auto mode = [](Db& db) {
+    auto q = db.Prepare("PRAGMA journal_mode");
+    EXPECT_TRUE(q.ok() && *q->Step());
+    return q->ColumnText(0);
+  };
+  {
+    auto db = Db::Open(path);
+    ASSERT_TRUE(db.ok()) << db.status();
+    EXPECT_EQ(mode(**db), "wal");
+    ASSERT_TRUE((*db)->Exec("CREATE TABLE t (k TEXT); INSERT INTO t VALUES ('kept')").ok());
+  }
+  {
+    auto db = Db::Open(path, Journal::kRollback);
+    ASSERT_TRUE(db.ok()) << db.status();
+    EXPECT_EQ(mode(**db), "delete");
+    auto q = (*db)->Prepare("SELECT k FROM t");
+    ASSERT_TRUE(q.ok() && *q->Step());
+    EXPECT_EQ(q->ColumnText(0), "kept");
+    ASSERT_TRUE((*db)->Exec("INSERT INTO t VALUES ('more')").ok());
+  }
+  EXPECT_FALSE(std::filesystem::exists(path + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(path + "-shm"));
+  auto db = Db::Open(path);
+  ASSERT_TRUE(db.ok()) << db.status();
+  EXPECT_EQ(mode(**db), "wal");
+  auto n = (*db)->Prepare("SELECT count(*) FROM t");
+  ASSERT_TRUE(n.ok() && *n->Step());
+  EXPECT_EQ(n->ColumnInt(0), 2);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace trellis::sqlite

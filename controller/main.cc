@@ -60,7 +60,10 @@ int Run(ControllerFlags& flags) {
   auto sbatch_template = SbatchTemplate(flags);
   if (!sbatch_template.ok()) return UsageError(sbatch_template.status());
   config.sbatch_template = *sbatch_template;
-  auto store = Store::Open(flags.db_path);
+  const StoreJournal journal =
+      ChooseStoreJournal(flags.db_journal, flags.db_path, FilesystemOf(flags.db_path));
+  spdlog::info("{}", journal.said);
+  auto store = Store::Open(flags.db_path, journal.journal);
   if (!store.ok()) return UsageError(store.status());
   std::shared_ptr<SlurmClient> slurm = std::make_shared<SlurmCliClient>(SlurmOptions(flags));
   // The test-only --test-kill-after-sbatch wraps the Slurm client, here and only here.

@@ -57,7 +57,8 @@ TEST_F(ConfigFileTest, WhatIsWrongIsNamedWithWhatIsAccepted) {
   EXPECT_EQ(Load("db = \"/x\"\nlistn = \"h:1\"\n"),
             at + "'listn' is no flag of trellis-controller (did you mean listen?); the keys are "
                  "the flags' long names, docs/controller-config.md lists them");
-  EXPECT_EQ(Load("schedule-interval-ms = \"fast\"\n"), at + "schedule-interval-ms takes an integer");
+  EXPECT_EQ(Load("schedule-interval-ms = \"fast\"\n"),
+            at + "schedule-interval-ms takes an integer");
   EXPECT_EQ(Load("data-root = \"/one\"\n"), at + "data-root takes a list of strings");
   EXPECT_EQ(Load("[listen]\nport = 1\n"), at + "listen takes a string, not a table");
   EXPECT_NE(Load("db = \"/x\n").find(at + "line 1, column"), std::string::npos);
@@ -80,11 +81,21 @@ TEST_F(ConfigFileTest, EveryFlagIsAKeyAndTheReferenceIsTheDocs) {
   std::istringstream rows(reference);
   for (std::string row; std::getline(rows, row);) {
     if (row.rfind("| `", 0) != 0) continue;
-    const std::string key = row.substr(3, row.find('`', 3) - 3);
-    const std::string type = row.substr(row.find("` | ") + 4, row.find(" | ", row.find("` | ") + 4) -
-                                                                  row.find("` | ") - 4);
+    // | `key` | type | `default` or - | what |
+    std::vector<std::string> cells;
+    for (size_t at = 2, bar; (bar = row.find(" | ", at)) != std::string::npos; at = bar + 3)
+      cells.push_back(row.substr(at, bar - at));
+    ASSERT_GE(cells.size(), 3u) << row;
+    auto unquoted = [](const std::string& c) {
+      return c.size() > 1 && c.front() == '`' ? c.substr(1, c.size() - 2) : c;
+    };
+    const std::string key = unquoted(cells[0]), type = cells[1], fallback = unquoted(cells[2]);
     ++keys;
-    if (type == "string") toml += key + " = \"http://x\"\n";  // a URL passes every check
+    // A string: its default where it is one word (a choice among words then
+    // passes its check), else a URL, which passes the URL's check too.
+    const bool word =
+        !fallback.empty() && fallback != "-" && fallback.find(' ') == std::string::npos;
+    if (type == "string") toml += key + " = \"" + (word ? fallback : "http://x") + "\"\n";
     if (type == "integer") toml += key + " = 1\n";
     if (type == "number") toml += key + " = 1.5\n";
     if (type == "boolean") toml += key + " = true\n";

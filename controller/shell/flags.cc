@@ -32,8 +32,15 @@ void AddControllerFlags(CLI::App& app, ControllerFlags& flags) {
                "network in clear; only on a network you trust");
   app.add_option("--advertise", flags.advertise,
                  "host:port workers on compute nodes dial (default: this host and the bound port)");
-  app.add_option("--db", flags.db_path, "SQLite database file, on local disk (not NFS/Lustre)")
+  app.add_option("--db", flags.db_path,
+                 "SQLite database file: on local disk, or on a shared filesystem (NFS, Lustre) "
+                 "with the rollback journal (--db-journal)")
       ->required();
+  app.add_option("--db-journal", flags.db_journal,
+                 "the database's journal: auto (WAL on local disk, the rollback journal on a "
+                 "network filesystem, as statfs tells), wal, rollback")
+      ->check(CLI::IsMember({"auto", "wal", "rollback"}))
+      ->capture_default_str();
   app.add_option("--output-root", flags.config.output_root,
                  "directory (shared with the compute nodes) that holds every run directory")
       ->required();

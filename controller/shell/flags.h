@@ -21,6 +21,7 @@ struct ControllerFlags {
   std::string tls_cert, tls_key, tls_ca;
   bool insecure_tcp = false;
   std::string db_path;
+  std::string db_journal = "auto";  // auto, wal, rollback
   std::string template_file;
   std::string slurm_bin_dir;
   int slurm_timeout_s = 30;

@@ -120,4 +120,22 @@ absl::StatusOr<std::string> SbatchTemplate(const ControllerFlags& flags) {
   return text.str();
 }
 
+StoreJournal ChooseStoreJournal(const std::string& flag, const std::string& db_path,
+                                const absl::StatusOr<FilesystemKind>& fs) {
+  const std::string where =
+      fs.ok() ? "on " + fs->name + (fs->network ? ", a network filesystem" : ", local")
+              : "on a filesystem statfs could not tell (" + std::string(fs.status().message()) +
+                    ")";
+  if (flag == "wal")
+    return {sqlite::Journal::kWal, "db " + db_path + " " + where + ": WAL (--db-journal wal)"};
+  if (flag == "rollback")
+    return {sqlite::Journal::kRollback,
+            "db " + db_path + " " + where + ": rollback journal (--db-journal rollback)"};
+  if (fs.ok() && fs->network)
+    return {sqlite::Journal::kRollback,
+            "db " + db_path + " " + where + ": rollback journal (WAL's shared memory is one "
+            "host's; --db-journal wal to force it)"};
+  return {sqlite::Journal::kWal, "db " + db_path + " " + where + ": WAL"};
+}
+
 }  // namespace trellis::controller

@@ -13,6 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/auth.h"
+#include "common/filesystem_kind.h"
+#include "common/sqlite.h"
 #include "controller/shell/flags.h"
 #include "controller/slurm/slurm_cli_client.h"
 
@@ -47,5 +49,15 @@ SlurmCliOptions SlurmOptions(const ControllerFlags& flags);
 
 // The built-in batch-script template, or --sbatch-template's file.
 absl::StatusOr<std::string> SbatchTemplate(const ControllerFlags& flags);
+
+// The store's journal (--db-journal): WAL on a local filesystem, the rollback
+// journal on a network one (common/filesystem_kind.h), or as the flag says;
+// and the sentence saying which and why, for the log at start.
+struct StoreJournal {
+  sqlite::Journal journal = sqlite::Journal::kWal;
+  std::string said;
+};
+StoreJournal ChooseStoreJournal(const std::string& flag, const std::string& db_path,
+                                const absl::StatusOr<FilesystemKind>& fs);
 
 }  // namespace trellis::controller

@@ -57,6 +57,25 @@ TEST(ControllerFlagsTest, ConfigTakesTheTypedFigures) {
   EXPECT_EQ(config.data_roots, std::vector<std::string>{"/data"});
 }
 
+TEST(StoreJournalTest, WalOnLocalDiskTheRollbackJournalOnANetworkFilesystem) {
+  const FilesystemKind ext4{"ext4", false}, nfs{"nfs", true};
+  StoreJournal local = ChooseStoreJournal("auto", "/var/t.db", ext4);
+  EXPECT_EQ(local.journal, sqlite::Journal::kWal);
+  EXPECT_EQ(local.said, "db /var/t.db on ext4, local: WAL");
+  StoreJournal shared = ChooseStoreJournal("auto", "/home/a/t.db", nfs);
+  EXPECT_EQ(shared.journal, sqlite::Journal::kRollback);
+  EXPECT_EQ(shared.said, "db /home/a/t.db on nfs, a network filesystem: rollback journal (WAL's "
+                         "shared memory is one host's; --db-journal wal to force it)");
+  EXPECT_EQ(ChooseStoreJournal("wal", "/home/a/t.db", nfs).journal, sqlite::Journal::kWal);
+  EXPECT_EQ(ChooseStoreJournal("rollback", "/var/t.db", ext4).journal,
+            sqlite::Journal::kRollback);
+  StoreJournal unknown =
+      ChooseStoreJournal("auto", "/x/t.db", absl::NotFoundError("/x/t.db: neither it nor its "
+                                                                  "directory exists"));
+  EXPECT_EQ(unknown.journal, sqlite::Journal::kWal);
+  EXPECT_NE(unknown.said.find("statfs could not tell"), std::string::npos) << unknown.said;
+}
+
 TEST(TcpSecurityTest, PlainTcpOnlyOnLoopbackOrWhenToldItIsSafe) {
   auto loopback = CheckTcpSecurity(Parse({}));
   ASSERT_TRUE(loopback.ok()) << loopback.status();

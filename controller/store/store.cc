@@ -73,8 +73,9 @@ AttemptRecord ReadAttempt(sqlite::Statement& st) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
-  ASSIGN_OR_RETURN(auto db, sqlite::Db::Open(path));
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
+                                                    sqlite::Journal journal) {
+  ASSIGN_OR_RETURN(auto db, sqlite::Db::Open(path, journal));
   RETURN_IF_ERROR(Migrate(*db));
   return std::unique_ptr<Store>(new Store(std::move(db)));
 }

@@ -21,9 +21,10 @@ namespace trellis::controller {
 
 class Store {
  public:
-  // Opens or creates the database and applies pending migrations; refuses a
-  // database written by a newer Trellis.
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+  // Opens or creates the database with `journal` (common/sqlite.h) and
+  // applies pending migrations; refuses a database written by a newer Trellis.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(
+      const std::string& path, sqlite::Journal journal = sqlite::Journal::kWal);
 
   // Inserts a QUEUED run named "<name>-<seq>" plus its first event.
   // `run_dir_for` maps the new run id to its directory.

@@ -26,7 +26,9 @@ fail() {
   exit 1
 }
 
-start_controller() {  # [extra flags]: a restart keeps the port: workers and batch scripts dial it
+# [extra flags], after $E2E_CONTROLLER_FLAGS (e.g. --db-journal rollback): a
+# restart keeps the port: workers and batch scripts dial it.
+start_controller() {
   rm -f "$E2E_DIR/port"
   # Its own socket (the default one is a user's); the CLI dials TCP with the token.
   "$TRELLIS_BIN/trellis-controller" --listen "127.0.0.1:${CONTROLLER_PORT:-0}" \
@@ -35,7 +37,8 @@ start_controller() {  # [extra flags]: a restart keeps the port: workers and bat
     --db "${E2E_DB:-$E2E_DIR/controller.db}" --output-root "$E2E_DIR/runs" --data-root "$E2E_DIR" \
     --schedule-interval-ms 200 --reconcile-interval-ms 1000 \
     --master-port-base "$E2E_MASTER_PORT_BASE" \
-    --metrics-listen 127.0.0.1:0 --prometheus-sd-file "$E2E_DIR/targets.json" "$@" \
+    --metrics-listen 127.0.0.1:0 --prometheus-sd-file "$E2E_DIR/targets.json" \
+    ${E2E_CONTROLLER_FLAGS:-} "$@" \
     >>"$E2E_DIR/controller.log" 2>&1 &
   CONTROLLER_PID=$!
   local deadline=$((SECONDS + 20))
