@@ -1,6 +1,10 @@
 # Helpers for the end-to-end tests: a real controller (own database and
 # output root) against the shared local Slurm cluster, driven through the CLI.
 set -euo pipefail
+# A command that stops a script under set -e says which, where fail() was not
+# called (functions too: -E).
+set -E
+trap 'echo "FAIL: ${BASH_SOURCE[0]##*/}:$LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
 
 : "${TRELLIS_BIN:?set TRELLIS_BIN to the bin directory of a build}"
 : "${TRELLIS_TEST_CLUSTER:?set TRELLIS_TEST_CLUSTER to a running local cluster directory}"
