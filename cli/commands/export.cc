@@ -2,8 +2,8 @@
 // A run's trained model as safetensors under Hugging Face Mixtral's (or, with
 // a shared expert, Qwen2-MoE's) names: the controller says where RUN's
 // checkpoints and spec are; trellis-export (installed beside trellis; it
-// holds LibTorch, the CLI does not) gathers and writes them. Runs where the run directory is visible, as `trellis logs`
-// reads the controller's files.
+// holds LibTorch, the CLI does not) gathers and writes them. Runs where the
+// run directory is visible.
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -95,10 +95,11 @@ int RunExport(const GlobalOptions& global, const ExportOptions& o) {
   }
   // The stored spec (what the run was given) beside nothing of the run's:
   // the run directory's copy may be the controller's alone to read.
-  char spec_path[] = "/tmp/trellis-export-spec-XXXXXX";
-  const int fd = ::mkstemp(spec_path);
+  const char* tmp = std::getenv("TMPDIR");
+  std::string spec_path = std::string(tmp && *tmp ? tmp : "/tmp") + "/trellis-export-spec-XXXXXX";
+  const int fd = ::mkstemp(spec_path.data());
   if (fd < 0) {
-    PrintError("export: cannot create a temporary file in /tmp");
+    PrintError("export: cannot create a temporary file as " + spec_path + " (set TMPDIR)");
     return kExitRunFailed;
   }
   ::close(fd);
@@ -107,7 +108,7 @@ int RunExport(const GlobalOptions& global, const ExportOptions& o) {
   const int rc = Spawn({ExportBinary(), checkpoints + "@" + step, o.out, "--spec", spec_path,
                         "--dtype", o.dtype, "--max-file-size", o.max_file_size, "--source-name",
                         "run " + run_id + " (" + step_label + ")", o.json ? "--json" : ""});
-  ::unlink(spec_path);
+  ::unlink(spec_path.c_str());
   return rc == 0 ? kExitOk : kExitRunFailed;
 }
 
