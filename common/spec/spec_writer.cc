@@ -33,6 +33,13 @@ class Section {
     Line(key, list + "]");
   }
   // Written as a comment: the key is absent, its default applies.
+  // The value, or, when it is empty, the commented-out key saying what then.
+  void StrOrUnset(const std::string& key, const std::string& v, const std::string& when_empty) {
+    if (v.empty())
+      Unset(key, when_empty);
+    else
+      Str(key, v);
+  }
   void Unset(const std::string& key, const std::string& why) {
     *out_ += "# " + key + " = " + why + "\n";
   }
@@ -57,23 +64,14 @@ void WriteJob(const RunSpec& s, std::string* out) {
     j.Str("command", c[2]);  // written as a string: it runs as `sh -c`
   else if (!c.empty())
     j.Strs("command", c);
-  if (s.job.output_dir.empty())
-    j.Unset("output_dir", "\"\"  (the run id)");
-  else
-    j.Str("output_dir", s.job.output_dir);
+  j.StrOrUnset("output_dir", s.job.output_dir, "\"\"  (the run id)");
 }
 
 void WriteSlurm(const RunSpec& s, std::string* out) {
   const SlurmSection& sl = s.slurm;
   Section w(out, "slurm");
-  if (sl.partition.empty())
-    w.Unset("partition", "\"\"  (Slurm's default partition)");
-  else
-    w.Str("partition", sl.partition);
-  if (sl.account.empty())
-    w.Unset("account", "\"\"  (your default account)");
-  else
-    w.Str("account", sl.account);
+  w.StrOrUnset("partition", sl.partition, "\"\"  (Slurm's default partition)");
+  w.StrOrUnset("account", sl.account, "\"\"  (your default account)");
   w.Int("nodes", sl.nodes);
   w.Int("ranks_per_node", sl.ranks_per_node);
   w.Int("gpus_per_node", sl.gpus_per_node);
@@ -168,10 +166,7 @@ void WriteTrainer(const TrainerSpec& t, std::string* out) {
   tw.Str("dtype", tr.dtype);
   tw.Str("device", tr.device);
   tw.Bool("deterministic", tr.deterministic);
-  if (tr.init_from.empty())
-    tw.Unset("init_from", "\"\"  (fresh weights)");
-  else
-    tw.Str("init_from", tr.init_from);
+  tw.StrOrUnset("init_from", tr.init_from, "\"\"  (fresh weights)");
   tw.Str("init_state", tr.init_state);
   const CheckpointSpec& c = t.checkpoint;
   Section cw(out, "checkpoint");
@@ -251,14 +246,8 @@ std::string ResolvedSpecToml(const RunSpec& spec) {
   {
     const NotifySection& n = spec.notify;
     Section w(&out, "notify");
-    if (n.webhook.empty())
-      w.Unset("webhook", "\"\"  (the controller's --notify-webhook)");
-    else
-      w.Str("webhook", n.webhook);
-    if (n.command.empty())
-      w.Unset("command", "\"\"  (the controller's --notify-command)");
-    else
-      w.Str("command", n.command);
+    w.StrOrUnset("webhook", n.webhook, "\"\"  (the controller's --notify-webhook)");
+    w.StrOrUnset("command", n.command, "\"\"  (the controller's --notify-command)");
     w.Strs("on", n.on);
   }
   if (spec.has_model) WriteTrainer(spec.trainer, &out);
