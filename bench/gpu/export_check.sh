@@ -20,7 +20,7 @@ OUT_DIR=${OUT_DIR:-$WORK}
 THIRD_PARTY_INCLUDE=${THIRD_PARTY_INCLUDE:-$PWD/.third_party/include}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
 die() { echo "export_check.sh: $*" >&2; exit 1; }
-mkdir -p "$OUT_DIR"
+mkdir -p "$OUT_DIR" "$WORK"
 if [ ! -x "$BUILD_DIR/bin/trellis-export" ]; then
   log "build ($BUILD_DIR)"
   prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') || die "no torch"
