@@ -8,10 +8,14 @@
 #include <optional>
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "cli/exit_status.h"
 #include "common/auth.h"
+#include "common/controller_address.h"
+#include "common/sha256.h"
 #include "common/tls.h"
 
 namespace trellis::cli {
@@ -49,9 +53,40 @@ std::string ResolveAddress(const std::string& flag, const char* env_value) {
   return DefaultAddress();
 }
 
+StateDirDial DialFromStateDir(const std::string& state_dir) {
+  const std::string path = ControllerAddressPath(state_dir);
+  auto a = ReadControllerAddress(path);
+  if (!a.ok())
+    throw UsageError("TRELLIS_STATE_DIR=" + state_dir + ": " + std::string(a.status().message()) +
+                     (a.status().code() == absl::StatusCode::kNotFound
+                          ? " (a controller started with --state-dir " + state_dir +
+                                " writes it once it serves)"
+                          : ""));
+  StateDirDial dial{a->address, a->tls_ca};
+  if (!dial.tls_ca.empty()) {
+    std::ifstream in(dial.tls_ca);
+    std::stringstream pem;
+    pem << in.rdbuf();
+    if (!in || Sha256Hex(pem.str()) != a->tls_ca_sha256)
+      throw UsageError(path + " names the TLS CA " + dial.tls_ca +
+                       ", which is missing or not the one the controller announced; set "
+                       "TRELLIS_TLS_CA to the CA you trust");
+  }
+  return dial;
+}
+
 ControllerClient::ControllerClient(const GlobalOptions& options)
     : addr_(ResolveAddress(options.addr, std::getenv("TRELLIS_ADDR"))),
       timeout_(static_cast<int64_t>(options.timeout_s * 1000)) {
+  std::string state_dir_ca;
+  const char* state_dir = std::getenv("TRELLIS_STATE_DIR");
+  const char* env_addr = std::getenv("TRELLIS_ADDR");
+  if (options.addr.empty() && (env_addr == nullptr || *env_addr == '\0') &&
+      state_dir != nullptr && *state_dir != '\0') {
+    StateDirDial dial = DialFromStateDir(state_dir);
+    addr_ = dial.addr;
+    state_dir_ca = dial.tls_ca;
+  }
   if (!IsUnixAddress(addr_)) {
     // Over TCP the controller wants a token: the environment's, else the
     // owner's file (the same user as the controller, on a shared home).
@@ -72,8 +107,12 @@ ControllerClient::ControllerClient(const GlobalOptions& options)
     std::string ca = options.tls_ca;
     const char* env_ca = std::getenv("TRELLIS_TLS_CA");
     if (ca.empty() && env_ca != nullptr) ca = env_ca;
-    auto loaded = tls::ChannelCredentials(options.tls_ca.empty() ? "TRELLIS_TLS_CA" : "--tls-ca",
-                                          ca);
+    std::string named = options.tls_ca.empty() ? "TRELLIS_TLS_CA" : "--tls-ca";
+    if (ca.empty() && !state_dir_ca.empty()) {
+      ca = state_dir_ca;
+      named = "TRELLIS_STATE_DIR's CA";
+    }
+    auto loaded = tls::ChannelCredentials(named, ca);
     if (!loaded.ok()) throw UsageError(std::string(loaded.status().message()));
     credentials = *loaded;
     tls_ = !ca.empty();

@@ -14,7 +14,9 @@
 namespace trellis::cli {
 
 struct GlobalOptions {
-  std::string addr;       // empty: $TRELLIS_ADDR, else DefaultAddress()
+  // Empty: $TRELLIS_ADDR, else $TRELLIS_STATE_DIR's address file, else
+  // DefaultAddress().
+  std::string addr;
   std::string tls_ca;     // empty: $TRELLIS_TLS_CA, else plain TCP
   double timeout_s = 30;  // deadline of each unary call
 };
@@ -24,6 +26,15 @@ struct GlobalOptions {
 std::string DefaultAddress();
 // The address to dial: the flag, else $TRELLIS_ADDR, else the default.
 std::string ResolveAddress(const std::string& flag, const char* env_value);
+
+// Where the controller of a state directory serves, as it wrote it there
+// (common/controller_address.h): its TCP address and, with TLS, its CA file,
+// checked against the digest written beside it. Errors say what to do.
+struct StateDirDial {
+  std::string addr;
+  std::string tls_ca;  // empty: plain TCP
+};
+StateDirDial DialFromStateDir(const std::string& state_dir);  // throws UsageError
 
 // A global option that cannot be used (an unreadable CA file): main prints it
 // and exits with the usage code before any call is made.

@@ -76,7 +76,8 @@ std::vector<std::string> DescribeError(grpc::StatusCode code, std::string_view m
     case kExitUnreachable: {
       std::string why = code == grpc::StatusCode::DEADLINE_EXCEEDED ? "no connection in time" : msg;
       return {"cannot reach the controller at " + std::string(addr) + " (" + why +
-              "); set the address with --addr (unix:PATH or HOST:PORT) or TRELLIS_ADDR"};
+              "); set the address with --addr (unix:PATH or HOST:PORT) or TRELLIS_ADDR, or point "
+              "TRELLIS_STATE_DIR at the controller's state directory"};
     }
     case kExitNotAllowed:
       return {"not allowed: " + msg};

@@ -17,6 +17,10 @@ inline constexpr int kExitDoNotRetry = 79;
 inline constexpr int kExitDamagedCheckpoint = 74;
 inline constexpr int kExitGateAbort = 75;   // the gate said ABORT (EX_TEMPFAIL)
 inline constexpr int kExitRefused = 78;     // the controller refused the worker (EX_CONFIG)
+// trellis-controller: another controller holds the state directory's lease
+// (EX_CANTCREAT). A keeper that starts controllers on a schedule (scrontab)
+// reads it as "one is running".
+inline constexpr int kExitStateHeld = 73;
 inline constexpr int kExitCancelled = 130;  // the attempt ended by a cancel
 inline constexpr int kExitCannotStart = 127;
 inline constexpr int kExitSignalBase = 128;  // 128 + signal: killed by that signal

@@ -46,7 +46,7 @@ std::string FormatUtcMillis(int64_t unix_ms) {
   const std::time_t s = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
   gmtime_r(&s, &tm);
-  char text[40];
+  char text[80];  // room for any int the compiler can imagine
   std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                 static_cast<int>(unix_ms % 1000));

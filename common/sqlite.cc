@@ -18,7 +18,8 @@ absl::Status SqlError(sqlite3* db, std::string_view what) {
 }
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path, Journal journal) {
+absl::StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path, Journal journal,
+                                             CommitGuard may_commit) {
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
@@ -28,7 +29,7 @@ absl::StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path, Journal jo
     sqlite3_close(raw);
     return absl::FailedPreconditionError("cannot open database " + path + ": " + msg);
   }
-  std::unique_ptr<Db> db(new Db(raw, path));
+  std::unique_ptr<Db> db(new Db(raw, path, journal, std::move(may_commit)));
   sqlite3_busy_timeout(raw, 5000);
   // FULL sync because runs are acknowledged to users once stored.
   const char* mode =
@@ -37,6 +38,12 @@ absl::StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path, Journal jo
     absl::Status st = db->Exec(pragma);
     if (!st.ok())
       return absl::FailedPreconditionError("database " + path + ": " + std::string(st.message()));
+  }
+  // After the pragmas: a guard that already says no must not stop the open.
+  if (db->may_commit_) {
+    sqlite3_commit_hook(
+        raw, [](void* self) { return static_cast<Db*>(self)->may_commit_() ? 0 : 1; },
+        db.get());
   }
   return db;
 }

@@ -3,6 +3,7 @@
 // reset themselves, transactions that roll back unless committed.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,10 +26,15 @@ enum class Journal { kWal, kRollback };
 
 class Db {
  public:
+  // Whether a transaction may commit, asked before each commit (a false
+  // answer rolls it back: the write fails). The controller's lease
+  // (controller/shell/lease.h). Empty: always.
+  using CommitGuard = std::function<bool()>;
   // Opens (creating) the file with the journal, foreign keys, FULL sync and a
   // busy timeout. A file last opened with the other journal is switched.
   static absl::StatusOr<std::unique_ptr<Db>> Open(const std::string& path,
-                                                  Journal journal = Journal::kWal);
+                                                  Journal journal = Journal::kWal,
+                                                  CommitGuard may_commit = nullptr);
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
@@ -39,11 +45,16 @@ class Db {
   int Changes() const;
   sqlite3* raw() const { return db_; }
   const std::string& path() const { return path_; }
+  Journal journal() const { return journal_; }
+  const CommitGuard& commit_guard() const { return may_commit_; }
 
  private:
-  Db(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  Db(sqlite3* db, std::string path, Journal journal, CommitGuard may_commit)
+      : db_(db), path_(std::move(path)), journal_(journal), may_commit_(std::move(may_commit)) {}
   sqlite3* db_;
   std::string path_;
+  Journal journal_;
+  CommitGuard may_commit_;
 };
 
 // A prepared statement. Bind indices start at 1, columns at 0. Step() returns

@@ -35,6 +35,32 @@ TEST(SqliteTest, RealFileTransactionsCommitAndRollBack) {
   std::filesystem::remove_all(dir);
 }
 
+// The lease's check (controller/shell/lease.h): once it says no, no
+// transaction commits, autocommit or explicit, and what was stored stays.
+TEST(SqliteTest, ACommitGuardThatSaysNoStopsEveryWrite) {
+  auto dir = std::filesystem::temp_directory_path() / ("sqlite_guard_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  bool allowed = true;
+  auto db = Db::Open((dir / "t.db").string(), Journal::kRollback, [&] { return allowed; });
+  ASSERT_TRUE(db.ok()) << db.status();
+  EXPECT_EQ((*db)->journal(), Journal::kRollback);
+  ASSERT_TRUE((*db)->Exec("CREATE TABLE t (k TEXT PRIMARY KEY)").ok());
+  ASSERT_TRUE((*db)->Exec("INSERT INTO t VALUES ('kept')").ok());
+  allowed = false;
+  EXPECT_FALSE((*db)->Exec("INSERT INTO t VALUES ('refused')").ok());
+  {
+    Transaction tx(db->get());
+    ASSERT_TRUE((*db)->Exec("INSERT INTO t VALUES ('also refused')").ok());
+    EXPECT_FALSE(tx.Commit().ok());
+  }
+  allowed = true;
+  auto q = (*db)->Prepare("SELECT k FROM t ORDER BY k");
+  std::vector<std::string> keys;
+  while (*q->Step()) keys.push_back(q->ColumnText(0));
+  EXPECT_EQ(keys, std::vector<std::string>{"kept"});
+  std::filesystem::remove_all(dir);
+}
+
 // A database moved to a network filesystem switches to the rollback journal
 // (and back): the data stays, and no -wal or -shm file is left beside it.
 TEST(SqliteTest, TheJournalIsSwitchedEitherWayAndTheDataStays) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "common/controller_address.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/metrics_server.h"
@@ -21,6 +22,7 @@
 #include "controller/shell/config_file.h"
 #include "controller/shell/flags.h"
 #include "controller/shell/grpc_serving.h"
+#include "controller/shell/lease.h"
 #include "controller/shell/port_file.h"
 #include "controller/shell/socket_path.h"
 #include "controller/shell/startup_checks.h"
@@ -45,6 +47,7 @@ int Run(ControllerFlags& flags) {
   if (!access.ok()) return UsageError(access.status());
   if (absl::Status st = PrepareSocketPath(flags.socket_path); !st.ok())
     return UsageError(st, "--socket: ");
+  if (absl::Status st = SettleStateDir(flags); !st.ok()) return UsageError(st);
   if (absl::Status st = SettlePaths(flags, *security); !st.ok()) return UsageError(st);
   // Bound before anything else starts, so that a taken address stops the
   // program at once.
@@ -60,10 +63,23 @@ int Run(ControllerFlags& flags) {
   auto sbatch_template = SbatchTemplate(flags);
   if (!sbatch_template.ok()) return UsageError(sbatch_template.status());
   config.sbatch_template = *sbatch_template;
+  const std::string host = flags.test_hostname.empty() ? ThisHostName() : flags.test_hostname;
+  std::string lease_said;
+  auto lease = StateLease::Acquire(
+      {flags.state_dir + "/controller.lease", host, std::string(kVersion),
+       std::chrono::seconds(flags.lease_ttl_s)},
+      &lease_said, [](const std::string& waiting) { spdlog::info("{}", waiting); });
+  if (!lease.ok()) {
+    spdlog::error("{}", std::string(lease.status().message()));
+    return kExitStateHeld;
+  }
+  spdlog::info("{}", lease_said);
   const StoreJournal journal =
       ChooseStoreJournal(flags.db_journal, flags.db_path, FilesystemOf(flags.db_path));
   spdlog::info("{}", journal.said);
-  auto store = Store::Open(flags.db_path, journal.journal);
+  // Every commit first asks whether this controller still holds the lease.
+  auto store = Store::Open(flags.db_path, journal.journal,
+                           [held = lease->get()] { return held->Held(); });
   if (!store.ok()) return UsageError(store.status());
   std::shared_ptr<SlurmClient> slurm = std::make_shared<SlurmCliClient>(SlurmOptions(flags));
   // The test-only --test-kill-after-sbatch wraps the Slurm client, here and only here.
@@ -76,6 +92,9 @@ int Run(ControllerFlags& flags) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A controller that lost its lease stops as on SIGTERM (its writes were
+  // refused from the moment it could not renew), and exits 1.
+  (*lease)->StartRenewing([](const std::string&) { kill(getpid(), SIGTERM); });
 
   SystemClock clock;
   Controller controller(config, std::move(*store), slurm, &clock);
@@ -91,6 +110,13 @@ int Run(ControllerFlags& flags) {
                               : flags.advertise;
   // The workers' address must be known before any attempt is rendered.
   controller.SetAdvertiseAddress(advertise);
+  const std::string address_file = ControllerAddressPath(flags.state_dir);
+  controller.SetControllerFile(address_file);
+  if (absl::Status st = WriteControllerAddress(
+          address_file, AddressAnnounced(advertise, host, config.worker_tls_ca));
+      !st.ok())
+    spdlog::error("workers of running jobs cannot follow this controller: {}",
+                  std::string(st.message()));
   if (absl::Status st = controller.Start(); !st.ok()) {
     serving->server->Shutdown();
     return UsageError(st);
@@ -118,7 +144,7 @@ int Run(ControllerFlags& flags) {
   serving->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   controller.Stop();
   unlink(flags.socket_path.c_str());
-  return 0;
+  return (*lease)->lost() ? kExitError : kExitOk;
 }
 
 }  // namespace

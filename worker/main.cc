@@ -13,6 +13,14 @@ namespace {
 using trellis::worker::IdentityArgs;
 using trellis::worker::Seconds;
 
+void AddControllerFileFlag(CLI::App* cmd, std::string* path) {
+  cmd->add_option("--controller-file", *path,
+                  "The controller's address file (<state dir>/controller.address, absolute): "
+                  "its address wins over --controller, and it is read again whenever the "
+                  "controller cannot be reached, to follow a controller that moved to another "
+                  "host; without it, --controller only");
+}
+
 void AddIdentityFlags(CLI::App* cmd, IdentityArgs* id) {
   cmd->add_option("--controller", id->controller, "Controller address, HOST:PORT")->required();
   cmd->add_option("--run", id->run_id, "Run id")->required();
@@ -27,6 +35,7 @@ void AddIdentityFlags(CLI::App* cmd, IdentityArgs* id) {
   cmd->add_option("--node", id->node,
                   "This node's name (default: $SLURMD_NODENAME, else the "
                   "host name)");
+  AddControllerFileFlag(cmd, &id->controller_file);
 }
 
 void AddSeconds(CLI::App* cmd, const std::string& flag, Seconds* value, const std::string& help) {
@@ -159,6 +168,7 @@ int main(int argc, char** argv) {
              "together");
   AddSeconds(standby_cmd, "--call-timeout", &standby.call_timeout,
              "Seconds one StandBy call may wait for its answer before it is made again");
+  AddControllerFileFlag(standby_cmd, &standby.controller_file);
 
   CLI11_PARSE(app, argc, argv);
   trellis::InitLogging("trellis-worker", log_level);

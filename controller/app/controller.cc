@@ -63,6 +63,8 @@ absl::Status Controller::Start() {
   spdlog::info("data roots ([model] corpora must lie under one): {}", roots);
   Ingester::Options ingest;
   ingest.db_path = store_->db().path();
+  ingest.journal = store_->db().journal();
+  ingest.may_commit = store_->db().commit_guard();
   ingest.retention = config_.step_retention;
   ingest.prune_every = config_.step_prune_every;
   auto ingester = Ingester::Start(ingest, clock_, &ingest_metrics_,

@@ -60,6 +60,7 @@ class Controller {
   Clock& clock() { return *clock_; }
   // Known only once the server is bound (port 0 in tests); call before Start().
   void SetAdvertiseAddress(std::string addr) { config_.advertise_addr = std::move(addr); }
+  void SetControllerFile(std::string path) { config_.controller_file = std::move(path); }
   // For any thread: registry() to serve, and the Observe* durations.
   Metrics& metrics() { return metrics_; }
 

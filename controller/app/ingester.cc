@@ -6,7 +6,7 @@ namespace trellis::controller {
 
 absl::StatusOr<std::unique_ptr<Ingester>> Ingester::Start(Options options, Clock* clock,
                                                           IngestMetrics* metrics, Stored stored) {
-  auto writer = StepWriter::Open(options.db_path);
+  auto writer = StepWriter::Open(options.db_path, options.journal, options.may_commit);
   if (!writer.ok()) return writer.status();
   return std::unique_ptr<Ingester>(
       new Ingester(std::move(options), clock, metrics, std::move(stored), std::move(*writer)));

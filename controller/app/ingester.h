@@ -26,6 +26,9 @@ class Ingester {
  public:
   struct Options {
     std::string db_path;
+    // The store's (its journal must be the same on every connection).
+    sqlite::Journal journal = sqlite::Journal::kWal;
+    sqlite::Db::CommitGuard may_commit;
     StepRetention retention;
     std::chrono::milliseconds prune_every{60000};
     // Beyond this many queued records Submit says no; the worker keeps its

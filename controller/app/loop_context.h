@@ -30,6 +30,9 @@ struct ControllerConfig {
   std::vector<std::string> data_roots;
   std::string worker_bin;      // absolute path of trellis-worker on compute nodes
   std::string advertise_addr;  // host:port workers dial
+  // The state directory's address file, which workers re-read when the
+  // controller moved (common/controller_address.h); empty: none.
+  std::string controller_file;
   // The CA file workers verify the controller's certificate with (a copy
   // under output_root); empty: they dial plain TCP.
   std::string worker_tls_ca;

@@ -99,7 +99,7 @@ Effects Scheduler::Submit(const std::string& submitted_toml, bool dry_run, const
     std::string run_dir = ctx_.RunDirFor(*spec, run_id);
     AttemptPaths paths{run_id, 1, run_dir, ctx_.config.worker_bin, ctx_.config.advertise_addr,
                        run_dir + "/attempt-1/secret", /*job_tag=*/"<tag>",
-                       ctx_.config.worker_tls_ca};
+                       ctx_.config.worker_tls_ca, ctx_.config.controller_file};
     auto script = RenderBatchScript(ctx_.config.sbatch_template, paths);
     if (!script.ok()) return refuse(script.status());
     SubmitResult shown{"", *script, SbatchArgs(*spec, paths, {}),
@@ -111,7 +111,7 @@ Effects Scheduler::Submit(const std::string& submitted_toml, bool dry_run, const
       auto pool = PoolSbatchArgs(
           *spec, run_id, run_dir, PoolJobName(run_id, 1, "<tag>"), 1, {},
           {ctx_.config.worker_bin, ctx_.config.advertise_addr, PoolSecretPath(run_dir, 1),
-           ctx_.config.worker_tls_ca});
+           ctx_.config.worker_tls_ca, ctx_.config.controller_file});
       if (!pool.ok()) return refuse(pool.status());
       shown.pool_sbatch_args = std::move(*pool);
     }

@@ -43,7 +43,7 @@ Effects Scheduler::PrepareAttempt(const RunRecord& run, const spec::RunSpec& spe
   std::string attempt_dir = run.run_dir + "/attempt-" + std::to_string(attempt);
   AttemptPaths paths{run.run_id, attempt, run.run_dir, ctx_.config.worker_bin,
                      ctx_.config.advertise_addr, attempt_dir + "/secret", /*job_tag=*/"",
-                     ctx_.config.worker_tls_ca};
+                     ctx_.config.worker_tls_ca, ctx_.config.controller_file};
   // Resumed: the secret file written before is kept (a job submitted before
   // a stop may be running with it); the store has only its digest, which
   // the shell checks the file against.

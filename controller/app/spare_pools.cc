@@ -75,7 +75,8 @@ Effects SparePools::Submit(const RunRecord& run, const spec::RunSpec& spec, Pool
   const std::string secret = auth::RandomSecretHex();
   row.secret_sha256 = Sha256Hex(secret);
   const PoolStandbyPaths standby{ctx_.config.worker_bin, ctx_.config.advertise_addr,
-                                 PoolSecretPath(run.run_dir, row.pool), ctx_.config.worker_tls_ca};
+                                 PoolSecretPath(run.run_dir, row.pool), ctx_.config.worker_tls_ca,
+                                 ctx_.config.controller_file};
   auto args =
       PoolSbatchArgs(spec, run.run_id, run.run_dir, row.job_name, row.pool, exclude, standby);
   if (!args.ok())

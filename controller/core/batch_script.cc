@@ -24,13 +24,17 @@ bool IsSafeAddress(const std::string& a) {
 // quoted into it.
 absl::Status CheckWorkerCommand(const std::string& run_dir, const std::string& worker_bin,
                                 const std::string& secret_file, const std::string& tls_ca,
-                                const std::string& controller_addr) {
+                                const std::string& controller_addr,
+                                const std::string& controller_file) {
   for (const auto* path : {&run_dir, &worker_bin, &secret_file})
     if (!IsSafeAbsolutePath(*path))
       return absl::InvalidArgumentError("path '" + *path +
                                         "' must be absolute, without control characters");
   if (!tls_ca.empty() && !IsSafeAbsolutePath(tls_ca))
     return absl::InvalidArgumentError("TLS CA path '" + tls_ca +
+                                      "' must be absolute, without control characters");
+  if (!controller_file.empty() && !IsSafeAbsolutePath(controller_file))
+    return absl::InvalidArgumentError("controller address file '" + controller_file +
                                       "' must be absolute, without control characters");
   if (!IsSafeAddress(controller_addr))
     return absl::InvalidArgumentError("controller address '" + controller_addr +
@@ -62,13 +66,14 @@ absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
     return absl::InvalidArgumentError("run id '" + p.run_id + "' is not [a-z0-9-]");
   if (p.attempt < 1) return absl::InvalidArgumentError("attempt must be >= 1");
   if (absl::Status st = CheckWorkerCommand(p.run_dir, p.worker_bin, p.secret_file, p.tls_ca,
-                                           p.controller_addr);
+                                           p.controller_addr, p.controller_file);
       !st.ok())
     return st;
   // Every @KEY@ of the template must be known (checked before the values go
   // in: a path may hold '@').
   static const std::set<std::string, std::less<>> kKeys = {
-      "RUN_ID", "ATTEMPT", "WORKER", "CONTROLLER", "RUN_DIR", "SECRET_FILE", "TLS_CA"};
+      "RUN_ID", "ATTEMPT",     "WORKER", "CONTROLLER", "CONTROLLER_FILE",
+      "RUN_DIR", "SECRET_FILE", "TLS_CA"};
   for (size_t at = template_text.find('@'); at != std::string::npos;
        at = template_text.find('@', at + 1)) {
     size_t end = at + 1;
@@ -87,6 +92,7 @@ absl::StatusOr<std::string> RenderBatchScript(const std::string& template_text,
   ReplaceAll(&out, "@RUN_ID@", ShellQuote(p.run_id));
   ReplaceAll(&out, "@ATTEMPT@", std::to_string(p.attempt));
   ReplaceAll(&out, "@WORKER@", ShellQuote(p.worker_bin));
+  ReplaceAll(&out, "@CONTROLLER_FILE@", ShellQuote(p.controller_file));
   ReplaceAll(&out, "@CONTROLLER@", ShellQuote(p.controller_addr));
   ReplaceAll(&out, "@RUN_DIR@", ShellQuote(p.run_dir));
   ReplaceAll(&out, "@SECRET_FILE@", ShellQuote(p.secret_file));
@@ -122,7 +128,8 @@ absl::StatusOr<std::vector<std::string>> PoolSbatchArgs(
   if (!spec::IsValidRunName(run_id))
     return absl::InvalidArgumentError("run id '" + run_id + "' is not [a-z0-9-]");
   if (absl::Status st = CheckWorkerCommand(run_dir, standby.worker_bin, standby.secret_file,
-                                           standby.tls_ca, standby.controller_addr);
+                                           standby.tls_ca, standby.controller_addr,
+                                           standby.controller_file);
       !st.ok())
     return st;
   const auto& sl = spec.slurm;
@@ -150,6 +157,8 @@ absl::StatusOr<std::vector<std::string>> PoolSbatchArgs(
                      " --pool " + std::to_string(pool) + " --run-dir " + ShellQuote(run_dir) +
                      " --secret-file " + ShellQuote(standby.secret_file);
   if (!standby.tls_ca.empty()) wrap += " --tls-ca " + ShellQuote(standby.tls_ca);
+  if (!standby.controller_file.empty())
+    wrap += " --controller-file " + ShellQuote(standby.controller_file);
   args.push_back("--wrap=" + wrap + "; exec sleep infinity");
   return args;
 }

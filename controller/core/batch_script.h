@@ -20,6 +20,9 @@ struct AttemptPaths {
   std::string secret_file;  // absolute
   std::string job_tag;      // of the job name (AttemptJobName): from the secret's digest
   std::string tls_ca;       // absolute CA file the workers verify TLS with; empty: plain TCP
+  // The state directory's address file (common/controller_address.h): a
+  // worker dials what it names when the controller moved. Empty: none.
+  std::string controller_file = {};
 };
 
 // Single-quotes a value for bash ('it'"'"'s').
@@ -54,6 +57,7 @@ struct PoolStandbyPaths {
   std::string controller_addr;  // host:port
   std::string secret_file;      // absolute: the pool job's own secret
   std::string tls_ca;           // absolute, or empty: plain TCP
+  std::string controller_file = {};  // absolute, or empty (AttemptPaths says why)
 };
 
 // The sbatch arguments of a spare pool job (restart.spare_pool_nodes): the

@@ -70,26 +70,38 @@ TEST(BatchScriptTest, TheShippedTemplateRendersAndParses) {
 }
 
 // The worker lines of the shipped script, run with `echo` as the worker.
-TEST(BatchScriptTest, WorkersGetTheTlsCaOnlyWhenThereIsOne) {
+TEST(BatchScriptTest, WorkersGetTheTlsCaAndTheAddressFileOnlyWhenThereAreSome) {
   auto r = RunCommand({"cat", std::string(TRELLIS_SOURCE_DIR) + "/deploy/slurm/trellis.sbatch.in"});
   ASSERT_TRUE(r.ok());
-  const size_t at = r->out.find("tls=()");  // and the line after it
+  const size_t at = r->out.find("dial=()");  // and the two lines after it
   ASSERT_NE(at, std::string::npos);
-  const size_t end = r->out.find('\n', r->out.find('\n', at) + 1);
-  const std::string probe = "TLS_CA=@TLS_CA@\n" + r->out.substr(at, end - at) +
-                            "\nprintf '<%s>' ${tls[@]+\"${tls[@]}\"}";
+  size_t end = at;
+  for (int line = 0; line < 3; ++line) end = r->out.find('\n', end + 1);
+  const std::string probe = "TLS_CA=@TLS_CA@\nCONTROLLER_FILE=@CONTROLLER_FILE@\n" +
+                            r->out.substr(at, end - at) +
+                            "\nprintf '<%s>' ${dial[@]+\"${dial[@]}\"}";
   AttemptPaths p = Paths();
   auto plain = RenderBatchScript(probe, p);
   ASSERT_TRUE(plain.ok()) << plain.status();
   p.tls_ca = "/srv/trellis/out/controller ca.pem";
   auto tls = RenderBatchScript(probe, p);
   ASSERT_TRUE(tls.ok()) << tls.status();
+  p.controller_file = "/shared/state/controller.address";
+  auto both = RenderBatchScript(probe, p);
+  ASSERT_TRUE(both.ok()) << both.status();
   auto plain_out = RunCommand({"bash", "-uc", *plain});
   auto tls_out = RunCommand({"bash", "-uc", *tls});
-  ASSERT_TRUE(plain_out.ok() && tls_out.ok());
+  auto both_out = RunCommand({"bash", "-uc", *both});
+  ASSERT_TRUE(plain_out.ok() && tls_out.ok() && both_out.ok());
   EXPECT_EQ(plain_out->out, "<>");  // printf with no argument
   EXPECT_EQ(tls_out->out, "<--tls-ca></srv/trellis/out/controller ca.pem>");
+  EXPECT_EQ(both_out->out,
+            "<--tls-ca></srv/trellis/out/controller ca.pem>"
+            "<--controller-file></shared/state/controller.address>");
   p.tls_ca = "relative.pem";
+  EXPECT_FALSE(RenderBatchScript(probe, p).ok());
+  p.tls_ca = "";
+  p.controller_file = "state/controller.address";
   EXPECT_FALSE(RenderBatchScript(probe, p).ok());
 }
 
@@ -170,6 +182,12 @@ extra_args = ["--qos=high"]
   args = PoolSbatchArgs(spec, "hello-1", "/srv/trellis/out/hello-1", "n", 3, {}, with_tls);
   ASSERT_TRUE(args.ok());
   EXPECT_NE(args->back().find(" --tls-ca '/srv/trellis/out/ca.pem'; exec sleep infinity"),
+            std::string::npos)
+      << args->back();
+  with_tls.controller_file = "/shared/state/controller.address";
+  args = PoolSbatchArgs(spec, "hello-1", "/srv/trellis/out/hello-1", "n", 3, {}, with_tls);
+  ASSERT_TRUE(args.ok());
+  EXPECT_NE(args->back().find(" --controller-file '/shared/state/controller.address'; exec"),
             std::string::npos)
       << args->back();
   PoolStandbyPaths relative = standby;

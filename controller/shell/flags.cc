@@ -32,18 +32,29 @@ void AddControllerFlags(CLI::App& app, ControllerFlags& flags) {
                "network in clear; only on a network you trust");
   app.add_option("--advertise", flags.advertise,
                  "host:port workers on compute nodes dial (default: this host and the bound port)");
+  app.add_option("--state-dir", flags.state_dir,
+                 "the controller's state: its database (trellis.db), its lease (one controller "
+                 "per state directory: another refuses to start while it is held) and its "
+                 "address file (where workers and the CLI find it). On a shared filesystem a "
+                 "controller on another host takes over once the lease expires. Default: "
+                 "--db's directory");
   app.add_option("--db", flags.db_path,
-                 "SQLite database file: on local disk, or on a shared filesystem (NFS, Lustre) "
-                 "with the rollback journal (--db-journal)")
-      ->required();
+                 "SQLite database file (default: <--state-dir>/trellis.db): on local disk, or on "
+                 "a shared filesystem (NFS, Lustre) with the rollback journal (--db-journal)");
+  app.add_option("--lease-ttl-s", flags.lease_ttl_s,
+                 "the state directory's lease is renewed every third of this; a controller that "
+                 "stopped renewing it this long may be replaced (a controller elsewhere watches "
+                 "it this long again first, since clocks differ)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{600}));
   app.add_option("--db-journal", flags.db_journal,
                  "the database's journal: auto (WAL on local disk, the rollback journal on a "
                  "network filesystem, as statfs tells), wal, rollback")
       ->check(CLI::IsMember({"auto", "wal", "rollback"}))
       ->capture_default_str();
   app.add_option("--output-root", flags.config.output_root,
-                 "directory (shared with the compute nodes) that holds every run directory")
-      ->required();
+                 "directory (shared with the compute nodes) that holds every run directory "
+                 "(default: <--state-dir>/runs)");
   app.add_option("--data-root", flags.config.data_roots,
                  "a [model] run's training.data must lie under one of these, links and '..' "
                  "resolved (repeatable; default: this user's home directory and --output-root)");
@@ -132,6 +143,8 @@ void AddControllerFlags(CLI::App& app, ControllerFlags& flags) {
                "print every key a --config file takes (type, default, what it sets) and exit");
   // For tests only (tests/e2e/crash_after_sbatch.sh); not in --help.
   app.add_flag("--test-kill-after-sbatch", flags.test_kill_after_sbatch)->group("");
+  // For tests only (tests/e2e/controller_takeover.sh): the host a lease names.
+  app.add_option("--test-hostname", flags.test_hostname)->group("");
 }
 
 ControllerConfig ConfigFromFlags(const ControllerFlags& flags) {

@@ -20,7 +20,9 @@ struct ControllerFlags {
   std::string tokens_file;
   std::string tls_cert, tls_key, tls_ca;
   bool insecure_tcp = false;
-  std::string db_path;
+  std::string state_dir;  // default: --db's directory
+  std::string db_path;    // default: <state_dir>/trellis.db
+  int64_t lease_ttl_s = 15;
   std::string db_journal = "auto";  // auto, wal, rollback
   std::string template_file;
   std::string slurm_bin_dir;
@@ -40,6 +42,7 @@ struct ControllerFlags {
   std::string config_file;  // --config: read by ArgsWithConfigFile before the parse
   // For tests only (tests/e2e/crash_after_sbatch.sh); not in --help.
   bool test_kill_after_sbatch = false;
+  std::string test_hostname;  // the lease's and address file's host, to fake a takeover
 };
 
 void AddControllerFlags(CLI::App& app, ControllerFlags& flags);

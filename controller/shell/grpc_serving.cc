@@ -8,13 +8,13 @@ namespace {
 // A unary request's largest message: a gate report with many sockets, a spec.
 constexpr int kMaxReceiveBytes = 4 << 20;
 
-std::string HostName() {
-  char buf[256] = {0};
-  gethostname(buf, sizeof(buf) - 1);
-  return buf;
-}
-
 }  // namespace
+
+std::string ThisHostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "unknown-host";
+  return name;
+}
 
 absl::StatusOr<GrpcServing> ServeGrpc(const std::string& listen, const TcpSecurity& security,
                                       const std::string& socket_path,
@@ -25,6 +25,11 @@ absl::StatusOr<GrpcServing> ServeGrpc(const std::string& listen, const TcpSecuri
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   for (grpc::Service* service : services) builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+  // The workers ping every 30 s to find a vanished controller host
+  // (worker/rpc/controller_link.cc); gRPC's default refuses pings closer
+  // than 5 min and would close their connections.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   serving.server = builder.BuildAndStart();
   if (!serving.server || serving.port == 0)
     return absl::UnavailableError(
@@ -36,7 +41,7 @@ absl::StatusOr<GrpcServing> ServeGrpc(const std::string& listen, const TcpSecuri
 
 std::string DefaultAdvertiseAddress(const std::string& listen, int port) {
   std::string host = listen.substr(0, listen.rfind(':'));
-  if (host == "0.0.0.0" || host == "[::]" || host.empty()) host = HostName();
+  if (host == "0.0.0.0" || host == "[::]" || host.empty()) host = ThisHostName();
   return host + ":" + std::to_string(port);
 }
 

@@ -28,4 +28,8 @@ absl::StatusOr<GrpcServing> ServeGrpc(const std::string& listen, const TcpSecuri
 // (this host's name where it listens on every interface) and the bound port.
 std::string DefaultAdvertiseAddress(const std::string& listen, int port);
 
+// This host's name (gethostname): the default advertised host, and the
+// host the state directory's lease and address file name.
+std::string ThisHostName();
+
 }  // namespace trellis::controller

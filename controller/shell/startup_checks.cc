@@ -8,6 +8,8 @@
 
 #include "common/atomic_file.h"
 #include "common/log.h"
+#include "common/sha256.h"
+#include "common/version.h"
 #include "common/status.h"
 #include "common/tls.h"
 #include "controller/app/sbatch_template.h"
@@ -69,6 +71,35 @@ absl::StatusOr<UserAccess> LoadUserAccess(const ControllerFlags& flags) {
   return access;
 }
 
+absl::Status SettleStateDir(ControllerFlags& flags) {
+  if (flags.state_dir.empty() && flags.db_path.empty())
+    return absl::InvalidArgumentError(
+        "give --state-dir (a directory for the database, the lease and the address file) or "
+        "--db (the database file, whose directory is then the state directory)");
+  std::error_code ec;
+  auto absolute = [&](const std::string& p) {
+    return fs::absolute(p, ec).lexically_normal().string();
+  };
+  if (flags.state_dir.empty()) {
+    flags.db_path = absolute(flags.db_path);
+    flags.state_dir = fs::path(flags.db_path).parent_path().string();
+  } else {
+    const bool output_given = !flags.config.output_root.empty();
+    flags.state_dir = absolute(flags.state_dir);
+    if (flags.db_path.empty()) flags.db_path = flags.state_dir + "/trellis.db";
+    flags.db_path = absolute(flags.db_path);
+    if (!output_given) flags.config.output_root = flags.state_dir + "/runs";
+  }
+  if (flags.config.output_root.empty())
+    return absl::InvalidArgumentError(
+        "--output-root is required with --db (with --state-dir it defaults to its runs/)");
+  fs::create_directories(flags.state_dir, ec);
+  if (ec || access(flags.state_dir.c_str(), W_OK) != 0)
+    return absl::InvalidArgumentError("--state-dir " + flags.state_dir +
+                                      ": not a writable directory");
+  return absl::OkStatus();
+}
+
 absl::Status SettlePaths(ControllerFlags& flags, const TcpSecurity& security) {
   ControllerConfig& config = flags.config;
   std::error_code ec;
@@ -107,6 +138,26 @@ SlurmCliOptions SlurmOptions(const ControllerFlags& flags) {
   spdlog::info("Slurm accounting {}",
                options.accounting ? "available: using sacct" : "not configured: squeue/scontrol");
   return options;
+}
+
+ControllerAddress AddressAnnounced(const std::string& advertise, const std::string& host,
+                                   const std::string& worker_tls_ca) {
+  ControllerAddress a;
+  a.address = advertise;
+  a.host = host;
+  a.pid = getpid();
+  a.version = kVersion;
+  a.started_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  if (!worker_tls_ca.empty()) {
+    std::ifstream in(worker_tls_ca);
+    std::stringstream pem;
+    pem << in.rdbuf();
+    a.tls_ca = worker_tls_ca;
+    a.tls_ca_sha256 = Sha256Hex(pem.str());
+  }
+  return a;
 }
 
 absl::StatusOr<std::string> SbatchTemplate(const ControllerFlags& flags) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/auth.h"
+#include "common/controller_address.h"
 #include "common/filesystem_kind.h"
 #include "common/sqlite.h"
 #include "controller/shell/flags.h"
@@ -37,6 +38,12 @@ struct UserAccess {
 };
 absl::StatusOr<UserAccess> LoadUserAccess(const ControllerFlags& flags);
 
+// --state-dir and --db: either gives the other (the state directory is
+// --db's directory; --db is <state-dir>/trellis.db), both made absolute, and
+// --output-root defaults to <state-dir>/runs when --state-dir is given. The
+// state directory is created when missing and must be writable.
+absl::Status SettleStateDir(ControllerFlags& flags);
+
 // Settles flags.config's paths: --output-root made absolute, created and
 // checked writable (with TLS, the workers' CA copied under it, where the
 // compute nodes read it); --data-root and --worker-bin (default: beside this
@@ -46,6 +53,11 @@ absl::Status SettlePaths(ControllerFlags& flags, const TcpSecurity& security);
 // How to run the Slurm commands: --slurm-bin-dir, --slurm-timeout-s, and
 // whether accounting (sacct) answers, tried once here and logged.
 SlurmCliOptions SlurmOptions(const ControllerFlags& flags);
+
+// What the state directory's address file says of this controller: where
+// it serves, on which host, and with TLS the workers' CA file and its digest.
+ControllerAddress AddressAnnounced(const std::string& advertise, const std::string& host,
+                                   const std::string& worker_tls_ca);
 
 // The built-in batch-script template, or --sbatch-template's file.
 absl::StatusOr<std::string> SbatchTemplate(const ControllerFlags& flags);

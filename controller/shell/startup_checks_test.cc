@@ -153,6 +153,42 @@ TEST_F(SettlePathsTest, RefusesRelativeRootsAndWorkersAndAnUnwritableSdDirectory
   }
 }
 
+TEST_F(SettlePathsTest, TheStateDirHoldsTheDatabaseAndTheRunsUnlessTold) {
+  ControllerFlags flags;
+  flags.state_dir = (dir_ / "state/../state").string();
+  ASSERT_TRUE(SettleStateDir(flags).ok());
+  EXPECT_EQ(flags.state_dir, (dir_ / "state").string());
+  EXPECT_TRUE(fs::is_directory(dir_ / "state"));
+  EXPECT_EQ(flags.db_path, (dir_ / "state/trellis.db").string());
+  EXPECT_EQ(flags.config.output_root, (dir_ / "state/runs").string());
+
+  ControllerFlags told;
+  told.state_dir = (dir_ / "s2").string();
+  told.db_path = (dir_ / "elsewhere.db").string();
+  told.config.output_root = "/shared/runs";
+  ASSERT_TRUE(SettleStateDir(told).ok());
+  EXPECT_EQ(told.db_path, (dir_ / "elsewhere.db").string());
+  EXPECT_EQ(told.config.output_root, "/shared/runs");
+}
+
+TEST_F(SettlePathsTest, WithOnlyTheDatabaseItsDirectoryIsTheStateDir) {
+  ControllerFlags flags = Parse({});
+  flags.db_path = (dir_ / "controller.db").string();
+  ASSERT_TRUE(SettleStateDir(flags).ok());
+  EXPECT_EQ(flags.state_dir, dir_.string());
+  EXPECT_EQ(flags.config.output_root, "/tmp/out") << "as given";
+
+  ControllerFlags none;
+  absl::Status st = SettleStateDir(none);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--state-dir"), std::string::npos) << st;
+  ControllerFlags no_root;
+  no_root.db_path = (dir_ / "controller.db").string();
+  st = SettleStateDir(no_root);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--output-root is required"), std::string::npos) << st;
+}
+
 TEST(SbatchTemplateTest, BuiltInOrTheFileGiven) {
   auto built_in = SbatchTemplate(Parse({}));
   ASSERT_TRUE(built_in.ok());

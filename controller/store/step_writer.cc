@@ -8,8 +8,10 @@ namespace {
 constexpr size_t kMaxCachedSources = 200000;
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<StepWriter>> StepWriter::Open(const std::string& db_path) {
-  ASSIGN_OR_RETURN(auto db, sqlite::Db::Open(db_path));
+absl::StatusOr<std::unique_ptr<StepWriter>> StepWriter::Open(const std::string& db_path,
+                                                             sqlite::Journal journal,
+                                                             sqlite::Db::CommitGuard may_commit) {
+  ASSIGN_OR_RETURN(auto db, sqlite::Db::Open(db_path, journal, std::move(may_commit)));
   ASSIGN_OR_RETURN(auto last_seq,
                    db->Prepare("SELECT last_seq FROM step_batches WHERE run_id = ? AND "
                                "attempt = ? AND launch = ? AND node = ?"));

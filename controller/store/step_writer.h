@@ -40,8 +40,11 @@ struct StoredStep {
 
 class StepWriter {
  public:
-  // Opens its own connection to the store's file (Store::Open made the schema).
-  static absl::StatusOr<std::unique_ptr<StepWriter>> Open(const std::string& db_path);
+  // Opens its own connection to the store's file (Store::Open made the
+  // schema), with the store's journal and commit guard (common/sqlite.h).
+  static absl::StatusOr<std::unique_ptr<StepWriter>> Open(
+      const std::string& db_path, sqlite::Journal journal = sqlite::Journal::kWal,
+      sqlite::Db::CommitGuard may_commit = nullptr);
 
   struct Outcome {
     std::vector<BatchResult> results;  // one per batch, in order

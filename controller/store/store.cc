@@ -74,8 +74,9 @@ AttemptRecord ReadAttempt(sqlite::Statement& st) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
-                                                    sqlite::Journal journal) {
-  ASSIGN_OR_RETURN(auto db, sqlite::Db::Open(path, journal));
+                                                    sqlite::Journal journal,
+                                                    sqlite::Db::CommitGuard may_commit) {
+  ASSIGN_OR_RETURN(auto db, sqlite::Db::Open(path, journal, std::move(may_commit)));
   RETURN_IF_ERROR(Migrate(*db));
   return std::unique_ptr<Store>(new Store(std::move(db)));
 }

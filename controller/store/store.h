@@ -23,8 +23,10 @@ class Store {
  public:
   // Opens or creates the database with `journal` (common/sqlite.h) and
   // applies pending migrations; refuses a database written by a newer Trellis.
+  // `may_commit`: the lease's check before every commit (common/sqlite.h).
   static absl::StatusOr<std::unique_ptr<Store>> Open(
-      const std::string& path, sqlite::Journal journal = sqlite::Journal::kWal);
+      const std::string& path, sqlite::Journal journal = sqlite::Journal::kWal,
+      sqlite::Db::CommitGuard may_commit = nullptr);
 
   // Inserts a QUEUED run named "<name>-<seq>" plus its first event.
   // `run_dir_for` maps the new run id to its directory.

@@ -182,7 +182,7 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   asio::io_context io;
   StepStream::Options stream_options;
   stream_options.max_held = static_cast<size_t>(args.max_queued_reports);
-  StepStream stream(client.stub(), client.id(), stream_options, clock);
+  StepStream stream(client.link(), client.id(), stream_options, clock);
   stream.Start();
   RankChannel channel(io, clock, [&](int rank, const StepRecord& r) {
     metrics.OnStep(rank, r, clock.Now());
@@ -321,11 +321,13 @@ int RunAgent(const AgentArgs& args, Clock& clock) {
     spdlog::error("{}", std::string(credentials.status().message()));
     return kExitUsage;
   }
-  AgentClient client(ControllerChannel(args.id.controller, *credentials), *id, clock);
+  AgentClient client(
+      std::make_shared<ControllerLink>(args.id.controller, args.id.controller_file, *credentials),
+      *id, clock);
   Seconds gate_wait = args.gate_wait.value_or(Seconds(spec->gate.timeout_s) + kGateWaitMargin);
   spdlog::info("registering node {} with {} (run {}, attempt {}, launch {}; {} GPU(s), {} CPU(s))",
-               args.id.node, args.id.controller, args.id.run_id, args.id.attempt, args.id.launch,
-               facts.gpus, facts.cpus);
+               args.id.node, client.link()->address(), args.id.run_id, args.id.attempt,
+               args.id.launch, facts.gpus, facts.cpus);
   auto gate = client.Register(facts, args.register_retry, gate_wait);
   if (!gate.ok()) {
     if (IsRefusal(gate.status().code())) {

@@ -21,7 +21,9 @@ int RunNextLaunch(const NextLaunchArgs& args, Clock& clock) {
   if (!id.ok()) return fallback(std::string(id.status().message()));
   auto credentials = tls::ChannelCredentials("--tls-ca", args.id.tls_ca);
   if (!credentials.ok()) return fallback(std::string(credentials.status().message()));
-  AgentClient client(ControllerChannel(args.id.controller, *credentials), *id, clock);
+  AgentClient client(
+      std::make_shared<ControllerLink>(args.id.controller, args.id.controller_file, *credentials),
+      *id, clock);
   NextLaunchAsk ask{args.step_exit_code, args.requeue_count, args.allocation_nodelist,
                    args.terminated_by_slurm, args.time_limit_warned};
   auto choice = client.NextLaunch(ask, args.timeout);

@@ -24,8 +24,8 @@
 #include "worker/app/spec_file.h"
 #include "worker/core/memory_probe.h"
 #include "worker/io/node_info.h"
-#include "worker/rpc/agent_client.h"
 #include "worker/rpc/agent_proto.h"
+#include "worker/rpc/controller_link.h"
 
 namespace trellis::worker {
 namespace {
@@ -78,9 +78,9 @@ int RunStandby(const StandbyArgs& args, Clock& clock) {
     spdlog::error("{}", std::string(credentials.status().message()));
     return kExitUsage;
   }
-  auto stub = v1::AgentService::NewStub(ControllerChannel(args.controller, *credentials));
+  ControllerLink link(args.controller, args.controller_file, *credentials);
   spdlog::info("node {} stands by for run {} (spare pool job {}), controller {}", args.node,
-               args.run_id, args.pool, args.controller);
+               args.run_id, args.pool, link.address());
   std::string told;  // the last answer logged
   std::chrono::milliseconds retry = kFirstRetry;
   int failures = 0;
@@ -89,7 +89,7 @@ int RunStandby(const StandbyArgs& args, Clock& clock) {
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::duration_cast<std::chrono::milliseconds>(args.call_timeout));
     v1::StandByAnswer answer;
-    grpc::Status st = stub->StandBy(&ctx, req, &answer);
+    grpc::Status st = link.stub()->StandBy(&ctx, req, &answer);
     if (st.ok()) {
       if (answer.leave()) {
         spdlog::info("leaving: {}", answer.reason());
@@ -110,7 +110,11 @@ int RunStandby(const StandbyArgs& args, Clock& clock) {
     if (failures++ % 30 == 0)
       spdlog::warn("StandBy: {} (calling again every {} s at most)", st.error_message(),
                    kLastRetry.count() / 1000);
-    std::this_thread::sleep_for(retry);
+    // The backoff as before; while it runs, a controller that cannot be
+    // reached is looked for where its address file says it moved.
+    const auto next_call = std::chrono::steady_clock::now() + retry;
+    link.WaitConnected(retry);
+    std::this_thread::sleep_until(next_call);
     retry = std::min(retry * 2, kLastRetry);
   }
 }

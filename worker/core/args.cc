@@ -39,6 +39,12 @@ std::string AdvertisedMetricsAddress(std::string_view listen, std::string_view h
   return std::string(host) + ":" + std::to_string(port);
 }
 
+absl::Status ValidateControllerFile(const std::string& path) {
+  if (path.empty() || path.front() == '/') return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--controller-file must be an absolute path, got '", path, "'"));
+}
+
 bool IsSafeName(std::string_view name) {
   if (name.empty() || name.size() > 128 || name[0] == '-' || name[0] == '.') return false;
   for (char c : name)
@@ -73,7 +79,7 @@ absl::Status ValidateIdentityArgs(const IdentityArgs& a) {
     return absl::InvalidArgumentError(absl::StrCat("--launch must be >= 1, got ", a.launch));
   if (absl::Status st = NodeFlag(a.node); !st.ok()) return st;
   if (a.secret_file.empty()) return absl::InvalidArgumentError("--secret-file is required");
-  return absl::OkStatus();
+  return ValidateControllerFile(a.controller_file);
 }
 
 absl::Status ValidateStandbyArgs(const StandbyArgs& a) {
@@ -85,6 +91,7 @@ absl::Status ValidateStandbyArgs(const StandbyArgs& a) {
   if (a.run_dir.empty()) return absl::InvalidArgumentError("--run-dir is required");
   if (absl::Status st = TouchProbeFlags(a.touch_probe_gib, a.touch_probe_budget); !st.ok())
     return st;
+  if (absl::Status st = ValidateControllerFile(a.controller_file); !st.ok()) return st;
   return Positive("--call-timeout", a.call_timeout);
 }
 

@@ -22,6 +22,9 @@ struct IdentityArgs {
   std::string node;
   std::string secret_file;
   std::string tls_ca;  // CA file to verify the controller's TLS certificate; empty: plain TCP
+  // <state dir>/controller.address (common/controller_address.h): where a
+  // controller that moved to another host says it is; empty: --controller only.
+  std::string controller_file = {};
 };
 
 struct AgentArgs {
@@ -77,6 +80,7 @@ struct StandbyArgs {
   // Each call waits for the controller's next reconciliation (a few
   // seconds); one unanswered this long is made again.
   Seconds call_timeout{60};
+  std::string controller_file = {};  // as IdentityArgs::controller_file
 };
 
 // HOST:PORT or [IPv6]:PORT with a port in [1, 65535].
@@ -86,6 +90,9 @@ bool IsValidListenAddress(std::string_view address);
 // The metrics address sent to the controller: `hostname` when `listen` binds
 // every interface (0.0.0.0, [::]), else the host it binds, with `port`.
 std::string AdvertisedMetricsAddress(std::string_view listen, std::string_view hostname, int port);
+// --controller-file: empty, or an absolute path (the worker's working
+// directory is not the controller's).
+absl::Status ValidateControllerFile(const std::string& path);
 // Run ids and node names travel in file names and the batch script's words:
 // [A-Za-z0-9._-], 1..128 characters, not starting with '-' or '.'.
 bool IsSafeName(std::string_view name);

@@ -102,6 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "--touch-probe-seconds"},
         BadArgs{"TouchSecondsLong", [](AgentArgs* a) { a->touch_probe_budget = Seconds(601); },
                 "--touch-probe-seconds must be in (0, 600]"},
+        BadArgs{"ControllerFile", [](AgentArgs* a) { a->id.controller_file = "state/x"; },
+                "--controller-file must be an absolute path, got 'state/x'"},
         BadArgs{"MetricsListen", [](AgentArgs* a) { a->metrics_listen = "on"; },
                 "--metrics-listen must be HOST:PORT with a port in [0, 65535] (0: any free "
                 "port) or 'off', got 'on'"}),
@@ -174,6 +176,26 @@ TEST(ArgsTest, Standby) {
   bad = good;
   bad.call_timeout = Seconds(0);
   EXPECT_EQ(message(bad), "--call-timeout must be a positive number of seconds, got 0");
+  bad = good;
+  bad.controller_file = "controller.address";
+  EXPECT_EQ(message(bad), "--controller-file must be an absolute path, got 'controller.address'");
+  good.controller_file = "/srv/state/controller.address";
+  EXPECT_TRUE(ValidateStandbyArgs(good).ok());
+}
+
+// Optional everywhere: empty is today's behaviour, --controller alone.
+TEST(ArgsTest, ControllerFileIsEmptyOrAbsolute) {
+  EXPECT_TRUE(ValidateControllerFile("").ok());
+  EXPECT_TRUE(ValidateControllerFile("/srv/state/controller.address").ok());
+  EXPECT_FALSE(ValidateControllerFile("./controller.address").ok());
+  EXPECT_FALSE(ValidateControllerFile(" /srv/state/controller.address").ok());
+  NextLaunchArgs n;
+  n.id = Good().id;
+  n.id.controller_file = "/srv/state/controller.address";
+  EXPECT_TRUE(ValidateNextLaunchArgs(n).ok());
+  n.id.controller_file = "relative";
+  EXPECT_EQ(ValidateNextLaunchArgs(n).message(),
+            "--controller-file must be an absolute path, got 'relative'");
 }
 
 TEST(ArgsTest, TrimSecret) {

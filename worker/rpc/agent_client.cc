@@ -1,7 +1,5 @@
 #include "worker/rpc/agent_client.h"
 
-#include <grpcpp/create_channel.h>
-
 #include <chrono>
 #include <functional>
 #include <random>
@@ -21,18 +19,9 @@ std::chrono::system_clock::time_point DeadlineAfter(Seconds d) {
 
 }  // namespace
 
-std::shared_ptr<grpc::Channel> ControllerChannel(
-    const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials) {
-  grpc::ChannelArguments args;
-  // Reconnect quickly once the controller is back.
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  return grpc::CreateCustomChannel(address, std::move(credentials), args);
-}
-
-AgentClient::AgentClient(std::shared_ptr<grpc::Channel> channel, v1::WorkerIdentity id,
+AgentClient::AgentClient(std::shared_ptr<ControllerLink> link, v1::WorkerIdentity id,
                          Clock& clock, BackoffPolicy backoff)
-    : channel_(channel),
-      stub_(v1::AgentService::NewStub(channel)),
+    : link_(std::move(link)),
       id_(std::move(id)),
       clock_(clock),
       backoff_(backoff) {}
@@ -42,8 +31,7 @@ grpc::Status AgentClient::WithRetries(const char* what, const RetryLimits& limit
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   return CallWithRetries(
-      what, clock_, backoff_, limits,
-      [this](Seconds left) { channel_->WaitForConnected(DeadlineAfter(left)); }, call,
+      what, clock_, backoff_, limits, [this](Seconds left) { link_->WaitConnected(left); }, call,
       [&] { return unit(rng); });
 }
 
@@ -64,7 +52,7 @@ absl::StatusOr<GateResult> AgentClient::Register(const NodeFacts& facts, Seconds
       WithRetries("Register", {retry_window, gate_wait, true}, [&](Seconds budget) {
         grpc::ClientContext ctx;
         ctx.set_deadline(DeadlineAfter(budget));
-        return stub_->Register(&ctx, req, &decision);
+        return link_->stub()->Register(&ctx, req, &decision);
       });
   if (!st.ok()) return FromGrpc(st);
   GateResult r;
@@ -106,7 +94,7 @@ absl::Status AgentClient::ReportExit(const v1::ReportExitRequest& report, Second
         grpc::ClientContext ctx;
         ctx.set_deadline(DeadlineAfter(budget));
         v1::ReportExitResponse resp;
-        return stub_->ReportExit(&ctx, report, &resp);
+        return link_->stub()->ReportExit(&ctx, report, &resp);
       });
   return FromGrpc(st);
 }
@@ -125,7 +113,7 @@ absl::StatusOr<NextLaunchChoice> AgentClient::NextLaunch(const NextLaunchAsk& as
       WithRetries("NextLaunch", {timeout, timeout, false}, [&](Seconds budget) {
         grpc::ClientContext ctx;
         ctx.set_deadline(DeadlineAfter(budget));
-        return stub_->NextLaunch(&ctx, req, &resp);
+        return link_->stub()->NextLaunch(&ctx, req, &resp);
       });
   if (!st.ok()) return FromGrpc(st);
   NextLaunchChoice c;

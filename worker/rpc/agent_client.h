@@ -4,9 +4,6 @@
 // so the call goes out as soon as the controller is back. Blocking; used
 // before and after the worker's event loop runs.
 
-#include <grpcpp/channel.h>
-#include <grpcpp/security/credentials.h>
-
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +18,7 @@
 #include "worker/core/rank_layout.h"
 #include "worker/core/retry.h"
 #include "worker/rpc/call_retry.h"
+#include "worker/rpc/controller_link.h"
 
 namespace trellis::worker {
 
@@ -45,8 +43,9 @@ struct GateResult {
 
 class AgentClient {
  public:
-  // `clock` times the retries' window and backoff.
-  AgentClient(std::shared_ptr<grpc::Channel> channel, v1::WorkerIdentity id, Clock& clock,
+  // `clock` times the retries' window and backoff. Each try goes to the
+  // link's address of the moment: one that moved is followed between tries.
+  AgentClient(std::shared_ptr<ControllerLink> link, v1::WorkerIdentity id, Clock& clock,
               BackoffPolicy backoff = {});
 
   // Retries UNAVAILABLE for at most retry_window; each call may wait up to
@@ -63,24 +62,17 @@ class AgentClient {
   absl::Status ReportExit(const v1::ReportExitRequest& report, Seconds timeout);
   absl::StatusOr<NextLaunchChoice> NextLaunch(const NextLaunchAsk& ask, Seconds timeout);
 
-  v1::AgentService::Stub* stub() { return stub_.get(); }
+  const std::shared_ptr<ControllerLink>& link() const { return link_; }
   const v1::WorkerIdentity& id() const { return id_; }
 
  private:
   grpc::Status WithRetries(const char* what, const RetryLimits& limits,
                            const std::function<grpc::Status(Seconds)>& call);
 
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::AgentService::Stub> stub_;
+  std::shared_ptr<ControllerLink> link_;
   v1::WorkerIdentity id_;
   Clock& clock_;
   BackoffPolicy backoff_;
 };
-
-// A channel to HOST:PORT, TLS when `credentials` say so (the per-attempt
-// secret authenticates the worker either way).
-std::shared_ptr<grpc::Channel> ControllerChannel(
-    const std::string& address,
-    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials());
 
 }  // namespace trellis::worker

@@ -32,7 +32,7 @@ TEST(AgentClientRestart, AFinalReportGoesOutWhenTheControllerComesBack) {
   const std::string address = ClosedAddress();
   SystemClock clock;
   std::shared_ptr<grpc::Channel> channel = ControllerChannel(address);
-  AgentClient client(channel, Id(), clock, kNoSecondTry);
+  AgentClient client(std::make_shared<ControllerLink>(channel), Id(), clock, kNoSecondTry);
   auto report = std::async(std::launch::async, [&] {
     return client.ReportExit(client.FinalReport({}, WorkerOutcome{0, "ranks exited 0"}, 0, ""),
                              Seconds(60));
@@ -54,7 +54,9 @@ TEST(AgentClientRestart, AFinalReportGoesOutWhenTheControllerComesBack) {
 
 TEST(AgentClientRestart, NextLaunchSaysHowLongTheControllerWasUnreachable) {
   SystemClock clock;
-  AgentClient client(ControllerChannel(ClosedAddress()), Id(), clock, kNoSecondTry);
+  AgentClient client(
+      std::make_shared<ControllerLink>(ClosedAddress(), "", grpc::InsecureChannelCredentials()),
+      Id(), clock, kNoSecondTry);
   absl::StatusOr<NextLaunchChoice> choice = client.NextLaunch({}, Seconds(1));
   ASSERT_FALSE(choice.ok());
   EXPECT_EQ(choice.status().code(), absl::StatusCode::kUnavailable);
@@ -68,8 +70,9 @@ TEST(AgentClientRestart, RefusalsAreNotRetried) {
   int port = 0;
   auto server = testing::Serve(&service, &port);
   SystemClock clock;
-  AgentClient client(ControllerChannel("127.0.0.1:" + std::to_string(port)), Id(), clock,
-                     kNoSecondTry);
+  AgentClient client(std::make_shared<ControllerLink>("127.0.0.1:" + std::to_string(port), "",
+                                                      grpc::InsecureChannelCredentials()),
+                     Id(), clock, kNoSecondTry);
   auto gate = client.Register(NodeFacts{}, Seconds(30), Seconds(10));
   ASSERT_FALSE(gate.ok());
   EXPECT_EQ(gate.status().code(), absl::StatusCode::kFailedPrecondition);

@@ -11,11 +11,14 @@ namespace trellis::worker {
 namespace {
 // Rank exits are few and always kept; heartbeats beyond this are dropped.
 constexpr size_t kMaxQueuedHeartbeats = 4;
+// The link's waits cannot be interrupted: Close, once its flush is over,
+// waits at most this long for the stream's thread.
+constexpr Seconds kStreamConnectSlice{0.2};
 }  // namespace
 
-StepStream::StepStream(v1::AgentService::Stub* stub, v1::WorkerIdentity id, Options options,
-                       Clock& clock)
-    : stub_(stub), id_(std::move(id)), options_(options), clock_(clock) {}
+StepStream::StepStream(std::shared_ptr<ControllerLink> link, v1::WorkerIdentity id,
+                       Options options, Clock& clock)
+    : link_(std::move(link)), id_(std::move(id)), options_(options), clock_(clock) {}
 
 StepStream::~StepStream() { Close(std::chrono::steady_clock::duration::zero()); }
 
@@ -141,21 +144,34 @@ void StepStream::WaitBeforeReconnect(int retry) {
   WaitFor(clock_, lock, cv_, delay, [&] { return abandon_; });
 }
 
+bool StepStream::AwaitController() {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (abandon_ || (closing_ && DrainedLocked())) return false;
+    }
+    if (link_->WaitConnected(kStreamConnectSlice)) return true;
+  }
+}
+
 void StepStream::Run() {
   for (int retry = 0;; ++retry) {
+    // Wait for the link, not the call (wait_for_ready): a fail-fast call
+    // fails at once while the channel reconnects to a restarted controller,
+    // and the retries' backoff then outgrew the flush at exit (the kill
+    // matrix, tests/e2e/kill_matrix.sh); a call waiting for ready would wait
+    // on one address for good, and miss a controller that moved.
+    if (!AwaitController()) break;
     grpc::ClientContext ctx;
+    // The stream's call uses the stub's channel: both outlive it.
+    std::shared_ptr<v1::AgentService::Stub> stub = link_->stub();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (abandon_) break;
       ctx_ = &ctx;  // Close may cancel it from here on
       sent_upto_ = 0;  // a new stream: every batch not yet stored is sent again
     }
-    // Wait for the channel: a fail-fast call fails at once for as long as the
-    // channel is reconnecting to a restarted controller (its backoff), and the
-    // retries' own backoff then outgrew the flush at exit (the kill matrix,
-    // tests/e2e/kill_matrix.sh). Close cancels a call still waiting.
-    ctx.set_wait_for_ready(true);
-    std::unique_ptr<Stream> stream = stub_->Report(&ctx);
+    std::unique_ptr<Stream> stream = stub->Report(&ctx);
     bool reader_done = false;
     std::thread reader([&] {
       v1::ReportAck ack;

@@ -7,8 +7,10 @@
 // restarting controller costs no record. At most max_held records are kept:
 // beyond that the oldest batch is dropped and counted. Rank exits and
 // heartbeats go on the same stream, unanswered. A broken stream is reopened
-// with capped backoff for as long as the worker runs. The batch interval, the
-// backoff and Close's flush are timed by the caller's Clock.
+// with capped backoff for as long as the worker runs, each time once the
+// controller link connects (to wherever the controller now is,
+// worker/rpc/controller_link.h). The batch interval, the backoff and Close's
+// flush are timed by the caller's Clock.
 
 #include <grpcpp/client_context.h>
 
@@ -26,6 +28,7 @@
 #include "trellis/v1/agent.grpc.pb.h"
 #include "worker/core/outcome.h"
 #include "worker/core/retry.h"
+#include "worker/rpc/controller_link.h"
 
 namespace trellis::worker {
 
@@ -47,7 +50,8 @@ class StepStream {
     uint64_t undelivered = 0;  // records not stored at Close
   };
 
-  StepStream(v1::AgentService::Stub* stub, v1::WorkerIdentity id, Options options, Clock& clock);
+  StepStream(std::shared_ptr<ControllerLink> link, v1::WorkerIdentity id, Options options,
+             Clock& clock);
   ~StepStream();  // Close(0) if still open
   StepStream(const StepStream&) = delete;
   StepStream& operator=(const StepStream&) = delete;
@@ -82,9 +86,12 @@ class StepStream {
   // Writes until the stream breaks (false) or everything is stored at Close (true).
   bool Deliver(Stream* stream, const bool* reader_done);
   void Run();
+  // Before each stream: true once the link connects; false when Close's
+  // flush is over, or Close found nothing left to send.
+  bool AwaitController();
   void WaitBeforeReconnect(int retry);
 
-  v1::AgentService::Stub* stub_;
+  std::shared_ptr<ControllerLink> link_;
   v1::WorkerIdentity id_;
   Options options_;
   Clock& clock_;

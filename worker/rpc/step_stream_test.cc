@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "common/eventually_test_util.h"
-#include "worker/rpc/agent_client.h"
+#include "worker/rpc/controller_link.h"
 #include "worker/testing/fake_agent_service.h"
 
 namespace trellis::worker {
@@ -36,7 +36,8 @@ class StepStreamTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_ = testing::Serve(&service_, &port_);
-    stub_ = v1::AgentService::NewStub(ControllerChannel("127.0.0.1:" + std::to_string(port_)));
+    link_ = std::make_shared<ControllerLink>(
+        ControllerChannel("127.0.0.1:" + std::to_string(port_)));
   }
   void TearDown() override { server_->Shutdown(); }
   // The stored steps' numbers, in order.
@@ -52,7 +53,7 @@ class StepStreamTest : public ::testing::Test {
   FakeAgentService service_;
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<v1::AgentService::Stub> stub_;
+  std::shared_ptr<ControllerLink> link_;
 };
 
 std::vector<int64_t> Range(int64_t from, int64_t to) {
@@ -62,7 +63,7 @@ std::vector<int64_t> Range(int64_t from, int64_t to) {
 }
 
 TEST_F(StepStreamTest, RecordsGoInNumberedBatchesAndAreStoredInOrder) {
-  StepStream stream(stub_.get(), Id(), Small(1000, 8), clock_);
+  StepStream stream(link_, Id(), Small(1000, 8), clock_);
   stream.Start();
   for (int i = 0; i < 30; ++i) stream.SendStep(i % 4, Step(i));
   stream.Close(10s);
@@ -83,7 +84,7 @@ TEST_F(StepStreamTest, RecordsGoInNumberedBatchesAndAreStoredInOrder) {
 }
 
 TEST_F(StepStreamTest, HoldingTooManyDropsTheOldestBatchesAndKeepsExits) {
-  StepStream stream(stub_.get(), Id(), Small(16, 4), clock_);
+  StepStream stream(link_, Id(), Small(16, 4), clock_);
   stream.SendRankExit({0, 3, 0});
   for (int i = 0; i < 30; ++i) stream.SendStep(1, Step(i));
   stream.Start();
@@ -105,7 +106,7 @@ TEST_F(StepStreamTest, HoldingTooManyDropsTheOldestBatchesAndKeepsExits) {
 // knows the stored one, and every record is stored exactly once.
 TEST_F(StepStreamTest, UnansweredBatchesAreSentAgainAndStoredOnce) {
   service_.lose_ack_of_seq = 2;
-  StepStream stream(stub_.get(), Id(), Small(1000, 5), clock_);
+  StepStream stream(link_, Id(), Small(1000, 5), clock_);
   stream.Start();
   for (int i = 0; i < 40; ++i) stream.SendStep(0, Step(i));
   stream.Close(10s);
@@ -119,7 +120,7 @@ TEST_F(StepStreamTest, UnansweredBatchesAreSentAgainAndStoredOnce) {
 
 TEST_F(StepStreamTest, ARefusedBatchIsCountedAndNotSentAgain) {
   service_.refuse_seq = 1;
-  StepStream stream(stub_.get(), Id(), Small(1000, 3), clock_);
+  StepStream stream(link_, Id(), Small(1000, 3), clock_);
   stream.Start();
   for (int i = 0; i < 6; ++i) stream.SendStep(0, Step(i));
   stream.Close(10s);
@@ -133,7 +134,7 @@ TEST_F(StepStreamTest, AnOpenBatchIsSealedOnceTheClockPassesTheBatchInterval) {
   FakeClock clock;
   StepStream::Options options = Small(1000, 8);
   options.batch_interval = 200ms;
-  StepStream stream(stub_.get(), Id(), options, clock);
+  StepStream stream(link_, Id(), options, clock);
   stream.Start();
   stream.SendStep(0, Step(1));
   // The stream waits for the interval (its only timer); time has not moved,
@@ -152,7 +153,7 @@ TEST_F(StepStreamTest, AnOpenBatchIsSealedOnceTheClockPassesTheBatchInterval) {
 TEST_F(StepStreamTest, ABrokenStreamIsReopenedAfterTheBackoffOnTheClock) {
   FakeClock clock;
   service_.lose_ack_of_seq = 1;
-  StepStream stream(stub_.get(), Id(), Small(1000, 1), clock);
+  StepStream stream(link_, Id(), Small(1000, 1), clock);
   stream.Start();
   stream.SendStep(0, Step(1));  // a batch of its own, sealed at once
   // The stream broke before the answer; the backoff (20 ms, no jitter) waits.
@@ -176,13 +177,12 @@ TEST(StepStreamRestart, ReconnectsWhenTheControllerComesBack) {
   testing::Serve(&first, &port)->Shutdown();
   const std::string address = "127.0.0.1:" + std::to_string(port);
   std::shared_ptr<grpc::Channel> channel = ControllerChannel(address);
-  auto stub = v1::AgentService::NewStub(channel);
   SystemClock clock;
-  StepStream stream(stub.get(), Id(), Small(100, 4), clock);
+  StepStream stream(std::make_shared<ControllerLink>(channel), Id(), Small(100, 4), clock);
   stream.Start();
   stream.SendHeartbeat(2);
   stream.SendStep(0, Step(1));
-  // It waits for the controller (wait_for_ready) rather than failing at once:
+  // It waits for the controller to connect rather than failing at once:
   // the channel's first try to connect failed, and the stream did not break.
   ASSERT_TRUE(
       Eventually([&] { return channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE; }));
@@ -207,9 +207,10 @@ TEST(StepStreamRestart, CloseIsBoundedWhenTheControllerIsGone) {
   FakeAgentService first;
   int port = 0;
   testing::Serve(&first, &port)->Shutdown();
-  auto stub = v1::AgentService::NewStub(ControllerChannel("127.0.0.1:" + std::to_string(port)));
+  auto link =
+      std::make_shared<ControllerLink>(ControllerChannel("127.0.0.1:" + std::to_string(port)));
   SystemClock clock;
-  StepStream stream(stub.get(), Id(), Small(100, 4), clock);
+  StepStream stream(link, Id(), Small(100, 4), clock);
   stream.Start();
   stream.SendStep(0, Step(1));
   auto start = std::chrono::steady_clock::now();
