@@ -45,9 +45,22 @@ int Run(ControllerFlags& flags) {
   if (!security.ok()) return UsageError(security.status());
   auto access = LoadUserAccess(flags);
   if (!access.ok()) return UsageError(access.status());
+  if (absl::Status st = SettleStateDir(flags); !st.ok()) return UsageError(st);
+  // The lease first: a controller that does not hold the state directory
+  // touches nothing else (the socket, the store, the address file).
+  const std::string host = flags.test_hostname.empty() ? ThisHostName() : flags.test_hostname;
+  std::string lease_said;
+  auto lease = StateLease::Acquire(
+      {flags.state_dir + "/controller.lease", host, std::string(kVersion),
+       std::chrono::seconds(flags.lease_ttl_s)},
+      &lease_said, [](const std::string& waiting) { spdlog::info("{}", waiting); });
+  if (!lease.ok()) {
+    spdlog::error("{}", std::string(lease.status().message()));
+    return absl::IsAlreadyExists(lease.status()) ? kExitStateHeld : kExitUsage;
+  }
+  spdlog::info("{}", lease_said);
   if (absl::Status st = PrepareSocketPath(flags.socket_path); !st.ok())
     return UsageError(st, "--socket: ");
-  if (absl::Status st = SettleStateDir(flags); !st.ok()) return UsageError(st);
   if (absl::Status st = SettlePaths(flags, *security); !st.ok()) return UsageError(st);
   // Bound before anything else starts, so that a taken address stops the
   // program at once.
@@ -63,17 +76,6 @@ int Run(ControllerFlags& flags) {
   auto sbatch_template = SbatchTemplate(flags);
   if (!sbatch_template.ok()) return UsageError(sbatch_template.status());
   config.sbatch_template = *sbatch_template;
-  const std::string host = flags.test_hostname.empty() ? ThisHostName() : flags.test_hostname;
-  std::string lease_said;
-  auto lease = StateLease::Acquire(
-      {flags.state_dir + "/controller.lease", host, std::string(kVersion),
-       std::chrono::seconds(flags.lease_ttl_s)},
-      &lease_said, [](const std::string& waiting) { spdlog::info("{}", waiting); });
-  if (!lease.ok()) {
-    spdlog::error("{}", std::string(lease.status().message()));
-    return kExitStateHeld;
-  }
-  spdlog::info("{}", lease_said);
   const StoreJournal journal =
       ChooseStoreJournal(flags.db_journal, flags.db_path, FilesystemOf(flags.db_path));
   spdlog::info("{}", journal.said);

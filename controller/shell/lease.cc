@@ -66,7 +66,7 @@ absl::StatusOr<bool> CreateExclusive(const std::string& path, const std::string&
 }
 
 absl::Status Refused(const std::string& path, const LeaseHolder& h) {
-  return absl::FailedPreconditionError(
+  return absl::AlreadyExistsError(
       "another controller holds the state directory (" + path + ": " +
       DescribeHolder(h, UnixNow()) +
       "); stop it first, or start this one once its lease has expired (" +
@@ -121,8 +121,8 @@ absl::StatusOr<std::unique_ptr<StateLease>> StateLease::Acquire(
     *said = "lease " + options.path + " taken over from " + previous;
     return std::unique_ptr<StateLease>(new StateLease(options, me));
   }
-  return absl::FailedPreconditionError("the lease " + options.path +
-                                       " kept changing while this controller tried to take it");
+  return absl::AlreadyExistsError("the lease " + options.path +
+                                  " kept changing while this controller tried to take it");
 }
 
 StateLease::~StateLease() {

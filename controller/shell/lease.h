@@ -33,8 +33,9 @@ struct LeaseOptions {
 
 class StateLease {
  public:
-  // Takes the lease. FAILED_PRECONDITION naming the holder while another
-  // controller holds it (or won a race for it). A lease held elsewhere that
+  // Takes the lease. ALREADY_EXISTS naming the holder while another
+  // controller holds it (or won a race for it); FAILED_PRECONDITION when the
+  // file cannot be written. A lease held elsewhere that
   // looks expired is watched for a ttl first (`on_wait` says so), since the
   // hosts' clocks may disagree. `said`: how it was taken, for the log.
   static absl::StatusOr<std::unique_ptr<StateLease>> Acquire(

@@ -79,6 +79,7 @@ TEST_F(StateLeaseTest, ASecondControllerIsRefusedNamingTheHolderUntilTheFirstLet
   // Same host, a live pid (this test's) that renews: refused at once.
   auto second = StateLease::Acquire(Options("login1"), &said);
   ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(second.status())) << second.status();
   EXPECT_NE(second.status().message().find("host login1, pid " + std::to_string(getpid())),
             std::string::npos)
       << second.status();

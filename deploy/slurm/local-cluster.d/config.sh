@@ -90,6 +90,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 SchedulerParameters=bf_interval=1,sched_min_interval=100000
+# Users' crontabs (scrontab), for deploy/keepalive/'s recipe where the
+# client is installed (Debian's slurm-client ships no scrontab).
+ScronParameters=enable
 
 # Short timeouts for tests. MinJobAge keeps finished jobs visible to
 # 'scontrol show job' for 5 minutes (there is no accounting to ask).
