@@ -1,7 +1,19 @@
 #!/usr/bin/env bash
 # Installs every Debian package Trellis needs to build, test and run the local
 # Slurm cluster. Idempotent and non-interactive; needs root (or sudo).
+#   deploy/setup.sh                the packages
+#   deploy/setup.sh --system-blas  and points the system's libblas.so.3 at the
+#                                  OpenMP OpenBLAS for every program (Trellis's
+#                                  own programs use it without this: they carry
+#                                  its directory in their RPATH, CMakeLists.txt)
+# Building without root, against a site's or your own libraries: docs/install.md.
 set -euo pipefail
+system_blas=0
+case "${1:-}" in
+  "") ;;
+  --system-blas) system_blas=1 ;;
+  *) echo "usage: deploy/setup.sh [--system-blas]" >&2; exit 2 ;;
+esac
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3
@@ -61,6 +73,11 @@ for svc in slurmdbd mariadb; do
     $SUDO "/etc/init.d/$svc" stop >/dev/null 2>&1 || true
   fi
 done
+
+if [ "$system_blas" = 0 ]; then
+  echo "setup: done (the system's BLAS left as it is; --system-blas changes it)"
+  exit 0
+fi
 
 # LibTorch (Debian's) does its fp32 matmuls through whatever libblas.so.3 the
 # alternatives system points to. The reference BLAS makes an fp32 CPU training
