@@ -27,6 +27,7 @@ PACKAGES=(
   libbenchmark-dev
   procps psmisc sqlite3 rsync
   openssl   # deploy/tls/make-self-signed.sh and the TLS tests
+  bindfs    # a FUSE mount, taken for a network filesystem (tests/e2e/controller_keeper.sh)
   chromium   # headless: tests/report/report_e2e.sh renders `trellis report`'s page
 )
 

@@ -7,7 +7,9 @@
 # successor the job submitted starts, its controller takes the lease over and
 # serves on a new port; the workers follow the address file, the run
 # SUCCEEDS with every step stored, and the CLI reaches each controller by
-# TRELLIS_STATE_DIR alone.
+# TRELLIS_STATE_DIR alone. The state directory is a FUSE mount (bindfs, where
+# it and /dev/fuse are: no NFS server can run here), which the controller
+# takes for a network filesystem, as it would NFS: the rollback journal.
 . "$(dirname "$0")/lib.sh"
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 STEPS_PY="$REPO/tests/e2e/steps.py"
@@ -15,7 +17,23 @@ STEPS=250
 STATE=$E2E_DIR/state
 E2E_DB=$STATE/trellis.db  # lib.sh's cleanup cancels the run's jobs from it
 NAME=trellis-keeper-$$
-keeper_cleanup() { scancel --name "$NAME" 2>/dev/null || true; cleanup; }
+network=0
+mkdir -p "$E2E_DIR/state-disk" "$STATE"
+if command -v bindfs >/dev/null && [ -e /dev/fuse ] &&
+   bindfs "$E2E_DIR/state-disk" "$STATE" 2>"$E2E_DIR/bindfs.err"; then
+  network=1
+else
+  log "no FUSE mount here ($(cat "$E2E_DIR/bindfs.err" 2>/dev/null)): the state stays on local disk"
+fi
+keeper_cleanup() {
+  scancel --name "$NAME" 2>/dev/null || true
+  # The controller, then the mount, then lib.sh's cleanup (which reads the database).
+  pkill -KILL -f "trellis-controller --config $E2E_DIR/controller.toml" 2>/dev/null || true
+  cp "$STATE/trellis.db" "$E2E_DIR/trellis.db" 2>/dev/null || true
+  [ "$network" = 1 ] && { fusermount -u "$STATE" 2>/dev/null || umount -l "$STATE" 2>/dev/null || true; }
+  E2E_DB=$E2E_DIR/trellis.db
+  cleanup
+}
 trap keeper_cleanup EXIT
 
 cat >"$E2E_DIR/controller.toml" <<TOML
@@ -53,6 +71,11 @@ wait_address_change "" 60
 first=$(address_field address)
 first_pid=$(address_field pid)
 log "keeper job $first_job: controller pid $first_pid on $first"
+if [ "$network" = 1 ]; then
+  grep >/dev/null "on fuse, a network filesystem: rollback journal" "$E2E_DIR/controller.log" ||
+    fail "the controller did not take the FUSE mount for a network filesystem"
+  [ ! -e "$STATE/trellis.db-wal" ] || fail "a WAL file beside the database on the FUSE mount"
+fi
 
 spec=$(write_spec kept "exec python3 $STEPS_PY" '[env]' "STEPS = \"$STEPS\"" 'STEP_S = "0.1"' \
   'CKPT_EVERY = "50"')
