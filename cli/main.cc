@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   AddReportCommand(app, global, &exit_code);
   AddRetryForkCommands(app, global, &exit_code);
   AddExportCommand(app, global, &exit_code);
+  AddDoctorCommand(app, global, &exit_code);
   // Last: it writes the completion of every verb above.
   std::string shell;
   CLI::App* completion = app.add_subcommand(

@@ -23,6 +23,7 @@
 #include "controller/shell/flags.h"
 #include "controller/shell/grpc_serving.h"
 #include "controller/shell/lease.h"
+#include "controller/shell/site_check.h"
 #include "controller/shell/port_file.h"
 #include "controller/shell/socket_path.h"
 #include "controller/shell/startup_checks.h"
@@ -46,9 +47,13 @@ int Run(ControllerFlags& flags) {
   auto access = LoadUserAccess(flags);
   if (!access.ok()) return UsageError(access.status());
   if (absl::Status st = SettleStateDir(flags); !st.ok()) return UsageError(st);
+  const std::string host = flags.test_hostname.empty() ? ThisHostName() : flags.test_hostname;
+  if (flags.check) {
+    if (absl::Status st = SettlePaths(flags, *security); !st.ok()) return UsageError(st);
+    return RunSiteCheck(flags, host);
+  }
   // The lease first: a controller that does not hold the state directory
   // touches nothing else (the socket, the store, the address file).
-  const std::string host = flags.test_hostname.empty() ? ThisHostName() : flags.test_hostname;
   std::string lease_said;
   auto lease = StateLease::Acquire(
       {flags.state_dir + "/controller.lease", host, std::string(kVersion),
@@ -104,6 +109,17 @@ int Run(ControllerFlags& flags) {
   ControllerServiceImpl user_api(
       &controller, Authenticator(auth::OwnerName(), access->owner_token, flags.token_file,
                                  std::move(access->team)));
+  // `trellis doctor`: the site checks with this controller's flags, the node
+  // dialling what workers dial (the address file, written once serving).
+  user_api.SetDoctor([&flags, &host](
+                         const std::string& spec) -> absl::StatusOr<std::vector<CheckLine>> {
+    auto announced = ReadControllerAddress(ControllerAddressPath(flags.state_dir));
+    auto in = DoctorInputsFor(flags, spec, announced.ok() ? announced->address : "");
+    if (!in.ok()) return in.status();
+    std::vector<CheckLine> lines = {StoreLine(flags), LeaseLine(flags.state_dir, host)};
+    for (CheckLine& l : RunDoctor(*in)) lines.push_back(std::move(l));
+    return lines;
+  });
   AgentServiceImpl agent_api(&controller);
   auto serving = ServeGrpc(flags.listen, *security, flags.socket_path, {&user_api, &agent_api});
   if (!serving.ok()) return UsageError(serving.status());

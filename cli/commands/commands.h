@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,13 @@ void AddReportCommand(CLI::App& app, const GlobalOptions& global, int* exit_code
 void AddRetryForkCommands(CLI::App& app, const GlobalOptions& global, int* exit_code);
 // export RUN[@STEP] OUT/: the trained model as safetensors (runs trellis-export)
 void AddExportCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
+
+// doctor [SPEC]: the controller's checks of the site, each one line
+void AddDoctorCommand(CLI::App& app, const GlobalOptions& global, int* exit_code);
+
+// Reads a spec file ("-": standard input), refusing what the controller would
+// refuse for its size (the message says so) without holding more in memory.
+std::optional<std::string> ReadSpecFile(const std::string& path, std::string* error);
 
 // Submits a spec's text with `overrides` (KEY=VALUE) set over it, the result
 // opened by the comment `header`; prints as `trellis submit` does. An exit code.

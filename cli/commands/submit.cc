@@ -31,9 +31,11 @@ std::string TooLarge(uint64_t size) {
          std::to_string(spec::kMaxSpecBytes);
 }
 
+}  // namespace
+
 // Reads the spec ("-": standard input), refusing what the controller would
 // refuse for its size without holding more than the limit in memory.
-std::optional<std::string> ReadSpec(const std::string& path, std::string* error) {
+std::optional<std::string> ReadSpecFile(const std::string& path, std::string* error) {
   std::ifstream file;
   std::istream* in = &std::cin;
   if (path != "-") {
@@ -63,7 +65,6 @@ std::optional<std::string> ReadSpec(const std::string& path, std::string* error)
   return text;
 }
 
-}  // namespace
 
 void PrintDryRun(const v1::SubmitRunResponse& resp) {
   if (!resp.resolved_spec().empty())
@@ -84,7 +85,7 @@ namespace {
 
 int RunSubmit(const GlobalOptions& global, const SubmitOptions& opt) {
   std::string error;
-  std::optional<std::string> text = ReadSpec(opt.file, &error);
+  std::optional<std::string> text = ReadSpecFile(opt.file, &error);
   if (!text) {
     PrintError(error);
     return kExitUsage;

@@ -2,6 +2,12 @@
 // ControllerService (users) on the gRPC callback API. Reactors never block:
 // they hand the request to the Controller's loop and finish from its reply.
 
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/check_line.h"
 #include "controller/app/controller.h"
 #include "controller/rpc/authenticator.h"
 #include "controller/rpc/validate.h"
@@ -44,6 +50,17 @@ class ControllerServiceImpl final : public v1::ControllerService::CallbackServic
   grpc::ServerUnaryReactor* RunSteps(grpc::CallbackServerContext* ctx,
                                      const v1::RunStepsRequest* req,
                                      v1::RunStepsResponse* resp) override;
+  grpc::ServerUnaryReactor* Doctor(grpc::CallbackServerContext* ctx,
+                                   const v1::DoctorRequest* req,
+                                   v1::DoctorResponse* resp) override;
+
+  // `trellis doctor`'s checks (controller/main.cc gives them: they need its
+  // flags), run on a thread of their own, one call at a time: they wait on
+  // an srun for minutes. Unset: the call is UNIMPLEMENTED.
+  using DoctorChecks =
+      std::function<absl::StatusOr<std::vector<CheckLine>>(const std::string& spec_toml)>;
+  void SetDoctor(DoctorChecks checks) { doctor_ = std::move(checks); }
+  ~ControllerServiceImpl() override;  // waits for a doctor still running
 
  private:
   // Runs `act` once the caller may see and act on `run_id`: an admin at once,
@@ -53,6 +70,10 @@ class ControllerServiceImpl final : public v1::ControllerService::CallbackServic
 
   Controller* controller_;
   Authenticator auth_;
+  DoctorChecks doctor_;
+  std::mutex doctor_mu_;
+  std::thread doctor_thread_;  // under doctor_mu_
+  bool doctor_busy_ = false;   // under doctor_mu_
 };
 
 // The refusal of a run that is not the caller's.

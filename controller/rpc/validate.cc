@@ -250,6 +250,12 @@ grpc::Status Check(const v1::SubmitRunRequest& req) {
                          std::to_string(spec::kMaxSpecBytes));
 }
 
+grpc::Status Check(const v1::DoctorRequest& req) {
+  if (req.spec_toml().size() <= spec::kMaxSpecBytes) return grpc::Status::OK;
+  return Bad("spec", "is " + std::to_string(req.spec_toml().size()) + " bytes; the limit is " +
+                         std::to_string(spec::kMaxSpecBytes));
+}
+
 grpc::Status Check(const v1::GetRunRequest& req) {
   RETURN_IF_BAD(CheckRunId(req.run_id()));
   RETURN_IF_BAD(InRange("ranks_from", req.ranks_from(), 0, kMaxRankNumber));

@@ -42,6 +42,7 @@ grpc::Status Check(const v1::StandByRequest& req);
 
 // --- user API ---
 grpc::Status Check(const v1::SubmitRunRequest& req);
+grpc::Status Check(const v1::DoctorRequest& req);
 grpc::Status Check(const v1::GetRunRequest& req);
 grpc::Status Check(const v1::ListRunsRequest& req);
 grpc::Status Check(const v1::CancelRunRequest& req);

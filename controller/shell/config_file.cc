@@ -8,14 +8,15 @@ namespace trellis::controller {
 
 namespace {
 
-// The options a config file may set: all but --help, --version, --config and
-// the hidden ones.
+// The options a config file may set: all but --help, --version, --config,
+// the modes (--config-reference, --check) and the hidden ones.
 std::vector<const CLI::Option*> ConfigurableOptions(const CLI::App& app) {
   std::vector<const CLI::Option*> out;
   for (const CLI::Option* o : app.get_options()) {
     if (o->get_lnames().empty() || o->get_group().empty()) continue;
     const std::string& name = o->get_lnames().front();
-    if (name == "help" || name == "version" || name == "config" || name == "config-reference")
+    if (name == "help" || name == "version" || name == "config" || name == "config-reference" ||
+        name == "check")
       continue;
     out.push_back(o);
   }

@@ -139,6 +139,10 @@ void AddControllerFlags(CLI::App& app, ControllerFlags& flags) {
   app.add_option("--config", flags.config_file,
                  "TOML file of flags: each key a flag's long name (listen = \"...\", data-root = "
                  "[...]); flags on the command line win; docs/controller-config.md lists them");
+  app.add_flag("--check", flags.check,
+               "check the site as `trellis doctor` does (Slurm's commands and controller, munge, "
+               "the partition and account, a compute node by srun, the store and its lease), "
+               "one line each, and exit: 0 when none failed, 1 otherwise");
   app.add_flag("--config-reference",
                "print every key a --config file takes (type, default, what it sets) and exit");
   // For tests only (tests/e2e/crash_after_sbatch.sh); not in --help.

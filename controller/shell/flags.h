@@ -40,6 +40,7 @@ struct ControllerFlags {
   int64_t steps_thin_every = StepRetention{}.thin_every;
   std::string log_level = "info";
   std::string config_file;  // --config: read by ArgsWithConfigFile before the parse
+  bool check = false;       // --check: the site checks, printed, then exit
   // For tests only (tests/e2e/crash_after_sbatch.sh); not in --help.
   bool test_kill_after_sbatch = false;
   std::string test_hostname;  // the lease's and address file's host, to fake a takeover
