@@ -4,7 +4,8 @@
 A controller left to a default port (gRPC 127.0.0.1:50151, /metrics
 127.0.0.1:9152) does not start beside a demo left up, which holds them. So
 each start in tests/, bench/ and deploy/ passes --listen and --metrics-listen
-(port 0 or "off" for the suite's own; the demo names its defaults on purpose).
+(port 0 or "off" for the suite's own; the demo names its defaults on purpose), here or
+in the --config file the script writes.
 
   controller_starts_own_ports.py REPO [FILE...]   (files: check only those)
 """
@@ -22,7 +23,13 @@ def commands(text):
     """Yields (line number, the whole command) for each start, continuation lines joined."""
     lines = text.splitlines()
     for i, line in enumerate(lines):
-        if not START.search(line) or line.lstrip().startswith("#"):
+        match = START.search(line)
+        if not match or line.lstrip().startswith("#"):
+            continue
+        # A path, not a command: assigned (X=.../trellis-controller \) or one of
+        # a `for` loop's words.
+        word = line[:match.start()].split()[-1:] or [""]
+        if "=" in word[0] or line.lstrip().startswith("for ") or "pkill" in line:
             continue
         command, j = line, i
         while command.rstrip().endswith("\\") and j + 1 < len(lines):
@@ -33,7 +40,12 @@ def commands(text):
 
 def problems(path):
     out = []
-    for number, command in commands(path.read_text(errors="replace")):
+    text = path.read_text(errors="replace")
+    # A start from a --config file the script writes: the file's keys name the ports.
+    config_keys = all(re.search(r'^' + flag[2:] + r' = ', text, re.M) for flag in NEEDED)
+    for number, command in commands(text):
+        if "--config" in command and config_keys:
+            continue
         missing = [flag for flag in NEEDED if not re.search(re.escape(flag) + r'[\s=]', command)]
         if missing:
             out.append(f"{path}:{number}: trellis-controller started without {', '.join(missing)}")
