@@ -114,9 +114,9 @@ int Run(ControllerFlags& flags) {
   user_api.SetDoctor([&flags, &host](
                          const std::string& spec) -> absl::StatusOr<std::vector<CheckLine>> {
     auto announced = ReadControllerAddress(ControllerAddressPath(flags.state_dir));
-    auto in = DoctorInputsFor(flags, spec, announced.ok() ? announced->address : "");
-    if (!in.ok()) return in.status();
     std::vector<CheckLine> lines = {StoreLine(flags), LeaseLine(flags.state_dir, host)};
+    auto in = DoctorInputsFor(flags, spec, announced.ok() ? announced->address : "", &lines);
+    if (!in.ok()) return in.status();
     for (CheckLine& l : RunDoctor(*in)) lines.push_back(std::move(l));
     return lines;
   });

@@ -170,7 +170,38 @@ int main(int argc, char** argv) {
              "Seconds one StandBy call may wait for its answer before it is made again");
   AddControllerFileFlag(standby_cmd, &standby.controller_file);
 
-  CLI11_PARSE(app, argc, argv);
+  trellis::worker::CheckArgs check;
+  CLI::App* check_cmd = app.add_subcommand(
+      "check",
+      "trellis doctor's look at this node: prints one JSON line per check on stdout "
+      "(worker, path P, controller, numa, gpus). Exit code: 0 when no check failed, 1 when "
+      "one did, 2 bad arguments");
+  check_cmd->add_option("--controller", check.controller,
+                        "Controller address, HOST:PORT (none, and no --controller-file naming "
+                        "one: no controller serves yet, and its line is skipped)");
+  AddControllerFileFlag(check_cmd, &check.controller_file);
+  check_cmd->add_option("--tls-ca", check.tls_ca,
+                        "CA certificate file to verify the controller's TLS certificate with "
+                        "(the controller serves TLS); without it, plain TCP");
+  check_cmd->add_option("--path", check.paths,
+                        "An absolute path the ranks need (run directory, data): checked "
+                        "readable from this node; repeatable")
+      ->allow_extra_args(false);
+  check_cmd->add_option("--sysfs-root", check.sysfs_root,
+                        "Directory holding devices/system/node for the memory probe (default: "
+                        "$TRELLIS_SYSFS_ROOT with %n replaced by the node name, else /sys)");
+  check_cmd->add_option("--expect-gpus", check.expect_gpus,
+                        "GPUs a node of the partition has (its GRES); fewer visible fail the "
+                        "check; 0: not checked")
+      ->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    // trellis doctor reads bad flags of `check` as exit 2, as a failed validation.
+    return code != 0 && check_cmd->parsed() ? trellis::kExitUsage : code;
+  }
   trellis::InitLogging("trellis-worker", log_level);
   // Its timer thread starts with the first timer, after the touch probe's fork.
   trellis::SystemClock clock;
@@ -190,6 +221,13 @@ int main(int argc, char** argv) {
       return trellis::kExitUsage;
     }
     return trellis::worker::RunStandby(standby, clock);
+  }
+  if (check_cmd->parsed()) {
+    if (absl::Status st = trellis::worker::ValidateCheckArgs(check); !st.ok()) {
+      spdlog::error("{}", std::string(st.message()));
+      return trellis::kExitUsage;
+    }
+    return trellis::worker::RunCheck(check, clock);
   }
   if (next.id.node.empty()) next.id.node = trellis::worker::DefaultNodeName();
   if (absl::Status st = trellis::worker::ValidateNextLaunchArgs(next); !st.ok()) {

@@ -54,7 +54,10 @@ CheckLine SlurmCommandsLine(const std::vector<std::string>& missing, const std::
 }
 
 CheckLine SlurmctldLine(const CommandResult& ping) {
-  const std::string said = LastLine(ping.out.empty() ? ping.err : ping.out);
+  // "Slurmctld(primary) at HOST is UP|DOWN", then, when down, a banner.
+  std::string said = LastLine(ping.out.empty() ? ping.err : ping.out);
+  if (size_t at = ping.out.find("Slurmctld("); at != std::string::npos)
+    said = ping.out.substr(at, ping.out.find('\n', at) - at);
   if (ping.timed_out)
     return {"slurmctld", V::kFail, "scontrol ping did not answer in time: is slurmctld up?"};
   if (ping.exit_code == 0 && said.find("is UP") != std::string::npos)
@@ -131,6 +134,12 @@ std::vector<PartitionSeen> ParsePartitions(std::string_view sinfo_out) {
     }
   }
   return seen;
+}
+
+CheckLine SinfoFailedLine(const CommandResult& sinfo) {
+  const std::string said = LastLines(sinfo.err.empty() ? sinfo.out : sinfo.err, 2);
+  return {"partition", V::kFail,
+          "sinfo failed" + (said.empty() ? "" : ": " + said) + "; the partitions cannot be read"};
 }
 
 CheckLine PartitionLine(const std::string& wanted, const std::vector<PartitionSeen>& seen,

@@ -45,6 +45,8 @@ struct PartitionSeen {
   int gpus_per_node = 0;  // from gres "gpu:N" or "gpu:TYPE:N"
 };
 std::vector<PartitionSeen> ParsePartitions(std::string_view sinfo_out);
+// sinfo did not answer: the partitions cannot be read.
+CheckLine SinfoFailedLine(const CommandResult& sinfo);
 // The partition asked for ("" = Slurm's default): found and up, or what is
 // wrong. `chosen` gets the partition's entry when there is one.
 CheckLine PartitionLine(const std::string& wanted, const std::vector<PartitionSeen>& seen,

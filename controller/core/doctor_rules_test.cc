@@ -23,9 +23,13 @@ TEST(DoctorRulesTest, SlurmCommandsNameWhatIsMissingAndWhere) {
 
 TEST(DoctorRulesTest, SlurmctldUpOrWhatPingSaid) {
   EXPECT_EQ(SlurmctldLine({0, "Slurmctld(primary) at vm is UP\n", "", false}).verdict, V::kOk);
-  CheckLine down = SlurmctldLine({1, "Slurmctld(primary) at vm is DOWN\n", "", false});
+  CheckLine down = SlurmctldLine(
+      {1,
+       "Slurmctld(primary) at vm is DOWN\n*****************************************\n"
+       "** RESTORE SLURMCTLD DAEMON TO SERVICE **\n*****************************************\n",
+       "", false});
   EXPECT_EQ(down.verdict, V::kFail);
-  EXPECT_TRUE(Says(down, "is DOWN")) << down.detail;
+  EXPECT_TRUE(Says(down, "scontrol ping: Slurmctld(primary) at vm is DOWN;")) << down.detail;
   EXPECT_EQ(SlurmctldLine({137, "", "", true}).verdict, V::kFail);
 }
 

@@ -68,7 +68,8 @@ CheckLine LeaseLine(const std::string& state_dir, const std::string& host) {
 
 absl::StatusOr<DoctorInputs> DoctorInputsFor(const ControllerFlags& flags,
                                              const std::string& spec_toml,
-                                             const std::string& controller_addr) {
+                                             const std::string& controller_addr,
+                                             std::vector<CheckLine>* spec_lines) {
   const ControllerConfig& config = flags.config;
   DoctorInputs in;
   in.slurm_bin_dir = flags.slurm_bin_dir;
@@ -91,8 +92,12 @@ absl::StatusOr<DoctorInputs> DoctorInputsFor(const ControllerFlags& flags,
     const auto roots = config.data_roots.empty() ? DefaultDataRoots(config.output_root)
                                                  : config.data_roots;
     auto data = ResolveTrainingData(spec->trainer.training.data, roots);
-    if (!data.ok()) return data.status();
-    in.node_paths.push_back(*data);
+    if (data.ok()) {
+      spec_lines->push_back({"spec data", V::kOk, *data});
+      in.node_paths.push_back(*data);
+    } else {
+      spec_lines->push_back({"spec data", V::kFail, std::string(data.status().message())});
+    }
     if (!spec->trainer.training.init_from.empty())
       in.node_paths.push_back(spec->trainer.training.init_from);
   }
@@ -112,7 +117,7 @@ int RunSiteCheck(const ControllerFlags& flags, const std::string& host) {
                      "none serves " + flags.state_dir +
                          ": whether compute nodes reach it is checked once one does "
                          "(trellis doctor)"});
-  auto in = DoctorInputsFor(flags, "", addr);
+  auto in = DoctorInputsFor(flags, "", addr, &lines);
   if (in.ok()) {
     for (CheckLine& l : RunDoctor(*in)) lines.push_back(std::move(l));
   } else {

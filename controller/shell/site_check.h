@@ -25,10 +25,13 @@ CheckLine LeaseLine(const std::string& state_dir, const std::string& host);
 // The checks' inputs from the settled flags; with a spec (not empty), its
 // partition, account, GPUs per node and paths (training.data found under a
 // data root, training.init_from). `controller_addr`: what the node dials
-// (empty: no controller serves). INVALID_ARGUMENT naming the spec's fields.
+// (empty: no controller serves). A corpus found in no data root is a line
+// of `spec_lines`; a spec that does not parse, INVALID_ARGUMENT naming its
+// fields.
 absl::StatusOr<DoctorInputs> DoctorInputsFor(const ControllerFlags& flags,
                                              const std::string& spec_toml,
-                                             const std::string& controller_addr);
+                                             const std::string& controller_addr,
+                                             std::vector<CheckLine>* spec_lines);
 
 // --check: every line on stdout; 0 when none failed, 1 otherwise.
 int RunSiteCheck(const ControllerFlags& flags, const std::string& host);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -80,8 +81,18 @@ std::vector<CheckLine> RunDoctor(const DoctorInputs& in) {
   const int t = in.slurm_timeout_s;
   lines.push_back(SlurmctldLine(Ran({bin("scontrol"), "ping"}, t)));
 
+  // slurm.conf itself when slurmctld does not answer (munge down, say):
+  // munge is Slurm's default.
   CommandResult config = Ran({bin("scontrol"), "show", "config"}, t);
-  const AuthConfig auth = ParseAuthConfig(config.out);
+  AuthConfig auth = ParseAuthConfig(config.out);
+  if (config.exit_code != 0 || auth.type.empty()) {
+    const char* conf = std::getenv("SLURM_CONF");
+    std::ifstream in(conf != nullptr && *conf != '\0' ? conf : "/etc/slurm/slurm.conf");
+    std::stringstream text;
+    text << in.rdbuf();
+    auth = ParseAuthConfig(text.str());
+    if (auth.type.empty()) auth.type = "auth/munge";
+  }
   if (auth.type.find("munge") == std::string::npos) {
     lines.push_back({"munge", V::kSkip,
                      "Slurm authenticates with " + (auth.type.empty() ? "?" : auth.type)});
@@ -89,16 +100,20 @@ std::vector<CheckLine> RunDoctor(const DoctorInputs& in) {
     lines.push_back({"munge", V::kFail,
                      "Slurm uses munge but munge/unmunge are not on PATH: install munge"});
   } else {
+    // munge's own error when it cannot encode, not unmunge's about no input.
     std::string sock = auth.socket.empty() ? "" : " -S '" + auth.socket + "'";
     lines.push_back(MungeLine(
-        Ran({"/bin/sh", "-c", "munge -n" + sock + " | unmunge" + sock + " >/dev/null"}, t),
+        Ran({"/bin/sh", "-c",
+             "c=$(munge -n" + sock + ") || exit 1; printf '%s' \"$c\" | unmunge" + sock +
+                 " >/dev/null"},
+            t),
         auth.socket));
   }
 
   CommandResult sinfo = Ran({bin("sinfo"), "-h", "-o", "%P|%a|%D|%G"}, t);
   std::optional<PartitionSeen> partition;
   if (sinfo.exit_code != 0) {
-    lines.push_back({"partition", V::kFail, "sinfo failed: " + sinfo.err});
+    lines.push_back(SinfoFailedLine(sinfo));
   } else {
     lines.push_back(PartitionLine(in.partition, ParsePartitions(sinfo.out), &partition));
   }

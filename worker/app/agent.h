@@ -29,4 +29,9 @@ int RunNextLaunch(const NextLaunchArgs& args, Clock& clock);
 // controller is called again, without end.
 int RunStandby(const StandbyArgs& args, Clock& clock);
 
+// `trellis doctor`'s checks of this node: one JSON line per check on stdout
+// (common/check_line.h) and nothing else there. kExitError when one failed,
+// else 0. `clock` times the dial of the controller.
+int RunCheck(const CheckArgs& args, Clock& clock);
+
 }  // namespace trellis::worker

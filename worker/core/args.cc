@@ -149,6 +149,21 @@ absl::Status ValidateNextLaunchArgs(const NextLaunchArgs& a) {
   return Positive("--timeout", a.timeout);
 }
 
+absl::Status ValidateCheckArgs(const CheckArgs& a) {
+  if (!a.controller.empty() && !IsValidControllerAddress(a.controller))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--controller must be HOST:PORT with a port in [1, 65535], got '", a.controller, "'"));
+  if (absl::Status st = ValidateControllerFile(a.controller_file); !st.ok()) return st;
+  for (const std::string& path : a.paths)
+    if (path.empty() || path.front() != '/')
+      return absl::InvalidArgumentError(
+          absl::StrCat("--path must be an absolute path, got '", path, "'"));
+  if (a.expect_gpus < 0 || a.expect_gpus > kMaxExpectedGpus)
+    return absl::InvalidArgumentError(absl::StrCat("--expect-gpus must be in [0, ",
+                                                   kMaxExpectedGpus, "], got ", a.expect_gpus));
+  return absl::OkStatus();
+}
+
 std::string TrimSecret(std::string_view content) {
   auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
   while (!content.empty() && space(content.front())) content.remove_prefix(1);

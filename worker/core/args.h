@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -104,5 +105,22 @@ absl::Status ValidateStandbyArgs(const StandbyArgs& a);
 
 // The secret file's content without surrounding whitespace (editors add a newline).
 std::string TrimSecret(std::string_view content);
+
+// `trellis-worker check`: what `trellis doctor` asks of one compute node
+// (docs/architecture.md, "Doctor").
+struct CheckArgs {
+  std::string controller;  // HOST:PORT
+  std::string controller_file = {};  // as IdentityArgs::controller_file
+  std::string tls_ca;                // empty: plain TCP
+  std::vector<std::string> paths;    // each must be visible from the node
+  std::string sysfs_root;            // as AgentArgs::sysfs_root
+  int expect_gpus = 0;               // the partition's GPUs per node; 0: not checked
+};
+
+// A node has at most this many GPUs (a sanity bound on --expect-gpus).
+inline constexpr int kMaxExpectedGpus = 1024;
+
+// --path must be absolute: the node resolves it, not the login node's cwd.
+absl::Status ValidateCheckArgs(const CheckArgs& a);
 
 }  // namespace trellis::worker

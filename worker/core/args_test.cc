@@ -198,6 +198,37 @@ TEST(ArgsTest, ControllerFileIsEmptyOrAbsolute) {
             "--controller-file must be an absolute path, got 'relative'");
 }
 
+TEST(ArgsTest, Check) {
+  CheckArgs good;
+  good.controller = "login1:7000";
+  EXPECT_TRUE(ValidateCheckArgs(good).ok());
+  good.paths = {"/srv/out", "/srv/data/corpus.bin"};
+  good.controller_file = "/srv/state/controller.address";
+  good.expect_gpus = 8;
+  EXPECT_TRUE(ValidateCheckArgs(good).ok());
+  auto message = [](const CheckArgs& a) { return std::string(ValidateCheckArgs(a).message()); };
+  CheckArgs bad = good;
+  bad.controller = "login1";
+  EXPECT_EQ(message(bad), "--controller must be HOST:PORT with a port in [1, 65535], got 'login1'");
+  bad = good;
+  bad.controller_file = "state/controller.address";
+  EXPECT_EQ(message(bad),
+            "--controller-file must be an absolute path, got 'state/controller.address'");
+  CheckArgs none = good;  // no controller serves yet: its line is skipped
+  none.controller.clear();
+  none.controller_file.clear();
+  EXPECT_TRUE(ValidateCheckArgs(none).ok());
+  bad = good;
+  bad.paths.push_back("out");
+  EXPECT_EQ(message(bad), "--path must be an absolute path, got 'out'");
+  bad = good;
+  bad.paths.push_back("");
+  EXPECT_EQ(message(bad), "--path must be an absolute path, got ''");
+  bad = good;
+  bad.expect_gpus = -1;
+  EXPECT_EQ(message(bad), "--expect-gpus must be in [0, 1024], got -1");
+}
+
 TEST(ArgsTest, TrimSecret) {
   EXPECT_EQ(TrimSecret("  s3cret\n"), "s3cret");
   EXPECT_EQ(TrimSecret("\n\t"), "");

@@ -89,7 +89,7 @@ void Send(int fd, int64_t touched, Stop stop) {
   ::_exit(0);
 }
 
-absl::Status CheckArgs(int numa_node, const TouchProbeLimits& limits) {
+absl::Status CheckTouchProbeRequest(int numa_node, const TouchProbeLimits& limits) {
   if (numa_available() < 0)
     return absl::FailedPreconditionError(
         "touch probe: libnuma reports that NUMA is not available on this "
@@ -106,7 +106,7 @@ absl::Status CheckArgs(int numa_node, const TouchProbeLimits& limits) {
 }  // namespace
 
 absl::StatusOr<TouchProbeResult> TouchProbe(int numa_node, const TouchProbeLimits& limits) {
-  if (absl::Status st = CheckArgs(numa_node, limits); !st.ok()) return st;
+  if (absl::Status st = CheckTouchProbeRequest(numa_node, limits); !st.ok()) return st;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("touch probe: pipe");
   const auto start = SteadyClock::now();
