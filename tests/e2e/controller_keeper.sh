@@ -81,22 +81,16 @@ spec=$(write_spec kept "exec python3 $STEPS_PY" '[env]' "STEPS = \"$STEPS\"" 'ST
   'CKPT_EVERY = "50"')
 id=$(trellis submit "$spec") || fail "submit failed"
 wait_state "$id" RUNNING 60
-stored_steps() {
-  sqlite3 "$E2E_DB" "SELECT COUNT(*) FROM steps WHERE run_id='$id' AND ranks=4"
-}
-deadline=$((SECONDS + 30))
-until [ "$(stored_steps)" -gt 5 ]; do
-  [ $SECONDS -lt $deadline ] || fail "no steps stored"
-  sleep 0.2
-done
+wait_complete_steps "$id" 5 30
 kill -KILL "$first_pid"
-log "controller pid $first_pid killed at $(stored_steps) steps stored"
+log "controller pid $first_pid killed at $(complete_steps "$id") steps stored"
 
 wait_address_change "$first" 90
 second=$(address_field address)
 log "a controller serves again on $second (pid $(address_field pid))"
 wait_state "$id" SUCCEEDED 120
-[ "$(stored_steps)" = "$STEPS" ] || fail "$(stored_steps) of $STEPS steps stored with all 4 ranks"
+[ "$(complete_steps "$id")" = "$STEPS" ] ||
+  fail "$(complete_steps "$id") of $STEPS steps stored with all 4 ranks"
 grep -rl "the controller moved: $first -> $second" "$STATE/runs" >/dev/null ||
   fail "no worker log says it followed the controller"
 grep >/dev/null "taken over from host .*, pid $first_pid" "$E2E_DIR/controller.log" ||

@@ -41,16 +41,9 @@ spec=$(write_spec moved "exec python3 $STEPS_PY" '[env]' "STEPS = \"$STEPS\"" 'S
   'CKPT_EVERY = "50"')
 id=$(trellis submit "$spec") || fail "submit failed"
 wait_state "$id" RUNNING 60
-stored_steps() {  # complete steps (all 4 ranks) stored
-  sqlite3 "$E2E_DIR/controller.db" "SELECT COUNT(*) FROM steps WHERE run_id='$id' AND ranks=4"
-}
-deadline=$((SECONDS + 30))
-until [ "$(stored_steps)" -gt 5 ]; do
-  [ $SECONDS -lt $deadline ] || fail "no steps stored"
-  sleep 0.2
-done
+wait_complete_steps "$id" 5 30
 stop_controller KILL
-log "first controller killed at $(stored_steps) steps stored"
+log "first controller killed at $(complete_steps "$id") steps stored"
 
 # At once, from "another host": the lease is live by its age.
 rc=$(second "$E2E_DIR/early.log" --test-hostname other-login)
@@ -73,6 +66,6 @@ wait_state "$id" SUCCEEDED 120
 moved=$(grep -rl "the controller moved: 127.0.0.1:$old_port -> 127.0.0.1:$CONTROLLER_PORT" \
   "$E2E_DIR/runs" | wc -l)
 [ "$moved" -ge 1 ] || fail "no worker log says it followed the controller"
-[ "$(stored_steps)" = "$STEPS" ] ||
-  fail "$(stored_steps) of $STEPS steps stored with all 4 ranks"
+[ "$(complete_steps "$id")" = "$STEPS" ] ||
+  fail "$(complete_steps "$id") of $STEPS steps stored with all 4 ranks"
 log "PASS: refused while held; taken over from another host; $id SUCCEEDED with all $STEPS steps"

@@ -111,6 +111,19 @@ write_spec() {  # NAME COMMAND [extra toml...] -> path
   echo "$path"
 }
 
+# Steps of run ID stored with all 4 ranks (write_spec's 2 nodes x 2 ranks).
+complete_steps() {  # ID
+  sqlite3 "${E2E_DB:-$E2E_DIR/controller.db}" \
+    "SELECT COUNT(*) FROM steps WHERE run_id='$1' AND ranks=4"
+}
+wait_complete_steps() {  # ID MORE_THAN TIMEOUT_S
+  local deadline=$((SECONDS + $3))
+  until [ "$(complete_steps "$1")" -gt "$2" ]; do
+    [ $SECONDS -lt $deadline ] || fail "$1: no more than $2 complete steps stored in $3 s"
+    sleep 0.2
+  done
+}
+
 # examples/tiny-moe-2x2.toml on a corpus of the system's license texts built
 # here, edited by the sed expressions given (-e ... each); prints the spec's
 # path. The caller skips (77) first where trellis-corpus was not built.

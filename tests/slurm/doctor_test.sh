@@ -37,7 +37,7 @@ fail() {
 # shellcheck disable=SC1091
 . "$D/cluster/env"
 
-check() {  # [flags...]: trellis-controller --check into $D/out; prints its exit code
+check() {  # [flags...]: the controller's --check into $D/out; prints its exit code
   "$TRELLIS_BIN/trellis-controller" --check --state-dir "$D/state" --listen 127.0.0.1:0 \
     --socket "$D/ctl/c.sock" --metrics-listen off "$@" >"$D/out" 2>&1 && echo 0 || echo $?
 }
