@@ -36,6 +36,7 @@ TEST_F(LogReactorTest, AFollowReadsWhatWasWrittenOnceTheClockPassesItsPoll) {
   const std::string id = RunWithLog("first\n");
   const int timers_before = clock_.PendingTimers();
   grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));  // no hang
   v1::ReadLogsRequest req;
   req.set_run_id(id);
   req.set_attempt(1);
@@ -49,8 +50,21 @@ TEST_F(LogReactorTest, AFollowReadsWhatWasWrittenOnceTheClockPassesItsPoll) {
   // Nothing new: the follow waits for its poll, a timer of the clock.
   ASSERT_TRUE(Eventually([&] { return clock_.PendingTimers() == timers_before + 1; }));
   Append("second\n");
-  clock_.Advance(300ms);
-  ASSERT_TRUE(reader->Read(&chunk));
+  // The clock moves on until the poll has run: the timer counted above may
+  // have been another's, the reactor's armed just after (a test once waited
+  // forever on one Advance that came before its timer).
+  std::atomic<bool> read_done{false};
+  bool read_ok = false;
+  std::thread read([&] {
+    read_ok = reader->Read(&chunk);
+    read_done = true;
+  });
+  for (int i = 0; i < 200 && !read_done; ++i) {
+    clock_.Advance(300ms);
+    std::this_thread::sleep_for(10ms);
+  }
+  read.join();
+  ASSERT_TRUE(read_ok);
   EXPECT_EQ(chunk.rank(), 0);
   EXPECT_EQ(chunk.data(), "[rank 0] second\n");
 
