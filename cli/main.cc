@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   GlobalOptions global;
   app.add_option("--addr", global.addr,
                  "controller address: unix:PATH, or HOST:PORT with a token ($TRELLIS_TOKEN, "
-                 "else " + trellis::auth::DefaultTokenPath() + ") (default: $TRELLIS_ADDR, else the "
+                 "else " + trellis::auth::DefaultTokenPath() +
+                     ") (default: $TRELLIS_ADDR, else the "
                  "address file of $TRELLIS_STATE_DIR (the controller's --state-dir), else " +
                      trellis::cli::DefaultAddress() + ")");
   app.add_option("--tls-ca", global.tls_ca,

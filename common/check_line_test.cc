@@ -30,7 +30,8 @@ TEST(CheckLine, WhatIsNotACheckLineIsRefused) {
 TEST(CheckLine, AnyFailed) {
   EXPECT_FALSE(AnyFailed({{"a", CheckLine::Verdict::kOk, ""}, {"b", CheckLine::Verdict::kWarn, ""},
                           {"c", CheckLine::Verdict::kSkip, ""}}));
-  EXPECT_TRUE(AnyFailed({{"a", CheckLine::Verdict::kOk, ""}, {"b", CheckLine::Verdict::kFail, ""}}));
+  EXPECT_TRUE(
+      AnyFailed({{"a", CheckLine::Verdict::kOk, ""}, {"b", CheckLine::Verdict::kFail, ""}}));
 }
 
 }  // namespace

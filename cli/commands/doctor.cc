@@ -92,7 +92,8 @@ void AddDoctorCommand(CLI::App& app, const GlobalOptions& global, int* exit_code
       "binary and paths visible there, the controller reachable from it, NUMA memory, GPUs and\n"
       "NCCL). With a spec: its partition, account, GPUs and data. Exit 1 when a check failed.\n"
       "Example: trellis doctor examples/tiny-moe-2x2.toml");
-  cmd->add_option("SPEC", opt->spec, "a run spec whose partition, account, GPUs and paths to check");
+  cmd->add_option("SPEC", opt->spec,
+                  "a run spec whose partition, account, GPUs and paths to check");
   cmd->add_flag("--json", opt->json, "print [{\"check\", \"verdict\", \"detail\"}, ...]");
   cmd->callback([&global, exit_code, opt] { *exit_code = RunDoctor(global, *opt); });
 }

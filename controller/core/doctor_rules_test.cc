@@ -14,7 +14,8 @@ bool Says(const CheckLine& l, const std::string& text) {
 TEST(DoctorRulesTest, SlurmCommandsNameWhatIsMissingAndWhere) {
   CheckLine ok = SlurmCommandsLine({}, "PATH", "slurm-wlm 22.05.8");
   EXPECT_EQ(ok.verdict, V::kOk);
-  EXPECT_TRUE(Says(ok, "sbatch, squeue, scontrol, sinfo, srun, scancel in PATH (slurm-wlm 22.05.8)"));
+  EXPECT_TRUE(
+      Says(ok, "sbatch, squeue, scontrol, sinfo, srun, scancel in PATH (slurm-wlm 22.05.8)"));
   CheckLine bad = SlurmCommandsLine({"sbatch", "srun"}, "/opt/slurm/bin", "");
   EXPECT_EQ(bad.verdict, V::kFail);
   EXPECT_TRUE(Says(bad, "sbatch, srun not found in /opt/slurm/bin")) << bad.detail;
@@ -35,7 +36,8 @@ TEST(DoctorRulesTest, SlurmctldUpOrWhatPingSaid) {
 
 TEST(DoctorRulesTest, MungeAndTheSocketFromSlurmsConfig) {
   AuthConfig a = ParseAuthConfig(
-      "AuthAltTypes            = (null)\nAuthInfo                = socket=/tmp/c/munge.sock,ttl=60\n"
+      "AuthAltTypes            = (null)\n"
+      "AuthInfo                = socket=/tmp/c/munge.sock,ttl=60\n"
       "AuthType                = auth/munge\n");
   EXPECT_EQ(a.type, "auth/munge");
   EXPECT_EQ(a.socket, "/tmp/c/munge.sock");

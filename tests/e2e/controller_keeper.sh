@@ -30,7 +30,9 @@ keeper_cleanup() {
   # The controller, then the mount, then lib.sh's cleanup (which reads the database).
   pkill -KILL -f "trellis-controller --config $E2E_DIR/controller.toml" 2>/dev/null || true
   cp "$STATE/trellis.db" "$E2E_DIR/trellis.db" 2>/dev/null || true
-  [ "$network" = 1 ] && { fusermount -u "$STATE" 2>/dev/null || umount -l "$STATE" 2>/dev/null || true; }
+  if [ "$network" = 1 ]; then
+    fusermount -u "$STATE" 2>/dev/null || umount -l "$STATE" 2>/dev/null || true
+  fi
   E2E_DB=$E2E_DIR/trellis.db
   cleanup
 }
@@ -96,4 +98,5 @@ grep -rl "the controller moved: $first -> $second" "$STATE/runs" >/dev/null ||
 grep >/dev/null "taken over from host .*, pid $first_pid" "$E2E_DIR/controller.log" ||
   fail "the second controller did not say it took the lease over"
 [ -n "$(squeue -h -n "$NAME" -t PENDING -o %i)" ] || fail "the chain has no successor waiting"
-log "PASS: the keeper's successor took over from the killed controller; $id SUCCEEDED with all $STEPS steps"
+log "PASS: the keeper's successor took over from the killed controller;" \
+  "$id SUCCEEDED with all $STEPS steps"

@@ -15,7 +15,8 @@ trap 'echo "FAIL: ${BASH_SOURCE[0]##*/}:$LINENO: \"$BASH_COMMAND\" exited $?" >&
 command -v useradd >/dev/null && command -v runuser >/dev/null ||
   { echo "SKIP: useradd/runuser missing"; exit 77; }
 BUILD=$(cd "$TRELLIS_BIN/.." && pwd)
-[ -x "$TRELLIS_BIN/trellis-rank" ] || { echo "SKIP: no trellis-rank (a build without LibTorch)"; exit 77; }
+[ -x "$TRELLIS_BIN/trellis-rank" ] ||
+  { echo "SKIP: no trellis-rank (a build without LibTorch)"; exit 77; }
 # shellcheck disable=SC1091
 . "$TRELLIS_TEST_CLUSTER/env"
 
@@ -46,7 +47,8 @@ useradd -m -s /bin/bash "$U"
 chmod 700 "$H"
 
 # The package, made as a site's builder would, and the install rules it runs.
-(cd "$BUILD" && cpack -B "$WORK/pkg" >"$WORK/cpack.log" 2>&1) || { tail "$WORK/cpack.log"; fail "cpack"; }
+(cd "$BUILD" && cpack -B "$WORK/pkg" >"$WORK/cpack.log" 2>&1) ||
+  { tail "$WORK/cpack.log"; fail "cpack"; }
 tarball=$(ls "$WORK"/pkg/trellis-*.tar.gz)
 cmake --install "$BUILD" --prefix "$WORK/prefix" >/dev/null
 for p in trellis trellis-controller trellis-worker trellis-rank trellis-corpus trellis-export \
@@ -55,7 +57,8 @@ for p in trellis trellis-controller trellis-worker trellis-rank trellis-corpus t
   tar tzf "$tarball" | grep >/dev/null "/bin/$p\$" || fail "the tarball has no bin/$p"
 done
 for f in share/trellis/examples/tiny-moe-2x2.toml share/trellis/docs/install.md \
-         share/trellis/deploy/keepalive/scrontab.example share/trellis/dashboards/run-overview.json; do
+         share/trellis/deploy/keepalive/scrontab.example \
+         share/trellis/dashboards/run-overview.json; do
   [ -f "$WORK/prefix/$f" ] || fail "cmake --install left no $f"
 done
 # Nothing points back into the build or the sources: they may be gone.
@@ -67,7 +70,8 @@ for p in "$WORK"/prefix/bin/trellis*; do
   fi
   ! ldd "$p" | grep "not found" || fail "$p misses a library"
 done
-log "cpack: $(basename "$tarball") ($(du -h "$tarball" | cut -f1)); cmake --install gives the same programs"
+log "cpack: $(basename "$tarball") ($(du -h "$tarball" | cut -f1));" \
+  "cmake --install gives the same programs"
 
 as() {  # CMD...: a login-less shell of the user, with the cluster's settings
   runuser -u "$U" -- env -i PATH="$H/.local/trellis/bin:/usr/bin:/bin" HOME="$H" USER="$U" \
@@ -108,6 +112,7 @@ state=$(as env TRELLIS_STATE_DIR="$H/trellis" trellis show "$id" --json |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')
 [ "$state" = SUCCEEDED ] || fail "$id is $state"
 # The job ran the installed worker (the controller's default: beside itself).
-as grep -rh "^WORKER=" "$H/trellis/runs/$id" | grep >/dev/null "'$H/.local/trellis/bin/trellis-worker'" ||
+as grep -rh "^WORKER=" "$H/trellis/runs/$id" |
+  grep >/dev/null "'$H/.local/trellis/bin/trellis-worker'" ||
   fail "the job did not run the installed worker: $(as grep -rh '^WORKER=' "$H/trellis/runs/$id")"
 log "PASS: installed from $(basename "$tarball") as $U; $id SUCCEEDED from the installed tree"

@@ -22,7 +22,9 @@ CTL_PID=""
 log() { echo "[$(date +%H:%M:%S)] $*"; }
 cleanup() {
   [ -n "$CTL_PID" ] && kill -KILL "$CTL_PID" 2>/dev/null
-  mountpoint -q "$D/net" 2>/dev/null && { fusermount -u "$D/net" 2>/dev/null || umount -l "$D/net"; }
+  if mountpoint -q "$D/net" 2>/dev/null; then
+    fusermount -u "$D/net" 2>/dev/null || umount -l "$D/net"
+  fi
   "$LC" down "$D/cluster" >/dev/null 2>&1 || true
   [ "${KEEP:-0}" = 1 ] && echo "kept $D" || rm -rf "$D"
 }
@@ -33,7 +35,8 @@ fail() {
   exit 1
 }
 
-"$LC" up "$D/cluster" --nodes 2 --port-base "$PB" >"$D/up.log" 2>&1 || { cat "$D/up.log"; fail "cluster up"; }
+"$LC" up "$D/cluster" --nodes 2 --port-base "$PB" >"$D/up.log" 2>&1 ||
+  { cat "$D/up.log"; fail "cluster up"; }
 # shellcheck disable=SC1091
 . "$D/cluster/env"
 
@@ -61,7 +64,8 @@ expect 1 FAIL "slurm commands: sbatch, .* not found in /nonexistent" "Slurm's co
 RC=$(check --partition nope)
 expect 1 FAIL "partition: 'nope' is not a partition here; the partitions: debug" "no such partition"
 RC=$(check --worker-bin /nonexistent/trellis-worker)
-expect 1 FAIL "node node[0-9]: srun started on node[0-9] but could not run /nonexistent/trellis-worker" \
+expect 1 FAIL \
+  "node node[0-9]: srun started on node[0-9] but could not run /nonexistent/trellis-worker" \
   "worker binary not visible"
 
 # sysfs NUMA not readable on the nodes (the cluster's per-node fixture roots).
@@ -74,7 +78,8 @@ for n in "$D"/cluster/nodes/*/; do mv "$n/sysfs.away" "$n/sysfs"; done
 if command -v bindfs >/dev/null && [ -e /dev/fuse ] && mkdir -p "$D/net-disk" "$D/net" &&
    bindfs "$D/net-disk" "$D/net" 2>/dev/null; then
   RC=$("$TRELLIS_BIN/trellis-controller" --check --state-dir "$D/net/state" --db-journal wal \
-    --listen 127.0.0.1:0 --socket "$D/ctl/c.sock" --metrics-listen off >"$D/out" 2>&1 && echo 0 || echo $?)
+    --listen 127.0.0.1:0 --socket "$D/ctl/c.sock" --metrics-listen off >"$D/out" 2>&1 &&
+    echo 0 || echo $?)
   expect 1 FAIL "store: db .* on fuse, a network filesystem: WAL" "WAL on a network filesystem"
   fusermount -u "$D/net" 2>/dev/null || umount -l "$D/net"
 else
@@ -85,7 +90,8 @@ fi
 # told to dial an address nothing listens on.
 start_controller() {  # [flags...]
   rm -f "$D/state/controller.address" "$D/port"
-  "$TRELLIS_BIN/trellis-controller" --state-dir "$D/state" --listen 127.0.0.1:0 --port-file "$D/port" \
+  "$TRELLIS_BIN/trellis-controller" --state-dir "$D/state" --listen 127.0.0.1:0 \
+    --port-file "$D/port" \
     --socket "$D/ctl/c.sock" --metrics-listen off --lease-ttl-s 3 "$@" >"$D/controller.log" 2>&1 &
   CTL_PID=$!
   for _ in $(seq 100); do [ -s "$D/state/controller.address" ] && return 0; sleep 0.1; done
@@ -94,7 +100,8 @@ start_controller() {  # [flags...]
 }
 stop_controller() { kill -TERM "$CTL_PID"; wait "$CTL_PID" 2>/dev/null || true; CTL_PID=""; }
 doctor() {  # [args]: trellis doctor into $D/out; prints its exit code
-  TRELLIS_STATE_DIR="$D/state" "$TRELLIS_BIN/trellis" doctor "$@" >"$D/out" 2>&1 && echo 0 || echo $?
+  TRELLIS_STATE_DIR="$D/state" "$TRELLIS_BIN/trellis" doctor "$@" >"$D/out" 2>&1 &&
+    echo 0 || echo $?
 }
 start_controller
 RC=$(doctor)
@@ -110,7 +117,8 @@ stop_controller
 # The address file names what workers dial: the CLI dials the bound port.
 start_controller --advertise 127.0.0.1:1
 RC=$(TRELLIS_ADDR=127.0.0.1:$(cat "$D/port") doctor)
-expect 1 FAIL "node node[0-9]: controller: cannot reach 127.0.0.1:1" "controller not reachable from a node"
+expect 1 FAIL "node node[0-9]: controller: cannot reach 127.0.0.1:1" \
+  "controller not reachable from a node"
 stop_controller
 RC=$(doctor)
 expect 5 FAIL "controller: no answer from" "no controller"
