@@ -13,8 +13,14 @@ namespace trellis::worker {
 std::shared_ptr<grpc::Channel> ControllerChannel(
     const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments args;
-  // Reconnect quickly once the controller is back.
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  // Reconnect within a second of the controller's return: a worker stopped
+  // by srun has KillWait (often 5 to 30 s) to deliver its final report, and
+  // gRPC's own backoff (1 s growing to 5 s here before) could miss a
+  // controller back after 3 s (controller_restart_heal.sh outage). A
+  // connection attempt to a host that refuses it costs a SYN and a RST.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // A controller whose host vanished closes nothing: pings (and the TCP
   // user timeout they set) break the connection within a minute, so that
   // the link reads the address file of a successor. The controller allows
