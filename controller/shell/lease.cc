@@ -90,6 +90,7 @@ absl::StatusOr<std::unique_ptr<StateLease>> StateLease::Acquire(
     LeaseVerdict verdict = JudgeLease(f.found, options.host, UnixNow());
     if (verdict == LeaseVerdict::kLive) return Refused(options.path, *f.found.holder);
     if (verdict == LeaseVerdict::kFree) {
+      me.renewed_unix = UnixNow();
       auto created = CreateExclusive(options.path, FormatLease(me));
       if (!created.ok()) return created.status();
       if (!*created) continue;  // another controller was quicker: judge its lease
@@ -110,6 +111,8 @@ absl::StatusOr<std::unique_ptr<StateLease>> StateLease::Acquire(
         return Refused(options.path, *again.found.holder);
       if (again.text != f.text) continue;
     }
+    // Renewed as of now, not of the start: the watch took a ttl.
+    me.renewed_unix = UnixNow();
     if (absl::Status st = WriteFileAtomically(options.path, FormatLease(me), 0644); !st.ok())
       return st;
     std::this_thread::sleep_for(options.settle);

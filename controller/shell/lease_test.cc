@@ -104,6 +104,10 @@ TEST_F(StateLeaseTest, ALeaseLeftByAGoneHolderElsewhereIsWatchedThenTakenOver) {
   EXPECT_NE(waited.find("host login2"), std::string::npos) << waited;
   EXPECT_NE(said.find("taken over from host login2, pid 99"), std::string::npos) << said;
   EXPECT_NE(FileText().find("\"login1\""), std::string::npos);
+  // Written as renewed now, not when the watch began: a third controller on
+  // this host finds it live.
+  auto third = StateLease::Acquire(Options("login1"), &said);
+  EXPECT_FALSE(third.ok()) << said;
 }
 
 TEST_F(StateLeaseTest, AHolderThatStillRenewsElsewhereIsNotTakenDespiteAClockBehind) {
