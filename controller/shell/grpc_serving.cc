@@ -25,6 +25,10 @@ absl::StatusOr<GrpcServing> ServeGrpc(const std::string& listen, const TcpSecuri
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   for (grpc::Service* service : services) builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+  // A port is one controller's: with gRPC's default SO_REUSEPORT a second
+  // controller (another state directory, or a port 0 the kernel handed out
+  // twice) bound it too and the kernel split the connections between them.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // The workers ping every 30 s to find a vanished controller host
   // (worker/rpc/controller_link.cc); gRPC's default refuses pings closer
   // than 5 min and would close their connections.

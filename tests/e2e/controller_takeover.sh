@@ -36,6 +36,14 @@ rc=$(second "$E2E_DIR/second.log")
 grep >/dev/null "another controller holds the state directory.*host $(hostname), pid $first_pid" \
   "$E2E_DIR/second.log" || fail "the refusal does not name the holder: $(cat "$E2E_DIR/second.log")"
 log "a second controller was refused, naming host $(hostname) pid $first_pid"
+# Another state directory, the first's port: the port is the first's alone.
+mkdir -p "$E2E_DIR/other"
+if "$TRELLIS_BIN/trellis-controller" --listen "127.0.0.1:$CONTROLLER_PORT" \
+     --socket "$E2E_DIR/ctl3/controller.sock" --state-dir "$E2E_DIR/other" \
+     --metrics-listen off >"$E2E_DIR/other.log" 2>&1; then
+  fail "a controller started on the first's port"
+fi
+grep >/dev/null "cannot bind" "$E2E_DIR/other.log" || fail "no bind error: $(cat "$E2E_DIR/other.log")"
 
 spec=$(write_spec moved "exec python3 $STEPS_PY" '[env]' "STEPS = \"$STEPS\"" 'STEP_S = "0.1"' \
   'CKPT_EVERY = "50"')
