@@ -47,6 +47,8 @@ Json SummaryToJson(const v1::RunSummary& s) {
            {"last_loss", s.last_step() < 0 ? Json(nullptr) : Number(s.last_loss())},
            {"unstored_step_records", s.unstored_step_records()},
            {"init_from", s.init_from()},
+           {"hang_timeout_s", Number(s.hang_timeout_s())},
+           {"hang_timeout_basis", s.hang_timeout_basis()},
            {"restarts", s.restarts()},
            {"relaunches", s.relaunches()},
            {"restart_attempts", s.restart_attempts()}};

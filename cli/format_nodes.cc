@@ -13,15 +13,25 @@ std::string GiB(int64_t bytes) {
 
 std::string RenderNodes(const v1::ListNodesResponse& nodes, int64_t now_ms, bool utc) {
   if (nodes.nodes_size() == 0) return "no node has been quarantined\n";
-  Table t({"NODE", "STATE", "STRIKES", "SINCE", "UNTIL", "BY", "REASON"});
+  Table t({"NODE", "STATE", "STRIKES", "SINCE", "UNTIL", "BY", "LAST CHECK", "REASON"});
   for (const auto& n : nodes.nodes()) {
     std::string until = n.expiry_unix_ms() == 0 ? "released by hand"
                                                 : FormatTime(n.expiry_unix_ms(), utc);
     t.AddRow({n.name(), n.state(), std::to_string(n.strikes()),
               FormatAge(now_ms, n.since_unix_ms()) + " ago", until, n.actor(),
-              Truncate(n.reason(), 100)});
+              RenderLastCheck(n, now_ms), Truncate(n.reason(), 100)});
   }
   return t.Render();
+}
+
+std::string RenderLastCheck(const v1::NodeStatus& n, int64_t now_ms) {
+  if (n.check_started_unix_ms() == 0) return "-";
+  const std::string job = n.check_job_id().empty() ? "" : " (job " + n.check_job_id() + ")";
+  if (n.check_ended_unix_ms() == 0)
+    return "running" + job + ", " + FormatAge(now_ms, n.check_started_unix_ms()) + " so far";
+  return std::string(n.check_passed() ? "passed" : "FAILED") + " " +
+         FormatAge(now_ms, n.check_ended_unix_ms()) + " ago" + job + ": " +
+         Truncate(n.check_summary(), 80);
 }
 
 std::string RenderGatePolicy(const std::string& policy_json) {
@@ -90,7 +100,19 @@ Json NodeStatusToJson(const v1::NodeStatus& n) {
               {"since_unix_ms", n.since_unix_ms()},
               {"expiry_unix_ms", n.expiry_unix_ms()},
               {"strikes", n.strikes()},
-              {"actor", n.actor()}};
+              {"actor", n.actor()},
+              {"last_check", LastCheckToJson(n)}};
+}
+
+Json LastCheckToJson(const v1::NodeStatus& n) {
+  if (n.check_started_unix_ms() == 0) return nullptr;
+  return Json{{"job_id", n.check_job_id()},
+              {"started_unix_ms", n.check_started_unix_ms()},
+              {"ended_unix_ms", n.check_ended_unix_ms()},
+              {"state", n.check_ended_unix_ms() == 0 ? "running"
+                        : n.check_passed()           ? "passed"
+                                                     : "failed"},
+              {"summary", n.check_summary()}};
 }
 
 Json NodesToJson(const v1::ListNodesResponse& nodes) {

@@ -9,6 +9,8 @@ namespace trellis::cli {
 
 std::string GiB(int64_t bytes);  // "72.7 GiB"
 std::string RenderNodes(const v1::ListNodesResponse& nodes, int64_t now_ms, bool utc);
+// The node's newest certification check in a few words ("-": none).
+std::string RenderLastCheck(const v1::NodeStatus& n, int64_t now_ms);
 // A gate policy (GateRecord.policy_json) in a line or two: "policy: free >=
 // 100.0 GiB and ...", and what a [model] run's ranks add per socket; empty
 // when the JSON is not an object.
@@ -18,6 +20,9 @@ std::string RenderGatePolicy(const std::string& policy_json);
 std::string RenderGateReport(const v1::GateReportResponse& report, bool utc);
 
 Json NodeStatusToJson(const v1::NodeStatus& n);
+// {job_id, started_unix_ms, ended_unix_ms, state: running|passed|failed,
+// summary}, or null when the node was never checked.
+Json LastCheckToJson(const v1::NodeStatus& n);
 Json NodesToJson(const v1::ListNodesResponse& nodes);
 Json GateReportToJson(const v1::GateReportResponse& report);
 

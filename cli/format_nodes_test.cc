@@ -87,6 +87,33 @@ TEST(FormatNodesTest, NodesTable) {
   EXPECT_NE(text.find("released by hand"), std::string::npos);
   EXPECT_EQ(NodesToJson(nodes)[0]["evidence"]["x"], 1);
   EXPECT_EQ(GiB(static_cast<int64_t>(72.7 * kGiB)), "72.7 GiB");
+  EXPECT_TRUE(NodesToJson(nodes)[0]["last_check"].is_null());
+}
+
+TEST(FormatNodesTest, NodesShowTheirLastCheck) {
+  v1::ListNodesResponse nodes;
+  auto* n = nodes.add_nodes();
+  n->set_name("node3");
+  n->set_state("quarantined");
+  n->set_strikes(2);
+  n->set_expiry_unix_ms(500000);
+  n->set_check_job_id("41");
+  n->set_check_started_unix_ms(1000);
+  n->set_check_ended_unix_ms(31000);
+  n->set_check_summary("exit 1: certify: FAILED: numa: no NUMA nodes");
+  std::string text = RenderNodes(nodes, 91000, true);
+  EXPECT_NE(text.find("FAILED 1m ago (job 41): exit 1: certify: FAILED: numa"),
+            std::string::npos)
+      << text;
+  Json j = NodesToJson(nodes)[0]["last_check"];
+  EXPECT_EQ(j["state"], "failed");
+  EXPECT_EQ(j["job_id"], "41");
+  n->set_state("checking");
+  n->set_check_ended_unix_ms(0);
+  EXPECT_NE(RenderNodes(nodes, 31000, true).find("running (job 41), 30s so far"),
+            std::string::npos)
+      << RenderNodes(nodes, 31000, true);
+  EXPECT_EQ(NodesToJson(nodes)[0]["last_check"]["state"], "running");
 }
 
 }  // namespace

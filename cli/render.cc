@@ -272,6 +272,11 @@ std::string RenderRun(const v1::Run& run, const TextOptions& opt) {
     out += "records    incomplete: " + std::to_string(s.unstored_step_records()) +
            " step record(s) kept by the workers in the run directory, not yet stored (the "
            "controller stores them when it can)\n";
+  if (s.hang_timeout_s() > 0) {
+    char secs[32];
+    std::snprintf(secs, sizeof(secs), "%.1f s", s.hang_timeout_s());
+    out += "hang after " + std::string(secs) + " without a step: " + s.hang_timeout_basis() + "\n";
+  }
   out += RenderRestarts(run);
   out += RenderGoodput(run);
   out += RenderCheckpointInterval(run);

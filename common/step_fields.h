@@ -74,6 +74,9 @@ enum class StepFieldKind {
     "Seconds a checkpoint cost the steps, as auto's choice took it")                              \
   X(checkpoint_choice_step_seconds, kSeconds, false,                                             \
     "Seconds per step, as auto's choice took it")                                                 \
+  /* The step after which the rank writes its next checkpoint (0: none ahead; a stop's */         \
+  /* cannot be foreseen): the controller's hang timeout allows for it. */                         \
+  X(next_checkpoint_step, kCount, false, "Step after which the next checkpoint is written")       \
   /* A new field: a line above this one. */
 
 // The C++ type of a field: int64 or double, optional unless required.

@@ -441,6 +441,7 @@ void Trainer::Step() {
   }
   CheckpointAfterStep(&r);
   if (s.checkpoint_step >= 0) r.checkpoint_step = s.checkpoint_step;
+  r.next_checkpoint_step = NextCheckpointStep();
   if (s.nccl_log) {
     // NCCL sets a communicator up at its first collective: after the first
     // step its log has the channel counts (read until found, a bounded number

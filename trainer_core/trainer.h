@@ -112,6 +112,7 @@ class Trainer {
   // trainer_checkpoints.cc
   void SetUpSaveBehind();
   void CheckpointAfterStep(StepRecord* record);
+  int64_t NextCheckpointStep() const;
   bool AutoCheckpointDue(double step_seconds);
   void ChooseAutoInterval(double cost_seconds, StepRecord* record);
   void CheckpointAtTheEnd(bool stopped);

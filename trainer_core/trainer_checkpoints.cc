@@ -80,6 +80,24 @@ void Trainer::CheckpointAfterStep(StepRecord* record) {
   if (due && c.every_steps_auto) ChooseAutoInterval(seconds, record);
 }
 
+// The step after which this rank writes its next checkpoint (0: none ahead),
+// in every record: the controller allows for it in the hang timeout
+// (docs/architecture.md, "Hangs: learned timeouts"). A stop's checkpoint
+// cannot be foreseen; the worker says when it passes a stop on.
+int64_t Trainer::NextCheckpointStep() const {
+  const State& s = *s_;
+  const auto& c = s.spec.checkpoint;
+  if (s.options.checkpoint_dir.empty()) return 0;
+  int64_t next = c.at_end && s.step < s.spec.training.steps ? s.spec.training.steps : 0;
+  int64_t periodic = 0;
+  if (c.every_steps_auto)
+    periodic = s.auto_checkpoints.next_step > s.step ? s.auto_checkpoints.next_step : 0;
+  else if (c.every_steps > 0)
+    periodic = (s.step / c.every_steps + 1) * c.every_steps;
+  if (periodic > 0 && (next == 0 || periodic < next)) next = periodic;
+  return next;
+}
+
 // every_steps = "auto": whether this step's checkpoint is due. The launch's
 // first step (start-up, allocations) is not timed; after two timed steps the
 // ranks agree on the step time, and the launch's first checkpoint comes

@@ -194,6 +194,13 @@ int main(int argc, char** argv) {
                         "GPUs a node of the partition has (its GRES); fewer visible fail the "
                         "check; 0: not checked")
       ->capture_default_str();
+  check_cmd->add_flag("--certify", check.certify,
+                      "The check of a node leaving the controller's quarantine: also touch "
+                      "memory on each NUMA node and compute known answers on the CPU; the last "
+                      "line sums it up (certify: passed / certify: FAILED: ...)");
+  check_cmd->add_option("--touch-gib", check.touch_gib,
+                        "With --certify: GiB touched on each NUMA node (0: none)")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);

@@ -47,6 +47,13 @@ struct PoolCounts {
   int64_t standing_ms = 0;  // a pool job stood, its nodes idle
 };
 
+// Certified return (Strategy::certify_return).
+struct CertifyCounts {
+  int checks = 0;         // check jobs run on nodes whose quarantine expired
+  int failed = 0;         // of them, those that caught a fault: a new strike
+  int passed_faulty = 0;  // those that missed a fault still there: back on probation
+};
+
 struct Counts {
   int attempts = 0;                          // allocations that started
   int new_attempts_after_failure = 0;        // DecideRecovery said kNewAttempt after a failure
@@ -73,6 +80,7 @@ struct Counts {
   int ahead_taken_after_failure = 0;  // a failure's new attempt took it
 
   PoolCounts pool;
+  CertifyCounts certify;
 };
 
 // The run's record as the controller keeps it.

@@ -156,7 +156,11 @@ json ResultJson(uint64_t seed, const SimResult& r) {
         {"expired_standing", c.pool.expired},
         {"replaced_short", c.pool.replaced_short},
         {"drawn_outlived", c.pool.drawn_outlived},
-        {"standing_hours", Hours(c.pool.standing_ms)}}}};
+        {"standing_hours", Hours(c.pool.standing_ms)}}},
+      {"certified_return",
+       {{"checks", c.certify.checks},
+        {"failed", c.certify.failed},
+        {"passed_faulty", c.certify.passed_faulty}}}};
 }
 
 // The mean over seeds of every number in the per-seed results (recursively;
@@ -236,7 +240,10 @@ int main(int argc, char** argv) {
                              {"continuation_lead_s", st.continuation_lead_s},
                              {"signal_grace_s", st.signal_grace_s},
                              {"checkpoint_auto", st.checkpoint_auto},
-                             {"spare_pool_nodes", st.spare_pool_nodes}}},
+                             {"spare_pool_nodes", st.spare_pool_nodes},
+                             {"certify_return", st.certify_return},
+                             {"certify_catch", st.certify_catch},
+                             {"certify_check_s", st.certify_check_s}}},
                            {"scenario_changes", changes},
                            {"effective_pct_min", lo},
                            {"effective_pct_max", hi},

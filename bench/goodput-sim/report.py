@@ -62,6 +62,7 @@ def main():
     # findings to compare with; --before-name says where they came from.
     p.add_argument("--before")
     p.add_argument("--before-name", default="")
+    p.add_argument("--machine", default="", help="the machine in words, beside the cpu")
     a = p.parse_args()
     sim = json.load(open(a.raw))
     rows = {r["key"]: r for r in sim["rows"]}
@@ -78,7 +79,10 @@ def main():
     ahead_met = bool(ahead) and ahead["effective_pct_min"] >= TARGET_AHEAD_PCT
     measured = rows.get(TARGET_MEASURED_ROW)
     measured_met = bool(measured) and measured["effective_pct_min"] >= TARGET_MEASURED_PCT
-    doc = {"date": a.date, "machine": {"cores": a.cores, "cpu": a.cpu}, "command": a.command,
+    machine = {"cores": a.cores, "cpu": a.cpu}
+    if a.machine:
+        machine["description"] = a.machine
+    doc = {"date": a.date, "machine": machine, "command": a.command,
            "wall_s": a.wall_s, "seeds": sim["seeds"], "target_effective_pct": TARGET_PCT,
            "target_row": TARGET_ROW, "target_met": met,
            "target_ahead_effective_pct": TARGET_AHEAD_PCT, "target_ahead_row": TARGET_AHEAD_ROW,
@@ -97,6 +101,12 @@ def main():
         f.write(Markdown(doc, rows, met, ahead_met, measured_met, before))
 
 
+def MachineText(m):
+    if m.get("description"):
+        return f"{m['description']} ({m['cpu']})"
+    return f"{m['cores']} cores, {m['cpu']}"
+
+
 def Pct(x):
     return f"{x:.1f}"
 
@@ -110,12 +120,13 @@ def Markdown(doc, rows, met, ahead_met, measured_met, before):
     seeds = " ".join(str(x) for x in doc["seeds"])
     out = [f"# Goodput under failures: a simulated {s['horizon_days']:.0f}-day run, "
            f"{doc['date']}\n",
-           f"Machine: {doc['machine']['cores']} cores, {doc['machine']['cpu']}. Command: "
+           f"Machine: {MachineText(doc['machine'])}. Command: "
            f"`{doc['command']}` (seeds {seeds}; {doc['wall_s']} s).\n",
            f"A fake clock drives the controller's own decision code (`controller/core`: "
            f"`ClassifyLaunch` on the evidence each interruption leaves, `DecideRecovery` with its "
            f"`RestartBackoff` and the spare pool's standing job, `DecideGate`, `Strike` and "
-           f"`ExcludedNodes`) through a failure trace "
+           f"`ExcludedNodes`; in row `x_certified_return`, `DecideCertify`) through a failure "
+           f"trace "
            f"of {s['interruptions']} interruptions in {s['horizon_days']:.0f} days on "
            f"{s['nodes_needed']:,} nodes x {s['ranks_per_node']} GPUs. Effective training time is "
            f"training whose progress was kept, checkpoint stalls excluded, over the whole wall "
@@ -209,7 +220,7 @@ def Markdown(doc, rows, met, ahead_met, measured_met, before):
         out.append("")
 
     out.append("## Assumptions\n")
-    out += [f"- {x}" for x in Assumptions(s)]
+    out += [f"- {x}" for x in Assumptions(s, rows.get("x_certified_return"))]
     out.append("")
     return "\n".join(out) + "\n"
 
@@ -332,12 +343,47 @@ def Findings(rows, before, s):
                    f"{Pct(unrep['mean']['effective_pct'])}% instead of "
                    f"{Pct(t['mean']['effective_pct'])}% (the controller's --quarantine-s sets "
                    f"the first quarantine).")
+    out += CertifiedFindings(rows, s)
     if t:
         out.append(f"`ComputeGoodput` reports {Pct(t['mean']['compute_goodput_pct'])}% for "
                    f"row (3), "
                    f"above the effective {Pct(t['mean']['effective_pct'])}% by the checkpoint "
                    f"stalls, which it counts as running.")
     return out
+
+
+def CertifiedFindings(rows, s):
+    """Certified return against the unrepaired quarantine it answers, and row (3)."""
+    t, unrep, cert = (rows.get(k) for k in (TARGET_ROW, "x_unrepaired_quarantine",
+                                            "x_certified_return"))
+    if not (t and unrep and cert):
+        return []
+    eff = lambda r: r["mean"]["effective_pct"]
+    again = lambda r: r["mean"]["interruptions"]["repeat_of_faulty_node"]
+    lost = lambda r, k: r["mean"]["lost_pct"][k]
+    st, c = cert["strategy"], cert["mean"]["certified_return"]
+    node_h = c["checks"] * st["certify_check_s"] / 3600
+    run_node_h = s["nodes_needed"] * s["horizon_days"] * 24
+    return [
+        f"Certified return (row `x_certified_return`: as `x_unrepaired_quarantine`, but a node "
+        f"whose quarantine expires must pass a check first; that a check catches a fault still "
+        f"there with probability {st['certify_catch']:g} and takes "
+        f"{st['certify_check_s'] / 60:g} minutes are assumptions): {Pct(eff(cert))}% "
+        f"({Pct(cert['effective_pct_min'])}-{Pct(cert['effective_pct_max'])}; per seed "
+        f"{', '.join(f'{x:+.1f}' for x in SeedGains(unrep, cert))} over the unrepaired "
+        f"quarantine's {Pct(eff(unrep))}%), {eff(t) - eff(cert):.1f} points short of row (3)'s "
+        f"{Pct(eff(t))}%, where the quarantine repairs. A run's "
+        f"{c['checks']:.0f} checks caught {c['failed']:.0f} faults still there (each a new "
+        f"strike: the time out doubles until the site's repair, {s['site_repair_s'] / 3600:g} h "
+        f"after the first failure, lets the node pass) and missed {c['passed_faulty']:.0f}: a "
+        f"faulty node came back and failed again {again(cert):.0f} times a run instead of "
+        f"{again(unrep):.0f}. What is left against row (3) are those misses' failures: new "
+        f"attempts after a failure {cert['mean']['new_attempts_after_failure']:.0f} against "
+        f"{t['mean']['new_attempts_after_failure']:.0f}, queue wait "
+        f"{Pct(lost(cert, 'queue_wait'))} against {Pct(lost(t, 'queue_wait'))} points, redone "
+        f"work {Pct(lost(cert, 'redone'))} against {Pct(lost(t, 'redone'))}. The checks cost "
+        f"nodes, not the run: {node_h:,.0f} node-hours a run, "
+        f"{100 * node_h / run_node_h:.3f}% of the run's {run_node_h:,.0f}."]
 
 
 def Compared(rows, before):
@@ -648,7 +694,21 @@ def AheadFindings(rows):
     return out
 
 
-def Assumptions(s):
+def CertifyAssumption(cert):
+    if not cert:
+        return []
+    st = cert["strategy"]
+    return [f"Certified return (row `x_certified_return`): the controller's check job on a node "
+            f"whose quarantine expired starts at the expiry (its own queue wait is not "
+            f"modelled) and ends {st['certify_check_s'] / 60:g} minutes later (assumed), taking "
+            f"the node's time, not the run's; the node stays out meanwhile. It finds the node "
+            f"as it is when it starts: a fault still there fails it with probability "
+            f"{st['certify_catch']:g} (assumed), drawn from a random stream of its own, and "
+            f"`DecideCertify` makes that a new strike (`Strike`, by `certify`); a pass, of a "
+            f"healthy node or a missed fault, puts the node on probation."]
+
+
+def Assumptions(s, cert):
     h = lambda sec: f"{sec / 3600:g} h"
     return [
         f"Trace: {s['interruptions']} interruptions in {s['horizon_days']:.0f} days, exponential "
@@ -665,8 +725,9 @@ def Assumptions(s):
         f"Faulty nodes (the physics): the node an interruption with node evidence or a hang "
         f"came from stays faulty; while it trains in any launch it fails that launch again after "
         f"an exponential time of mean {h(s['repeat_mean_s'])} (same kind). It stops being faulty "
-        f"when the controller quarantines it (it is repaired while out; the extra row "
-        f"`x_unrepaired_quarantine` drops this), or when the site's own health checks repair it "
+        f"when the controller quarantines it (it is repaired while out; the extra rows "
+        f"`x_unrepaired_quarantine` and `x_certified_return` drop this), or when the site's "
+        f"own health checks repair it "
         f"{h(s['site_repair_s'])} after its first failure (so that plain resubmission does not "
         f"accumulate faulty nodes forever). No-evidence interruptions are transient.",
         f"Allocations: Slurm picks the allocation's nodes uniformly among the "
@@ -739,8 +800,9 @@ def Assumptions(s):
         "Plain resubmission: `DecideRecovery` with relaunch_in_allocation off and backoff 0 "
         "(every interruption is a new attempt), no strikes, no quarantine.",
         "Quarantine: the controller's defaults (1 h for a first strike, doubling per strike on "
-        "probation, at most 7 days, 24 h probation). restart.max_restarts is 1000, the most "
-        "the spec allows.",
+        "probation, at most 7 days, 24 h probation), without certified return but in row "
+        "`x_certified_return`. restart.max_restarts is 1000, the most the spec allows.",
+    ] + CertifyAssumption(cert) + [
         "Accounting: `ComputeGoodput` counts checkpoint stalls as running, so its ratio is "
         "higher than the effective training time by the stalls; here the job start is GATING "
         "and a relaunch RESTARTING, whereas in a real run the time from GO to the first step "

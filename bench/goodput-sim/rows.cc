@@ -1,8 +1,18 @@
 #include "bench/goodput-sim/rows.h"
 
+#include <sstream>
+#include <string>
+
 namespace trellis::bench {
 
 namespace {
+
+// A probability as people write it: 0.9, not 0.900000.
+std::string Fixed(double p) {
+  std::ostringstream out;
+  out << p;
+  return out.str();
+}
 
 // The pool size the mechanism rows use: of 1, 2 and 4 (the x_pool rows), 4
 // leaves the fewest new attempts for 4 idle nodes, 0.2% of the run's.
@@ -149,6 +159,21 @@ std::vector<Row> BenchRows() {
             "quarantine ends");
   unrepaired.quarantine_repairs = false;
   rows.push_back({unrepaired, base});
+  // The controller's answer to it: a check before the node rejoins. The
+  // check's catch rate and run time are assumptions (scenario.h).
+  Strategy certified = unrepaired;
+  certified.key = "x_certified_return";
+  certified.label = "Trellis, 2 spares; quarantine does not repair; certified return";
+  certified.certify_return = true;
+  certified.assumption_change =
+      "as `x_unrepaired_quarantine`, with certified return (--certify-return): a node whose "
+      "quarantine expires stays out until a check job on it passes (" +
+      std::to_string(certified.certify_check_s / 60) +
+      " minutes of the node, not of the run, started at the expiry); a fault still there fails "
+      "it with probability " + Fixed(certified.certify_catch) +
+      " (assumed, not measured), a new strike that doubles the time out; a pass, or a miss of "
+      "a fault still there, returns the node on probation";
+  rows.push_back({certified, base});
 
   Strategy no_backoff = extra("x_backoff_0", "Trellis, 2 spares; restart.backoff_s = 0",
                               "restart.backoff_s = 0 instead of the default 30");

@@ -67,6 +67,15 @@ struct Strategy {
   // Physics: a node comes back from its quarantine repaired (the brief's
   // "faulty until quarantined"); false: only the site repair heals it.
   bool quarantine_repairs = true;
+  // Certified return (the controller's --certify-return, controller/core/
+  // certify.h): a node whose quarantine expires stays excluded until a check
+  // job on it passes; a failed check is a new strike, so the time out
+  // doubles. Off in every row but its own: they model quarantine without it.
+  bool certify_return = false;
+  // Assumptions, not measured: the check finds a fault still there with this
+  // probability, and runs this long on the node (not on the run's time).
+  double certify_catch = 0.9;
+  int certify_check_s = 600;
   // restart.continuation = "ahead" (false: "after"): while an attempt trains,
   // its continuation waits in Slurm's queue, eligible a lead before the time
   // limit, and takes over when it starts (controller/core/continuation.h).

@@ -86,9 +86,19 @@ class Simulation {
   // once the horizon is reached.
   bool Spend(int64_t until, int64_t* bucket);
 
-  std::vector<std::string> Excluded() const;
-  // The same at `ms`, within a launch's training (no strike comes then).
-  std::vector<std::string> ExcludedAt(int64_t ms) const;
+  // The nodes to keep out now (sbatch --exclude), certified return's checks
+  // resolved up to now.
+  std::vector<std::string> Excluded();
+  // The same at `ms`, within a launch's training (no strike of the run comes
+  // then; a failed check's may).
+  std::vector<std::string> ExcludedAt(int64_t ms);
+
+  // Certified return (Strategy::certify_return), as NodeCertifier does it:
+  // each node whose quarantine expired gets a check job at its expiry, its
+  // result certify_check_s later; a fail is a new strike. Resolved lazily up
+  // to `ms`, which never goes back (the simulation asks in time order).
+  void Certify(int64_t ms);
+  void CertifyNode(controller::QuarantineEntry& e, int64_t ms);
 
   // One allocation: its launches until it ends. Returns how the next attempt
   // begins; nullopt when the simulation is over.
@@ -171,6 +181,7 @@ class Simulation {
   Cluster cluster_;
   Rng queue_rng_, alloc_rng_, repeat_rng_;
   Rng ahead_rng_;  // the queue waits of continuations ahead: the other rows' draws stay theirs
+  Rng certify_rng_;  // whether a check catches a fault: a stream of its own, as ahead_rng_
   const int64_t horizon_;
   FakeClock clock_;
   const WallTime start_;
@@ -179,6 +190,7 @@ class Simulation {
   controller::QuarantineConfig qconfig_;  // the controller's defaults
   std::map<std::string, controller::QuarantineEntry> quarantine_;
   std::set<std::string> struck_;
+  int64_t certified_to_ = 0;  // Certify has resolved the checks up to here
   size_t next_trace_ = 0;
   int attempt_ = 0;
   int64_t step_ = 0;  // the newest checkpoint's step

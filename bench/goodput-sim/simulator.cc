@@ -12,6 +12,7 @@
 #include "bench/goodput-sim/evidence.h"
 #include "bench/goodput-sim/simulation.h"
 #include "common/checkpoint_interval.h"
+#include "controller/core/certify.h"
 #include "controller/core/decisions.h"
 #include "controller/core/failure_class.h"
 #include "controller/core/quarantine.h"
@@ -41,6 +42,7 @@ Simulation::Simulation(const Scenario& sc, const Strategy& st,
       alloc_rng_(seed, 4),
       repeat_rng_(seed, 5),
       ahead_rng_(seed, 6),
+      certify_rng_(seed, 8),
       horizon_(Ms(sc.horizon_s)),
       start_(clock_.Now()),
       pool_(sc, st.spare_pool_nodes, seed) {
@@ -53,6 +55,7 @@ Simulation::Simulation(const Scenario& sc, const Strategy& st,
   policy_.continuation = st.continuation_ahead ? "ahead" : "after";
   policy_.continuation_lead_s = st.continuation_lead_s;
   policy_.spare_pool_nodes = st.spare_pool_nodes;
+  qconfig_.certify_return = st.certify_return;
 }
 
 SimResult Simulation::Run() {
@@ -97,15 +100,11 @@ bool Simulation::Spend(int64_t until, int64_t* bucket) {
   return until < horizon_;
 }
 
-std::vector<std::string> Simulation::Excluded() const {
-  if (!st_.quarantine) return {};
-  std::vector<controller::QuarantineEntry> entries;
-  for (const auto& [node, e] : quarantine_) entries.push_back(e);
-  return controller::ExcludedNodes(entries, clock_.Now(), qconfig_);
-}
+std::vector<std::string> Simulation::Excluded() { return ExcludedAt(now_); }
 
-std::vector<std::string> Simulation::ExcludedAt(int64_t ms) const {
+std::vector<std::string> Simulation::ExcludedAt(int64_t ms) {
   if (!st_.quarantine) return {};
+  Certify(ms);
   std::vector<controller::QuarantineEntry> entries;
   for (const auto& [node, e] : quarantine_) entries.push_back(e);
   return controller::ExcludedNodes(entries, Wall(ms), qconfig_);
@@ -335,8 +334,45 @@ RecoveryDecision Simulation::Decide(const controller::LaunchVerdict& v,
   return d;
 }
 
+void Simulation::Certify(int64_t ms) {
+  if (!qconfig_.certify_return) return;
+  if (ms < certified_to_) throw std::logic_error("certified return: asked back in time");
+  certified_to_ = ms;
+  for (auto& [node, e] : quarantine_) CertifyNode(e, ms);
+}
+
+void Simulation::CertifyNode(controller::QuarantineEntry& e, int64_t ms) {
+  using controller::CertifyAction;
+  for (;;) {
+    if (!controller::CheckInFlight(e)) {
+      // Submitted at the expiry: the check job's own queue wait is not modelled.
+      if (!e.expiry || MsOf(*e.expiry) > ms) return;
+      if (controller::DecideCertify(e, *e.expiry, qconfig_, {}).action != CertifyAction::kSubmit)
+        return;  // certified already, or released
+      e.last_check = controller::NodeCheck{"sim", *e.expiry, std::nullopt, false, ""};
+      ++counts_.certify.checks;
+    }
+    const int64_t started = MsOf(e.last_check->started);
+    const int64_t done = started + Ms(st_.certify_check_s);
+    if (done > ms) return;
+    // The node as the check finds it: a fault the site repaired since is gone.
+    const bool faulty = cluster_.IsFaulty(e.node, started);
+    const bool caught = faulty && certify_rng_.Uniform() < st_.certify_catch;
+    if (faulty && !caught) ++counts_.certify.passed_faulty;
+    const controller::CheckResult found{caught ? 1 : 0, caught ? "fault found" : "ok"};
+    const controller::CertifyDecision d = controller::DecideCertify(e, Wall(done), qconfig_, found);
+    const bool passed = d.action == CertifyAction::kPass;
+    e.last_check = controller::EndCheck(*e.last_check, passed, d.summary, Wall(done));
+    if (passed) return;  // on probation, strikes kept
+    ++counts_.certify.failed;
+    e = controller::Strike(e, e.node, "certification check failed: " + d.summary, "", "certify",
+                           /*until_released=*/false, Wall(done), qconfig_);
+  }
+}
+
 void Simulation::StrikeNode(const controller::LaunchVerdict& v) {
   const std::string& node = v.blamed_node;
+  Certify(now_);  // the entry as it stands now
   auto it = quarantine_.find(node);
   std::optional<controller::QuarantineEntry> existing;
   if (it != quarantine_.end()) existing = it->second;

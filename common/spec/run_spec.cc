@@ -181,6 +181,11 @@ void ParseGateAndRestart(const toml::table& root, RunSpec* s, FieldErrors* error
   ParseContinuationLead(r, root["restart"].as_table(), s);
   r.Int("spare_pool_nodes", &s->restart.spare_pool_nodes, 0, kMaxSparePoolNodes);
   r.Bool("retry_oom", &s->restart.retry_oom);
+  r.Bool("hang_learned", &s->restart.hang_learned);
+  r.Double("hang_floor_s", &s->restart.hang_floor_s, 1, 86400);
+  r.Double("hang_factor", &s->restart.hang_factor, 2, 1000);
+  r.Double("startup_floor_s", &s->restart.startup_floor_s, 5, 86400);
+  r.Double("startup_factor", &s->restart.startup_factor, 1, 100);
   if (s->restart.spare_pool_nodes > 0 && !s->restart.relaunch_in_allocation)
     r.Error("spare_pool_nodes",
             "needs restart.relaunch_in_allocation = true (the pool's nodes join relaunches), "

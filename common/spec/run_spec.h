@@ -70,6 +70,14 @@ struct RestartSection {
   // relaunch would only spend the restart budget. true: restarted as any
   // failure (memory another job's, or a leak that a restart clears).
   bool retry_oom = false;
+  // Hang timeouts learned from the launch's own steps and the run's earlier
+  // starts (controller/core/hang_timeout.h); hang_timeout_s and
+  // startup_timeout_s stay their upper bounds. false: those two alone.
+  bool hang_learned = true;
+  double hang_floor_s = 5;     // never shorter than this
+  double hang_factor = 10;     // x the p99 of the gaps between steps
+  double startup_floor_s = 60;
+  double startup_factor = 3;   // x the longest earlier start
 };
 
 inline constexpr int kMaxSparePoolNodes = 64;

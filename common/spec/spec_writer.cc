@@ -107,6 +107,11 @@ void WriteGateRestartHealth(const RunSpec& s, std::string* out) {
     w.Int("continuation_lead_s", r.continuation_lead_s);
   w.Int("spare_pool_nodes", r.spare_pool_nodes);
   w.Bool("retry_oom", r.retry_oom);
+  w.Bool("hang_learned", r.hang_learned);
+  w.Double("hang_floor_s", r.hang_floor_s);
+  w.Double("hang_factor", r.hang_factor);
+  w.Double("startup_floor_s", r.startup_floor_s);
+  w.Double("startup_factor", r.startup_factor);
   const HealthSection& h = s.health;
   Section hw(out, "health");
   hw.Int("straggler_window", h.straggler_window);

@@ -2,6 +2,7 @@
 
 #include <future>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
@@ -39,6 +40,7 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<Store> store,
       reconciler_(ctx_),
       continuations_(ctx_),
       spare_pools_(ctx_),
+      certifier_(ctx_),
       health_(ctx_),
       targets_(config_.prometheus_sd_file),
       spools_(
@@ -61,6 +63,13 @@ absl::Status Controller::Start() {
   std::string roots;
   for (const auto& r : config_.data_roots) roots += (roots.empty() ? "" : ", ") + r;
   spdlog::info("data roots ([model] corpora must lie under one): {}", roots);
+  if (config_.quarantine.certify_return) {
+    // The certification checks' scripts and results (node_certifier.h).
+    std::error_code ec;
+    std::filesystem::create_directories(certifier_.Dir(), ec);
+    if (ec) return absl::FailedPreconditionError("cannot make " + certifier_.Dir() + ": " +
+                                                 ec.message());
+  }
   Ingester::Options ingest;
   ingest.db_path = store_->db().path();
   ingest.journal = store_->db().journal();
@@ -106,7 +115,9 @@ absl::Status Controller::Start() {
       ExportGoodputOfLiveRuns();
       spools_.TryAll();
       metrics_.SetUnstoredStepRecords(spools_.Total());
-      return reconciler_.Tick(/*startup=*/false);
+      Effects fx = reconciler_.Tick(/*startup=*/false);
+      fx += CertifyTick();
+      return fx;
     });
   });
   return absl::OkStatus();
@@ -237,6 +248,7 @@ void Controller::GetRun(std::string run_id, Reply<RunView> reply, RanksQuery ran
     if (!run.ok()) return reply(run.status());
     auto view = BuildView(*run, 20, /*goodput=*/true);
     if (view.ok() && ranks.include) view->ranks = health_.RanksPage(run_id, ranks.from, ranks.limit);
+    if (view.ok()) view->hang_timeout = health_.HangTimeoutOf(run_id);
     reply(std::move(view));
   });
 }
@@ -319,9 +331,10 @@ void Controller::AsWorker(const WorkerId& id, bool fresh, WorkerCheck then) {
   Apply(allocations_.Check(in_job, id.node, fresh, ticket));
 }
 
-void Controller::Heartbeat(WorkerId id) {
-  asio::post(io_, [this, id = std::move(id)] {
+void Controller::Heartbeat(WorkerId id, bool stopping) {
+  asio::post(io_, [this, id = std::move(id), stopping] {
     health_.Heard(id);
+    if (stopping) health_.Stopping(id);
   });
 }
 

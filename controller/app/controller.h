@@ -25,6 +25,7 @@
 #include "controller/app/launches.h"
 #include "controller/app/loop_context.h"
 #include "controller/app/metrics.h"
+#include "controller/app/node_certifier.h"
 #include "controller/app/notifier.h"
 #include "controller/app/reconciler.h"
 #include "controller/app/run_health.h"
@@ -99,7 +100,8 @@ class Controller {
   bool SubmitSteps(StepBatch batch, Ingester::Done done);
   IngestMetrics& ingest_metrics() { return ingest_metrics_; }
   // A worker's heartbeat: it is alive (any report counts the same).
-  void Heartbeat(WorkerId id);
+  // `stopping`: the worker is stopping its ranks or passed a stop on.
+  void Heartbeat(WorkerId id, bool stopping);
   void RecordRankExit(WorkerId id, RankExitInfo exit);
   // `oom_kills`: how many processes the kernel's OOM killer ended in the job's
   // cgroup on that node during the launch; -1 unknown.
@@ -133,6 +135,8 @@ class Controller {
   // controller_nodes.cc
   void ApplyStrike(const StrikeNode& s);
   void CountQuarantined();
+  // The certifier's tick with the result files of its checks in flight.
+  Effects CertifyTick();
   // The live spare pool jobs' nodes by state, every reconciliation tick.
   void CountSparePools();
   // Rewrites the service-discovery file when its targets changed.
@@ -183,6 +187,7 @@ class Controller {
   Reconciler reconciler_;
   Continuations continuations_;
   SparePools spare_pools_;
+  NodeCertifier certifier_;
   RunHealth health_;
   ScrapeTargets targets_;
   std::unique_ptr<Ingester> ingester_;  // made by Start

@@ -27,7 +27,8 @@ int RankOf(const Command& c) {
       Overloaded{
           [](const CountRunQueued&) { return 0; }, [](const CountRestart&) { return 0; },
           [](const CountGateDecided&) { return 0; }, [](const CountStraggler&) { return 0; },
-          [](const CountStepComplete&) { return 0; }, [](const StoreWrite&) { return 1; },
+          [](const CountStepComplete&) { return 0; }, [](const CountHangTimeout&) { return 0; },
+          [](const StoreWrite&) { return 1; },
           [](const CreateRun&) { return 1; }, [](const WriteAttemptFiles&) { return 1; },
           [](const CreateAttempt&) { return 1; }, [](const SetAsideCheckpoint&) { return 1; },
           [](const Transition&) { return 2; }, [](const EndLaunchesOfRun&) { return 3; },
@@ -67,6 +68,7 @@ std::string Describe(const StoreWrite& w) {
           [](const RecordPoolJob& x) {
             return "pool job " + std::to_string(x.row.pool) + " of " + x.row.run_id;
           },
+          [](const RecordNodeCheck& x) { return "certification check of " + x.node; },
       },
       w);
 }
@@ -96,6 +98,7 @@ absl::Status WriteTo(Store& s, const StoreWrite& w) {
           [&](const RecordGate& x) { return s.AddGateRecord(x.run_id, x.row); },
           [&](const RecordHealthEvent& x) { return s.AddHealthEvent(x.event); },
           [&](const RecordPoolJob& x) { return s.PutPoolJob(x.row); },
+          [&](const RecordNodeCheck& x) { return s.SetNodeCheck(x.node, x.check); },
       },
       w);
 }
@@ -220,6 +223,7 @@ void Controller::Carry(Command command) {
           [&](const CountStepComplete& c) {
             metrics_.StepComplete(c.run_id, c.spread, c.tokens);
           },
+          [&](const CountHangTimeout& c) { metrics_.SetHangTimeout(c.run_id, c.seconds); },
           [&](const SendReply&) {},  // below: it is moved
           [&](const ScheduleNow&) {
             if (!stopped_) Enqueue(scheduler_.Tick());
@@ -352,6 +356,7 @@ void Controller::Route(SlurmAnswer answer) {
                  [](std::monostate) {},
                  [&](const NodesListed& a) { Apply(scheduler_.OnEligibility(a)); },
                  [&](const JobSubmitted& a) {
+                   if (!a.certify_node.empty()) return Apply(certifier_.OnSubmitted(a));
                    Apply(a.pool > 0 ? spare_pools_.OnSubmitted(a) : scheduler_.OnSubmitted(a));
                  },
                  [&](const RunJobCancelled& a) { Apply(scheduler_.OnRunJobCancelled(a)); },

@@ -241,7 +241,9 @@ TEST_F(HealingTest, ASlowRankIsOneStragglerEventAndNothingElse) {
     Send(Id(kHealthRun, "node2", 1), {HeartbeatReport(2)});
   });
   v1::Run run = Get(kHealthRun);
-  std::vector<v1::HealthEvent> events(run.health_events().begin(), run.health_events().end());
+  std::vector<v1::HealthEvent> events;  // the launch's start is an event too: not counted
+  for (const auto& e : run.health_events())
+    if (e.kind() != kLaunchStartedEvent) events.push_back(e);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind(), "straggler");
   EXPECT_EQ(events[0].rank(), 2);
@@ -278,6 +280,53 @@ TEST_F(HealingTest, TheGateTimesOutOnTheClock) {
   EXPECT_TRUE(requeued);
   // node2 was never seen, so it is not struck: the next attempt goes at once.
   EXPECT_EQ(WaitFor(kHealthRun, v1::RUN_STATE_SUBMITTED).attempts_size(), 2);
+}
+
+// A rank SIGKILLed with no OOM kill on its node (a user's kill, a site's
+// watchdog): no node is blamed, the launch is relaunched in place and its
+// evidence marks the lone kill. The same on the same node again is the
+// second signal: the node is blamed and quarantined, and with no spare the
+// run goes on in a new attempt.
+TEST_F(HealingTest, ALoneKillRelaunchesInPlaceAndASecondOneBlamesItsNode) {
+  StartRun(HealthSpec("[restart]\nmax_restarts = 3\nbackoff_s = 1\n"), {"node1", "node2"});
+  auto kill_rank2 = [&](int launch) {
+    ReportExit(kHealthRun, "node2", launch,
+               {RankEnded(2, 137, 9, false), RankEnded(3, 143, 15, true)}, 137);
+    ReportExit(kHealthRun, "node1", launch,
+               {RankEnded(0, 143, 15, true), RankEnded(1, 143, 15, true)}, 143);
+    return NextLaunch(kHealthRun, launch, 137);
+  };
+  v1::NextLaunchResponse next = kill_rank2(1);
+  ASSERT_EQ(next.action(), v1::NextLaunchResponse::ACTION_RELAUNCH) << next.reason();
+  EXPECT_EQ(std::vector<std::string>(next.nodes().begin(), next.nodes().end()),
+            (std::vector<std::string>{"node1", "node2"}));
+  v1::Run run = WaitFor(kHealthRun, v1::RUN_STATE_RESTARTING);
+  ASSERT_EQ(run.launches_size(), 1);
+  EXPECT_EQ(run.launches(0).failure_class(), "signal");
+  EXPECT_EQ(run.launches(0).blamed_node(), "");
+  EXPECT_EQ(run.launches(0).recovery(), "relaunch");
+  EXPECT_NE(run.launches(0).reason().find("node2 is not blamed"), std::string::npos)
+      << run.launches(0).reason();
+  EXPECT_NE(run.launches(0).evidence_json().find("\"lone_kill\":true"), std::string::npos)
+      << run.launches(0).evidence_json();
+  EXPECT_EQ(Nodes().nodes_size(), 0);
+
+  auto d = Register(kHealthRun, 2, {"node1", "node2"});
+  ASSERT_EQ(d["node2"].decision(), v1::GateDecision::DECISION_GO) << d["node2"].reason();
+  WaitFor(kHealthRun, v1::RUN_STATE_RUNNING);
+  next = kill_rank2(2);
+  EXPECT_EQ(next.action(), v1::NextLaunchResponse::ACTION_EXIT) << next.reason();
+  run = WaitFor(kHealthRun, v1::RUN_STATE_SUBMITTED);  // a new attempt, off node2
+  ASSERT_EQ(run.launches_size(), 2);
+  EXPECT_EQ(run.launches(1).blamed_node(), "node2");
+  EXPECT_NE(run.launches(1).reason().find("second lone SIGKILL within 24 h (the first: run " +
+                                          std::string(kHealthRun) + " launch 1.1)"),
+            std::string::npos)
+      << run.launches(1).reason();
+  auto nodes = Nodes();
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).name(), "node2");
+  EXPECT_EQ(nodes.nodes(0).state(), "quarantined");
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Nodes: the quarantine list, its use as --exclude, and gate reports.
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_join.h"
 #include "common/log.h"
@@ -30,6 +32,18 @@ void Controller::ApplyStrike(const StrikeNode& s) {
                               ToUnixMillis(clock_->Now())});
   if (!config_.can_drain) return;
   Enqueue(DrainNode{s.node, s.reason});
+}
+
+Effects Controller::CertifyTick() {
+  std::map<std::string, std::string> found;
+  for (const auto& [node, path] : certifier_.ResultFiles()) {
+    std::ifstream in(path);
+    if (!in) continue;  // not written yet
+    std::ostringstream text;
+    text << in.rdbuf();
+    found[node] = text.str();
+  }
+  return certifier_.Tick(found);
 }
 
 void Controller::CountQuarantined() { metrics_.SetQuarantinedNodes(ctx_.ExcludedNow().size()); }
@@ -113,7 +127,7 @@ void Controller::ReleaseNode(std::string node, bool forget, Reply<NodeStatusView
       Apply(scheduler_.Tick());
       return;
     }
-    QuarantineEntry released = Release(**e, clock_->Now());
+    QuarantineEntry released = Release(**e, clock_->Now(), config_.quarantine);
     absl::Status st = store_->PutQuarantine(released);
     if (!st.ok()) return reply(st);
     spdlog::info("node {} released (on probation, {} strike(s))", node, released.strikes);

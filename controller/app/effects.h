@@ -28,6 +28,7 @@
 #include "controller/app/slurm_commands.h"
 #include "controller/app/views.h"
 #include "controller/core/failure_class.h"
+#include "controller/core/quarantine.h"
 #include "controller/core/recovery.h"
 #include "controller/core/run_state.h"
 #include "controller/core/straggler.h"
@@ -106,10 +107,15 @@ struct RecordHealthEvent {
 struct RecordPoolJob {
   PoolJobRecord row;
 };
+// A node's newest certification check (NodeCertifier).
+struct RecordNodeCheck {
+  std::string node;
+  NodeCheck check;
+};
 using StoreWrite =
     std::variant<SetWaitReason, RecordAttemptEnd, SetRestartBackoff, RecordAttemptJob,
                  TakeUpAttempt, RecordAttemptNodes, RecordAttemptLaunches, RecordLaunch, RecordWorkerReport,
-                 RecordGate, RecordHealthEvent, RecordPoolJob>;
+                 RecordGate, RecordHealthEvent, RecordPoolJob, RecordNodeCheck>;
 
 // A new run: its result goes to Scheduler::OnRunCreated as RunCreated.
 struct CreateRun {
@@ -336,6 +342,11 @@ struct CountStepComplete {
   StepSpread spread;
   int64_t tokens = 0;
 };
+// The hang timeout in force for the run's running launch (hang_timeout.h).
+struct CountHangTimeout {
+  std::string run_id;
+  double seconds = 0;
+};
 
 // The queue's runs are looked at now, not at the next tick.
 struct ScheduleNow {};
@@ -347,7 +358,7 @@ using Command =
                  LaunchFault, StrikeNode, SetAsideCheckpoint, StoreStepSpool, ListUsableNodes, SubmitJob, CancelJob, CancelRunJob,
                  ReleaseJob, SignalStep, QueryJobs, ShowJob, DrainNode, StartTimer, CancelTimer,
                  CountRunQueued, CountRestart, CountGateDecided, CountStraggler,
-                 CountStepComplete, SendReply, ScheduleNow>;
+                 CountStepComplete, CountHangTimeout, SendReply, ScheduleNow>;
 
 struct Effects {
   std::vector<Command> commands;

@@ -71,6 +71,16 @@ class FakeStoreView : public StoreView {
   absl::StatusOr<std::vector<LaunchRecord>> Launches(const std::string& run_id) override {
     return launches[run_id];
   }
+  absl::StatusOr<std::vector<LaunchRecord>> LaunchesEndedSince(
+      WallTime since, const std::string& failure_class) override {
+    std::vector<LaunchRecord> out;
+    for (const auto& [run, rows] : launches)
+      for (const auto& l : rows)
+        if (l.failure_class == failure_class && l.ended && *l.ended >= since) out.push_back(l);
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return *a.ended < *b.ended; });
+    return out;
+  }
   absl::StatusOr<std::vector<WorkerReportRecord>> WorkerReports(const std::string& run_id,
                                                                 int attempt,
                                                                 int launch) override {

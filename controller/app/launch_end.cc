@@ -78,6 +78,29 @@ void SplitByJob(const std::vector<std::string>& nodes, const std::vector<PoolJob
   }
 }
 
+// node -> the newest launch (any run) that ended in a lone SIGKILL on it
+// within kLoneKillMemory ("run r7 launch 1.2"), from the stored evidence
+// (failure_class.h: a second one blames the node).
+std::map<std::string, std::string> EarlierLoneKills(StoreView& store, WallTime now) {
+  std::map<std::string, std::string> out;
+  auto rows = store.LaunchesEndedSince(now - kLoneKillMemory,
+                                       std::string(FailureClassName(FailureClass::kSignal)));
+  if (!rows.ok()) {
+    spdlog::warn("earlier lone kills not read (a kill is judged alone): {}",
+                 std::string(rows.status().message()));
+    return out;
+  }
+  for (const LaunchRecord& l : *rows) {
+    auto ev = nlohmann::json::parse(l.evidence_json, nullptr, false);
+    if (!ev.is_object() || !ev.value("lone_kill", false) || !ev.contains("node")) continue;
+    if (!ev["node"].is_string()) continue;
+    out[ev["node"].get<std::string>()] = "run " + l.run_id + " launch " +
+                                         std::to_string(l.attempt) + "." +
+                                         std::to_string(l.launch);
+  }
+  return out;
+}
+
 }  // namespace
 
 void LaunchEnds::RecordRankExit(const WorkerId& id, const RankExitInfo& exit) {
@@ -182,6 +205,7 @@ Effects LaunchEnds::Settle(LaunchState& l, const RunRecord& run, int step_exit_c
   // A handoff stopped ranks only where a worker passed the signal on: ranks
   // that had all ended by then ended as they would have anyway.
   ev.handoff = l.handoff && l.time_limit_warned;
+  ev.earlier_lone_kills = EarlierLoneKills(ctx_.store, ctx_.clock.Now());
   LaunchVerdict v = ClassifyLaunch(ev);
 
   auto spec = ctx_.ParseStoredSpec(run);

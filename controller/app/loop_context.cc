@@ -45,6 +45,10 @@ absl::StatusOr<std::optional<AttemptRecord>> StoreReader::LatestAttempt(
 absl::StatusOr<std::vector<LaunchRecord>> StoreReader::Launches(const std::string& run_id) {
   return store_.Launches(run_id);
 }
+absl::StatusOr<std::vector<LaunchRecord>> StoreReader::LaunchesEndedSince(
+    WallTime since, const std::string& failure_class) {
+  return store_.LaunchesEndedSince(since, failure_class);
+}
 absl::StatusOr<std::vector<WorkerReportRecord>> StoreReader::WorkerReports(
     const std::string& run_id, int attempt, int launch) {
   return store_.WorkerReports(run_id, attempt, launch);

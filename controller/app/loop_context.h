@@ -22,6 +22,15 @@
 
 namespace trellis::controller {
 
+// Certified return's check jobs (node_certifier.h); whether checks are asked
+// for, and their timeout, are QuarantineConfig's.
+struct CertifyConfig {
+  std::string command;    // the site's, run with /bin/sh -c; empty: trellis-worker check --certify
+  std::string partition;  // empty: --partition, else Slurm's default
+  std::string account;    // empty: Slurm's default
+  double touch_gib = 1;   // trellis-worker check --certify: memory touched per NUMA node
+};
+
 struct ControllerConfig {
   std::string output_root;     // absolute; every run directory lives under it
   // --data-root (repeatable): a [model] run's corpus must lie under one of
@@ -68,6 +77,7 @@ struct ControllerConfig {
   std::function<absl::StatusOr<std::vector<StepBatch>>(const std::string& path,
                                                        const BatchSource& source)>
       read_step_spool;
+  CertifyConfig certify;
 };
 
 struct LoopContext {

@@ -96,6 +96,10 @@ Metrics::Metrics()
                           *registry_)),
       last_step_(Build(prometheus::BuildGauge(), "trellis_run_last_step",
                        "The run's latest step every rank reported", *registry_)),
+      hang_timeout_(Build(prometheus::BuildGauge(), "trellis_hang_timeout_seconds",
+                          "The hang timeout in force for the run's running launch, learned "
+                          "or the spec's",
+                          *registry_)),
       state_seconds_(Build(prometheus::BuildCounter(), "trellis_run_state_seconds_total",
                            "Seconds of a live run since submission by goodput category "
                            "(docs/architecture.md, Goodput): queued, gating, redone, restarting, handoff. "
@@ -179,6 +183,7 @@ void Metrics::RemoveRun(const std::string& run_id) {
     slowest_rank_.Remove(r.slowest_rank);
     last_step_.Remove(r.last_step);
   }
+  if (r.hang_timeout) hang_timeout_.Remove(r.hang_timeout);
   if (r.goodput_ratio) {
     for (auto* c : r.state_seconds) state_seconds_.Remove(c);
     running_seconds_.Remove(r.running_seconds);
@@ -260,6 +265,12 @@ void Metrics::StepComplete(const std::string& run_id, const StepSpread& spread, 
   r.median_step->Set(spread.median_s);
   r.slowest_rank->Set(spread.slowest_rank);
   r.last_step->Set(static_cast<double>(spread.step));
+}
+
+void Metrics::SetHangTimeout(const std::string& run_id, double seconds) {
+  RunSeries& r = run_series_[run_id];
+  if (!r.hang_timeout) r.hang_timeout = &hang_timeout_.Add({{"run", run_id}});
+  r.hang_timeout->Set(seconds);
 }
 
 void Metrics::SetGoodput(const std::string& run_id, const Goodput& g) {

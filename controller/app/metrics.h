@@ -102,6 +102,8 @@ class Metrics {
   // Every rank of the run's running launch reported `spread.step`; `tokens`
   // is their sum.
   void StepComplete(const std::string& run_id, const StepSpread& spread, int64_t tokens);
+  // The hang timeout in force for the run's running launch (hang_timeout.h).
+  void SetHangTimeout(const std::string& run_id, double seconds);
   // A live run's goodput as computed now (at its transitions and every
   // reconciliation). queued, gating, redone and restarting only grow: they
   // are counters, each advanced by the difference to what it exported (a
@@ -128,6 +130,7 @@ class Metrics {
     prometheus::Gauge* median_step = nullptr;
     prometheus::Gauge* slowest_rank = nullptr;
     prometheus::Gauge* last_step = nullptr;
+    prometheus::Gauge* hang_timeout = nullptr;
     // Goodput: the counters of queued, gating, redone and restarting, what
     // each exported, and the gauges.
     std::array<prometheus::Counter*, 5> state_seconds{};
@@ -160,6 +163,7 @@ class Metrics {
   Gauges& median_step_;
   Gauges& slowest_rank_;
   Gauges& last_step_;
+  Gauges& hang_timeout_;
   Counters& state_seconds_;
   Gauges& running_seconds_;
   Gauges& goodput_ratio_;

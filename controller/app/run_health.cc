@@ -89,6 +89,7 @@ Effects RunHealth::ObserveStep(const WorkerId& id, int rank, const StepRecord& r
   if (rank < 0 || rank >= static_cast<int>(w.ranks.size())) return out;
   RankProgress& p = w.ranks[rank];
   if (record.step > p.last_step) {
+    out += NoteNewStep(w, p, record);
     p.last_step = record.step;
     p.last_change = ctx_.clock.SteadyNow();
   }
@@ -186,6 +187,7 @@ Effects RunHealth::Start(const WatchLaunch& started) {
                                                    h.straggler_window, h.straggler_min_slow,
                                                    h.straggler_factor);
   for (int rank : started.straggler_ranks) w.stragglers->HoldEpisode(rank);
+  LearnStartups(w);
   watches_[started.ref] = std::move(w);
   return ArmCheck();
 }
@@ -242,19 +244,23 @@ Effects RunHealth::Check() {
     std::vector<RankProgress> running;  // ended ranks and finished nodes' ranks step no more
     for (const RankProgress& p : w.ranks)
       if (!w.ended_ranks.count(p.rank) && !w.finished_nodes.count(p.node)) running.push_back(p);
+    fx += ApplyTimeouts(w, &running);
     fault.hang = FindHang(running, w.started, now, std::chrono::seconds(r.hang_timeout_s),
                           startup);
     if (fault.hang) {
-      const HangEvidence& h = *fault.hang;
+      HangEvidence& h = *fault.hang;
+      if (auto t = RankTimeout(w, w.ranks[h.rank])) h.timeout_basis = t->basis;
       std::string detail =
           "rank " + std::to_string(h.rank) + " on " + h.node + " made no progress for " +
           std::to_string(int(h.silent_s)) + " s" +
           (h.before_first_step ? " before its first step"
-                               : " after step " + std::to_string(h.last_step));
+                               : " after step " + std::to_string(h.last_step)) +
+          (h.timeout_basis.empty() ? "" : "; timeout " + h.timeout_basis);
       fx.Add(RecordHealthEvent{Event(
           w, "hang", h.rank, h.node, detail,
           nlohmann::json{{"rank", h.rank}, {"node", h.node}, {"last_step", h.last_step},
-                         {"silent_s", h.silent_s}}.dump())});
+                         {"silent_s", h.silent_s}, {"timeout_s", h.timeout_s},
+                         {"timeout_basis", h.timeout_basis}}.dump())});
     }
     if (fault.lost_nodes.empty() && !fault.hang) continue;
     w.faulted = true;

@@ -20,6 +20,7 @@
 #include "controller/app/effects.h"
 #include "controller/app/loop_context.h"
 #include "controller/app/views.h"
+#include "controller/core/hang_timeout.h"
 #include "controller/core/progress.h"
 #include "controller/core/rank_latest.h"
 #include "controller/core/straggler.h"
@@ -47,6 +48,11 @@ class RunHealth {
   void Heard(const WorkerId& id);
   // A rank ended: it steps no more, and is not judged for a hang.
   void RankEnded(const WorkerId& id, int rank);
+  // The worker is stopping its ranks or passed a stop on (they may write a
+  // last checkpoint): the launch's hang timeout is the spec's again.
+  void Stopping(const WorkerId& id);
+  // The hang timeout in force for the run's newest watched launch, if any.
+  std::optional<TimeoutInForce> HangTimeoutOf(const std::string& run_id) const;
   // The worker's final report: its node is done with the launch (silent,
   // not lost), and so are its ranks, while other nodes may run on.
   void Finished(const WorkerId& id);
@@ -82,8 +88,27 @@ class RunHealth {
     bool faulted = false;  // reported once; the launch is being stopped
     // checkpoint.every_steps = "auto"'s last interval said in an event (0: none yet).
     int64_t checkpoint_every_said = 0;
+    // Learned hang timeouts (hang_timeout.h; run_health_timeouts.cc).
+    HangTimeoutPolicy timeouts;
+    StepGaps gaps;
+    int64_t newest_step = -1;  // the launch's newest step any rank reported, and when
+    SteadyTime newest_at;
+    std::vector<std::optional<int64_t>> next_checkpoint;  // by rank, its last record's
+    std::vector<double> earlier_starts_s;  // the run's earlier launches' starts
+    bool stopping = false;
+    bool start_said = false;
+    TimeoutInForce in_force;      // the longest of its running ranks', at the last check
+    double in_force_exported = -1;
   };
   void KeepLatest(const WorkerId& id, int rank, const StepRecord& record);
+  // run_health_timeouts.cc: a rank's new step (before `p` moves to it), the
+  // watch's timeouts at its start, and each running rank's at a check.
+  Effects NoteNewStep(Watch& w, const RankProgress& p, const StepRecord& record);
+  void LearnStartups(Watch& w);
+  Effects ApplyTimeouts(Watch& w, std::vector<RankProgress>* running);
+  // What `p` is held to; nullopt: FindHang's own (a generic command's rank
+  // before its first step is never judged).
+  std::optional<TimeoutInForce> RankTimeout(const Watch& w, const RankProgress& p) const;
   Effects Check();
   Effects ArmCheck();
   HealthEventRecord CheckpointIntervalEvent(const Watch& w, const std::string& node,

@@ -145,7 +145,10 @@ TEST_F(RunHealthTest, ASlowRankIsAStragglerOncePerEpisode) {
   Effects fx;
   for (int64_t s = 1; s <= 4; ++s) fx += Step(s, /*slow=*/3);
   EXPECT_EQ(fx.All<CountStraggler>().size(), 1u);
-  RecordHealthEvent ev = Only<RecordHealthEvent>(fx);
+  auto events = fx.All<RecordHealthEvent>();  // the launch's start, then the straggler
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]->event.kind, kLaunchStartedEvent);
+  const RecordHealthEvent& ev = *events[1];
   EXPECT_EQ(ev.event.kind, kStragglerEvent);
   EXPECT_EQ(ev.event.rank, 3);
   EXPECT_EQ(Only<StrikeNode>(fx).node, "node2");
@@ -224,6 +227,120 @@ TEST_F(RunHealthTest, AnAutoCheckpointIntervalIsAnEventWhenItMoves) {
   EXPECT_NE(bounded[0].detail.find("(bounded by checkpoint.auto_min_s / auto_max_s)"),
             std::string::npos)
       << bounded[0].detail;
+}
+
+// Learned hang timeouts (hang_timeout.h): a launch of 0.4 s steps.
+class LearnedHangTest : public RunHealthTest {
+ protected:
+  WatchLaunch ModelLaunch() {
+    WatchLaunch w = Launch();
+    w.model = true;
+    w.restart.heartbeat_timeout_s = 100000;
+    return w;
+  }
+  // Every rank reports `step` 0.4 s after the last; `next_checkpoint` as the
+  // trainer says it, `checkpoint_s` spent on one after the step.
+  Effects Steps(int64_t from, int64_t to, int64_t next_checkpoint = 0, double checkpoint_s = 0) {
+    Effects fx;
+    for (int64_t s = from; s <= to; ++s) {
+      clock_.Advance(std::chrono::milliseconds(400));
+      for (int r = 0; r < 4; ++r) {
+        StepRecord rec;
+        rec.step = s;
+        rec.step_seconds = 0.4;
+        rec.next_checkpoint_step = next_checkpoint;
+        if (checkpoint_s > 0 && s == to) rec.checkpoint_seconds = checkpoint_s;
+        fx += health_.ObserveStep(Worker(r < 2 ? "node1" : "node2"), r, rec);
+      }
+    }
+    return fx;
+  }
+  // Checks for `s` seconds (one check a second); the first fault, if any.
+  std::optional<LaunchFault> CheckFor(int s) {
+    for (int i = 0; i < s; ++i) {
+      clock_.Advance(seconds(1));
+      const Effects fx = health_.CheckDue();
+      const auto faults = fx.All<LaunchFault>();
+      if (!faults.empty()) return *faults[0];
+    }
+    return std::nullopt;
+  }
+};
+
+TEST_F(LearnedHangTest, AHangInARunOfFractionOfASecondStepsIsFoundInSeconds) {
+  health_.Start(ModelLaunch());
+  Steps(1, 30);
+  Effects fx = health_.CheckDue();
+  EXPECT_DOUBLE_EQ(Only<CountHangTimeout>(fx).seconds, 5);  // the floor: 10 x 0.4 s is less
+  auto in_force = health_.HangTimeoutOf("hello-1");
+  ASSERT_TRUE(in_force);
+  EXPECT_EQ(in_force->basis, "learned: max(floor 5.00 s, 10 x p99 step 0.40 s) = 5.00 s");
+  EXPECT_FALSE(CheckFor(3).has_value());
+  auto fault = CheckFor(3);
+  ASSERT_TRUE(fault && fault->hang);
+  EXPECT_DOUBLE_EQ(fault->hang->timeout_s, 5);
+  EXPECT_EQ(fault->hang->timeout_basis, in_force->basis);
+  EXPECT_NEAR(fault->hang->silent_s, 5, 1.0);
+}
+
+TEST_F(LearnedHangTest, TooFewStepsOrAStopHoldTheRankToTheSpec) {
+  health_.Start(ModelLaunch());
+  Steps(1, 10);
+  EXPECT_FALSE(CheckFor(30).has_value()) << "10 steps teach nothing: 600 s";
+  EXPECT_EQ(health_.HangTimeoutOf("hello-1")->basis,
+            "restart.hang_timeout_s = 600 s (not learned yet: 9 of 20 steps seen)");
+  Steps(11, 40);
+  health_.Stopping(Worker("node2"));
+  EXPECT_FALSE(CheckFor(30).has_value()) << "stopping: they may be checkpointing";
+  EXPECT_EQ(health_.HangTimeoutOf("hello-1")->seconds, 600);
+}
+
+// The step before a checkpoint: the spec's bound until one was timed, then
+// twice the longest timed one on top.
+TEST_F(LearnedHangTest, ACheckpointNextHoldsTheRankToTheSpecUntilOneWasTimed) {
+  health_.Start(ModelLaunch());
+  Steps(1, 30, /*next_checkpoint=*/31);
+  EXPECT_FALSE(CheckFor(20).has_value()) << "none timed yet: 600 s";
+  Steps(31, 31, 40, /*checkpoint_s=*/20);  // the 20.4 s gap ending at 31 held its checkpoint
+  Steps(32, 38, 40);
+  EXPECT_TRUE(CheckFor(5).has_value()) << "no checkpoint next: 5 s";
+}
+
+TEST_F(LearnedHangTest, TheStepBeforeACheckpointGetsTwiceTheLongestTimedOne) {
+  health_.Start(ModelLaunch());
+  Steps(1, 30, /*next_checkpoint=*/31);
+  EXPECT_FALSE(CheckFor(20).has_value()) << "none timed yet: 600 s";
+  Steps(31, 31, 40, /*checkpoint_s=*/20);
+  Steps(32, 39, 40);
+  EXPECT_FALSE(CheckFor(40).has_value());  // 5 s + 2 x 20.4 s
+  auto t = health_.HangTimeoutOf("hello-1");
+  ASSERT_TRUE(t && t->learned);
+  EXPECT_NEAR(t->seconds, 5 + 2 * 20.4, 1e-6) << t->basis;
+  EXPECT_NE(t->basis.find("2 x longest checkpoint"), std::string::npos) << t->basis;
+}
+
+// The launch's start (GO to every rank's first step) is an event; a later
+// launch of the run learns its start-up timeout from it.
+TEST_F(LearnedHangTest, TheStartUpIsLearnedFromEarlierLaunches) {
+  health_.Start(ModelLaunch());
+  clock_.Advance(seconds(12));
+  Effects fx = Steps(1, 1);
+  RecordHealthEvent started = Only<RecordHealthEvent>(fx);
+  EXPECT_EQ(started.event.kind, kLaunchStartedEvent);
+  EXPECT_NEAR(nlohmann::json::parse(started.event.detail_json)["start_s"].get<double>(), 12.4,
+              1e-6);
+  store_.events["hello-1"].push_back(started.event);
+  health_.StopWatching("hello-1");
+  WatchLaunch second = ModelLaunch();
+  second.ref.launch = 2;
+  health_.Start(second);
+  EXPECT_FALSE(CheckFor(59).has_value());  // max(60 s, 3 x 12.4 s)
+  auto fault = CheckFor(2);
+  ASSERT_TRUE(fault && fault->hang);
+  EXPECT_TRUE(fault->hang->before_first_step);
+  EXPECT_DOUBLE_EQ(fault->hang->timeout_s, 60);
+  EXPECT_EQ(fault->hang->timeout_basis,
+            "learned: max(floor 60 s, 3 x longest earlier start 12 s) = 60 s");
 }
 
 }  // namespace

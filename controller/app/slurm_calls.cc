@@ -13,7 +13,8 @@ namespace {
 // The attempt's job by name if one exists (submitted before the controller
 // heard the id: the oldest kept, any other cancelled), else a new sbatch.
 JobSubmitted Submit(SlurmClient& slurm, const SubmitJob& call) {
-  JobSubmitted out{call.run_id, call.attempt, absl::UnknownError(""), "", {}, call.pool};
+  JobSubmitted out{call.run_id, call.attempt, absl::UnknownError(""), "", {}, call.pool,
+                   call.certify_node};
   auto named = slurm.JobsNamed(call.job_name);
   if (!named.ok()) {
     out.job = absl::UnavailableError("cannot look for a job named " + call.job_name + ": " +

@@ -43,6 +43,8 @@ struct SubmitJob {
   // Only the job found by name, never a new sbatch: answered NOT_FOUND when
   // none is (a pool job of a run that ended while its sbatch was unanswered).
   bool only_adopt = false;
+  // Not empty: a certification check of this node, answered to NodeCertifier.
+  std::string certify_node{};
 };
 // scancel; a failure is logged with `why`.
 struct CancelJob {
@@ -105,6 +107,7 @@ struct JobSubmitted {
   std::string adopted;                 // the job id, when found by name
   std::vector<std::string> cancelled;  // duplicates of the name
   int pool = 0;                        // as asked
+  std::string certify_node{};          // as asked
 };
 struct RunJobCancelled {
   CancelRunJob call;

@@ -27,6 +27,9 @@ class StoreView {
   virtual absl::StatusOr<std::optional<AttemptRecord>> LatestAttempt(
       const std::string& run_id) = 0;
   virtual absl::StatusOr<std::vector<LaunchRecord>> Launches(const std::string& run_id) = 0;
+  // Every run's launches of `failure_class` ended at `since` or later, oldest first.
+  virtual absl::StatusOr<std::vector<LaunchRecord>> LaunchesEndedSince(
+      WallTime since, const std::string& failure_class) = 0;
   virtual absl::StatusOr<std::vector<WorkerReportRecord>> WorkerReports(
       const std::string& run_id, int attempt, int launch) = 0;
   // The ranks of the launch with an event of `kind` and none of `ended_kind` after it.
@@ -52,6 +55,8 @@ class StoreReader : public StoreView {
   absl::StatusOr<std::vector<AttemptRecord>> Attempts(const std::string& run_id) override;
   absl::StatusOr<std::optional<AttemptRecord>> LatestAttempt(const std::string& run_id) override;
   absl::StatusOr<std::vector<LaunchRecord>> Launches(const std::string& run_id) override;
+  absl::StatusOr<std::vector<LaunchRecord>> LaunchesEndedSince(
+      WallTime since, const std::string& failure_class) override;
   absl::StatusOr<std::vector<WorkerReportRecord>> WorkerReports(const std::string& run_id,
                                                                 int attempt,
                                                                 int launch) override;

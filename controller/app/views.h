@@ -11,6 +11,7 @@
 #include "controller/app/gate_json.h"
 #include "controller/core/failure_class.h"
 #include "controller/core/goodput.h"
+#include "controller/core/hang_timeout.h"
 #include "controller/core/quarantine.h"
 #include "controller/core/rank_latest.h"
 #include "controller/store/records.h"
@@ -35,6 +36,8 @@ struct RunView {
   // GetRun with RanksQuery::include only; none when the controller holds no
   // set for the run.
   std::optional<RankLatestPage> ranks;
+  // GetRun only: the running launch's hang timeout (hang_timeout.h).
+  std::optional<TimeoutInForce> hang_timeout;
 };
 
 // Which page of a run's latest per-rank records GetRun adds to its view.

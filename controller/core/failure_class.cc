@@ -144,6 +144,18 @@ LaunchVerdict HangVerdict(const HangEvidence& h, int failed_code, json ev) {
   return Verdict(FailureClass::kHang, failed_code, reason, std::move(ev), h.node);
 }
 
+// What, besides a rank's SIGKILL, points at `node` (rules above): "" if nothing.
+std::string SecondSignalOn(const LaunchEvidence& e, const std::string& node) {
+  for (const auto& r : e.rank_ends)
+    if (r.node == node && HasMarker(r, "device_error"))
+      return "rank " + std::to_string(r.rank) + " on it had a device error";
+  auto earlier = e.earlier_lone_kills.find(node);
+  if (earlier != e.earlier_lone_kills.end())
+    return "its second lone SIGKILL within " + std::to_string(kLoneKillMemory.count()) +
+           " h (the first: " + earlier->second + ")";
+  return "";
+}
+
 // `cause` is the deciding rank; `stopped` says every failing rank ended after_stop.
 LaunchVerdict RankVerdict(const LaunchEvidence& e, const RankEnd& cause, bool stopped, json ev) {
   int sig = SignalOf(cause);
@@ -158,6 +170,7 @@ LaunchVerdict RankVerdict(const LaunchEvidence& e, const RankEnd& cause, bool st
 
   FailureClass cls;
   std::string what;
+  std::string second;  // a lone SIGKILL's second signal, if any
   bool blame = false;
   if (cause.exit_code == kExitDoNotRetry) {
     cls = FailureClass::kUserError;
@@ -191,7 +204,14 @@ LaunchVerdict RankVerdict(const LaunchEvidence& e, const RankEnd& cause, bool st
     if (!blame) what += " on " + std::to_string(nccl_nodes.size()) + " nodes";
   } else if (sig != 0) {
     cls = FailureClass::kSignal;
-    blame = sig == SIGBUS || (sig == SIGKILL && oom_known && oom_count == 0);
+    blame = sig == SIGBUS;
+    if (sig == SIGKILL && oom_known && oom_count == 0) {
+      second = SecondSignalOn(e, cause.node);
+      blame = !second.empty();
+      what = blame ? "blamed on " + cause.node + ": " + second
+                   : "no OOM kill and no second signal, so " + cause.node +
+                         " is not blamed (a lone kill: a user's, a site watchdog's)";
+    }
   } else {
     cls = FailureClass::kRankExit;
   }
@@ -216,6 +236,12 @@ LaunchVerdict RankVerdict(const LaunchEvidence& e, const RankEnd& cause, bool st
              {"evidence_line", Utf8Prefix(cause.evidence_line, kMaxLogInEvidence)},
              {"failing_nodes", failing_nodes}});
   if (oom_known) ev["oom_kills"] = oom_count;
+  if (cls == FailureClass::kSignal && sig == SIGKILL && oom_known && oom_count == 0) {
+    if (second.empty())
+      ev["lone_kill"] = true;
+    else
+      ev["second_signal"] = second;
+  }
   int code = cause.exit_code != 0 ? cause.exit_code : kExitSignalBase + sig;
   return Verdict(cls, code, reason, std::move(ev), blame && !stopped ? cause.node : "");
 }

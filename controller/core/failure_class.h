@@ -48,16 +48,23 @@
 //   - kNccl: the rank's node, unless failing ranks (not after_stop) with NCCL
 //     or network markers sit on more than one node (a broken collective fails
 //     everywhere; the first to notice is not the culprit).
-//   - kSignal: SIGBUS always (a memory or mapped-file fault); SIGKILL only when
-//     the node's oom_kills count is known and 0 (unknown: it may have been an
-//     OOM kill, so nobody is struck). SIGSEGV, SIGABRT and the rest: no (user
-//     code, or a library aborting on purpose).
+//   - kSignal: SIGBUS always (a memory or mapped-file fault). SIGKILL only
+//     when the node's oom_kills count is known and 0 (unknown: it may have
+//     been an OOM kill, so nobody is struck) AND a second signal points at the
+//     node: an earlier lone SIGKILL on it (`earlier_lone_kills`, any run) or
+//     another rank of this launch on it with a device error (an Xid). One kill
+//     alone is as likely a user's or a site watchdog's: it blames no one, its
+//     evidence says "lone_kill" (what the next one is compared with), and the
+//     run relaunches in place (recovery.h, rule 5). A lost worker is the
+//     third such signal; rule 4 has blamed it before this. SIGSEGV, SIGABRT
+//     and the rest: no (user code, or a library aborting on purpose).
 //   - Never: kDamagedCheckpoint, kUserError, kRankExit (an exit code is the program's decision; a
 //     bug only rank 0 reaches would otherwise strike node 0, and the same code
 //     on several nodes is plainly the program), kDeviceOom and kHostOom (a
 //     configuration problem), kGate (the gate strikes its own), kCancel; and
 //     kTimeLimit, kPreemption only for what rule 2 says.
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -116,6 +123,8 @@ struct HangEvidence {
   int64_t last_step = -1;
   double silent_s = 0;
   bool before_first_step = false;
+  double timeout_s = 0;        // the timeout it was held to
+  std::string timeout_basis;   // how that was found (hang_timeout.h)
 };
 
 struct LaunchEvidence {
@@ -137,7 +146,14 @@ struct LaunchEvidence {
   // The controller restarted during the launch: what it heard before (rank
   // exits, final reports) is not part of this evidence.
   bool controller_restarted = false;
+  // node -> an earlier launch (any run) on it that ended in a lone SIGKILL
+  // (evidence "lone_kill") within kLoneKillMemory, for people ("run r7
+  // launch 1.2"): a second one blames the node.
+  std::map<std::string, std::string> earlier_lone_kills;
 };
+
+// How long a lone SIGKILL is remembered against its node.
+inline constexpr std::chrono::hours kLoneKillMemory{24};
 
 struct LaunchVerdict {
   bool succeeded = false;

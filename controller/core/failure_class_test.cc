@@ -231,12 +231,40 @@ TEST(ClassifyLaunchTest, Table) {
        FC::kHostOom, 137, true, "",
        "rank 1 on node2 was killed by signal 9 (SIGKILL): out of host memory (2 OOM kills in "
        "the job on node2)"},
-      {"SIGKILL with no OOM kill blames the node",
+      {"a lone SIGKILL with no OOM kill blames no one",
        With(Ranks(137, {End("node2", 1, 137)}),
             [](auto& e) {
               e.oom_kills = {{"node2", 0}};
             }),
-       FC::kSignal, 137, true, "node2", "rank 1 on node2 was killed by signal 9 (SIGKILL)"},
+       FC::kSignal, 137, true, "",
+       "rank 1 on node2 was killed by signal 9 (SIGKILL): no OOM kill and no second signal, so "
+       "node2 is not blamed (a lone kill: a user's, a site watchdog's)"},
+      {"a second lone SIGKILL on the node blames it",
+       With(Ranks(137, {End("node2", 1, 137)}),
+            [](auto& e) {
+              e.oom_kills = {{"node2", 0}};
+              e.earlier_lone_kills = {{"node2", "run r7 launch 1.1"}, {"node1", "run r8 launch 2.1"}};
+            }),
+       FC::kSignal, 137, true, "node2",
+       "rank 1 on node2 was killed by signal 9 (SIGKILL): blamed on node2: its second lone "
+       "SIGKILL within 24 h (the first: run r7 launch 1.1)"},
+      {"an earlier lone SIGKILL on another node does not blame this one",
+       With(Ranks(137, {End("node2", 1, 137)}),
+            [](auto& e) {
+              e.oom_kills = {{"node2", 0}};
+              e.earlier_lone_kills = {{"node1", "run r8 launch 2.1"}};
+            }),
+       FC::kSignal, 137, true, "",
+       "rank 1 on node2 was killed by signal 9 (SIGKILL): no OOM kill and no second signal, so "
+       "node2 is not blamed (a lone kill: a user's, a site watchdog's)"},
+      {"a SIGKILL beside a device error on its node blames the node",
+       With(Ranks(137, {End("node2", 1, 137), End("node2", 0, 1, 0, false, {"device_error"})}),
+            [](auto& e) {
+              e.oom_kills = {{"node2", 0}};
+            }),
+       FC::kSignal, 137, true, "node2",
+       "rank 1 on node2 was killed by signal 9 (SIGKILL): blamed on node2: rank 0 on it had a "
+       "device error"},
       {"SIGKILL with the OOM count unknown blames no one", Ranks(137, {End("node2", 1, 0, 9)}),
        FC::kSignal, 137, true, "", "rank 1 on node2 was killed by signal 9 (SIGKILL)"},
       {"SIGBUS blames the node", Ranks(135, {End("node4", 5, 135)}), FC::kSignal, 135, true,
@@ -289,6 +317,25 @@ TEST(ClassifyLaunchTest, EvidenceNamesTheRank) {
   EXPECT_EQ(j["evidence_line"], "NCCL WARN x");
   EXPECT_EQ(j["oom_kills"], 0);
   EXPECT_EQ(j["step_exit_code"], 137);
+}
+
+// A lone kill is marked so that the next one on its node is its second
+// signal (launch_end.cc reads the mark back from the stored evidence).
+TEST(ClassifyLaunchTest, ALoneKillIsMarkedAndASecondOneSaysWhy) {
+  auto e = Ranks(137, {End("node2", 1, 137)});
+  e.oom_kills = {{"node2", 0}};
+  auto lone = nlohmann::json::parse(ClassifyLaunch(e).evidence_json);
+  EXPECT_EQ(lone["lone_kill"], true);
+  EXPECT_FALSE(lone.contains("second_signal"));
+  e.earlier_lone_kills = {{"node2", "run r7 launch 1.1"}};
+  auto second = nlohmann::json::parse(ClassifyLaunch(e).evidence_json);
+  EXPECT_FALSE(second.contains("lone_kill"));
+  EXPECT_EQ(second["second_signal"],
+            "its second lone SIGKILL within 24 h (the first: run r7 launch 1.1)");
+  e.oom_kills.clear();  // unknown: maybe an OOM kill, neither lone nor blamed
+  auto unknown = nlohmann::json::parse(ClassifyLaunch(e).evidence_json);
+  EXPECT_FALSE(unknown.contains("lone_kill"));
+  EXPECT_FALSE(unknown.contains("second_signal"));
 }
 
 TEST(ClassifyLaunchTest, EvidenceOfHangsAndLostNodes) {

@@ -15,7 +15,9 @@ std::optional<HangEvidence> FindHang(const std::vector<RankProgress>& ranks,
   for (const auto& r : ranks) {
     bool started = r.last_step >= 0;
     SteadyTime::duration silent = now - (started ? r.last_change : launch_started);
-    if (silent < (started ? hang_timeout : startup_timeout)) continue;
+    SteadyTime::duration limit = started ? hang_timeout : startup_timeout;
+    if (r.timeout) limit = *r.timeout;
+    if (silent < limit) continue;
     if (worst == nullptr || silent > worst_silent ||
         (silent == worst_silent && r.rank < worst->rank)) {
       worst = &r;
@@ -29,6 +31,11 @@ std::optional<HangEvidence> FindHang(const std::vector<RankProgress>& ranks,
   h.last_step = worst->last_step;
   h.silent_s = std::chrono::duration<double>(worst_silent).count();
   h.before_first_step = worst->last_step < 0;
+  h.timeout_s = std::chrono::duration<double>(
+                    worst->timeout ? *worst->timeout
+                                   : SteadyTime::duration(h.before_first_step ? startup_timeout
+                                                                              : hang_timeout))
+                    .count();
   return h;
 }
 

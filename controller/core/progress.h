@@ -21,12 +21,15 @@ struct RankProgress {
   std::string node;
   int64_t last_step = -1;  // -1: no step reported yet
   SteadyTime last_change;  // when last_step last changed
+  // The rank's own timeout (hang_timeout.h: learned, its next step's); none:
+  // FindHang's hang_timeout or startup_timeout.
+  std::optional<std::chrono::milliseconds> timeout;
 };
 
 // `ranks`: every rank of the launch, those that have not reported included.
 // A rank that reported a step and no newer one for hang_timeout hangs; a rank
 // with no step yet hangs startup_timeout after launch_started (model load,
-// data, NCCL init come first). In a stuck collective every rank stops, so the
+// data, NCCL init come first); a rank with its own `timeout` is held to it. In a stuck collective every rank stops, so the
 // one silent longest (ties: the lowest rank) is the one that stopped first.
 std::optional<HangEvidence> FindHang(const std::vector<RankProgress>& ranks,
                                      SteadyTime launch_started, SteadyTime now,

@@ -98,6 +98,23 @@ TEST(FindHangTest, Table) {
   }
 }
 
+// A rank with its own (learned) timeout is held to it, not to the argument's;
+// the evidence says which timeout held.
+TEST(FindHangTest, ARanksOwnTimeoutHoldsOverTheArgument) {
+  const SteadyTime t0{};
+  RankProgress fast{0, "n1", 10, t0 + seconds(100), std::chrono::milliseconds(6500)};
+  RankProgress plain{1, "n2", 10, t0 + seconds(100), std::nullopt};
+  auto h = FindHang({fast, plain}, t0, t0 + seconds(106), seconds(60), seconds(900));
+  EXPECT_FALSE(h.has_value());
+  h = FindHang({fast, plain}, t0, t0 + seconds(107), seconds(60), seconds(900));
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->rank, 0);
+  EXPECT_DOUBLE_EQ(h->timeout_s, 6.5);
+  h = FindHang({plain}, t0, t0 + seconds(160), seconds(60), seconds(900));
+  ASSERT_TRUE(h.has_value());
+  EXPECT_DOUBLE_EQ(h->timeout_s, 60);
+}
+
 TEST(FindLostWorkersTest, SilentForTheTimeoutInNaturalOrder) {
   std::map<std::string, SteadyTime> heard = {{"node10", t0},
                                              {"node2", t0 + seconds(1)},

@@ -3,8 +3,11 @@
 // nodes, so Trellis keeps its own list and applies it as --exclude. A strike
 // quarantines a node for base_duration * 2^(strikes-1); after the expiry the
 // node is back on probation (eligible, strikes kept), and after a quiet
-// probation period its strikes are forgiven. States are derived from the
-// stored entry and `now`, never stored.
+// probation period its strikes are forgiven. With certified return
+// (certify_return) an expired entry is "checking" instead, still excluded,
+// until a check that started after the expiry passes; a failed check is a
+// new strike (docs/architecture.md, "Quarantine"). States are derived from
+// the stored entry and `now`, never stored.
 
 #include <chrono>
 #include <optional>
@@ -19,6 +22,19 @@ struct QuarantineConfig {
   std::chrono::seconds base_duration{std::chrono::hours(1)};
   std::chrono::seconds max_duration{std::chrono::hours(24 * 7)};
   std::chrono::seconds probation{std::chrono::hours(24)};
+  // A node leaves an expired quarantine only by a passing check (certify.h).
+  bool certify_return = false;
+  // A check with no result by then is cancelled and fails.
+  std::chrono::seconds certify_timeout{600};
+};
+
+// A node's newest certification check: a short Slurm job on it.
+struct NodeCheck {
+  std::string job_id;  // empty until sbatch answered
+  WallTime started;    // submitted
+  std::optional<WallTime> ended;
+  bool passed = false;
+  std::string summary;  // one line
 };
 
 struct QuarantineEntry {
@@ -30,10 +46,12 @@ struct QuarantineEntry {
   std::optional<WallTime> expiry;  // none: until released
   int strikes = 0;
   std::optional<WallTime> released;  // set by a release before the expiry
+  std::optional<NodeCheck> last_check;
 };
 
-enum class NodeHealth { kOk, kQuarantined, kProbation };
-const char* NodeHealthName(NodeHealth h);  // "ok", "quarantined", "probation"
+enum class NodeHealth { kOk, kQuarantined, kProbation, kChecking };
+// "ok", "quarantined", "probation", "checking"
+const char* NodeHealthName(NodeHealth h);
 
 NodeHealth HealthAt(const QuarantineEntry& entry, WallTime now, const QuarantineConfig& config);
 
@@ -44,10 +62,12 @@ QuarantineEntry Strike(const std::optional<QuarantineEntry>& existing, const std
                        const std::string& actor, bool until_released, WallTime now,
                        const QuarantineConfig& config);
 
-// Ends the quarantine now; the node goes on probation with its strikes.
-QuarantineEntry Release(const QuarantineEntry& entry, WallTime now);
+// Ends the quarantine now, unchecked (a person's word); the node goes on
+// probation with its strikes.
+QuarantineEntry Release(const QuarantineEntry& entry, WallTime now,
+                        const QuarantineConfig& config);
 
-// The nodes to pass to sbatch --exclude, sorted.
+// The nodes to pass to sbatch --exclude (quarantined or checking), sorted.
 std::vector<std::string> ExcludedNodes(const std::vector<QuarantineEntry>& entries, WallTime now,
                                        const QuarantineConfig& config);
 

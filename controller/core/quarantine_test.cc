@@ -54,7 +54,7 @@ TEST_F(QuarantineTest, UserQuarantineLastsUntilReleasedThenProbation) {
   auto e = Strike(std::nullopt, "n", "flaky IB link", "{}", "user:alice", true, t0_, config_);
   EXPECT_FALSE(e.expiry.has_value());
   EXPECT_EQ(HealthAt(e, t0_ + hours(1000), config_), NodeHealth::kQuarantined);
-  auto r = Release(e, t0_ + hours(5));
+  auto r = Release(e, t0_ + hours(5), config_);
   EXPECT_EQ(HealthAt(r, t0_ + hours(5), config_), NodeHealth::kProbation);
   EXPECT_EQ(r.strikes, 1);
   EXPECT_TRUE(ExcludedNodes({r}, t0_ + hours(5), config_).empty());

@@ -96,7 +96,7 @@ class ReportReactor final : public grpc::ServerBidiReactor<v1::AgentReport, v1::
         controller_->RecordRankExit(id, FromProto(report_.rank_exit(), id.node));
         break;
       case v1::AgentReport::kHeartbeat:
-        controller_->Heartbeat(id);
+        controller_->Heartbeat(id, report_.heartbeat().stopping());
         break;
       default:  // a report of a newer worker: ignored
         break;

@@ -36,6 +36,10 @@ void ToProto(const RunView& v, v1::RunSummary* out) {
   out->set_last_step(v.last_step);
   out->set_last_loss(v.last_loss);
   out->set_unstored_step_records(v.unstored_step_records);
+  if (v.hang_timeout) {
+    out->set_hang_timeout_s(v.hang_timeout->seconds);
+    out->set_hang_timeout_basis(v.hang_timeout->basis);
+  }
   if (r.spec_toml.find("init_from") != std::string::npos) {  // no parse for the others
     spec::FieldErrors errors;
     auto spec = spec::ParseRunSpec(r.spec_toml, &errors);
@@ -259,6 +263,13 @@ void ToProto(const NodeStatusView& n, WallTime now, v1::NodeStatus* out) {
   out->set_expiry_unix_ms(n.entry.expiry ? ToUnixMillis(*n.entry.expiry) : 0);
   out->set_strikes(n.entry.strikes);
   out->set_actor(n.entry.actor);
+  if (const auto& c = n.entry.last_check) {
+    out->set_check_job_id(c->job_id);
+    out->set_check_started_unix_ms(ToUnixMillis(c->started));
+    out->set_check_ended_unix_ms(c->ended ? ToUnixMillis(*c->ended) : 0);
+    out->set_check_passed(c->passed);
+    out->set_check_summary(c->summary);
+  }
 }
 
 void ToProto(const GateReportView& r, v1::GateReportResponse* out) {

@@ -56,7 +56,8 @@ bool FlagsOf(const std::string& flag, KeyType type, const toml::node& value,
   switch (type) {
     case KeyType::kBoolean:
       if (!value.is_boolean()) return false;
-      if (value.value<bool>().value_or(false)) out->push_back(flag);
+      // false too: a flag may default to true (certify-return).
+      out->push_back(value.value<bool>().value_or(false) ? flag : flag + "=false");
       return true;
     case KeyType::kInteger:
       if (!value.is_integer()) return false;
@@ -155,7 +156,7 @@ std::string ConfigReference(const CLI::App& app) {
     std::string fallback = o->get_default_str();
     for (const auto& [name, rule] : kByEnvironment)
       if (key == name) fallback = rule;
-    if (TypeOf(o) == KeyType::kBoolean) fallback = "false";
+    if (TypeOf(o) == KeyType::kBoolean) fallback = fallback == "true" ? "true" : "false";
     std::string help = o->get_description();
     for (char& c : help)
       if (c == '|') c = '/';

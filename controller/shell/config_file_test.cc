@@ -52,6 +52,22 @@ TEST_F(ConfigFileTest, KeysAreFlagsAndTheCommandLineWins) {
   EXPECT_FALSE(flags_.config.can_drain);
 }
 
+// certify-return is on unless a file or the command line turns it off.
+TEST_F(ConfigFileTest, CertifiedReturnIsOnByDefaultAndCanBeTurnedOff) {
+  ASSERT_EQ(Load("certify-timeout-s = 60\ncertify-command = \"true\"\n"), "");
+  ControllerConfig on = ConfigFromFlags(flags_);
+  EXPECT_TRUE(on.quarantine.certify_return);
+  EXPECT_EQ(on.quarantine.certify_timeout, std::chrono::seconds(60));
+  EXPECT_EQ(on.certify.command, "true");
+  ASSERT_EQ(Load("certify-return = false\n"), "");
+  EXPECT_FALSE(ConfigFromFlags(flags_).quarantine.certify_return);
+  ASSERT_EQ(Load("certify-return = false\n", {"--certify-return"}), "");
+  EXPECT_TRUE(flags_.certify_return);  // the command line's
+  ASSERT_EQ(Load("", {"--no-certify-return"}), "");
+  EXPECT_FALSE(flags_.certify_return);
+  EXPECT_THROW(Load("certify-timeout-s = 0\n"), CLI::ValidationError);
+}
+
 TEST_F(ConfigFileTest, WhatIsWrongIsNamedWithWhatIsAccepted) {
   const std::string at = "--config " + path_ + ": ";
   EXPECT_EQ(Load("db = \"/x\"\nlistn = \"h:1\"\n"),

@@ -106,6 +106,28 @@ void AddControllerFlags(CLI::App& app, ControllerFlags& flags) {
                  "doubles the time; after it, strikes are forgiven)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{365} * 86400));
+  app.add_flag("--certify-return,!--no-certify-return", flags.certify_return,
+               "a node whose quarantine expired returns only once a check job on it passes "
+               "(trellis-worker check --certify, or --certify-command); a failed check is a "
+               "new strike; --no-certify-return: it returns at the expiry")
+      ->default_str("true");
+  app.add_option("--certify-command", flags.config.certify.command,
+                 "the site's own check of a node leaving quarantine, run there with /bin/sh -c "
+                 "in a Slurm job (exit 0: passed; its last output line is the summary); "
+                 "default: trellis-worker check --certify");
+  app.add_option("--certify-timeout-s", flags.certify_timeout_s,
+                 "a check job with no result by then (queued or running) is cancelled and "
+                 "counts as failed; also its --time")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  app.add_option("--certify-partition", flags.config.certify.partition,
+                 "partition of the check jobs (default: --partition, else Slurm's default)");
+  app.add_option("--certify-account", flags.config.certify.account,
+                 "account of the check jobs (default: Slurm's default)");
+  app.add_option("--certify-touch-gib", flags.config.certify.touch_gib,
+                 "memory trellis-worker check --certify touches on each NUMA node, GiB")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1024.0));
   app.add_option("--node-mtbf-prior-hours", flags.config.node_mtbf_prior_hours,
                  "a node's mean time between failures before this controller has seen any "
                  "(one failure in this many node-hours, weighed with the failures seen); sets "
@@ -159,6 +181,8 @@ ControllerConfig ConfigFromFlags(const ControllerFlags& flags) {
   config.quarantine.base_duration = std::chrono::seconds(flags.quarantine_s);
   config.quarantine.max_duration = std::chrono::seconds(flags.quarantine_max_s);
   config.quarantine.probation = std::chrono::seconds(flags.probation_s);
+  config.quarantine.certify_return = flags.certify_return;
+  config.quarantine.certify_timeout = std::chrono::seconds(flags.certify_timeout_s);
   config.step_retention = {flags.steps_keep_full, flags.steps_thin_every};
   return config;
 }

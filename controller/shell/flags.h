@@ -33,6 +33,8 @@ struct ControllerFlags {
   int64_t quarantine_s = 3600;
   int64_t quarantine_max_s = 7 * 86400;
   int64_t probation_s = 86400;
+  bool certify_return = true;
+  int64_t certify_timeout_s = 600;
   std::string metrics_listen = "127.0.0.1:9152";
   std::string port_file;
   std::string metrics_port_file;

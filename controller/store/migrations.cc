@@ -191,6 +191,15 @@ CREATE INDEX pool_jobs_live ON pool_jobs(ended_ms);
       R"sql(
 ALTER TABLE pool_jobs ADD COLUMN secret_sha256 TEXT NOT NULL DEFAULT '';
 )sql",
+      // 11: each node's newest certification check (certified return): its
+      // job id is kept before sbatch answers, so a restart finds it.
+      R"sql(
+ALTER TABLE nodes ADD COLUMN check_job_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN check_started_ms INTEGER;
+ALTER TABLE nodes ADD COLUMN check_ended_ms INTEGER;
+ALTER TABLE nodes ADD COLUMN check_passed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE nodes ADD COLUMN check_summary TEXT NOT NULL DEFAULT '';
+)sql",
   };
   return kMigrations;
 }

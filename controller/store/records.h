@@ -128,6 +128,9 @@ inline constexpr char kStragglerEndedEvent[] = "straggler_ended";
 inline constexpr char kContinuationEvent[] = "continuation";
 // checkpoint.every_steps = "auto" chose an interval (RunHealth).
 inline constexpr char kCheckpointIntervalEvent[] = "checkpoint_interval";
+// Every rank of a launch stepped: how long its start took (RunHealth; the
+// run's later launches learn their start-up timeout from it).
+inline constexpr char kLaunchStartedEvent[] = "started";
 
 // Something noticed about a running launch that is not a state change.
 struct HealthEventRecord {

@@ -91,12 +91,18 @@ class Store {
   absl::StatusOr<std::vector<QuarantineEntry>> QuarantineEntries();
   absl::StatusOr<std::optional<QuarantineEntry>> FindQuarantine(const std::string& node);
   absl::Status PutQuarantine(const QuarantineEntry& entry);
+  // The node's newest certification check (its entry must exist).
+  absl::Status SetNodeCheck(const std::string& node, const NodeCheck& check);
   // The node's entry gone, its strikes with it (trellis release --forget).
   absl::Status ForgetNode(const std::string& node);
 
   // Inserts or replaces the launch's row.
   absl::Status PutLaunch(const LaunchRecord& launch);
   absl::StatusOr<std::vector<LaunchRecord>> Launches(const std::string& run_id);
+  // Every run's launches of `failure_class` that ended at `since` or later,
+  // oldest first.
+  absl::StatusOr<std::vector<LaunchRecord>> LaunchesEndedSince(WallTime since,
+                                                               const std::string& failure_class);
   // Inserts or replaces the node's final report on its launch.
   absl::Status PutWorkerReport(const WorkerReportRecord& report);
   // The launch's final reports, in the order they were stored.

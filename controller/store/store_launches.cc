@@ -3,6 +3,39 @@
 #include "controller/store/store.h"
 
 namespace trellis::controller {
+namespace {
+
+constexpr const char* kLaunchColumns =
+    "run_id, attempt, launch, nodes, started_ms, ended_ms, failure_class, exit_code, reason, "
+    "blamed_node, evidence_json, recovery, go_json, next_nodes";
+
+// The rows of a SELECT of kLaunchColumns.
+absl::StatusOr<std::vector<LaunchRecord>> ReadLaunchRows(sqlite::Statement& st) {
+  std::vector<LaunchRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    LaunchRecord l;
+    l.run_id = st.ColumnText(0);
+    l.attempt = static_cast<int>(st.ColumnInt(1));
+    l.launch = static_cast<int>(st.ColumnInt(2));
+    l.nodes = st.ColumnText(3);
+    l.started = FromUnixMillis(st.ColumnInt(4));
+    if (!st.ColumnIsNull(5)) l.ended = FromUnixMillis(st.ColumnInt(5));
+    l.failure_class = st.ColumnText(6);
+    if (!st.ColumnIsNull(7)) l.exit_code = static_cast<int>(st.ColumnInt(7));
+    l.reason = st.ColumnText(8);
+    l.blamed_node = st.ColumnText(9);
+    l.evidence_json = st.ColumnText(10);
+    l.recovery = st.ColumnText(11);
+    l.go_json = st.ColumnText(12);
+    l.next_nodes = st.ColumnText(13);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+}  // namespace
 
 absl::Status Store::PutLaunch(const LaunchRecord& l) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
@@ -35,32 +68,19 @@ absl::Status Store::PutLaunch(const LaunchRecord& l) {
 
 absl::StatusOr<std::vector<LaunchRecord>> Store::Launches(const std::string& run_id) {
   ASSIGN_OR_RETURN(auto st, db_->Prepare(
-      "SELECT attempt, launch, nodes, started_ms, ended_ms, failure_class, exit_code, reason, "
-      "blamed_node, evidence_json, recovery, go_json, next_nodes FROM launches WHERE run_id = ? "
+      "SELECT " + std::string(kLaunchColumns) + " FROM launches WHERE run_id = ? "
       "ORDER BY attempt, launch"));
   st.Bind(1, run_id);
-  std::vector<LaunchRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    LaunchRecord l;
-    l.run_id = run_id;
-    l.attempt = static_cast<int>(st.ColumnInt(0));
-    l.launch = static_cast<int>(st.ColumnInt(1));
-    l.nodes = st.ColumnText(2);
-    l.started = FromUnixMillis(st.ColumnInt(3));
-    if (!st.ColumnIsNull(4)) l.ended = FromUnixMillis(st.ColumnInt(4));
-    l.failure_class = st.ColumnText(5);
-    if (!st.ColumnIsNull(6)) l.exit_code = static_cast<int>(st.ColumnInt(6));
-    l.reason = st.ColumnText(7);
-    l.blamed_node = st.ColumnText(8);
-    l.evidence_json = st.ColumnText(9);
-    l.recovery = st.ColumnText(10);
-    l.go_json = st.ColumnText(11);
-    l.next_nodes = st.ColumnText(12);
-    out.push_back(std::move(l));
-  }
-  return out;
+  return ReadLaunchRows(st);
+}
+
+absl::StatusOr<std::vector<LaunchRecord>> Store::LaunchesEndedSince(
+    WallTime since, const std::string& failure_class) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "SELECT " + std::string(kLaunchColumns) + " FROM launches WHERE failure_class = ? AND "
+      "ended_ms >= ? ORDER BY ended_ms"));
+  st.Bind(1, failure_class).Bind(2, ToUnixMillis(since));
+  return ReadLaunchRows(st);
 }
 
 absl::Status Store::PutWorkerReport(const WorkerReportRecord& r) {

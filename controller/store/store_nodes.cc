@@ -6,7 +6,8 @@ namespace trellis::controller {
 namespace {
 
 constexpr const char* kNodeColumns =
-    "name, reason, evidence_json, actor, since_ms, expiry_ms, strikes, released_ms";
+    "name, reason, evidence_json, actor, since_ms, expiry_ms, strikes, released_ms, "
+    "check_job_id, check_started_ms, check_ended_ms, check_passed, check_summary";
 
 QuarantineEntry ReadEntry(sqlite::Statement& st) {
   QuarantineEntry e;
@@ -18,6 +19,15 @@ QuarantineEntry ReadEntry(sqlite::Statement& st) {
   if (!st.ColumnIsNull(5)) e.expiry = FromUnixMillis(st.ColumnInt(5));
   e.strikes = static_cast<int>(st.ColumnInt(6));
   if (!st.ColumnIsNull(7)) e.released = FromUnixMillis(st.ColumnInt(7));
+  if (!st.ColumnIsNull(9)) {
+    NodeCheck c;
+    c.job_id = st.ColumnText(8);
+    c.started = FromUnixMillis(st.ColumnInt(9));
+    if (!st.ColumnIsNull(10)) c.ended = FromUnixMillis(st.ColumnInt(10));
+    c.passed = st.ColumnInt(11) != 0;
+    c.summary = st.ColumnText(12);
+    e.last_check = c;
+  }
   return e;
 }
 
@@ -61,7 +71,24 @@ absl::Status Store::PutQuarantine(const QuarantineEntry& e) {
     st.Bind(8, ToUnixMillis(*e.released));
   else
     st.BindNull(8);
-  return st.Run();
+  RETURN_IF_ERROR(st.Run());
+  if (!e.last_check) return absl::OkStatus();
+  return SetNodeCheck(e.node, *e.last_check);
+}
+
+absl::Status Store::SetNodeCheck(const std::string& node, const NodeCheck& c) {
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(
+      "UPDATE nodes SET check_job_id = ?, check_started_ms = ?, check_ended_ms = ?, "
+      "check_passed = ?, check_summary = ? WHERE name = ?"));
+  st.Bind(1, c.job_id).Bind(2, ToUnixMillis(c.started)).Bind(4, c.passed ? 1 : 0)
+      .Bind(5, c.summary).Bind(6, node);
+  if (c.ended)
+    st.Bind(3, ToUnixMillis(*c.ended));
+  else
+    st.BindNull(3);
+  RETURN_IF_ERROR(st.Run());
+  if (db_->Changes() == 0) return absl::NotFoundError("node " + node + " has no quarantine entry");
+  return absl::OkStatus();
 }
 
 absl::Status Store::ForgetNode(const std::string& node) {

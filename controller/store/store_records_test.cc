@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/exit_codes.h"
+#include "controller/core/certify.h"
 #include "controller/store/store_test_fixture.h"
 
 namespace trellis::controller {
@@ -27,6 +28,37 @@ TEST_F(StoreTest, QuarantineEntriesUpsertAndReadBack) {
   EXPECT_FALSE((*all)[0].expiry.has_value());
   EXPECT_EQ((*all)[0].actor, "user:bob");
   EXPECT_FALSE(store_->FindQuarantine("node9")->has_value());
+}
+
+// Certified return: the newest check is kept beside the entry, in flight
+// (no job id yet, then one) and ended; a new strike keeps it.
+TEST_F(StoreTest, ANodesCheckIsKeptWithItsEntry) {
+  QuarantineConfig config;
+  auto e = Strike(std::nullopt, "node3", "probe failed", "{}", "gate", false, clock_.Now(), config);
+  ASSERT_TRUE(store_->PutQuarantine(e).ok());
+  EXPECT_FALSE((*store_->FindQuarantine("node3"))->last_check.has_value());
+  NodeCheck c{"", clock_.Now(), std::nullopt, false, ""};
+  ASSERT_TRUE(store_->SetNodeCheck("node3", c).ok());
+  auto in_flight = (*store_->FindQuarantine("node3"))->last_check;
+  ASSERT_TRUE(in_flight.has_value());
+  EXPECT_EQ(in_flight->job_id, "");
+  EXPECT_FALSE(in_flight->ended.has_value());
+  c.job_id = "77";
+  c = EndCheck(c, false, "exit 1: certify: FAILED: numa", clock_.Now());
+  ASSERT_TRUE(store_->SetNodeCheck("node3", c).ok());
+  auto again = Strike(*store_->FindQuarantine("node3"), "node3", "check failed", "{}", "certify",
+                      false, clock_.Now(), config);
+  ASSERT_TRUE(store_->PutQuarantine(again).ok());
+  auto read = *store_->FindQuarantine("node3");
+  ASSERT_TRUE(read->last_check.has_value());
+  EXPECT_EQ(read->strikes, 2);
+  EXPECT_EQ(read->last_check->job_id, "77");
+  EXPECT_EQ(read->last_check->started, c.started);
+  EXPECT_EQ(*read->last_check->ended, *c.ended);
+  EXPECT_FALSE(read->last_check->passed);
+  EXPECT_EQ(read->last_check->summary, "exit 1: certify: FAILED: numa");
+  auto missing = store_->SetNodeCheck("node9", c);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(StoreTest, GateRecordsByAttempt) {
@@ -133,6 +165,37 @@ TEST_F(StoreTest, PoolJobsAreKeptThroughTheirLife) {
   ASSERT_EQ(live->size(), 2u);
   EXPECT_EQ((*live)[0].run_id, r.run_id);
   EXPECT_EQ((*live)[1].run_id, other.run_id);
+}
+
+// Every run's launches of one class ended since a time (the lone kills a
+// new one is compared with, failure_class.h), oldest first.
+TEST_F(StoreTest, LaunchesEndedSinceSpanRunsAndSkipOlderOrOtherClasses) {
+  RunRecord a = NewRun("hello"), b = NewRun("hello");
+  const WallTime t0 = clock_.Now();
+  auto put = [&](const RunRecord& run, int launch, std::optional<WallTime> ended,
+                 const std::string& cls) {
+    LaunchRecord l;
+    l.run_id = run.run_id;
+    l.attempt = 1;
+    l.launch = launch;
+    l.started = t0;
+    l.ended = ended;
+    l.failure_class = cls;
+    l.evidence_json = R"({"node":"node2","lone_kill":true})";
+    ASSERT_TRUE(store_->PutLaunch(l).ok());
+  };
+  put(a, 1, t0 - std::chrono::hours(30), "signal");  // too old
+  put(a, 2, t0 - std::chrono::hours(2), "signal");
+  put(b, 1, t0 - std::chrono::hours(3), "signal");
+  put(b, 2, t0 - std::chrono::hours(1), "hang");     // another class
+  put(b, 3, std::nullopt, "");                      // not ended
+  auto rows = store_->LaunchesEndedSince(t0 - std::chrono::hours(24), "signal");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].run_id, b.run_id);
+  EXPECT_EQ((*rows)[1].run_id, a.run_id);
+  EXPECT_EQ((*rows)[1].launch, 2);
+  EXPECT_EQ((*rows)[1].evidence_json, R"({"node":"node2","lone_kill":true})");
 }
 
 TEST_F(StoreTest, WorkerReportsAreKeptPerLaunchInTheOrderTheyCame) {

@@ -55,6 +55,28 @@ TEST_F(StoreTest, FailedSideEffectRollsTheTransitionBack) {
   EXPECT_EQ(store_->Events(r.run_id)->size(), 1u);
 }
 
+// An older database (before certified return) opens, its quarantine entries
+// kept, with no check. Schema 4: later ones need the store's own functions.
+TEST_F(StoreTest, AnOlderQuarantineOpensWithoutACheck) {
+  std::string old_path = (dir_ / "v4q.db").string();
+  {
+    auto db = sqlite::Db::Open(old_path);
+    ASSERT_TRUE(db.ok());
+    for (size_t v = 0; v < 4; ++v) ASSERT_TRUE((*db)->Exec(Migrations()[v]).ok());
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 4").ok());
+    ASSERT_TRUE((*db)->Exec("INSERT INTO nodes (name, state, reason, since_ms, expiry_ms, "
+                            "strikes, actor) VALUES ('node3', 'quarantine', 'r', 0, 1000, 1, "
+                            "'gate')")
+                    .ok());
+  }
+  auto store = Store::Open(old_path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto e = (*store)->FindQuarantine("node3");
+  ASSERT_TRUE(e.ok() && e->has_value()) << e.status();
+  EXPECT_EQ((*e)->strikes, 1);
+  EXPECT_FALSE((*e)->last_check.has_value());
+}
+
 // A database of schema 4 kept worker secrets in clear: opening it hashes them.
 TEST_F(StoreTest, ClearSecretsOfAnOlderSchemaAreHashed) {
   std::string old_path = (dir_ / "v4.db").string();

@@ -148,6 +148,24 @@ is_our_rank() {  # PID
   tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep >/dev/null "^TRELLIS_CHECKPOINT_DIR=$E2E_DIR/"
 }
 
+# A [model] rank of this test's run: its pid and node, once it runs.
+our_rank_pid_node() {  # ID LAUNCH RANK -> "pid node"
+  local d env deadline=$((SECONDS + 90))
+  while [ $SECONDS -lt $deadline ]; do
+    for d in /proc/[0-9]*; do
+      env=$({ tr '\0' '\n' <"$d/environ"; } 2>/dev/null) || continue
+      echo "$env" | grep -qx "TRELLIS_RUN=$1" || continue
+      echo "$env" | grep -q "^TRELLIS_CHECKPOINT_DIR=$E2E_DIR/" || continue
+      if echo "$env" | grep -qx "RANK=$3" && echo "$env" | grep -qx "TRELLIS_LAUNCH=$2"; then
+        echo "${d#/proc/} $(echo "$env" | sed -n 's/^SLURMD_NODENAME=//p')"
+        return
+      fi
+    done
+    sleep 0.2
+  done
+  fail "no rank $3 of launch $2 of $1 found"
+}
+
 worker_pid_on() {  # ID NODE: the pid of the run's worker on NODE (nodes share this host)
   local p
   for p in $(our_worker_pids "$1"); do

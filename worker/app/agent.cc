@@ -198,6 +198,9 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   LoopTimer heartbeat(clock, [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); });
   asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR1);
   std::string planned_stop;  // "time_limit" once Slurm's warning came
+  // A stop passed on to the ranks (they may write a last checkpoint): the
+  // heartbeats say so, and the controller's hang timeout is the spec's again.
+  bool stopping = false;
   Supervisor supervisor(
       io, clock, Steady(args.kill_grace),
       [&](const RankExit& e) {
@@ -225,11 +228,13 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
       } else {
         supervisor.Stop(std::string("worker received SIG") + sigabbrev_np(sig));
       }
+      if (!stopping) stream.SendHeartbeat(supervisor.alive(), true);
+      stopping = true;
       wait_signal();
     });
   };
   std::function<void()> beat = [&] {
-    stream.SendHeartbeat(supervisor.alive());
+    stream.SendHeartbeat(supervisor.alive(), stopping);
     heartbeat.Arm(Steady(args.heartbeat_interval), beat);
   };
 

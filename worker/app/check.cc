@@ -20,11 +20,13 @@
 #include "common/tls.h"
 #include "common/version.h"
 #include "worker/app/agent.h"
+#include "worker/core/certify_checks.h"
 #include "worker/core/memory_probe.h"
 #include "worker/core/node_checks.h"
 #include "worker/io/node_info.h"
 #include "worker/io/sysfs_probe.h"
 #include "worker/io/tcp_probe.h"
+#include "worker/io/touch_probe.h"
 #include "common/controller_address.h"
 #include "worker/rpc/controller_link.h"
 
@@ -108,6 +110,36 @@ GpuFacts ProbeGpusForCheck(int expected) {
   return g;
 }
 
+// --certify's own lines, before anything starts threads (the touch probe forks).
+std::vector<CheckLine> CertifyLines(const CheckArgs& args, const absl::StatusOr<NodeProbe>& probe) {
+  std::vector<CheckLine> out;
+  const auto asked = static_cast<int64_t>(args.touch_gib * double{1 << 30});
+  if (probe.ok() && asked > 0) {
+    TouchProbeLimits limits;
+    limits.max_bytes = asked;
+    limits.budget = std::chrono::seconds(60);
+    for (const SocketProbe& s : probe->sockets) {
+      auto touched = TouchProbe(s.numa_node, limits);
+      absl::StatusOr<TouchFacts> facts =
+          touched.ok() ? absl::StatusOr<TouchFacts>(TouchFacts{s.numa_node, asked,
+                                                               touched->obtainable_bytes,
+                                                               touched->stopped_by})
+                       : absl::StatusOr<TouchFacts>(touched.status());
+      out.push_back(TouchCheck(s.numa_node, facts));
+    }
+  }
+  out.push_back(ComputeCheck(ComputeKnownAnswer(2000000)));
+  // A compute and collective check on the node's GPUs needs a torch-linked
+  // program (trellis-rank's trainer); none is built into the worker, so a
+  // GPU node is certified by the gpus line (count, NCCL loads) unless the
+  // site gives its own GPU test as the controller's certify-command.
+  if (CountGpus() > 0)
+    out.push_back({"gpu compute", CheckLine::Verdict::kSkip,
+                   "no GPU compute or collective check built in: set the controller's "
+                   "certify-command to the site's GPU test"});
+  return out;
+}
+
 }  // namespace
 
 int RunCheck(const CheckArgs& args, Clock& clock) {
@@ -117,6 +149,11 @@ int RunCheck(const CheckArgs& args, Clock& clock) {
     lines.push_back(std::move(line));
   };
   emit(WorkerCheck(kVersion, SelfExecutable(), Hostname()));
+  const std::string root =
+      ResolveSysfsRoot(args.sysfs_root, std::getenv("TRELLIS_SYSFS_ROOT"), DefaultNodeName());
+  const absl::StatusOr<NodeProbe> probe = ProbeNode(root);
+  std::vector<CheckLine> certify;
+  if (args.certify) certify = CertifyLines(args, probe);
   for (const std::string& path : args.paths) emit(PathCheck(AccessCheckedPath(path)));
   CheckArgs dialled = args;
   if (dialled.controller.empty() && !dialled.controller_file.empty()) {
@@ -128,10 +165,10 @@ int RunCheck(const CheckArgs& args, Clock& clock) {
           "no controller serves yet: whether this node reaches it is checked once one does"});
   else
     emit(ControllerCheck(DialForCheck(dialled, clock)));
-  const std::string root =
-      ResolveSysfsRoot(args.sysfs_root, std::getenv("TRELLIS_SYSFS_ROOT"), DefaultNodeName());
-  emit(NumaCheck(ProbeNode(root), root + "/devices/system/node"));
+  emit(NumaCheck(probe, root + "/devices/system/node"));
   emit(GpuCheck(ProbeGpusForCheck(args.expect_gpus)));
+  for (CheckLine& line : certify) emit(std::move(line));
+  if (args.certify) std::cout << CertifySummary(lines) << std::endl;
   return AnyFailed(lines) ? kExitError : kExitOk;
 }
 

@@ -161,6 +161,9 @@ absl::Status ValidateCheckArgs(const CheckArgs& a) {
   if (a.expect_gpus < 0 || a.expect_gpus > kMaxExpectedGpus)
     return absl::InvalidArgumentError(absl::StrCat("--expect-gpus must be in [0, ",
                                                    kMaxExpectedGpus, "], got ", a.expect_gpus));
+  if (!(a.touch_gib >= 0 && a.touch_gib <= 1024))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--touch-gib must be in [0, 1024] (GiB per NUMA node), got ", a.touch_gib));
   return absl::OkStatus();
 }
 

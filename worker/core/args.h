@@ -115,6 +115,9 @@ struct CheckArgs {
   std::vector<std::string> paths;    // each must be visible from the node
   std::string sysfs_root;            // as AgentArgs::sysfs_root
   int expect_gpus = 0;               // the partition's GPUs per node; 0: not checked
+  // --certify: the check of a node leaving quarantine (certify_checks.h).
+  bool certify = false;
+  double touch_gib = 1;  // --touch-gib: touched per NUMA node with --certify
 };
 
 // A node has at most this many GPUs (a sanity bound on --expect-gpus).

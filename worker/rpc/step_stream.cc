@@ -50,10 +50,11 @@ void StepStream::SendRankExit(const RankExit& exit) {
   cv_.notify_all();
 }
 
-void StepStream::SendHeartbeat(int ranks_alive) {
+void StepStream::SendHeartbeat(int ranks_alive, bool stopping) {
   v1::AgentReport r;
   *r.mutable_id() = id_;
   r.mutable_heartbeat()->set_ranks_alive(ranks_alive);
+  r.mutable_heartbeat()->set_stopping(stopping);
   std::lock_guard<std::mutex> lock(mu_);
   if (closing_) return;
   size_t heartbeats = 0;

@@ -60,7 +60,7 @@ class StepStream {
   // Thread-safe, never block.
   void SendStep(int rank, const StepRecord& record);
   void SendRankExit(const RankExit& exit);
-  void SendHeartbeat(int ranks_alive);
+  void SendHeartbeat(int ranks_alive, bool stopping = false);
 
   // Waits, within `flush`, until every batch is stored and every report
   // sent, then ends the stream.
