@@ -373,7 +373,7 @@ def CertifiedFindings(rows, s):
         f"{', '.join(f'{x:+.1f}' for x in SeedGains(unrep, cert))} over the unrepaired "
         f"quarantine's {Pct(eff(unrep))}%), {eff(t) - eff(cert):.1f} points short of row (3)'s "
         f"{Pct(eff(t))}%, where the quarantine repairs. A run's "
-        f"{c['checks']:.0f} checks caught {c['failed']:.0f} faults still there (each a new "
+        f"{c['checks']:,.0f} checks caught {c['failed']:,.0f} faults still there (each a new "
         f"strike: the time out doubles until the site's repair, {s['site_repair_s'] / 3600:g} h "
         f"after the first failure, lets the node pass) and missed {c['passed_faulty']:.0f}: a "
         f"faulty node came back and failed again {again(cert):.0f} times a run instead of "
@@ -383,7 +383,8 @@ def CertifiedFindings(rows, s):
         f"{Pct(lost(cert, 'queue_wait'))} against {Pct(lost(t, 'queue_wait'))} points, redone "
         f"work {Pct(lost(cert, 'redone'))} against {Pct(lost(t, 'redone'))}. The checks cost "
         f"nodes, not the run: {node_h:,.0f} node-hours a run, "
-        f"{100 * node_h / run_node_h:.3f}% of the run's {run_node_h:,.0f}."]
+        f"{100 * node_h / run_node_h:.3f}% of the run's {run_node_h:,.0f} "
+        f"({s['nodes_needed']:,} nodes for {s['horizon_days']:g} days)."]
 
 
 def Compared(rows, before):
