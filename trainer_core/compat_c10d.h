@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <stdexcept>
+#include <string>
 
 #include "trainer_core/torch_api.h"
 
@@ -52,6 +53,26 @@ inline c10::intrusive_ptr<Backend> MakeNcclGroup(const c10::intrusive_ptr<c10d::
 #else
   (void)store, (void)rank, (void)size, (void)timeout;
   throw std::runtime_error("this LibTorch has no NCCL (built without CUDA)");
+#endif
+}
+
+// What the group's backend reports of itself: "" while healthy, else its
+// error ("COMM_ERROR": NCCL saw a peer's sockets close, or its network
+// fail). ProcessGroupNCCL says so from LibTorch 2.8 on (getError, set by its
+// watchdog thread); elsewhere nothing is known: "". Any thread may ask.
+inline std::string BackendErrorOf(Backend* group) {
+#if defined(USE_C10D_NCCL) && \
+    (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8))
+  auto* nccl = dynamic_cast<c10d::ProcessGroupNCCL*>(group);
+  if (nccl == nullptr) return "";
+  // By number: the enumerators' names have moved between releases.
+  static const char* const kNames[] = {"", "TIMEOUT", "COMM_ERROR", "REMOTE_ERROR"};
+  const int e = static_cast<int>(nccl->getError());
+  if (e == 0) return "";
+  return e > 0 && e < 4 ? kNames[e] : "error " + std::to_string(e);
+#else
+  (void)group;
+  return "";
 #endif
 }
 

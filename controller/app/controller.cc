@@ -331,10 +331,11 @@ void Controller::AsWorker(const WorkerId& id, bool fresh, WorkerCheck then) {
   Apply(allocations_.Check(in_job, id.node, fresh, ticket));
 }
 
-void Controller::Heartbeat(WorkerId id, bool stopping) {
-  asio::post(io_, [this, id = std::move(id), stopping] {
+void Controller::Heartbeat(WorkerId id, bool stopping, std::map<int, char> rank_states) {
+  asio::post(io_, [this, id = std::move(id), stopping, states = std::move(rank_states)] {
     health_.Heard(id);
     if (stopping) health_.Stopping(id);
+    health_.RankStates(id, states);
   });
 }
 

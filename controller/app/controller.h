@@ -101,7 +101,8 @@ class Controller {
   IngestMetrics& ingest_metrics() { return ingest_metrics_; }
   // A worker's heartbeat: it is alive (any report counts the same).
   // `stopping`: the worker is stopping its ranks or passed a stop on.
-  void Heartbeat(WorkerId id, bool stopping);
+  // `rank_states`: each live rank's process state (RunHealth::RankStates).
+  void Heartbeat(WorkerId id, bool stopping, std::map<int, char> rank_states = {});
   void RecordRankExit(WorkerId id, RankExitInfo exit);
   // `oom_kills`: how many processes the kernel's OOM killer ended in the job's
   // cgroup on that node during the launch; -1 unknown.

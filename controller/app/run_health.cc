@@ -90,6 +90,7 @@ Effects RunHealth::ObserveStep(const WorkerId& id, int rank, const StepRecord& r
   RankProgress& p = w.ranks[rank];
   if (record.step > p.last_step) {
     out += NoteNewStep(w, p, record);
+    p.process_state = 0;  // read before this step: it says nothing of a hang after it
     p.last_step = record.step;
     p.last_change = ctx_.clock.SteadyNow();
   }

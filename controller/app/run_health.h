@@ -51,6 +51,9 @@ class RunHealth {
   // The worker is stopping its ranks or passed a stop on (they may write a
   // last checkpoint): the launch's hang timeout is the spec's again.
   void Stopping(const WorkerId& id);
+  // The worker read its ranks' process states ('T' stopped, 'D' in the
+  // kernel): a hang's verdict names a rank held so (progress.h).
+  void RankStates(const WorkerId& id, const std::map<int, char>& states);
   // The hang timeout in force for the run's newest watched launch, if any.
   std::optional<TimeoutInForce> HangTimeoutOf(const std::string& run_id) const;
   // The worker's final report: its node is done with the launch (silent,

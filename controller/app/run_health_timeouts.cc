@@ -101,6 +101,14 @@ Effects RunHealth::ApplyTimeouts(Watch& w, std::vector<RankProgress>* running) {
   return CountHangTimeout{w.launch.ref.run_id, w.in_force.seconds};
 }
 
+void RunHealth::RankStates(const WorkerId& id, const std::map<int, char>& states) {
+  auto it = watches_.find({id.run_id, id.attempt, id.launch});
+  if (it == watches_.end()) return;
+  for (const auto& [rank, state] : states)
+    if (rank >= 0 && rank < static_cast<int>(it->second.ranks.size()))
+      it->second.ranks[rank].process_state = state;
+}
+
 void RunHealth::Stopping(const WorkerId& id) {
   auto it = watches_.find({id.run_id, id.attempt, id.launch});
   if (it != watches_.end()) it->second.stopping = true;

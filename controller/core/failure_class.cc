@@ -132,16 +132,31 @@ LaunchVerdict LostVerdict(const LaunchEvidence& e, int failed_code, json ev) {
 }
 
 LaunchVerdict HangVerdict(const HangEvidence& h, int failed_code, json ev) {
-  std::string reason = "rank " + std::to_string(h.rank) + " on " + h.node + " hung: ";
-  reason += h.before_first_step ? "no first step after " + Seconds(h.silent_s)
-                                : "no step for " + Seconds(h.silent_s) + " after step " +
-                                      std::to_string(h.last_step);
+  std::string reason;
+  if (h.culprit_unknown) {
+    reason = "every rank hung after step " + std::to_string(h.last_step) + " (no step for " +
+             Seconds(h.silent_s) + "), none of their processes stopped or stuck in the " +
+             "kernel: a collective that never completed, and nothing says which rank held " +
+             "it, so no node is blamed";
+  } else {
+    reason = "rank " + std::to_string(h.rank) + " on " + h.node + " hung: ";
+    reason += h.before_first_step ? "no first step after " + Seconds(h.silent_s)
+                                  : "no step for " + Seconds(h.silent_s) + " after step " +
+                                        std::to_string(h.last_step);
+    if (h.process_state == 'T' || h.process_state == 't')
+      reason += " (its process was stopped)";
+    else if (h.process_state == 'D')
+      reason += " (its process was stuck in the kernel)";
+  }
   ev.update({{"rank", h.rank},
              {"node", h.node},
              {"last_step", h.last_step},
              {"silent_s", h.silent_s},
-             {"before_first_step", h.before_first_step}});
-  return Verdict(FailureClass::kHang, failed_code, reason, std::move(ev), h.node);
+             {"before_first_step", h.before_first_step},
+             {"culprit_unknown", h.culprit_unknown}});
+  if (h.process_state != 0) ev["process_state"] = std::string(1, h.process_state);
+  return Verdict(FailureClass::kHang, failed_code, reason, std::move(ev),
+                 h.culprit_unknown ? "" : h.node);
 }
 
 // What, besides a rank's SIGKILL, points at `node` (rules above): "" if nothing.

@@ -43,7 +43,9 @@
 //
 // Attribution (`blamed_node`) names one node only when the evidence points at
 // the machine rather than the program:
-//   - kNodeLost, kHang: that node.
+//   - kNodeLost: that node. kHang: the hung rank's node, unless the culprit
+//     is unknown (every rank stopped at one step, no process stopped or in
+//     the kernel: progress.h); then no one, and the launch relaunches in place.
 //   - kDeviceError: the rank's node.
 //   - kNccl: the rank's node, unless failing ranks (not after_stop) with NCCL
 //     or network markers sit on more than one node (a broken collective fails
@@ -125,6 +127,10 @@ struct HangEvidence {
   bool before_first_step = false;
   double timeout_s = 0;        // the timeout it was held to
   std::string timeout_basis;   // how that was found (hang_timeout.h)
+  char process_state = 0;      // its process's, as its worker read it (progress.h)
+  // Every running rank stopped at the same step and none's process was
+  // stopped or in the kernel: nothing says which one held the others.
+  bool culprit_unknown = false;
 };
 
 struct LaunchEvidence {

@@ -338,6 +338,36 @@ TEST(ClassifyLaunchTest, ALoneKillIsMarkedAndASecondOneSaysWhy) {
   EXPECT_FALSE(unknown.contains("second_signal"));
 }
 
+// A hang whose culprit is unknown (every rank at one step, none stopped)
+// blames no node; one whose process was stopped says so and is blamed.
+TEST(ClassifyLaunchTest, AHangBlamesANodeOnlyWhenItsRankIsKnown) {
+  LaunchEvidence e;
+  e.step_exit_code = 143;
+  HangEvidence h;
+  h.rank = 0;
+  h.node = "node1";
+  h.last_step = 134;
+  h.silent_s = 5.4;
+  h.culprit_unknown = true;
+  e.hang = h;
+  LaunchVerdict v = ClassifyLaunch(e);
+  EXPECT_EQ(v.cls, FailureClass::kHang);
+  EXPECT_EQ(v.blamed_node, "");
+  EXPECT_EQ(v.reason,
+            "every rank hung after step 134 (no step for 5 s), none of their processes "
+            "stopped or stuck in the kernel: a collective that never completed, and nothing "
+            "says which rank held it, so no node is blamed");
+  h.culprit_unknown = false;
+  h.rank = 1;
+  h.process_state = 'T';
+  e.hang = h;
+  v = ClassifyLaunch(e);
+  EXPECT_EQ(v.blamed_node, "node1");
+  EXPECT_EQ(v.reason, "rank 1 on node1 hung: no step for 5 s after step 134 (its process was "
+                      "stopped)");
+  EXPECT_EQ(nlohmann::json::parse(v.evidence_json)["process_state"], "T");
+}
+
 TEST(ClassifyLaunchTest, EvidenceOfHangsAndLostNodes) {
   auto e = Ranks(0, {});
   e.hang = HangEvidence{3, "n2", 17, 62.5, false};

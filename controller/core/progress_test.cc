@@ -98,6 +98,36 @@ TEST(FindHangTest, Table) {
   }
 }
 
+// In lockstep every rank stops at one step: a rank whose process is stopped
+// (or stuck in the kernel) is the culprit; with none, nothing says which.
+TEST(FindHangTest, AStoppedProcessIsTheCulpritOfALockstepHang) {
+  const SteadyTime t0{};
+  auto rank = [&](int r, const char* node, int at_s, char state) {
+    RankProgress p{r, node, 7, t0 + seconds(at_s), std::nullopt};
+    p.process_state = state;
+    return p;
+  };
+  // Rank 0's record came first: silent longest. Rank 1 was stopped.
+  auto h = FindHang({rank(0, "n1", 10, 'S'), rank(1, "n1", 11, 'T'), rank(2, "n2", 11, 'R')}, t0,
+                    t0 + seconds(100), seconds(60), seconds(900));
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->rank, 1);
+  EXPECT_EQ(h->process_state, 'T');
+  EXPECT_FALSE(h->culprit_unknown);
+  h = FindHang({rank(0, "n1", 10, 'S'), rank(1, "n1", 11, 0), rank(2, "n2", 11, 'D')}, t0,
+               t0 + seconds(100), seconds(60), seconds(900));
+  EXPECT_EQ(h->rank, 2) << "waiting in the kernel holds the others too";
+  h = FindHang({rank(0, "n1", 10, 'S'), rank(1, "n1", 11, 'R'), rank(2, "n2", 11, 0)}, t0,
+               t0 + seconds(100), seconds(60), seconds(900));
+  EXPECT_EQ(h->rank, 0);
+  EXPECT_TRUE(h->culprit_unknown) << "all at step 7, none stopped";
+  RankProgress ahead = rank(2, "n2", 11, 0);
+  ahead.last_step = 8;
+  h = FindHang({rank(0, "n1", 10, 'S'), rank(1, "n1", 11, 'R'), ahead}, t0, t0 + seconds(100),
+               seconds(60), seconds(900));
+  EXPECT_FALSE(h->culprit_unknown) << "rank 2 got further: the others stopped first";
+}
+
 // A rank with its own (learned) timeout is held to it, not to the argument's;
 // the evidence says which timeout held.
 TEST(FindHangTest, ARanksOwnTimeoutHoldsOverTheArgument) {

@@ -1,6 +1,7 @@
 #include "controller/rpc/agent_service.h"
 
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -96,7 +97,12 @@ class ReportReactor final : public grpc::ServerBidiReactor<v1::AgentReport, v1::
         controller_->RecordRankExit(id, FromProto(report_.rank_exit(), id.node));
         break;
       case v1::AgentReport::kHeartbeat:
-        controller_->Heartbeat(id, report_.heartbeat().stopping());
+      {
+        std::map<int, char> states;
+        for (const auto& s : report_.heartbeat().rank_states())
+          if (s.state().size() == 1) states[s.rank()] = s.state()[0];
+        controller_->Heartbeat(id, report_.heartbeat().stopping(), std::move(states));
+      }
         break;
       default:  // a report of a newer worker: ignored
         break;

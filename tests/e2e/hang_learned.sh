@@ -5,9 +5,9 @@
 #    twice the longest one timed; the first, none timed yet, the spec's 600 s),
 #    and `trellis show` prints the learned timeout.
 # 2. Rank 1 is stopped (SIGSTOP): the hang is found in under 10 s (the spec
-#    says 600 s) and the launch relaunched on the spare from its checkpoint.
-#    (Every rank waits in the step's collectives, so the one silent longest
-#    is blamed: not always rank 1's node.)
+#    says 600 s). Every rank waits in the step's collectives, at the same
+#    step; its worker says rank 1's process is stopped, so rank 1's node is
+#    blamed, and the launch relaunched on the spare from its checkpoint.
 # 3. The relaunch starts with no false hang (its start-up timeout learned from
 #    launch 1's start) and trains on.
 # Prints hang_detect_ms=N (bench/results/hang-learned-*.md).
@@ -35,7 +35,7 @@ step_s=$(sqlite3 "$E2E_DIR/controller.db" \
   "SELECT ROUND(AVG(step_seconds_max), 3) FROM steps WHERE run_id='$id' AND ranks=4")
 log "130 steps, 3 checkpoints, no hang; $line"
 
-read -r pid _ < <(our_rank_pid_node "$id" 1 1)
+read -r pid stopped_node < <(our_rank_pid_node "$id" 1 1)
 kill -STOP "$pid"
 stop_ms=$(date +%s%3N)
 log "rank 1 (pid $pid) stopped"
@@ -63,6 +63,10 @@ done
 show=$(run_json "$id")
 [ "$(json_get "$show" "d['launches'][0]['failure_class']")" = hang ] ||
   fail "launch 1 is not a hang: $(json_get "$show" "d['launches'][0]")"
+[ "$(json_get "$show" "d['launches'][0]['blamed_node']")" = "$stopped_node" ] ||
+  fail "launch 1 blamed '$(json_get "$show" "d['launches'][0]['blamed_node']")', not rank 1's node $stopped_node: $(json_get "$show" "d['launches'][0]['reason']")"
+json_get "$show" "d['launches'][0]['reason']" | grep -q "rank 1 on $stopped_node hung.*(its process was stopped)" ||
+  fail "launch 1's reason: $(json_get "$show" "d['launches'][0]['reason']")"
 [ "$(json_get "$show" "d['launches'][0]['recovery']")" = relaunch ] ||
   fail "launch 1 was not relaunched on the spare: $(json_get "$show" "d['launches'][0]")"
 [ "$(hangs "$id")" = 1 ] || fail "a false hang in launch 2: $(json_get "$show" "d['health_events']")"

@@ -1,8 +1,11 @@
 #include "trainer_core/parallel/comm.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
+#include <utility>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #ifdef TRELLIS_HAS_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -91,11 +94,14 @@ class StorePeers final : public PeerStore {
  public:
   explicit StorePeers(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
   void Beat(int me) override { store_->add(Key("beat", me), 1); }
+  // A peer's "left" is read only while its beats stand still: half the reads
+  // rank 0's store answers.
   void Read(const std::vector<int>& peers, std::vector<int64_t>* beats,
             std::vector<bool>* left) override {
     for (int r : peers) {
+      const int64_t before = (*beats)[r];
       (*beats)[r] = store_->add(Key("beat", r), 0);  // add 0: a read that never blocks
-      (*left)[r] = store_->add(Key("left", r), 0) > 0;
+      if ((*beats)[r] == before) (*left)[r] = store_->add(Key("left", r), 0) > 0;
     }
   }
   void Leave(int me) override { store_->add(Key("left", me), 1); }
@@ -105,6 +111,35 @@ class StorePeers final : public PeerStore {
     return std::string("trellis/peer/") + what + "/" + std::to_string(rank);
   }
   c10::intrusive_ptr<c10d::Store> store_;
+};
+
+// The NCCL groups of a rank, for the peer watch's thread to ask after their
+// errors (compat::BackendErrorOf). A group leaves before it is destroyed,
+// under the same lock, so the watch never asks a group being destroyed.
+class GroupErrors {
+ public:
+  void Add(const std::string& name, compat::Backend* group) {
+    std::lock_guard<std::mutex> lock(mu_);
+    groups_.emplace_back(name, group);
+  }
+  void Remove(compat::Backend* group) {
+    std::lock_guard<std::mutex> lock(mu_);
+    groups_.erase(std::remove_if(groups_.begin(), groups_.end(),
+                                 [&](const auto& g) { return g.second == group; }),
+                  groups_.end());
+  }
+  // "" while every group is healthy, else "COMM_ERROR in group world".
+  std::string Poll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, group] : groups_)
+      if (std::string e = compat::BackendErrorOf(group); !e.empty())
+        return e + " in group " + name;
+    return "";
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<std::string, compat::Backend*>> groups_;
 };
 
 // A c10d collective in flight. Its tensors are held until it is waited for:
@@ -153,14 +188,18 @@ class C10dWork final : public CommWork {
 class C10dComm final : public Comm {
  public:
   C10dComm(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<compat::Backend> group,
-           int rank, int size, CommOptions options, std::shared_ptr<CommClock> clock)
+           int rank, int size, CommOptions options, std::shared_ptr<CommClock> clock,
+           std::shared_ptr<GroupErrors> errors, const std::string& name)
       : store_(std::move(store)),
         group_(std::move(group)),
         rank_(rank),
         size_(size),
         options_(std::move(options)),
         clock_(std::move(clock)),
-        clock_group_(clock_->AddGroup()) {}
+        clock_group_(clock_->AddGroup()),
+        errors_(std::move(errors)) {
+    if (options_.cuda) errors_->Add(name, group_.get());
+  }
   // A rank leaving on an error destroys its group while its peer watch still
   // runs: NCCL's group destructor joins PyTorch's watchdog thread, which,
   // having seen a dead peer's error, sleeps a minute and then aborts the
@@ -168,6 +207,7 @@ class C10dComm final : public Comm {
   // flight, up to the timeout. The watch ends the rank first, naming the peer.
   // A clean exit stops the watch first, saying the rank left.
   ~C10dComm() override {
+    errors_->Remove(group_.get());
     if (std::uncaught_exceptions() > 0) group_.reset();
   }
 
@@ -276,6 +316,7 @@ class C10dComm final : public Comm {
   CommOptions options_;
   std::shared_ptr<CommClock> clock_;  // shared with the subgroups
   int clock_group_;
+  std::shared_ptr<GroupErrors> errors_;  // shared with the subgroups
   std::unique_ptr<PeerWatch> watch_;  // stopped before the group on a clean exit (~C10dComm)
 };
 
@@ -334,16 +375,19 @@ std::unique_ptr<Comm> C10dComm::Connect(const CommOptions& o) {
                      Seconds(o.timeout) + "): " + e.what());
   }
   auto group = MakeGroup(store, o.rank, o.world, o, "rendezvous");
+  auto errors = std::make_shared<GroupErrors>();
   auto comm = std::make_unique<C10dComm>(store, group, o.rank, o.world, o,
-                                         std::make_shared<CommClock>(o.cuda));
+                                         std::make_shared<CommClock>(o.cuda), errors, "world");
   // Every peer has met the group: from here on, silence means trouble.
   c10d::TCPStoreOptions watch_options = so;
   watch_options.isServer = false;
   try {
     auto client = c10::make_intrusive<c10d::TCPStore>(o.master_addr, watch_options);
-    comm->WatchPeers(std::make_unique<PeerWatch>(
-        std::make_unique<StorePeers>(client),
-        PeerWatch::ForTimeout(o.rank, o.world, o.timeout, Where(o))));
+    PeerWatchOptions watch = PeerWatch::ForTimeout(o.rank, o.world, o.timeout, Where(o));
+    // NCCL's own word on a dead peer ends the rank at once (peer_watch.h).
+    if (o.cuda) watch.backend_error = [errors] { return errors->Poll(); };
+    comm->WatchPeers(
+        std::make_unique<PeerWatch>(std::make_unique<StorePeers>(client), std::move(watch)));
   } catch (const std::exception& e) {
     throw TrainError("comm: rank " + std::to_string(o.rank) +
                      " cannot open its peer-watch connection to the store at " + Where(o) + ": " +
@@ -364,7 +408,7 @@ std::unique_ptr<Comm> C10dComm::Subgroup(const std::string& name, const std::vec
   auto group = MakeGroup(store, index, static_cast<int>(ranks.size()), options_,
                          "rendezvous of subgroup " + name);
   return std::make_unique<C10dComm>(store, group, index, static_cast<int>(ranks.size()), options_,
-                                    clock_);
+                                    clock_, errors_, name);
 }
 
 int EnvInt(const char* name, int fallback, int lo, int hi) {

@@ -3,10 +3,15 @@
 // was stopped, or lost its network) waits in its next collective until the
 // backend gives up: gloo with a bare timeout, NCCL by aborting the process
 // from its watchdog, neither naming the rank that is gone. So every member of
-// a communicator beats a counter in the rendezvous store and watches the
-// others'; a peer silent for half the collective timeout ends this rank with
-// a message that names it, before the backend's own timeout.
-// The decision (SilentPeers) is pure; PeerWatch is the thread around it.
+// a communicator beats a counter in the rendezvous store (every second at
+// most) and watches the others'; a peer silent for 10 s (or half the
+// collective timeout, if shorter) ends this rank with a message that names
+// it, before the backend's own timeout. Where the backend itself reports an
+// error (NCCL's socket transport sees a dead peer's sockets close, in
+// PyTorch's watchdog thread, out of the rank's reach), the watch polls it
+// and ends the rank at once, naming the peers that stopped beating since.
+// The decisions (SilentPeers, PeersSilentSince) are pure; PeerWatch is the
+// thread around them.
 
 #include <chrono>
 #include <cstdint>
@@ -38,6 +43,17 @@ std::vector<int> SilentPeers(std::vector<PeerSighting>* seen, const std::vector<
 // store, served by rank 0, answers O(world) reads per period, not O(world^2).
 std::vector<int> WatchedPeers(int me, int world);
 
+// The watched `peers` whose counters did not move from `at_error` to `now`
+// and that did not leave: after the backend's error, the ones gone.
+std::vector<int> PeersSilentSince(const std::vector<int>& peers,
+                                  const std::vector<int64_t>& at_error,
+                                  const std::vector<int64_t>& now, const std::vector<bool>& left);
+
+// "rank 0 of 2: NCCL reports COMM_ERROR in group world; rank 1 stopped
+// beating ..." (the message a rank ends with after its backend's error).
+std::string BackendErrorMessage(int me, int world, const std::string& error,
+                                const std::vector<int>& silent, std::chrono::milliseconds waited);
+
 // "rank 0 of 2: rank 1 has not been heard from for 5.2s ..." (the message a
 // rank ends with).
 std::string MissingPeerMessage(int me, int world, const std::vector<int>& silent,
@@ -58,8 +74,13 @@ class PeerStore {
 
 struct PeerWatchOptions {
   int rank = 0, world = 1;
-  std::chrono::milliseconds period{1000}, threshold{60000};
+  std::chrono::milliseconds period{1000}, threshold{10000};  // beat and read; silence
   std::string store_address;  // for messages: host:port
+  // The backend's own word, polled every `error_poll`: "" while healthy,
+  // else what it reports ("COMM_ERROR in group world"). Then the peers are
+  // read for `confirm` (a live one beats within it) and the rank ends.
+  std::function<std::string()> backend_error;
+  std::chrono::milliseconds error_poll{100}, confirm{2500};
 };
 
 // Polls every `period` on its own thread; on a silent peer calls `on_missing`
@@ -76,8 +97,10 @@ class PeerWatch {
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
 
-  // The poll period and silence threshold for a collective timeout: half the
-  // timeout of silence (so the watch speaks first), polled ten times as often.
+  // The period and silence threshold for a collective timeout: a tenth of
+  // it, at most a second; 10 s of silence (a peer's beats come from a thread
+  // of their own: silence is a dead, stopped or cut-off process), or half
+  // the timeout if shorter, so that the watch speaks before the backend.
   static PeerWatchOptions ForTimeout(int rank, int world, std::chrono::milliseconds timeout,
                                      std::string store_address);
 

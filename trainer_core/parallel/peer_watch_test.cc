@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 
@@ -51,11 +52,32 @@ TEST(WatchedPeersTest, AllInASmallWorldAndEightFollowersInALargeOne) {
 
 TEST(PeerWatchTest, OptionsFollowTheCollectiveTimeout) {
   auto o = PeerWatch::ForTimeout(0, 2, 120s, "h:1");
-  EXPECT_EQ(o.period, 5s);
-  EXPECT_EQ(o.threshold, 60s);
+  EXPECT_EQ(o.period, 1s);
+  EXPECT_EQ(o.threshold, 10s) << "silence from a beating thread needs no minute";
+  EXPECT_EQ(o.confirm, 2500ms);
+  o = PeerWatch::ForTimeout(0, 2, 12s, "h:1");
+  EXPECT_EQ(o.threshold, 6s) << "half a shorter timeout: the watch speaks first";
   o = PeerWatch::ForTimeout(0, 2, 500ms, "h:1");
   EXPECT_EQ(o.period, 100ms);
-  EXPECT_EQ(o.threshold, 250ms);
+  EXPECT_EQ(o.threshold, 300ms);
+}
+
+TEST(PeersSilentSinceTest, ThoseWhoseCountersStoodStillAndDidNotLeave) {
+  // World 4, rank 0 watching 1..3: 1 beat on, 2 stood still, 3 stood still but left.
+  EXPECT_EQ(PeersSilentSince({1, 2, 3}, {0, 5, 7, 9}, {0, 6, 7, 9}, {false, false, false, true}),
+            std::vector<int>{2});
+  EXPECT_TRUE(PeersSilentSince({1, 2}, {0, 5, 7}, {0, 6, 8}, {false, false, false}).empty());
+}
+
+TEST(BackendErrorMessageTest, NamesTheErrorAndThePeersGone) {
+  EXPECT_EQ(BackendErrorMessage(0, 2, "COMM_ERROR in group world", {1}, 1600ms),
+            "comm: rank 0 of 2: NCCL reports COMM_ERROR in group world; rank 1 has not beaten "
+            "since (1.6s): the process ended, was stopped, or lost its network; giving up at "
+            "once rather than waiting on collectives that cannot complete");
+  EXPECT_EQ(BackendErrorMessage(2, 4, "TIMEOUT in group ep", {}, 300ms),
+            "comm: rank 2 of 4: NCCL reports TIMEOUT in group ep; every peer still beats 0.3s "
+            "later, so the fault is the network's or NCCL's; giving up at once rather than "
+            "waiting on collectives that cannot complete");
 }
 
 TEST(MissingPeerMessageTest, NamesTheRanksTheSilenceAndTheStore) {
@@ -156,6 +178,46 @@ TEST(PeerWatchTest, APeerThatLeftCleanlyIsNotReported) {
   PeerWatch watch(std::make_unique<FakePeerStore>(&store), Fast(0, 2), alarm.Callback());
   peer.reset();  // rank 1 finished: it says so and stops beating
   EXPECT_EQ(alarm.Wait(400ms), "");
+}
+
+// The backend's error ends the rank within `confirm`, long before the
+// silence threshold, naming the peer that stopped beating.
+TEST(PeerWatchTest, ABackendErrorEndsTheRankAtOnceNamingThePeerGone) {
+  SharedStore store(3);
+  Alarm alarm;
+  std::atomic<bool> failed{false};
+  PeerWatchOptions o = Fast(0, 3);
+  o.threshold = 60s;  // the silence alone would take a minute
+  o.confirm = 300ms;
+  o.error_poll = 5ms;
+  o.backend_error = [&] { return failed ? std::string("COMM_ERROR in group world") : ""; };
+  PeerWatch one(std::make_unique<FakePeerStore>(&store), Fast(1, 3), [](const std::string&) {});
+  PeerWatch two(std::make_unique<FakePeerStore>(&store), Fast(2, 3), [](const std::string&) {});
+  PeerWatch watch(std::make_unique<FakePeerStore>(&store), o, alarm.Callback());
+  EXPECT_EQ(alarm.Wait(200ms), "") << "healthy";
+  {
+    std::lock_guard<std::mutex> l(store.mu);
+    store.beating_[2] = false;  // killed: NCCL's sockets to it close
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  failed = true;
+  const std::string m = alarm.Wait(5s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  EXPECT_NE(m.find("rank 0 of 3: NCCL reports COMM_ERROR in group world; rank 2 has not beaten"),
+            std::string::npos)
+      << m;
+}
+
+TEST(PeerWatchTest, ABackendErrorWithEveryPeerBeatingEndsTheRankWithoutWaiting) {
+  SharedStore store(2);
+  Alarm alarm;
+  PeerWatchOptions o = Fast(0, 2);
+  o.confirm = 10s;  // not waited for: every peer beat
+  o.backend_error = [] { return std::string("COMM_ERROR in group world"); };
+  PeerWatch one(std::make_unique<FakePeerStore>(&store), Fast(1, 2), [](const std::string&) {});
+  PeerWatch watch(std::make_unique<FakePeerStore>(&store), o, alarm.Callback());
+  const std::string m = alarm.Wait(3s);
+  EXPECT_NE(m.find("every peer still beats"), std::string::npos) << m;
 }
 
 TEST(PeerWatchTest, ALostStoreNamesRankZero) {

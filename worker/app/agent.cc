@@ -196,6 +196,7 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   }
 
   LoopTimer heartbeat(clock, [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); });
+  LoopTimer state_watch(clock, [&io](std::function<void()> fn) { asio::post(io, std::move(fn)); });
   asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR1);
   std::string planned_stop;  // "time_limit" once Slurm's warning came
   // A stop passed on to the ranks (they may write a last checkpoint): the
@@ -209,6 +210,7 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
       },
       [&] {
         heartbeat.Cancel();
+        state_watch.Cancel();
         boost::system::error_code ignored;
         signals.cancel(ignored);
         channel.Drain(kDrainBound, [&] { io.stop(); });
@@ -234,8 +236,22 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
     });
   };
   std::function<void()> beat = [&] {
-    stream.SendHeartbeat(supervisor.alive(), stopping);
+    stream.SendHeartbeat(supervisor.alive(), stopping, supervisor.RankStates());
     heartbeat.Arm(Steady(args.heartbeat_interval), beat);
+  };
+  // A rank whose process is stopped or stuck in the kernel is said at once,
+  // not at the next heartbeat: the controller's hang verdict names it.
+  std::map<int, char> stuck_said;
+  std::function<void()> watch_states = [&] {
+    const std::map<int, char> states = supervisor.RankStates();
+    std::map<int, char> stuck;
+    for (const auto& [rank, state] : states)
+      if (state == 'T' || state == 't' || state == 'D') stuck[rank] = state;
+    if (stuck != stuck_said) {
+      stuck_said = stuck;
+      stream.SendHeartbeat(supervisor.alive(), stopping, states);
+    }
+    state_watch.Arm(std::chrono::seconds(1), watch_states);
   };
 
   spdlog::info("GO: ranks {}..{} of {}, master {}:{}, resume step {}", go.rank_offset,
@@ -254,6 +270,7 @@ int Supervise(const AgentArgs& args, const spec::RunSpec& spec, const GoDecision
   // death signal (PR_SET_PDEATHSIG, worker/io/rank_process.cc) is tied to it.
   supervisor.Start(*plans, RankArgv(spec, args), args.run_dir);
   beat();
+  watch_states();
   io.run();
 
   const int oom_kills = OomKillsBetween(oom_kills_at_go, ReadJobOomKills());

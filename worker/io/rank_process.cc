@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "common/exit_codes.h"
 #include "common/status.h"
@@ -167,6 +168,19 @@ absl::StatusOr<pid_t> SpawnRank(const RankPlan& plan, const std::vector<std::str
     return cannot_start(child_errno);
   }
   return pid;
+}
+
+char ProcessStateIn(const std::string& stat_line) {
+  const size_t close = stat_line.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat_line.size()) return 0;
+  return stat_line[close + 2];
+}
+
+char ProcessState(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  return ProcessStateIn(line);
 }
 
 }  // namespace trellis::worker

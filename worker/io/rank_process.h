@@ -23,4 +23,12 @@ namespace trellis::worker {
 absl::StatusOr<pid_t> SpawnRank(const RankPlan& plan, const std::vector<std::string>& argv,
                                 const std::string& working_dir);
 
+// The state letter of /proc/PID/stat's line (after the command's closing
+// parenthesis, which may itself hold spaces and parentheses): 'R', 'S', 'D',
+// 'T', ...; 0 when the line has none.
+char ProcessStateIn(const std::string& stat_line);
+// The process's state now ('T' stopped, 'D' waiting in the kernel); 0 when it
+// cannot be read (gone).
+char ProcessState(pid_t pid);
+
 }  // namespace trellis::worker

@@ -17,6 +17,26 @@ namespace {
 using namespace std::chrono_literals;
 
 // A worker killed with SIGKILL takes its ranks with it.
+// The state letter follows the command's last ')': a command may hold both.
+TEST(RankProcessTest, TheStateIsReadAfterTheCommandsLastParenthesis) {
+  EXPECT_EQ(ProcessStateIn("4242 (trellis-rank) T 1 4242 4242 0 -1"), 'T');
+  EXPECT_EQ(ProcessStateIn("7 (a (b) c) D 1 7"), 'D');
+  EXPECT_EQ(ProcessStateIn("7 (cut"), 0);
+  EXPECT_EQ(ProcessStateIn(""), 0);
+  EXPECT_EQ(ProcessState(::getpid()), 'R');  // reading its own stat, it runs
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::raise(SIGSTOP);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, WUNTRACED), child);
+  EXPECT_EQ(ProcessState(child), 'T');
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
+  EXPECT_EQ(ProcessState(child), 0) << "gone";
+}
+
 TEST(RankProcessTest, RankDiesWithItsWorker) {
   char tmpl[] = "/tmp/trellis-rank-process-test-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

@@ -168,6 +168,13 @@ void Supervisor::Terminate() {
   });
 }
 
+std::map<int, char> Supervisor::RankStates() const {
+  std::map<int, char> out;
+  for (const auto& [pid, rank] : live_)
+    if (char state = ProcessState(pid); state != 0) out[rank] = state;
+  return out;
+}
+
 void Supervisor::Forward(int signal) {
   for (const auto& [pid, rank] : live_) {
     // The pid is not reaped yet, so its group id cannot have been reused.

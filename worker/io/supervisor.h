@@ -54,6 +54,8 @@ class Supervisor {
 
   int expected() const { return expected_; }
   int alive() const { return static_cast<int>(live_.size()); }
+  // Each live rank's process state (rank_process.h), by global rank.
+  std::map<int, char> RankStates() const;
   const std::vector<RankExit>& exits() const { return exits_; }
   const std::string& stop_cause() const { return stop_cause_; }
 

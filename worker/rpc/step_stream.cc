@@ -50,11 +50,17 @@ void StepStream::SendRankExit(const RankExit& exit) {
   cv_.notify_all();
 }
 
-void StepStream::SendHeartbeat(int ranks_alive, bool stopping) {
+void StepStream::SendHeartbeat(int ranks_alive, bool stopping,
+                               const std::map<int, char>& rank_states) {
   v1::AgentReport r;
   *r.mutable_id() = id_;
   r.mutable_heartbeat()->set_ranks_alive(ranks_alive);
   r.mutable_heartbeat()->set_stopping(stopping);
+  for (const auto& [rank, state] : rank_states) {
+    v1::RankProcessState* s = r.mutable_heartbeat()->add_rank_states();
+    s->set_rank(rank);
+    s->set_state(std::string(1, state));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (closing_) return;
   size_t heartbeats = 0;

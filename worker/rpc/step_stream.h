@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -60,7 +61,8 @@ class StepStream {
   // Thread-safe, never block.
   void SendStep(int rank, const StepRecord& record);
   void SendRankExit(const RankExit& exit);
-  void SendHeartbeat(int ranks_alive, bool stopping = false);
+  void SendHeartbeat(int ranks_alive, bool stopping = false,
+                     const std::map<int, char>& rank_states = {});
 
   // Waits, within `flush`, until every batch is stored and every report
   // sent, then ends the stream.
