@@ -14,4 +14,4 @@ ranks=$(json_get "$show" "sorted({e['rank'] for e in d['health_events'] if e['ki
 [ "$ranks" = "[2]" ] || fail "straggler events for ranks $ranks, expected [2]: $(json_get "$show" "d['health_events']")"
 node=$(json_get "$show" "[e['node'] for e in d['health_events'] if e['kind']=='straggler'][0]")
 [ "$node" = "$(json_get "$show" "d['attempts'][0]['nodes'][1]")" ] || fail "event names node $node"
-log "PASS: $(json_get "$show" "[e['detail'] for e in d['health_events']][0]")"
+log "PASS: $(json_get "$show" "[e['detail'] for e in d['health_events'] if e['kind']=='straggler'][0]")"
