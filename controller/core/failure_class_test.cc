@@ -243,7 +243,8 @@ TEST(ClassifyLaunchTest, Table) {
        With(Ranks(137, {End("node2", 1, 137)}),
             [](auto& e) {
               e.oom_kills = {{"node2", 0}};
-              e.earlier_lone_kills = {{"node2", "run r7 launch 1.1"}, {"node1", "run r8 launch 2.1"}};
+              e.earlier_lone_kills = {{"node2", "run r7 launch 1.1"},
+                                      {"node1", "run r8 launch 2.1"}};
             }),
        FC::kSignal, 137, true, "node2",
        "rank 1 on node2 was killed by signal 9 (SIGKILL): blamed on node2: its second lone "

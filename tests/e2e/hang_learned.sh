@@ -22,11 +22,13 @@ hangs() { json_get "$(run_json "$1")" "len([e for e in d['health_events'] if e['
 
 start_controller
 spec=$(tiny_moe_spec -e 's/^steps = .*/steps = 100000/' -e 's/^every_steps = .*/every_steps = 40/' \
-  -e 's/^time_limit = .*/time_limit = 30/' -e 's/^ranks_per_node = 2$/ranks_per_node = 2\nspare_nodes = 1/')
+  -e 's/^time_limit = .*/time_limit = 30/' \
+  -e 's/^ranks_per_node = 2$/ranks_per_node = 2\nspare_nodes = 1/')
 id=$(trellis submit "$spec") || fail "submit failed"
 wait_state "$id" RUNNING 120
 wait_complete_steps "$id" 130 180
-[ "$(hangs "$id")" = 0 ] || fail "a hang across the checkpoints: $(json_get "$(run_json "$id")" "d['health_events']")"
+[ "$(hangs "$id")" = 0 ] ||
+  fail "a hang across the checkpoints: $(json_get "$(run_json "$id")" "d['health_events']")"
 text=$(trellis show "$id") || fail "show failed"
 line=$(echo "$text" | grep "^hang after") || fail "show prints no hang timeout:
 $text"
@@ -48,7 +50,8 @@ show=$(run_json "$id")
 hang_ms=$(json_get "$show" "[e['unix_ms'] for e in d['health_events'] if e['kind']=='hang'][0]")
 detail=$(json_get "$show" "[e['detail'] for e in d['health_events'] if e['kind']=='hang'][0]")
 detect_ms=$((hang_ms - stop_ms))
-[ "$detect_ms" -lt 10000 ] || fail "hang found $detect_ms ms after SIGSTOP (target: under 10 s): $detail"
+[ "$detect_ms" -lt 10000 ] ||
+  fail "hang found $detect_ms ms after SIGSTOP (target: under 10 s): $detail"
 echo "$detail" | grep -q "learned" || fail "the hang's timeout was not the learned one: $detail"
 log "hang found $detect_ms ms after SIGSTOP: $detail"
 kill -CONT "$pid" 2>/dev/null || true
@@ -57,24 +60,26 @@ kill -CONT "$pid" 2>/dev/null || true
 deadline=$((SECONDS + 180))
 until [ "$(json_get "$(run_json "$id")" "len(d['launches'])")" -ge 2 ] &&
       [ "$(launch_steps "$id" 2)" -gt 20 ]; do
-  [ $SECONDS -lt $deadline ] || fail "launch 2 did not train 20 steps: $(json_get "$(run_json "$id")" "d['launches']")"
+  [ $SECONDS -lt $deadline ] ||
+    fail "launch 2 did not train 20 steps: $(json_get "$(run_json "$id")" "d['launches']")"
   sleep 0.5
 done
 show=$(run_json "$id")
-[ "$(json_get "$show" "d['launches'][0]['failure_class']")" = hang ] ||
-  fail "launch 1 is not a hang: $(json_get "$show" "d['launches'][0]")"
-[ "$(json_get "$show" "d['launches'][0]['blamed_node']")" = "$stopped_node" ] ||
-  fail "launch 1 blamed '$(json_get "$show" "d['launches'][0]['blamed_node']")', not rank 1's node $stopped_node: $(json_get "$show" "d['launches'][0]['reason']")"
-json_get "$show" "d['launches'][0]['reason']" | grep -q "rank 1 on $stopped_node hung.*(its process was stopped)" ||
-  fail "launch 1's reason: $(json_get "$show" "d['launches'][0]['reason']")"
-[ "$(json_get "$show" "d['launches'][0]['recovery']")" = relaunch ] ||
-  fail "launch 1 was not relaunched on the spare: $(json_get "$show" "d['launches'][0]")"
-[ "$(hangs "$id")" = 1 ] || fail "a false hang in launch 2: $(json_get "$show" "d['health_events']")"
+l1() { json_get "$show" "d['launches'][0]['$1']"; }
+[ "$(l1 failure_class)" = hang ] || fail "launch 1 is not a hang: $(l1 reason)"
+[ "$(l1 blamed_node)" = "$stopped_node" ] ||
+  fail "launch 1 blamed '$(l1 blamed_node)', not rank 1's node $stopped_node: $(l1 reason)"
+l1 reason | grep -q "rank 1 on $stopped_node hung.*(its process was stopped)" ||
+  fail "launch 1's reason: $(l1 reason)"
+[ "$(l1 recovery)" = relaunch ] || fail "launch 1 was not relaunched on the spare: $(l1 recovery)"
+[ "$(hangs "$id")" = 1 ] ||
+  fail "a false hang in launch 2: $(json_get "$show" "d['health_events']")"
 started=$(json_get "$show" "[e['detail'] for e in d['health_events'] if e['kind']=='started']")
 log "launch 2 trains; starts: $started"
 trellis cancel "$id" >/dev/null || fail "cancel failed"
 wait_state "$id" CANCELLED 60
 blamed=$(json_get "$show" "d['launches'][0]['blamed_node']")
 trellis release "$blamed" >/dev/null || true
-log "PASS: hang found in $detect_ms ms (steps of ${step_s} s), no false hang across 3 checkpoints and 2 starts"
+log "PASS: hang found in $detect_ms ms (steps of ${step_s} s), no false hang across" \
+  "3 checkpoints and 2 starts"
 echo "hang_detect_ms=$detect_ms"

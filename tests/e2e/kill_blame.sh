@@ -53,7 +53,8 @@ trellis nodes --json >"$E2E_DIR/nodes.json" || fail "nodes failed"
 [ "$(json_get "$E2E_DIR/nodes.json" "len([n for n in d if n['state']=='quarantined'])")" = 0 ] ||
   fail "a node was quarantined for a lone kill: $(cat "$E2E_DIR/nodes.json")"
 wait_launch_steps "$id" 1 2 5
-[ "$(json_get "$(run_json "$id")" "len(d['attempts'])")" = 1 ] || fail "the lone kill took a new job"
+[ "$(json_get "$(run_json "$id")" "len(d['attempts'])")" = 1 ] ||
+  fail "the lone kill took a new job"
 
 # 2. The same node again: the second signal.
 read -r pid node2 < <(our_rank_pid_node "$id" 2 1)
@@ -72,4 +73,5 @@ log "launch 2: $(l2 reason); recovery $(l2 recovery)"
 trellis cancel "$id" >/dev/null || fail "cancel failed"
 wait_state "$id" CANCELLED 60
 trellis release "$node" >/dev/null || true
-log "PASS: a lone kill relaunched in place with no blame; the second on $node blamed and quarantined it"
+log "PASS: a lone kill relaunched in place with no blame; the second on $node blamed and" \
+  "quarantined it"

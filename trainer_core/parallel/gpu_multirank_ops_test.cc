@@ -214,8 +214,9 @@ TEST_F(GpuMultiRankTest, AKilledPeerIsNamedWithinTheCollectiveTimeout) {
       << runs[0].status << "\n" << runs[0].err;
   const bool named = runs[0].err.find("comm: rank 0 of 2: rank 1 has not been heard from for") !=
                      std::string::npos;
-  const bool by_backend = runs[0].err.find("comm: rank 0 of 2: NCCL reports") != std::string::npos &&
-                          runs[0].err.find("rank 1 has not beaten since") != std::string::npos;
+  const bool by_backend =
+      runs[0].err.find("comm: rank 0 of 2: NCCL reports") != std::string::npos &&
+      runs[0].err.find("rank 1 has not beaten since") != std::string::npos;
   const bool failed_collective =
       runs[0].err.find("failed (a peer exited, timed out or lost its network)") !=
           std::string::npos &&
