@@ -318,6 +318,7 @@ bool Trainer::Run(int64_t last_step) {
   bool stopped = false;
   Guard([&] {
     last_step = std::min(last_step, s_->spec.training.steps);
+    s_->run_last_step = last_step;
     while (s_->step < last_step && !stopped) {
       Step();
       stopped = s_->step < last_step && StopAgreed();

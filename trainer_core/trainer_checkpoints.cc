@@ -82,13 +82,20 @@ void Trainer::CheckpointAfterStep(StepRecord* record) {
 
 // The step after which this rank writes its next checkpoint (0: none ahead),
 // in every record: the controller allows for it in the hang timeout
-// (docs/architecture.md, "Hangs: learned timeouts"). A stop's checkpoint
-// cannot be foreseen; the worker says when it passes a stop on.
+// (docs/architecture.md, "Hangs: learned timeouts"). The record of the last
+// step says that step when the end's checkpoint (or one behind the steps,
+// waited for) is still to come after it. A stop's checkpoint cannot be
+// foreseen; the worker says when it passes a stop on.
 int64_t Trainer::NextCheckpointStep() const {
   const State& s = *s_;
   const auto& c = s.spec.checkpoint;
   if (s.options.checkpoint_dir.empty()) return 0;
-  int64_t next = c.at_end && s.step < s.spec.training.steps ? s.spec.training.steps : 0;
+  const int64_t end = s.run_last_step >= 0 ? s.run_last_step : s.spec.training.steps;
+  if (s.step >= end) {
+    const bool behind = s.async_save && s.async_save->in_flight();
+    return (c.at_end && s.checkpoint_step != s.step) || behind ? s.step : 0;
+  }
+  int64_t next = c.at_end ? end : 0;
   int64_t periodic = 0;
   if (c.every_steps_auto)
     periodic = s.auto_checkpoints.next_step > s.step ? s.auto_checkpoints.next_step : 0;

@@ -43,6 +43,13 @@ TEST_F(TrainerTest, CheckpointsWrittenBehindTheStepsHoldTheSameBytes) {
     }
   }
   EXPECT_FALSE(behind.records[0].checkpoint_seconds);
+  // next_checkpoint_step (the controller's hang timeout): the next periodic one, then the
+  // end's, which the last record names while it is still to come after it.
+  const std::vector<int64_t> next{2, 4, 4, 6, 6, 7, 7};
+  for (size_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(in_place.records[i].next_checkpoint_step, next[i]) << "step " << i + 1;
+    EXPECT_EQ(behind.records[i].next_checkpoint_step, next[i]) << "step " << i + 1;
+  }
   // The host copy is in the records' pinned host memory once the first save
   // has made it (by step 3), the same after; none in place.
   const auto copy = behind.records[2].host_arena_bytes;

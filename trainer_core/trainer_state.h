@@ -44,6 +44,8 @@ struct Trainer::State {
   std::unique_ptr<ShardedOptimizer> optim;
   int64_t step = 0;
   int64_t checkpoint_step = -1;
+  // The last step Run trains to (-1: training.steps): the end checkpoint follows it.
+  int64_t run_last_step = -1;
   std::unique_ptr<NcclLogFollower> nccl_log;  // while NCCL's channel count is wanted
   // Removes old checkpoints behind the steps (rank 0's); waits for them when
   // the trainer goes.

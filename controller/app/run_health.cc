@@ -178,7 +178,11 @@ Effects RunHealth::Start(const WatchLaunch& started) {
   w.finished_nodes = started.finished_nodes;
   w.ended_ranks = started.ended_ranks;
   for (size_t r = 0; r < started.rank_nodes.size(); ++r) {
-    w.ranks.push_back({static_cast<int>(r), started.rank_nodes[r], -1, w.started});
+    RankProgress p;
+    p.rank = static_cast<int>(r);
+    p.node = started.rank_nodes[r];
+    p.last_change = w.started;
+    w.ranks.push_back(std::move(p));
     w.go_nodes.insert(started.rank_nodes[r]);
   }
   for (const auto& n : w.go_nodes)

@@ -319,6 +319,30 @@ TEST_F(LearnedHangTest, TheStepBeforeACheckpointGetsTwiceTheLongestTimedOne) {
   EXPECT_NE(t->basis.find("2 x longest checkpoint"), std::string::npos) << t->basis;
 }
 
+// A command's own pauses (an evaluation, a wait) cannot be foreseen: only
+// [model] ranks learn.
+TEST_F(LearnedHangTest, AGenericCommandKeepsTheSpecsTimeout) {
+  WatchLaunch w = ModelLaunch();
+  w.model = false;
+  health_.Start(w);
+  Steps(1, 30);
+  EXPECT_FALSE(CheckFor(30).has_value());
+  EXPECT_EQ(health_.HangTimeoutOf("hello-1")->basis,
+            "restart.hang_timeout_s = 600 s (learned only for [model] ranks: a command's own "
+            "pauses are unknown)");
+}
+
+// The last step's record names itself while the end's checkpoint is still to
+// come: twice the longest checkpoint is allowed after it.
+TEST_F(LearnedHangTest, TheEndsCheckpointAfterTheLastStepIsAllowedFor) {
+  health_.Start(ModelLaunch());
+  Steps(1, 30, /*next_checkpoint=*/31);
+  Steps(31, 31, 40, /*checkpoint_s=*/3);
+  Steps(32, 40, 40);
+  EXPECT_FALSE(CheckFor(10).has_value()) << "5 s + 2 x 3 s";
+  EXPECT_TRUE(CheckFor(2).has_value());
+}
+
 // The launch's start (GO to every rank's first step) is an event; a later
 // launch of the run learns its start-up timeout from it.
 TEST_F(LearnedHangTest, TheStartUpIsLearnedFromEarlierLaunches) {

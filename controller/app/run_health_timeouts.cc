@@ -12,11 +12,17 @@
 namespace trellis::controller {
 namespace {
 
-HangTimeoutPolicy PolicyOf(const spec::RestartSection& r) {
+HangTimeoutPolicy PolicyOf(const spec::RestartSection& r, bool model) {
   HangTimeoutPolicy p;
   p.bound_s = r.hang_timeout_s;
   p.startup_bound_s = r.startup_timeout_s;
-  p.learned = r.hang_learned;
+  // The trainer's cadence is known (its records say when it checkpoints); a
+  // command's own pauses are not.
+  p.learned = r.hang_learned && model;
+  if (!r.hang_learned)
+    p.not_learned_why = "restart.hang_learned = false";
+  else if (!model)
+    p.not_learned_why = "learned only for [model] ranks: a command's own pauses are unknown";
   p.floor_s = r.hang_floor_s;
   p.factor = r.hang_factor;
   p.startup_floor_s = r.startup_floor_s;
@@ -31,7 +37,7 @@ double SecondsBetween(SteadyTime a, SteadyTime b) {
 }  // namespace
 
 void RunHealth::LearnStartups(Watch& w) {
-  w.timeouts = PolicyOf(w.launch.restart);
+  w.timeouts = PolicyOf(w.launch.restart, w.launch.model);
   w.next_checkpoint.assign(w.ranks.size(), std::nullopt);
   // A resumed watch began at the controller's restart, not at GO: no start to time.
   w.start_said = w.launch.resumed;
@@ -77,8 +83,11 @@ std::optional<TimeoutInForce> RunHealth::RankTimeout(const Watch& w,
     if (!w.launch.model) return std::nullopt;
     return StartupTimeout(w.timeouts, w.earlier_starts_s);
   }
+  // The checkpoint after the next step, or one after the step reported that
+  // is still to come (the end's).
   std::optional<bool> checkpoint_next;
-  if (const auto& next = w.next_checkpoint[p.rank]) checkpoint_next = *next == p.last_step + 1;
+  if (const auto& next = w.next_checkpoint[p.rank])
+    checkpoint_next = *next == p.last_step + 1 || *next == p.last_step;
   return HangTimeout(w.timeouts, w.gaps, checkpoint_next, w.stopping);
 }
 

@@ -56,6 +56,17 @@ TEST(FailureClassTest, NamesRoundTrip) {
   EXPECT_EQ(ParseFailureClass(""), std::nullopt);
 }
 
+HangEvidence Hung(int rank, std::string node, int64_t last_step, double silent_s,
+                  bool before_first_step) {
+  HangEvidence h;
+  h.rank = rank;
+  h.node = std::move(node);
+  h.last_step = last_step;
+  h.silent_s = silent_s;
+  h.before_first_step = before_first_step;
+  return h;
+}
+
 struct Case {
   const char* name;
   LaunchEvidence evidence;
@@ -67,7 +78,7 @@ struct Case {
 };
 
 TEST(ClassifyLaunchTest, Table) {
-  const HangEvidence hang{0, "node1", 17, 62.4, false};
+  const HangEvidence hang = Hung(0, "node1", 17, 62.4, false);
   const auto failing = Ranks(1, {End("node2", 1, 3)});
   const Case cases[] = {
       {"success", Ranks(0, {End("n1", 0, 0), End("n2", 1, 0)}), FC::kSucceeded, 0, false, "",
@@ -184,7 +195,7 @@ TEST(ClassifyLaunchTest, Table) {
       {"hang before the first step",
        With(Ranks(143, {}),
             [](auto& e) {
-              e.hang = HangEvidence{2, "node2", -1, 905, true};
+              e.hang = Hung(2, "node2", -1, 905, true);
             }),
        FC::kHang, 143, true, "node2", "rank 2 on node2 hung: no first step after 905 s"},
       {"ranks that ended after the stop are consequences",
@@ -371,7 +382,7 @@ TEST(ClassifyLaunchTest, AHangBlamesANodeOnlyWhenItsRankIsKnown) {
 
 TEST(ClassifyLaunchTest, EvidenceOfHangsAndLostNodes) {
   auto e = Ranks(0, {});
-  e.hang = HangEvidence{3, "n2", 17, 62.5, false};
+  e.hang = Hung(3, "n2", 17, 62.5, false);
   auto j = nlohmann::json::parse(ClassifyLaunch(e).evidence_json);
   EXPECT_EQ(j["last_step"], 17);
   EXPECT_EQ(j["silent_s"], 62.5);

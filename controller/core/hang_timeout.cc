@@ -53,7 +53,7 @@ std::optional<double> StepGaps::P99() const {
 TimeoutInForce HangTimeout(const HangTimeoutPolicy& p, const StepGaps& gaps,
                            std::optional<bool> checkpoint_next, bool stopping) {
   const std::string key = "restart.hang_timeout_s";
-  if (!p.learned) return Bound(p.bound_s, key, "");
+  if (!p.learned) return Bound(p.bound_s, key, p.not_learned_why);
   if (stopping) return Bound(p.bound_s, key, "the ranks are stopping, maybe checkpointing");
   auto p99 = gaps.P99();
   if (!p99)
@@ -80,7 +80,7 @@ TimeoutInForce HangTimeout(const HangTimeoutPolicy& p, const StepGaps& gaps,
 TimeoutInForce StartupTimeout(const HangTimeoutPolicy& p,
                               const std::vector<double>& earlier_starts_s) {
   const std::string key = "restart.startup_timeout_s";
-  if (!p.learned) return Bound(p.startup_bound_s, key, "");
+  if (!p.learned) return Bound(p.startup_bound_s, key, p.not_learned_why);
   if (earlier_starts_s.empty())
     return Bound(p.startup_bound_s, key, "no earlier launch of the run to learn from");
   double longest = *std::max_element(earlier_starts_s.begin(), earlier_starts_s.end());

@@ -14,7 +14,9 @@
 // always at most the spec's value (restart.hang_timeout_s,
 // startup_timeout_s), which is also what holds while too little was seen,
 // while the workers are stopping the ranks (they may be writing a last
-// checkpoint), and with restart.hang_learned = false.
+// checkpoint), and with restart.hang_learned = false. Only [model] ranks
+// learn (run_health_timeouts.cc): a command's own pauses (an evaluation, a
+// wait for something) cannot be foreseen.
 
 #include <cstdint>
 #include <optional>
@@ -31,6 +33,8 @@ struct HangTimeoutPolicy {
   double factor = 10;            // restart.hang_factor
   double startup_floor_s = 60;   // restart.startup_floor_s
   double startup_factor = 3;     // restart.startup_factor
+  // Why not `learned`, when it is not ("" : none said).
+  std::string not_learned_why;
 };
 
 // The gaps between a launch's consecutive steps (its ranks step together:
@@ -63,9 +67,9 @@ struct TimeoutInForce {
   std::string basis;  // how it was found, for `show` and the hang's evidence
 };
 
-// The hang timeout of a rank that reported a step. `checkpoint_next`: its
-// next step writes a checkpoint (nullopt: the rank does not say, so any step
-// may). `stopping`: its worker is stopping the ranks or passed a stop on.
+// The hang timeout of a rank that reported a step. `checkpoint_next`: a
+// checkpoint comes before its next record (nullopt: the rank does not say, so
+// any step may). `stopping`: its worker is stopping the ranks or passed a stop on.
 TimeoutInForce HangTimeout(const HangTimeoutPolicy& policy, const StepGaps& gaps,
                            std::optional<bool> checkpoint_next, bool stopping);
 

@@ -10,7 +10,12 @@ using std::chrono::seconds;
 const SteadyTime t0{};  // the launch started
 
 RankProgress R(int rank, const std::string& node, int64_t step, int changed_at_s) {
-  return {rank, node, step, t0 + seconds(changed_at_s)};
+  RankProgress p;
+  p.rank = rank;
+  p.node = node;
+  p.last_step = step;
+  p.last_change = t0 + seconds(changed_at_s);
+  return p;
 }
 
 struct HangCase {
@@ -103,7 +108,7 @@ TEST(FindHangTest, Table) {
 TEST(FindHangTest, AStoppedProcessIsTheCulpritOfALockstepHang) {
   const SteadyTime t0{};
   auto rank = [&](int r, const char* node, int at_s, char state) {
-    RankProgress p{r, node, 7, t0 + seconds(at_s), std::nullopt};
+    RankProgress p = R(r, node, 7, at_s);
     p.process_state = state;
     return p;
   };
@@ -132,8 +137,9 @@ TEST(FindHangTest, AStoppedProcessIsTheCulpritOfALockstepHang) {
 // the evidence says which timeout held.
 TEST(FindHangTest, ARanksOwnTimeoutHoldsOverTheArgument) {
   const SteadyTime t0{};
-  RankProgress fast{0, "n1", 10, t0 + seconds(100), std::chrono::milliseconds(6500)};
-  RankProgress plain{1, "n2", 10, t0 + seconds(100), std::nullopt};
+  RankProgress fast = R(0, "n1", 10, 100);
+  fast.timeout = std::chrono::milliseconds(6500);
+  RankProgress plain = R(1, "n2", 10, 100);
   auto h = FindHang({fast, plain}, t0, t0 + seconds(106), seconds(60), seconds(900));
   EXPECT_FALSE(h.has_value());
   h = FindHang({fast, plain}, t0, t0 + seconds(107), seconds(60), seconds(900));
