@@ -4,13 +4,14 @@
 # 1. Three checkpoints pass with no hang (the step before each is allowed
 #    twice the longest one timed; the first, none timed yet, the spec's 600 s),
 #    and `trellis show` prints the learned timeout.
-# 2. Rank 1 is stopped (SIGSTOP): the hang is found in under 10 s (the spec
-#    says 600 s). Every rank waits in the step's collectives, at the same
+# 2. Rank 1 is stopped (SIGSTOP): the hang is found within the learned
+#    timeout and 4 s (the check's second, the records' way), under 10 s when
+#    the steps take 0.2-0.5 s as here unloaded (the spec says 600 s). Every rank waits in the step's collectives, at the same
 #    step; its worker says rank 1's process is stopped, so rank 1's node is
 #    blamed, and the launch relaunched on the spare from its checkpoint.
 # 3. The relaunch starts with no false hang (its start-up timeout learned from
 #    launch 1's start) and trains on.
-# Prints hang_detect_ms=N (bench/results/hang-learned-*.md).
+# Prints hang_detect_ms=N.
 . "$(dirname "$0")/lib.sh"
 [ -x "$TRELLIS_BIN/trellis-corpus" ] || { echo "SKIP: no trellis-corpus"; exit 77; }
 
@@ -50,8 +51,10 @@ show=$(run_json "$id")
 hang_ms=$(json_get "$show" "[e['unix_ms'] for e in d['health_events'] if e['kind']=='hang'][0]")
 detail=$(json_get "$show" "[e['detail'] for e in d['health_events'] if e['kind']=='hang'][0]")
 detect_ms=$((hang_ms - stop_ms))
-[ "$detect_ms" -lt 10000 ] ||
-  fail "hang found $detect_ms ms after SIGSTOP (target: under 10 s): $detail"
+# The learned timeout at the stop, from show's line ("hang after 5.0 s without a step: ...").
+timeout_ms=$(echo "$line" | python3 -c 'import sys; print(int(float(sys.stdin.read().split()[2]) * 1000))')
+[ "$detect_ms" -lt $((timeout_ms + 4000)) ] ||
+  fail "hang found $detect_ms ms after SIGSTOP, the learned timeout $timeout_ms ms: $detail"
 echo "$detail" | grep -q "learned" || fail "the hang's timeout was not the learned one: $detail"
 log "hang found $detect_ms ms after SIGSTOP: $detail"
 kill -CONT "$pid" 2>/dev/null || true

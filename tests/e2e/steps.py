@@ -59,9 +59,15 @@ s.connect(os.environ["TRELLIS_STEP_SOCKET"])
 resume = int(os.environ.get("TRELLIS_RESUME_STEP", "-1") or "-1")
 first = max(resume, 0) + 1
 print("rank %d starts at step %d" % (rank, first), flush=True)
+# Each step ends on a deadline of the rank's clock, not a sleep after the last:
+# a loaded machine delays a step, not every step after it, so ranks that share
+# no collective do not drift apart (STOP_ALIGN holds them within k steps). A
+# rank more than a step late (it was stopped) catches up one step, no burst.
+deadline = time.time()
 for step in range(first, steps + 1):
     t0 = time.time()
-    time.sleep(step_s)
+    deadline = max(deadline, t0 - step_s) + step_s
+    time.sleep(max(0.0, deadline - time.time()))
     rec = {"v": 1, "step": step, "loss": 5.0 / step, "tokens": 1024,
            "step_seconds": time.time() - t0}
     s.sendall((json.dumps(rec) + "\n").encode())

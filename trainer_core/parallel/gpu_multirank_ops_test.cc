@@ -190,7 +190,7 @@ TEST_F(GpuMultiRankTest, StepRecordsCarryNcclCtasAndRanksNameTheirGpus) {
 // close, in PyTorch's watchdog thread; the peer watch polls the group's error
 // (getError, LibTorch 2.8 on) and ends rank 0 within a few seconds, naming
 // rank 1 as the peer that stopped beating. On two GPUs NCCL sees nothing and
-// the watch names rank 1 after its silence threshold (10 s).
+// the watch names rank 1 after its silence threshold (half the timeout).
 TEST_F(GpuMultiRankTest, AKilledPeerIsNamedWithinTheCollectiveTimeout) {
   if (RehearsingOnCpu())  // (multirank_test stops a gloo peer with SIGSTOP instead)
     GTEST_SKIP() << "NCCL only: gloo sees a killed peer's sockets close and fails at once";

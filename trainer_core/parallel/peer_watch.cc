@@ -99,7 +99,7 @@ PeerWatchOptions PeerWatch::ForTimeout(int rank, int world, std::chrono::millise
   o.rank = rank;
   o.world = world;
   o.period = std::clamp(timeout / 10, milliseconds(100), milliseconds(1000));
-  o.threshold = std::max(std::min(timeout / 2, milliseconds(10000)), 3 * o.period);
+  o.threshold = std::max(timeout / 2, 3 * o.period);
   o.confirm = 2 * o.period + milliseconds(500);
   o.store_address = std::move(store_address);
   return o;

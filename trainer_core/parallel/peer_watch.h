@@ -4,9 +4,9 @@
 // backend gives up: gloo with a bare timeout, NCCL by aborting the process
 // from its watchdog, neither naming the rank that is gone. So every member of
 // a communicator beats a counter in the rendezvous store (every second at
-// most) and watches the others'; a peer silent for 10 s (or half the
-// collective timeout, if shorter) ends this rank with a message that names
-// it, before the backend's own timeout. Where the backend itself reports an
+// most) and watches the others'; a peer silent for half the collective
+// timeout ends this rank with a message that names it, before the backend's
+// own timeout. Where the backend itself reports an
 // error (NCCL's socket transport sees a dead peer's sockets close, in
 // PyTorch's watchdog thread, out of the rank's reach), the watch polls it
 // and ends the rank at once, naming the peers that stopped beating since.
@@ -74,7 +74,7 @@ class PeerStore {
 
 struct PeerWatchOptions {
   int rank = 0, world = 1;
-  std::chrono::milliseconds period{1000}, threshold{10000};  // beat and read; silence
+  std::chrono::milliseconds period{1000}, threshold{60000};  // beat and read; silence
   std::string store_address;  // for messages: host:port
   // The backend's own word, polled every `error_poll`: "" while healthy,
   // else what it reports ("COMM_ERROR in group world"). Then the peers are
@@ -98,9 +98,11 @@ class PeerWatch {
   PeerWatch& operator=(const PeerWatch&) = delete;
 
   // The period and silence threshold for a collective timeout: a tenth of
-  // it, at most a second; 10 s of silence (a peer's beats come from a thread
-  // of their own: silence is a dead, stopped or cut-off process), or half
-  // the timeout if shorter, so that the watch speaks before the backend.
+  // it, at most a second; half the timeout of silence, so that the watch
+  // speaks before the backend. (Not less: under a worker, the controller's
+  // hang timeout, learned and often seconds, finds a stopped rank first and
+  // blames its node; peers giving up earlier would end the launch as their
+  // own exits, the stopped rank unblamed.)
   static PeerWatchOptions ForTimeout(int rank, int world, std::chrono::milliseconds timeout,
                                      std::string store_address);
 
