@@ -51,11 +51,12 @@ show=$(run_json "$id")
 hang_ms=$(json_get "$show" "[e['unix_ms'] for e in d['health_events'] if e['kind']=='hang'][0]")
 detail=$(json_get "$show" "[e['detail'] for e in d['health_events'] if e['kind']=='hang'][0]")
 detect_ms=$((hang_ms - stop_ms))
-# The learned timeout at the stop, from show's line ("hang after 5.0 s without a step: ...").
-timeout_ms=$(echo "$line" | python3 -c 'import sys; print(int(float(sys.stdin.read().split()[2]) * 1000))')
+# The timeout the hung rank was held to (learned: it moves with the steps up to the stop).
+timeout_ms=$(json_get "$show" "[int(json.loads(e['detail_json'])['timeout_s'] * 1000) \
+  for e in d['health_events'] if e['kind']=='hang'][0]")
+echo "$detail" | grep -q "timeout learned" || fail "the hang's timeout was not learned: $detail"
 [ "$detect_ms" -lt $((timeout_ms + 4000)) ] ||
   fail "hang found $detect_ms ms after SIGSTOP, the learned timeout $timeout_ms ms: $detail"
-echo "$detail" | grep -q "learned" || fail "the hang's timeout was not the learned one: $detail"
 log "hang found $detect_ms ms after SIGSTOP: $detail"
 kill -CONT "$pid" 2>/dev/null || true
 
