@@ -127,7 +127,6 @@ struct PeerWatch::Impl {
 
   void Loop() {
     using Clock = std::chrono::steady_clock;
-    using std::chrono::milliseconds;
     const int world = options.world, me = options.rank;
     std::vector<PeerSighting> seen(world);
     for (auto& p : seen) {
